@@ -1,0 +1,56 @@
+//! # fila-core: the engine
+//!
+//! fila-core owns queues, messages, receipts, shards, the timing wheel, the
+//! visible ring and the clock. It knows nothing of sockets or wire formats:
+//! the server (and tests, and benches) call the typed API of [`Engine`].
+//!
+//! ## Shape
+//!
+//! * [`Engine`] hashes each queue name to one [`Shard`]. A call locks only
+//!   that shard; there is no global lock.
+//! * A [`Shard`] keeps its messages in a slab of compact records, each with a
+//!   [`lease::StateWord`] (state, lease generation, delivery count) that only
+//!   compare-and-swap changes. A [`Receipt`] carries the generation, so a
+//!   receipt whose lease ended never wins again.
+//! * Visible messages wait in [`ring::ReadyRing`]s, one per channel, served
+//!   round-robin across channels.
+//! * One [`wheel::TimingWheel`] per shard holds lease ends, delays and
+//!   schedules, expiries, redrive ticks and long-poll deadlines.
+//! * Time comes from a [`Clock`]; tests use [`ManualClock`] and never sleep.
+//! * Every state change is an [`event::Event`] given to an optional
+//!   [`event::EventSink`], the hook for a write-ahead log.
+//!
+//! ## Example
+//!
+//! ```
+//! use std::sync::Arc;
+//! use fila_core::{Address, Engine, ManualClock, NewMessage, QueueSettings, ReceiveOptions};
+//!
+//! let clock = ManualClock::new(1_700_000_000_000);
+//! let engine = Engine::new(2, Arc::new(clock.clone()));
+//! engine.create_queue("jobs", QueueSettings::default()).unwrap();
+//! engine.put("jobs", vec![NewMessage::new("hello")]).unwrap();
+//! let got = engine.receive_now(Address::queue("jobs"), &ReceiveOptions::now(10)).unwrap();
+//! assert_eq!(&got[0].payload[..], b"hello");
+//! let receipt = got[0].receipt.unwrap();
+//! engine.delete(Address::queue("jobs"), &[receipt]).unwrap()[0].as_ref().unwrap();
+//! ```
+#![cfg_attr(not(loom), forbid(unsafe_code))]
+
+mod clock;
+mod engine;
+mod error;
+pub mod event;
+pub mod lease;
+pub mod limits;
+pub mod ring;
+mod shard;
+mod sync;
+mod types;
+pub mod wheel;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use engine::Engine;
+pub use error::{Error, ErrorKind};
+pub use shard::{Notify, Received, Shard, ShardFootprint, WaitId};
+pub use types::*;

@@ -1,0 +1,616 @@
+//! The engine's public values: queue settings, messages, receipts, options
+//! and answers.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::error::{check_range, Error};
+use crate::limits::*;
+
+/// A queue's settings (SPEC §1). Times are milliseconds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueSettings {
+    /// How long a received message stays invisible (0 ..= 12 h).
+    pub visibility_timeout_ms: u64,
+    /// Deliveries before a message is dead-lettered (1 ..= 1000, 0 = unlimited).
+    pub max_deliveries: u32,
+    /// A message older than this expires (1 min ..= 14 days).
+    pub retention_ms: u64,
+    /// Payload limit, checked on put (1 B ..= 1 MiB).
+    pub max_message_bytes: u32,
+    /// Long-poll wait when a receive names none (0 ..= 30 s).
+    pub receive_wait_default_ms: u64,
+    /// Expired messages go to the DLQ instead of vanishing.
+    pub dead_letter_on_expiration: bool,
+    /// Another queue that receives this queue's dead letters (else the
+    /// built-in DLQ).
+    pub dead_letter_target: Option<String>,
+    /// Messages the queue may hold in all states, its DLQ included.
+    pub max_messages: u64,
+    /// Payload bytes the queue may hold, its DLQ included.
+    pub max_bytes: u64,
+    /// Share (percent) of max_messages and max_bytes one channel may hold.
+    pub channel_capacity_pct: u8,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        QueueSettings {
+            visibility_timeout_ms: 30_000,
+            max_deliveries: 5,
+            retention_ms: 7 * 86_400_000,
+            max_message_bytes: 256 << 10,
+            receive_wait_default_ms: 30_000,
+            dead_letter_on_expiration: false,
+            dead_letter_target: None,
+            max_messages: 10_000_000,
+            max_bytes: 1 << 30,
+            channel_capacity_pct: 100,
+        }
+    }
+}
+
+impl QueueSettings {
+    /// Checks every field against its range.
+    pub fn validate(&self) -> Result<(), Error> {
+        check_range("visibility_timeout_ms", self.visibility_timeout_ms, 0, VISIBILITY_MS_MAX, " ms")?;
+        if self.max_deliveries > MAX_DELIVERIES_MAX {
+            return Err(Error::invalid(
+                "max_deliveries",
+                format!("must be 1..={MAX_DELIVERIES_MAX} or 0 for unlimited (got {})", self.max_deliveries),
+            ));
+        }
+        check_range("retention_ms", self.retention_ms, RETENTION_MS_MIN, RETENTION_MS_MAX, " ms")?;
+        check_range("max_message_bytes", self.max_message_bytes.into(), 1, MESSAGE_BYTES_MAX.into(), " bytes")?;
+        check_range("receive_wait_default_ms", self.receive_wait_default_ms, 0, WAIT_MS_MAX, " ms")?;
+        if let Some(target) = &self.dead_letter_target {
+            validate_queue_name("dead_letter_target", target)?;
+        }
+        check_range("max_messages", self.max_messages, 1, MAX_MESSAGES_MAX, "")?;
+        check_range("max_bytes", self.max_bytes, MAX_BYTES_MIN, MAX_BYTES_MAX, " bytes")?;
+        check_range("channel_capacity_pct", self.channel_capacity_pct.into(), 1, 100, " %")?;
+        Ok(())
+    }
+
+    /// The first field in which `self` and `other` differ.
+    pub(crate) fn first_difference(&self, other: &QueueSettings) -> Option<&'static str> {
+        let fields: [(&'static str, bool); 10] = [
+            ("visibility_timeout_ms", self.visibility_timeout_ms != other.visibility_timeout_ms),
+            ("max_deliveries", self.max_deliveries != other.max_deliveries),
+            ("retention_ms", self.retention_ms != other.retention_ms),
+            ("max_message_bytes", self.max_message_bytes != other.max_message_bytes),
+            ("receive_wait_default_ms", self.receive_wait_default_ms != other.receive_wait_default_ms),
+            ("dead_letter_on_expiration", self.dead_letter_on_expiration != other.dead_letter_on_expiration),
+            ("dead_letter_target", self.dead_letter_target != other.dead_letter_target),
+            ("max_messages", self.max_messages != other.max_messages),
+            ("max_bytes", self.max_bytes != other.max_bytes),
+            ("channel_capacity_pct", self.channel_capacity_pct != other.channel_capacity_pct),
+        ];
+        fields.into_iter().find(|(_, differs)| *differs).map(|(name, _)| name)
+    }
+}
+
+/// A change to some of a queue's settings; `None` keeps the current value.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SettingsUpdate {
+    /// See [`QueueSettings::visibility_timeout_ms`].
+    pub visibility_timeout_ms: Option<u64>,
+    /// See [`QueueSettings::max_deliveries`].
+    pub max_deliveries: Option<u32>,
+    /// See [`QueueSettings::retention_ms`].
+    pub retention_ms: Option<u64>,
+    /// See [`QueueSettings::max_message_bytes`].
+    pub max_message_bytes: Option<u32>,
+    /// See [`QueueSettings::receive_wait_default_ms`].
+    pub receive_wait_default_ms: Option<u64>,
+    /// See [`QueueSettings::dead_letter_on_expiration`].
+    pub dead_letter_on_expiration: Option<bool>,
+    /// `Some(None)` returns to the built-in DLQ.
+    pub dead_letter_target: Option<Option<String>>,
+    /// See [`QueueSettings::max_messages`].
+    pub max_messages: Option<u64>,
+    /// See [`QueueSettings::max_bytes`].
+    pub max_bytes: Option<u64>,
+    /// See [`QueueSettings::channel_capacity_pct`].
+    pub channel_capacity_pct: Option<u8>,
+}
+
+impl SettingsUpdate {
+    /// `base` with this update applied.
+    pub fn apply(&self, base: &QueueSettings) -> QueueSettings {
+        QueueSettings {
+            visibility_timeout_ms: self.visibility_timeout_ms.unwrap_or(base.visibility_timeout_ms),
+            max_deliveries: self.max_deliveries.unwrap_or(base.max_deliveries),
+            retention_ms: self.retention_ms.unwrap_or(base.retention_ms),
+            max_message_bytes: self.max_message_bytes.unwrap_or(base.max_message_bytes),
+            receive_wait_default_ms: self.receive_wait_default_ms.unwrap_or(base.receive_wait_default_ms),
+            dead_letter_on_expiration: self.dead_letter_on_expiration.unwrap_or(base.dead_letter_on_expiration),
+            dead_letter_target: self.dead_letter_target.clone().unwrap_or_else(|| base.dead_letter_target.clone()),
+            max_messages: self.max_messages.unwrap_or(base.max_messages),
+            max_bytes: self.max_bytes.unwrap_or(base.max_bytes),
+            channel_capacity_pct: self.channel_capacity_pct.unwrap_or(base.channel_capacity_pct),
+        }
+    }
+}
+
+/// Checks a queue name: 1–80 of `[A-Za-z0-9_-]`.
+pub fn validate_queue_name(field: &'static str, name: &str) -> Result<(), Error> {
+    if name.is_empty() || name.len() > QUEUE_NAME_LEN_MAX {
+        return Err(Error::invalid(
+            field,
+            format!("must be 1..={QUEUE_NAME_LEN_MAX} characters (got {})", name.len()),
+        ));
+    }
+    if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-')) {
+        return Err(Error::invalid(field, format!("may hold only [A-Za-z0-9_-] (got {bad:?})")));
+    }
+    Ok(())
+}
+
+/// Checks a channel name: 1–128 printable ASCII characters, no `*`.
+pub fn validate_channel(field: &'static str, channel: &str) -> Result<(), Error> {
+    if channel.is_empty() || channel.len() > CHANNEL_LEN_MAX {
+        return Err(Error::invalid(
+            field,
+            format!("must be 1..={CHANNEL_LEN_MAX} characters (got {})", channel.len()),
+        ));
+    }
+    if let Some(bad) = channel.chars().find(|c| !c.is_ascii_graphic() || *c == '*') {
+        return Err(Error::invalid(
+            field,
+            format!("may hold printable ASCII other than '*' (got {bad:?})"),
+        ));
+    }
+    Ok(())
+}
+
+/// A queue or its dead-letter sub-queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Address<'a> {
+    /// The queue's name.
+    pub queue: &'a str,
+    /// The DLQ rather than the queue itself.
+    pub dlq: bool,
+}
+
+impl<'a> Address<'a> {
+    /// The queue itself.
+    pub fn queue(name: &'a str) -> Address<'a> {
+        Address { queue: name, dlq: false }
+    }
+
+    /// The queue's dead-letter sub-queue.
+    pub fn dlq(name: &'a str) -> Address<'a> {
+        Address { queue: name, dlq: true }
+    }
+}
+
+/// A message's attributes: up to 16 small key/value pairs, shared, not copied,
+/// between the queue and every delivery.
+pub type Attributes = Arc<[(Box<str>, Box<str>)]>;
+
+/// When a put message becomes visible.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Availability {
+    /// At once.
+    #[default]
+    Now,
+    /// After this many milliseconds (0 ..= 15 min).
+    DelayMs(u64),
+    /// At this time, ms since the epoch (no later than the retention allows).
+    At(u64),
+}
+
+/// One entry of a put.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NewMessage {
+    /// The body, shared with the caller's buffer.
+    pub payload: Bytes,
+    /// Up to 16 key/value pairs, 8 KiB in all.
+    pub attributes: Vec<(String, String)>,
+    /// The channel, for fair receive and capacity.
+    pub channel: Option<String>,
+    /// Delay or schedule.
+    pub availability: Availability,
+    /// Time to live, shorter than the queue's retention.
+    pub ttl_ms: Option<u64>,
+}
+
+impl NewMessage {
+    /// A message with this payload and nothing else.
+    pub fn new(payload: impl Into<Bytes>) -> NewMessage {
+        NewMessage {
+            payload: payload.into(),
+            ..NewMessage::default()
+        }
+    }
+}
+
+/// A message id, unique on the server: the queue's id and the message's
+/// first sequence number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MessageId(pub u128);
+
+impl std::fmt::Display for MessageId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+/// What a put answers per entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PutReceipt {
+    /// The message's id.
+    pub id: MessageId,
+    /// Its sequence number in the queue.
+    pub seq: u64,
+}
+
+/// A message's state as seen from outside.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum State {
+    /// Ready to be received.
+    Visible,
+    /// Leased to a consumer.
+    InFlight,
+    /// Waiting for its delay or scheduled time.
+    Delayed,
+    /// Deferred: taken only by receive-deferred.
+    Deferred,
+    /// In the DLQ, ready to be received from there.
+    DeadLettered,
+}
+
+/// Why a message was dead-lettered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeadLetterReason {
+    /// It would have been delivered for the (max_deliveries + 1)-th time.
+    MaxDeliveries,
+    /// Its TTL or the retention ran out and dead_letter_on_expiration is set.
+    Expired,
+    /// Its consumer dead-lettered it.
+    Consumer {
+        /// The consumer's reason.
+        reason: String,
+        /// The consumer's description.
+        description: String,
+    },
+}
+
+impl DeadLetterReason {
+    /// `max_deliveries`, `expired` or `consumer`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            DeadLetterReason::MaxDeliveries => "max_deliveries",
+            DeadLetterReason::Expired => "expired",
+            DeadLetterReason::Consumer { .. } => "consumer",
+        }
+    }
+}
+
+/// What a dead-lettered message records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The queue it was dead-lettered from.
+    pub source_queue: Arc<str>,
+    /// When.
+    pub at_ms: u64,
+    /// Why.
+    pub reason: DeadLetterReason,
+}
+
+/// A message as a receive or a peek shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// Unique on the server.
+    pub id: MessageId,
+    /// Strictly increasing per queue.
+    pub seq: u64,
+    /// The body.
+    pub payload: Bytes,
+    /// Key/value pairs (empty when none).
+    pub attributes: Option<Attributes>,
+    /// The channel, if any.
+    pub channel: Option<Arc<str>>,
+    /// When the message entered the queue (ms since the epoch).
+    pub inserted_at_ms: u64,
+    /// When it expires.
+    pub expires_at_ms: u64,
+    /// When it becomes (or became) visible next.
+    pub next_visible_at_ms: u64,
+    /// Deliveries so far, this one included.
+    pub delivery_count: u32,
+    /// Its state.
+    pub state: State,
+    /// For a delivered message, the lease's receipt.
+    pub receipt: Option<Receipt>,
+    /// For a dead letter, where from and why.
+    pub dead_letter: Option<Arc<DeadLetter>>,
+}
+
+/// Names one delivery of one message. Opaque to users: it prints as 32 hex
+/// digits and parses back; anything else is `receipt_invalid`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Receipt {
+    pub(crate) queue_id: u32,
+    pub(crate) slot: u32,
+    pub(crate) generation: u64,
+}
+
+const RECEIPT_VERSION: u8 = 1;
+/// Length of a receipt in bytes.
+pub const RECEIPT_LEN: usize = 16;
+
+impl Receipt {
+    fn check(bytes: &[u8]) -> u16 {
+        // FNV-1a folded to 16 bits: catches typos and truncation, not forgery
+        // (a forged receipt can only name a lease, which the state word checks).
+        let mut h: u32 = 0x811C_9DC5;
+        for b in bytes {
+            h ^= u32::from(*b);
+            h = h.wrapping_mul(0x0100_0193);
+        }
+        (h ^ (h >> 16)) as u16
+    }
+
+    /// The receipt's 16 bytes.
+    pub fn to_bytes(&self) -> [u8; RECEIPT_LEN] {
+        let mut b = [0u8; RECEIPT_LEN];
+        b[0] = RECEIPT_VERSION;
+        b[1..5].copy_from_slice(&self.queue_id.to_be_bytes());
+        b[5..9].copy_from_slice(&self.slot.to_be_bytes());
+        b[9..14].copy_from_slice(&self.generation.to_be_bytes()[3..]);
+        let check = Self::check(&b[..14]);
+        b[14..].copy_from_slice(&check.to_be_bytes());
+        b
+    }
+
+    /// Parses 16 bytes made by [`Receipt::to_bytes`].
+    pub fn from_bytes(b: &[u8]) -> Result<Receipt, Error> {
+        if b.len() != RECEIPT_LEN {
+            return Err(Error::ReceiptInvalid("a receipt is 16 bytes"));
+        }
+        if b[0] != RECEIPT_VERSION {
+            return Err(Error::ReceiptInvalid("unknown receipt version"));
+        }
+        if u16::from_be_bytes([b[14], b[15]]) != Self::check(&b[..14]) {
+            return Err(Error::ReceiptInvalid("receipt checksum does not match"));
+        }
+        let mut generation = [0u8; 8];
+        generation[3..].copy_from_slice(&b[9..14]);
+        Ok(Receipt {
+            queue_id: u32::from_be_bytes([b[1], b[2], b[3], b[4]]),
+            slot: u32::from_be_bytes([b[5], b[6], b[7], b[8]]),
+            generation: u64::from_be_bytes(generation),
+        })
+    }
+}
+
+impl std::fmt::Display for Receipt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for b in self.to_bytes() {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for Receipt {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Receipt, Error> {
+        if s.len() != RECEIPT_LEN * 2 || !s.is_ascii() {
+            return Err(Error::ReceiptInvalid("a receipt is 32 hex digits"));
+        }
+        let mut b = [0u8; RECEIPT_LEN];
+        for (i, byte) in b.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&s[i * 2..i * 2 + 2], 16)
+                .map_err(|_| Error::ReceiptInvalid("a receipt is 32 hex digits"))?;
+        }
+        Receipt::from_bytes(&b)
+    }
+}
+
+/// A channel filter of a receive: exact, or a prefix when it ends in `*`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChannelFilter {
+    /// Only this channel.
+    Exact(String),
+    /// Channels starting with this prefix.
+    Prefix(String),
+}
+
+impl ChannelFilter {
+    /// Parses `name` or `prefix*`.
+    pub fn parse(filter: &str) -> Result<ChannelFilter, Error> {
+        match filter.strip_suffix('*') {
+            Some(prefix) => {
+                if !prefix.is_empty() {
+                    validate_channel("channel_filter", prefix)?;
+                }
+                Ok(ChannelFilter::Prefix(prefix.to_owned()))
+            }
+            None => {
+                validate_channel("channel_filter", filter)?;
+                Ok(ChannelFilter::Exact(filter.to_owned()))
+            }
+        }
+    }
+
+    /// Whether a message on `channel` passes (no channel passes only `*`).
+    pub fn matches(&self, channel: Option<&str>) -> bool {
+        match (self, channel) {
+            (ChannelFilter::Exact(want), Some(c)) => want == c,
+            (ChannelFilter::Prefix(p), Some(c)) => c.starts_with(p.as_str()),
+            (ChannelFilter::Prefix(p), None) => p.is_empty(),
+            (ChannelFilter::Exact(_), None) => false,
+        }
+    }
+}
+
+/// Options of a receive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReceiveOptions {
+    /// 1 ..= 20.
+    pub max_messages: u32,
+    /// Overrides the queue's visibility timeout (0 ..= 12 h).
+    pub visibility_ms: Option<u64>,
+    /// Overrides the queue's receive_wait_default (0 ..= 30 s).
+    pub wait_ms: Option<u64>,
+    /// Only messages of matching channels.
+    pub channel: Option<ChannelFilter>,
+}
+
+impl Default for ReceiveOptions {
+    fn default() -> Self {
+        ReceiveOptions {
+            max_messages: 1,
+            visibility_ms: None,
+            wait_ms: None,
+            channel: None,
+        }
+    }
+}
+
+impl ReceiveOptions {
+    /// Up to `n` messages, no waiting.
+    pub fn now(n: u32) -> ReceiveOptions {
+        ReceiveOptions {
+            max_messages: n,
+            wait_ms: Some(0),
+            ..ReceiveOptions::default()
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        check_range("max_messages", self.max_messages.into(), 1, RECEIVE_MAX.into(), "")?;
+        if let Some(v) = self.visibility_ms {
+            check_range("visibility_ms", v, 0, VISIBILITY_MS_MAX, " ms")?;
+        }
+        if let Some(w) = self.wait_ms {
+            check_range("wait_ms", w, 0, WAIT_MS_MAX, " ms")?;
+        }
+        Ok(())
+    }
+}
+
+/// One entry of an update-visibility.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VisibilityChange {
+    /// The lease.
+    pub receipt: Receipt,
+    /// New timeout from now (0 ..= 12 h); 0 releases the message.
+    pub timeout_ms: u64,
+}
+
+/// A queue's counts and counters (SPEC §1 "stats").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Ready to be received.
+    pub visible: u64,
+    /// Leased.
+    pub in_flight: u64,
+    /// Delayed or scheduled.
+    pub delayed: u64,
+    /// Deferred.
+    pub deferred: u64,
+    /// In the DLQ (any lease state there).
+    pub dead_lettered: u64,
+    /// Payload bytes held, DLQ included.
+    pub bytes: u64,
+    /// Age in ms of the oldest message held (0 when empty), DLQ excluded.
+    pub oldest_age_ms: u64,
+    /// Messages put since start.
+    pub puts: u64,
+    /// Deliveries (receives and receive-deferreds) since start.
+    pub deliveries: u64,
+    /// Deletes since start.
+    pub deletes: u64,
+    /// Expiries since start.
+    pub expiries: u64,
+    /// Dead-letterings since start.
+    pub dead_letterings: u64,
+    /// Messages redriven from the DLQ since start.
+    pub redriven: u64,
+}
+
+/// What a redrive did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RedriveOutcome {
+    /// Moved back now.
+    pub moved: u64,
+    /// Left to move at the requested rate (0 without a rate).
+    pub scheduled: u64,
+}
+
+/// One entry of a receive-deferred answer, or of a delete / update.
+pub type EntryResult<T> = Result<T, Error>;
+
+pub(crate) fn validate_new_message(
+    m: &NewMessage,
+    settings: &QueueSettings,
+    now: u64,
+) -> Result<(), Error> {
+    if m.payload.len() > settings.max_message_bytes as usize {
+        return Err(Error::MessageTooLarge {
+            size: m.payload.len(),
+            max: settings.max_message_bytes,
+        });
+    }
+    if m.attributes.len() > ATTRIBUTES_MAX {
+        return Err(Error::invalid(
+            "attributes",
+            format!("at most {ATTRIBUTES_MAX} (got {})", m.attributes.len()),
+        ));
+    }
+    let mut total = 0;
+    for (i, (k, v)) in m.attributes.iter().enumerate() {
+        if k.is_empty() || k.len() > ATTRIBUTE_KEY_LEN_MAX {
+            return Err(Error::invalid(
+                "attributes",
+                format!("keys must be 1..={ATTRIBUTE_KEY_LEN_MAX} bytes (key {i} has {})", k.len()),
+            ));
+        }
+        if m.attributes[..i].iter().any(|(other, _)| other == k) {
+            return Err(Error::invalid("attributes", format!("key {k:?} appears twice")));
+        }
+        total += k.len() + v.len();
+    }
+    if total > ATTRIBUTES_BYTES_MAX {
+        return Err(Error::invalid(
+            "attributes",
+            format!("keys and values must total at most {ATTRIBUTES_BYTES_MAX} bytes (got {total})"),
+        ));
+    }
+    if let Some(c) = &m.channel {
+        validate_channel("channel", c)?;
+    }
+    if let Some(ttl) = m.ttl_ms {
+        if ttl == 0 || ttl >= settings.retention_ms {
+            return Err(Error::invalid(
+                "ttl_ms",
+                format!("must be 1..{} ms, shorter than the retention (got {ttl})", settings.retention_ms),
+            ));
+        }
+    }
+    let lifetime = m.ttl_ms.unwrap_or(settings.retention_ms);
+    match m.availability {
+        Availability::Now => {}
+        Availability::DelayMs(d) => {
+            check_range("delay_ms", d, 0, DELAY_MS_MAX, " ms")?;
+            if d >= lifetime {
+                return Err(Error::invalid("delay_ms", format!("must be shorter than the message's lifetime of {lifetime} ms")));
+            }
+        }
+        Availability::At(at) => {
+            if at >= now.saturating_add(lifetime) {
+                return Err(Error::invalid(
+                    "scheduled_at_ms",
+                    format!("must be before the message expires at {} (got {at})", now + lifetime),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

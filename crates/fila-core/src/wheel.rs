@@ -1,0 +1,432 @@
+//! A hierarchical timing wheel: six levels of 64 slots over 1 ms ticks
+//! (level `n` slots span `64^n` ms, so the wheel reaches 2^36 ms, about two
+//! years; later deadlines wait in the last level and are placed again).
+//!
+//! Timers live in a slab and each slot is an intrusive doubly-linked list of
+//! slab indices, so insert and cancel are O(1) and allocate nothing once the
+//! slab has grown. Each level keeps a 64-bit occupancy mask; the level of a
+//! timer is chosen from the highest bit in which its deadline differs from the
+//! wheel's current time (`now ^ deadline`), as in tokio's wheel. Advancing
+//! finds the next occupied slot with a rotate and `trailing_zeros`, fires the
+//! timers that are due and moves the others down a level. A timer is moved at
+//! most once per level, so the cost of expiring one stays flat however many
+//! are pending.
+//!
+//! The wheel knows nothing of messages: a timer carries a `T: Copy` that the
+//! shard interprets (a message slot, a waiter, a redrive job).
+
+const LEVELS: usize = 6;
+const SLOT_BITS: u32 = 6;
+const SLOTS: u64 = 1 << SLOT_BITS;
+/// The farthest distance a timer can be placed at; beyond it, it is placed
+/// at the edge and placed again when that slot comes due.
+const RANGE: u64 = 1 << (SLOT_BITS as u64 * LEVELS as u64);
+const NIL: u32 = u32::MAX;
+/// `Entry::place` of a free slab entry.
+const PLACE_FREE: u16 = u16::MAX;
+/// `Entry::place` of a timer already due when it was inserted.
+const PLACE_DUE: u16 = u16::MAX - 1;
+
+/// Names one inserted timer, for [`TimingWheel::cancel`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TimerKey(u32);
+
+impl TimerKey {
+    /// The slab index, for storing the key compactly.
+    pub fn index(self) -> u32 {
+        self.0
+    }
+
+    /// Rebuilds a key from [`TimerKey::index`].
+    pub fn from_index(index: u32) -> TimerKey {
+        TimerKey(index)
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Entry<T> {
+    deadline: u64,
+    prev: u32,
+    next: u32,
+    /// `level * 64 + slot`, or one of the `PLACE_*` markers.
+    place: u16,
+    value: T,
+}
+
+#[derive(Clone, Copy)]
+struct List {
+    head: u32,
+    tail: u32,
+}
+
+const EMPTY: List = List {
+    head: NIL,
+    tail: NIL,
+};
+
+/// Timers keyed by deadline in milliseconds.
+pub struct TimingWheel<T> {
+    /// Every timer with a deadline at or before `elapsed` has been fired.
+    elapsed: u64,
+    occupied: [u64; LEVELS],
+    slots: Box<[List]>,
+    /// Timers inserted with a deadline already reached.
+    due: List,
+    entries: Vec<Entry<T>>,
+    free_head: u32,
+    len: usize,
+}
+
+impl<T: Copy + Default> TimingWheel<T> {
+    /// An empty wheel whose current time is `now`.
+    pub fn new(now: u64) -> TimingWheel<T> {
+        TimingWheel {
+            elapsed: now,
+            occupied: [0; LEVELS],
+            slots: vec![EMPTY; LEVELS * SLOTS as usize].into_boxed_slice(),
+            due: EMPTY,
+            entries: Vec::new(),
+            free_head: NIL,
+            len: 0,
+        }
+    }
+
+    /// Reserves slab room for `additional` more timers.
+    pub fn reserve(&mut self, additional: usize) {
+        self.entries.reserve(additional);
+    }
+
+    /// The wheel's current time: the `now` of the last advance.
+    pub fn elapsed(&self) -> u64 {
+        self.elapsed
+    }
+
+    /// Pending timers.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no timer is pending.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The deadline of a pending timer.
+    pub fn deadline(&self, key: TimerKey) -> u64 {
+        self.entries[key.0 as usize].deadline
+    }
+
+    /// Adds a timer firing at `deadline`; a deadline already reached fires
+    /// at the next advance.
+    pub fn insert(&mut self, deadline: u64, value: T) -> TimerKey {
+        let entry = Entry {
+            deadline,
+            prev: NIL,
+            next: NIL,
+            place: PLACE_FREE,
+            value,
+        };
+        let index = if self.free_head != NIL {
+            let index = self.free_head;
+            self.free_head = self.entries[index as usize].next;
+            self.entries[index as usize] = entry;
+            index
+        } else {
+            let index = u32::try_from(self.entries.len()).expect("fewer than 2^32 timers");
+            assert!(index != NIL, "fewer than 2^32 - 1 timers");
+            self.entries.push(entry);
+            index
+        };
+        self.len += 1;
+        self.place(index);
+        TimerKey(index)
+    }
+
+    /// Removes a pending timer and returns its value.
+    pub fn cancel(&mut self, key: TimerKey) -> T {
+        let index = key.0;
+        let place = self.entries[index as usize].place;
+        debug_assert!(place != PLACE_FREE, "cancel of a timer that is not pending");
+        self.unlink(index, place);
+        self.release(index)
+    }
+
+    /// Moves a pending timer to a new deadline, keeping its key.
+    pub fn reset(&mut self, key: TimerKey, deadline: u64) {
+        let index = key.0;
+        let place = self.entries[index as usize].place;
+        debug_assert!(place != PLACE_FREE, "reset of a timer that is not pending");
+        self.unlink(index, place);
+        self.entries[index as usize].deadline = deadline;
+        self.place(index);
+    }
+
+    /// A lower bound of the earliest pending deadline (exact for timers that
+    /// are due or within the next 64 ms), or `None` when nothing is pending.
+    pub fn next_deadline(&self) -> Option<u64> {
+        if self.due.head != NIL {
+            return Some(self.elapsed);
+        }
+        self.next_slot().map(|(_, _, start)| start)
+    }
+
+    /// Moves time to `now` and appends every timer whose deadline is at or
+    /// before `now` to `fired` as `(deadline, value)`, in no particular order.
+    pub fn advance(&mut self, now: u64, fired: &mut Vec<(u64, T)>) {
+        let mut list = std::mem::replace(&mut self.due, EMPTY);
+        self.drain_list(&mut list, now, fired);
+        if now <= self.elapsed {
+            return;
+        }
+        while let Some((level, slot, start)) = self.next_slot() {
+            if start > now {
+                break;
+            }
+            self.elapsed = self.elapsed.max(start);
+            let at = level * SLOTS as usize + slot;
+            let mut list = std::mem::replace(&mut self.slots[at], EMPTY);
+            self.occupied[level] &= !(1 << slot);
+            self.drain_list(&mut list, now, fired);
+        }
+        self.elapsed = now;
+    }
+
+    fn drain_list(&mut self, list: &mut List, now: u64, fired: &mut Vec<(u64, T)>) {
+        let mut index = list.head;
+        while index != NIL {
+            let entry = self.entries[index as usize];
+            let next = entry.next;
+            if entry.deadline <= now {
+                fired.push((entry.deadline, entry.value));
+                self.release(index);
+            } else {
+                self.place(index);
+            }
+            index = next;
+        }
+        *list = EMPTY;
+    }
+
+    /// The earliest occupied slot: (level, slot, start time of the slot).
+    fn next_slot(&self) -> Option<(usize, usize, u64)> {
+        for level in 0..LEVELS {
+            let occupied = self.occupied[level];
+            if occupied == 0 {
+                continue;
+            }
+            let shift = SLOT_BITS * level as u32;
+            let slot_span = 1u64 << shift;
+            let level_span = slot_span << SLOT_BITS;
+            let now_slot = (self.elapsed >> shift) & (SLOTS - 1);
+            // Occupied slots lie after the current one; the current slot can
+            // be occupied only in the top level, by a timer one rotation
+            // ahead, so it is searched last.
+            let after = (now_slot + 1) & (SLOTS - 1);
+            let ahead = occupied.rotate_right(after as u32).trailing_zeros() as u64;
+            let slot = (after + ahead) & (SLOTS - 1);
+            let level_start = self.elapsed & !(level_span - 1);
+            let mut start = level_start + slot * slot_span;
+            if start <= self.elapsed {
+                // Only the top level wraps: a timer placed beyond the end of
+                // the wheel sits in a slot "behind" the current one, which
+                // means one rotation ahead.
+                debug_assert_eq!(level, LEVELS - 1);
+                start += level_span;
+            }
+            return Some((level, slot as usize, start));
+        }
+        None
+    }
+
+    fn place(&mut self, index: u32) {
+        let deadline = self.entries[index as usize].deadline;
+        if deadline <= self.elapsed {
+            self.entries[index as usize].place = PLACE_DUE;
+            Self::push_back(&mut self.entries, &mut self.due, index);
+            return;
+        }
+        let at = deadline.min(self.elapsed + RANGE - 1);
+        let significant = 63 - ((self.elapsed ^ at) | (SLOTS - 1)).leading_zeros();
+        let level = ((significant / SLOT_BITS) as usize).min(LEVELS - 1);
+        let slot = ((at >> (SLOT_BITS * level as u32)) & (SLOTS - 1)) as usize;
+        let place = level * SLOTS as usize + slot;
+        self.entries[index as usize].place = place as u16;
+        self.occupied[level] |= 1 << slot;
+        Self::push_back(&mut self.entries, &mut self.slots[place], index);
+    }
+
+    fn push_back(entries: &mut [Entry<T>], list: &mut List, index: u32) {
+        entries[index as usize].prev = list.tail;
+        entries[index as usize].next = NIL;
+        if list.tail == NIL {
+            list.head = index;
+        } else {
+            entries[list.tail as usize].next = index;
+        }
+        list.tail = index;
+    }
+
+    fn unlink(&mut self, index: u32, place: u16) {
+        let Entry { prev, next, .. } = self.entries[index as usize];
+        let list = if place == PLACE_DUE {
+            &mut self.due
+        } else {
+            &mut self.slots[place as usize]
+        };
+        if prev == NIL {
+            list.head = next;
+        } else {
+            self.entries[prev as usize].next = next;
+        }
+        if next == NIL {
+            list.tail = prev;
+        } else {
+            self.entries[next as usize].prev = prev;
+        }
+        if place != PLACE_DUE && list.head == NIL {
+            let level = place as usize / SLOTS as usize;
+            let slot = place as usize % SLOTS as usize;
+            self.occupied[level] &= !(1 << slot);
+        }
+    }
+
+    fn release(&mut self, index: u32) -> T {
+        let entry = &mut self.entries[index as usize];
+        let value = entry.value;
+        entry.value = T::default();
+        entry.place = PLACE_FREE;
+        entry.next = self.free_head;
+        self.free_head = index;
+        self.len -= 1;
+        value
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn fire(wheel: &mut TimingWheel<u64>, now: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        wheel.advance(now, &mut out);
+        out.sort_unstable();
+        out
+    }
+
+    #[test]
+    fn fires_at_the_deadline_not_before() {
+        let mut w = TimingWheel::new(1_000);
+        w.insert(1_005, 1);
+        w.insert(1_000 + 70, 2);
+        w.insert(1_000 + 5_000, 3);
+        assert_eq!(fire(&mut w, 1_004), vec![]);
+        assert_eq!(fire(&mut w, 1_005), vec![(1_005, 1)]);
+        assert_eq!(fire(&mut w, 1_069), vec![]);
+        assert_eq!(fire(&mut w, 1_070), vec![(1_070, 2)]);
+        assert_eq!(fire(&mut w, 5_999), vec![]);
+        assert_eq!(fire(&mut w, 6_000), vec![(6_000, 3)]);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn a_past_deadline_fires_at_the_next_advance() {
+        let mut w = TimingWheel::new(500);
+        w.insert(10, 7);
+        assert_eq!(w.next_deadline(), Some(500));
+        assert_eq!(fire(&mut w, 500), vec![(10, 7)]);
+    }
+
+    #[test]
+    fn cancel_and_reset() {
+        let mut w = TimingWheel::new(0);
+        let a = w.insert(100, 1);
+        let b = w.insert(100, 2);
+        let c = w.insert(200_000, 3);
+        assert_eq!(w.cancel(a), 1);
+        w.reset(c, 50);
+        assert_eq!(fire(&mut w, 60), vec![(50, 3)]);
+        w.reset(b, 1_000_000);
+        assert_eq!(fire(&mut w, 999_999), vec![]);
+        assert_eq!(fire(&mut w, 1_000_000), vec![(1_000_000, 2)]);
+    }
+
+    #[test]
+    fn deadlines_beyond_the_range_still_fire() {
+        let mut w = TimingWheel::new(0);
+        w.insert(RANGE * 3 + 17, 1);
+        assert_eq!(fire(&mut w, RANGE * 3 + 16), vec![]);
+        assert_eq!(fire(&mut w, RANGE * 3 + 17), vec![(RANGE * 3 + 17, 1)]);
+    }
+
+    #[test]
+    fn far_deadlines_near_a_window_edge() {
+        let mut w = TimingWheel::new(RANGE - 5);
+        let d = RANGE - 5 + RANGE - 2;
+        w.insert(d, 1);
+        w.insert(RANGE + 1, 2);
+        assert_eq!(fire(&mut w, RANGE + 1), vec![(RANGE + 1, 2)]);
+        assert_eq!(fire(&mut w, d - 1), vec![]);
+        assert_eq!(fire(&mut w, d), vec![(d, 1)]);
+    }
+
+    #[test]
+    fn next_deadline_is_a_lower_bound() {
+        let mut w = TimingWheel::new(0);
+        w.insert(10_000, 1);
+        let hint = w.next_deadline().unwrap();
+        assert!(hint <= 10_000);
+        assert_eq!(fire(&mut w, hint.saturating_sub(1)), vec![]);
+    }
+
+    /// Random inserts, cancels and advances against a BTreeMap.
+    #[test]
+    fn matches_a_btreemap() {
+        let mut x: u64 = 0xDEAD_BEEF_CAFE_F00D;
+        let mut rand = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for round in 0..20 {
+            let mut now = rand(1 << 40);
+            let mut w = TimingWheel::new(now);
+            let mut model: BTreeMap<(u64, u64), TimerKey> = BTreeMap::new();
+            for id in 0..5_000u64 {
+                match rand(10) {
+                    0..=4 => {
+                        let spans = [10, 100, 5_000, 400_000, 100_000_000, RANGE * 2];
+                        let deadline = now + rand(spans[(id % 6) as usize]);
+                        let key = w.insert(deadline, id);
+                        model.insert((deadline, id), key);
+                    }
+                    5 => {
+                        if let Some((&k, &key)) = model.iter().nth(rand(model.len() as u64 + 1) as usize) {
+                            assert_eq!(w.cancel(key), k.1);
+                            model.remove(&k);
+                        }
+                    }
+                    _ => {
+                        now += rand([3, 70, 9_000, 1_000_000][(id % 4) as usize]);
+                        let got = fire(&mut w, now);
+                        let mut want = Vec::new();
+                        while let Some((&(d, v), _)) = model.first_key_value() {
+                            if d > now {
+                                break;
+                            }
+                            want.push((d, v));
+                            model.pop_first();
+                        }
+                        assert_eq!(got, want, "round {round} at {now}");
+                        if let Some(hint) = w.next_deadline() {
+                            let first = model.first_key_value().unwrap().0 .0;
+                            assert!(hint <= first, "hint {hint} after first deadline {first}");
+                        }
+                    }
+                }
+                assert_eq!(w.len(), model.len());
+            }
+        }
+    }
+}
