@@ -163,7 +163,9 @@ impl Engine {
 
     /// Slab sizes of every shard, for memory measurements.
     pub fn footprint(&self) -> Vec<ShardFootprint> {
-        (0..self.shards.len()).map(|i| self.lock(i).footprint()).collect()
+        (0..self.shards.len())
+            .map(|i| self.lock(i).footprint())
+            .collect()
     }
 
     /// Reserves room for `messages` more messages on the shard of `queue`.
@@ -194,10 +196,11 @@ impl Engine {
         validate_queue_name("name", name)?;
         settings.validate()?;
         self.check_target(name, &settings)?;
-        let id = self.next_queue_id.fetch_add(1, Ordering::Relaxed);
         self.on_shard(name, |s, now| {
             s.advance(now);
-            s.create_queue(name, settings, id)
+            s.create_queue(name, settings, || {
+                self.next_queue_id.fetch_add(1, Ordering::Relaxed)
+            })
         })
     }
 
@@ -207,7 +210,11 @@ impl Engine {
     }
 
     /// Changes some of a queue's settings; answers the settings now in force.
-    pub fn update_queue(&self, name: &str, update: &SettingsUpdate) -> Result<QueueSettings, Error> {
+    pub fn update_queue(
+        &self,
+        name: &str,
+        update: &SettingsUpdate,
+    ) -> Result<QueueSettings, Error> {
         let current = self.queue_settings(name)?;
         let next = update.apply(&current);
         next.validate()?;
@@ -255,7 +262,11 @@ impl Engine {
     // ----- messages -----------------------------------------------------------
 
     /// Puts 1–20 messages; each entry answers alone.
-    pub fn put(&self, name: &str, batch: Vec<NewMessage>) -> Result<Vec<EntryResult<PutReceipt>>, Error> {
+    pub fn put(
+        &self,
+        name: &str,
+        batch: Vec<NewMessage>,
+    ) -> Result<Vec<EntryResult<PutReceipt>>, Error> {
         check_batch("messages", batch.len())?;
         self.on_shard(name, |s, now| s.put(name, batch, now))
     }
@@ -275,11 +286,17 @@ impl Engine {
         opts: &ReceiveOptions,
         notify: impl FnOnce(Result<Vec<Message>, Error>) + Send + 'static,
     ) -> Result<Received, Error> {
-        self.on_shard(addr.queue, |s, now| s.receive(addr, opts, Some(Box::new(notify)), now))
+        self.on_shard(addr.queue, |s, now| {
+            s.receive(addr, opts, Some(Box::new(notify)), now)
+        })
     }
 
     /// Receives what is visible now, never waiting.
-    pub fn receive_now(&self, addr: Address<'_>, opts: &ReceiveOptions) -> Result<Vec<Message>, Error> {
+    pub fn receive_now(
+        &self,
+        addr: Address<'_>,
+        opts: &ReceiveOptions,
+    ) -> Result<Vec<Message>, Error> {
         match self.on_shard(addr.queue, |s, now| s.receive(addr, opts, None, now))? {
             Received::Ready(messages) => Ok(messages),
             Received::Parked(_) => unreachable!("no notify, no parking"),
@@ -306,7 +323,11 @@ impl Engine {
     }
 
     /// Deletes 1–20 messages by receipt.
-    pub fn delete(&self, addr: Address<'_>, receipts: &[Receipt]) -> Result<Vec<EntryResult<()>>, Error> {
+    pub fn delete(
+        &self,
+        addr: Address<'_>,
+        receipts: &[Receipt],
+    ) -> Result<Vec<EntryResult<()>>, Error> {
         check_batch("receipts", receipts.len())?;
         self.on_shard(addr.queue, |s, now| s.delete(addr, receipts, now))
     }
@@ -317,9 +338,21 @@ impl Engine {
     }
 
     /// Dead-letters a leased message with a reason and description.
-    pub fn dead_letter(&self, name: &str, receipt: &Receipt, reason: &str, description: &str) -> Result<(), Error> {
+    pub fn dead_letter(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        reason: &str,
+        description: &str,
+    ) -> Result<(), Error> {
         self.on_shard(name, |s, now| {
-            s.dead_letter(name, receipt, reason.to_owned(), description.to_owned(), now)
+            s.dead_letter(
+                name,
+                receipt,
+                reason.to_owned(),
+                description.to_owned(),
+                now,
+            )
         })
     }
 
@@ -331,7 +364,9 @@ impl Engine {
         visibility_ms: Option<u64>,
     ) -> Result<Vec<EntryResult<Message>>, Error> {
         check_batch("sequence_numbers", seqs.len())?;
-        self.on_shard(name, |s, now| s.receive_deferred(name, seqs, visibility_ms, now))
+        self.on_shard(name, |s, now| {
+            s.receive_deferred(name, seqs, visibility_ms, now)
+        })
     }
 
     /// Up to `max` (1–100) messages from sequence number `from`, unchanged.
@@ -341,7 +376,12 @@ impl Engine {
 
     /// Moves dead letters back to their queue: all or `max`, optionally at
     /// most `rate_per_second`.
-    pub fn redrive(&self, name: &str, max: Option<u64>, rate_per_second: Option<u32>) -> Result<RedriveOutcome, Error> {
+    pub fn redrive(
+        &self,
+        name: &str,
+        max: Option<u64>,
+        rate_per_second: Option<u32>,
+    ) -> Result<RedriveOutcome, Error> {
         self.on_shard(name, |s, now| s.redrive(name, max, rate_per_second, now))
     }
 }

@@ -141,7 +141,13 @@ impl Error {
 }
 
 /// Checks `value` against an inclusive range, naming the field.
-pub(crate) fn check_range(field: &'static str, value: u64, min: u64, max: u64, unit: &str) -> Result<(), Error> {
+pub(crate) fn check_range(
+    field: &'static str,
+    value: u64,
+    min: u64,
+    max: u64,
+    unit: &str,
+) -> Result<(), Error> {
     if value < min || value > max {
         return Err(Error::invalid(
             field,

@@ -137,7 +137,10 @@ impl StateWord {
         Word::unpack(self.0.load(Ordering::Acquire))
     }
 
-    fn update(&self, mut f: impl FnMut(Word) -> Result<Word, Refused>) -> Result<(Word, Word), Refused> {
+    fn update(
+        &self,
+        mut f: impl FnMut(Word) -> Result<Word, Refused>,
+    ) -> Result<(Word, Word), Refused> {
         let mut raw = self.0.load(Ordering::Acquire);
         loop {
             let old = Word::unpack(raw);
@@ -290,7 +293,10 @@ mod tests {
         let lease = s.deliver(MessageState::Visible, false).unwrap();
         assert_eq!(lease.delivery_count, 1);
         s.end_lease(lease.generation, LeaseEnd::Release).unwrap();
-        assert_eq!(s.end_lease(lease.generation, LeaseEnd::Delete), Err(Refused::Stale));
+        assert_eq!(
+            s.end_lease(lease.generation, LeaseEnd::Delete),
+            Err(Refused::Stale)
+        );
         assert_eq!(s.hold(lease.generation), Err(Refused::Stale));
     }
 
@@ -313,7 +319,10 @@ mod tests {
         s.occupy(MessageState::Visible, 0).unwrap();
         let next = s.deliver(MessageState::Visible, false).unwrap();
         assert_ne!(next.generation, lease.generation);
-        assert_eq!(s.end_lease(lease.generation, LeaseEnd::Delete), Err(Refused::Stale));
+        assert_eq!(
+            s.end_lease(lease.generation, LeaseEnd::Delete),
+            Err(Refused::Stale)
+        );
         assert!(s.end_lease(next.generation, LeaseEnd::Delete).is_ok());
     }
 

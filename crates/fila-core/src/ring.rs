@@ -202,7 +202,10 @@ mod tests {
         assert_eq!(r.len(), 4);
         assert_eq!(r.pop(), Some(0));
         r.push(4).unwrap();
-        assert_eq!((1..5).map(|_| r.pop().unwrap()).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+        assert_eq!(
+            (1..5).map(|_| r.pop().unwrap()).collect::<Vec<_>>(),
+            vec![1, 2, 3, 4]
+        );
         assert_eq!(r.pop(), None);
     }
 
@@ -250,7 +253,10 @@ mod tests {
         let mut got = 0;
         let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while got < 40_000 {
-            assert!(std::time::Instant::now() < give_up, "lost values: {got} of 40000");
+            assert!(
+                std::time::Instant::now() < give_up,
+                "lost values: {got} of 40000"
+            );
             if let Some(v) = ring.pop() {
                 seen[(v >> 32) as usize].push(v & 0xFFFF_FFFF);
                 got += 1;
@@ -262,7 +268,11 @@ mod tests {
             p.join().unwrap();
         }
         for s in seen {
-            assert_eq!(s, (0..20_000).collect::<Vec<_>>(), "each producer's values in order, once");
+            assert_eq!(
+                s,
+                (0..20_000).collect::<Vec<_>>(),
+                "each producer's values in order, once"
+            );
         }
     }
 }

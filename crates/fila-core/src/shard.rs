@@ -23,8 +23,8 @@ use hashbrown::HashMap;
 
 use crate::error::Error;
 use crate::event::{Event, EventSink};
-use crate::lease::{LeaseEnd, MessageState, Refused};
 use crate::lease::StateWord;
+use crate::lease::{LeaseEnd, MessageState, Refused};
 use crate::limits::PEEK_MAX;
 use crate::ring::ReadyRing;
 use crate::types::*;
@@ -168,13 +168,16 @@ impl SeqIndex {
         }
     }
 
-
     /// Candidates with sequence number `>= from`, in order.
     fn from(&self, from: u64) -> Box<dyn Iterator<Item = (u64, u32)> + '_> {
         match self {
             SeqIndex::Log { seqs, slots } => {
                 let start = seqs.partition_point(|s| *s < from);
-                Box::new(seqs.range(start..).copied().zip(slots.range(start..).copied()))
+                Box::new(
+                    seqs.range(start..)
+                        .copied()
+                        .zip(slots.range(start..).copied()),
+                )
             }
             SeqIndex::Tree(t) => Box::new(t.range(from..).map(|(s, slot)| (*s, *slot))),
         }
@@ -316,7 +319,8 @@ struct Waiter {
     visibility_ms: u64,
     filter: Option<ChannelFilter>,
     notify: Option<Notify>,
-    timer: TimerKey,
+    /// `None` once the deadline has fired.
+    timer: Option<TimerKey>,
     /// Registration order, for a fixed order among deadlines at one instant.
     order: u64,
 }
@@ -464,11 +468,15 @@ impl Shard {
     }
 
     fn queue(&self, slot: u32) -> &Queue {
-        self.queues[slot as usize].as_ref().expect("live queue slot")
+        self.queues[slot as usize]
+            .as_ref()
+            .expect("live queue slot")
     }
 
     fn queue_mut(&mut self, slot: u32) -> &mut Queue {
-        self.queues[slot as usize].as_mut().expect("live queue slot")
+        self.queues[slot as usize]
+            .as_mut()
+            .expect("live queue slot")
     }
 
     fn sub_mut(&mut self, q: u32) -> &mut SubQueue {
@@ -496,6 +504,19 @@ impl Shard {
             }
             let mut fired = std::mem::take(&mut self.fired);
             self.wheel.advance(next, &mut fired);
+            // The wheel let go of these timers: forget their keys first, so
+            // that handling one event cannot cancel another's spent timer.
+            for (_, timer) in &fired {
+                match timer.kind() {
+                    Timer::MESSAGE => self.records[timer.index() as usize].timer = NIL,
+                    Timer::WAITER => {
+                        if let Some(w) = self.waiters[timer.index() as usize].waiter.as_mut() {
+                            w.timer = None;
+                        }
+                    }
+                    _ => {}
+                }
+            }
             fired.sort_unstable_by(|a, b| self.timer_order(a, b));
             for (deadline, timer) in fired.drain(..) {
                 self.now = self.now.max(deadline);
@@ -518,17 +539,26 @@ impl Shard {
             .then(a.1.kind().cmp(&b.1.kind()))
             .then_with(|| match a.1.kind() {
                 Timer::MESSAGE => {
-                    let (ra, rb) = (&self.records[a.1.index() as usize], &self.records[b.1.index() as usize]);
+                    let (ra, rb) = (
+                        &self.records[a.1.index() as usize],
+                        &self.records[b.1.index() as usize],
+                    );
                     self.queue(ra.q >> 1)
                         .name
                         .cmp(&self.queue(rb.q >> 1).name)
                         .then((ra.q & 1).cmp(&(rb.q & 1)))
                         .then(ra.seq.cmp(&rb.seq))
                 }
-                Timer::REDRIVE => self.queue(a.1.index()).name.cmp(&self.queue(b.1.index()).name),
+                Timer::REDRIVE => self
+                    .queue(a.1.index())
+                    .name
+                    .cmp(&self.queue(b.1.index()).name),
                 _ => {
                     let order = |t: Timer| {
-                        self.waiters[t.index() as usize].waiter.as_ref().map_or(0, |w| w.order)
+                        self.waiters[t.index() as usize]
+                            .waiter
+                            .as_ref()
+                            .map_or(0, |w| w.order)
                     };
                     order(a.1).cmp(&order(b.1))
                 }
@@ -536,9 +566,12 @@ impl Shard {
     }
 
     fn message_timer(&mut self, slot: u32, t: u64) {
-        self.records[slot as usize].timer = NIL;
         let r = &self.records[slot as usize];
         let word = r.word.load();
+        if r.timer != NIL || word.state == MessageState::Free {
+            // An earlier event at this instant already moved the message on.
+            return;
+        }
         let expired = r.expires_at <= t;
         match word.state {
             MessageState::Delayed | MessageState::InFlight if !expired => {
@@ -555,16 +588,17 @@ impl Shard {
                 emit!(
                     self,
                     Event::BecameVisible {
-                        queue: &self.queues[(r.q >> 1) as usize].as_ref().expect("live").name,
+                        queue: &self.queues[(r.q >> 1) as usize]
+                            .as_ref()
+                            .expect("live")
+                            .name,
                         dlq: r.q & 1 == DLQ,
                         seq: r.seq,
                     }
                 );
                 self.enter_visible(slot);
             }
-            MessageState::Free | MessageState::Deferred => {
-                debug_assert!(false, "a timer for a {:?} message", word.state);
-            }
+            MessageState::Free | MessageState::Deferred => {}
             _ => self.expire(slot, t),
         }
     }
@@ -606,7 +640,9 @@ impl Shard {
     fn set_timer(&mut self, slot: u32, deadline: u64) {
         let timer = self.records[slot as usize].timer;
         if timer == NIL {
-            let key = self.wheel.insert(deadline, Timer::new(Timer::MESSAGE, slot));
+            let key = self
+                .wheel
+                .insert(deadline, Timer::new(Timer::MESSAGE, slot));
             self.records[slot as usize].timer = key.index();
         } else {
             self.wheel.reset(TimerKey::from_index(timer), deadline);
@@ -777,6 +813,11 @@ impl Shard {
     fn remove(&mut self, slot: u32) {
         let state = self.records[slot as usize].word.load().state;
         self.leave_state(slot, state);
+        self.remove_uncounted(slot);
+    }
+
+    /// [`Shard::remove`] for a message already counted out of its state.
+    fn remove_uncounted(&mut self, slot: u32) {
         self.detach(slot);
         self.free(slot);
     }
@@ -802,7 +843,9 @@ impl Shard {
             seq: r.seq,
             payload: r.payload.clone(),
             attributes: extra.and_then(|e| e.attributes.clone()),
-            channel: queue.subs[(r.q & 1) as usize].channels[r.channel as usize].name.clone(),
+            channel: queue.subs[(r.q & 1) as usize].channels[r.channel as usize]
+                .name
+                .clone(),
             inserted_at_ms: r.inserted_at,
             expires_at_ms: r.expires_at,
             next_visible_at_ms: r.visible_at,
@@ -828,7 +871,12 @@ impl Shard {
     // ----- queues -----------------------------------------------------------
 
     /// Creates a queue (idempotent when the settings match).
-    pub fn create_queue(&mut self, name: &str, settings: QueueSettings, id: u32) -> Result<bool, Error> {
+    pub fn create_queue(
+        &mut self,
+        name: &str,
+        settings: QueueSettings,
+        id: impl FnOnce() -> u32,
+    ) -> Result<bool, Error> {
         if let Some(slot) = self.names.get(name) {
             let existing = &self.queue(*slot).settings;
             return match existing.first_difference(&settings) {
@@ -841,7 +889,7 @@ impl Shard {
         }
         let name: Arc<str> = Arc::from(name);
         let queue = Queue {
-            id,
+            id: id(),
             name: name.clone(),
             settings,
             subs: [SubQueue::new(false), SubQueue::new(true)],
@@ -905,7 +953,8 @@ impl Shard {
             for w in waiters {
                 if let Some(waiter) = self.take_waiter(w) {
                     if let Some(notify) = waiter.notify {
-                        self.completions.push((notify, Err(Error::QueueDeleted(name.to_owned()))));
+                        self.completions
+                            .push((notify, Err(Error::QueueDeleted(name.to_owned()))));
                     }
                 }
             }
@@ -1025,7 +1074,12 @@ impl Shard {
     }
 
     /// Puts a batch (already checked for length); each entry answers alone.
-    pub fn put(&mut self, name: &str, batch: Vec<NewMessage>, now: u64) -> Result<Vec<EntryResult<PutReceipt>>, Error> {
+    pub fn put(
+        &mut self,
+        name: &str,
+        batch: Vec<NewMessage>,
+        now: u64,
+    ) -> Result<Vec<EntryResult<PutReceipt>>, Error> {
         self.advance(now);
         let qslot = self.queue_slot(name)?;
         let now = self.now;
@@ -1039,7 +1093,7 @@ impl Shard {
 
     fn put_one(&mut self, qslot: u32, m: NewMessage, now: u64) -> EntryResult<PutReceipt> {
         let queue = self.queue(qslot);
-        validate_new_message(&m, &queue.settings, now)?;
+        m.validate(&queue.settings, now)?;
         self.check_capacity(qslot, m.channel.as_deref(), m.payload.len() as u64)?;
         let lifetime = m.ttl_ms.unwrap_or(queue.settings.retention_ms);
         let visible_at = match m.availability {
@@ -1115,7 +1169,10 @@ impl Shard {
             .get(seq)
             .filter(|slot| self.live(*slot, q, seq))
             .filter(|slot| self.records[*slot as usize].word.load().state == MessageState::Delayed)
-            .ok_or(Error::NotFound { seq, what: "scheduled" })?;
+            .ok_or(Error::NotFound {
+                seq,
+                what: "scheduled",
+            })?;
         emit!(self, Event::Cancelled { queue: name, seq });
         self.remove(slot);
         Ok(())
@@ -1141,7 +1198,7 @@ impl Shard {
             let count = r.word.load().delivery_count;
             if q & 1 == MAIN && max_deliveries > 0 && count >= max_deliveries {
                 self.sub_mut(q).rotate(channel);
-                self.dead_letter_slot(slot, DeadLetterReason::MaxDeliveries, now);
+                self.dead_letter_uncounted(slot, DeadLetterReason::MaxDeliveries, now);
                 continue;
             }
             self.sub_mut(q).rotate(channel);
@@ -1274,11 +1331,21 @@ impl Shard {
         })
     }
 
-    fn park(&mut self, q: u32, opts: &ReceiveOptions, visibility_ms: u64, wait_ms: u64, notify: Notify) -> WaitId {
+    fn park(
+        &mut self,
+        q: u32,
+        opts: &ReceiveOptions,
+        visibility_ms: u64,
+        wait_ms: u64,
+        notify: Notify,
+    ) -> WaitId {
         let slot = match self.free_waiters.pop() {
             Some(slot) => slot,
             None => {
-                self.waiters.push(WaiterSlot { stamp: 0, waiter: None });
+                self.waiters.push(WaiterSlot {
+                    stamp: 0,
+                    waiter: None,
+                });
                 (self.waiters.len() - 1) as u32
             }
         };
@@ -1293,7 +1360,7 @@ impl Shard {
             visibility_ms,
             filter: opts.channel.clone(),
             notify: Some(notify),
-            timer,
+            timer: Some(timer),
             order: self.waiter_order,
         });
         let stamp = w.stamp;
@@ -1310,7 +1377,9 @@ impl Shard {
         let waiter = w.waiter.take()?;
         w.stamp = w.stamp.wrapping_add(1);
         self.free_waiters.push(slot);
-        self.wheel.cancel(waiter.timer);
+        if let Some(timer) = waiter.timer {
+            self.wheel.cancel(timer);
+        }
         Some(waiter)
     }
 
@@ -1352,14 +1421,19 @@ impl Shard {
     fn serve_gained(&mut self) {
         while !self.gained.is_empty() {
             let q = self.gained.remove(0);
-            if self.queues.get((q >> 1) as usize).is_none_or(|x| x.is_none()) {
+            if self
+                .queues
+                .get((q >> 1) as usize)
+                .is_none_or(|x| x.is_none())
+            {
                 continue;
             }
             let mut i = 0;
             while i < self.sub(q).waiters.len() && self.sub(q).counts.visible > 0 {
                 let slot = self.sub(q).waiters[i];
                 let waiter = self.waiters[slot as usize].waiter.as_ref().expect("parked");
-                let (max, visibility_ms, filter) = (waiter.max, waiter.visibility_ms, waiter.filter.clone());
+                let (max, visibility_ms, filter) =
+                    (waiter.max, waiter.visibility_ms, waiter.filter.clone());
                 let mut out = Vec::new();
                 self.take_visible(
                     q,
@@ -1411,7 +1485,12 @@ impl Shard {
     }
 
     /// Deletes leased messages by receipt.
-    pub fn delete(&mut self, addr: Address<'_>, receipts: &[Receipt], now: u64) -> Result<Vec<EntryResult<()>>, Error> {
+    pub fn delete(
+        &mut self,
+        addr: Address<'_>,
+        receipts: &[Receipt],
+        now: u64,
+    ) -> Result<Vec<EntryResult<()>>, Error> {
         self.advance(now);
         let qslot = self.queue_slot(addr.queue)?;
         let q = qslot << 1 | u32::from(addr.dlq);
@@ -1451,7 +1530,13 @@ impl Shard {
         let answers = changes
             .iter()
             .map(|change| {
-                crate::error::check_range("timeout_ms", change.timeout_ms, 0, crate::limits::VISIBILITY_MS_MAX, " ms")?;
+                crate::error::check_range(
+                    "timeout_ms",
+                    change.timeout_ms,
+                    0,
+                    crate::limits::VISIBILITY_MS_MAX,
+                    " ms",
+                )?;
                 let visible_at = now + change.timeout_ms;
                 if change.timeout_ms == 0 {
                     let slot = self.end_lease(q, &change.receipt, LeaseEnd::Release)?;
@@ -1517,7 +1602,11 @@ impl Shard {
         if reason.len() > crate::limits::DEAD_LETTER_REASON_LEN_MAX {
             return Err(Error::invalid(
                 "reason",
-                format!("at most {} bytes (got {})", crate::limits::DEAD_LETTER_REASON_LEN_MAX, reason.len()),
+                format!(
+                    "at most {} bytes (got {})",
+                    crate::limits::DEAD_LETTER_REASON_LEN_MAX,
+                    reason.len()
+                ),
             ));
         }
         if description.len() > crate::limits::DEAD_LETTER_DESCRIPTION_LEN_MAX {
@@ -1539,13 +1628,28 @@ impl Shard {
             .hold(receipt.generation)
             .map_err(|_| Error::ReceiptStale)?;
         let now = self.now;
-        self.dead_letter_slot(slot, DeadLetterReason::Consumer { reason, description }, now);
+        self.dead_letter_slot(
+            slot,
+            DeadLetterReason::Consumer {
+                reason,
+                description,
+            },
+            now,
+        );
         self.serve_gained();
         Ok(())
     }
 
     /// Moves a main-queue message (in any state) to the DLQ or the target.
     fn dead_letter_slot(&mut self, slot: u32, reason: DeadLetterReason, t: u64) {
+        let state = self.records[slot as usize].word.load().state;
+        self.leave_state(slot, state);
+        self.dead_letter_uncounted(slot, reason, t);
+    }
+
+    /// [`Shard::dead_letter_slot`] for a message already counted out of its
+    /// state (popped from its ring by a receive).
+    fn dead_letter_uncounted(&mut self, slot: u32, reason: DeadLetterReason, t: u64) {
         let q = self.records[slot as usize].q;
         debug_assert_eq!(q & 1, MAIN);
         let qslot = q >> 1;
@@ -1583,15 +1687,17 @@ impl Shard {
                 delivery_count: message.delivery_count,
                 dead_letter: info,
             });
-            self.remove(slot);
+            self.remove_uncounted(slot);
             return;
         }
-        let channel = self.sub(q).channels[self.records[slot as usize].channel as usize].name.clone();
-        self.leave_state(slot, state);
+        let channel = self.sub(q).channels[self.records[slot as usize].channel as usize]
+            .name
+            .clone();
         self.detach(slot);
         let r = &mut self.records[slot as usize];
         r.word.shift(state, MessageState::Visible).expect("owned");
         r.expires_at = t + retention;
+        r.visible_at = t;
         r.extra.get_or_insert_with(Box::default).dead_letter = Some(info);
         self.attach(slot, qslot << 1 | DLQ, channel.as_ref());
         self.enter_visible(slot);
@@ -1607,7 +1713,13 @@ impl Shard {
         now: u64,
     ) -> Result<Vec<EntryResult<Message>>, Error> {
         if let Some(v) = visibility_ms {
-            crate::error::check_range("visibility_ms", v, 0, crate::limits::VISIBILITY_MS_MAX, " ms")?;
+            crate::error::check_range(
+                "visibility_ms",
+                v,
+                0,
+                crate::limits::VISIBILITY_MS_MAX,
+                " ms",
+            )?;
         }
         self.advance(now);
         let qslot = self.queue_slot(name)?;
@@ -1624,8 +1736,13 @@ impl Shard {
                     .index
                     .get(seq)
                     .filter(|slot| self.live(*slot, q, seq))
-                    .filter(|slot| self.records[*slot as usize].word.load().state == MessageState::Deferred)
-                    .ok_or(Error::NotFound { seq, what: "deferred" })?;
+                    .filter(|slot| {
+                        self.records[*slot as usize].word.load().state == MessageState::Deferred
+                    })
+                    .ok_or(Error::NotFound {
+                        seq,
+                        what: "deferred",
+                    })?;
                 let r = &self.records[slot as usize];
                 if r.expires_at <= now {
                     self.expire(slot, now);
@@ -1651,7 +1768,13 @@ impl Shard {
     }
 
     /// Messages in sequence order from `from`, in every state, unchanged.
-    pub fn peek(&mut self, addr: Address<'_>, from: u64, max: u32, now: u64) -> Result<Vec<Message>, Error> {
+    pub fn peek(
+        &mut self,
+        addr: Address<'_>,
+        from: u64,
+        max: u32,
+        now: u64,
+    ) -> Result<Vec<Message>, Error> {
         crate::error::check_range("max_messages", max.into(), 1, PEEK_MAX.into(), "")?;
         self.advance(now);
         let qslot = self.queue_slot(addr.queue)?;
@@ -1674,12 +1797,24 @@ impl Shard {
 
     /// Moves visible dead letters back to the queue in sequence order: up to
     /// `max` (all when `None`), at most `rate` a second when given.
-    pub fn redrive(&mut self, name: &str, max: Option<u64>, rate: Option<u32>, now: u64) -> Result<RedriveOutcome, Error> {
+    pub fn redrive(
+        &mut self,
+        name: &str,
+        max: Option<u64>,
+        rate: Option<u32>,
+        now: u64,
+    ) -> Result<RedriveOutcome, Error> {
         if max == Some(0) {
-            return Err(Error::invalid("max_messages", "must be at least 1 when given"));
+            return Err(Error::invalid(
+                "max_messages",
+                "must be at least 1 when given",
+            ));
         }
         if rate == Some(0) {
-            return Err(Error::invalid("rate_per_second", "must be at least 1 when given"));
+            return Err(Error::invalid(
+                "rate_per_second",
+                "must be at least 1 when given",
+            ));
         }
         self.advance(now);
         let qslot = self.queue_slot(name)?;
@@ -1698,8 +1833,14 @@ impl Shard {
         if let Some(rate) = rate {
             if moved == first && remaining != Some(0) && left > 0 {
                 scheduled = remaining.map_or(left, |r| r.min(left));
-                let timer = self.wheel.insert(now + 1_000, Timer::new(Timer::REDRIVE, qslot));
-                self.queue_mut(qslot).redrive = Some(RedriveJob { remaining, rate, timer });
+                let timer = self
+                    .wheel
+                    .insert(now + 1_000, Timer::new(Timer::REDRIVE, qslot));
+                self.queue_mut(qslot).redrive = Some(RedriveJob {
+                    remaining,
+                    rate,
+                    timer,
+                });
             }
         }
         self.serve_gained();
@@ -1714,7 +1855,9 @@ impl Shard {
         let moved = self.redrive_move(qslot, batch, t);
         let remaining = job.remaining.map(|r| r - moved);
         if moved == batch && remaining != Some(0) && self.sub(qslot << 1 | DLQ).counts.visible > 0 {
-            let timer = self.wheel.insert(t + 1_000, Timer::new(Timer::REDRIVE, qslot));
+            let timer = self
+                .wheel
+                .insert(t + 1_000, Timer::new(Timer::REDRIVE, qslot));
             self.queue_mut(qslot).redrive = Some(RedriveJob {
                 remaining,
                 rate: job.rate,
@@ -1734,7 +1877,9 @@ impl Shard {
             .take(usize::try_from(max).unwrap_or(usize::MAX))
             .collect();
         for &slot in &slots {
-            let channel = self.sub(dlq).channels[self.records[slot as usize].channel as usize].name.clone();
+            let channel = self.sub(dlq).channels[self.records[slot as usize].channel as usize]
+                .name
+                .clone();
             let id = self.message(slot, State::DeadLettered, None).id;
             self.leave_state(slot, MessageState::Visible);
             self.detach(slot);
@@ -1752,7 +1897,9 @@ impl Shard {
             let extra = r.extra.get_or_insert_with(Box::default);
             extra.dead_letter = None;
             extra.id = Some(id);
-            r.word.shift(MessageState::Visible, MessageState::Visible).expect("owned");
+            r.word
+                .shift(MessageState::Visible, MessageState::Visible)
+                .expect("owned");
             r.word.set_delivery_count(0);
             self.attach(slot, qslot << 1 | MAIN, channel.as_ref());
             emit!(
@@ -1800,7 +1947,9 @@ impl Shard {
             dead_letter: Some(out.dead_letter),
             id: Some(out.id),
         }));
-        r.word.occupy(MessageState::Visible, out.delivery_count).expect("free slot");
+        r.word
+            .occupy(MessageState::Visible, out.delivery_count)
+            .expect("free slot");
         self.attach(slot, qslot << 1 | MAIN, out.channel.as_ref());
         emit!(
             self,
@@ -1838,7 +1987,9 @@ impl Shard {
             dead_letter: Some(out.dead_letter),
             id: Some(out.id),
         }));
-        r.word.occupy(MessageState::Visible, out.delivery_count).expect("free slot");
+        r.word
+            .occupy(MessageState::Visible, out.delivery_count)
+            .expect("free slot");
         self.attach(slot, qslot << 1 | DLQ, out.channel.as_ref());
         self.enter_visible(slot);
         self.serve_gained();

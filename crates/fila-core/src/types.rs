@@ -54,40 +54,103 @@ impl Default for QueueSettings {
 impl QueueSettings {
     /// Checks every field against its range.
     pub fn validate(&self) -> Result<(), Error> {
-        check_range("visibility_timeout_ms", self.visibility_timeout_ms, 0, VISIBILITY_MS_MAX, " ms")?;
+        check_range(
+            "visibility_timeout_ms",
+            self.visibility_timeout_ms,
+            0,
+            VISIBILITY_MS_MAX,
+            " ms",
+        )?;
         if self.max_deliveries > MAX_DELIVERIES_MAX {
             return Err(Error::invalid(
                 "max_deliveries",
-                format!("must be 1..={MAX_DELIVERIES_MAX} or 0 for unlimited (got {})", self.max_deliveries),
+                format!(
+                    "must be 1..={MAX_DELIVERIES_MAX} or 0 for unlimited (got {})",
+                    self.max_deliveries
+                ),
             ));
         }
-        check_range("retention_ms", self.retention_ms, RETENTION_MS_MIN, RETENTION_MS_MAX, " ms")?;
-        check_range("max_message_bytes", self.max_message_bytes.into(), 1, MESSAGE_BYTES_MAX.into(), " bytes")?;
-        check_range("receive_wait_default_ms", self.receive_wait_default_ms, 0, WAIT_MS_MAX, " ms")?;
+        check_range(
+            "retention_ms",
+            self.retention_ms,
+            RETENTION_MS_MIN,
+            RETENTION_MS_MAX,
+            " ms",
+        )?;
+        check_range(
+            "max_message_bytes",
+            self.max_message_bytes.into(),
+            1,
+            MESSAGE_BYTES_MAX.into(),
+            " bytes",
+        )?;
+        check_range(
+            "receive_wait_default_ms",
+            self.receive_wait_default_ms,
+            0,
+            WAIT_MS_MAX,
+            " ms",
+        )?;
         if let Some(target) = &self.dead_letter_target {
             validate_queue_name("dead_letter_target", target)?;
         }
         check_range("max_messages", self.max_messages, 1, MAX_MESSAGES_MAX, "")?;
-        check_range("max_bytes", self.max_bytes, MAX_BYTES_MIN, MAX_BYTES_MAX, " bytes")?;
-        check_range("channel_capacity_pct", self.channel_capacity_pct.into(), 1, 100, " %")?;
+        check_range(
+            "max_bytes",
+            self.max_bytes,
+            MAX_BYTES_MIN,
+            MAX_BYTES_MAX,
+            " bytes",
+        )?;
+        check_range(
+            "channel_capacity_pct",
+            self.channel_capacity_pct.into(),
+            1,
+            100,
+            " %",
+        )?;
         Ok(())
     }
 
     /// The first field in which `self` and `other` differ.
     pub(crate) fn first_difference(&self, other: &QueueSettings) -> Option<&'static str> {
         let fields: [(&'static str, bool); 10] = [
-            ("visibility_timeout_ms", self.visibility_timeout_ms != other.visibility_timeout_ms),
-            ("max_deliveries", self.max_deliveries != other.max_deliveries),
+            (
+                "visibility_timeout_ms",
+                self.visibility_timeout_ms != other.visibility_timeout_ms,
+            ),
+            (
+                "max_deliveries",
+                self.max_deliveries != other.max_deliveries,
+            ),
             ("retention_ms", self.retention_ms != other.retention_ms),
-            ("max_message_bytes", self.max_message_bytes != other.max_message_bytes),
-            ("receive_wait_default_ms", self.receive_wait_default_ms != other.receive_wait_default_ms),
-            ("dead_letter_on_expiration", self.dead_letter_on_expiration != other.dead_letter_on_expiration),
-            ("dead_letter_target", self.dead_letter_target != other.dead_letter_target),
+            (
+                "max_message_bytes",
+                self.max_message_bytes != other.max_message_bytes,
+            ),
+            (
+                "receive_wait_default_ms",
+                self.receive_wait_default_ms != other.receive_wait_default_ms,
+            ),
+            (
+                "dead_letter_on_expiration",
+                self.dead_letter_on_expiration != other.dead_letter_on_expiration,
+            ),
+            (
+                "dead_letter_target",
+                self.dead_letter_target != other.dead_letter_target,
+            ),
             ("max_messages", self.max_messages != other.max_messages),
             ("max_bytes", self.max_bytes != other.max_bytes),
-            ("channel_capacity_pct", self.channel_capacity_pct != other.channel_capacity_pct),
+            (
+                "channel_capacity_pct",
+                self.channel_capacity_pct != other.channel_capacity_pct,
+            ),
         ];
-        fields.into_iter().find(|(_, differs)| *differs).map(|(name, _)| name)
+        fields
+            .into_iter()
+            .find(|(_, differs)| *differs)
+            .map(|(name, _)| name)
     }
 }
 
@@ -120,16 +183,27 @@ impl SettingsUpdate {
     /// `base` with this update applied.
     pub fn apply(&self, base: &QueueSettings) -> QueueSettings {
         QueueSettings {
-            visibility_timeout_ms: self.visibility_timeout_ms.unwrap_or(base.visibility_timeout_ms),
+            visibility_timeout_ms: self
+                .visibility_timeout_ms
+                .unwrap_or(base.visibility_timeout_ms),
             max_deliveries: self.max_deliveries.unwrap_or(base.max_deliveries),
             retention_ms: self.retention_ms.unwrap_or(base.retention_ms),
             max_message_bytes: self.max_message_bytes.unwrap_or(base.max_message_bytes),
-            receive_wait_default_ms: self.receive_wait_default_ms.unwrap_or(base.receive_wait_default_ms),
-            dead_letter_on_expiration: self.dead_letter_on_expiration.unwrap_or(base.dead_letter_on_expiration),
-            dead_letter_target: self.dead_letter_target.clone().unwrap_or_else(|| base.dead_letter_target.clone()),
+            receive_wait_default_ms: self
+                .receive_wait_default_ms
+                .unwrap_or(base.receive_wait_default_ms),
+            dead_letter_on_expiration: self
+                .dead_letter_on_expiration
+                .unwrap_or(base.dead_letter_on_expiration),
+            dead_letter_target: self
+                .dead_letter_target
+                .clone()
+                .unwrap_or_else(|| base.dead_letter_target.clone()),
             max_messages: self.max_messages.unwrap_or(base.max_messages),
             max_bytes: self.max_bytes.unwrap_or(base.max_bytes),
-            channel_capacity_pct: self.channel_capacity_pct.unwrap_or(base.channel_capacity_pct),
+            channel_capacity_pct: self
+                .channel_capacity_pct
+                .unwrap_or(base.channel_capacity_pct),
         }
     }
 }
@@ -139,11 +213,20 @@ pub fn validate_queue_name(field: &'static str, name: &str) -> Result<(), Error>
     if name.is_empty() || name.len() > QUEUE_NAME_LEN_MAX {
         return Err(Error::invalid(
             field,
-            format!("must be 1..={QUEUE_NAME_LEN_MAX} characters (got {})", name.len()),
+            format!(
+                "must be 1..={QUEUE_NAME_LEN_MAX} characters (got {})",
+                name.len()
+            ),
         ));
     }
-    if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-')) {
-        return Err(Error::invalid(field, format!("may hold only [A-Za-z0-9_-] (got {bad:?})")));
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        return Err(Error::invalid(
+            field,
+            format!("may hold only [A-Za-z0-9_-] (got {bad:?})"),
+        ));
     }
     Ok(())
 }
@@ -153,7 +236,10 @@ pub fn validate_channel(field: &'static str, channel: &str) -> Result<(), Error>
     if channel.is_empty() || channel.len() > CHANNEL_LEN_MAX {
         return Err(Error::invalid(
             field,
-            format!("must be 1..={CHANNEL_LEN_MAX} characters (got {})", channel.len()),
+            format!(
+                "must be 1..={CHANNEL_LEN_MAX} characters (got {})",
+                channel.len()
+            ),
         ));
     }
     if let Some(bad) = channel.chars().find(|c| !c.is_ascii_graphic() || *c == '*') {
@@ -177,12 +263,18 @@ pub struct Address<'a> {
 impl<'a> Address<'a> {
     /// The queue itself.
     pub fn queue(name: &'a str) -> Address<'a> {
-        Address { queue: name, dlq: false }
+        Address {
+            queue: name,
+            dlq: false,
+        }
     }
 
     /// The queue's dead-letter sub-queue.
     pub fn dlq(name: &'a str) -> Address<'a> {
-        Address { queue: name, dlq: true }
+        Address {
+            queue: name,
+            dlq: true,
+        }
     }
 }
 
@@ -483,8 +575,15 @@ impl ReceiveOptions {
         }
     }
 
-    pub(crate) fn validate(&self) -> Result<(), Error> {
-        check_range("max_messages", self.max_messages.into(), 1, RECEIVE_MAX.into(), "")?;
+    /// Checks every option against its range.
+    pub fn validate(&self) -> Result<(), Error> {
+        check_range(
+            "max_messages",
+            self.max_messages.into(),
+            1,
+            RECEIVE_MAX.into(),
+            "",
+        )?;
         if let Some(v) = self.visibility_ms {
             check_range("visibility_ms", v, 0, VISIBILITY_MS_MAX, " ms")?;
         }
@@ -547,70 +646,88 @@ pub struct RedriveOutcome {
 /// One entry of a receive-deferred answer, or of a delete / update.
 pub type EntryResult<T> = Result<T, Error>;
 
-pub(crate) fn validate_new_message(
-    m: &NewMessage,
-    settings: &QueueSettings,
-    now: u64,
-) -> Result<(), Error> {
-    if m.payload.len() > settings.max_message_bytes as usize {
-        return Err(Error::MessageTooLarge {
-            size: m.payload.len(),
-            max: settings.max_message_bytes,
-        });
-    }
-    if m.attributes.len() > ATTRIBUTES_MAX {
-        return Err(Error::invalid(
-            "attributes",
-            format!("at most {ATTRIBUTES_MAX} (got {})", m.attributes.len()),
-        ));
-    }
-    let mut total = 0;
-    for (i, (k, v)) in m.attributes.iter().enumerate() {
-        if k.is_empty() || k.len() > ATTRIBUTE_KEY_LEN_MAX {
+impl NewMessage {
+    /// Checks the message against the SPEC's limits and the queue's settings
+    /// at time `now` (what a put does before anything else).
+    pub fn validate(&self, settings: &QueueSettings, now: u64) -> Result<(), Error> {
+        let m = self;
+        if m.payload.len() > settings.max_message_bytes as usize {
+            return Err(Error::MessageTooLarge {
+                size: m.payload.len(),
+                max: settings.max_message_bytes,
+            });
+        }
+        if m.attributes.len() > ATTRIBUTES_MAX {
             return Err(Error::invalid(
                 "attributes",
-                format!("keys must be 1..={ATTRIBUTE_KEY_LEN_MAX} bytes (key {i} has {})", k.len()),
+                format!("at most {ATTRIBUTES_MAX} (got {})", m.attributes.len()),
             ));
         }
-        if m.attributes[..i].iter().any(|(other, _)| other == k) {
-            return Err(Error::invalid("attributes", format!("key {k:?} appears twice")));
-        }
-        total += k.len() + v.len();
-    }
-    if total > ATTRIBUTES_BYTES_MAX {
-        return Err(Error::invalid(
-            "attributes",
-            format!("keys and values must total at most {ATTRIBUTES_BYTES_MAX} bytes (got {total})"),
-        ));
-    }
-    if let Some(c) = &m.channel {
-        validate_channel("channel", c)?;
-    }
-    if let Some(ttl) = m.ttl_ms {
-        if ttl == 0 || ttl >= settings.retention_ms {
-            return Err(Error::invalid(
-                "ttl_ms",
-                format!("must be 1..{} ms, shorter than the retention (got {ttl})", settings.retention_ms),
-            ));
-        }
-    }
-    let lifetime = m.ttl_ms.unwrap_or(settings.retention_ms);
-    match m.availability {
-        Availability::Now => {}
-        Availability::DelayMs(d) => {
-            check_range("delay_ms", d, 0, DELAY_MS_MAX, " ms")?;
-            if d >= lifetime {
-                return Err(Error::invalid("delay_ms", format!("must be shorter than the message's lifetime of {lifetime} ms")));
-            }
-        }
-        Availability::At(at) => {
-            if at >= now.saturating_add(lifetime) {
+        let mut total = 0;
+        for (i, (k, v)) in m.attributes.iter().enumerate() {
+            if k.is_empty() || k.len() > ATTRIBUTE_KEY_LEN_MAX {
                 return Err(Error::invalid(
-                    "scheduled_at_ms",
-                    format!("must be before the message expires at {} (got {at})", now + lifetime),
+                    "attributes",
+                    format!(
+                        "keys must be 1..={ATTRIBUTE_KEY_LEN_MAX} bytes (key {i} has {})",
+                        k.len()
+                    ),
+                ));
+            }
+            if m.attributes[..i].iter().any(|(other, _)| other == k) {
+                return Err(Error::invalid(
+                    "attributes",
+                    format!("key {k:?} appears twice"),
+                ));
+            }
+            total += k.len() + v.len();
+        }
+        if total > ATTRIBUTES_BYTES_MAX {
+            return Err(Error::invalid(
+                "attributes",
+                format!(
+                    "keys and values must total at most {ATTRIBUTES_BYTES_MAX} bytes (got {total})"
+                ),
+            ));
+        }
+        if let Some(c) = &m.channel {
+            validate_channel("channel", c)?;
+        }
+        if let Some(ttl) = m.ttl_ms {
+            if ttl == 0 || ttl >= settings.retention_ms {
+                return Err(Error::invalid(
+                    "ttl_ms",
+                    format!(
+                        "must be 1..{} ms, shorter than the retention (got {ttl})",
+                        settings.retention_ms
+                    ),
                 ));
             }
         }
+        let lifetime = m.ttl_ms.unwrap_or(settings.retention_ms);
+        match m.availability {
+            Availability::Now => {}
+            Availability::DelayMs(d) => {
+                check_range("delay_ms", d, 0, DELAY_MS_MAX, " ms")?;
+                if d >= lifetime {
+                    return Err(Error::invalid(
+                        "delay_ms",
+                        format!("must be shorter than the message's lifetime of {lifetime} ms"),
+                    ));
+                }
+            }
+            Availability::At(at) => {
+                if at >= now.saturating_add(lifetime) {
+                    return Err(Error::invalid(
+                        "scheduled_at_ms",
+                        format!(
+                            "must be before the message expires at {} (got {at})",
+                            now + lifetime
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }

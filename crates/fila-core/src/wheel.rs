@@ -402,7 +402,9 @@ mod tests {
                         model.insert((deadline, id), key);
                     }
                     5 => {
-                        if let Some((&k, &key)) = model.iter().nth(rand(model.len() as u64 + 1) as usize) {
+                        if let Some((&k, &key)) =
+                            model.iter().nth(rand(model.len() as u64 + 1) as usize)
+                        {
                             assert_eq!(w.cancel(key), k.1);
                             model.remove(&k);
                         }

@@ -1,0 +1,1080 @@
+//! The reference model: fila's queue semantics written plainly, with
+//! `BTreeMap`s, linear scans and a clock moved by hand, so that each rule can
+//! be read off the code. The property tests run random operation sequences
+//! against it and the engine and compare every answer.
+//!
+//! What the model decides the same way as the engine, because the SPEC leaves
+//! it open and the answers must be comparable:
+//! - visible order within a channel is the order messages became visible;
+//!   channels take turns in the order they became non-empty, a channel that
+//!   gave a message goes to the back;
+//! - timed events run in time order; at one instant messages (by queue name,
+//!   DLQ after queue, sequence number) before redrive ticks before long-poll
+//!   deadlines; after each event, parked receives are served;
+//! - dead letters bound for a target queue are delivered after the operation
+//!   (or the whole tick), in (time, source, sequence) order; a target that is
+//!   gone or full sends them back to the source's own DLQ.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use fila_core::lease::DELIVERY_COUNT_MAX;
+use fila_core::limits::{PEEK_MAX, VISIBILITY_MS_MAX};
+use fila_core::*;
+
+/// The model's receipt: which queue incarnation, which sub-queue, which lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MReceipt {
+    pub queue_id: u32,
+    pub dlq: bool,
+    pub lease: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum St {
+    Visible,
+    /// Taken by a visibility-0 receive, until the receive ends.
+    Looking,
+    InFlight(u64),
+    Delayed,
+    Deferred,
+}
+
+#[derive(Clone, Debug)]
+struct M {
+    id: MessageId,
+    seq: u64,
+    payload: Bytes,
+    attributes: Option<Attributes>,
+    channel: Option<Arc<str>>,
+    inserted: u64,
+    expires: u64,
+    visible_at: u64,
+    count: u32,
+    st: St,
+    stamp: u64,
+    dead_letter: Option<Arc<DeadLetter>>,
+}
+
+#[derive(Default)]
+struct Sub {
+    msgs: BTreeMap<u64, M>,
+    rr: Vec<Option<Arc<str>>>,
+    waiters: Vec<u64>,
+}
+
+impl Sub {
+    fn visible_in(&self, channel: &Option<Arc<str>>) -> usize {
+        self.msgs
+            .values()
+            .filter(|m| m.st == St::Visible && &m.channel == channel)
+            .count()
+    }
+    fn visible(&self) -> usize {
+        self.msgs.values().filter(|m| m.st == St::Visible).count()
+    }
+    /// Drops a channel from the round when it has no visible message left.
+    fn fix_rr(&mut self, channel: &Option<Arc<str>>) {
+        if self.visible_in(channel) == 0 {
+            self.rr.retain(|c| c != channel);
+        }
+    }
+    fn rotate(&mut self, channel: &Option<Arc<str>>) {
+        if let Some(pos) = self.rr.iter().position(|c| c == channel) {
+            let c = self.rr.remove(pos);
+            self.rr.push(c);
+        }
+    }
+}
+
+struct Job {
+    remaining: Option<u64>,
+    rate: u32,
+    at: u64,
+}
+
+struct Q {
+    id: u32,
+    name: Arc<str>,
+    settings: QueueSettings,
+    subs: [Sub; 2],
+    next_seq: u64,
+    stats: QueueStats,
+    redrive: Option<Job>,
+}
+
+struct Waiter {
+    key: u64,
+    queue: String,
+    dlq: bool,
+    max: u32,
+    visibility: u64,
+    filter: Option<ChannelFilter>,
+    deadline: u64,
+}
+
+struct Out {
+    target: String,
+    source: Arc<str>,
+    source_seq: u64,
+    at: u64,
+    msg: M,
+}
+
+/// A delivered message and its model receipt.
+pub type Delivery = (Message, Option<MReceipt>);
+
+pub struct Model {
+    pub now: u64,
+    queues: BTreeMap<String, Q>,
+    next_qid: u32,
+    next_lease: u64,
+    stamp: u64,
+    /// Parked receives in the order they parked.
+    waiters: Vec<Waiter>,
+    gained: Vec<(String, bool)>,
+    outbox: Vec<Out>,
+    /// Completed parked receives: (key, answer).
+    pub completions: Vec<(u64, Result<Vec<Delivery>, Error>)>,
+}
+
+fn idx(dlq: bool) -> usize {
+    usize::from(dlq)
+}
+
+impl Model {
+    pub fn new(now: u64) -> Model {
+        Model {
+            now,
+            queues: BTreeMap::new(),
+            next_qid: 1,
+            next_lease: 1,
+            stamp: 0,
+            waiters: Vec::new(),
+            gained: Vec::new(),
+            outbox: Vec::new(),
+            completions: Vec::new(),
+        }
+    }
+
+    fn q(&self, name: &str) -> Result<&Q, Error> {
+        self.queues
+            .get(name)
+            .ok_or_else(|| Error::QueueNotFound(name.to_owned()))
+    }
+
+    fn q_mut(&mut self, name: &str) -> Result<&mut Q, Error> {
+        self.queues
+            .get_mut(name)
+            .ok_or_else(|| Error::QueueNotFound(name.to_owned()))
+    }
+
+    fn view(&self, q: &Q, m: &M, dlq: bool) -> Message {
+        let state = match m.st {
+            St::Visible | St::Looking if dlq => State::DeadLettered,
+            St::Visible | St::Looking => State::Visible,
+            St::InFlight(_) => State::InFlight,
+            St::Delayed => State::Delayed,
+            St::Deferred => State::Deferred,
+        };
+        let _ = q;
+        Message {
+            id: m.id,
+            seq: m.seq,
+            payload: m.payload.clone(),
+            attributes: m.attributes.clone(),
+            channel: m.channel.clone(),
+            inserted_at_ms: m.inserted,
+            expires_at_ms: m.expires,
+            next_visible_at_ms: m.visible_at,
+            delivery_count: m.count,
+            state,
+            receipt: None,
+            dead_letter: m.dead_letter.clone(),
+        }
+    }
+
+    /// A message becomes visible: it joins the end of its channel, and its
+    /// channel joins the round if it had nothing visible.
+    fn enter_visible(&mut self, name: &str, dlq: bool, seq: u64) {
+        self.stamp += 1;
+        let stamp = self.stamp;
+        let sub = &mut self.queues.get_mut(name).unwrap().subs[idx(dlq)];
+        let channel = sub.msgs[&seq].channel.clone();
+        let others = sub
+            .msgs
+            .values()
+            .filter(|m| m.seq != seq && m.st == St::Visible && m.channel == channel)
+            .count();
+        if others == 0 {
+            sub.rr.push(channel);
+        }
+        let m = sub.msgs.get_mut(&seq).unwrap();
+        m.st = St::Visible;
+        m.stamp = stamp;
+        let key = (name.to_owned(), dlq);
+        if !self.gained.contains(&key) {
+            self.gained.push(key);
+        }
+    }
+
+    /// Takes a message out of its sub-queue for good.
+    fn remove(&mut self, name: &str, dlq: bool, seq: u64) -> M {
+        let sub = &mut self.queues.get_mut(name).unwrap().subs[idx(dlq)];
+        let m = sub.msgs.remove(&seq).unwrap();
+        sub.fix_rr(&m.channel);
+        m
+    }
+
+    // ----- queues -------------------------------------------------------------
+
+    fn check_target(&self, name: &str, s: &QueueSettings) -> Result<(), Error> {
+        if let Some(t) = &s.dead_letter_target {
+            if t == name {
+                return Err(Error::InvalidArgument {
+                    field: "dead_letter_target",
+                    limit: String::new(),
+                });
+            }
+            self.q(t)?;
+        }
+        Ok(())
+    }
+
+    pub fn create_queue(&mut self, name: &str, settings: QueueSettings) -> Result<bool, Error> {
+        validate_queue_name("name", name)?;
+        settings.validate()?;
+        self.check_target(name, &settings)?;
+        if let Some(q) = self.queues.get(name) {
+            let fields = [
+                (
+                    "visibility_timeout_ms",
+                    q.settings.visibility_timeout_ms != settings.visibility_timeout_ms,
+                ),
+                (
+                    "max_deliveries",
+                    q.settings.max_deliveries != settings.max_deliveries,
+                ),
+                (
+                    "retention_ms",
+                    q.settings.retention_ms != settings.retention_ms,
+                ),
+                (
+                    "max_message_bytes",
+                    q.settings.max_message_bytes != settings.max_message_bytes,
+                ),
+                (
+                    "receive_wait_default_ms",
+                    q.settings.receive_wait_default_ms != settings.receive_wait_default_ms,
+                ),
+                (
+                    "dead_letter_on_expiration",
+                    q.settings.dead_letter_on_expiration != settings.dead_letter_on_expiration,
+                ),
+                (
+                    "dead_letter_target",
+                    q.settings.dead_letter_target != settings.dead_letter_target,
+                ),
+                (
+                    "max_messages",
+                    q.settings.max_messages != settings.max_messages,
+                ),
+                ("max_bytes", q.settings.max_bytes != settings.max_bytes),
+                (
+                    "channel_capacity_pct",
+                    q.settings.channel_capacity_pct != settings.channel_capacity_pct,
+                ),
+            ];
+            return match fields.iter().find(|f| f.1) {
+                None => Ok(false),
+                Some((field, _)) => Err(Error::QueueExists {
+                    name: name.to_owned(),
+                    field,
+                }),
+            };
+        }
+        let id = self.next_qid;
+        self.next_qid += 1;
+        self.queues.insert(
+            name.to_owned(),
+            Q {
+                id,
+                name: Arc::from(name),
+                settings,
+                subs: [Sub::default(), Sub::default()],
+                next_seq: 1,
+                stats: QueueStats::default(),
+                redrive: None,
+            },
+        );
+        Ok(true)
+    }
+
+    pub fn queue_settings(&self, name: &str) -> Result<QueueSettings, Error> {
+        Ok(self.q(name)?.settings.clone())
+    }
+
+    pub fn update_queue(&mut self, name: &str, u: &SettingsUpdate) -> Result<QueueSettings, Error> {
+        let next = u.apply(&self.q(name)?.settings);
+        next.validate()?;
+        self.check_target(name, &next)?;
+        self.q_mut(name)?.settings = next.clone();
+        Ok(next)
+    }
+
+    pub fn list_queues(&self, prefix: &str) -> Vec<String> {
+        self.queues
+            .keys()
+            .filter(|k| k.starts_with(prefix))
+            .cloned()
+            .collect()
+    }
+
+    pub fn delete_queue(&mut self, name: &str) -> Result<(), Error> {
+        self.q(name)?;
+        let mut keep = Vec::new();
+        for w in std::mem::take(&mut self.waiters) {
+            if w.queue == name {
+                self.completions
+                    .push((w.key, Err(Error::QueueDeleted(name.to_owned()))));
+            } else {
+                keep.push(w);
+            }
+        }
+        self.waiters = keep;
+        self.queues.remove(name);
+        self.gained.retain(|(n, _)| n != name);
+        Ok(())
+    }
+
+    pub fn purge(&mut self, name: &str, dlq: bool) -> Result<(), Error> {
+        let q = self.q_mut(name)?;
+        q.subs[idx(dlq)].msgs.clear();
+        q.subs[idx(dlq)].rr.clear();
+        if dlq {
+            q.redrive = None;
+        }
+        Ok(())
+    }
+
+    pub fn stats(&self, name: &str) -> Result<QueueStats, Error> {
+        let q = self.q(name)?;
+        let main = &q.subs[0];
+        let count = |st: fn(&St) -> bool| main.msgs.values().filter(|m| st(&m.st)).count() as u64;
+        let mut s = q.stats.clone();
+        s.visible = count(|s| *s == St::Visible);
+        s.in_flight = count(|s| matches!(s, St::InFlight(_)));
+        s.delayed = count(|s| *s == St::Delayed);
+        s.deferred = count(|s| *s == St::Deferred);
+        s.dead_lettered = q.subs[1].msgs.len() as u64;
+        s.bytes = q
+            .subs
+            .iter()
+            .flat_map(|sub| sub.msgs.values())
+            .map(|m| m.payload.len() as u64)
+            .sum();
+        s.oldest_age_ms = main
+            .msgs
+            .values()
+            .next()
+            .map_or(0, |m| self.now.saturating_sub(m.inserted));
+        Ok(s)
+    }
+
+    // ----- put ----------------------------------------------------------------
+
+    fn capacity(&self, q: &Q, channel: &Option<Arc<str>>, len: u64) -> Result<(), Error> {
+        let s = &q.settings;
+        let full = |limit: &'static str, max: u64| Error::QueueFull {
+            name: q.name.to_string(),
+            limit,
+            max,
+        };
+        let all = q.subs.iter().flat_map(|sub| sub.msgs.values());
+        let held = all.clone().count() as u64;
+        let bytes: u64 = all.map(|m| m.payload.len() as u64).sum();
+        if held + 1 > s.max_messages {
+            return Err(full("max_messages", s.max_messages));
+        }
+        if bytes + len > s.max_bytes {
+            return Err(full("max_bytes", s.max_bytes));
+        }
+        if s.channel_capacity_pct < 100 {
+            let pct = u64::from(s.channel_capacity_pct);
+            let mine = q.subs[0].msgs.values().filter(|m| &m.channel == channel);
+            let held = mine.clone().count() as u64;
+            let bytes: u64 = mine.map(|m| m.payload.len() as u64).sum();
+            let max_messages = (s.max_messages * pct / 100).max(1);
+            let max_bytes = (s.max_bytes * pct / 100).max(1);
+            if held + 1 > max_messages {
+                return Err(full("channel share of max_messages", max_messages));
+            }
+            if bytes + len > max_bytes {
+                return Err(full("channel share of max_bytes", max_bytes));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn put(
+        &mut self,
+        name: &str,
+        batch: Vec<NewMessage>,
+    ) -> Result<Vec<Result<PutReceipt, Error>>, Error> {
+        if batch.is_empty() || batch.len() > 20 {
+            return Err(Error::InvalidArgument {
+                field: "messages",
+                limit: String::new(),
+            });
+        }
+        self.q(name)?;
+        let now = self.now;
+        let mut answers = Vec::new();
+        for m in batch {
+            answers.push(self.put_one(name, m, now));
+        }
+        self.serve_gained();
+        self.flush_outbox();
+        Ok(answers)
+    }
+
+    fn put_one(&mut self, name: &str, m: NewMessage, now: u64) -> Result<PutReceipt, Error> {
+        let q = self.q(name)?;
+        m.validate(&q.settings, now)?;
+        let channel: Option<Arc<str>> = m.channel.as_deref().map(Arc::from);
+        self.capacity(q, &channel, m.payload.len() as u64)?;
+        let lifetime = m.ttl_ms.unwrap_or(q.settings.retention_ms);
+        let visible_at = match m.availability {
+            Availability::Now => now,
+            Availability::DelayMs(d) => now + d,
+            Availability::At(at) => at.max(now),
+        };
+        let attributes: Option<Attributes> = if m.attributes.is_empty() {
+            None
+        } else {
+            Some(
+                m.attributes
+                    .into_iter()
+                    .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+                    .collect(),
+            )
+        };
+        let q = self.q_mut(name)?;
+        let seq = q.next_seq;
+        q.next_seq += 1;
+        q.stats.puts += 1;
+        let id = MessageId((u128::from(q.id) << 64) | u128::from(seq));
+        q.subs[0].msgs.insert(
+            seq,
+            M {
+                id,
+                seq,
+                payload: m.payload,
+                attributes,
+                channel,
+                inserted: now,
+                expires: now + lifetime,
+                visible_at,
+                count: 0,
+                st: St::Delayed,
+                stamp: 0,
+                dead_letter: None,
+            },
+        );
+        if visible_at <= now {
+            self.enter_visible(name, false, seq);
+        }
+        Ok(PutReceipt { id, seq })
+    }
+
+    pub fn cancel_scheduled(&mut self, name: &str, seq: u64) -> Result<(), Error> {
+        let q = self.q(name)?;
+        match q.subs[0].msgs.get(&seq) {
+            Some(m) if m.st == St::Delayed => {
+                self.remove(name, false, seq);
+                Ok(())
+            }
+            _ => Err(Error::NotFound {
+                seq,
+                what: "scheduled",
+            }),
+        }
+    }
+
+    // ----- receive ------------------------------------------------------------
+
+    fn pick(
+        &self,
+        name: &str,
+        dlq: bool,
+        filter: Option<&ChannelFilter>,
+    ) -> Option<Option<Arc<str>>> {
+        let sub = &self.queues[name].subs[idx(dlq)];
+        match filter {
+            None => sub.rr.first().cloned(),
+            Some(ChannelFilter::Exact(want)) => sub
+                .rr
+                .iter()
+                .find(|c| c.as_deref() == Some(want.as_str()))
+                .cloned(),
+            Some(f) => sub.rr.iter().find(|c| f.matches(c.as_deref())).cloned(),
+        }
+    }
+
+    fn take(
+        &mut self,
+        name: &str,
+        dlq: bool,
+        max: u32,
+        vis: u64,
+        filter: Option<&ChannelFilter>,
+    ) -> Vec<Delivery> {
+        let now = self.now;
+        let mut out = Vec::new();
+        let mut looks = Vec::new();
+        while (out.len() as u32) < max {
+            let Some(channel) = self.pick(name, dlq, filter) else {
+                break;
+            };
+            let q = self.queues.get_mut(name).unwrap();
+            let sub = &mut q.subs[idx(dlq)];
+            let seq = sub
+                .msgs
+                .values()
+                .filter(|m| m.st == St::Visible && m.channel == channel)
+                .min_by_key(|m| m.stamp)
+                .unwrap()
+                .seq;
+            sub.msgs.get_mut(&seq).unwrap().st = St::Looking;
+            sub.fix_rr(&channel);
+            sub.rotate(&channel);
+            let max_deliveries = q.settings.max_deliveries;
+            if !dlq && max_deliveries > 0 && sub.msgs[&seq].count >= max_deliveries {
+                self.dead_letter_msg(name, seq, DeadLetterReason::MaxDeliveries, now);
+                continue;
+            }
+            q.stats.deliveries += 1;
+            let lease = self.next_lease;
+            self.next_lease += 1;
+            let m = q.subs[idx(dlq)].msgs.get_mut(&seq).unwrap();
+            m.count = (m.count + 1).min(DELIVERY_COUNT_MAX);
+            m.visible_at = now + vis;
+            if vis == 0 {
+                looks.push(seq);
+            } else {
+                m.st = St::InFlight(lease);
+            }
+            let receipt = MReceipt {
+                queue_id: q.id,
+                dlq,
+                lease,
+            };
+            let q = &self.queues[name];
+            let message = self.view(q, &q.subs[idx(dlq)].msgs[&seq], dlq);
+            out.push((message, Some(receipt)));
+        }
+        for seq in looks {
+            self.enter_visible(name, dlq, seq);
+        }
+        out
+    }
+
+    /// Receives; `Ok(None)` means parked under `key`.
+    pub fn receive(
+        &mut self,
+        name: &str,
+        dlq: bool,
+        opts: &ReceiveOptions,
+        key: u64,
+    ) -> Result<Option<Vec<Delivery>>, Error> {
+        opts.validate()?;
+        let q = self.q(name)?;
+        let vis = opts
+            .visibility_ms
+            .unwrap_or(q.settings.visibility_timeout_ms);
+        let wait = opts.wait_ms.unwrap_or(q.settings.receive_wait_default_ms);
+        let out = self.take(name, dlq, opts.max_messages, vis, opts.channel.as_ref());
+        let parked = out.is_empty() && wait > 0 && key != u64::MAX;
+        if parked {
+            self.waiters.push(Waiter {
+                key,
+                queue: name.to_owned(),
+                dlq,
+                max: opts.max_messages,
+                visibility: vis,
+                filter: opts.channel.clone(),
+                deadline: self.now + wait,
+            });
+        }
+        self.serve_gained();
+        self.flush_outbox();
+        Ok(if parked { None } else { Some(out) })
+    }
+
+    pub fn cancel_wait(&mut self, key: u64) -> bool {
+        let before = self.waiters.len();
+        self.waiters.retain(|w| w.key != key);
+        before != self.waiters.len()
+    }
+
+    fn serve_gained(&mut self) {
+        while !self.gained.is_empty() {
+            let (name, dlq) = self.gained.remove(0);
+            if !self.queues.contains_key(&name) {
+                continue;
+            }
+            let mut i = 0;
+            loop {
+                let mine: Vec<usize> = (0..self.waiters.len())
+                    .filter(|j| self.waiters[*j].queue == name && self.waiters[*j].dlq == dlq)
+                    .collect();
+                if i >= mine.len() || self.queues[&name].subs[idx(dlq)].visible() == 0 {
+                    break;
+                }
+                let w = &self.waiters[mine[i]];
+                let (max, vis, filter, key) = (w.max, w.visibility, w.filter.clone(), w.key);
+                let out = self.take(&name, dlq, max, vis, filter.as_ref());
+                if out.is_empty() {
+                    i += 1;
+                    continue;
+                }
+                self.waiters.retain(|w| w.key != key);
+                self.completions.push((key, Ok(out)));
+            }
+        }
+    }
+
+    // ----- receipts -----------------------------------------------------------
+
+    fn leased(&self, name: &str, dlq: bool, r: &MReceipt) -> Result<u64, Error> {
+        let q = self.q(name)?;
+        if r.queue_id != q.id || r.dlq != dlq {
+            return Err(Error::ReceiptStale);
+        }
+        q.subs[idx(dlq)]
+            .msgs
+            .values()
+            .find(|m| m.st == St::InFlight(r.lease))
+            .map(|m| m.seq)
+            .ok_or(Error::ReceiptStale)
+    }
+
+    pub fn delete(
+        &mut self,
+        name: &str,
+        dlq: bool,
+        receipts: &[MReceipt],
+    ) -> Result<Vec<Result<(), Error>>, Error> {
+        self.q(name)?;
+        let mut answers = Vec::new();
+        for r in receipts {
+            answers.push(self.leased(name, dlq, r).map(|seq| {
+                self.q_mut(name).unwrap().stats.deletes += 1;
+                self.remove(name, dlq, seq);
+            }));
+        }
+        Ok(answers)
+    }
+
+    pub fn update_visibility(
+        &mut self,
+        name: &str,
+        dlq: bool,
+        changes: &[(MReceipt, u64)],
+    ) -> Result<Vec<Result<u64, Error>>, Error> {
+        self.q(name)?;
+        let now = self.now;
+        let mut answers = Vec::new();
+        for (r, timeout) in changes {
+            let answer = (|| {
+                if *timeout > VISIBILITY_MS_MAX {
+                    return Err(Error::InvalidArgument {
+                        field: "timeout_ms",
+                        limit: String::new(),
+                    });
+                }
+                let seq = self.leased(name, dlq, r)?;
+                let m = self.queues.get_mut(name).unwrap().subs[idx(dlq)]
+                    .msgs
+                    .get_mut(&seq)
+                    .unwrap();
+                m.visible_at = now + timeout;
+                if *timeout == 0 {
+                    let expired = m.expires <= now;
+                    self.enter_visible(name, dlq, seq);
+                    if expired {
+                        self.expire(name, dlq, seq, now);
+                    }
+                }
+                Ok(now + timeout)
+            })();
+            answers.push(answer);
+        }
+        self.serve_gained();
+        self.flush_outbox();
+        Ok(answers)
+    }
+
+    pub fn defer(&mut self, name: &str, r: &MReceipt) -> Result<(), Error> {
+        let seq = self.leased(name, false, r)?;
+        self.q_mut(name)?.subs[0].msgs.get_mut(&seq).unwrap().st = St::Deferred;
+        Ok(())
+    }
+
+    pub fn dead_letter(
+        &mut self,
+        name: &str,
+        r: &MReceipt,
+        reason: &str,
+        description: &str,
+    ) -> Result<(), Error> {
+        if reason.len() > 256 {
+            return Err(Error::InvalidArgument {
+                field: "reason",
+                limit: String::new(),
+            });
+        }
+        if description.len() > 4096 {
+            return Err(Error::InvalidArgument {
+                field: "description",
+                limit: String::new(),
+            });
+        }
+        let seq = self.leased(name, false, r)?;
+        let now = self.now;
+        self.dead_letter_msg(
+            name,
+            seq,
+            DeadLetterReason::Consumer {
+                reason: reason.to_owned(),
+                description: description.to_owned(),
+            },
+            now,
+        );
+        self.serve_gained();
+        self.flush_outbox();
+        Ok(())
+    }
+
+    fn dead_letter_msg(&mut self, name: &str, seq: u64, reason: DeadLetterReason, t: u64) {
+        let q = self.queues.get_mut(name).unwrap();
+        q.stats.dead_letterings += 1;
+        let info = Arc::new(DeadLetter {
+            source_queue: q.name.clone(),
+            at_ms: t,
+            reason,
+        });
+        let target = q.settings.dead_letter_target.clone().filter(|t| t != name);
+        let retention = q.settings.retention_ms;
+        let source = q.name.clone();
+        let mut m = self.remove(name, false, seq);
+        m.dead_letter = Some(info);
+        if let Some(target) = target {
+            self.outbox.push(Out {
+                target,
+                source,
+                source_seq: seq,
+                at: t,
+                msg: m,
+            });
+            return;
+        }
+        m.expires = t + retention;
+        m.visible_at = t;
+        self.queues.get_mut(name).unwrap().subs[1]
+            .msgs
+            .insert(seq, m);
+        self.enter_visible(name, true, seq);
+    }
+
+    fn expire(&mut self, name: &str, dlq: bool, seq: u64, t: u64) {
+        let q = self.queues.get_mut(name).unwrap();
+        q.stats.expiries += 1;
+        if !dlq && q.settings.dead_letter_on_expiration {
+            self.dead_letter_msg(name, seq, DeadLetterReason::Expired, t);
+        } else {
+            self.remove(name, dlq, seq);
+        }
+    }
+
+    pub fn receive_deferred(
+        &mut self,
+        name: &str,
+        seqs: &[u64],
+        visibility: Option<u64>,
+    ) -> Result<Vec<Result<Delivery, Error>>, Error> {
+        if seqs.is_empty() || seqs.len() > 20 {
+            return Err(Error::InvalidArgument {
+                field: "sequence_numbers",
+                limit: String::new(),
+            });
+        }
+        if visibility.is_some_and(|v| v > VISIBILITY_MS_MAX) {
+            return Err(Error::InvalidArgument {
+                field: "visibility_ms",
+                limit: String::new(),
+            });
+        }
+        let q = self.q(name)?;
+        let vis = visibility.unwrap_or(q.settings.visibility_timeout_ms);
+        let max_deliveries = q.settings.max_deliveries;
+        let now = self.now;
+        let mut answers = Vec::new();
+        for &seq in seqs {
+            let answer = (|| {
+                let q = self.q(name)?;
+                let m = match q.subs[0].msgs.get(&seq) {
+                    Some(m) if m.st == St::Deferred => m,
+                    _ => {
+                        return Err(Error::NotFound {
+                            seq,
+                            what: "deferred",
+                        })
+                    }
+                };
+                if m.expires <= now {
+                    self.expire(name, false, seq, now);
+                    return Err(Error::Expired { seq });
+                }
+                if max_deliveries > 0 && m.count >= max_deliveries {
+                    self.dead_letter_msg(name, seq, DeadLetterReason::MaxDeliveries, now);
+                    return Err(Error::NotFound {
+                        seq,
+                        what: "deferred",
+                    });
+                }
+                let lease = self.next_lease;
+                self.next_lease += 1;
+                let q = self.queues.get_mut(name).unwrap();
+                q.stats.deliveries += 1;
+                let qid = q.id;
+                let m = q.subs[0].msgs.get_mut(&seq).unwrap();
+                m.count = (m.count + 1).min(DELIVERY_COUNT_MAX);
+                m.visible_at = now + vis;
+                m.st = if vis == 0 {
+                    St::Looking
+                } else {
+                    St::InFlight(lease)
+                };
+                let q = &self.queues[name];
+                let view = self.view(q, &q.subs[0].msgs[&seq], false);
+                if vis == 0 {
+                    self.enter_visible(name, false, seq);
+                }
+                Ok((
+                    view,
+                    Some(MReceipt {
+                        queue_id: qid,
+                        dlq: false,
+                        lease,
+                    }),
+                ))
+            })();
+            answers.push(answer);
+        }
+        self.serve_gained();
+        self.flush_outbox();
+        Ok(answers)
+    }
+
+    pub fn peek(&self, name: &str, dlq: bool, from: u64, max: u32) -> Result<Vec<Message>, Error> {
+        if max == 0 || max > PEEK_MAX {
+            return Err(Error::InvalidArgument {
+                field: "max_messages",
+                limit: String::new(),
+            });
+        }
+        let q = self.q(name)?;
+        Ok(q.subs[idx(dlq)]
+            .msgs
+            .range(from..)
+            .take(max as usize)
+            .map(|(_, m)| self.view(q, m, dlq))
+            .collect())
+    }
+
+    // ----- redrive ------------------------------------------------------------
+
+    pub fn redrive(
+        &mut self,
+        name: &str,
+        max: Option<u64>,
+        rate: Option<u32>,
+    ) -> Result<RedriveOutcome, Error> {
+        if max == Some(0) {
+            return Err(Error::InvalidArgument {
+                field: "max_messages",
+                limit: String::new(),
+            });
+        }
+        if rate == Some(0) {
+            return Err(Error::InvalidArgument {
+                field: "rate_per_second",
+                limit: String::new(),
+            });
+        }
+        self.q_mut(name)?.redrive = None;
+        let now = self.now;
+        let first = match rate {
+            None => max.unwrap_or(u64::MAX),
+            Some(r) => max.unwrap_or(u64::MAX).min(u64::from(r)),
+        };
+        let moved = self.redrive_move(name, first, now);
+        let left = self.queues[name].subs[1].visible() as u64;
+        let remaining = max.map(|m| m - moved);
+        let mut scheduled = 0;
+        if let Some(rate) = rate {
+            if moved == first && remaining != Some(0) && left > 0 {
+                scheduled = remaining.map_or(left, |r| r.min(left));
+                self.q_mut(name)?.redrive = Some(Job {
+                    remaining,
+                    rate,
+                    at: now + 1_000,
+                });
+            }
+        }
+        self.serve_gained();
+        self.flush_outbox();
+        Ok(RedriveOutcome { moved, scheduled })
+    }
+
+    fn redrive_move(&mut self, name: &str, max: u64, t: u64) -> u64 {
+        let seqs: Vec<u64> = self.queues[name].subs[1]
+            .msgs
+            .values()
+            .filter(|m| m.st == St::Visible)
+            .map(|m| m.seq)
+            .take(usize::try_from(max).unwrap_or(usize::MAX))
+            .collect();
+        for &old in &seqs {
+            let mut m = self.remove(name, true, old);
+            let q = self.queues.get_mut(name).unwrap();
+            let seq = q.next_seq;
+            q.next_seq += 1;
+            q.stats.redriven += 1;
+            m.seq = seq;
+            m.inserted = t;
+            m.expires = t + q.settings.retention_ms;
+            m.visible_at = t;
+            m.count = 0;
+            m.dead_letter = None;
+            q.subs[0].msgs.insert(seq, m);
+            self.enter_visible(name, false, seq);
+        }
+        seqs.len() as u64
+    }
+
+    // ----- time ---------------------------------------------------------------
+
+    /// Runs every timed event up to `now` in order, then delivers dead
+    /// letters bound for other queues.
+    pub fn advance(&mut self, now: u64) {
+        loop {
+            // (time, class, queue, dlq, seq or waiter index)
+            let mut next: Option<(u64, u8, String, bool, u64)> = None;
+            let mut consider = |e: (u64, u8, String, bool, u64)| {
+                if next.as_ref().is_none_or(|n| e < *n) {
+                    next = Some(e);
+                }
+            };
+            for (name, q) in &self.queues {
+                for dlq in [false, true] {
+                    for m in q.subs[idx(dlq)].msgs.values() {
+                        let at = match m.st {
+                            St::Delayed | St::InFlight(_) => m.visible_at,
+                            St::Visible => m.expires,
+                            St::Deferred | St::Looking => continue,
+                        };
+                        consider((at, 0, name.clone(), dlq, m.seq));
+                    }
+                }
+                if let Some(job) = &q.redrive {
+                    consider((job.at, 1, name.clone(), false, 0));
+                }
+            }
+            for (i, w) in self.waiters.iter().enumerate() {
+                consider((w.deadline, 2, String::new(), false, i as u64));
+            }
+            let Some((t, class, name, dlq, seq)) = next else {
+                break;
+            };
+            if t > now {
+                break;
+            }
+            self.now = self.now.max(t);
+            match class {
+                0 => {
+                    let m = &self.queues[&name].subs[idx(dlq)].msgs[&seq];
+                    let expired = m.expires <= t;
+                    match m.st {
+                        St::Delayed | St::InFlight(_) if !expired => {
+                            self.enter_visible(&name, dlq, seq)
+                        }
+                        _ => self.expire(&name, dlq, seq, t),
+                    }
+                }
+                1 => {
+                    let job = self.queues.get_mut(&name).unwrap().redrive.take().unwrap();
+                    let batch = job.remaining.unwrap_or(u64::MAX).min(u64::from(job.rate));
+                    let moved = self.redrive_move(&name, batch, t);
+                    let remaining = job.remaining.map(|r| r - moved);
+                    if moved == batch
+                        && remaining != Some(0)
+                        && self.queues[&name].subs[1].visible() > 0
+                    {
+                        self.queues.get_mut(&name).unwrap().redrive = Some(Job {
+                            remaining,
+                            rate: job.rate,
+                            at: t + 1_000,
+                        });
+                    }
+                }
+                _ => {
+                    let w = self.waiters.remove(seq as usize);
+                    self.completions.push((w.key, Ok(Vec::new())));
+                }
+            }
+            self.serve_gained();
+        }
+        self.now = self.now.max(now);
+        self.flush_outbox();
+    }
+
+    fn flush_outbox(&mut self) {
+        let mut outbox = std::mem::take(&mut self.outbox);
+        outbox
+            .sort_by(|a, b| (a.at, &a.source, a.source_seq).cmp(&(b.at, &b.source, b.source_seq)));
+        let now = self.now;
+        for out in outbox {
+            let accepted = match self.queues.get(&out.target) {
+                Some(q) => self
+                    .capacity(q, &out.msg.channel, out.msg.payload.len() as u64)
+                    .is_ok(),
+                None => false,
+            };
+            if accepted {
+                let q = self.queues.get_mut(&out.target).unwrap();
+                let seq = q.next_seq;
+                q.next_seq += 1;
+                q.stats.puts += 1;
+                let mut m = out.msg;
+                m.seq = seq;
+                m.inserted = now;
+                m.expires = now + q.settings.retention_ms;
+                m.visible_at = now;
+                q.subs[0].msgs.insert(seq, m);
+                self.enter_visible(&out.target.clone(), false, seq);
+            } else if let Some(q) = self.queues.get_mut(out.source.as_ref()) {
+                let mut m = out.msg;
+                m.seq = out.source_seq;
+                m.expires = out.at + q.settings.retention_ms;
+                m.visible_at = out.at;
+                q.subs[1].msgs.insert(m.seq, m);
+                self.enter_visible(&out.source.clone(), true, out.source_seq);
+            }
+            self.serve_gained();
+        }
+    }
+}
