@@ -1918,6 +1918,8 @@ impl Shard {
     // ----- dead-letter targets ------------------------------------------------
 
     /// Takes in a dead letter from another queue as a new visible message.
+    // The dead letter comes back whole when refused; it is moved, not copied.
+    #[allow(clippy::result_large_err)]
     pub(crate) fn accept_forward(&mut self, out: Outbound, now: u64) -> Result<(), Outbound> {
         self.advance(now);
         let Ok(qslot) = self.queue_slot(&out.target) else {

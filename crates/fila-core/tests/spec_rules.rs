@@ -1070,11 +1070,13 @@ fn order_is_first_in_first_out_per_channel() {
     assert_eq!(got, sorted);
 }
 
+type Answers = Arc<Mutex<Vec<Result<Vec<Message>, Error>>>>;
+
 fn parked_receive(
     f: &Fixture,
     q: &str,
     opts: ReceiveOptions,
-) -> (Arc<Mutex<Vec<Result<Vec<Message>, Error>>>>, Received) {
+) -> (Answers, Received) {
     let got = Arc::new(Mutex::new(Vec::new()));
     let sink = got.clone();
     let r = f
