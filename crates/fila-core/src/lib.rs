@@ -54,3 +54,8 @@ pub use engine::Engine;
 pub use error::{Error, ErrorKind};
 pub use shard::{Notify, Received, Shard, ShardFootprint, WaitId};
 pub use types::*;
+
+/// The README's examples compile and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
