@@ -10,7 +10,13 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use fila_benches::{engine_with_queues, payload_100};
 use fila_core::{Address, Engine, NewMessage, Receipt, ReceiveOptions};
 
-fn cycle(engine: &Engine, queue: &str, payload: &bytes::Bytes, opts: &ReceiveOptions, receipts: &mut Vec<Receipt>) {
+fn cycle(
+    engine: &Engine,
+    queue: &str,
+    payload: &bytes::Bytes,
+    opts: &ReceiveOptions,
+    receipts: &mut Vec<Receipt>,
+) {
     let batch: Vec<NewMessage> = (0..20).map(|_| NewMessage::new(payload.clone())).collect();
     let put = engine.put(queue, batch).unwrap();
     debug_assert!(put.iter().all(|p| p.is_ok()));
@@ -35,15 +41,17 @@ fn lifecycle(c: &mut Criterion) {
     g.throughput(Throughput::Elements(40));
     g.bench_function("lifecycle/2threads/batch20", |b| {
         let (engine, queues) = engine_with_queues(2);
-        let payload = payload_100();
         b.iter_custom(|iters| {
             let barrier = Barrier::new(2);
             let times: Vec<Duration> = std::thread::scope(|s| {
                 let handles: Vec<_> = queues
                     .iter()
                     .map(|q| {
-                        let (engine, payload, opts, barrier) = (&engine, &payload, &opts, &barrier);
+                        let (engine, opts, barrier) = (&engine, &opts, &barrier);
                         s.spawn(move || {
+                            // Each producer has its own buffer, as each
+                            // connection would: no shared refcount.
+                            let payload = &payload_100();
                             let mut receipts = Vec::with_capacity(20);
                             barrier.wait();
                             let start = Instant::now();

@@ -83,7 +83,10 @@ fn main() {
         .map(|a| a.parse().expect("message counts"))
         .collect();
     let ns = if ns.is_empty() { vec![1_000_000] } else { ns };
-    println!("{:>12} {:>26} {:>26}", "messages", "bytes/msg (shared payload)", "bytes/msg (own payload)");
+    println!(
+        "{:>12} {:>26} {:>26}",
+        "messages", "bytes/msg (shared payload)", "bytes/msg (own payload)"
+    );
     for n in ns {
         let shared = measure(n, true);
         let own = measure(n, false);

@@ -12,6 +12,8 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crossbeam_utils::CachePadded;
+
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::event::EventSink;
@@ -21,7 +23,9 @@ use crate::types::*;
 
 /// The in-process engine.
 pub struct Engine {
-    shards: Box<[Mutex<Shard>]>,
+    /// Padded so that one shard's lock never shares a cache line with
+    /// another's.
+    shards: Box<[CachePadded<Mutex<Shard>>]>,
     clock: Arc<dyn Clock>,
     next_queue_id: AtomicU32,
 }
@@ -54,7 +58,7 @@ impl Engine {
         let now = clock.now_ms();
         Engine {
             shards: (0..shards)
-                .map(|i| Mutex::new(Shard::new(i as u16, now)))
+                .map(|i| CachePadded::new(Mutex::new(Shard::new(i as u16, now))))
                 .collect(),
             clock,
             next_queue_id: AtomicU32::new(1),

@@ -278,6 +278,9 @@ impl SubQueue {
 
     /// Moves a channel that just gave a message to the back of the round.
     fn rotate(&mut self, channel: u32) {
+        if self.active.len() < 2 {
+            return;
+        }
         if let Some(pos) = self.active.iter().position(|c| *c == channel) {
             self.active.remove(pos);
             self.active.push_back(channel);
@@ -750,62 +753,52 @@ impl Shard {
             sub.channels[channel as usize] = Channel::new(None);
             sub.free_channels.push(channel);
         }
-        self.maybe_compact(q);
+        self.maybe_compact(q, seq);
     }
 
     /// Drops dead entries of a queue's sequence log once they outnumber the
     /// live ones, so deletions in any order keep the log proportional.
-    fn maybe_compact(&mut self, q: u32) {
+    fn maybe_compact(&mut self, q: u32, seq: u64) {
         if q & 1 == DLQ {
-            return;
-        }
-        let held = self.sub(q).held;
-        let (seqs_len, dead_front) = match &self.sub(q).index {
-            SeqIndex::Log { seqs, slots } => {
-                let mut dead = 0;
-                for (s, slot) in seqs.iter().zip(slots.iter()).take(4) {
-                    if self.live(*slot, q, *s) {
-                        break;
-                    }
-                    dead += 1;
-                }
-                (seqs.len() as u64, dead)
-            }
-            SeqIndex::Tree(_) => return,
-        };
-        let needs_compaction = seqs_len > 2 * held + 32;
-        if dead_front == 0 && !needs_compaction {
             return;
         }
         let records = &self.records;
         let queue = self.queues[(q >> 1) as usize].as_mut().expect("live");
-        if let SeqIndex::Log { seqs, slots } = &mut queue.subs[MAIN as usize].index {
-            let live = |s: u64, slot: u32| {
-                let r = &records[slot as usize];
-                r.q == q && r.seq == s && r.word.load().state != MessageState::Free
-            };
-            if needs_compaction {
-                let mut kept = 0;
-                for i in 0..seqs.len() {
-                    if live(seqs[i], slots[i]) {
-                        seqs[kept] = seqs[i];
-                        slots[kept] = slots[i];
-                        kept += 1;
-                    }
+        let held = queue.subs[MAIN as usize].held;
+        let SeqIndex::Log { seqs, slots } = &mut queue.subs[MAIN as usize].index else {
+            return;
+        };
+        let live = |s: u64, slot: u32| {
+            let r = &records[slot as usize];
+            r.q == q && r.seq == s && r.word.load().state != MessageState::Free
+        };
+        if seqs.front() == Some(&seq) {
+            // First in, first out: the message leaving is the oldest. Drop its
+            // entry and any dead ones behind it.
+            seqs.pop_front();
+            slots.pop_front();
+            while let (Some(s), Some(slot)) = (seqs.front(), slots.front()) {
+                if live(*s, *slot) {
+                    break;
                 }
-                seqs.truncate(kept);
-                slots.truncate(kept);
-                seqs.shrink_to(kept * 2);
-                slots.shrink_to(kept * 2);
-            } else {
-                while let (Some(s), Some(slot)) = (seqs.front(), slots.front()) {
-                    if live(*s, *slot) {
-                        break;
-                    }
-                    seqs.pop_front();
-                    slots.pop_front();
+                seqs.pop_front();
+                slots.pop_front();
+            }
+        } else if seqs.len() as u64 > 2 * held + 32 {
+            // Out of order: compact once dead entries outnumber live ones, so
+            // the cost stays amortized O(1) per message.
+            let mut kept = 0;
+            for i in 0..seqs.len() {
+                if live(seqs[i], slots[i]) {
+                    seqs[kept] = seqs[i];
+                    slots[kept] = slots[i];
+                    kept += 1;
                 }
             }
+            seqs.truncate(kept);
+            slots.truncate(kept);
+            seqs.shrink_to(kept * 2);
+            slots.shrink_to(kept * 2);
         }
     }
 
@@ -825,7 +818,9 @@ impl Shard {
     fn free(&mut self, slot: u32) {
         self.clear_timer(slot);
         let r = &mut self.records[slot as usize];
-        r.word.free();
+        if r.word.load().state != MessageState::Free {
+            r.word.free();
+        }
         r.payload = Bytes::new();
         r.extra = None;
         r.q = NIL;
@@ -1309,7 +1304,7 @@ impl Shard {
         let settings = &self.queue(qslot).settings;
         let visibility_ms = opts.visibility_ms.unwrap_or(settings.visibility_timeout_ms);
         let wait_ms = opts.wait_ms.unwrap_or(settings.receive_wait_default_ms);
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(opts.max_messages as usize);
         self.take_visible(
             q,
             &Take {

@@ -1072,11 +1072,7 @@ fn order_is_first_in_first_out_per_channel() {
 
 type Answers = Arc<Mutex<Vec<Result<Vec<Message>, Error>>>>;
 
-fn parked_receive(
-    f: &Fixture,
-    q: &str,
-    opts: ReceiveOptions,
-) -> (Answers, Received) {
+fn parked_receive(f: &Fixture, q: &str, opts: ReceiveOptions) -> (Answers, Received) {
     let got = Arc::new(Mutex::new(Vec::new()));
     let sink = got.clone();
     let r = f
