@@ -1,7 +1,13 @@
-//! `wheel/insert_expire/N`: the cost of one timer insert plus one expiry
-//! with N timers pending. The wheel holds N timers with deadlines spread over
-//! the next N ms; each iteration inserts one timer N ms ahead and advances
-//! the clock 1 ms, which fires about one. Flat figures across N are the goal.
+//! `wheel/<scenario>/N`: the cost of one timer insert plus one expiry with N
+//! timers pending. Each iteration inserts one timer and advances the clock
+//! 1 ms, which fires about one, so about N stay pending.
+//!
+//! - `fixed_timeout`: every timer is set N ms ahead, as leases with one
+//!   visibility timeout are; timers fire in the order they were set.
+//! - `random_timeout`: deadlines spread uniformly over the next 1.5 N ms, the
+//!   worst case for memory locality.
+//!
+//! Flat figures across N are the goal.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -21,7 +27,7 @@ impl Rng {
 }
 
 fn sizes() -> Vec<u64> {
-    // FILA_BENCH_QUICK keeps CI's smoke run small.
+    // FILA_BENCH_QUICK keeps a smoke run small.
     if std::env::var_os("FILA_BENCH_QUICK").is_some() {
         vec![1_000]
     } else {
@@ -29,38 +35,56 @@ fn sizes() -> Vec<u64> {
     }
 }
 
-fn wheel(c: &mut Criterion) {
+type Deadline = fn(&mut Rng, u64, u64) -> u64;
+
+/// `prefill(rng, i, n)` is the i-th pending timer's distance from now at the
+/// start; `deadline(rng, now, n)` the deadline of a timer set at `now`.
+fn run(c: &mut Criterion, scenario: &str, prefill: Deadline, deadline: Deadline) {
     let mut g = c.benchmark_group("wheel");
     g.throughput(Throughput::Elements(1));
     for n in sizes() {
-        g.bench_with_input(BenchmarkId::new("insert_expire", n), &n, |b, &n| {
+        g.bench_with_input(BenchmarkId::new(scenario, n), &n, |b, &n| {
             let mut rng = Rng(0x2545_F491_4F6C_DD1D);
-            let mut now = 1_000_000u64;
-            let mut wheel: TimingWheel<u64> = TimingWheel::new(now);
+            let start = 1_000_000u64;
+            let mut wheel: TimingWheel<u64> = TimingWheel::new(start);
             wheel.reserve(n as usize + 1024);
             for i in 0..n {
-                wheel.insert(now + 1 + rng.next() % n, i);
+                wheel.insert(start + prefill(&mut rng, i, n), i);
             }
+            let mut now = start;
             let mut fired = Vec::with_capacity(1024);
             b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
                 let mut expired = 0u64;
-                let start = Instant::now();
+                let begin = Instant::now();
                 for i in 0..iters {
-                    wheel.insert(now + 1 + rng.next() % n, i);
+                    wheel.insert(deadline(&mut rng, now, n), i);
                     now += 1;
                     fired.clear();
                     wheel.advance(now, &mut fired);
                     expired += fired.len() as u64;
                 }
-                total += start.elapsed();
+                let took: Duration = begin.elapsed();
                 black_box(expired);
-                total
+                took
             });
-            assert!(wheel.len() as u64 > n / 2, "the wheel stayed loaded");
+            assert!(
+                wheel.len() as u64 > n / 2,
+                "the wheel stayed loaded: {} of {n}",
+                wheel.len()
+            );
         });
     }
     g.finish();
+}
+
+fn wheel(c: &mut Criterion) {
+    run(c, "fixed_timeout", |_, i, _| i + 1, |_, now, n| now + n);
+    run(
+        c,
+        "random_timeout",
+        |rng, _, n| 1 + rng.next() % n,
+        |rng, now, n| now + 1 + n / 2 + rng.next() % n,
+    );
 }
 
 criterion_group!(benches, wheel);

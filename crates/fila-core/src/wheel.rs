@@ -1,13 +1,14 @@
-//! A hierarchical timing wheel: six levels of 64 slots over 1 ms ticks
-//! (level `n` slots span `64^n` ms, so the wheel reaches 2^36 ms, about two
-//! years; later deadlines wait in the last level and are placed again).
+//! A hierarchical timing wheel: four levels of 256 slots over 1 ms ticks
+//! (level `n` slots span `256^n` ms, so the wheel reaches 2^32 ms, about 49
+//! days; later deadlines wait in the last level and are placed again).
 //!
 //! Timers live in a slab and each slot is an intrusive doubly-linked list of
 //! slab indices, so insert and cancel are O(1) and allocate nothing once the
-//! slab has grown. Each level keeps a 64-bit occupancy mask; the level of a
+//! slab has grown. Each level keeps a 256-bit occupancy mask; the level of a
 //! timer is chosen from the highest bit in which its deadline differs from the
-//! wheel's current time (`now ^ deadline`), as in tokio's wheel. Advancing
-//! finds the next occupied slot with a rotate and `trailing_zeros`, fires the
+//! wheel's current time (`now ^ deadline`), as in tokio's wheel (with wider
+//! levels: a lease of minutes or hours is moved down twice, not three or four
+//! times). Advancing finds the next occupied slot with `trailing_zeros`, fires the
 //! timers that are due and moves the others down a level. A timer is moved at
 //! most once per level, so the cost of expiring one stays flat however many
 //! are pending.
@@ -15,9 +16,10 @@
 //! The wheel knows nothing of messages: a timer carries a `T: Copy` that the
 //! shard interprets (a message slot, a waiter, a redrive job).
 
-const LEVELS: usize = 6;
-const SLOT_BITS: u32 = 6;
+const LEVELS: usize = 4;
+const SLOT_BITS: u32 = 8;
 const SLOTS: u64 = 1 << SLOT_BITS;
+const WORDS: usize = (SLOTS / 64) as usize;
 /// The farthest distance a timer can be placed at; beyond it, it is placed
 /// at the edge and placed again when that slot comes due.
 const RANGE: u64 = 1 << (SLOT_BITS as u64 * LEVELS as u64);
@@ -53,6 +55,41 @@ struct Entry<T> {
     value: T,
 }
 
+/// One bit per slot of a level.
+#[derive(Clone, Copy, Default)]
+struct Occupancy([u64; WORDS]);
+
+impl Occupancy {
+    fn set(&mut self, slot: usize) {
+        self.0[slot / 64] |= 1 << (slot % 64);
+    }
+
+    fn clear(&mut self, slot: usize) {
+        self.0[slot / 64] &= !(1 << (slot % 64));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.iter().all(|w| *w == 0)
+    }
+
+    /// The first occupied slot at or after `start`, wrapping around.
+    /// The set must not be empty.
+    fn first_from(&self, start: usize) -> usize {
+        let first_word = start / 64;
+        let masked = self.0[first_word] & (!0u64 << (start % 64));
+        if masked != 0 {
+            return first_word * 64 + masked.trailing_zeros() as usize;
+        }
+        for k in 1..=WORDS {
+            let w = (first_word + k) % WORDS;
+            if self.0[w] != 0 {
+                return w * 64 + self.0[w].trailing_zeros() as usize;
+            }
+        }
+        unreachable!("first_from on an empty level")
+    }
+}
+
 #[derive(Clone, Copy)]
 struct List {
     head: u32,
@@ -68,7 +105,7 @@ const EMPTY: List = List {
 pub struct TimingWheel<T> {
     /// Every timer with a deadline at or before `elapsed` has been fired.
     elapsed: u64,
-    occupied: [u64; LEVELS],
+    occupied: [Occupancy; LEVELS],
     slots: Box<[List]>,
     /// Timers inserted with a deadline already reached.
     due: List,
@@ -82,7 +119,7 @@ impl<T: Copy + Default> TimingWheel<T> {
     pub fn new(now: u64) -> TimingWheel<T> {
         TimingWheel {
             elapsed: now,
-            occupied: [0; LEVELS],
+            occupied: [Occupancy::default(); LEVELS],
             slots: vec![EMPTY; LEVELS * SLOTS as usize].into_boxed_slice(),
             due: EMPTY,
             entries: Vec::new(),
@@ -185,7 +222,7 @@ impl<T: Copy + Default> TimingWheel<T> {
             self.elapsed = self.elapsed.max(start);
             let at = level * SLOTS as usize + slot;
             let mut list = std::mem::replace(&mut self.slots[at], EMPTY);
-            self.occupied[level] &= !(1 << slot);
+            self.occupied[level].clear(slot);
             self.drain_list(&mut list, now, fired);
         }
         self.elapsed = now;
@@ -210,8 +247,8 @@ impl<T: Copy + Default> TimingWheel<T> {
     /// The earliest occupied slot: (level, slot, start time of the slot).
     fn next_slot(&self) -> Option<(usize, usize, u64)> {
         for level in 0..LEVELS {
-            let occupied = self.occupied[level];
-            if occupied == 0 {
+            let occupied = &self.occupied[level];
+            if occupied.is_empty() {
                 continue;
             }
             let shift = SLOT_BITS * level as u32;
@@ -222,8 +259,7 @@ impl<T: Copy + Default> TimingWheel<T> {
             // be occupied only in the top level, by a timer one rotation
             // ahead, so it is searched last.
             let after = (now_slot + 1) & (SLOTS - 1);
-            let ahead = occupied.rotate_right(after as u32).trailing_zeros() as u64;
-            let slot = (after + ahead) & (SLOTS - 1);
+            let slot = occupied.first_from(after as usize) as u64;
             let level_start = self.elapsed & !(level_span - 1);
             let mut start = level_start + slot * slot_span;
             if start <= self.elapsed {
@@ -251,7 +287,7 @@ impl<T: Copy + Default> TimingWheel<T> {
         let slot = ((at >> (SLOT_BITS * level as u32)) & (SLOTS - 1)) as usize;
         let place = level * SLOTS as usize + slot;
         self.entries[index as usize].place = place as u16;
-        self.occupied[level] |= 1 << slot;
+        self.occupied[level].set(slot);
         Self::push_back(&mut self.entries, &mut self.slots[place], index);
     }
 
@@ -286,7 +322,7 @@ impl<T: Copy + Default> TimingWheel<T> {
         if place != PLACE_DUE && list.head == NIL {
             let level = place as usize / SLOTS as usize;
             let slot = place as usize % SLOTS as usize;
-            self.occupied[level] &= !(1 << slot);
+            self.occupied[level].clear(slot);
         }
     }
 
