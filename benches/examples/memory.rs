@@ -1,6 +1,6 @@
 //! Bytes per resident message: puts N messages with 100-byte payloads into
 //! one queue and reports what the engine allocated for them, counted by a
-//! wrapping global allocator (exact, unlike RSS).
+//! wrapping global allocator, and how much the resident set grew.
 //!
 //! `cargo run --release -p fila-benches --example memory -- 1000000 10000000`
 //!
@@ -45,11 +45,25 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-fn measure(n: usize, shared: bool) -> f64 {
+/// Resident set size in bytes, from /proc (0 where there is none).
+fn rss() -> usize {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<usize>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+struct Figures {
+    allocated: f64,
+    resident: f64,
+}
+
+fn measure(n: usize, shared: bool) -> Figures {
     let (engine, queues) = engine_with_queues(1);
     let queue = &queues[0];
     let template = Bytes::from(vec![0x5Au8; 100]);
     let before = LIVE.load(Ordering::Relaxed);
+    let rss_before = rss();
     let mut left = n;
     while left > 0 {
         let k = left.min(20);
@@ -69,27 +83,56 @@ fn measure(n: usize, shared: bool) -> f64 {
         left -= k;
     }
     let after = LIVE.load(Ordering::Relaxed);
+    let rss_after = rss();
     let payload_bytes = if shared { 0 } else { 100 * n };
-    let per_message = (after - before - payload_bytes) as f64 / n as f64;
+    let figures = Figures {
+        allocated: (after - before - payload_bytes) as f64 / n as f64,
+        resident: (rss_after.saturating_sub(rss_before + payload_bytes)) as f64 / n as f64,
+    };
     let stats = engine.stats(queue).unwrap();
     assert_eq!(stats.visible as usize, n);
     drop(engine);
-    per_message
+    figures
 }
 
 fn main() {
-    let ns: Vec<usize> = std::env::args()
-        .skip(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Each measurement runs in a fresh process, so that memory freed by one
+    // cannot be reused by the next and hide from the resident figure.
+    if args.first().map(String::as_str) == Some("--one") {
+        let n: usize = args[1].parse().expect("a message count");
+        let f = measure(n, args[2] == "shared");
+        println!("{:.1} {:.1}", f.allocated, f.resident);
+        return;
+    }
+    let ns: Vec<usize> = args
+        .iter()
         .map(|a| a.parse().expect("message counts"))
         .collect();
     let ns = if ns.is_empty() { vec![1_000_000] } else { ns };
+    let me = std::env::current_exe().expect("own path");
+    let one = |n: usize, mode: &str| -> String {
+        let out = std::process::Command::new(&me)
+            .args(["--one", &n.to_string(), mode])
+            .output()
+            .expect("run a measurement");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .expect("utf-8")
+            .trim()
+            .to_owned()
+    };
     println!(
-        "{:>12} {:>26} {:>26}",
-        "messages", "bytes/msg (shared payload)", "bytes/msg (own payload)"
+        "{:>10} | {:>24} | {:>24}",
+        "messages", "shared payload: alloc RSS", "own payload: alloc RSS"
     );
     for n in ns {
-        let shared = measure(n, true);
-        let own = measure(n, false);
-        println!("{n:>12} {shared:>26.1} {own:>26.1}");
+        println!("{n:>10} | {:>24} | {:>24}", one(n, "shared"), one(n, "own"));
     }
+    println!("bytes per message beyond its 100-byte payload; alloc = bytes the engine");
+    println!("asked the allocator for (vector capacity included), RSS = resident growth");
 }

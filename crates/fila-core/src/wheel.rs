@@ -50,7 +50,7 @@ struct Entry<T> {
     deadline: u64,
     prev: u32,
     next: u32,
-    /// `level * 64 + slot`, or one of the `PLACE_*` markers.
+    /// `level * SLOTS + slot`, or one of the `PLACE_*` markers.
     place: u16,
     value: T,
 }
@@ -199,7 +199,7 @@ impl<T: Copy + Default> TimingWheel<T> {
     }
 
     /// A lower bound of the earliest pending deadline (exact for timers that
-    /// are due or within the next 64 ms), or `None` when nothing is pending.
+    /// are due or within the next 256 ms), or `None` when nothing is pending.
     pub fn next_deadline(&self) -> Option<u64> {
         if self.due.head != NIL {
             return Some(self.elapsed);
