@@ -6,7 +6,6 @@
 
 mod model;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -511,6 +510,5 @@ proptest! {
         for _ in 0..4 {
             h.step(&Op::Advance(61_000));
         }
-        let _ = HashMap::<u8, u8>::new();
     }
 }

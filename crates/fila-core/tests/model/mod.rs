@@ -171,7 +171,7 @@ impl Model {
             .ok_or_else(|| Error::QueueNotFound(name.to_owned()))
     }
 
-    fn view(&self, q: &Q, m: &M, dlq: bool) -> Message {
+    fn view(&self, m: &M, dlq: bool) -> Message {
         let state = match m.st {
             St::Visible | St::Looking if dlq => State::DeadLettered,
             St::Visible | St::Looking => State::Visible,
@@ -179,7 +179,6 @@ impl Model {
             St::Delayed => State::Delayed,
             St::Deferred => State::Deferred,
         };
-        let _ = q;
         Message {
             id: m.id,
             seq: m.seq,
@@ -572,7 +571,7 @@ impl Model {
                 lease,
             };
             let q = &self.queues[name];
-            let message = self.view(q, &q.subs[idx(dlq)].msgs[&seq], dlq);
+            let message = self.view(&q.subs[idx(dlq)].msgs[&seq], dlq);
             out.push((message, Some(receipt)));
         }
         for seq in looks {
@@ -859,7 +858,7 @@ impl Model {
                     St::InFlight(lease)
                 };
                 let q = &self.queues[name];
-                let view = self.view(q, &q.subs[0].msgs[&seq], false);
+                let view = self.view(&q.subs[0].msgs[&seq], false);
                 if vis == 0 {
                     self.enter_visible(name, false, seq);
                 }
@@ -891,7 +890,7 @@ impl Model {
             .msgs
             .range(from..)
             .take(max as usize)
-            .map(|(_, m)| self.view(q, m, dlq))
+            .map(|(_, m)| self.view(m, dlq))
             .collect())
     }
 
