@@ -1,0 +1,990 @@
+//! Every request and answer, with its encoding. See docs/protocol.md for
+//! the byte layout of each body.
+
+use bytes::{Bytes, BytesMut};
+
+use crate::error::{ErrorCode, ProtoError};
+use crate::frame::{begin_frame, check_header, end_frame, flags, FrameHeader};
+use crate::wire::{Reader, Writer};
+
+/// A receipt, opaque to clients: 16 bytes.
+pub type Receipt = [u8; 16];
+
+/// Operation codes. An answer carries its request's opcode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Opcode {
+    /// Greeting and version check.
+    Hello = 0x01,
+    /// Present a token.
+    Auth = 0x02,
+    /// Server-wide stats.
+    ServerStats = 0x03,
+    /// Create a queue.
+    CreateQueue = 0x10,
+    /// A queue's settings.
+    GetQueue = 0x11,
+    /// Change a queue's settings.
+    UpdateQueue = 0x12,
+    /// Queue names by prefix.
+    ListQueues = 0x13,
+    /// Delete a queue.
+    DeleteQueue = 0x14,
+    /// Purge a queue or its DLQ.
+    Purge = 0x15,
+    /// A queue's stats.
+    QueueStats = 0x16,
+    /// Put 1–20 messages.
+    Put = 0x20,
+    /// Cancel a scheduled message.
+    CancelScheduled = 0x21,
+    /// Receive (long poll).
+    Receive = 0x22,
+    /// Update visibility of 1–20 leases.
+    UpdateVisibility = 0x23,
+    /// Delete 1–20 messages by receipt.
+    Delete = 0x24,
+    /// Defer a leased message.
+    Defer = 0x25,
+    /// Receive deferred messages by sequence number.
+    ReceiveDeferred = 0x26,
+    /// Dead-letter a leased message.
+    DeadLetter = 0x27,
+    /// Browse messages by sequence number.
+    Peek = 0x28,
+    /// Move dead letters back.
+    Redrive = 0x29,
+}
+
+impl Opcode {
+    /// Every opcode.
+    pub const ALL: [Opcode; 20] = [
+        Opcode::Hello,
+        Opcode::Auth,
+        Opcode::ServerStats,
+        Opcode::CreateQueue,
+        Opcode::GetQueue,
+        Opcode::UpdateQueue,
+        Opcode::ListQueues,
+        Opcode::DeleteQueue,
+        Opcode::Purge,
+        Opcode::QueueStats,
+        Opcode::Put,
+        Opcode::CancelScheduled,
+        Opcode::Receive,
+        Opcode::UpdateVisibility,
+        Opcode::Delete,
+        Opcode::Defer,
+        Opcode::ReceiveDeferred,
+        Opcode::DeadLetter,
+        Opcode::Peek,
+        Opcode::Redrive,
+    ];
+
+    /// The opcode with this byte.
+    pub fn from_u8(b: u8) -> Result<Opcode, ProtoError> {
+        Opcode::ALL
+            .iter()
+            .copied()
+            .find(|op| *op as u8 == b)
+            .ok_or(ProtoError::UnknownOpcode(b))
+    }
+}
+
+/// A queue or its dead-letter sub-queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueRef {
+    /// The queue's name.
+    pub name: String,
+    /// Its DLQ rather than the queue.
+    pub dlq: bool,
+}
+
+/// Queue settings on the wire; in a create or update, `None` means "the
+/// default" or "unchanged".
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SettingsPatch {
+    /// Milliseconds.
+    pub visibility_timeout_ms: Option<u64>,
+    /// 0 = unlimited.
+    pub max_deliveries: Option<u32>,
+    /// Milliseconds.
+    pub retention_ms: Option<u64>,
+    /// Bytes.
+    pub max_message_bytes: Option<u32>,
+    /// Milliseconds.
+    pub receive_wait_default_ms: Option<u64>,
+    /// Expired messages to the DLQ.
+    pub dead_letter_on_expiration: Option<bool>,
+    /// `Some(None)` clears the target.
+    pub dead_letter_target: Option<Option<String>>,
+    /// Messages.
+    pub max_messages: Option<u64>,
+    /// Bytes.
+    pub max_bytes: Option<u64>,
+    /// Percent.
+    pub channel_capacity_pct: Option<u8>,
+}
+
+/// A queue's settings, all of them, as an answer carries them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// Milliseconds.
+    pub visibility_timeout_ms: u64,
+    /// 0 = unlimited.
+    pub max_deliveries: u32,
+    /// Milliseconds.
+    pub retention_ms: u64,
+    /// Bytes.
+    pub max_message_bytes: u32,
+    /// Milliseconds.
+    pub receive_wait_default_ms: u64,
+    /// Expired messages to the DLQ.
+    pub dead_letter_on_expiration: bool,
+    /// Another queue for dead letters.
+    pub dead_letter_target: Option<String>,
+    /// Messages.
+    pub max_messages: u64,
+    /// Bytes.
+    pub max_bytes: u64,
+    /// Percent.
+    pub channel_capacity_pct: u8,
+}
+
+/// When a put message becomes visible.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Availability {
+    /// At once.
+    #[default]
+    Now,
+    /// After a delay in milliseconds.
+    DelayMs(u64),
+    /// At a time, milliseconds since the Unix epoch.
+    At(u64),
+}
+
+/// One message of a put.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PutEntry {
+    /// The body, shared with the frame it came in.
+    pub payload: Bytes,
+    /// Key/value pairs.
+    pub attributes: Vec<(String, String)>,
+    /// The channel.
+    pub channel: Option<String>,
+    /// Delay or schedule.
+    pub availability: Availability,
+    /// Time to live in milliseconds.
+    pub ttl_ms: Option<u64>,
+}
+
+/// A receive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Receive {
+    /// Where from.
+    pub queue: QueueRef,
+    /// 1–20.
+    pub max_messages: u8,
+    /// Milliseconds; `None` = the queue's.
+    pub visibility_ms: Option<u64>,
+    /// Milliseconds; `None` = the queue's receive_wait_default.
+    pub wait_ms: Option<u64>,
+    /// `name` or `prefix*`.
+    pub channel: Option<String>,
+}
+
+/// Every request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Greeting: the client's name and version, for logs.
+    Hello {
+        /// Free text.
+        client: String,
+    },
+    /// Authenticate the connection.
+    Auth {
+        /// The token.
+        token: String,
+    },
+    /// Server-wide stats.
+    ServerStats,
+    /// Create a queue (idempotent with equal settings).
+    CreateQueue {
+        /// Name.
+        name: String,
+        /// Settings other than the defaults.
+        settings: SettingsPatch,
+    },
+    /// A queue's settings.
+    GetQueue {
+        /// Name.
+        name: String,
+    },
+    /// Change some settings.
+    UpdateQueue {
+        /// Name.
+        name: String,
+        /// The settings to change.
+        settings: SettingsPatch,
+    },
+    /// Names by prefix.
+    ListQueues {
+        /// Prefix ("" for all).
+        prefix: String,
+    },
+    /// Delete a queue.
+    DeleteQueue {
+        /// Name.
+        name: String,
+    },
+    /// Purge a queue or its DLQ.
+    Purge {
+        /// Which.
+        queue: QueueRef,
+    },
+    /// A queue's stats.
+    QueueStats {
+        /// Name.
+        name: String,
+    },
+    /// Put 1–20 messages.
+    Put {
+        /// Queue name.
+        queue: String,
+        /// The messages.
+        messages: Vec<PutEntry>,
+    },
+    /// Cancel a delayed or scheduled message.
+    CancelScheduled {
+        /// Queue name.
+        queue: String,
+        /// Its sequence number.
+        seq: u64,
+    },
+    /// Receive.
+    Receive(Receive),
+    /// Move leases' next-visible times.
+    UpdateVisibility {
+        /// Queue or DLQ.
+        queue: QueueRef,
+        /// (receipt, timeout ms) pairs.
+        entries: Vec<(Receipt, u64)>,
+    },
+    /// Delete by receipt.
+    Delete {
+        /// Queue or DLQ.
+        queue: QueueRef,
+        /// The receipts.
+        receipts: Vec<Receipt>,
+    },
+    /// Defer a leased message.
+    Defer {
+        /// Queue name.
+        queue: String,
+        /// Its receipt.
+        receipt: Receipt,
+    },
+    /// Take deferred messages by sequence number.
+    ReceiveDeferred {
+        /// Queue name.
+        queue: String,
+        /// 1–20 sequence numbers.
+        seqs: Vec<u64>,
+        /// Milliseconds; `None` = the queue's.
+        visibility_ms: Option<u64>,
+    },
+    /// Dead-letter a leased message.
+    DeadLetter {
+        /// Queue name.
+        queue: String,
+        /// Its receipt.
+        receipt: Receipt,
+        /// The consumer's reason.
+        reason: String,
+        /// The consumer's description.
+        description: String,
+    },
+    /// Browse from a sequence number.
+    Peek {
+        /// Queue or DLQ.
+        queue: QueueRef,
+        /// First sequence number.
+        from_seq: u64,
+        /// 1–100.
+        max_messages: u8,
+    },
+    /// Move dead letters back.
+    Redrive {
+        /// Queue name.
+        queue: String,
+        /// At most this many (all when `None`).
+        max_messages: Option<u64>,
+        /// At most this many a second.
+        rate_per_second: Option<u32>,
+    },
+}
+
+/// What put answers per entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PutAck {
+    /// Message id.
+    pub id: u128,
+    /// Sequence number.
+    pub seq: u64,
+}
+
+/// Why a message was dead-lettered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// Where from.
+    pub source_queue: String,
+    /// When (ms since the epoch).
+    pub at_ms: u64,
+    /// 1 = max_deliveries, 2 = expired, 3 = consumer.
+    pub reason: u8,
+    /// The consumer's reason (empty otherwise).
+    pub consumer_reason: String,
+    /// The consumer's description (empty otherwise).
+    pub description: String,
+}
+
+/// A message as receive and peek answer it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// Unique on the server.
+    pub id: u128,
+    /// Sequence number.
+    pub seq: u64,
+    /// The body.
+    pub payload: Bytes,
+    /// Key/value pairs.
+    pub attributes: Vec<(String, String)>,
+    /// The channel.
+    pub channel: Option<String>,
+    /// ms since the epoch.
+    pub inserted_at_ms: u64,
+    /// ms since the epoch.
+    pub expires_at_ms: u64,
+    /// ms since the epoch.
+    pub next_visible_at_ms: u64,
+    /// Deliveries so far.
+    pub delivery_count: u32,
+    /// 1 visible, 2 in flight, 3 delayed, 4 deferred, 5 dead-lettered.
+    pub state: u8,
+    /// The lease's receipt, for a delivered message.
+    pub receipt: Option<Receipt>,
+    /// Where from and why, for a dead letter.
+    pub dead_letter: Option<DeadLetter>,
+}
+
+/// A queue's stats, in the order of docs/protocol.md.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Visible messages.
+    pub visible: u64,
+    /// Leased messages.
+    pub in_flight: u64,
+    /// Delayed or scheduled messages.
+    pub delayed: u64,
+    /// Deferred messages.
+    pub deferred: u64,
+    /// Messages in the DLQ.
+    pub dead_lettered: u64,
+    /// Payload bytes.
+    pub bytes: u64,
+    /// Age of the oldest message, ms.
+    pub oldest_age_ms: u64,
+    /// Puts since start.
+    pub puts: u64,
+    /// Deliveries since start.
+    pub deliveries: u64,
+    /// Deletes since start.
+    pub deletes: u64,
+    /// Expiries since start.
+    pub expiries: u64,
+    /// Dead-letterings since start.
+    pub dead_letterings: u64,
+    /// Redriven messages since start.
+    pub redriven: u64,
+}
+
+/// An error answer, or one failed entry of a batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WireError {
+    /// The stable code.
+    pub code: ErrorCode,
+    /// A human-readable line.
+    pub message: String,
+}
+
+/// One entry of a batch answer.
+pub type Entry<T> = Result<T, WireError>;
+
+/// Every answer. Its opcode is its request's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    /// To hello.
+    Hello {
+        /// Server name and version.
+        server: String,
+        /// The protocol version it speaks.
+        protocol_version: u8,
+        /// Its frame limit.
+        max_frame_len: u32,
+    },
+    /// Done (auth, delete queue, purge, cancel, defer, dead-letter).
+    Ok,
+    /// To server stats: named counters.
+    ServerStats(Vec<(String, u64)>),
+    /// To create: whether it was created (false: it existed, same settings).
+    Created(bool),
+    /// To get and update: the settings in force.
+    Queue(Settings),
+    /// To list: names.
+    Queues(Vec<String>),
+    /// To queue stats.
+    Stats(Stats),
+    /// To put: per entry.
+    Put(Vec<Entry<PutAck>>),
+    /// To receive and peek.
+    Messages(Vec<Message>),
+    /// To update visibility: per entry, the new next-visible time.
+    Visibility(Vec<Entry<u64>>),
+    /// To delete: per entry.
+    Deleted(Vec<Entry<()>>),
+    /// To receive deferred: per entry.
+    Deferred(Vec<Entry<Message>>),
+    /// To redrive.
+    Redrive {
+        /// Moved now.
+        moved: u64,
+        /// Left to move at the rate.
+        scheduled: u64,
+    },
+    /// The request failed.
+    Error(WireError),
+}
+
+// ----- encoding ------------------------------------------------------------
+
+fn put_queue_ref(w: &mut Writer<'_>, q: &QueueRef) {
+    w.str(&q.name);
+    w.bool(q.dlq);
+}
+
+fn get_queue_ref(r: &mut Reader) -> Result<QueueRef, ProtoError> {
+    Ok(QueueRef {
+        name: r.str()?,
+        dlq: r.bool()?,
+    })
+}
+
+fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
+    w.opt(&p.visibility_timeout_ms, |w, v| w.u64(*v));
+    w.opt(&p.max_deliveries, |w, v| w.u32(*v));
+    w.opt(&p.retention_ms, |w, v| w.u64(*v));
+    w.opt(&p.max_message_bytes, |w, v| w.u32(*v));
+    w.opt(&p.receive_wait_default_ms, |w, v| w.u64(*v));
+    w.opt(&p.dead_letter_on_expiration, |w, v| w.bool(*v));
+    w.opt(&p.dead_letter_target, |w, v| w.opt(v, |w, s| w.str(s)));
+    w.opt(&p.max_messages, |w, v| w.u64(*v));
+    w.opt(&p.max_bytes, |w, v| w.u64(*v));
+    w.opt(&p.channel_capacity_pct, |w, v| w.u8(*v));
+}
+
+fn get_patch(r: &mut Reader) -> Result<SettingsPatch, ProtoError> {
+    Ok(SettingsPatch {
+        visibility_timeout_ms: r.opt(Reader::u64)?,
+        max_deliveries: r.opt(Reader::u32)?,
+        retention_ms: r.opt(Reader::u64)?,
+        max_message_bytes: r.opt(Reader::u32)?,
+        receive_wait_default_ms: r.opt(Reader::u64)?,
+        dead_letter_on_expiration: r.opt(Reader::bool)?,
+        dead_letter_target: r.opt(|r| r.opt(Reader::str))?,
+        max_messages: r.opt(Reader::u64)?,
+        max_bytes: r.opt(Reader::u64)?,
+        channel_capacity_pct: r.opt(Reader::u8)?,
+    })
+}
+
+fn put_settings(w: &mut Writer<'_>, s: &Settings) {
+    w.u64(s.visibility_timeout_ms);
+    w.u32(s.max_deliveries);
+    w.u64(s.retention_ms);
+    w.u32(s.max_message_bytes);
+    w.u64(s.receive_wait_default_ms);
+    w.bool(s.dead_letter_on_expiration);
+    w.opt(&s.dead_letter_target, |w, v| w.str(v));
+    w.u64(s.max_messages);
+    w.u64(s.max_bytes);
+    w.u8(s.channel_capacity_pct);
+}
+
+fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
+    Ok(Settings {
+        visibility_timeout_ms: r.u64()?,
+        max_deliveries: r.u32()?,
+        retention_ms: r.u64()?,
+        max_message_bytes: r.u32()?,
+        receive_wait_default_ms: r.u64()?,
+        dead_letter_on_expiration: r.bool()?,
+        dead_letter_target: r.opt(Reader::str)?,
+        max_messages: r.u64()?,
+        max_bytes: r.u64()?,
+        channel_capacity_pct: r.u8()?,
+    })
+}
+
+fn put_pairs(w: &mut Writer<'_>, pairs: &[(String, String)]) {
+    w.list(pairs, |w, (k, v)| {
+        w.str(k);
+        w.str(v);
+    });
+}
+
+fn get_pairs(r: &mut Reader) -> Result<Vec<(String, String)>, ProtoError> {
+    r.list(4, |r| Ok((r.str()?, r.str()?)))
+}
+
+fn put_entry(w: &mut Writer<'_>, e: &PutEntry) {
+    w.bytes(&e.payload);
+    put_pairs(w, &e.attributes);
+    w.opt(&e.channel, |w, c| w.str(c));
+    match e.availability {
+        Availability::Now => w.u8(0),
+        Availability::DelayMs(d) => {
+            w.u8(1);
+            w.u64(d);
+        }
+        Availability::At(t) => {
+            w.u8(2);
+            w.u64(t);
+        }
+    }
+    w.opt(&e.ttl_ms, |w, v| w.u64(*v));
+}
+
+fn get_entry(r: &mut Reader) -> Result<PutEntry, ProtoError> {
+    Ok(PutEntry {
+        payload: r.bytes()?,
+        attributes: get_pairs(r)?,
+        channel: r.opt(Reader::str)?,
+        availability: match r.u8()? {
+            0 => Availability::Now,
+            1 => Availability::DelayMs(r.u64()?),
+            2 => Availability::At(r.u64()?),
+            _ => return Err(ProtoError::Malformed("availability is 0, 1 or 2")),
+        },
+        ttl_ms: r.opt(Reader::u64)?,
+    })
+}
+
+fn put_message(w: &mut Writer<'_>, m: &Message) {
+    w.u128(m.id);
+    w.u64(m.seq);
+    w.bytes(&m.payload);
+    put_pairs(w, &m.attributes);
+    w.opt(&m.channel, |w, c| w.str(c));
+    w.u64(m.inserted_at_ms);
+    w.u64(m.expires_at_ms);
+    w.u64(m.next_visible_at_ms);
+    w.u32(m.delivery_count);
+    w.u8(m.state);
+    w.opt(&m.receipt, |w, r| w.array16(r));
+    w.opt(&m.dead_letter, |w, d| {
+        w.str(&d.source_queue);
+        w.u64(d.at_ms);
+        w.u8(d.reason);
+        w.str(&d.consumer_reason);
+        w.str(&d.description);
+    });
+}
+
+fn get_message(r: &mut Reader) -> Result<Message, ProtoError> {
+    Ok(Message {
+        id: r.u128()?,
+        seq: r.u64()?,
+        payload: r.bytes()?,
+        attributes: get_pairs(r)?,
+        channel: r.opt(Reader::str)?,
+        inserted_at_ms: r.u64()?,
+        expires_at_ms: r.u64()?,
+        next_visible_at_ms: r.u64()?,
+        delivery_count: r.u32()?,
+        state: r.u8()?,
+        receipt: r.opt(Reader::array16)?,
+        dead_letter: r.opt(|r| {
+            Ok(DeadLetter {
+                source_queue: r.str()?,
+                at_ms: r.u64()?,
+                reason: r.u8()?,
+                consumer_reason: r.str()?,
+                description: r.str()?,
+            })
+        })?,
+    })
+}
+
+fn put_error(w: &mut Writer<'_>, e: &WireError) {
+    w.u16(e.code.0);
+    w.str(&e.message);
+}
+
+fn get_error(r: &mut Reader) -> Result<WireError, ProtoError> {
+    Ok(WireError {
+        code: ErrorCode(r.u16()?),
+        message: r.str()?,
+    })
+}
+
+fn put_entries<T>(
+    w: &mut Writer<'_>,
+    entries: &[Entry<T>],
+    mut f: impl FnMut(&mut Writer<'_>, &T),
+) {
+    w.list(entries, |w, e| match e {
+        Ok(v) => {
+            w.u8(0);
+            f(w, v);
+        }
+        Err(err) => {
+            w.u8(1);
+            put_error(w, err);
+        }
+    });
+}
+
+fn get_entries<T>(
+    r: &mut Reader,
+    mut f: impl FnMut(&mut Reader) -> Result<T, ProtoError>,
+) -> Result<Vec<Entry<T>>, ProtoError> {
+    r.list(1, |r| match r.u8()? {
+        0 => Ok(Ok(f(r)?)),
+        1 => Ok(Err(get_error(r)?)),
+        _ => Err(ProtoError::Malformed("an entry tag is 0 or 1")),
+    })
+}
+
+impl Request {
+    /// The request's opcode.
+    pub fn opcode(&self) -> Opcode {
+        match self {
+            Request::Hello { .. } => Opcode::Hello,
+            Request::Auth { .. } => Opcode::Auth,
+            Request::ServerStats => Opcode::ServerStats,
+            Request::CreateQueue { .. } => Opcode::CreateQueue,
+            Request::GetQueue { .. } => Opcode::GetQueue,
+            Request::UpdateQueue { .. } => Opcode::UpdateQueue,
+            Request::ListQueues { .. } => Opcode::ListQueues,
+            Request::DeleteQueue { .. } => Opcode::DeleteQueue,
+            Request::Purge { .. } => Opcode::Purge,
+            Request::QueueStats { .. } => Opcode::QueueStats,
+            Request::Put { .. } => Opcode::Put,
+            Request::CancelScheduled { .. } => Opcode::CancelScheduled,
+            Request::Receive(_) => Opcode::Receive,
+            Request::UpdateVisibility { .. } => Opcode::UpdateVisibility,
+            Request::Delete { .. } => Opcode::Delete,
+            Request::Defer { .. } => Opcode::Defer,
+            Request::ReceiveDeferred { .. } => Opcode::ReceiveDeferred,
+            Request::DeadLetter { .. } => Opcode::DeadLetter,
+            Request::Peek { .. } => Opcode::Peek,
+            Request::Redrive { .. } => Opcode::Redrive,
+        }
+    }
+
+    /// Appends the whole frame of this request to `buf`.
+    pub fn encode(&self, request_id: u64, buf: &mut BytesMut) {
+        let start = begin_frame(buf, self.opcode() as u8, 0, request_id);
+        let w = &mut Writer(buf);
+        match self {
+            Request::Hello { client } => w.str(client),
+            Request::Auth { token } => w.str(token),
+            Request::ServerStats => {}
+            Request::CreateQueue { name, settings } | Request::UpdateQueue { name, settings } => {
+                w.str(name);
+                put_patch(w, settings);
+            }
+            Request::GetQueue { name }
+            | Request::DeleteQueue { name }
+            | Request::QueueStats { name } => w.str(name),
+            Request::ListQueues { prefix } => w.str(prefix),
+            Request::Purge { queue } => put_queue_ref(w, queue),
+            Request::Put { queue, messages } => {
+                w.str(queue);
+                w.list(messages, put_entry);
+            }
+            Request::CancelScheduled { queue, seq } => {
+                w.str(queue);
+                w.u64(*seq);
+            }
+            Request::Receive(rc) => {
+                put_queue_ref(w, &rc.queue);
+                w.u8(rc.max_messages);
+                w.opt(&rc.visibility_ms, |w, v| w.u64(*v));
+                w.opt(&rc.wait_ms, |w, v| w.u64(*v));
+                w.opt(&rc.channel, |w, c| w.str(c));
+            }
+            Request::UpdateVisibility { queue, entries } => {
+                put_queue_ref(w, queue);
+                w.list(entries, |w, (r, t)| {
+                    w.array16(r);
+                    w.u64(*t);
+                });
+            }
+            Request::Delete { queue, receipts } => {
+                put_queue_ref(w, queue);
+                w.list(receipts, |w, r| w.array16(r));
+            }
+            Request::Defer { queue, receipt } => {
+                w.str(queue);
+                w.array16(receipt);
+            }
+            Request::ReceiveDeferred {
+                queue,
+                seqs,
+                visibility_ms,
+            } => {
+                w.str(queue);
+                w.list(seqs, |w, s| w.u64(*s));
+                w.opt(visibility_ms, |w, v| w.u64(*v));
+            }
+            Request::DeadLetter {
+                queue,
+                receipt,
+                reason,
+                description,
+            } => {
+                w.str(queue);
+                w.array16(receipt);
+                w.str(reason);
+                w.str(description);
+            }
+            Request::Peek {
+                queue,
+                from_seq,
+                max_messages,
+            } => {
+                put_queue_ref(w, queue);
+                w.u64(*from_seq);
+                w.u8(*max_messages);
+            }
+            Request::Redrive {
+                queue,
+                max_messages,
+                rate_per_second,
+            } => {
+                w.str(queue);
+                w.opt(max_messages, |w, v| w.u64(*v));
+                w.opt(rate_per_second, |w, v| w.u32(*v));
+            }
+        }
+        end_frame(buf, start);
+    }
+
+    /// Decodes a request frame's body. Payloads are slices of `body`.
+    pub fn decode(header: &FrameHeader, body: Bytes) -> Result<Request, ProtoError> {
+        check_header(header)?;
+        if header.is_response() {
+            return Err(ProtoError::Malformed("a request has no response flag"));
+        }
+        let op = Opcode::from_u8(header.opcode)?;
+        let r = &mut Reader::new(body);
+        let req = match op {
+            Opcode::Hello => Request::Hello { client: r.str()? },
+            Opcode::Auth => Request::Auth { token: r.str()? },
+            Opcode::ServerStats => Request::ServerStats,
+            Opcode::CreateQueue => Request::CreateQueue {
+                name: r.str()?,
+                settings: get_patch(r)?,
+            },
+            Opcode::GetQueue => Request::GetQueue { name: r.str()? },
+            Opcode::UpdateQueue => Request::UpdateQueue {
+                name: r.str()?,
+                settings: get_patch(r)?,
+            },
+            Opcode::ListQueues => Request::ListQueues { prefix: r.str()? },
+            Opcode::DeleteQueue => Request::DeleteQueue { name: r.str()? },
+            Opcode::Purge => Request::Purge {
+                queue: get_queue_ref(r)?,
+            },
+            Opcode::QueueStats => Request::QueueStats { name: r.str()? },
+            Opcode::Put => Request::Put {
+                queue: r.str()?,
+                messages: r.list(9, get_entry)?,
+            },
+            Opcode::CancelScheduled => Request::CancelScheduled {
+                queue: r.str()?,
+                seq: r.u64()?,
+            },
+            Opcode::Receive => Request::Receive(Receive {
+                queue: get_queue_ref(r)?,
+                max_messages: r.u8()?,
+                visibility_ms: r.opt(Reader::u64)?,
+                wait_ms: r.opt(Reader::u64)?,
+                channel: r.opt(Reader::str)?,
+            }),
+            Opcode::UpdateVisibility => Request::UpdateVisibility {
+                queue: get_queue_ref(r)?,
+                entries: r.list(24, |r| Ok((r.array16()?, r.u64()?)))?,
+            },
+            Opcode::Delete => Request::Delete {
+                queue: get_queue_ref(r)?,
+                receipts: r.list(16, Reader::array16)?,
+            },
+            Opcode::Defer => Request::Defer {
+                queue: r.str()?,
+                receipt: r.array16()?,
+            },
+            Opcode::ReceiveDeferred => Request::ReceiveDeferred {
+                queue: r.str()?,
+                seqs: r.list(8, Reader::u64)?,
+                visibility_ms: r.opt(Reader::u64)?,
+            },
+            Opcode::DeadLetter => Request::DeadLetter {
+                queue: r.str()?,
+                receipt: r.array16()?,
+                reason: r.str()?,
+                description: r.str()?,
+            },
+            Opcode::Peek => Request::Peek {
+                queue: get_queue_ref(r)?,
+                from_seq: r.u64()?,
+                max_messages: r.u8()?,
+            },
+            Opcode::Redrive => Request::Redrive {
+                queue: r.str()?,
+                max_messages: r.opt(Reader::u64)?,
+                rate_per_second: r.opt(Reader::u32)?,
+            },
+        };
+        r.finish()?;
+        Ok(req)
+    }
+}
+
+impl Response {
+    /// Appends the whole frame of this answer to request `request_id` with
+    /// opcode `opcode` to `buf`.
+    pub fn encode(&self, opcode: u8, request_id: u64, buf: &mut BytesMut) {
+        let flags = match self {
+            Response::Error(_) => flags::RESPONSE | flags::ERROR,
+            _ => flags::RESPONSE,
+        };
+        let start = begin_frame(buf, opcode, flags, request_id);
+        let w = &mut Writer(buf);
+        match self {
+            Response::Hello {
+                server,
+                protocol_version,
+                max_frame_len,
+            } => {
+                w.str(server);
+                w.u8(*protocol_version);
+                w.u32(*max_frame_len);
+            }
+            Response::Ok => {}
+            Response::ServerStats(pairs) => w.list(pairs, |w, (k, v)| {
+                w.str(k);
+                w.u64(*v);
+            }),
+            Response::Created(created) => w.bool(*created),
+            Response::Queue(s) => put_settings(w, s),
+            Response::Queues(names) => w.list(names, |w, n| w.str(n)),
+            Response::Stats(s) => {
+                for v in [
+                    s.visible,
+                    s.in_flight,
+                    s.delayed,
+                    s.deferred,
+                    s.dead_lettered,
+                    s.bytes,
+                    s.oldest_age_ms,
+                    s.puts,
+                    s.deliveries,
+                    s.deletes,
+                    s.expiries,
+                    s.dead_letterings,
+                    s.redriven,
+                ] {
+                    w.u64(v);
+                }
+            }
+            Response::Put(entries) => put_entries(w, entries, |w, a| {
+                w.u128(a.id);
+                w.u64(a.seq);
+            }),
+            Response::Messages(ms) => w.list(ms, put_message),
+            Response::Visibility(entries) => put_entries(w, entries, |w, t| w.u64(*t)),
+            Response::Deleted(entries) => put_entries(w, entries, |_, _| {}),
+            Response::Deferred(entries) => put_entries(w, entries, put_message),
+            Response::Redrive { moved, scheduled } => {
+                w.u64(*moved);
+                w.u64(*scheduled);
+            }
+            Response::Error(e) => put_error(w, e),
+        }
+        end_frame(buf, start);
+    }
+
+    /// Decodes an answer frame's body; its shape follows its opcode.
+    pub fn decode(header: &FrameHeader, body: Bytes) -> Result<Response, ProtoError> {
+        check_header(header)?;
+        if !header.is_response() {
+            return Err(ProtoError::Malformed("an answer has the response flag"));
+        }
+        let r = &mut Reader::new(body);
+        if header.is_error() {
+            let e = get_error(r)?;
+            r.finish()?;
+            return Ok(Response::Error(e));
+        }
+        let resp = match Opcode::from_u8(header.opcode)? {
+            Opcode::Hello => Response::Hello {
+                server: r.str()?,
+                protocol_version: r.u8()?,
+                max_frame_len: r.u32()?,
+            },
+            Opcode::Auth
+            | Opcode::DeleteQueue
+            | Opcode::Purge
+            | Opcode::CancelScheduled
+            | Opcode::Defer
+            | Opcode::DeadLetter => Response::Ok,
+            Opcode::ServerStats => Response::ServerStats(r.list(10, |r| Ok((r.str()?, r.u64()?)))?),
+            Opcode::CreateQueue => Response::Created(r.bool()?),
+            Opcode::GetQueue | Opcode::UpdateQueue => Response::Queue(get_settings(r)?),
+            Opcode::ListQueues => Response::Queues(r.list(2, Reader::str)?),
+            Opcode::QueueStats => Response::Stats(Stats {
+                visible: r.u64()?,
+                in_flight: r.u64()?,
+                delayed: r.u64()?,
+                deferred: r.u64()?,
+                dead_lettered: r.u64()?,
+                bytes: r.u64()?,
+                oldest_age_ms: r.u64()?,
+                puts: r.u64()?,
+                deliveries: r.u64()?,
+                deletes: r.u64()?,
+                expiries: r.u64()?,
+                dead_letterings: r.u64()?,
+                redriven: r.u64()?,
+            }),
+            Opcode::Put => Response::Put(get_entries(r, |r| {
+                Ok(PutAck {
+                    id: r.u128()?,
+                    seq: r.u64()?,
+                })
+            })?),
+            Opcode::Receive | Opcode::Peek => Response::Messages(r.list(60, get_message)?),
+            Opcode::UpdateVisibility => Response::Visibility(get_entries(r, Reader::u64)?),
+            Opcode::Delete => Response::Deleted(get_entries(r, |_| Ok(()))?),
+            Opcode::ReceiveDeferred => Response::Deferred(get_entries(r, get_message)?),
+            Opcode::Redrive => Response::Redrive {
+                moved: r.u64()?,
+                scheduled: r.u64()?,
+            },
+        };
+        r.finish()?;
+        Ok(resp)
+    }
+}

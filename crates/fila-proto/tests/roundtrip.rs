@@ -1,0 +1,521 @@
+//! Round trips of every request and answer through frames, whole and cut at
+//! every point, and the decoder on arbitrary bytes.
+
+use bytes::{Bytes, BytesMut};
+use fila_proto::*;
+use proptest::prelude::*;
+
+fn s() -> impl Strategy<Value = String> {
+    "[a-zA-Z0-9_*é -]{0,12}"
+}
+
+fn payload() -> impl Strategy<Value = Bytes> {
+    proptest::collection::vec(any::<u8>(), 0..64).prop_map(Bytes::from)
+}
+
+fn queue_ref() -> impl Strategy<Value = QueueRef> {
+    (s(), any::<bool>()).prop_map(|(name, dlq)| QueueRef { name, dlq })
+}
+
+fn patch() -> impl Strategy<Value = SettingsPatch> {
+    (
+        (
+            any::<Option<u64>>(),
+            any::<Option<u32>>(),
+            any::<Option<u64>>(),
+            any::<Option<u32>>(),
+            any::<Option<u64>>(),
+        ),
+        (
+            any::<Option<bool>>(),
+            proptest::option::of(proptest::option::of(s())),
+            any::<Option<u64>>(),
+            any::<Option<u64>>(),
+            any::<Option<u8>>(),
+        ),
+    )
+        .prop_map(|((a, b, c, d, e), (f, g, h, i, j))| SettingsPatch {
+            visibility_timeout_ms: a,
+            max_deliveries: b,
+            retention_ms: c,
+            max_message_bytes: d,
+            receive_wait_default_ms: e,
+            dead_letter_on_expiration: f,
+            dead_letter_target: g,
+            max_messages: h,
+            max_bytes: i,
+            channel_capacity_pct: j,
+        })
+}
+
+fn settings() -> impl Strategy<Value = Settings> {
+    (
+        (
+            any::<u64>(),
+            any::<u32>(),
+            any::<u64>(),
+            any::<u32>(),
+            any::<u64>(),
+        ),
+        (
+            any::<bool>(),
+            proptest::option::of(s()),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u8>(),
+        ),
+    )
+        .prop_map(|((a, b, c, d, e), (f, g, h, i, j))| Settings {
+            visibility_timeout_ms: a,
+            max_deliveries: b,
+            retention_ms: c,
+            max_message_bytes: d,
+            receive_wait_default_ms: e,
+            dead_letter_on_expiration: f,
+            dead_letter_target: g,
+            max_messages: h,
+            max_bytes: i,
+            channel_capacity_pct: j,
+        })
+}
+
+fn pairs() -> impl Strategy<Value = Vec<(String, String)>> {
+    proptest::collection::vec((s(), s()), 0..4)
+}
+
+fn availability() -> impl Strategy<Value = Availability> {
+    prop_oneof![
+        Just(Availability::Now),
+        any::<u64>().prop_map(Availability::DelayMs),
+        any::<u64>().prop_map(Availability::At)
+    ]
+}
+
+fn put_entry() -> impl Strategy<Value = PutEntry> {
+    (
+        payload(),
+        pairs(),
+        proptest::option::of(s()),
+        availability(),
+        any::<Option<u64>>(),
+    )
+        .prop_map(
+            |(payload, attributes, channel, availability, ttl_ms)| PutEntry {
+                payload,
+                attributes,
+                channel,
+                availability,
+                ttl_ms,
+            },
+        )
+}
+
+fn request() -> impl Strategy<Value = Request> {
+    prop_oneof![
+        s().prop_map(|client| Request::Hello { client }),
+        s().prop_map(|token| Request::Auth { token }),
+        Just(Request::ServerStats),
+        (s(), patch()).prop_map(|(name, settings)| Request::CreateQueue { name, settings }),
+        s().prop_map(|name| Request::GetQueue { name }),
+        (s(), patch()).prop_map(|(name, settings)| Request::UpdateQueue { name, settings }),
+        s().prop_map(|prefix| Request::ListQueues { prefix }),
+        s().prop_map(|name| Request::DeleteQueue { name }),
+        queue_ref().prop_map(|queue| Request::Purge { queue }),
+        s().prop_map(|name| Request::QueueStats { name }),
+        (s(), proptest::collection::vec(put_entry(), 0..4))
+            .prop_map(|(queue, messages)| Request::Put { queue, messages }),
+        (s(), any::<u64>()).prop_map(|(queue, seq)| Request::CancelScheduled { queue, seq }),
+        (
+            queue_ref(),
+            any::<u8>(),
+            any::<Option<u64>>(),
+            any::<Option<u64>>(),
+            proptest::option::of(s())
+        )
+            .prop_map(|(queue, max_messages, visibility_ms, wait_ms, channel)| {
+                Request::Receive(Receive {
+                    queue,
+                    max_messages,
+                    visibility_ms,
+                    wait_ms,
+                    channel,
+                })
+            }),
+        (
+            queue_ref(),
+            proptest::collection::vec((any::<[u8; 16]>(), any::<u64>()), 0..4)
+        )
+            .prop_map(|(queue, entries)| Request::UpdateVisibility { queue, entries }),
+        (
+            queue_ref(),
+            proptest::collection::vec(any::<[u8; 16]>(), 0..4)
+        )
+            .prop_map(|(queue, receipts)| Request::Delete { queue, receipts }),
+        (s(), any::<[u8; 16]>()).prop_map(|(queue, receipt)| Request::Defer { queue, receipt }),
+        (
+            s(),
+            proptest::collection::vec(any::<u64>(), 0..4),
+            any::<Option<u64>>()
+        )
+            .prop_map(|(queue, seqs, visibility_ms)| Request::ReceiveDeferred {
+                queue,
+                seqs,
+                visibility_ms
+            }),
+        (s(), any::<[u8; 16]>(), s(), s()).prop_map(|(queue, receipt, reason, description)| {
+            Request::DeadLetter {
+                queue,
+                receipt,
+                reason,
+                description,
+            }
+        }),
+        (queue_ref(), any::<u64>(), any::<u8>()).prop_map(|(queue, from_seq, max_messages)| {
+            Request::Peek {
+                queue,
+                from_seq,
+                max_messages,
+            }
+        }),
+        (s(), any::<Option<u64>>(), any::<Option<u32>>()).prop_map(
+            |(queue, max_messages, rate_per_second)| Request::Redrive {
+                queue,
+                max_messages,
+                rate_per_second
+            }
+        ),
+    ]
+}
+
+fn wire_error() -> impl Strategy<Value = WireError> {
+    (any::<u16>(), s()).prop_map(|(code, message)| WireError {
+        code: ErrorCode(code),
+        message,
+    })
+}
+
+fn message() -> impl Strategy<Value = Message> {
+    (
+        (
+            any::<u128>(),
+            any::<u64>(),
+            payload(),
+            pairs(),
+            proptest::option::of(s()),
+        ),
+        (
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u32>(),
+            any::<u8>(),
+            any::<Option<[u8; 16]>>(),
+        ),
+        proptest::option::of((s(), any::<u64>(), any::<u8>(), s(), s())),
+    )
+        .prop_map(
+            |(
+                (id, seq, payload, attributes, channel),
+                (ins, exp, vis, count, state, receipt),
+                dl,
+            )| Message {
+                id,
+                seq,
+                payload,
+                attributes,
+                channel,
+                inserted_at_ms: ins,
+                expires_at_ms: exp,
+                next_visible_at_ms: vis,
+                delivery_count: count,
+                state,
+                receipt,
+                dead_letter: dl.map(
+                    |(source_queue, at_ms, reason, consumer_reason, description)| DeadLetter {
+                        source_queue,
+                        at_ms,
+                        reason,
+                        consumer_reason,
+                        description,
+                    },
+                ),
+            },
+        )
+}
+
+fn entries<T: std::fmt::Debug + Clone>(
+    v: impl Strategy<Value = T>,
+) -> impl Strategy<Value = Vec<Entry<T>>> {
+    proptest::collection::vec(
+        prop_oneof![v.prop_map(Ok), wire_error().prop_map(Err)],
+        0..4,
+    )
+}
+
+/// An answer and the opcode it answers.
+fn response() -> impl Strategy<Value = (Opcode, Response)> {
+    prop_oneof![
+        (s(), any::<u8>(), any::<u32>()).prop_map(|(server, protocol_version, max_frame_len)| (
+            Opcode::Hello,
+            Response::Hello {
+                server,
+                protocol_version,
+                max_frame_len
+            }
+        )),
+        prop_oneof![
+            Just(Opcode::Auth),
+            Just(Opcode::DeleteQueue),
+            Just(Opcode::Purge),
+            Just(Opcode::CancelScheduled),
+            Just(Opcode::Defer),
+            Just(Opcode::DeadLetter)
+        ]
+        .prop_map(|op| (op, Response::Ok)),
+        proptest::collection::vec((s(), any::<u64>()), 0..4)
+            .prop_map(|p| (Opcode::ServerStats, Response::ServerStats(p))),
+        any::<bool>().prop_map(|c| (Opcode::CreateQueue, Response::Created(c))),
+        (
+            prop_oneof![Just(Opcode::GetQueue), Just(Opcode::UpdateQueue)],
+            settings()
+        )
+            .prop_map(|(op, s)| (op, Response::Queue(s))),
+        proptest::collection::vec(s(), 0..4)
+            .prop_map(|n| (Opcode::ListQueues, Response::Queues(n))),
+        proptest::collection::vec(any::<u64>(), 13).prop_map(|v| (
+            Opcode::QueueStats,
+            Response::Stats(Stats {
+                visible: v[0],
+                in_flight: v[1],
+                delayed: v[2],
+                deferred: v[3],
+                dead_lettered: v[4],
+                bytes: v[5],
+                oldest_age_ms: v[6],
+                puts: v[7],
+                deliveries: v[8],
+                deletes: v[9],
+                expiries: v[10],
+                dead_letterings: v[11],
+                redriven: v[12],
+            })
+        )),
+        entries((any::<u128>(), any::<u64>()).prop_map(|(id, seq)| PutAck { id, seq }))
+            .prop_map(|e| (Opcode::Put, Response::Put(e))),
+        (
+            prop_oneof![Just(Opcode::Receive), Just(Opcode::Peek)],
+            proptest::collection::vec(message(), 0..3)
+        )
+            .prop_map(|(op, m)| (op, Response::Messages(m))),
+        entries(any::<u64>()).prop_map(|e| (Opcode::UpdateVisibility, Response::Visibility(e))),
+        entries(Just(())).prop_map(|e| (Opcode::Delete, Response::Deleted(e))),
+        entries(message()).prop_map(|e| (Opcode::ReceiveDeferred, Response::Deferred(e))),
+        (any::<u64>(), any::<u64>()).prop_map(|(moved, scheduled)| (
+            Opcode::Redrive,
+            Response::Redrive { moved, scheduled }
+        )),
+        (proptest::sample::select(Opcode::ALL.to_vec()), wire_error())
+            .prop_map(|(op, e)| (op, Response::Error(e))),
+    ]
+}
+
+/// Decodes frames from `bytes` fed in pieces cut at `cuts`, as a socket
+/// would deliver them.
+fn frames_from_pieces(bytes: &[u8], cuts: &[usize]) -> Vec<(FrameHeader, Bytes)> {
+    let mut buf = BytesMut::new();
+    let mut out = Vec::new();
+    let mut at = 0;
+    let mut points: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+    points.push(bytes.len());
+    points.sort_unstable();
+    for p in points {
+        buf.extend_from_slice(&bytes[at..p.max(at)]);
+        at = p.max(at);
+        while let Some(frame) = split_frame(&mut buf, FRAME_LEN_DEFAULT).expect("valid frames") {
+            out.push(frame);
+        }
+    }
+    assert!(buf.is_empty(), "every byte was a frame");
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_request_round_trips(reqs in proptest::collection::vec(request(), 1..5), id in any::<u64>(), cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
+        let mut buf = BytesMut::new();
+        for (i, r) in reqs.iter().enumerate() {
+            r.encode(id.wrapping_add(i as u64), &mut buf);
+        }
+        let frames = frames_from_pieces(&buf, &cuts);
+        prop_assert_eq!(frames.len(), reqs.len());
+        for (i, ((header, body), want)) in frames.into_iter().zip(&reqs).enumerate() {
+            prop_assert_eq!(header.request_id, id.wrapping_add(i as u64));
+            prop_assert_eq!(header.opcode, want.opcode() as u8);
+            prop_assert_eq!(&Request::decode(&header, body)?, want);
+        }
+    }
+
+    #[test]
+    fn every_response_round_trips((op, resp) in response(), id in any::<u64>(), cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
+        let mut buf = BytesMut::new();
+        resp.encode(op as u8, id, &mut buf);
+        let frames = frames_from_pieces(&buf, &cuts);
+        prop_assert_eq!(frames.len(), 1);
+        let (header, body) = frames.into_iter().next().unwrap();
+        prop_assert!(header.is_response());
+        prop_assert_eq!(header.request_id, id);
+        prop_assert_eq!(Response::decode(&header, body)?, resp);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..256), max in 0usize..512) {
+        match decode_frame(&bytes, max) {
+            Ok(Decoded::Frame { header, body, consumed }) => {
+                prop_assert!(consumed <= bytes.len());
+                prop_assert_eq!(body.len() + LEN_PREFIX + HEADER_LEN, consumed);
+                let _ = Request::decode(&header, Bytes::copy_from_slice(body));
+                let _ = Response::decode(&header, Bytes::copy_from_slice(body));
+            }
+            Ok(Decoded::NeedMore(n)) => prop_assert!(n > bytes.len()),
+            Err(e) => {
+                let expected = matches!(e, ProtoError::FrameTooLarge { .. } | ProtoError::Malformed(_));
+                prop_assert!(expected, "unexpected error {:?}", e);
+            }
+        }
+    }
+
+    #[test]
+    fn a_truncated_body_is_malformed_never_a_panic(req in request(), cut in any::<usize>()) {
+        let mut buf = BytesMut::new();
+        req.encode(1, &mut buf);
+        let Ok(Decoded::Frame { header, body, .. }) = decode_frame(&buf, FRAME_LEN_DEFAULT) else { panic!("a frame") };
+        if !body.is_empty() {
+            let short = &body[..cut % body.len()];
+            let got = Request::decode(&header, Bytes::copy_from_slice(short));
+            prop_assert!(matches!(got, Err(ProtoError::Malformed(_))), "{:?}", got);
+        }
+    }
+}
+
+#[test]
+fn payloads_are_slices_of_the_frame_not_copies() {
+    let mut buf = BytesMut::new();
+    let payload = Bytes::from(vec![7u8; 100]);
+    Request::Put {
+        queue: "q".into(),
+        messages: vec![PutEntry {
+            payload: payload.clone(),
+            ..PutEntry::default()
+        }],
+    }
+    .encode(1, &mut buf);
+    let (header, body) = split_frame(&mut buf, FRAME_LEN_DEFAULT).unwrap().unwrap();
+    let range = body.as_ptr() as usize..body.as_ptr() as usize + body.len();
+    let Request::Put { messages, .. } = Request::decode(&header, body).unwrap() else {
+        panic!("a put")
+    };
+    let p = messages[0].payload.as_ptr() as usize;
+    assert!(range.contains(&p), "the payload points into the frame");
+    assert_eq!(messages[0].payload, payload);
+}
+
+#[test]
+fn an_oversized_length_prefix_is_refused_before_buffering() {
+    let mut bytes = vec![0u8; 16];
+    bytes[..4].copy_from_slice(&(FRAME_LEN_DEFAULT as u32 + 1).to_be_bytes());
+    let e = decode_frame(&bytes, FRAME_LEN_DEFAULT).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::FRAME_TOO_LARGE);
+    assert!(!e.is_recoverable());
+    // Clamped to the absolute limit whatever the caller asks.
+    bytes[..4].copy_from_slice(&(FRAME_LEN_LIMIT as u32 + 1).to_be_bytes());
+    assert!(matches!(
+        decode_frame(&bytes, usize::MAX),
+        Err(ProtoError::FrameTooLarge { .. })
+    ));
+}
+
+#[test]
+fn version_flags_and_opcodes_are_checked() {
+    let mut buf = BytesMut::new();
+    Request::ServerStats.encode(9, &mut buf);
+    let mut bad_version = buf.clone();
+    bad_version[4] = 2;
+    let Ok(Decoded::Frame { header, body, .. }) = decode_frame(&bad_version, 1 << 20) else {
+        panic!()
+    };
+    assert_eq!(
+        Request::decode(&header, Bytes::copy_from_slice(body)),
+        Err(ProtoError::UnsupportedVersion(2))
+    );
+    let mut bad_op = buf.clone();
+    bad_op[5] = 0xEE;
+    let Ok(Decoded::Frame { header, body, .. }) = decode_frame(&bad_op, 1 << 20) else {
+        panic!()
+    };
+    let e = Request::decode(&header, Bytes::copy_from_slice(body)).unwrap_err();
+    assert_eq!(
+        (e.clone(), e.code(), e.is_recoverable()),
+        (
+            ProtoError::UnknownOpcode(0xEE),
+            ErrorCode::UNKNOWN_OPCODE,
+            true
+        )
+    );
+    let mut bad_flags = buf.clone();
+    bad_flags[7] = 0x80;
+    let Ok(Decoded::Frame { header, body, .. }) = decode_frame(&bad_flags, 1 << 20) else {
+        panic!()
+    };
+    assert!(matches!(
+        Request::decode(&header, Bytes::copy_from_slice(body)),
+        Err(ProtoError::Malformed(_))
+    ));
+    let mut trailing = buf.clone();
+    trailing.extend_from_slice(&[0]);
+    let len = u32::from_be_bytes([trailing[0], trailing[1], trailing[2], trailing[3]]) + 1;
+    trailing[..4].copy_from_slice(&len.to_be_bytes());
+    let Ok(Decoded::Frame { header, body, .. }) = decode_frame(&trailing, 1 << 20) else {
+        panic!()
+    };
+    assert!(matches!(
+        Request::decode(&header, Bytes::copy_from_slice(body)),
+        Err(ProtoError::Malformed(_))
+    ));
+}
+
+#[test]
+fn a_list_count_beyond_the_frame_is_refused_without_allocating_it() {
+    // A delete claiming 65 535 receipts in a 30-byte body.
+    let mut buf = BytesMut::new();
+    Request::Delete {
+        queue: QueueRef {
+            name: "q".into(),
+            dlq: false,
+        },
+        receipts: vec![],
+    }
+    .encode(1, &mut buf);
+    let n = buf.len();
+    buf[n - 2..].copy_from_slice(&u16::MAX.to_be_bytes());
+    let Ok(Decoded::Frame { header, body, .. }) = decode_frame(&buf, 1 << 20) else {
+        panic!()
+    };
+    assert_eq!(
+        Request::decode(&header, Bytes::copy_from_slice(body)),
+        Err(ProtoError::Malformed("a list is longer than its frame"))
+    );
+}
+
+#[test]
+fn error_codes_are_stable_and_named() {
+    let names: Vec<(u16, &str)> = ErrorCode::ALL.iter().map(|(c, n)| (c.0, *n)).collect();
+    assert_eq!(names[0], (1, "invalid_argument"));
+    assert_eq!(names[11], (12, "forbidden"));
+    assert_eq!(ErrorCode(100).as_str(), "frame_too_large");
+    assert_eq!(ErrorCode(9999).as_str(), "unknown");
+    let mut codes: Vec<u16> = names.iter().map(|(c, _)| *c).collect();
+    codes.dedup();
+    assert_eq!(codes.len(), ErrorCode::ALL.len(), "no code is used twice");
+}
