@@ -519,3 +519,21 @@ fn error_codes_are_stable_and_named() {
     codes.dedup();
     assert_eq!(codes.len(), ErrorCode::ALL.len(), "no code is used twice");
 }
+
+#[test]
+fn the_put_example_of_docs_protocol_md_is_byte_exact() {
+    let mut buf = BytesMut::new();
+    Request::Put {
+        queue: "q".into(),
+        messages: vec![PutEntry {
+            payload: Bytes::from_static(b"hi"),
+            ..PutEntry::default()
+        }],
+    }
+    .encode(1, &mut buf);
+    let want: Vec<u8> = vec![
+        0, 0, 0, 0x1c, 1, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b'q', 0, 1, 0, 0, 0, 2, b'h',
+        b'i', 0, 0, 0, 0, 0,
+    ];
+    assert_eq!(&buf[..], &want[..]);
+}
