@@ -1,0 +1,2 @@
+//! `fila`: the command-line tool (in progress).
+fn main() {}

@@ -1,0 +1,174 @@
+//! Access control: tokens, each with grants of permissions on a queue name
+//! or a name prefix.
+
+use fila_proto::Request;
+
+/// What a grant allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Permission {
+    /// Put and cancel scheduled messages.
+    Send,
+    /// Receive, peek, and act on received messages by receipt.
+    Receive,
+    /// Create, change, delete, purge, stats, redrive.
+    Manage,
+}
+
+impl Permission {
+    /// `send`, `receive` or `manage`.
+    pub fn parse(s: &str) -> Option<Permission> {
+        match s {
+            "send" => Some(Permission::Send),
+            "receive" => Some(Permission::Receive),
+            "manage" => Some(Permission::Manage),
+            _ => None,
+        }
+    }
+}
+
+/// Permissions on a queue name, or on names starting with a prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    pattern: String,
+    prefix: bool,
+    send: bool,
+    receive: bool,
+    manage: bool,
+}
+
+impl Grant {
+    /// `queues` is a name or `prefix*` (`*` alone: every queue).
+    pub fn new(queues: &str, permissions: &[Permission]) -> Grant {
+        let (pattern, prefix) = match queues.strip_suffix('*') {
+            Some(p) => (p.to_owned(), true),
+            None => (queues.to_owned(), false),
+        };
+        Grant {
+            pattern,
+            prefix,
+            send: permissions.contains(&Permission::Send),
+            receive: permissions.contains(&Permission::Receive),
+            manage: permissions.contains(&Permission::Manage),
+        }
+    }
+
+    fn covers(&self, queue: &str) -> bool {
+        if self.prefix {
+            queue.starts_with(&self.pattern)
+        } else {
+            queue == self.pattern
+        }
+    }
+
+    fn allows(&self, p: Permission) -> bool {
+        match p {
+            Permission::Send => self.send,
+            Permission::Receive => self.receive,
+            Permission::Manage => self.manage,
+        }
+    }
+}
+
+/// The configured tokens.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TokenTable {
+    tokens: Vec<(String, Vec<Grant>)>,
+}
+
+/// A token that a connection presented, by its index in the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TokenId(usize);
+
+impl TokenTable {
+    /// Adds a token.
+    pub fn add(&mut self, token: String, grants: Vec<Grant>) {
+        self.tokens.push((token, grants));
+    }
+
+    /// Whether no token is configured (no authentication).
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// The token with this text. Compares every token in full, so the time
+    /// taken does not depend on where a guess first differs.
+    pub fn find(&self, presented: &str) -> Option<TokenId> {
+        let mut found = None;
+        for (i, (token, _)) in self.tokens.iter().enumerate() {
+            let same = token.len() == presented.len()
+                && token
+                    .bytes()
+                    .zip(presented.bytes())
+                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                    == 0;
+            if same && found.is_none() {
+                found = Some(TokenId(i));
+            }
+        }
+        found
+    }
+
+    /// Whether `token` may do `p` on `queue`.
+    pub fn allows(&self, token: TokenId, queue: &str, p: Permission) -> bool {
+        self.tokens[token.0]
+            .1
+            .iter()
+            .any(|g| g.covers(queue) && g.allows(p))
+    }
+
+    /// Whether `token` may see `queue` at all (for listing).
+    pub fn sees(&self, token: TokenId, queue: &str) -> bool {
+        self.tokens[token.0].1.iter().any(|g| g.covers(queue))
+    }
+}
+
+/// The queue and permission a request needs, if any.
+pub fn needs(req: &Request) -> Option<(&str, Permission)> {
+    use Permission::*;
+    Some(match req {
+        Request::Hello { .. }
+        | Request::Auth { .. }
+        | Request::ListQueues { .. }
+        | Request::ServerStats => return None,
+        Request::CreateQueue { name, .. }
+        | Request::GetQueue { name }
+        | Request::UpdateQueue { name, .. }
+        | Request::DeleteQueue { name }
+        | Request::QueueStats { name } => (name, Manage),
+        Request::Purge { queue } => (&queue.name, Manage),
+        Request::Redrive { queue, .. } => (queue, Manage),
+        Request::Put { queue, .. } | Request::CancelScheduled { queue, .. } => (queue, Send),
+        Request::Receive(r) => (&r.queue.name, Receive),
+        Request::UpdateVisibility { queue, .. }
+        | Request::Delete { queue, .. }
+        | Request::Peek { queue, .. } => (&queue.name, Receive),
+        Request::Defer { queue, .. }
+        | Request::ReceiveDeferred { queue, .. }
+        | Request::DeadLetter { queue, .. } => (queue, Receive),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grants_match_names_and_prefixes() {
+        let mut t = TokenTable::default();
+        t.add(
+            "a".into(),
+            vec![
+                Grant::new("orders-*", &[Permission::Send]),
+                Grant::new("audit", &[Permission::Manage]),
+            ],
+        );
+        let id = t.find("a").unwrap();
+        assert!(t.allows(id, "orders-eu", Permission::Send));
+        assert!(!t.allows(id, "orders-eu", Permission::Receive));
+        assert!(t.allows(id, "audit", Permission::Manage));
+        assert!(!t.allows(id, "audit-2", Permission::Manage));
+        assert!(t.find("b").is_none());
+        assert!(t.find("").is_none());
+        assert!(t.sees(id, "orders-x") && !t.sees(id, "billing"));
+    }
+}

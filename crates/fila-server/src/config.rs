@@ -1,0 +1,402 @@
+//! Configuration: embedded defaults, a TOML file, command-line flags — each
+//! overriding the one before.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::auth::{Grant, Permission, TokenTable};
+
+/// A configuration that could not be used, in one line.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this config.
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// What the parser said.
+        message: String,
+    },
+    /// A flag or setting has a bad value.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// What the server runs with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The protocol's address.
+    pub listen: SocketAddr,
+    /// The metrics endpoint's address; `None` turns it off.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Engine shards (one per core by default).
+    pub shards: usize,
+    /// Event loop threads (one per core by default).
+    pub event_loops: usize,
+    /// Open connections at most; more are accepted and closed at once.
+    pub max_connections: usize,
+    /// The largest frame a client may send.
+    pub max_frame_bytes: usize,
+    /// Answers buffered per connection before the server stops reading it.
+    pub max_output_bytes: usize,
+    /// Idle connections (nothing read, nothing parked) are closed after
+    /// this many seconds; 0 never.
+    pub idle_timeout_secs: u64,
+    /// How long a shutdown waits for answers to be written.
+    pub shutdown_grace_secs: u64,
+    /// Log filter (`info`, `debug`, `fila_server=debug,warn`, ...).
+    pub log: String,
+    /// Access tokens; empty means no authentication, loopback only.
+    pub tokens: TokenTable,
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:7700".parse().expect("literal"),
+            metrics_listen: Some("127.0.0.1:7701".parse().expect("literal")),
+            shards: cores(),
+            event_loops: cores(),
+            max_connections: 10_000,
+            max_frame_bytes: fila_proto::FRAME_LEN_DEFAULT,
+            max_output_bytes: 4 << 20,
+            idle_timeout_secs: 300,
+            shutdown_grace_secs: 10,
+            log: "info".into(),
+            tokens: TokenTable::default(),
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<String>,
+    metrics_listen: Option<String>,
+    shards: Option<usize>,
+    event_loops: Option<usize>,
+    max_connections: Option<usize>,
+    max_frame_bytes: Option<usize>,
+    max_output_bytes: Option<usize>,
+    idle_timeout_secs: Option<u64>,
+    shutdown_grace_secs: Option<u64>,
+    log: Option<String>,
+    #[serde(default)]
+    tokens: Vec<FileToken>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileToken {
+    token: String,
+    #[serde(default)]
+    grants: Vec<FileGrant>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileGrant {
+    /// A queue name, or a prefix ending in `*`.
+    queues: String,
+    permissions: Vec<String>,
+}
+
+fn addr(field: &str, value: &str) -> Result<Option<SocketAddr>, ConfigError> {
+    if value.is_empty() || value == "off" {
+        return Ok(None);
+    }
+    value.parse().map(Some).map_err(|_| {
+        ConfigError::Invalid(format!(
+            "{field}: {value:?} is not an address like 127.0.0.1:7700"
+        ))
+    })
+}
+
+impl Config {
+    /// Applies a TOML file over `self`.
+    pub fn merge_file(&mut self, path: &Path) -> Result<(), ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        self.merge_toml(&text).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => ConfigError::Parse {
+                path: path.display().to_string(),
+                message,
+            },
+            other => other,
+        })
+    }
+
+    /// Applies TOML text over `self`.
+    pub fn merge_toml(&mut self, text: &str) -> Result<(), ConfigError> {
+        let f: FileConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: "<text>".into(),
+            message: e.to_string().replace('\n', " "),
+        })?;
+        if let Some(v) = f.listen {
+            self.listen = addr("listen", &v)?.ok_or_else(|| {
+                ConfigError::Invalid("listen: the server needs an address".into())
+            })?;
+        }
+        if let Some(v) = f.metrics_listen {
+            self.metrics_listen = addr("metrics_listen", &v)?;
+        }
+        if let Some(v) = f.shards {
+            self.shards = v;
+        }
+        if let Some(v) = f.event_loops {
+            self.event_loops = v;
+        }
+        if let Some(v) = f.max_connections {
+            self.max_connections = v;
+        }
+        if let Some(v) = f.max_frame_bytes {
+            self.max_frame_bytes = v;
+        }
+        if let Some(v) = f.max_output_bytes {
+            self.max_output_bytes = v;
+        }
+        if let Some(v) = f.idle_timeout_secs {
+            self.idle_timeout_secs = v;
+        }
+        if let Some(v) = f.shutdown_grace_secs {
+            self.shutdown_grace_secs = v;
+        }
+        if let Some(v) = f.log {
+            self.log = v;
+        }
+        for t in f.tokens {
+            let mut grants = Vec::new();
+            for g in t.grants {
+                let mut perms = Vec::new();
+                for p in &g.permissions {
+                    perms.push(Permission::parse(p).ok_or_else(|| {
+                        ConfigError::Invalid(format!(
+                            "tokens: permission {p:?} is not one of send, receive, manage"
+                        ))
+                    })?);
+                }
+                grants.push(Grant::new(&g.queues, &perms));
+            }
+            self.tokens.add(t.token, grants);
+        }
+        Ok(())
+    }
+
+    /// Applies command-line flags (after the program name) over `self`.
+    /// Returns the config file named by `--config`, which the caller merges
+    /// first and then applies the flags again over.
+    pub fn merge_flags(&mut self, args: &[String]) -> Result<(), ConfigError> {
+        let mut it = args.iter();
+        while let Some(flag) = it.next() {
+            let mut value = |name: &str| {
+                it.next()
+                    .cloned()
+                    .ok_or_else(|| ConfigError::Invalid(format!("{name} needs a value")))
+            };
+            let number = |name: &str, v: String| {
+                v.parse::<u64>().map_err(|_| {
+                    ConfigError::Invalid(format!("{name}: {v:?} is not a whole number"))
+                })
+            };
+            match flag.as_str() {
+                "--config" => {
+                    value("--config")?;
+                }
+                "--listen" => {
+                    let v = value("--listen")?;
+                    self.listen = addr("--listen", &v)?
+                        .ok_or_else(|| ConfigError::Invalid("--listen needs an address".into()))?;
+                }
+                "--metrics-listen" => {
+                    let v = value("--metrics-listen")?;
+                    self.metrics_listen = addr("--metrics-listen", &v)?;
+                }
+                "--shards" => self.shards = number("--shards", value("--shards")?)? as usize,
+                "--event-loops" => {
+                    self.event_loops = number("--event-loops", value("--event-loops")?)? as usize
+                }
+                "--max-connections" => {
+                    self.max_connections =
+                        number("--max-connections", value("--max-connections")?)? as usize
+                }
+                "--max-frame-bytes" => {
+                    self.max_frame_bytes =
+                        number("--max-frame-bytes", value("--max-frame-bytes")?)? as usize
+                }
+                "--max-output-bytes" => {
+                    self.max_output_bytes =
+                        number("--max-output-bytes", value("--max-output-bytes")?)? as usize
+                }
+                "--idle-timeout-secs" => {
+                    self.idle_timeout_secs =
+                        number("--idle-timeout-secs", value("--idle-timeout-secs")?)?
+                }
+                "--log" => self.log = value("--log")?,
+                other => {
+                    return Err(ConfigError::Invalid(format!(
+                        "unknown flag {other:?} (see fila-server --help)"
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The whole configuration from a command line: defaults, then the
+    /// `--config` file if any, then the flags.
+    pub fn from_args(args: &[String]) -> Result<Config, ConfigError> {
+        let mut config = Config::default();
+        if let Some(i) = args.iter().position(|a| a == "--config") {
+            let path = args
+                .get(i + 1)
+                .ok_or_else(|| ConfigError::Invalid("--config needs a value".into()))?;
+            config.merge_file(Path::new(path))?;
+        }
+        config.merge_flags(args)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks values that have no meaning, and the rule that a server
+    /// without tokens listens on loopback only.
+    pub fn validate(&mut self) -> Result<(), ConfigError> {
+        if self.shards == 0 {
+            self.shards = cores();
+        }
+        if self.event_loops == 0 {
+            self.event_loops = cores();
+        }
+        if self.shards > 1024 || self.event_loops > 1024 {
+            return Err(ConfigError::Invalid(
+                "shards and event_loops are at most 1024".into(),
+            ));
+        }
+        if self.max_connections == 0 {
+            return Err(ConfigError::Invalid(
+                "max_connections must be at least 1".into(),
+            ));
+        }
+        if self.max_frame_bytes < 1024 || self.max_frame_bytes > fila_proto::FRAME_LEN_LIMIT {
+            return Err(ConfigError::Invalid(format!(
+                "max_frame_bytes must be 1024..={}",
+                fila_proto::FRAME_LEN_LIMIT
+            )));
+        }
+        if self.max_output_bytes < 64 << 10 {
+            return Err(ConfigError::Invalid(
+                "max_output_bytes must be at least 65536".into(),
+            ));
+        }
+        if self.tokens.is_empty() && !self.listen.ip().is_loopback() {
+            return Err(ConfigError::Invalid(format!(
+                "listen {}: without tokens the server listens on loopback only (add [[tokens]] to the config)",
+                self.listen
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The text of `fila-server --help`.
+pub const HELP: &str = "\
+fila-server: the fila message-queue server
+
+usage: fila-server [--config FILE] [flags]
+
+With no arguments it listens on 127.0.0.1:7700 (metrics on 127.0.0.1:7701)
+with one shard and one event loop per core. Flags override the file.
+
+  --config FILE             TOML file (keys as the flags, with underscores)
+  --listen ADDR             protocol address        [127.0.0.1:7700]
+  --metrics-listen ADDR     Prometheus /metrics, or \"off\" [127.0.0.1:7701]
+  --shards N                engine shards           [cores]
+  --event-loops N           event loop threads      [cores]
+  --max-connections N       open connections        [10000]
+  --max-frame-bytes N       largest frame accepted  [25165824]
+  --max-output-bytes N      answers buffered per connection before it is
+                            throttled               [4194304]
+  --idle-timeout-secs N     close idle connections, 0 never [300]
+  --log FILTER              log filter              [info]
+  --help, --version
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn defaults_listen_on_loopback_7700() {
+        let c = Config::from_args(&[]).unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:7700");
+        assert_eq!(c.metrics_listen.unwrap().to_string(), "127.0.0.1:7701");
+        assert!(c.shards >= 1 && c.event_loops >= 1);
+    }
+
+    #[test]
+    fn flags_override_the_file_which_overrides_defaults() {
+        let mut c = Config::default();
+        c.merge_toml(
+            "listen = \"127.0.0.1:9000\"\nmax_connections = 5\nmetrics_listen = \"off\"\n",
+        )
+        .unwrap();
+        c.merge_flags(&args(&["--max-connections", "7"])).unwrap();
+        assert_eq!(
+            (c.listen.port(), c.max_connections, c.metrics_listen),
+            (9000, 7, None)
+        );
+    }
+
+    #[test]
+    fn bad_input_is_one_clear_line() {
+        let e = Config::from_args(&args(&["--shards", "many"]))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "--shards: \"many\" is not a whole number");
+        let e = Config::from_args(&args(&["--frobnicate"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown flag"), "{e}");
+        let mut c = Config::default();
+        let e = c.merge_toml("lisen = 1").unwrap_err().to_string();
+        assert!(e.contains("lisen") && !e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn without_tokens_only_loopback_is_allowed() {
+        let e = Config::from_args(&args(&["--listen", "0.0.0.0:7700"])).unwrap_err();
+        assert!(e.to_string().contains("loopback only"));
+        let mut c = Config::default();
+        c.merge_toml("listen = \"0.0.0.0:7700\"\n[[tokens]]\ntoken = \"t\"\n[[tokens.grants]]\nqueues = \"*\"\npermissions = [\"send\"]\n")
+            .unwrap();
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn unknown_permissions_are_refused() {
+        let mut c = Config::default();
+        let e = c
+            .merge_toml("[[tokens]]\ntoken = \"t\"\n[[tokens.grants]]\nqueues = \"a\"\npermissions = [\"admin\"]\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("\"admin\""));
+    }
+}

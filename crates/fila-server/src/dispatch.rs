@@ -1,0 +1,388 @@
+//! From a decoded request to an engine call and back to an answer: the
+//! conversions between wire types and engine types live here and nowhere
+//! else.
+
+use fila_core::{
+    Address, Availability, ChannelFilter, Engine, Error, ErrorKind, Message, NewMessage, Notify,
+    QueueSettings, Receipt, ReceiveOptions, Received, SettingsUpdate, State, VisibilityChange,
+    WaitId,
+};
+use fila_proto::{self as proto, ErrorCode, Request, Response, WireError};
+
+use crate::auth::{self, TokenId};
+use crate::metrics::Metrics;
+
+/// What handling a request came to.
+pub(crate) enum Outcome {
+    /// Answer now.
+    Answer(Response),
+    /// A receive parked in the engine; its `Notify` answers later.
+    Parked(WaitId),
+}
+
+/// Who is asking: the connection's authentication.
+pub(crate) struct Caller<'a> {
+    /// The token table (empty: no authentication).
+    pub tokens: &'a crate::auth::TokenTable,
+    /// The token this connection presented, if any.
+    pub token: Option<TokenId>,
+}
+
+pub(crate) fn code_of(kind: ErrorKind) -> ErrorCode {
+    match kind {
+        ErrorKind::InvalidArgument => ErrorCode::INVALID_ARGUMENT,
+        ErrorKind::QueueNotFound => ErrorCode::QUEUE_NOT_FOUND,
+        ErrorKind::QueueExists => ErrorCode::QUEUE_EXISTS,
+        ErrorKind::QueueFull => ErrorCode::QUEUE_FULL,
+        ErrorKind::QueueDeleted => ErrorCode::QUEUE_DELETED,
+        ErrorKind::MessageTooLarge => ErrorCode::MESSAGE_TOO_LARGE,
+        ErrorKind::ReceiptStale => ErrorCode::RECEIPT_STALE,
+        ErrorKind::ReceiptInvalid => ErrorCode::RECEIPT_INVALID,
+        ErrorKind::NotFound => ErrorCode::NOT_FOUND,
+        ErrorKind::Expired => ErrorCode::EXPIRED,
+    }
+}
+
+pub(crate) fn wire_error(e: &Error) -> WireError {
+    WireError {
+        code: code_of(e.kind()),
+        message: e.to_string(),
+    }
+}
+
+pub(crate) fn error(code: ErrorCode, message: impl Into<String>) -> Response {
+    Response::Error(WireError {
+        code,
+        message: message.into(),
+    })
+}
+
+fn update_of(p: proto::SettingsPatch) -> SettingsUpdate {
+    SettingsUpdate {
+        visibility_timeout_ms: p.visibility_timeout_ms,
+        max_deliveries: p.max_deliveries,
+        retention_ms: p.retention_ms,
+        max_message_bytes: p.max_message_bytes,
+        receive_wait_default_ms: p.receive_wait_default_ms,
+        dead_letter_on_expiration: p.dead_letter_on_expiration,
+        dead_letter_target: p.dead_letter_target,
+        max_messages: p.max_messages,
+        max_bytes: p.max_bytes,
+        channel_capacity_pct: p.channel_capacity_pct,
+    }
+}
+
+fn settings_of(s: QueueSettings) -> proto::Settings {
+    proto::Settings {
+        visibility_timeout_ms: s.visibility_timeout_ms,
+        max_deliveries: s.max_deliveries,
+        retention_ms: s.retention_ms,
+        max_message_bytes: s.max_message_bytes,
+        receive_wait_default_ms: s.receive_wait_default_ms,
+        dead_letter_on_expiration: s.dead_letter_on_expiration,
+        dead_letter_target: s.dead_letter_target,
+        max_messages: s.max_messages,
+        max_bytes: s.max_bytes,
+        channel_capacity_pct: s.channel_capacity_pct,
+    }
+}
+
+/// An engine message on the wire.
+pub(crate) fn message_of(m: Message) -> proto::Message {
+    proto::Message {
+        id: m.id.0,
+        seq: m.seq,
+        payload: m.payload,
+        attributes: m
+            .attributes
+            .map(|a| {
+                a.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        channel: m.channel.map(|c| c.to_string()),
+        inserted_at_ms: m.inserted_at_ms,
+        expires_at_ms: m.expires_at_ms,
+        next_visible_at_ms: m.next_visible_at_ms,
+        delivery_count: m.delivery_count,
+        state: match m.state {
+            State::Visible => 1,
+            State::InFlight => 2,
+            State::Delayed => 3,
+            State::Deferred => 4,
+            State::DeadLettered => 5,
+        },
+        receipt: m.receipt.map(|r| r.to_bytes()),
+        dead_letter: m.dead_letter.map(|d| {
+            let (reason, consumer_reason, description) = match &d.reason {
+                fila_core::DeadLetterReason::MaxDeliveries => (1, String::new(), String::new()),
+                fila_core::DeadLetterReason::Expired => (2, String::new(), String::new()),
+                fila_core::DeadLetterReason::Consumer {
+                    reason,
+                    description,
+                } => (3, reason.clone(), description.clone()),
+            };
+            proto::DeadLetter {
+                source_queue: d.source_queue.to_string(),
+                at_ms: d.at_ms,
+                reason,
+                consumer_reason,
+                description,
+            }
+        }),
+    }
+}
+
+pub(crate) fn messages_of(ms: Vec<Message>) -> Response {
+    Response::Messages(ms.into_iter().map(message_of).collect())
+}
+
+fn entries<T, U>(v: Vec<Result<T, Error>>, f: impl Fn(T) -> U) -> Vec<proto::Entry<U>> {
+    v.into_iter()
+        .map(|r| r.map(&f).map_err(|e| wire_error(&e)))
+        .collect()
+}
+
+fn batch_len(field: &'static str, len: usize) -> Result<(), Error> {
+    let max = fila_core::limits::BATCH_LEN_MAX;
+    if len == 0 || len > max {
+        return Err(Error::InvalidArgument {
+            field,
+            limit: format!("must hold 1..={max} entries (got {len})"),
+        });
+    }
+    Ok(())
+}
+
+fn receipt(r: &proto::Receipt) -> Result<Receipt, Error> {
+    Receipt::from_bytes(r)
+}
+
+fn address(q: &proto::QueueRef) -> Address<'_> {
+    Address {
+        queue: &q.name,
+        dlq: q.dlq,
+    }
+}
+
+fn answer<T>(r: Result<T, Error>, f: impl FnOnce(T) -> Response) -> Outcome {
+    Outcome::Answer(match r {
+        Ok(v) => f(v),
+        Err(e) => Response::Error(wire_error(&e)),
+    })
+}
+
+/// Runs one request against the engine. `notify` is used only when a
+/// receive parks.
+pub(crate) fn handle(
+    engine: &Engine,
+    metrics: &Metrics,
+    caller: &Caller<'_>,
+    req: Request,
+    notify: impl FnOnce() -> Notify,
+) -> Outcome {
+    if let (Some((queue, permission)), Some(token)) = (auth::needs(&req), caller.token) {
+        if !caller.tokens.allows(token, queue, permission) {
+            return Outcome::Answer(error(
+                ErrorCode::FORBIDDEN,
+                format!("forbidden: this token may not {permission:?} on queue {queue:?}")
+                    .to_lowercase(),
+            ));
+        }
+    }
+    match req {
+        Request::Hello { .. } | Request::Auth { .. } => Outcome::Answer(error(
+            ErrorCode::INTERNAL,
+            "hello and auth are the connection's",
+        )),
+        Request::ServerStats => {
+            Outcome::Answer(Response::ServerStats(metrics.server_stats(engine)))
+        }
+        Request::CreateQueue { name, settings } => {
+            let s = update_of(settings).apply(&QueueSettings::default());
+            answer(engine.create_queue(&name, s), Response::Created)
+        }
+        Request::GetQueue { name } => answer(engine.queue_settings(&name), |s| {
+            Response::Queue(settings_of(s))
+        }),
+        Request::UpdateQueue { name, settings } => {
+            answer(engine.update_queue(&name, &update_of(settings)), |s| {
+                Response::Queue(settings_of(s))
+            })
+        }
+        Request::ListQueues { prefix } => {
+            let mut names = engine.list_queues(&prefix);
+            if let Some(token) = caller.token {
+                names.retain(|n| caller.tokens.sees(token, n));
+            }
+            Outcome::Answer(Response::Queues(names))
+        }
+        Request::DeleteQueue { name } => answer(engine.delete_queue(&name), |_| Response::Ok),
+        Request::Purge { queue } => answer(engine.purge(address(&queue)), |_| Response::Ok),
+        Request::QueueStats { name } => answer(engine.stats(&name), |s| {
+            Response::Stats(proto::Stats {
+                visible: s.visible,
+                in_flight: s.in_flight,
+                delayed: s.delayed,
+                deferred: s.deferred,
+                dead_lettered: s.dead_lettered,
+                bytes: s.bytes,
+                oldest_age_ms: s.oldest_age_ms,
+                puts: s.puts,
+                deliveries: s.deliveries,
+                deletes: s.deletes,
+                expiries: s.expiries,
+                dead_letterings: s.dead_letterings,
+                redriven: s.redriven,
+            })
+        }),
+        Request::Put { queue, messages } => {
+            let batch = messages
+                .into_iter()
+                .map(|m| NewMessage {
+                    payload: m.payload,
+                    attributes: m.attributes,
+                    channel: m.channel,
+                    availability: match m.availability {
+                        proto::Availability::Now => Availability::Now,
+                        proto::Availability::DelayMs(d) => Availability::DelayMs(d),
+                        proto::Availability::At(t) => Availability::At(t),
+                    },
+                    ttl_ms: m.ttl_ms,
+                })
+                .collect();
+            answer(engine.put(&queue, batch), |v| {
+                Response::Put(entries(v, |p| proto::PutAck {
+                    id: p.id.0,
+                    seq: p.seq,
+                }))
+            })
+        }
+        Request::CancelScheduled { queue, seq } => {
+            answer(engine.cancel_scheduled(&queue, seq), |_| Response::Ok)
+        }
+        Request::Receive(r) => {
+            let channel = match r.channel.as_deref().map(ChannelFilter::parse).transpose() {
+                Ok(c) => c,
+                Err(e) => return Outcome::Answer(Response::Error(wire_error(&e))),
+            };
+            let opts = ReceiveOptions {
+                max_messages: u32::from(r.max_messages),
+                visibility_ms: r.visibility_ms,
+                wait_ms: r.wait_ms,
+                channel,
+            };
+            match engine.receive(address(&r.queue), &opts, notify()) {
+                Ok(Received::Ready(ms)) => Outcome::Answer(messages_of(ms)),
+                Ok(Received::Parked(id)) => Outcome::Parked(id),
+                Err(e) => Outcome::Answer(Response::Error(wire_error(&e))),
+            }
+        }
+        Request::UpdateVisibility {
+            queue,
+            entries: changes,
+        } => {
+            if let Err(e) = batch_len("entries", changes.len()) {
+                return Outcome::Answer(Response::Error(wire_error(&e)));
+            }
+            // Receipts that do not parse fail alone; the others go through.
+            let parsed: Vec<Result<VisibilityChange, Error>> = changes
+                .iter()
+                .map(|(r, t)| {
+                    receipt(r).map(|receipt| VisibilityChange {
+                        receipt,
+                        timeout_ms: *t,
+                    })
+                })
+                .collect();
+            let good: Vec<VisibilityChange> = parsed
+                .iter()
+                .filter_map(|p| p.as_ref().ok().copied())
+                .collect();
+            let done = if good.is_empty() {
+                Ok(Vec::new())
+            } else {
+                engine.update_visibility(address(&queue), &good)
+            };
+            answer(done, |done| {
+                let mut done = done.into_iter();
+                let merged = parsed
+                    .into_iter()
+                    .map(|p| match p {
+                        Ok(_) => done.next().expect("one answer per good entry"),
+                        Err(e) => Err(e),
+                    })
+                    .collect();
+                Response::Visibility(entries(merged, |t| t))
+            })
+        }
+        Request::Delete { queue, receipts } => {
+            if let Err(e) = batch_len("receipts", receipts.len()) {
+                return Outcome::Answer(Response::Error(wire_error(&e)));
+            }
+            let parsed: Vec<Result<Receipt, Error>> = receipts.iter().map(receipt).collect();
+            let good: Vec<Receipt> = parsed
+                .iter()
+                .filter_map(|p| p.as_ref().ok().copied())
+                .collect();
+            let done = if good.is_empty() {
+                Ok(Vec::new())
+            } else {
+                engine.delete(address(&queue), &good)
+            };
+            answer(done, |done| {
+                let mut done = done.into_iter();
+                let merged = parsed
+                    .into_iter()
+                    .map(|p| match p {
+                        Ok(_) => done.next().expect("one answer per good entry"),
+                        Err(e) => Err(e),
+                    })
+                    .collect();
+                Response::Deleted(entries(merged, |()| ()))
+            })
+        }
+        Request::Defer { queue, receipt: r } => match receipt(&r) {
+            Ok(r) => answer(engine.defer(&queue, &r), |_| Response::Ok),
+            Err(e) => Outcome::Answer(Response::Error(wire_error(&e))),
+        },
+        Request::ReceiveDeferred {
+            queue,
+            seqs,
+            visibility_ms,
+        } => answer(engine.receive_deferred(&queue, &seqs, visibility_ms), |v| {
+            Response::Deferred(entries(v, message_of))
+        }),
+        Request::DeadLetter {
+            queue,
+            receipt: r,
+            reason,
+            description,
+        } => match receipt(&r) {
+            Ok(r) => answer(
+                engine.dead_letter(&queue, &r, &reason, &description),
+                |_| Response::Ok,
+            ),
+            Err(e) => Outcome::Answer(Response::Error(wire_error(&e))),
+        },
+        Request::Peek {
+            queue,
+            from_seq,
+            max_messages,
+        } => answer(
+            engine.peek(address(&queue), from_seq, u32::from(max_messages)),
+            messages_of,
+        ),
+        Request::Redrive {
+            queue,
+            max_messages,
+            rate_per_second,
+        } => answer(engine.redrive(&queue, max_messages, rate_per_second), |o| {
+            Response::Redrive {
+                moved: o.moved,
+                scheduled: o.scheduled,
+            }
+        }),
+    }
+}

@@ -1,0 +1,26 @@
+//! # fila-server: the network front end
+//!
+//! fila-server owns the mio event loops and the connection state machines,
+//! the configuration (embedded defaults, a TOML file, flags), access control
+//! (tokens with send / receive / manage permissions per queue name or
+//! prefix), the Prometheus metrics endpoint, and the `fila-server` binary.
+//! It speaks `fila-proto` to clients and calls `fila-core`'s engine; a
+//! request is routed to the shard that owns its queue by the engine itself,
+//! with no lock but that shard's.
+//!
+//! ```no_run
+//! use fila_server::{Config, Server};
+//!
+//! let server = Server::start(Config::default()).unwrap();
+//! println!("listening on {}", server.local_addr());
+//! server.stop();
+//! ```
+
+pub mod auth;
+pub mod config;
+mod dispatch;
+pub mod metrics;
+mod server;
+
+pub use config::{Config, ConfigError, HELP};
+pub use server::{Server, StopHandle};

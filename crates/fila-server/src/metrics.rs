@@ -1,0 +1,364 @@
+//! Metrics: counters and latency histograms kept with relaxed atomics on the
+//! request path, rendered in the Prometheus text format on demand, and a
+//! small HTTP endpoint that serves them.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fila_core::Engine;
+use fila_proto::Opcode;
+
+/// Upper bounds (µs) of the latency buckets.
+const BUCKETS_US: [u64; 12] = [
+    10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 50_000, 250_000,
+];
+
+struct OpMetrics {
+    requests: AtomicU64,
+    errors: AtomicU64,
+    sum_us: AtomicU64,
+    buckets: [AtomicU64; BUCKETS_US.len()],
+}
+
+impl Default for OpMetrics {
+    fn default() -> Self {
+        OpMetrics {
+            requests: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            sum_us: AtomicU64::new(0),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+/// One per-queue series: name, type, help, and how to read it from stats.
+type QueueSeries = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&fila_core::QueueStats) -> u64,
+);
+
+/// The server's metrics.
+pub struct Metrics {
+    started: Instant,
+    ops: Vec<(Opcode, OpMetrics)>,
+    /// Open connections.
+    pub connections: AtomicU64,
+    /// Connections accepted since start.
+    pub accepted: AtomicU64,
+    /// Connections refused at max_connections.
+    pub refused: AtomicU64,
+    /// Frames refused as broken (malformed, too large, bad version).
+    pub bad_frames: AtomicU64,
+    /// Receives parked now.
+    pub parked: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            started: Instant::now(),
+            ops: Opcode::ALL
+                .iter()
+                .map(|op| (*op, OpMetrics::default()))
+                .collect(),
+            connections: AtomicU64::new(0),
+            accepted: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            bad_frames: AtomicU64::new(0),
+            parked: AtomicU64::new(0),
+        }
+    }
+}
+
+fn op_name(op: Opcode) -> String {
+    let mut out = String::new();
+    for (i, c) in format!("{op:?}").chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+impl Metrics {
+    /// Records one answered request.
+    pub fn record(&self, op: Opcode, took: Duration, failed: bool) {
+        let Some((_, m)) = self.ops.iter().find(|(o, _)| *o == op) else {
+            return;
+        };
+        let us = took.as_micros() as u64;
+        m.requests.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            m.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        m.sum_us.fetch_add(us, Ordering::Relaxed);
+        if let Some(i) = BUCKETS_US.iter().position(|b| us <= *b) {
+            m.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Named counters for the server-stats request.
+    pub fn server_stats(&self, engine: &Engine) -> Vec<(String, u64)> {
+        let requests: u64 = self
+            .ops
+            .iter()
+            .map(|(_, m)| m.requests.load(Ordering::Relaxed))
+            .sum();
+        vec![
+            (
+                "uptime_ms".into(),
+                self.started.elapsed().as_millis() as u64,
+            ),
+            ("queues".into(), engine.list_queues("").len() as u64),
+            ("shards".into(), engine.shard_count() as u64),
+            (
+                "connections".into(),
+                self.connections.load(Ordering::Relaxed),
+            ),
+            (
+                "connections_accepted".into(),
+                self.accepted.load(Ordering::Relaxed),
+            ),
+            (
+                "connections_refused".into(),
+                self.refused.load(Ordering::Relaxed),
+            ),
+            ("requests".into(), requests),
+            (
+                "receives_parked".into(),
+                self.parked.load(Ordering::Relaxed),
+            ),
+        ]
+    }
+
+    /// Everything in the Prometheus text format.
+    pub fn render(&self, engine: &Engine) -> String {
+        let mut o = String::new();
+        let gauge = |o: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        };
+        gauge(
+            &mut o,
+            "fila_connections",
+            "Open connections.",
+            self.connections.load(Ordering::Relaxed),
+        );
+        gauge(
+            &mut o,
+            "fila_receives_parked",
+            "Long-poll receives waiting.",
+            self.parked.load(Ordering::Relaxed),
+        );
+        gauge(
+            &mut o,
+            "fila_uptime_seconds",
+            "Seconds since the server started.",
+            self.started.elapsed().as_secs(),
+        );
+        let _ = writeln!(o, "# HELP fila_connections_accepted_total Connections accepted.\n# TYPE fila_connections_accepted_total counter\nfila_connections_accepted_total {}", self.accepted.load(Ordering::Relaxed));
+        let _ = writeln!(o, "# HELP fila_connections_refused_total Connections refused at max_connections.\n# TYPE fila_connections_refused_total counter\nfila_connections_refused_total {}", self.refused.load(Ordering::Relaxed));
+        let _ = writeln!(o, "# HELP fila_bad_frames_total Frames refused as broken.\n# TYPE fila_bad_frames_total counter\nfila_bad_frames_total {}", self.bad_frames.load(Ordering::Relaxed));
+        let _ = writeln!(o, "# HELP fila_requests_total Requests answered, by operation.\n# TYPE fila_requests_total counter");
+        for (op, m) in &self.ops {
+            let _ = writeln!(
+                o,
+                "fila_requests_total{{op=\"{}\"}} {}",
+                op_name(*op),
+                m.requests.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(o, "# HELP fila_request_errors_total Requests answered with an error, by operation.\n# TYPE fila_request_errors_total counter");
+        for (op, m) in &self.ops {
+            let _ = writeln!(
+                o,
+                "fila_request_errors_total{{op=\"{}\"}} {}",
+                op_name(*op),
+                m.errors.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(o, "# HELP fila_request_duration_seconds Time from decoding a request to its answer (parked receives: to parking).\n# TYPE fila_request_duration_seconds histogram");
+        for (op, m) in &self.ops {
+            let name = op_name(*op);
+            let mut cumulative = 0;
+            for (i, b) in BUCKETS_US.iter().enumerate() {
+                cumulative += m.buckets[i].load(Ordering::Relaxed);
+                let _ = writeln!(
+                    o,
+                    "fila_request_duration_seconds_bucket{{op=\"{name}\",le=\"{}\"}} {cumulative}",
+                    *b as f64 / 1e6
+                );
+            }
+            let count = m.requests.load(Ordering::Relaxed);
+            let _ = writeln!(
+                o,
+                "fila_request_duration_seconds_bucket{{op=\"{name}\",le=\"+Inf\"}} {count}"
+            );
+            let _ = writeln!(
+                o,
+                "fila_request_duration_seconds_sum{{op=\"{name}\"}} {}",
+                m.sum_us.load(Ordering::Relaxed) as f64 / 1e6
+            );
+            let _ = writeln!(
+                o,
+                "fila_request_duration_seconds_count{{op=\"{name}\"}} {count}"
+            );
+        }
+        let queues: Vec<(String, fila_core::QueueStats)> = engine
+            .list_queues("")
+            .into_iter()
+            .filter_map(|q| engine.stats(&q).ok().map(|s| (q, s)))
+            .collect();
+        let per_queue: [QueueSeries; 13] = [
+            ("fila_queue_visible", "gauge", "Visible messages.", |s| {
+                s.visible
+            }),
+            ("fila_queue_in_flight", "gauge", "Leased messages.", |s| {
+                s.in_flight
+            }),
+            (
+                "fila_queue_delayed",
+                "gauge",
+                "Delayed or scheduled messages.",
+                |s| s.delayed,
+            ),
+            ("fila_queue_deferred", "gauge", "Deferred messages.", |s| {
+                s.deferred
+            }),
+            (
+                "fila_queue_dead_lettered",
+                "gauge",
+                "Messages in the DLQ.",
+                |s| s.dead_lettered,
+            ),
+            ("fila_queue_bytes", "gauge", "Payload bytes held.", |s| {
+                s.bytes
+            }),
+            (
+                "fila_queue_oldest_age_seconds",
+                "gauge",
+                "Age of the oldest message.",
+                |s| s.oldest_age_ms / 1000,
+            ),
+            ("fila_queue_puts_total", "counter", "Messages put.", |s| {
+                s.puts
+            }),
+            (
+                "fila_queue_deliveries_total",
+                "counter",
+                "Deliveries.",
+                |s| s.deliveries,
+            ),
+            ("fila_queue_deletes_total", "counter", "Deletes.", |s| {
+                s.deletes
+            }),
+            ("fila_queue_expiries_total", "counter", "Expiries.", |s| {
+                s.expiries
+            }),
+            (
+                "fila_queue_dead_letterings_total",
+                "counter",
+                "Dead-letterings.",
+                |s| s.dead_letterings,
+            ),
+            (
+                "fila_queue_redriven_total",
+                "counter",
+                "Messages redriven.",
+                |s| s.redriven,
+            ),
+        ];
+        for (name, kind, help, f) in per_queue {
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (q, s) in &queues {
+                let _ = writeln!(o, "{name}{{queue=\"{q}\"}} {}", f(s));
+            }
+        }
+        o
+    }
+}
+
+/// The metrics HTTP endpoint: `GET /metrics` on its own thread.
+pub(crate) struct MetricsEndpoint {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MetricsEndpoint {
+    pub(crate) fn start(
+        addr: SocketAddr,
+        metrics: Arc<Metrics>,
+        engine: Arc<Engine>,
+    ) -> std::io::Result<MetricsEndpoint> {
+        let listener = TcpListener::bind(addr)?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("fila-metrics".into())
+            .spawn(move || {
+                for stream in listener.incoming() {
+                    if flag.load(Ordering::Acquire) {
+                        break;
+                    }
+                    if let Ok(stream) = stream {
+                        serve(stream, &metrics, &engine);
+                    }
+                }
+            })?;
+        Ok(MetricsEndpoint {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub(crate) fn stop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        // Wake the blocking accept.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve(mut stream: TcpStream, metrics: &Metrics, engine: &Engine) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+    let mut request = [0u8; 2048];
+    let mut n = 0;
+    while n < request.len() {
+        match stream.read(&mut request[n..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => {
+                n += k;
+                if request[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+            }
+        }
+    }
+    let head = String::from_utf8_lossy(&request[..n]);
+    let (status, body) = if head.starts_with("GET /metrics ") || head.starts_with("GET /metrics?") {
+        ("200 OK", metrics.render(engine))
+    } else {
+        ("404 Not Found", "try GET /metrics\n".to_owned())
+    };
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}

@@ -1,0 +1,348 @@
+//! Every operation over a real socket, long polls across connections, and
+//! pipelining.
+
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use fila_client::{
+    ClientError, ErrorCode, PutEntry, QueueRef, Receive, Request, Response, SettingsPatch,
+};
+use fila_tests::TestServer;
+
+fn q(name: &str) -> QueueRef {
+    QueueRef {
+        name: name.into(),
+        dlq: false,
+    }
+}
+
+fn dlq(name: &str) -> QueueRef {
+    QueueRef {
+        name: name.into(),
+        dlq: true,
+    }
+}
+
+#[test]
+fn every_operation_end_to_end() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let (server, max_frame) = c.hello().unwrap();
+    assert!(server.starts_with("fila-server/"));
+    assert!(max_frame >= 1 << 20);
+
+    // Queues.
+    let patch = SettingsPatch {
+        visibility_timeout_ms: Some(60_000),
+        max_deliveries: Some(3),
+        ..SettingsPatch::default()
+    };
+    assert!(c.create_queue("jobs", patch.clone()).unwrap());
+    assert!(!c.create_queue("jobs", patch).unwrap());
+    let e = c
+        .create_queue("jobs", SettingsPatch::default())
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::QUEUE_EXISTS));
+    assert_eq!(c.get_queue("jobs").unwrap().max_deliveries, 3);
+    let upd = c
+        .update_queue(
+            "jobs",
+            SettingsPatch {
+                max_deliveries: Some(4),
+                ..SettingsPatch::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(upd.max_deliveries, 4);
+    c.create_queue("jobs-2", SettingsPatch::default()).unwrap();
+    assert_eq!(c.list_queues("jobs").unwrap(), vec!["jobs", "jobs-2"]);
+
+    // Put, receive, update visibility, delete.
+    let acks = c
+        .put(
+            "jobs",
+            vec![
+                PutEntry {
+                    payload: Bytes::from_static(b"a"),
+                    attributes: vec![("k".into(), "v".into())],
+                    ..PutEntry::default()
+                },
+                PutEntry {
+                    payload: Bytes::from_static(b"b"),
+                    channel: Some("eu".into()),
+                    ..PutEntry::default()
+                },
+                PutEntry {
+                    payload: Bytes::from(vec![0u8; 300 << 10]),
+                    ..PutEntry::default()
+                },
+            ],
+        )
+        .unwrap();
+    assert!(acks[0].is_ok() && acks[1].is_ok());
+    assert_eq!(
+        acks[2].as_ref().unwrap_err().code(),
+        Some(ErrorCode::MESSAGE_TOO_LARGE)
+    );
+    let got = c.receive("jobs", 10, Some(0)).unwrap();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].attributes, vec![("k".to_string(), "v".to_string())]);
+    assert_eq!(got[1].channel.as_deref(), Some("eu"));
+    let r0 = got[0].receipt.unwrap();
+    let r1 = got[1].receipt.unwrap();
+    let vis = c
+        .update_visibility(q("jobs"), &[(r0, 120_000), ([9u8; 16], 5)])
+        .unwrap();
+    assert!(vis[0].is_ok());
+    assert_eq!(
+        vis[1].as_ref().unwrap_err().code(),
+        Some(ErrorCode::RECEIPT_INVALID)
+    );
+    let del = c.delete("jobs", &[r0, r0]).unwrap();
+    assert!(del[0].is_ok());
+    assert_eq!(
+        del[1].as_ref().unwrap_err().code(),
+        Some(ErrorCode::RECEIPT_STALE)
+    );
+
+    // Defer, receive deferred, dead-letter, peek, redrive.
+    c.defer("jobs", r1).unwrap();
+    let seq = got[1].seq;
+    let taken = c.receive_deferred("jobs", &[seq, 9_999], None).unwrap();
+    let m = taken[0].as_ref().unwrap();
+    assert_eq!(m.delivery_count, 2);
+    assert_eq!(
+        taken[1].as_ref().unwrap_err().code(),
+        Some(ErrorCode::NOT_FOUND)
+    );
+    c.dead_letter("jobs", m.receipt.unwrap(), "bad", "no parse")
+        .unwrap();
+    let dead = c.peek(dlq("jobs"), 0, 10).unwrap();
+    assert_eq!(dead.len(), 1);
+    let dl = dead[0].dead_letter.as_ref().unwrap();
+    assert_eq!(
+        (
+            dl.reason,
+            dl.consumer_reason.as_str(),
+            dl.source_queue.as_str()
+        ),
+        (3, "bad", "jobs")
+    );
+    assert_eq!(c.redrive("jobs", None, None).unwrap(), (1, 0));
+    let back = c.receive("jobs", 10, Some(0)).unwrap();
+    assert_eq!(&back[0].payload[..], b"b");
+    assert_eq!(back[0].delivery_count, 1);
+
+    // Scheduled and cancelled.
+    let later = c
+        .put(
+            "jobs",
+            vec![PutEntry {
+                payload: Bytes::from_static(b"later"),
+                availability: fila_client::Availability::DelayMs(60_000),
+                ..PutEntry::default()
+            }],
+        )
+        .unwrap();
+    let seq = later[0].as_ref().unwrap().seq;
+    c.cancel_scheduled("jobs", seq).unwrap();
+    assert_eq!(
+        c.cancel_scheduled("jobs", seq).unwrap_err().code(),
+        Some(ErrorCode::NOT_FOUND)
+    );
+
+    // Stats, purge, delete.
+    let st = c.stats("jobs").unwrap();
+    assert_eq!(
+        (st.in_flight, st.puts, st.deletes, st.redriven),
+        (1, 3, 1, 1)
+    );
+    c.purge("jobs", false).unwrap();
+    assert_eq!(c.stats("jobs").unwrap().in_flight, 0);
+    let counters = c.server_stats().unwrap();
+    assert!(counters.iter().any(|(k, v)| k == "queues" && *v == 2));
+    c.delete_queue("jobs").unwrap();
+    assert_eq!(
+        c.stats("jobs").unwrap_err().code(),
+        Some(ErrorCode::QUEUE_NOT_FOUND)
+    );
+}
+
+#[test]
+fn a_long_poll_is_answered_when_a_message_arrives_on_another_connection() {
+    let s = TestServer::start();
+    let mut producer = s.client();
+    producer
+        .create_queue("q", SettingsPatch::default())
+        .unwrap();
+    let addr = s.addr.to_string();
+    let consumer = std::thread::spawn(move || {
+        let mut c = fila_client::Client::connect(fila_client::ClientOptions::new(addr)).unwrap();
+        let started = Instant::now();
+        let got = c.receive("q", 5, Some(20_000)).unwrap();
+        (got, started.elapsed())
+    });
+    // Let the receive park, checking through the server's own gauge.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while producer
+        .server_stats()
+        .unwrap()
+        .iter()
+        .find(|(k, _)| k == "receives_parked")
+        .unwrap()
+        .1
+        == 0
+    {
+        assert!(Instant::now() < deadline, "the receive never parked");
+        std::thread::yield_now();
+    }
+    producer.put_one("q", "wake up").unwrap();
+    let (got, took) = consumer.join().unwrap();
+    assert_eq!(&got[0].payload[..], b"wake up");
+    assert!(
+        took < Duration::from_secs(20),
+        "answered on arrival, not at the end of the wait"
+    );
+}
+
+#[test]
+fn a_long_poll_returns_empty_when_its_wait_ends_and_other_requests_are_answered_meanwhile() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    c.create_queue("q", SettingsPatch::default()).unwrap();
+    let poll = c
+        .send(&Request::Receive(Receive {
+            queue: q("q"),
+            max_messages: 1,
+            visibility_ms: None,
+            wait_ms: Some(300),
+            channel: None,
+        }))
+        .unwrap();
+    let list = c
+        .send(&Request::ListQueues {
+            prefix: String::new(),
+        })
+        .unwrap();
+    // The list, sent after the parked receive, is answered first.
+    assert_eq!(
+        c.wait(list, Duration::ZERO).unwrap(),
+        Response::Queues(vec!["q".into()])
+    );
+    assert_eq!(
+        c.wait(poll, Duration::from_secs(5)).unwrap(),
+        Response::Messages(vec![])
+    );
+}
+
+#[test]
+fn pipelined_requests_are_answered_by_request_id() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    c.create_queue("p", SettingsPatch::default()).unwrap();
+    let entries: Vec<PutEntry> = (0..500)
+        .map(|i| PutEntry {
+            payload: Bytes::from(format!("m{i}")),
+            ..PutEntry::default()
+        })
+        .collect();
+    let acks = c.put_many("p", entries).unwrap();
+    assert_eq!(acks.len(), 500);
+    let seqs: Vec<u64> = acks.iter().map(|a| a.as_ref().unwrap().seq).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]));
+    // Many different requests in flight at once, collected in reverse.
+    let ids: Vec<u64> = (0..50)
+        .map(|_| c.send(&Request::QueueStats { name: "p".into() }).unwrap())
+        .collect();
+    c.flush().unwrap();
+    for id in ids.into_iter().rev() {
+        match c.wait(id, Duration::ZERO).unwrap() {
+            Response::Stats(st) => assert_eq!(st.visible, 500),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_metrics_endpoint_speaks_prometheus() {
+    use std::io::{Read, Write};
+    let s = TestServer::start();
+    let mut c = s.client();
+    c.create_queue("m", SettingsPatch::default()).unwrap();
+    c.put_one("m", "x").unwrap();
+    let addr = s.server().metrics_addr().unwrap();
+    let mut http = std::net::TcpStream::connect(addr).unwrap();
+    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    http.read_to_string(&mut body).unwrap();
+    assert!(body.starts_with("HTTP/1.1 200 OK"));
+    assert!(body.contains("fila_queue_visible{queue=\"m\"} 1"), "{body}");
+    assert!(body.contains("fila_requests_total{op=\"put\"} 1"));
+    assert!(body.contains("fila_request_duration_seconds_bucket{op=\"put\",le=\"+Inf\"} 1"));
+    assert!(body.contains("fila_connections 1"));
+}
+
+#[test]
+fn a_stop_answers_parked_receives_and_closes() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    c.create_queue("q", SettingsPatch::default()).unwrap();
+    let poll = c
+        .send(&Request::Receive(Receive {
+            queue: q("q"),
+            max_messages: 1,
+            visibility_ms: None,
+            wait_ms: Some(20_000),
+            channel: None,
+        }))
+        .unwrap();
+    c.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.server().engine().stats("q").is_err() || {
+        let mut probe = s.client();
+        probe
+            .server_stats()
+            .unwrap()
+            .iter()
+            .find(|(k, _)| k == "receives_parked")
+            .unwrap()
+            .1
+            == 0
+    } {
+        assert!(Instant::now() < deadline);
+        std::thread::yield_now();
+    }
+    let started = Instant::now();
+    s.stop();
+    assert_eq!(
+        c.wait(poll, Duration::ZERO).unwrap(),
+        Response::Messages(vec![])
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let e = c.list_queues("").unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ClientError::ConnectionLost(_) | ClientError::Connect { .. }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_frame_written_by_hand_matches_docs_protocol_md() {
+    use std::io::{Read, Write};
+    let s = TestServer::start();
+    let mut raw = std::net::TcpStream::connect(s.addr).unwrap();
+    // list queues, request id 77, prefix "".
+    raw.write_all(&[0, 0, 0, 14, 1, 0x13, 0, 0, 0, 0, 0, 0, 0, 0, 0, 77, 0, 0])
+        .unwrap();
+    let mut answer = [0u8; 18];
+    raw.read_exact(&mut answer).unwrap();
+    assert_eq!(
+        answer,
+        [0, 0, 0, 14, 1, 0x13, 0, 1, 0, 0, 0, 0, 0, 0, 0, 77, 0, 0]
+    );
+    let _ = BytesMut::new();
+}
