@@ -1,0 +1,117 @@
+//! Access control over the wire: no token, a wrong token, a token without
+//! the permission (`forbidden`, nothing changed).
+
+use fila_client::{ClientError, ErrorCode, PutEntry, SettingsPatch};
+use fila_server::auth::{Grant, Permission};
+use fila_tests::TestServer;
+
+fn server() -> TestServer {
+    TestServer::with(|c| {
+        c.tokens.add(
+            "admin-token".into(),
+            vec![Grant::new(
+                "*",
+                &[Permission::Manage, Permission::Send, Permission::Receive],
+            )],
+        );
+        c.tokens.add(
+            "writer-token".into(),
+            vec![Grant::new("orders-*", &[Permission::Send])],
+        );
+        c.tokens.add(
+            "reader-token".into(),
+            vec![Grant::new("orders-eu", &[Permission::Receive])],
+        );
+    })
+}
+
+fn code(e: ClientError) -> ErrorCode {
+    e.code()
+        .unwrap_or_else(|| panic!("a server error, got {e}"))
+}
+
+#[test]
+fn without_a_token_every_request_is_unauthenticated() {
+    let s = server();
+    let mut c = s.client();
+    assert_eq!(
+        code(c.list_queues("").unwrap_err()),
+        ErrorCode::UNAUTHENTICATED
+    );
+    assert_eq!(
+        code(c.put_one("orders-eu", "x").unwrap_err()),
+        ErrorCode::UNAUTHENTICATED
+    );
+    assert!(c.hello().is_ok(), "hello needs no token");
+}
+
+#[test]
+fn a_wrong_token_is_unauthenticated() {
+    let s = server();
+    let e = s.client_with_token("not-a-token").err().expect("refused");
+    assert_eq!(code(e), ErrorCode::UNAUTHENTICATED);
+}
+
+#[test]
+fn permissions_are_per_queue_name_or_prefix_and_a_forbidden_request_changes_nothing() {
+    let s = server();
+    let mut admin = s.client_with_token("admin-token").unwrap();
+    admin
+        .create_queue("orders-eu", SettingsPatch::default())
+        .unwrap();
+    admin
+        .create_queue("billing", SettingsPatch::default())
+        .unwrap();
+
+    let mut writer = s.client_with_token("writer-token").unwrap();
+    writer.put_one("orders-eu", "o1").unwrap();
+    assert_eq!(
+        code(writer.put_one("billing", "b1").unwrap_err()),
+        ErrorCode::FORBIDDEN
+    );
+    assert_eq!(
+        code(writer.receive("orders-eu", 1, Some(0)).unwrap_err()),
+        ErrorCode::FORBIDDEN
+    );
+    assert_eq!(
+        code(
+            writer
+                .create_queue("orders-us", SettingsPatch::default())
+                .unwrap_err()
+        ),
+        ErrorCode::FORBIDDEN
+    );
+    assert_eq!(
+        code(writer.purge("orders-eu", false).unwrap_err()),
+        ErrorCode::FORBIDDEN
+    );
+    assert_eq!(
+        writer.list_queues("").unwrap(),
+        vec!["orders-eu"],
+        "only what the token covers"
+    );
+
+    let mut reader = s.client_with_token("reader-token").unwrap();
+    let got = reader.receive("orders-eu", 5, Some(0)).unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        code(
+            reader
+                .put(
+                    "orders-eu",
+                    vec![PutEntry {
+                        payload: "r".into(),
+                        ..PutEntry::default()
+                    }]
+                )
+                .unwrap_err()
+        ),
+        ErrorCode::FORBIDDEN
+    );
+
+    // Nothing the forbidden requests asked for happened.
+    assert_eq!(admin.stats("billing").unwrap().puts, 0);
+    assert_eq!(admin.stats("orders-eu").unwrap().puts, 1);
+    assert_eq!(admin.list_queues("").unwrap(), vec!["billing", "orders-eu"]);
+    assert_eq!(admin.stats("orders-eu").unwrap().in_flight, 1);
+}
