@@ -1,2 +1,760 @@
-//! `fila`: the command-line tool (in progress).
-fn main() {}
+//! `fila`: the command-line tool. Talks to a server with fila-client;
+//! prints tables for people and JSON (`--json`) for scripts.
+//!
+//! Exit codes: 0 done; 1 the server refused the request, or an entry of a
+//! batch failed; 2 the command line is wrong; 3 the server could not be
+//! reached or the connection broke.
+
+use std::io::Read;
+use std::process::ExitCode;
+
+use bytes::Bytes;
+use fila_client::{
+    Availability, Client, ClientError, ClientOptions, Message, PutEntry, QueueRef, Receipt,
+    Receive, Settings, SettingsPatch,
+};
+
+const USAGE: &str = "\
+fila: the fila command-line tool
+
+usage: fila [--addr HOST:PORT] [--token TOKEN] [--json] COMMAND ...
+
+  queue create NAME [settings]     create a queue (idempotent)
+  queue get NAME                   show its settings
+  queue update NAME [settings]     change settings
+  queue list [PREFIX]              list queues
+  queue stats NAME                 counts and counters
+  queue purge NAME [--dlq]         remove every message (of the DLQ)
+  queue delete NAME                delete the queue
+  put QUEUE [MESSAGE ...]          put messages (or --file PATH, or stdin
+        [--channel C] [--delay MS] [--at MS] [--ttl MS] [--attr K=V ...]
+                                   when no message is given: one per line)
+  receive QUEUE [--max N] [--visibility MS] [--wait MS] [--channel F] [--dlq]
+  delete QUEUE RECEIPT ... [--dlq]
+  visibility QUEUE RECEIPT MS [--dlq]   set a lease's timeout (0 releases)
+  defer QUEUE RECEIPT
+  receive-deferred QUEUE SEQ ... [--visibility MS]
+  peek QUEUE [--from SEQ] [--max N] [--dlq]
+  dead-letter QUEUE RECEIPT [--reason R] [--description D]
+  redrive QUEUE [--max N] [--rate PER_SECOND]
+  cancel QUEUE SEQ                 cancel a scheduled message
+  server-stats
+
+settings: --visibility-timeout MS --max-deliveries N --retention MS
+  --max-message-bytes N --receive-wait MS --dead-letter-on-expiration BOOL
+  --dead-letter-target QUEUE|none --max-messages N --max-bytes N
+  --channel-capacity PCT
+
+The address and token default to $FILA_ADDR (127.0.0.1:7700) and $FILA_TOKEN.
+Exit codes: 0 done, 1 refused by the server, 2 usage, 3 cannot reach it.
+";
+
+enum Failure {
+    Usage(String),
+    Refused(String),
+    Unreachable(String),
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Failure {
+        match e {
+            ClientError::Server { .. } | ClientError::Unexpected { .. } => {
+                Failure::Refused(e.to_string())
+            }
+            other => Failure::Unreachable(other.to_string()),
+        }
+    }
+}
+
+type Out = Result<bool, Failure>;
+
+/// The command line, split into positionals and `--flag value` options.
+struct Args {
+    positional: Vec<String>,
+    options: Vec<(String, Option<String>)>,
+}
+
+const SWITCHES: [&str; 2] = ["--dlq", "--json"];
+
+impl Args {
+    fn parse(raw: Vec<String>) -> Result<Args, Failure> {
+        let mut positional = Vec::new();
+        let mut options = Vec::new();
+        let mut it = raw.into_iter();
+        while let Some(a) = it.next() {
+            if let Some(stripped) = a.strip_prefix("--") {
+                if stripped.is_empty() {
+                    positional.extend(it.by_ref());
+                    break;
+                }
+                if SWITCHES.contains(&a.as_str()) {
+                    options.push((a, None));
+                } else {
+                    let v = it
+                        .next()
+                        .ok_or_else(|| Failure::Usage(format!("{a} needs a value")))?;
+                    options.push((a, Some(v)));
+                }
+            } else {
+                positional.push(a);
+            }
+        }
+        Ok(Args {
+            positional,
+            options,
+        })
+    }
+
+    fn flag(&self, name: &str) -> bool {
+        self.options.iter().any(|(k, _)| k == name)
+    }
+
+    fn value(&self, name: &str) -> Option<&str> {
+        self.options
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.as_deref())
+    }
+
+    fn values(&self, name: &str) -> Vec<&str> {
+        self.options
+            .iter()
+            .filter(|(k, _)| k == name)
+            .filter_map(|(_, v)| v.as_deref())
+            .collect()
+    }
+
+    fn number<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, Failure> {
+        self.value(name)
+            .map(|v| {
+                v.parse::<T>()
+                    .map_err(|_| Failure::Usage(format!("{name}: {v:?} is not a number")))
+            })
+            .transpose()
+    }
+
+    fn pos(&self, i: usize, what: &str) -> Result<&str, Failure> {
+        self.positional
+            .get(i)
+            .map(String::as_str)
+            .ok_or_else(|| Failure::Usage(format!("missing {what}")))
+    }
+
+    fn check_known(&self, known: &[&str]) -> Result<(), Failure> {
+        for (k, _) in &self.options {
+            if !known.contains(&k.as_str())
+                && !["--addr", "--token", "--json"].contains(&k.as_str())
+            {
+                return Err(Failure::Usage(format!("unknown option {k}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+const SETTINGS_FLAGS: [&str; 10] = [
+    "--visibility-timeout",
+    "--max-deliveries",
+    "--retention",
+    "--max-message-bytes",
+    "--receive-wait",
+    "--dead-letter-on-expiration",
+    "--dead-letter-target",
+    "--max-messages",
+    "--max-bytes",
+    "--channel-capacity",
+];
+
+fn patch(a: &Args) -> Result<SettingsPatch, Failure> {
+    Ok(SettingsPatch {
+        visibility_timeout_ms: a.number("--visibility-timeout")?,
+        max_deliveries: a.number("--max-deliveries")?,
+        retention_ms: a.number("--retention")?,
+        max_message_bytes: a.number("--max-message-bytes")?,
+        receive_wait_default_ms: a.number("--receive-wait")?,
+        dead_letter_on_expiration: a
+            .value("--dead-letter-on-expiration")
+            .map(|v| match v {
+                "true" | "yes" | "1" => Ok(true),
+                "false" | "no" | "0" => Ok(false),
+                _ => Err(Failure::Usage(format!(
+                    "--dead-letter-on-expiration: {v:?} is not true or false"
+                ))),
+            })
+            .transpose()?,
+        dead_letter_target: a.value("--dead-letter-target").map(|v| {
+            if v == "none" {
+                None
+            } else {
+                Some(v.to_owned())
+            }
+        }),
+        max_messages: a.number("--max-messages")?,
+        max_bytes: a.number("--max-bytes")?,
+        channel_capacity_pct: a.number("--channel-capacity")?,
+    })
+}
+
+fn parse_receipt(s: &str) -> Result<Receipt, Failure> {
+    if s.len() != 32 {
+        return Err(Failure::Usage(format!(
+            "{s:?} is not a receipt (32 hex digits)"
+        )));
+    }
+    let mut r = [0u8; 16];
+    for (i, b) in r.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[i * 2..i * 2 + 2], 16)
+            .map_err(|_| Failure::Usage(format!("{s:?} is not a receipt (32 hex digits)")))?;
+    }
+    Ok(r)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            '\r' => o.push_str("\\r"),
+            '\t' => o.push_str("\\t"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+fn state_name(s: u8) -> &'static str {
+    match s {
+        1 => "visible",
+        2 => "in_flight",
+        3 => "delayed",
+        4 => "deferred",
+        5 => "dead_lettered",
+        _ => "unknown",
+    }
+}
+
+fn message_json(m: &Message) -> String {
+    let attrs: Vec<String> = m
+        .attributes
+        .iter()
+        .map(|(k, v)| format!("{}:{}", json_str(k), json_str(v)))
+        .collect();
+    let dl = m.dead_letter.as_ref().map_or("null".to_owned(), |d| {
+        let reason = ["", "max_deliveries", "expired", "consumer"].get(usize::from(d.reason)).copied().unwrap_or("unknown");
+        format!(
+            "{{\"source_queue\":{},\"at_ms\":{},\"reason\":{},\"consumer_reason\":{},\"description\":{}}}",
+            json_str(&d.source_queue),
+            d.at_ms,
+            json_str(reason),
+            json_str(&d.consumer_reason),
+            json_str(&d.description)
+        )
+    });
+    format!(
+        "{{\"id\":\"{:032x}\",\"seq\":{},\"payload\":{},\"payload_bytes\":{},\"attributes\":{{{}}},\"channel\":{},\"inserted_at_ms\":{},\"expires_at_ms\":{},\"next_visible_at_ms\":{},\"delivery_count\":{},\"state\":\"{}\",\"receipt\":{},\"dead_letter\":{}}}",
+        m.id,
+        m.seq,
+        json_str(&String::from_utf8_lossy(&m.payload)),
+        m.payload.len(),
+        attrs.join(","),
+        m.channel.as_deref().map_or("null".into(), json_str),
+        m.inserted_at_ms,
+        m.expires_at_ms,
+        m.next_visible_at_ms,
+        m.delivery_count,
+        state_name(m.state),
+        m.receipt.map_or("null".into(), |r| format!("\"{}\"", hex(&r))),
+        dl
+    )
+}
+
+fn print_messages(json: bool, ms: &[Message]) {
+    if json {
+        let items: Vec<String> = ms.iter().map(message_json).collect();
+        println!("[{}]", items.join(","));
+        return;
+    }
+    if ms.is_empty() {
+        println!("(no messages)");
+        return;
+    }
+    println!(
+        "{:>8}  {:<13}  {:>5}  {:<32}  {:<10}  payload",
+        "seq", "state", "count", "receipt", "channel"
+    );
+    for m in ms {
+        let text = String::from_utf8_lossy(&m.payload);
+        let shown: String = text
+            .chars()
+            .take(60)
+            .map(|c| if c.is_control() { '.' } else { c })
+            .collect();
+        println!(
+            "{:>8}  {:<13}  {:>5}  {:<32}  {:<10}  {}",
+            m.seq,
+            state_name(m.state),
+            m.delivery_count,
+            m.receipt.map_or("-".into(), |r| hex(&r)),
+            m.channel.as_deref().unwrap_or("-"),
+            shown
+        );
+    }
+}
+
+fn print_settings(json: bool, name: &str, s: &Settings) {
+    let rows: [(&str, String); 10] = [
+        ("visibility_timeout_ms", s.visibility_timeout_ms.to_string()),
+        ("max_deliveries", s.max_deliveries.to_string()),
+        ("retention_ms", s.retention_ms.to_string()),
+        ("max_message_bytes", s.max_message_bytes.to_string()),
+        (
+            "receive_wait_default_ms",
+            s.receive_wait_default_ms.to_string(),
+        ),
+        (
+            "dead_letter_on_expiration",
+            s.dead_letter_on_expiration.to_string(),
+        ),
+        (
+            "dead_letter_target",
+            s.dead_letter_target.clone().unwrap_or_default(),
+        ),
+        ("max_messages", s.max_messages.to_string()),
+        ("max_bytes", s.max_bytes.to_string()),
+        ("channel_capacity_pct", s.channel_capacity_pct.to_string()),
+    ];
+    if json {
+        let fields: Vec<String> = rows
+            .iter()
+            .map(|(k, v)| match *k {
+                "dead_letter_target" => format!(
+                    "\"{k}\":{}",
+                    s.dead_letter_target
+                        .as_deref()
+                        .map_or("null".into(), json_str)
+                ),
+                "dead_letter_on_expiration" => format!("\"{k}\":{v}"),
+                _ => format!("\"{k}\":{v}"),
+            })
+            .collect();
+        println!("{{\"name\":{},{}}}", json_str(name), fields.join(","));
+    } else {
+        println!("queue {name}");
+        for (k, v) in rows {
+            println!(
+                "  {k:<26} {}",
+                if v.is_empty() {
+                    "(built-in DLQ)".into()
+                } else {
+                    v
+                }
+            );
+        }
+    }
+}
+
+fn print_pairs(json: bool, pairs: &[(String, u64)]) {
+    if json {
+        let f: Vec<String> = pairs
+            .iter()
+            .map(|(k, v)| format!("{}:{v}", json_str(k)))
+            .collect();
+        println!("{{{}}}", f.join(","));
+    } else {
+        for (k, v) in pairs {
+            println!("{k:<22} {v}");
+        }
+    }
+}
+
+/// Prints per-entry results; returns whether all succeeded.
+fn print_entries<T>(
+    json: bool,
+    label: &str,
+    entries: &[Result<T, ClientError>],
+    show: impl Fn(&T) -> String,
+) -> bool {
+    let mut ok = true;
+    let mut items = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        match e {
+            Ok(v) => {
+                if json {
+                    items.push(format!("{{\"ok\":true,{}}}", show(v)));
+                } else {
+                    println!("{label} {i}: ok {}", show(v).replace('"', ""));
+                }
+            }
+            Err(err) => {
+                ok = false;
+                let code = err.code().map_or("error".into(), |c| c.as_str().to_owned());
+                if json {
+                    items.push(format!(
+                        "{{\"ok\":false,\"error\":{},\"message\":{}}}",
+                        json_str(&code),
+                        json_str(&err.to_string())
+                    ));
+                } else {
+                    println!("{label} {i}: {err}");
+                }
+            }
+        }
+    }
+    if json {
+        println!("[{}]", items.join(","));
+    }
+    ok
+}
+
+fn connect(a: &Args) -> Result<Client, Failure> {
+    let addr = a
+        .value("--addr")
+        .map(str::to_owned)
+        .or_else(|| std::env::var("FILA_ADDR").ok())
+        .unwrap_or_else(|| "127.0.0.1:7700".into());
+    let mut options = ClientOptions::new(addr);
+    if let Some(t) = a
+        .value("--token")
+        .map(str::to_owned)
+        .or_else(|| std::env::var("FILA_TOKEN").ok())
+    {
+        options = options.token(t);
+    }
+    Ok(Client::connect(options)?)
+}
+
+fn qref(name: &str, dlq: bool) -> QueueRef {
+    QueueRef {
+        name: name.into(),
+        dlq,
+    }
+}
+
+fn run(a: Args) -> Out {
+    let json = a.flag("--json");
+    let cmd = a.pos(0, "a command (see fila --help)")?.to_owned();
+    match cmd.as_str() {
+        "queue" => {
+            let sub = a.pos(1, "a queue subcommand")?.to_owned();
+            match sub.as_str() {
+                "create" | "update" => {
+                    a.check_known(&SETTINGS_FLAGS)?;
+                    let name = a.pos(2, "a queue name")?;
+                    let p = patch(&a)?;
+                    let mut c = connect(&a)?;
+                    if sub == "create" {
+                        let created = c.create_queue(name, p)?;
+                        if json {
+                            println!("{{\"name\":{},\"created\":{created}}}", json_str(name));
+                        } else if created {
+                            println!("created queue {name}");
+                        } else {
+                            println!("queue {name} exists with these settings");
+                        }
+                    } else {
+                        let s = c.update_queue(name, p)?;
+                        print_settings(json, name, &s);
+                    }
+                }
+                "get" => {
+                    a.check_known(&[])?;
+                    let name = a.pos(2, "a queue name")?;
+                    let s = connect(&a)?.get_queue(name)?;
+                    print_settings(json, name, &s);
+                }
+                "list" => {
+                    a.check_known(&[])?;
+                    let prefix = a.positional.get(2).map_or("", String::as_str);
+                    let names = connect(&a)?.list_queues(prefix)?;
+                    if json {
+                        let n: Vec<String> = names.iter().map(|n| json_str(n)).collect();
+                        println!("[{}]", n.join(","));
+                    } else if names.is_empty() {
+                        println!("(no queues)");
+                    } else {
+                        for n in names {
+                            println!("{n}");
+                        }
+                    }
+                }
+                "stats" => {
+                    a.check_known(&[])?;
+                    let name = a.pos(2, "a queue name")?;
+                    let s = connect(&a)?.stats(name)?;
+                    print_pairs(
+                        json,
+                        &[
+                            ("visible".into(), s.visible),
+                            ("in_flight".into(), s.in_flight),
+                            ("delayed".into(), s.delayed),
+                            ("deferred".into(), s.deferred),
+                            ("dead_lettered".into(), s.dead_lettered),
+                            ("bytes".into(), s.bytes),
+                            ("oldest_age_ms".into(), s.oldest_age_ms),
+                            ("puts".into(), s.puts),
+                            ("deliveries".into(), s.deliveries),
+                            ("deletes".into(), s.deletes),
+                            ("expiries".into(), s.expiries),
+                            ("dead_letterings".into(), s.dead_letterings),
+                            ("redriven".into(), s.redriven),
+                        ],
+                    );
+                }
+                "purge" => {
+                    a.check_known(&["--dlq"])?;
+                    let name = a.pos(2, "a queue name")?;
+                    connect(&a)?.purge(name, a.flag("--dlq"))?;
+                    if !json {
+                        println!(
+                            "purged {name}{}",
+                            if a.flag("--dlq") { " (DLQ)" } else { "" }
+                        );
+                    }
+                }
+                "delete" => {
+                    a.check_known(&[])?;
+                    let name = a.pos(2, "a queue name")?;
+                    connect(&a)?.delete_queue(name)?;
+                    if !json {
+                        println!("deleted queue {name}");
+                    }
+                }
+                other => {
+                    return Err(Failure::Usage(format!(
+                        "unknown queue subcommand {other:?}"
+                    )))
+                }
+            }
+            Ok(true)
+        }
+        "put" => {
+            a.check_known(&["--file", "--channel", "--delay", "--at", "--ttl", "--attr"])?;
+            let queue = a.pos(1, "a queue name")?.to_owned();
+            let mut payloads: Vec<Bytes> = a.positional[2..]
+                .iter()
+                .map(|m| Bytes::from(m.clone().into_bytes()))
+                .collect();
+            if let Some(path) = a.value("--file") {
+                let data = std::fs::read(path)
+                    .map_err(|e| Failure::Usage(format!("cannot read {path}: {e}")))?;
+                payloads.push(Bytes::from(data));
+            }
+            if payloads.is_empty() {
+                let mut text = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut text)
+                    .map_err(|e| Failure::Usage(format!("cannot read stdin: {e}")))?;
+                payloads = text
+                    .lines()
+                    .filter(|l| !l.is_empty())
+                    .map(|l| Bytes::from(l.to_owned()))
+                    .collect();
+            }
+            let availability = match (a.number::<u64>("--delay")?, a.number::<u64>("--at")?) {
+                (Some(_), Some(_)) => {
+                    return Err(Failure::Usage("give --delay or --at, not both".into()))
+                }
+                (Some(d), None) => Availability::DelayMs(d),
+                (None, Some(t)) => Availability::At(t),
+                (None, None) => Availability::Now,
+            };
+            let mut attributes = Vec::new();
+            for kv in a.values("--attr") {
+                let (k, v) = kv
+                    .split_once('=')
+                    .ok_or_else(|| Failure::Usage(format!("--attr {kv:?} is not KEY=VALUE")))?;
+                attributes.push((k.to_owned(), v.to_owned()));
+            }
+            let ttl_ms = a.number("--ttl")?;
+            let entries: Vec<PutEntry> = payloads
+                .into_iter()
+                .map(|payload| PutEntry {
+                    payload,
+                    attributes: attributes.clone(),
+                    channel: a.value("--channel").map(str::to_owned),
+                    availability,
+                    ttl_ms,
+                })
+                .collect();
+            let results = connect(&a)?.put_many(&queue, entries)?;
+            Ok(print_entries(json, "message", &results, |ack| {
+                format!("\"id\":\"{:032x}\",\"seq\":{}", ack.id, ack.seq)
+            }))
+        }
+        "receive" => {
+            a.check_known(&["--max", "--visibility", "--wait", "--channel", "--dlq"])?;
+            let queue = a.pos(1, "a queue name")?;
+            let ms = connect(&a)?.receive_with(Receive {
+                queue: qref(queue, a.flag("--dlq")),
+                max_messages: a.number("--max")?.unwrap_or(1),
+                visibility_ms: a.number("--visibility")?,
+                wait_ms: Some(a.number("--wait")?.unwrap_or(0)),
+                channel: a.value("--channel").map(str::to_owned),
+            })?;
+            print_messages(json, &ms);
+            Ok(true)
+        }
+        "delete" => {
+            a.check_known(&["--dlq"])?;
+            let queue = a.pos(1, "a queue name")?;
+            let receipts = a.positional[2..]
+                .iter()
+                .map(|r| parse_receipt(r))
+                .collect::<Result<Vec<_>, _>>()?;
+            if receipts.is_empty() {
+                return Err(Failure::Usage("missing receipts".into()));
+            }
+            let results = connect(&a)?.delete_from(qref(queue, a.flag("--dlq")), &receipts)?;
+            Ok(print_entries(json, "receipt", &results, |_| {
+                "\"deleted\":true".into()
+            }))
+        }
+        "visibility" => {
+            a.check_known(&["--dlq"])?;
+            let queue = a.pos(1, "a queue name")?;
+            let receipt = parse_receipt(a.pos(2, "a receipt")?)?;
+            let ms: u64 = a
+                .pos(3, "a timeout in ms")?
+                .parse()
+                .map_err(|_| Failure::Usage("the timeout is a number of ms".into()))?;
+            let results =
+                connect(&a)?.update_visibility(qref(queue, a.flag("--dlq")), &[(receipt, ms)])?;
+            Ok(print_entries(json, "receipt", &results, |t| {
+                format!("\"next_visible_at_ms\":{t}")
+            }))
+        }
+        "defer" => {
+            a.check_known(&[])?;
+            let queue = a.pos(1, "a queue name")?;
+            let receipt = parse_receipt(a.pos(2, "a receipt")?)?;
+            connect(&a)?.defer(queue, receipt)?;
+            if !json {
+                println!("deferred");
+            }
+            Ok(true)
+        }
+        "receive-deferred" => {
+            a.check_known(&["--visibility"])?;
+            let queue = a.pos(1, "a queue name")?;
+            let seqs = a.positional[2..]
+                .iter()
+                .map(|s| {
+                    s.parse::<u64>()
+                        .map_err(|_| Failure::Usage(format!("{s:?} is not a sequence number")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let results = connect(&a)?.receive_deferred(queue, &seqs, a.number("--visibility")?)?;
+            let ok = results.iter().all(|r| r.is_ok());
+            let got: Vec<Message> = results
+                .iter()
+                .filter_map(|r| r.as_ref().ok().cloned())
+                .collect();
+            print_messages(json, &got);
+            for (seq, r) in seqs.iter().zip(&results) {
+                if let Err(e) = r {
+                    eprintln!("fila: sequence number {seq}: {e}");
+                }
+            }
+            Ok(ok)
+        }
+        "peek" => {
+            a.check_known(&["--from", "--max", "--dlq"])?;
+            let queue = a.pos(1, "a queue name")?;
+            let ms = connect(&a)?.peek(
+                qref(queue, a.flag("--dlq")),
+                a.number("--from")?.unwrap_or(0),
+                a.number("--max")?.unwrap_or(20),
+            )?;
+            print_messages(json, &ms);
+            Ok(true)
+        }
+        "dead-letter" => {
+            a.check_known(&["--reason", "--description"])?;
+            let queue = a.pos(1, "a queue name")?;
+            let receipt = parse_receipt(a.pos(2, "a receipt")?)?;
+            connect(&a)?.dead_letter(
+                queue,
+                receipt,
+                a.value("--reason").unwrap_or("cli"),
+                a.value("--description").unwrap_or(""),
+            )?;
+            if !json {
+                println!("dead-lettered");
+            }
+            Ok(true)
+        }
+        "redrive" => {
+            a.check_known(&["--max", "--rate"])?;
+            let queue = a.pos(1, "a queue name")?;
+            let (moved, scheduled) =
+                connect(&a)?.redrive(queue, a.number("--max")?, a.number("--rate")?)?;
+            if json {
+                println!("{{\"moved\":{moved},\"scheduled\":{scheduled}}}");
+            } else {
+                println!("moved {moved}, {scheduled} more scheduled");
+            }
+            Ok(true)
+        }
+        "cancel" => {
+            a.check_known(&[])?;
+            let queue = a.pos(1, "a queue name")?;
+            let seq: u64 = a
+                .pos(2, "a sequence number")?
+                .parse()
+                .map_err(|_| Failure::Usage("not a sequence number".into()))?;
+            connect(&a)?.cancel_scheduled(queue, seq)?;
+            if !json {
+                println!("cancelled {seq}");
+            }
+            Ok(true)
+        }
+        "server-stats" => {
+            a.check_known(&[])?;
+            let pairs = connect(&a)?.server_stats()?;
+            print_pairs(json, &pairs);
+            Ok(true)
+        }
+        other => Err(Failure::Usage(format!(
+            "unknown command {other:?} (see fila --help)"
+        ))),
+    }
+}
+
+fn main() -> ExitCode {
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    if raw.is_empty()
+        || raw
+            .iter()
+            .any(|a| a == "--help" || a == "-h" || a == "help")
+    {
+        print!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let result = Args::parse(raw).and_then(run);
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(Failure::Refused(m)) => {
+            eprintln!("fila: {m}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Usage(m)) => {
+            eprintln!("fila: {m}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Unreachable(m)) => {
+            eprintln!("fila: {m}");
+            ExitCode::from(3)
+        }
+    }
+}

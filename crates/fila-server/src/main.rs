@@ -26,6 +26,7 @@ fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let mut signals = match Signals::new([SIGINT, SIGTERM]) {
         Ok(s) => s,
