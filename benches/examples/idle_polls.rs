@@ -17,8 +17,14 @@ use bytes::BytesMut;
 use fila_proto::{QueueRef, Receive, Request, Response, SettingsPatch};
 
 fn ticks(pid: &str) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the server's /proc entry");
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+    let stat =
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the server's /proc entry");
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
     // utime and stime are fields 14 and 15 of stat; 12 and 13 after the name.
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
@@ -51,17 +57,29 @@ fn call(s: &mut TcpStream, req: Request) -> Response {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let addr = args.first().map_or("127.0.0.1:7700", String::as_str).to_owned();
+    let addr = args
+        .first()
+        .map_or("127.0.0.1:7700", String::as_str)
+        .to_owned();
     let pid = args.get(1).expect("the server's pid").clone();
     let n: usize = args.get(2).map_or(10_000, |v| v.parse().unwrap());
     let quiet_secs: u64 = args.get(3).map_or(20, |v| v.parse().unwrap());
 
     let mut admin = TcpStream::connect(&addr).unwrap();
-    let _ = call(&mut admin, Request::CreateQueue { name: "idle".into(), settings: SettingsPatch::default() });
+    let _ = call(
+        &mut admin,
+        Request::CreateQueue {
+            name: "idle".into(),
+            settings: SettingsPatch::default(),
+        },
+    );
     let rss_before = rss_kib(&pid);
     let mut poll = BytesMut::new();
     Request::Receive(Receive {
-        queue: QueueRef { name: "idle".into(), dlq: false },
+        queue: QueueRef {
+            name: "idle".into(),
+            dlq: false,
+        },
         max_messages: 10,
         visibility_ms: None,
         wait_ms: Some(30_000),
@@ -77,7 +95,10 @@ fn main() {
     // Let every receive park.
     std::thread::sleep(Duration::from_secs(2));
     let parked = match call(&mut admin, Request::ServerStats) {
-        Response::ServerStats(v) => v.into_iter().find(|(k, _)| k == "receives_parked").map_or(0, |(_, v)| v),
+        Response::ServerStats(v) => v
+            .into_iter()
+            .find(|(k, _)| k == "receives_parked")
+            .map_or(0, |(_, v)| v),
         other => panic!("{other:?}"),
     };
     let hz = 100.0; // USER_HZ on Linux
@@ -88,6 +109,10 @@ fn main() {
     let rss = rss_kib(&pid);
     println!("connections {n}, receives parked {parked}");
     println!("server CPU over {quiet_secs} s: {cpu:.2} % of one core");
-    println!("server RSS: {:.1} MiB ({:.1} MiB before the connections)", rss as f64 / 1024.0, rss_before as f64 / 1024.0);
+    println!(
+        "server RSS: {:.1} MiB ({:.1} MiB before the connections)",
+        rss as f64 / 1024.0,
+        rss_before as f64 / 1024.0
+    );
     drop(conns);
 }

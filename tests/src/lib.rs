@@ -49,6 +49,19 @@ impl TestServer {
         Client::connect(ClientOptions::new(self.addr.to_string()).token(token))
     }
 
+    /// Waits (at most 10 s) until `n` receives are parked on the server.
+    pub fn wait_parked(&self, n: u64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let metrics = self.server().metrics();
+        while metrics.parked.load(std::sync::atomic::Ordering::Acquire) < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "receives never parked"
+            );
+            std::thread::yield_now();
+        }
+    }
+
     /// The server itself.
     pub fn server(&self) -> &Server {
         self.server.as_ref().expect("running")

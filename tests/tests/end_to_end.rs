@@ -298,21 +298,7 @@ fn a_stop_answers_parked_receives_and_closes() {
         }))
         .unwrap();
     c.flush().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while s.server().engine().stats("q").is_err() || {
-        let mut probe = s.client();
-        probe
-            .server_stats()
-            .unwrap()
-            .iter()
-            .find(|(k, _)| k == "receives_parked")
-            .unwrap()
-            .1
-            == 0
-    } {
-        assert!(Instant::now() < deadline);
-        std::thread::yield_now();
-    }
+    s.wait_parked(1);
     let started = Instant::now();
     s.stop();
     assert_eq!(
@@ -345,4 +331,76 @@ fn a_frame_written_by_hand_matches_docs_protocol_md() {
         [0, 0, 0, 14, 1, 0x13, 0, 1, 0, 0, 0, 0, 0, 0, 0, 77, 0, 0]
     );
     let _ = BytesMut::new();
+}
+
+#[test]
+fn a_broken_connection_fails_what_was_in_flight_and_the_next_call_reconnects_without_resending() {
+    let first = TestServer::start();
+    let addr = first.addr;
+    let mut c = first.client();
+    c.create_queue("q", SettingsPatch::default()).unwrap();
+    let poll = c
+        .send(&Request::Receive(Receive {
+            queue: q("q"),
+            max_messages: 1,
+            visibility_ms: None,
+            wait_ms: Some(20_000),
+            channel: None,
+        }))
+        .unwrap();
+    c.flush().unwrap();
+    first.wait_parked(1);
+    first.stop();
+    // The parked receive was answered (empty) by the graceful stop, then the
+    // connection closed; the next request on it fails and is not resent.
+    assert_eq!(
+        c.wait(poll, Duration::ZERO).unwrap(),
+        Response::Messages(vec![])
+    );
+    let lost = c.put_one("q", "x").unwrap_err();
+    assert!(
+        matches!(
+            lost,
+            ClientError::ConnectionLost(_) | ClientError::Connect { .. }
+        ),
+        "{lost}"
+    );
+    // A new server on the same address: the client reconnects by itself.
+    let second = TestServer::with(|cfg| cfg.listen = addr);
+    assert_eq!(
+        c.list_queues("").unwrap(),
+        Vec::<String>::new(),
+        "a fresh server, nothing replayed"
+    );
+    second.stop();
+}
+
+#[test]
+fn idle_connections_are_closed_after_the_idle_timeout_but_parked_receives_are_not_idle() {
+    use std::io::Read;
+    let s = TestServer::with(|c| c.idle_timeout_secs = 1);
+    let mut c = s.client();
+    c.create_queue("q", SettingsPatch::default()).unwrap();
+    let mut idle = std::net::TcpStream::connect(s.addr).unwrap();
+    let poll = c
+        .send(&Request::Receive(Receive {
+            queue: q("q"),
+            max_messages: 1,
+            visibility_ms: None,
+            wait_ms: Some(3_000),
+            channel: None,
+        }))
+        .unwrap();
+    c.flush().unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let started = Instant::now();
+    let mut b = [0u8; 1];
+    assert_eq!(idle.read(&mut b).unwrap_or(0), 0, "closed by the server");
+    assert!(started.elapsed() < Duration::from_secs(9));
+    // The polling connection outlived the idle timeout and got its answer.
+    assert_eq!(
+        c.wait(poll, Duration::from_secs(5)).unwrap(),
+        Response::Messages(vec![])
+    );
 }

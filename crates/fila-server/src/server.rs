@@ -208,6 +208,11 @@ impl Server {
         self.metrics.as_ref().map(|m| m.addr())
     }
 
+    /// The metrics, for in-process inspection.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.shared.metrics
+    }
+
     /// The engine, for in-process inspection.
     pub fn engine(&self) -> &Arc<Engine> {
         &self.shared.engine
