@@ -155,6 +155,31 @@ fn batch_len(field: &'static str, len: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// Runs a batch operation on the entries whose receipts parsed; an entry
+/// whose receipt did not parse fails alone, in its place.
+fn parsed_entries<T: Copy, U>(
+    parsed: Vec<Result<T, Error>>,
+    op: impl FnOnce(&[T]) -> Result<Vec<Result<U, Error>>, Error>,
+) -> Result<Vec<Result<U, Error>>, Error> {
+    let good: Vec<T> = parsed
+        .iter()
+        .filter_map(|p| p.as_ref().ok().copied())
+        .collect();
+    let mut done = if good.is_empty() {
+        Vec::new()
+    } else {
+        op(&good)?
+    }
+    .into_iter();
+    Ok(parsed
+        .into_iter()
+        .map(|p| match p {
+            Ok(_) => done.next().expect("one answer per good entry"),
+            Err(e) => Err(e),
+        })
+        .collect())
+}
+
 fn receipt(r: &proto::Receipt) -> Result<Receipt, Error> {
     Receipt::from_bytes(r)
 }
@@ -286,7 +311,6 @@ pub(crate) fn handle(
             if let Err(e) = batch_len("entries", changes.len()) {
                 return Outcome::Answer(Response::Error(wire_error(&e)));
             }
-            // Receipts that do not parse fail alone; the others go through.
             let parsed: Vec<Result<VisibilityChange, Error>> = changes
                 .iter()
                 .map(|(r, t)| {
@@ -296,52 +320,22 @@ pub(crate) fn handle(
                     })
                 })
                 .collect();
-            let good: Vec<VisibilityChange> = parsed
-                .iter()
-                .filter_map(|p| p.as_ref().ok().copied())
-                .collect();
-            let done = if good.is_empty() {
-                Ok(Vec::new())
-            } else {
-                engine.update_visibility(address(&queue), &good)
-            };
-            answer(done, |done| {
-                let mut done = done.into_iter();
-                let merged = parsed
-                    .into_iter()
-                    .map(|p| match p {
-                        Ok(_) => done.next().expect("one answer per good entry"),
-                        Err(e) => Err(e),
-                    })
-                    .collect();
-                Response::Visibility(entries(merged, |t| t))
-            })
+            answer(
+                parsed_entries(parsed, |good| {
+                    engine.update_visibility(address(&queue), good)
+                }),
+                |done| Response::Visibility(entries(done, |t| t)),
+            )
         }
         Request::Delete { queue, receipts } => {
             if let Err(e) = batch_len("receipts", receipts.len()) {
                 return Outcome::Answer(Response::Error(wire_error(&e)));
             }
             let parsed: Vec<Result<Receipt, Error>> = receipts.iter().map(receipt).collect();
-            let good: Vec<Receipt> = parsed
-                .iter()
-                .filter_map(|p| p.as_ref().ok().copied())
-                .collect();
-            let done = if good.is_empty() {
-                Ok(Vec::new())
-            } else {
-                engine.delete(address(&queue), &good)
-            };
-            answer(done, |done| {
-                let mut done = done.into_iter();
-                let merged = parsed
-                    .into_iter()
-                    .map(|p| match p {
-                        Ok(_) => done.next().expect("one answer per good entry"),
-                        Err(e) => Err(e),
-                    })
-                    .collect();
-                Response::Deleted(entries(merged, |()| ()))
-            })
+            answer(
+                parsed_entries(parsed, |good| engine.delete(address(&queue), good)),
+                |done| Response::Deleted(entries(done, |()| ())),
+            )
         }
         Request::Defer { queue, receipt: r } => match receipt(&r) {
             Ok(r) => answer(engine.defer(&queue, &r), |_| Response::Ok),
