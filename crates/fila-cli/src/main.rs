@@ -392,7 +392,12 @@ fn print_entries<T>(
                 if json {
                     items.push(format!("{{\"ok\":true,{}}}", show(v)));
                 } else {
-                    println!("{label} {i}: ok {}", show(v).replace('"', ""));
+                    // `show` gives JSON pairs; people see `key value`.
+                    let fields = show(v)
+                        .replace('"', "")
+                        .replace(':', " ")
+                        .replace(',', ", ");
+                    println!("{label} {i}: ok, {fields}");
                 }
             }
             Err(err) => {
