@@ -584,22 +584,27 @@ impl Client {
         })
     }
 
-    /// Takes deferred messages by sequence number.
+    /// Takes deferred messages by sequence number (any number, 20 per
+    /// request).
     pub fn receive_deferred(
         &mut self,
         queue: &str,
         seqs: &[u64],
         visibility_ms: Option<u64>,
     ) -> Result<Vec<EntryResult<Message>>> {
-        let r = self.call(Request::ReceiveDeferred {
-            queue: queue.into(),
-            seqs: seqs.to_vec(),
-            visibility_ms,
-        })?;
-        expect(Opcode::ReceiveDeferred, r, |r| match r {
-            Response::Deferred(v) => Ok(entries(v)),
-            other => Err(other),
-        })
+        let mut out = Vec::new();
+        for chunk in seqs.chunks(20) {
+            let r = self.call(Request::ReceiveDeferred {
+                queue: queue.into(),
+                seqs: chunk.to_vec(),
+                visibility_ms,
+            })?;
+            out.extend(expect(Opcode::ReceiveDeferred, r, |r| match r {
+                Response::Deferred(v) => Ok(entries(v)),
+                other => Err(other),
+            })?);
+        }
+        Ok(out)
     }
 
     /// Dead-letters a leased message.
