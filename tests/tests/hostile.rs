@@ -10,7 +10,8 @@ use fila_client::{ErrorCode, QueueRef, Request, Response, SettingsPatch};
 use fila_proto::{split_frame, FRAME_LEN_LIMIT};
 use fila_tests::TestServer;
 
-/// Reads one answer frame from a raw socket (bounded by a timeout).
+/// Reads one answer frame from a raw socket (bounded by a timeout); for a
+/// socket that is sent one request at a time.
 fn read_answer(raw: &mut TcpStream) -> Option<(u64, Response)> {
     raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut buf = BytesMut::new();
@@ -238,4 +239,57 @@ fn a_client_that_never_reads_is_throttled_and_others_are_served() {
     assert!(c.stats("big").is_ok());
     drop(greedy);
     assert!(c.list_queues("").is_ok());
+}
+
+#[test]
+fn a_throttled_client_that_reads_late_gets_every_answer() {
+    let s = TestServer::with(|c| c.max_output_bytes = 64 << 10);
+    let mut c = s.client();
+    c.create_queue("q", SettingsPatch::default()).unwrap();
+    let payload = bytes::Bytes::from(vec![1u8; 10 << 10]);
+    c.put(
+        "q",
+        (0..20)
+            .map(|_| fila_client::PutEntry {
+                payload: payload.clone(),
+                ..Default::default()
+            })
+            .collect(),
+    )
+    .unwrap();
+    // 50 peeks of ~200 KiB each, sent at once, read only afterwards.
+    let mut raw = TcpStream::connect(s.addr).unwrap();
+    let mut frames = BytesMut::new();
+    for id in 1..=50u64 {
+        Request::Peek {
+            queue: QueueRef {
+                name: "q".into(),
+                dlq: false,
+            },
+            from_seq: 0,
+            max_messages: 20,
+        }
+        .encode(id, &mut frames);
+    }
+    raw.write_all(&frames).unwrap();
+    let mut seen = Vec::new();
+    let mut buf = BytesMut::new();
+    let mut chunk = vec![0u8; 64 << 10];
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for _ in 0..50 {
+        let (id, r) = loop {
+            if let Some((h, body)) = split_frame(&mut buf, FRAME_LEN_LIMIT).unwrap() {
+                break (h.request_id, Response::decode(&h, body).unwrap());
+            }
+            let n = raw.read(&mut chunk).expect("every answer arrives");
+            assert!(n > 0, "the server closed the connection");
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        match r {
+            Response::Messages(ms) => assert_eq!(ms.len(), 20),
+            other => panic!("{other:?}"),
+        }
+        seen.push(id);
+    }
+    assert_eq!(seen, (1..=50).collect::<Vec<u64>>());
 }

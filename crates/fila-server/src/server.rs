@@ -665,26 +665,26 @@ impl Loop {
     /// some is left; resumes reading a throttled connection once drained.
     fn flush(&mut self, slot: usize) {
         let max_output = self.shared.config.max_output_bytes;
+        loop {
+            if !self.write_out(slot) {
+                return;
+            }
+            let Some(conn) = self.conns[slot].as_mut() else {
+                return;
+            };
+            // Edge-triggered: a throttled connection's pending bytes raise no
+            // new event, so resume reading here once the output has room
+            // again, and write what that produced.
+            if conn.read_paused && conn.output.len() < max_output / 2 && !conn.closing {
+                conn.read_paused = false;
+                self.read(slot);
+                continue;
+            }
+            break;
+        }
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
-        while !conn.output.is_empty() {
-            match conn.stream.write(&conn.output) {
-                Ok(0) => {
-                    self.close(slot, "write returned 0");
-                    return;
-                }
-                Ok(n) => {
-                    let _ = conn.output.split_to(n);
-                }
-                Err(e) if would_block(&e) => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.close(slot, &format!("write error: {e}"));
-                    return;
-                }
-            }
-        }
         if conn.output.is_empty() && conn.closing {
             self.close(slot, "closed after a broken frame");
             return;
@@ -702,12 +702,32 @@ impl Loop {
                 .reregister(&mut conn.stream, Token(slot), interest);
             conn.writable_interest = want_write;
         }
-        // Edge-triggered: a throttled connection's pending bytes raise no new
-        // event, so resume reading here once the output has room again.
-        if conn.read_paused && conn.output.len() < max_output / 2 && !conn.closing {
-            conn.read_paused = false;
-            self.read(slot);
+    }
+
+    /// Writes until the output is empty or `WouldBlock`; `false` when the
+    /// connection failed and was closed.
+    fn write_out(&mut self, slot: usize) -> bool {
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return false;
+        };
+        while !conn.output.is_empty() {
+            match conn.stream.write(&conn.output) {
+                Ok(0) => {
+                    self.close(slot, "write returned 0");
+                    return false;
+                }
+                Ok(n) => {
+                    let _ = conn.output.split_to(n);
+                }
+                Err(e) if would_block(&e) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.close(slot, &format!("write error: {e}"));
+                    return false;
+                }
+            }
         }
+        true
     }
 
     fn close_idle(&mut self) {
