@@ -1,0 +1,104 @@
+//! Messages through a running server over loopback: P producer threads put
+//! batches of 20 (100-byte payloads, K requests pipelined), C consumer
+//! threads receive 20 and delete them, for S seconds; prints messages/s
+//! through the whole cycle. A rough figure until the load generator exists.
+//!
+//! ```sh
+//! target/release/fila-server --metrics-listen off --listen 127.0.0.1:7790 & SERVER=$!
+//! target/release/examples/loopback 127.0.0.1:7790 2 2 8 10
+//! kill $SERVER
+//! ```
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use fila_client::{Client, ClientOptions, PutEntry, Request, Response, SettingsPatch};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let addr = args
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "127.0.0.1:7700".into());
+    let producers: usize = args.get(1).map_or(2, |v| v.parse().unwrap());
+    let consumers: usize = args.get(2).map_or(2, |v| v.parse().unwrap());
+    let depth: usize = args.get(3).map_or(8, |v| v.parse().unwrap());
+    let secs: u64 = args.get(4).map_or(10, |v| v.parse().unwrap());
+    let mut admin = Client::connect(ClientOptions::new(addr.clone())).unwrap();
+    let _ = admin.delete_queue("loopback");
+    admin
+        .create_queue(
+            "loopback",
+            SettingsPatch {
+                max_messages: Some(1 << 32),
+                max_bytes: Some(64 << 30),
+                ..SettingsPatch::default()
+            },
+        )
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let put = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicU64::new(0));
+    let mut threads = Vec::new();
+    for _ in 0..producers {
+        let (addr, stop, put) = (addr.clone(), stop.clone(), put.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut c = Client::connect(ClientOptions::new(addr)).unwrap();
+            let payload = Bytes::from(vec![0x42u8; 100]);
+            let req = Request::Put {
+                queue: "loopback".into(),
+                messages: (0..20)
+                    .map(|_| PutEntry {
+                        payload: payload.clone(),
+                        ..PutEntry::default()
+                    })
+                    .collect(),
+            };
+            while !stop.load(Ordering::Relaxed) {
+                let ids: Vec<u64> = (0..depth).map(|_| c.send(&req).unwrap()).collect();
+                for id in ids {
+                    match c.wait(id, Duration::ZERO).unwrap() {
+                        Response::Put(v) => put.fetch_add(v.len() as u64, Ordering::Relaxed),
+                        other => panic!("{other:?}"),
+                    };
+                }
+            }
+        }));
+    }
+    for _ in 0..consumers {
+        let (addr, stop, done) = (addr.clone(), stop.clone(), done.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut c = Client::connect(ClientOptions::new(addr)).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                let got = c.receive("loopback", 20, Some(100)).unwrap();
+                if got.is_empty() {
+                    continue;
+                }
+                let receipts: Vec<_> = got.iter().map(|m| m.receipt.unwrap()).collect();
+                let n = c
+                    .delete("loopback", &receipts)
+                    .unwrap()
+                    .iter()
+                    .filter(|r| r.is_ok())
+                    .count();
+                done.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }));
+    }
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_secs(secs));
+    stop.store(true, Ordering::Relaxed);
+    let elapsed = start.elapsed().as_secs_f64();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let put = put.load(Ordering::Relaxed) as f64;
+    let done = done.load(Ordering::Relaxed) as f64;
+    println!(
+        "{producers} producers (depth {depth}), {consumers} consumers, {secs} s: put {:.0}/s, received+deleted {:.0}/s",
+        put / elapsed,
+        done / elapsed
+    );
+}
