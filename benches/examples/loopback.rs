@@ -1,6 +1,7 @@
 //! Messages through a running server over loopback: P producer threads put
 //! batches of 20 (100-byte payloads, K requests pipelined), C consumer
-//! threads receive 20 and delete them, for S seconds; prints messages/s
+//! threads receive 20 and delete them (the delete of one batch pipelined
+//! with the receive of the next), for S seconds; prints messages/s
 //! through the whole cycle. A rough figure until the load generator exists.
 //!
 //! ```sh
@@ -71,19 +72,48 @@ fn main() {
         let (addr, stop, done) = (addr.clone(), stop.clone(), done.clone());
         threads.push(std::thread::spawn(move || {
             let mut c = Client::connect(ClientOptions::new(addr)).unwrap();
+            let queue = fila_client::QueueRef {
+                name: "loopback".into(),
+                dlq: false,
+            };
+            let mut previous: Vec<fila_client::Receipt> = Vec::new();
             while !stop.load(Ordering::Relaxed) {
-                let got = c.receive("loopback", 20, Some(100)).unwrap();
-                if got.is_empty() {
-                    continue;
+                // Delete the last batch and receive the next in one round trip.
+                let delete = if previous.is_empty() {
+                    None
+                } else {
+                    Some(
+                        c.send(&Request::Delete {
+                            queue: queue.clone(),
+                            receipts: std::mem::take(&mut previous),
+                        })
+                        .unwrap(),
+                    )
+                };
+                let receive = c
+                    .send(&Request::Receive(fila_client::Receive {
+                        queue: queue.clone(),
+                        max_messages: 20,
+                        visibility_ms: None,
+                        wait_ms: Some(100),
+                        channel: None,
+                    }))
+                    .unwrap();
+                if let Some(id) = delete {
+                    match c.wait(id, Duration::ZERO).unwrap() {
+                        Response::Deleted(v) => done.fetch_add(
+                            v.iter().filter(|r| r.is_ok()).count() as u64,
+                            Ordering::Relaxed,
+                        ),
+                        other => panic!("{other:?}"),
+                    };
                 }
-                let receipts: Vec<_> = got.iter().map(|m| m.receipt.unwrap()).collect();
-                let n = c
-                    .delete("loopback", &receipts)
-                    .unwrap()
-                    .iter()
-                    .filter(|r| r.is_ok())
-                    .count();
-                done.fetch_add(n as u64, Ordering::Relaxed);
+                match c.wait(receive, Duration::from_secs(1)).unwrap() {
+                    Response::Messages(ms) => {
+                        previous = ms.iter().map(|m| m.receipt.unwrap()).collect()
+                    }
+                    other => panic!("{other:?}"),
+                }
             }
         }));
     }
