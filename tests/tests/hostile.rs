@@ -293,3 +293,27 @@ fn a_throttled_client_that_reads_late_gets_every_answer() {
     }
     assert_eq!(seen, (1..=50).collect::<Vec<u64>>());
 }
+
+#[test]
+fn a_client_that_half_closes_after_its_requests_still_gets_the_answers() {
+    let s = TestServer::start();
+    let mut raw = TcpStream::connect(s.addr).unwrap();
+    let mut frames = BytesMut::new();
+    for id in 1..=3u64 {
+        Request::ListQueues {
+            prefix: String::new(),
+        }
+        .encode(id, &mut frames);
+    }
+    raw.write_all(&frames).unwrap();
+    raw.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut all = Vec::new();
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    raw.read_to_end(&mut all).unwrap();
+    let mut buf = BytesMut::from(&all[..]);
+    let mut ids = Vec::new();
+    while let Some((h, _)) = split_frame(&mut buf, FRAME_LEN_LIMIT).unwrap() {
+        ids.push(h.request_id);
+    }
+    assert_eq!(ids, vec![1, 2, 3], "every answer, then the close");
+}

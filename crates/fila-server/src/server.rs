@@ -500,7 +500,13 @@ impl Loop {
             }
             match conn.stream.read(&mut self.scratch) {
                 Ok(0) => {
-                    self.close(slot, "peer closed");
+                    // The peer is done sending; answers already due still
+                    // go out before the connection closes.
+                    if conn.output.is_empty() {
+                        self.close(slot, "peer closed");
+                    } else {
+                        conn.closing = true;
+                    }
                     return;
                 }
                 Ok(n) => {
@@ -686,7 +692,7 @@ impl Loop {
             return;
         };
         if conn.output.is_empty() && conn.closing {
-            self.close(slot, "closed after a broken frame");
+            self.close(slot, "closed once its answers were written");
             return;
         }
         let want_write = !conn.output.is_empty();
