@@ -404,3 +404,36 @@ fn idle_connections_are_closed_after_the_idle_timeout_but_parked_receives_are_no
         Response::Messages(vec![])
     );
 }
+
+#[test]
+fn a_peek_of_large_messages_is_cut_to_fit_a_frame_and_continues_from_the_last() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    c.create_queue(
+        "big",
+        SettingsPatch {
+            max_message_bytes: Some(1 << 20),
+            ..SettingsPatch::default()
+        },
+    )
+    .unwrap();
+    let payload = Bytes::from(vec![3u8; 1 << 20]);
+    for _ in 0..4 {
+        c.put(
+            "big",
+            (0..5)
+                .map(|_| PutEntry {
+                    payload: payload.clone(),
+                    ..PutEntry::default()
+                })
+                .collect(),
+        )
+        .unwrap();
+    }
+    let first = c.peek(q("big"), 0, 100).unwrap();
+    assert_eq!(first.len(), 16, "16 MiB of payloads in one answer");
+    let rest = c
+        .peek(q("big"), first.last().unwrap().seq + 1, 100)
+        .unwrap();
+    assert_eq!(rest.len(), 4);
+}

@@ -12,6 +12,9 @@ use fila_proto::{self as proto, ErrorCode, Request, Response, WireError};
 use crate::auth::{self, TokenId};
 use crate::metrics::Metrics;
 
+/// Payload and attribute bytes one peek answer carries at most.
+pub(crate) const PEEK_ANSWER_BYTES: usize = 16 << 20;
+
 /// What handling a request came to.
 pub(crate) enum Outcome {
     /// Answer now.
@@ -366,7 +369,25 @@ pub(crate) fn handle(
             max_messages,
         } => answer(
             engine.peek(address(&queue), from_seq, u32::from(max_messages)),
-            messages_of,
+            |mut ms| {
+                // A peek of 100 large messages would not fit a frame: answer the
+                // first ones up to PEEK_ANSWER_BYTES (at least one); the client
+                // goes on from the last sequence number + 1.
+                let mut total = 0usize;
+                let keep = ms
+                    .iter()
+                    .take_while(|m| {
+                        total += m.payload.len()
+                            + m.attributes
+                                .as_ref()
+                                .map_or(0, |a| a.iter().map(|(k, v)| k.len() + v.len()).sum());
+                        total <= PEEK_ANSWER_BYTES
+                    })
+                    .count()
+                    .max(1);
+                ms.truncate(keep);
+                messages_of(ms)
+            },
         ),
         Request::Redrive {
             queue,
