@@ -23,6 +23,17 @@ fn dlq(name: &str) -> QueueRef {
     }
 }
 
+/// A receive of one message on queue "q", waiting up to `wait_ms`.
+fn poll(wait_ms: u64) -> Request {
+    Request::Receive(Receive {
+        queue: q("q"),
+        max_messages: 1,
+        visibility_ms: None,
+        wait_ms: Some(wait_ms),
+        channel: None,
+    })
+}
+
 #[test]
 fn every_operation_end_to_end() {
     let s = TestServer::start();
@@ -210,15 +221,7 @@ fn a_long_poll_returns_empty_when_its_wait_ends_and_other_requests_are_answered_
     let s = TestServer::start();
     let mut c = s.client();
     c.create_queue("q", SettingsPatch::default()).unwrap();
-    let poll = c
-        .send(&Request::Receive(Receive {
-            queue: q("q"),
-            max_messages: 1,
-            visibility_ms: None,
-            wait_ms: Some(300),
-            channel: None,
-        }))
-        .unwrap();
+    let poll = c.send(&poll(300)).unwrap();
     let list = c
         .send(&Request::ListQueues {
             prefix: String::new(),
@@ -288,15 +291,7 @@ fn a_stop_answers_parked_receives_and_closes() {
     let s = TestServer::start();
     let mut c = s.client();
     c.create_queue("q", SettingsPatch::default()).unwrap();
-    let poll = c
-        .send(&Request::Receive(Receive {
-            queue: q("q"),
-            max_messages: 1,
-            visibility_ms: None,
-            wait_ms: Some(20_000),
-            channel: None,
-        }))
-        .unwrap();
+    let poll = c.send(&poll(20_000)).unwrap();
     c.flush().unwrap();
     s.wait_parked(1);
     let started = Instant::now();
@@ -339,15 +334,7 @@ fn a_broken_connection_fails_what_was_in_flight_and_the_next_call_reconnects_wit
     let addr = first.addr;
     let mut c = first.client();
     c.create_queue("q", SettingsPatch::default()).unwrap();
-    let poll = c
-        .send(&Request::Receive(Receive {
-            queue: q("q"),
-            max_messages: 1,
-            visibility_ms: None,
-            wait_ms: Some(20_000),
-            channel: None,
-        }))
-        .unwrap();
+    let poll = c.send(&poll(20_000)).unwrap();
     c.flush().unwrap();
     first.wait_parked(1);
     first.stop();
@@ -382,15 +369,7 @@ fn idle_connections_are_closed_after_the_idle_timeout_but_parked_receives_are_no
     let mut c = s.client();
     c.create_queue("q", SettingsPatch::default()).unwrap();
     let mut idle = std::net::TcpStream::connect(s.addr).unwrap();
-    let poll = c
-        .send(&Request::Receive(Receive {
-            queue: q("q"),
-            max_messages: 1,
-            visibility_ms: None,
-            wait_ms: Some(3_000),
-            channel: None,
-        }))
-        .unwrap();
+    let poll = c.send(&poll(3_000)).unwrap();
     c.flush().unwrap();
     idle.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();

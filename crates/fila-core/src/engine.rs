@@ -18,7 +18,7 @@ use crate::clock::Clock;
 use crate::error::Error;
 use crate::event::EventSink;
 use crate::limits::BATCH_LEN_MAX;
-use crate::shard::{Notify, Outbound, Received, Shard, ShardFootprint, WaitId};
+use crate::shard::{Notify, Outbound, Received, Shard, WaitId};
 use crate::types::*;
 
 /// The in-process engine.
@@ -163,18 +163,6 @@ impl Engine {
     /// Installs an event sink on one shard (see [`crate::event`]).
     pub fn set_journal(&self, shard: usize, sink: Option<Box<dyn EventSink>>) {
         self.lock(shard).set_journal(sink);
-    }
-
-    /// Slab sizes of every shard, for memory measurements.
-    pub fn footprint(&self) -> Vec<ShardFootprint> {
-        (0..self.shards.len())
-            .map(|i| self.lock(i).footprint())
-            .collect()
-    }
-
-    /// Reserves room for `messages` more messages on the shard of `queue`.
-    pub fn reserve(&self, queue: &str, messages: usize) {
-        self.lock(self.shard_of(queue)).reserve(messages);
     }
 
     fn check_target(&self, name: &str, settings: &QueueSettings) -> Result<(), Error> {

@@ -52,7 +52,7 @@ pub mod wheel;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::Engine;
 pub use error::{Error, ErrorKind};
-pub use shard::{Notify, Received, Shard, ShardFootprint, WaitId};
+pub use shard::{Notify, Received, Shard, WaitId};
 pub use types::*;
 
 /// The README's examples compile and run as doc tests.

@@ -355,17 +355,6 @@ struct Take<'a> {
     filter: Option<&'a ChannelFilter>,
 }
 
-/// Payload bytes and counts of a shard, for memory measurements.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ShardFootprint {
-    /// Slots in the message slab (live or free).
-    pub slots: usize,
-    /// Bytes of one slot.
-    pub slot_bytes: usize,
-    /// Timers pending.
-    pub timers: usize,
-}
-
 /// One shard's state.
 pub struct Shard {
     id: u16,
@@ -429,21 +418,6 @@ impl Shard {
     /// Installs the sink that receives this shard's events.
     pub fn set_journal(&mut self, sink: Option<Box<dyn EventSink>>) {
         self.journal = sink;
-    }
-
-    /// Reserves room for `messages` more messages.
-    pub fn reserve(&mut self, messages: usize) {
-        self.records.reserve(messages);
-        self.wheel.reserve(messages);
-    }
-
-    /// Sizes, for memory measurements.
-    pub fn footprint(&self) -> ShardFootprint {
-        ShardFootprint {
-            slots: self.records.len(),
-            slot_bytes: std::mem::size_of::<Record>(),
-            timers: self.wheel.len(),
-        }
     }
 
     /// The earliest time at which [`Shard::advance`] has work, if any.
