@@ -102,7 +102,7 @@ fn every_operation_end_to_end() {
     let r0 = got[0].receipt.unwrap();
     let r1 = got[1].receipt.unwrap();
     let vis = c
-        .update_visibility(q("jobs"), &[(r0, 120_000), ([9u8; 16], 5)])
+        .update_visibility(q("jobs"), &[(r0, 120_000), ([9u8; 32], 5)])
         .unwrap();
     assert!(vis[0].is_ok());
     assert_eq!(

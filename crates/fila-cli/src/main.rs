@@ -197,15 +197,18 @@ fn patch(a: &Args) -> Result<SettingsPatch, Failure> {
 }
 
 fn parse_receipt(s: &str) -> Result<Receipt, Failure> {
-    if s.len() != 32 {
-        return Err(Failure::Usage(format!(
-            "{s:?} is not a receipt (32 hex digits)"
-        )));
+    let bad = || {
+        Failure::Usage(format!(
+            "{s:?} is not a receipt ({} hex digits)",
+            2 * fila_client::RECEIPT_LEN
+        ))
+    };
+    if s.len() != 2 * fila_client::RECEIPT_LEN || !s.is_ascii() {
+        return Err(bad());
     }
-    let mut r = [0u8; 16];
+    let mut r = [0u8; fila_client::RECEIPT_LEN];
     for (i, b) in r.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&s[i * 2..i * 2 + 2], 16)
-            .map_err(|_| Failure::Usage(format!("{s:?} is not a receipt (32 hex digits)")))?;
+        *b = u8::from_str_radix(&s[i * 2..i * 2 + 2], 16).map_err(|_| bad())?;
     }
     Ok(r)
 }

@@ -29,7 +29,7 @@ fn out(o: &Output) -> String {
 fn receipts(json: &str) -> Vec<String> {
     json.split("\"receipt\":\"")
         .skip(1)
-        .map(|rest| rest[..32].to_owned())
+        .map(|rest| rest[..64].to_owned())
         .collect()
 }
 
@@ -138,7 +138,7 @@ fn exit_codes_mean_something() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("queue_not_found"));
     fila(&s, &["queue", "create", "q"], None);
-    let stale = "0".repeat(32);
+    let stale = "0".repeat(64);
     assert_eq!(
         fila(&s, &["delete", "q", &stale], None).status.code(),
         Some(1),

@@ -33,7 +33,7 @@ use bytes::{Bytes, BytesMut};
 use fila_proto::{split_frame, ProtoError, FRAME_LEN_LIMIT};
 pub use fila_proto::{
     Availability, ErrorCode, Message, Opcode, PutAck, PutEntry, QueueRef, Receipt, Receive,
-    Request, Response, Settings, SettingsPatch, Stats, WireError,
+    Request, Response, Settings, SettingsPatch, Stats, WireError, RECEIPT_LEN,
 };
 
 /// Why a call failed.

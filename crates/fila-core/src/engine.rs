@@ -52,13 +52,19 @@ fn check_batch(field: &'static str, len: usize) -> Result<(), Error> {
 }
 
 impl Engine {
-    /// An engine with `shards` shards (at least one) reading time from `clock`.
+    /// An engine with `shards` shards (at least one) reading time from
+    /// `clock`, signing receipts with a key drawn from the OS at random.
     pub fn new(shards: usize, clock: Arc<dyn Clock>) -> Engine {
+        Engine::with_receipt_key(shards, clock, ReceiptKey::random())
+    }
+
+    /// [`Engine::new`] with a given receipt key (tests, benches).
+    pub fn with_receipt_key(shards: usize, clock: Arc<dyn Clock>, key: ReceiptKey) -> Engine {
         let shards = shards.clamp(1, usize::from(u16::MAX));
         let now = clock.now_ms();
         Engine {
             shards: (0..shards)
-                .map(|i| CachePadded::new(Mutex::new(Shard::new(i as u16, now))))
+                .map(|i| CachePadded::new(Mutex::new(Shard::new(i as u16, now, key))))
                 .collect(),
             clock,
             next_queue_id: AtomicU32::new(1),
@@ -207,15 +213,22 @@ impl Engine {
         name: &str,
         update: &SettingsUpdate,
     ) -> Result<QueueSettings, Error> {
-        let current = self.queue_settings(name)?;
-        let next = update.apply(&current);
-        next.validate()?;
-        self.check_target(name, &next)?;
+        // The target's existence is checked first, under its own shard's
+        // lock; the read-modify-write of the settings is one step under
+        // this queue's lock, so concurrent updates of different fields
+        // both take effect.
+        if let Some(Some(target)) = &update.dead_letter_target {
+            let probe = QueueSettings {
+                dead_letter_target: Some(target.clone()),
+                ..QueueSettings::default()
+            };
+            probe.validate()?;
+            self.check_target(name, &probe)?;
+        }
         self.on_shard(name, |s, now| {
             s.advance(now);
-            s.set_settings(name, next.clone())
-        })?;
-        Ok(next)
+            s.update_settings(name, update)
+        })
     }
 
     /// Queue names starting with `prefix`, sorted.

@@ -359,6 +359,7 @@ struct Take<'a> {
 pub struct Shard {
     id: u16,
     now: u64,
+    key: ReceiptKey,
     names: HashMap<Arc<str>, u32>,
     queues: Vec<Option<Queue>>,
     free_queues: Vec<u32>,
@@ -384,6 +385,23 @@ macro_rules! emit {
     };
 }
 
+/// Bytes a message holds against its queue's `max_bytes`: payload plus
+/// attribute keys and values.
+fn attributes_bytes(attributes: Option<&Attributes>) -> u64 {
+    attributes.map_or(0, |a| {
+        a.iter()
+            .map(|(k, v)| (k.len() + v.len()) as u64)
+            .sum::<u64>()
+    })
+}
+
+impl Record {
+    fn bytes(&self) -> u64 {
+        self.payload.len() as u64
+            + attributes_bytes(self.extra.as_ref().and_then(|e| e.attributes.as_ref()))
+    }
+}
+
 fn message_id(queue_id: u32, seq: u64) -> MessageId {
     MessageId((u128::from(queue_id) << 64) | u128::from(seq))
 }
@@ -393,11 +411,12 @@ fn handle(slot: u32, generation: u64) -> u64 {
 }
 
 impl Shard {
-    /// An empty shard whose time is `now`.
-    pub fn new(id: u16, now: u64) -> Shard {
+    /// An empty shard whose time is `now`, signing receipts with `key`.
+    pub fn new(id: u16, now: u64, key: ReceiptKey) -> Shard {
         Shard {
             id,
             now,
+            key,
             names: HashMap::new(),
             queues: Vec::new(),
             free_queues: Vec::new(),
@@ -687,7 +706,7 @@ impl Shard {
     fn attach(&mut self, slot: u32, q: u32, channel: Option<&Arc<str>>) {
         let (seq, len) = {
             let r = &self.records[slot as usize];
-            (r.seq, r.payload.len() as u64)
+            (r.seq, r.bytes())
         };
         let queue = self.queue_mut(q >> 1);
         queue.messages += 1;
@@ -709,7 +728,7 @@ impl Shard {
     fn detach(&mut self, slot: u32) {
         let (q, channel, seq, len) = {
             let r = &self.records[slot as usize];
-            (r.q, r.channel, r.seq, r.payload.len() as u64)
+            (r.q, r.channel, r.seq, r.bytes())
         };
         let queue = self.queue_mut(q >> 1);
         queue.messages -= 1;
@@ -893,13 +912,19 @@ impl Shard {
         Ok(self.queue(self.queue_slot(name)?).settings.clone())
     }
 
-    /// Replaces a queue's settings (already validated). They apply to later
-    /// puts and deliveries; leases already granted keep their times.
-    pub fn set_settings(&mut self, name: &str, settings: QueueSettings) -> Result<(), Error> {
+    /// Applies `update` to a queue's settings in one step, validating the
+    /// result; answers the settings now in force.
+    pub fn update_settings(
+        &mut self,
+        name: &str,
+        update: &SettingsUpdate,
+    ) -> Result<QueueSettings, Error> {
         let slot = self.queue_slot(name)?;
-        self.queue_mut(slot).settings = settings;
+        let next = update.apply(&self.queue(slot).settings);
+        next.validate()?;
+        self.queue_mut(slot).settings = next.clone();
         emit!(self, Event::QueueUpdated { queue: name });
-        Ok(())
+        Ok(next)
     }
 
     /// Names of queues starting with `prefix`.
@@ -969,7 +994,7 @@ impl Shard {
             .collect();
         let mut bytes = 0;
         for slot in &slots {
-            bytes += self.records[*slot as usize].payload.len() as u64;
+            bytes += self.records[*slot as usize].bytes();
             self.free(*slot);
         }
         let queue = self.queue_mut(q >> 1);
@@ -1063,7 +1088,12 @@ impl Shard {
     fn put_one(&mut self, qslot: u32, m: NewMessage, now: u64) -> EntryResult<PutReceipt> {
         let queue = self.queue(qslot);
         m.validate(&queue.settings, now)?;
-        self.check_capacity(qslot, m.channel.as_deref(), m.payload.len() as u64)?;
+        let attributes_len: usize = m.attributes.iter().map(|(k, v)| k.len() + v.len()).sum();
+        self.check_capacity(
+            qslot,
+            m.channel.as_deref(),
+            (m.payload.len() + attributes_len) as u64,
+        )?;
         let lifetime = m.ttl_ms.unwrap_or(queue.settings.retention_ms);
         let visible_at = match m.availability {
             Availability::Now => now,
@@ -1091,7 +1121,14 @@ impl Shard {
         let queue_id = queue.id;
         let slot = self.alloc();
         let r = &mut self.records[slot as usize];
-        r.payload = m.payload;
+        // The payload may be a slice of a larger buffer (a connection's read
+        // buffer): keep a copy of its own bytes only, so a stored message
+        // never pins more memory than it is counted for.
+        r.payload = if m.payload.is_empty() {
+            Bytes::new()
+        } else {
+            Bytes::copy_from_slice(&m.payload)
+        };
         r.seq = seq;
         r.inserted_at = now;
         r.expires_at = now + lifetime;
@@ -1232,11 +1269,8 @@ impl Shard {
         let q = r.q;
         let queue = self.queue_mut(q >> 1);
         queue.counters.deliveries += 1;
-        let receipt = Receipt {
-            queue_id: queue.id,
-            slot,
-            generation: word.generation,
-        };
+        let queue_id = queue.id;
+        let receipt = self.key.mint(queue_id, slot, word.generation);
         emit!(
             self,
             Event::Delivered {
@@ -1430,6 +1464,7 @@ impl Shard {
 
     /// The slot a receipt names, if it belongs to sub-queue `q` of this queue.
     fn resolve(&self, q: u32, receipt: &Receipt) -> Result<u32, Error> {
+        self.key.verify(receipt)?;
         let queue = self.queue(q >> 1);
         if receipt.queue_id != queue.id {
             return Err(Error::ReceiptStale);
@@ -1631,7 +1666,15 @@ impl Shard {
             source_queue: source.clone(),
             at_ms: t,
             reason,
+            delivery_count: self.records[slot as usize].word.load().delivery_count,
         });
+        // A dead letter forwarded here from another queue that dies again
+        // stays in this queue's own DLQ: a message is forwarded at most once,
+        // so two queues targeting each other cannot pass it back and forth.
+        let forwarded = self.records[slot as usize]
+            .extra
+            .as_ref()
+            .is_some_and(|e| e.dead_letter.is_some());
         emit!(
             self,
             Event::DeadLettered {
@@ -1641,7 +1684,7 @@ impl Shard {
             }
         );
         let state = self.records[slot as usize].word.load().state;
-        if let Some(target) = target.filter(|t| **t != *source) {
+        if let Some(target) = target.filter(|t| **t != *source && !forwarded) {
             let message = self.message(slot, State::DeadLettered, None);
             self.outbox.push(Outbound {
                 target,
@@ -1894,8 +1937,9 @@ impl Shard {
         let Ok(qslot) = self.queue_slot(&out.target) else {
             return Err(out);
         };
+        let len = out.payload.len() as u64 + attributes_bytes(out.attributes.as_ref());
         if self
-            .check_capacity(qslot, out.channel.as_deref(), out.payload.len() as u64)
+            .check_capacity(qslot, out.channel.as_deref(), len)
             .is_err()
         {
             return Err(out);
@@ -1918,9 +1962,9 @@ impl Shard {
             dead_letter: Some(out.dead_letter),
             id: Some(out.id),
         }));
-        r.word
-            .occupy(MessageState::Visible, out.delivery_count)
-            .expect("free slot");
+        // It starts afresh in its target: no deliveries there yet (its
+        // earlier count stays in its dead-letter record).
+        r.word.occupy(MessageState::Visible, 0).expect("free slot");
         self.attach(slot, qslot << 1 | MAIN, out.channel.as_ref());
         emit!(
             self,

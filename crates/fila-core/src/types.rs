@@ -390,6 +390,8 @@ pub struct DeadLetter {
     pub at_ms: u64,
     /// Why.
     pub reason: DeadLetterReason,
+    /// Deliveries it had in the source queue.
+    pub delivery_count: u32,
 }
 
 /// A message as a receive or a peek shows it.
@@ -421,60 +423,176 @@ pub struct Message {
     pub dead_letter: Option<Arc<DeadLetter>>,
 }
 
-/// Names one delivery of one message. Opaque to users: it prints as 32 hex
+/// Names one delivery of one message. Opaque to users: it prints as 64 hex
 /// digits and parses back; anything else is `receipt_invalid`.
+///
+/// Only the server that issued a receipt can make one: it carries a 64-bit
+/// SipHash-2-4 tag of its fields under the [`ReceiptKey`] the engine drew at
+/// start, checked (in constant time) before anything else, and the key's
+/// boot epoch, so a receipt of an earlier run is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Receipt {
+    pub(crate) epoch: u32,
     pub(crate) queue_id: u32,
     pub(crate) slot: u32,
     pub(crate) generation: u64,
+    pub(crate) tag: u64,
 }
 
-const RECEIPT_VERSION: u8 = 1;
+const RECEIPT_VERSION: u8 = 2;
 /// Length of a receipt in bytes.
-pub const RECEIPT_LEN: usize = 16;
+pub const RECEIPT_LEN: usize = 32;
+/// The bytes of a receipt covered by its tag.
+const RECEIPT_BODY: usize = 24;
 
-impl Receipt {
-    fn check(bytes: &[u8]) -> u16 {
-        // FNV-1a folded to 16 bits: catches typos and truncation, not forgery
-        // (a forged receipt can only name a lease, which the state word checks).
-        let mut h: u32 = 0x811C_9DC5;
-        for b in bytes {
-            h ^= u32::from(*b);
-            h = h.wrapping_mul(0x0100_0193);
+/// The secret that signs receipts, and the boot epoch they carry. An engine
+/// draws a random one at start ([`ReceiptKey::random`]); tests may fix one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ReceiptKey {
+    k0: u64,
+    k1: u64,
+    epoch: u32,
+}
+
+impl std::fmt::Debug for ReceiptKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the secret.
+        f.debug_struct("ReceiptKey")
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReceiptKey {
+    /// A key from the operating system's random source, with a random epoch.
+    pub fn random() -> ReceiptKey {
+        let mut b = [0u8; 20];
+        if getrandom::fill(&mut b).is_err() {
+            // No OS randomness (never on the platforms fila runs on): fall
+            // back to std's randomly seeded hasher keys and the time.
+            use std::hash::{BuildHasher, Hasher};
+            for (i, chunk) in b.chunks_mut(8).enumerate() {
+                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                h.write_usize(i);
+                h.write_u128(
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos()),
+                );
+                let v = h.finish().to_le_bytes();
+                chunk.copy_from_slice(&v[..chunk.len()]);
+            }
         }
-        (h ^ (h >> 16)) as u16
+        let u = |r: std::ops::Range<usize>| {
+            let mut x = [0u8; 8];
+            x[..r.len()].copy_from_slice(&b[r]);
+            u64::from_le_bytes(x)
+        };
+        ReceiptKey {
+            k0: u(0..8),
+            k1: u(8..16),
+            epoch: u(16..20) as u32,
+        }
     }
 
-    /// The receipt's 16 bytes.
-    pub fn to_bytes(&self) -> [u8; RECEIPT_LEN] {
-        let mut b = [0u8; RECEIPT_LEN];
+    /// A fixed key (tests, benches, the reference model).
+    pub fn fixed(k0: u64, k1: u64, epoch: u32) -> ReceiptKey {
+        ReceiptKey { k0, k1, epoch }
+    }
+
+    /// The boot epoch receipts carry.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    fn tag(&self, body: &[u8]) -> u64 {
+        use std::hash::Hasher;
+        let mut h = siphasher::sip::SipHasher24::new_with_keys(self.k0, self.k1);
+        h.write(body);
+        h.finish()
+    }
+
+    /// A signed receipt for this lease.
+    pub(crate) fn mint(&self, queue_id: u32, slot: u32, generation: u64) -> Receipt {
+        let mut r = Receipt {
+            epoch: self.epoch,
+            queue_id,
+            slot,
+            generation,
+            tag: 0,
+        };
+        r.tag = self.tag(&r.body());
+        r
+    }
+
+    /// Whether this server issued `receipt`: `receipt_stale` for one of an
+    /// earlier run (another epoch), `receipt_invalid` for a bad tag.
+    pub(crate) fn verify(&self, receipt: &Receipt) -> Result<(), Error> {
+        let want = self.tag(&receipt.body());
+        // Constant time: every byte is compared whatever the first
+        // difference, and the comparison is hidden from the optimizer.
+        let diff = std::hint::black_box(want.to_le_bytes())
+            .iter()
+            .zip(receipt.tag.to_le_bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        if std::hint::black_box(diff) != 0 {
+            return Err(Error::ReceiptInvalid(
+                "receipt was not issued by this server",
+            ));
+        }
+        if receipt.epoch != self.epoch {
+            return Err(Error::ReceiptStale);
+        }
+        Ok(())
+    }
+}
+
+impl Receipt {
+    fn body(&self) -> [u8; RECEIPT_BODY] {
+        let mut b = [0u8; RECEIPT_BODY];
         b[0] = RECEIPT_VERSION;
-        b[1..5].copy_from_slice(&self.queue_id.to_be_bytes());
-        b[5..9].copy_from_slice(&self.slot.to_be_bytes());
-        b[9..14].copy_from_slice(&self.generation.to_be_bytes()[3..]);
-        let check = Self::check(&b[..14]);
-        b[14..].copy_from_slice(&check.to_be_bytes());
+        b[1..5].copy_from_slice(&self.epoch.to_be_bytes());
+        b[5..9].copy_from_slice(&self.queue_id.to_be_bytes());
+        b[9..13].copy_from_slice(&self.slot.to_be_bytes());
+        b[13..21].copy_from_slice(&self.generation.to_be_bytes());
         b
     }
 
-    /// Parses 16 bytes made by [`Receipt::to_bytes`].
+    /// The receipt's 32 bytes: version, epoch, queue id, slot, generation,
+    /// three zero bytes, then the 8-byte tag.
+    pub fn to_bytes(&self) -> [u8; RECEIPT_LEN] {
+        let mut b = [0u8; RECEIPT_LEN];
+        b[..RECEIPT_BODY].copy_from_slice(&self.body());
+        b[RECEIPT_BODY..].copy_from_slice(&self.tag.to_be_bytes());
+        b
+    }
+
+    /// Parses 32 bytes made by [`Receipt::to_bytes`]. Only the shape is
+    /// checked here; the engine checks the tag.
     pub fn from_bytes(b: &[u8]) -> Result<Receipt, Error> {
         if b.len() != RECEIPT_LEN {
-            return Err(Error::ReceiptInvalid("a receipt is 16 bytes"));
+            return Err(Error::ReceiptInvalid("a receipt is 32 bytes"));
         }
         if b[0] != RECEIPT_VERSION {
             return Err(Error::ReceiptInvalid("unknown receipt version"));
         }
-        if u16::from_be_bytes([b[14], b[15]]) != Self::check(&b[..14]) {
-            return Err(Error::ReceiptInvalid("receipt checksum does not match"));
+        if b[21..RECEIPT_BODY] != [0, 0, 0] {
+            return Err(Error::ReceiptInvalid(
+                "receipt was not issued by this server",
+            ));
         }
-        let mut generation = [0u8; 8];
-        generation[3..].copy_from_slice(&b[9..14]);
+        let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(&b[i..i + 8]);
+            u64::from_be_bytes(x)
+        };
         Ok(Receipt {
-            queue_id: u32::from_be_bytes([b[1], b[2], b[3], b[4]]),
-            slot: u32::from_be_bytes([b[5], b[6], b[7], b[8]]),
-            generation: u64::from_be_bytes(generation),
+            epoch: u32_at(1),
+            queue_id: u32_at(5),
+            slot: u32_at(9),
+            generation: u64_at(13),
+            tag: u64_at(RECEIPT_BODY),
         })
     }
 }
@@ -493,12 +611,12 @@ impl std::str::FromStr for Receipt {
 
     fn from_str(s: &str) -> Result<Receipt, Error> {
         if s.len() != RECEIPT_LEN * 2 || !s.is_ascii() {
-            return Err(Error::ReceiptInvalid("a receipt is 32 hex digits"));
+            return Err(Error::ReceiptInvalid("a receipt is 64 hex digits"));
         }
         let mut b = [0u8; RECEIPT_LEN];
         for (i, byte) in b.iter_mut().enumerate() {
             *byte = u8::from_str_radix(&s[i * 2..i * 2 + 2], 16)
-                .map_err(|_| Error::ReceiptInvalid("a receipt is 32 hex digits"))?;
+                .map_err(|_| Error::ReceiptInvalid("a receipt is 64 hex digits"))?;
         }
         Receipt::from_bytes(&b)
     }

@@ -7,8 +7,11 @@ use crate::error::{ErrorCode, ProtoError};
 use crate::frame::{begin_frame, check_header, end_frame, flags, FrameHeader};
 use crate::wire::{Reader, Writer};
 
-/// A receipt, opaque to clients: 16 bytes.
-pub type Receipt = [u8; 16];
+/// A receipt, opaque to clients: 32 bytes.
+pub type Receipt = [u8; RECEIPT_LEN];
+
+/// Bytes in a receipt.
+pub const RECEIPT_LEN: usize = 32;
 
 /// Operation codes. An answer carries its request's opcode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -346,6 +349,8 @@ pub struct DeadLetter {
     pub consumer_reason: String,
     /// The consumer's description (empty otherwise).
     pub description: String,
+    /// Deliveries it had in its source queue when it was dead-lettered.
+    pub delivery_count: u32,
 }
 
 /// A message as receive and peek answer it.
@@ -590,13 +595,14 @@ fn put_message(w: &mut Writer<'_>, m: &Message) {
     w.u64(m.next_visible_at_ms);
     w.u32(m.delivery_count);
     w.u8(m.state);
-    w.opt(&m.receipt, |w, r| w.array16(r));
+    w.opt(&m.receipt, |w, r| w.array(r));
     w.opt(&m.dead_letter, |w, d| {
         w.str(&d.source_queue);
         w.u64(d.at_ms);
         w.u8(d.reason);
         w.str(&d.consumer_reason);
         w.str(&d.description);
+        w.u32(d.delivery_count);
     });
 }
 
@@ -612,7 +618,7 @@ fn get_message(r: &mut Reader) -> Result<Message, ProtoError> {
         next_visible_at_ms: r.u64()?,
         delivery_count: r.u32()?,
         state: r.u8()?,
-        receipt: r.opt(Reader::array16)?,
+        receipt: r.opt(Reader::array::<RECEIPT_LEN>)?,
         dead_letter: r.opt(|r| {
             Ok(DeadLetter {
                 source_queue: r.str()?,
@@ -620,6 +626,7 @@ fn get_message(r: &mut Reader) -> Result<Message, ProtoError> {
                 reason: r.u8()?,
                 consumer_reason: r.str()?,
                 description: r.str()?,
+                delivery_count: r.u32()?,
             })
         })?,
     })
@@ -727,17 +734,17 @@ impl Request {
             Request::UpdateVisibility { queue, entries } => {
                 put_queue_ref(w, queue);
                 w.list(entries, |w, (r, t)| {
-                    w.array16(r);
+                    w.array(r);
                     w.u64(*t);
                 });
             }
             Request::Delete { queue, receipts } => {
                 put_queue_ref(w, queue);
-                w.list(receipts, |w, r| w.array16(r));
+                w.list(receipts, |w, r| w.array(r));
             }
             Request::Defer { queue, receipt } => {
                 w.str(queue);
-                w.array16(receipt);
+                w.array(receipt);
             }
             Request::ReceiveDeferred {
                 queue,
@@ -755,7 +762,7 @@ impl Request {
                 description,
             } => {
                 w.str(queue);
-                w.array16(receipt);
+                w.array(receipt);
                 w.str(reason);
                 w.str(description);
             }
@@ -825,15 +832,17 @@ impl Request {
             }),
             Opcode::UpdateVisibility => Request::UpdateVisibility {
                 queue: get_queue_ref(r)?,
-                entries: r.list(24, |r| Ok((r.array16()?, r.u64()?)))?,
+                entries: r.list(RECEIPT_LEN + 8, |r| {
+                    Ok((r.array::<RECEIPT_LEN>()?, r.u64()?))
+                })?,
             },
             Opcode::Delete => Request::Delete {
                 queue: get_queue_ref(r)?,
-                receipts: r.list(16, Reader::array16)?,
+                receipts: r.list(RECEIPT_LEN, Reader::array::<RECEIPT_LEN>)?,
             },
             Opcode::Defer => Request::Defer {
                 queue: r.str()?,
-                receipt: r.array16()?,
+                receipt: r.array::<RECEIPT_LEN>()?,
             },
             Opcode::ReceiveDeferred => Request::ReceiveDeferred {
                 queue: r.str()?,
@@ -842,7 +851,7 @@ impl Request {
             },
             Opcode::DeadLetter => Request::DeadLetter {
                 queue: r.str()?,
-                receipt: r.array16()?,
+                receipt: r.array::<RECEIPT_LEN>()?,
                 reason: r.str()?,
                 description: r.str()?,
             },

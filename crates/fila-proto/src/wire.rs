@@ -67,9 +67,9 @@ impl Reader {
         }
     }
 
-    pub(crate) fn array16(&mut self) -> R<[u8; 16]> {
-        let mut a = [0u8; 16];
-        a.copy_from_slice(self.take(16)?);
+    pub(crate) fn array<const N: usize>(&mut self) -> R<[u8; N]> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
         Ok(a)
     }
 
@@ -150,7 +150,7 @@ impl Writer<'_> {
     pub(crate) fn bool(&mut self, v: bool) {
         self.0.put_u8(u8::from(v));
     }
-    pub(crate) fn array16(&mut self, v: &[u8; 16]) {
+    pub(crate) fn array<const N: usize>(&mut self, v: &[u8; N]) {
         self.0.put_slice(v);
     }
 

@@ -143,15 +143,15 @@ fn request() -> impl Strategy<Value = Request> {
             }),
         (
             queue_ref(),
-            proptest::collection::vec((any::<[u8; 16]>(), any::<u64>()), 0..4)
+            proptest::collection::vec((any::<[u8; 32]>(), any::<u64>()), 0..4)
         )
             .prop_map(|(queue, entries)| Request::UpdateVisibility { queue, entries }),
         (
             queue_ref(),
-            proptest::collection::vec(any::<[u8; 16]>(), 0..4)
+            proptest::collection::vec(any::<[u8; 32]>(), 0..4)
         )
             .prop_map(|(queue, receipts)| Request::Delete { queue, receipts }),
-        (s(), any::<[u8; 16]>()).prop_map(|(queue, receipt)| Request::Defer { queue, receipt }),
+        (s(), any::<[u8; 32]>()).prop_map(|(queue, receipt)| Request::Defer { queue, receipt }),
         (
             s(),
             proptest::collection::vec(any::<u64>(), 0..4),
@@ -162,7 +162,7 @@ fn request() -> impl Strategy<Value = Request> {
                 seqs,
                 visibility_ms
             }),
-        (s(), any::<[u8; 16]>(), s(), s()).prop_map(|(queue, receipt, reason, description)| {
+        (s(), any::<[u8; 32]>(), s(), s()).prop_map(|(queue, receipt, reason, description)| {
             Request::DeadLetter {
                 queue,
                 receipt,
@@ -209,7 +209,7 @@ fn message() -> impl Strategy<Value = Message> {
             any::<u64>(),
             any::<u32>(),
             any::<u8>(),
-            any::<Option<[u8; 16]>>(),
+            any::<Option<[u8; 32]>>(),
         ),
         proptest::option::of((s(), any::<u64>(), any::<u8>(), s(), s())),
     )
@@ -237,6 +237,7 @@ fn message() -> impl Strategy<Value = Message> {
                         reason,
                         consumer_reason,
                         description,
+                        delivery_count: at_ms as u32,
                     },
                 ),
             },

@@ -132,6 +132,7 @@ pub(crate) fn message_of(m: Message) -> proto::Message {
                 reason,
                 consumer_reason,
                 description,
+                delivery_count: d.delivery_count,
             }
         }),
     }

@@ -58,6 +58,18 @@ struct M {
     dead_letter: Option<Arc<DeadLetter>>,
 }
 
+impl M {
+    /// What the message counts against max_bytes: payload and attributes.
+    fn bytes(&self) -> u64 {
+        self.payload.len() as u64
+            + self.attributes.as_ref().map_or(0, |a| {
+                a.iter()
+                    .map(|(k, v)| (k.len() + v.len()) as u64)
+                    .sum::<u64>()
+            })
+    }
+}
+
 #[derive(Default)]
 struct Sub {
     msgs: BTreeMap<u64, M>,
@@ -316,9 +328,18 @@ impl Model {
     }
 
     pub fn update_queue(&mut self, name: &str, u: &SettingsUpdate) -> Result<QueueSettings, Error> {
+        // Like the engine: a new target is checked first, then the queue's
+        // settings are read, changed and validated in one step.
+        if let Some(Some(t)) = &u.dead_letter_target {
+            let probe = QueueSettings {
+                dead_letter_target: Some(t.clone()),
+                ..QueueSettings::default()
+            };
+            probe.validate()?;
+            self.check_target(name, &probe)?;
+        }
         let next = u.apply(&self.q(name)?.settings);
         next.validate()?;
-        self.check_target(name, &next)?;
         self.q_mut(name)?.settings = next.clone();
         Ok(next)
     }
@@ -372,7 +393,7 @@ impl Model {
             .subs
             .iter()
             .flat_map(|sub| sub.msgs.values())
-            .map(|m| m.payload.len() as u64)
+            .map(M::bytes)
             .sum();
         s.oldest_age_ms = main
             .msgs
@@ -393,7 +414,7 @@ impl Model {
         };
         let all = q.subs.iter().flat_map(|sub| sub.msgs.values());
         let held = all.clone().count() as u64;
-        let bytes: u64 = all.map(|m| m.payload.len() as u64).sum();
+        let bytes: u64 = all.map(M::bytes).sum();
         if held + 1 > s.max_messages {
             return Err(full("max_messages", s.max_messages));
         }
@@ -404,7 +425,7 @@ impl Model {
             let pct = u64::from(s.channel_capacity_pct);
             let mine = q.subs[0].msgs.values().filter(|m| &m.channel == channel);
             let held = mine.clone().count() as u64;
-            let bytes: u64 = mine.map(|m| m.payload.len() as u64).sum();
+            let bytes: u64 = mine.map(M::bytes).sum();
             let max_messages = (s.max_messages * pct / 100).max(1);
             let max_bytes = (s.max_bytes * pct / 100).max(1);
             if held + 1 > max_messages {
@@ -443,7 +464,8 @@ impl Model {
         let q = self.q(name)?;
         m.validate(&q.settings, now)?;
         let channel: Option<Arc<str>> = m.channel.as_deref().map(Arc::from);
-        self.capacity(q, &channel, m.payload.len() as u64)?;
+        let attributes_len: usize = m.attributes.iter().map(|(k, v)| k.len() + v.len()).sum();
+        self.capacity(q, &channel, (m.payload.len() + attributes_len) as u64)?;
         let lifetime = m.ttl_ms.unwrap_or(q.settings.retention_ms);
         let visible_at = match m.availability {
             Availability::Now => now,
@@ -760,12 +782,19 @@ impl Model {
     fn dead_letter_msg(&mut self, name: &str, seq: u64, reason: DeadLetterReason, t: u64) {
         let q = self.queues.get_mut(name).unwrap();
         q.stats.dead_letterings += 1;
+        let count = q.subs[0].msgs[&seq].count;
+        let forwarded = q.subs[0].msgs[&seq].dead_letter.is_some();
         let info = Arc::new(DeadLetter {
             source_queue: q.name.clone(),
             at_ms: t,
             reason,
+            delivery_count: count,
         });
-        let target = q.settings.dead_letter_target.clone().filter(|t| t != name);
+        let target = q
+            .settings
+            .dead_letter_target
+            .clone()
+            .filter(|t| t != name && !forwarded);
         let retention = q.settings.retention_ms;
         let source = q.name.clone();
         let mut m = self.remove(name, false, seq);
@@ -1048,9 +1077,7 @@ impl Model {
         let now = self.now;
         for out in outbox {
             let accepted = match self.queues.get(&out.target) {
-                Some(q) => self
-                    .capacity(q, &out.msg.channel, out.msg.payload.len() as u64)
-                    .is_ok(),
+                Some(q) => self.capacity(q, &out.msg.channel, out.msg.bytes()).is_ok(),
                 None => false,
             };
             if accepted {
@@ -1063,6 +1090,7 @@ impl Model {
                 m.inserted = now;
                 m.expires = now + q.settings.retention_ms;
                 m.visible_at = now;
+                m.count = 0;
                 q.subs[0].msgs.insert(seq, m);
                 self.enter_visible(&out.target.clone(), false, seq);
             } else if let Some(q) = self.queues.get_mut(out.source.as_ref()) {
