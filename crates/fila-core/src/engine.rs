@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_utils::CachePadded;
 
+use crate::budget::{Budget, EngineLimits};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::event::EventSink;
@@ -26,6 +27,7 @@ pub struct Engine {
     /// Padded so that one shard's lock never shares a cache line with
     /// another's.
     shards: Box<[CachePadded<Mutex<Shard>>]>,
+    budget: Arc<Budget>,
     clock: Arc<dyn Clock>,
     next_queue_id: AtomicU32,
 }
@@ -62,13 +64,47 @@ impl Engine {
     pub fn with_receipt_key(shards: usize, clock: Arc<dyn Clock>, key: ReceiptKey) -> Engine {
         let shards = shards.clamp(1, usize::from(u16::MAX));
         let now = clock.now_ms();
+        let budget = Arc::new(Budget::new(EngineLimits::default()));
         Engine {
             shards: (0..shards)
-                .map(|i| CachePadded::new(Mutex::new(Shard::new(i as u16, now, key))))
+                .map(|i| {
+                    CachePadded::new(Mutex::new(Shard::new(i as u16, now, key, budget.clone())))
+                })
                 .collect(),
+            budget,
             clock,
             next_queue_id: AtomicU32::new(1),
         }
+    }
+
+    /// Sets the server-wide limits (they apply to later puts and creates;
+    /// nothing stored is dropped when they shrink).
+    pub fn set_limits(&self, limits: EngineLimits) {
+        self.budget.set_limits(limits);
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> EngineLimits {
+        self.budget.limits()
+    }
+
+    /// Bytes the stored messages count against
+    /// [`EngineLimits::max_stored_bytes`].
+    pub fn stored_bytes(&self) -> u64 {
+        self.budget.stored_bytes()
+    }
+
+    /// Queues that exist.
+    pub fn queue_count(&self) -> u64 {
+        self.budget.queues()
+    }
+
+    /// Message slots allocated across shards, live or free: what deleting
+    /// and purging give back shows here.
+    pub fn message_slots(&self) -> usize {
+        (0..self.shards.len())
+            .map(|i| self.lock(i).message_slots())
+            .sum()
     }
 
     /// How many shards.

@@ -24,6 +24,9 @@ pub enum ErrorKind {
     NotFound,
     /// The message expired.
     Expired,
+    /// A server-wide limit is reached (stored bytes, queues, parked
+    /// receives, connections); nothing was changed.
+    ResourceExhausted,
 }
 
 impl ErrorKind {
@@ -40,6 +43,7 @@ impl ErrorKind {
             ErrorKind::ReceiptInvalid => "receipt_invalid",
             ErrorKind::NotFound => "not_found",
             ErrorKind::Expired => "expired",
+            ErrorKind::ResourceExhausted => "resource_exhausted",
         }
     }
 }
@@ -113,6 +117,14 @@ pub enum Error {
         /// Its sequence number.
         seq: u64,
     },
+    /// A server-wide limit would be passed.
+    #[error("resource_exhausted: the server is at its {limit} of {max}")]
+    ResourceExhausted {
+        /// `max_stored_bytes`, `max_queues`, ...
+        limit: &'static str,
+        /// The limit's value.
+        max: u64,
+    },
 }
 
 impl Error {
@@ -129,6 +141,7 @@ impl Error {
             Error::ReceiptInvalid(_) => ErrorKind::ReceiptInvalid,
             Error::NotFound { .. } => ErrorKind::NotFound,
             Error::Expired { .. } => ErrorKind::Expired,
+            Error::ResourceExhausted { .. } => ErrorKind::ResourceExhausted,
         }
     }
 

@@ -132,6 +132,20 @@ impl StateWord {
         StateWord(AtomicU64::new(0))
     }
 
+    /// A free slot whose next lease generations start above `generation`
+    /// (a slot re-created after the slab was trimmed never repeats a
+    /// generation an earlier receipt for that slot may hold).
+    pub fn free_at(generation: u64) -> StateWord {
+        StateWord(AtomicU64::new(
+            Word {
+                state: MessageState::Free,
+                delivery_count: 0,
+                generation,
+            }
+            .pack(),
+        ))
+    }
+
     /// The current word.
     pub fn load(&self) -> Word {
         Word::unpack(self.0.load(Ordering::Acquire))

@@ -37,6 +37,7 @@
 //! ```
 #![cfg_attr(not(loom), forbid(unsafe_code))]
 
+mod budget;
 mod clock;
 mod engine;
 mod error;
@@ -49,6 +50,7 @@ mod sync;
 mod types;
 pub mod wheel;
 
+pub use budget::{EngineLimits, MESSAGE_OVERHEAD_BYTES};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::Engine;
 pub use error::{Error, ErrorKind};

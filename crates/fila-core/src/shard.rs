@@ -21,6 +21,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use hashbrown::HashMap;
 
+use crate::budget::Budget;
 use crate::error::Error;
 use crate::event::{Event, EventSink};
 use crate::lease::StateWord;
@@ -220,8 +221,23 @@ struct SubQueue {
     index: SeqIndex,
     counts: Counts,
     held: u64,
-    /// Parked receives, first come first served.
-    waiters: VecDeque<u32>,
+    /// Parked receives, first come first served: a doubly linked list
+    /// through [`WaiterSlot`]s, so any one leaves in O(1).
+    waiters: WaiterList,
+}
+
+/// Head and tail of a sub-queue's parked receives (`NIL` when none).
+#[derive(Clone, Copy)]
+struct WaiterList {
+    head: u32,
+    tail: u32,
+}
+
+impl WaiterList {
+    const EMPTY: WaiterList = WaiterList {
+        head: NIL,
+        tail: NIL,
+    };
 }
 
 impl SubQueue {
@@ -241,7 +257,7 @@ impl SubQueue {
             },
             counts: Counts::default(),
             held: 0,
-            waiters: VecDeque::new(),
+            waiters: WaiterList::EMPTY,
         }
     }
 
@@ -331,6 +347,9 @@ struct Waiter {
 struct WaiterSlot {
     stamp: u32,
     waiter: Option<Waiter>,
+    /// Neighbours in the sub-queue's [`WaiterList`] while parked.
+    prev: u32,
+    next: u32,
 }
 
 /// A dead letter on its way to another queue (the dead-letter target).
@@ -360,6 +379,9 @@ pub struct Shard {
     id: u16,
     now: u64,
     key: ReceiptKey,
+    budget: Arc<Budget>,
+    /// Generations of slots re-created after a trim start above this.
+    generation_floor: u64,
     names: HashMap<Arc<str>, u32>,
     queues: Vec<Option<Queue>>,
     free_queues: Vec<u32>,
@@ -412,11 +434,13 @@ fn handle(slot: u32, generation: u64) -> u64 {
 
 impl Shard {
     /// An empty shard whose time is `now`, signing receipts with `key`.
-    pub fn new(id: u16, now: u64, key: ReceiptKey) -> Shard {
+    pub(crate) fn new(id: u16, now: u64, key: ReceiptKey, budget: Arc<Budget>) -> Shard {
         Shard {
             id,
             now,
             key,
+            budget,
+            generation_floor: 0,
             names: HashMap::new(),
             queues: Vec::new(),
             free_queues: Vec::new(),
@@ -437,6 +461,11 @@ impl Shard {
     /// Installs the sink that receives this shard's events.
     pub fn set_journal(&mut self, sink: Option<Box<dyn EventSink>>) {
         self.journal = sink;
+    }
+
+    /// Message slots allocated, live or free.
+    pub fn message_slots(&self) -> usize {
+        self.records.len()
     }
 
     /// The earliest time at which [`Shard::advance`] has work, if any.
@@ -485,8 +514,34 @@ impl Shard {
 
     /// Whether `slot` holds message `seq` of sub-queue `q`.
     fn live(&self, slot: u32, q: u32, seq: u64) -> bool {
-        let r = &self.records[slot as usize];
-        r.q == q && r.seq == seq && r.word.load().state != MessageState::Free
+        self.records
+            .get(slot as usize)
+            .is_some_and(|r| r.q == q && r.seq == seq && r.word.load().state != MessageState::Free)
+    }
+
+    /// After a bulk removal (queue delete, purge): when at least half of
+    /// the message slab is free, drop the free slots past the last live one
+    /// and give the memory back; the same for the wheel's slab. Slots made
+    /// again later start their generations above every generation dropped,
+    /// so no old receipt can name a new lease.
+    fn trim(&mut self) {
+        self.wheel.trim();
+        let len = self.records.len();
+        if len < 1024 || self.free_slots.len() * 2 < len {
+            return;
+        }
+        let keep = self
+            .records
+            .iter()
+            .rposition(|r| r.word.load().state != MessageState::Free)
+            .map_or(0, |i| i + 1);
+        for r in &self.records[keep..] {
+            self.generation_floor = self.generation_floor.max(r.word.load().generation + 1);
+        }
+        self.records.truncate(keep);
+        self.records.shrink_to_fit();
+        self.free_slots.retain(|s| (*s as usize) < keep);
+        self.free_slots.shrink_to_fit();
     }
 
     // ----- time -------------------------------------------------------------
@@ -627,7 +682,9 @@ impl Shard {
         match self.free_slots.pop() {
             Some(slot) => slot,
             None => {
-                self.records.push(Record::empty());
+                let mut record = Record::empty();
+                record.word = StateWord::free_at(self.generation_floor);
+                self.records.push(record);
                 u32::try_from(self.records.len() - 1).expect("fewer than 2^32 messages per shard")
             }
         }
@@ -762,8 +819,9 @@ impl Shard {
             return;
         };
         let live = |s: u64, slot: u32| {
-            let r = &records[slot as usize];
-            r.q == q && r.seq == s && r.word.load().state != MessageState::Free
+            records.get(slot as usize).is_some_and(|r| {
+                r.q == q && r.seq == s && r.word.load().state != MessageState::Free
+            })
         };
         if seqs.front() == Some(&seq) {
             // First in, first out: the message leaving is the oldest. Drop its
@@ -810,6 +868,8 @@ impl Shard {
 
     fn free(&mut self, slot: u32) {
         self.clear_timer(slot);
+        self.budget
+            .release_message(self.records[slot as usize].bytes());
         let r = &mut self.records[slot as usize];
         if r.word.load().state != MessageState::Free {
             r.word.free();
@@ -875,6 +935,7 @@ impl Shard {
                 }),
             };
         }
+        self.budget.reserve_queue()?;
         let name: Arc<str> = Arc::from(name);
         let queue = Queue {
             id: id(),
@@ -943,8 +1004,7 @@ impl Shard {
         self.purge_sub(slot << 1 | MAIN);
         self.purge_sub(slot << 1 | DLQ);
         for dlq in [MAIN, DLQ] {
-            let waiters = std::mem::take(&mut self.sub_mut(slot << 1 | dlq).waiters);
-            for w in waiters {
+            while let Some(w) = self.first_waiter(slot << 1 | dlq) {
                 if let Some(waiter) = self.take_waiter(w) {
                     if let Some(notify) = waiter.notify {
                         self.completions
@@ -960,6 +1020,8 @@ impl Shard {
         self.queues[slot as usize] = None;
         self.free_queues.push(slot);
         self.gained.retain(|q| q >> 1 != slot);
+        self.budget.release_queue();
+        self.trim();
         emit!(self, Event::QueueDeleted { queue: name });
         Ok(())
     }
@@ -974,6 +1036,7 @@ impl Shard {
                 self.wheel.cancel(job.timer);
             }
         }
+        self.trim();
         emit!(
             self,
             Event::Purged {
@@ -1001,7 +1064,7 @@ impl Shard {
         queue.messages -= slots.len() as u64;
         queue.bytes -= bytes;
         let sub = &mut queue.subs[(q & 1) as usize];
-        let waiters = std::mem::take(&mut sub.waiters);
+        let waiters = sub.waiters;
         *sub = SubQueue::new(q & 1 == DLQ);
         sub.waiters = waiters;
     }
@@ -1094,6 +1157,8 @@ impl Shard {
             m.channel.as_deref(),
             (m.payload.len() + attributes_len) as u64,
         )?;
+        self.budget
+            .reserve_message((m.payload.len() + attributes_len) as u64)?;
         let lifetime = m.ttl_ms.unwrap_or(queue.settings.retention_ms);
         let visible_at = match m.availability {
             Availability::Now => now,
@@ -1244,8 +1309,11 @@ impl Shard {
         loop {
             let h = self.sub(q).channels[channel as usize].ring.pop()?;
             let slot = (h >> 32) as u32;
-            let w = self.records[slot as usize].word.load();
-            if self.records[slot as usize].q == q
+            let Some(r) = self.records.get(slot as usize) else {
+                continue; // left behind by a message whose slot was trimmed
+            };
+            let w = r.word.load();
+            if r.q == q
                 && w.state == MessageState::Visible
                 && (w.generation & 0xFFFF_FFFF) == (h & 0xFFFF_FFFF)
             {
@@ -1348,6 +1416,8 @@ impl Shard {
                 self.waiters.push(WaiterSlot {
                     stamp: 0,
                     waiter: None,
+                    prev: NIL,
+                    next: NIL,
                 });
                 (self.waiters.len() - 1) as u32
             }
@@ -1367,7 +1437,7 @@ impl Shard {
             order: self.waiter_order,
         });
         let stamp = w.stamp;
-        self.sub_mut(q).waiters.push_back(slot);
+        self.link_waiter(q, slot);
         WaitId {
             shard: self.id,
             slot,
@@ -1375,7 +1445,58 @@ impl Shard {
         }
     }
 
+    fn first_waiter(&self, q: u32) -> Option<u32> {
+        let head = self.sub(q).waiters.head;
+        (head != NIL).then_some(head)
+    }
+
+    /// Appends a parked receive to sub-queue `q`'s list.
+    fn link_waiter(&mut self, q: u32, slot: u32) {
+        let tail = self.sub(q).waiters.tail;
+        {
+            let w = &mut self.waiters[slot as usize];
+            w.prev = tail;
+            w.next = NIL;
+        }
+        if tail == NIL {
+            self.sub_mut(q).waiters.head = slot;
+        } else {
+            self.waiters[tail as usize].next = slot;
+        }
+        self.sub_mut(q).waiters.tail = slot;
+    }
+
+    /// Takes a parked receive out of sub-queue `q`'s list, in O(1).
+    fn unlink_waiter(&mut self, q: u32, slot: u32) {
+        let (prev, next) = {
+            let w = &mut self.waiters[slot as usize];
+            let links = (w.prev, w.next);
+            w.prev = NIL;
+            w.next = NIL;
+            links
+        };
+        if prev == NIL {
+            self.sub_mut(q).waiters.head = next;
+        } else {
+            self.waiters[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.sub_mut(q).waiters.tail = prev;
+        } else {
+            self.waiters[next as usize].prev = prev;
+        }
+    }
+
+    /// Unlinks and frees a parked receive; its `Notify` is the caller's.
     fn take_waiter(&mut self, slot: u32) -> Option<Waiter> {
+        let q = self.waiters[slot as usize].waiter.as_ref()?.q;
+        if self
+            .queues
+            .get((q >> 1) as usize)
+            .is_some_and(|x| x.is_some())
+        {
+            self.unlink_waiter(q, slot);
+        }
         let w = &mut self.waiters[slot as usize];
         let waiter = w.waiter.take()?;
         w.stamp = w.stamp.wrapping_add(1);
@@ -1395,25 +1516,15 @@ impl Shard {
         if w.stamp != id.stamp || w.waiter.is_none() {
             return false;
         }
-        let waiter = self.take_waiter(id.slot).expect("checked above");
-        let sub = self.sub_mut(waiter.q);
-        if let Some(pos) = sub.waiters.iter().position(|x| *x == id.slot) {
-            sub.waiters.remove(pos);
-        }
+        self.take_waiter(id.slot).expect("checked above");
         true
     }
 
     fn waiter_deadline(&mut self, slot: u32) {
-        let w = &mut self.waiters[slot as usize];
-        let Some(mut waiter) = w.waiter.take() else {
+        // The deadline fired: the wheel already let go of the timer.
+        let Some(mut waiter) = self.take_waiter(slot) else {
             return;
         };
-        w.stamp = w.stamp.wrapping_add(1);
-        self.free_waiters.push(slot);
-        let sub = self.sub_mut(waiter.q);
-        if let Some(pos) = sub.waiters.iter().position(|x| *x == slot) {
-            sub.waiters.remove(pos);
-        }
         if let Some(notify) = waiter.notify.take() {
             self.completions.push((notify, Ok(Vec::new())));
         }
@@ -1431,9 +1542,10 @@ impl Shard {
             {
                 continue;
             }
-            let mut i = 0;
-            while i < self.sub(q).waiters.len() && self.sub(q).counts.visible > 0 {
-                let slot = self.sub(q).waiters[i];
+            let mut next = self.sub(q).waiters.head;
+            while next != NIL && self.sub(q).counts.visible > 0 {
+                let slot = next;
+                next = self.waiters[slot as usize].next;
                 let waiter = self.waiters[slot as usize].waiter.as_ref().expect("parked");
                 let (max, visibility_ms, filter) =
                     (waiter.max, waiter.visibility_ms, waiter.filter.clone());
@@ -1448,10 +1560,8 @@ impl Shard {
                     &mut out,
                 );
                 if out.is_empty() {
-                    i += 1;
                     continue;
                 }
-                self.sub_mut(q).waiters.remove(i);
                 let mut waiter = self.take_waiter(slot).expect("parked");
                 if let Some(notify) = waiter.notify.take() {
                     self.completions.push((notify, Ok(out)));
@@ -1471,8 +1581,9 @@ impl Shard {
         }
         match self.records.get(receipt.slot as usize) {
             Some(r) if r.q == q => Ok(receipt.slot),
-            Some(_) => Err(Error::ReceiptStale),
-            None => Err(Error::ReceiptInvalid("no such message slot")),
+            // The tag proved this engine issued it: a slot given back since
+            // (the slab was trimmed) held a lease that has ended.
+            Some(_) | None => Err(Error::ReceiptStale),
         }
     }
 
@@ -1941,6 +2052,7 @@ impl Shard {
         if self
             .check_capacity(qslot, out.channel.as_deref(), len)
             .is_err()
+            || self.budget.reserve_message(len).is_err()
         {
             return Err(out);
         }
@@ -1989,6 +2101,9 @@ impl Shard {
             return;
         };
         let retention = self.queue(qslot).settings.retention_ms;
+        // It was stored before it left: keep it whatever the budget says.
+        self.budget
+            .force_message(out.payload.len() as u64 + attributes_bytes(out.attributes.as_ref()));
         let slot = self.alloc();
         let r = &mut self.records[slot as usize];
         let at = out.at_ms;

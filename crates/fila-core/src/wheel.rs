@@ -128,6 +128,35 @@ impl<T: Copy + Default> TimingWheel<T> {
         }
     }
 
+    /// Gives back the slab room of timers long gone: when at most half of
+    /// the slab is pending, the free entries past the last pending one are
+    /// dropped and the allocation shrunk. Keys of pending timers are kept.
+    /// O(slab) when it trims, so callers use it after bulk removals only.
+    pub fn trim(&mut self) {
+        if self.entries.len() < 1024 || self.len * 2 > self.entries.len() {
+            return;
+        }
+        let keep = self
+            .entries
+            .iter()
+            .rposition(|e| e.place != PLACE_FREE)
+            .map_or(0, |i| i + 1);
+        self.entries.truncate(keep);
+        self.entries.shrink_to_fit();
+        self.free_head = NIL;
+        for index in (0..keep).rev() {
+            if self.entries[index].place == PLACE_FREE {
+                self.entries[index].next = self.free_head;
+                self.free_head = index as u32;
+            }
+        }
+    }
+
+    /// Slab entries allocated (pending or free).
+    pub fn slab_len(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Reserves slab room for `additional` more timers.
     pub fn reserve(&mut self, additional: usize) {
         self.entries.reserve(additional);

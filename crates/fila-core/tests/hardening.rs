@@ -146,12 +146,14 @@ fn concurrent_updates_of_different_fields_both_take_effect() {
     let (_, e) = engine();
     e.create_queue("q", QueueSettings::default()).unwrap();
     let e = Arc::new(e);
+    // Each field only grows from its default (30 000 ms, 5 deliveries), so
+    // a lost update shows as a field going back.
     let rounds = 2_000u64;
     let visibility = {
         let e = e.clone();
         std::thread::spawn(move || {
             let mut seen_max = 0;
-            for v in 1..=rounds {
+            for v in 30_001..=30_000 + rounds {
                 let u = SettingsUpdate {
                     visibility_timeout_ms: Some(v),
                     ..SettingsUpdate::default()
@@ -163,7 +165,7 @@ fn concurrent_updates_of_different_fields_both_take_effect() {
         })
     };
     let mut seen_vis = 0;
-    for m in 1..=rounds as u32 / 2 {
+    for m in 6..=1_000 {
         let u = SettingsUpdate {
             max_deliveries: Some(m),
             ..SettingsUpdate::default()
@@ -176,6 +178,149 @@ fn concurrent_updates_of_different_fields_both_take_effect() {
     let s = e.queue_settings("q").unwrap();
     assert_eq!(
         (s.visibility_timeout_ms, s.max_deliveries),
-        (rounds, rounds as u32 / 2)
+        (30_000 + rounds, 1_000)
     );
+}
+
+fn put_n(e: &Engine, q: &str, n: usize, payload: &'static [u8]) {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(20) {
+        let batch = chunk
+            .iter()
+            .map(|_| NewMessage::new(Bytes::from_static(payload)))
+            .collect();
+        for r in e.put(q, batch).unwrap() {
+            r.unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_server_wide_byte_budget_refuses_puts_and_loses_nothing() {
+    let (_, e) = engine();
+    e.set_limits(EngineLimits {
+        max_stored_bytes: 10 * (100 + MESSAGE_OVERHEAD_BYTES),
+        ..EngineLimits::default()
+    });
+    e.create_queue("a", QueueSettings::default()).unwrap();
+    e.create_queue("b", QueueSettings::default()).unwrap();
+    put_n(&e, "a", 6, &[1; 100]);
+    put_n(&e, "b", 4, &[2; 100]);
+    assert_eq!(e.stored_bytes(), 10 * (100 + MESSAGE_OVERHEAD_BYTES));
+    for q in ["a", "b"] {
+        let refused = e.put(q, vec![NewMessage::new(vec![0u8; 100])]).unwrap();
+        assert_eq!(
+            refused[0].as_ref().unwrap_err().kind(),
+            ErrorKind::ResourceExhausted
+        );
+    }
+    assert_eq!(e.stats("a").unwrap().visible, 6);
+    assert_eq!(e.stats("b").unwrap().visible, 4);
+    // Deleting one message makes room for one.
+    let got = recv(&e, "a", 30_000);
+    e.delete(Address::queue("a"), &[got[0].receipt.unwrap()])
+        .unwrap();
+    assert!(e.put("b", vec![NewMessage::new(vec![0u8; 100])]).unwrap()[0].is_ok());
+    // Deleting a queue gives its share back.
+    e.delete_queue("b").unwrap();
+    assert_eq!(e.stored_bytes(), 5 * (100 + MESSAGE_OVERHEAD_BYTES));
+}
+
+#[test]
+fn the_number_of_queues_is_limited() {
+    let (_, e) = engine();
+    e.set_limits(EngineLimits {
+        max_queues: 3,
+        ..EngineLimits::default()
+    });
+    for q in ["a", "b", "c"] {
+        e.create_queue(q, QueueSettings::default()).unwrap();
+    }
+    let err = e.create_queue("d", QueueSettings::default()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ResourceExhausted);
+    assert!(err.to_string().contains("max_queues"));
+    // Creating an existing one again is still fine; a delete frees a place.
+    assert!(!e.create_queue("a", QueueSettings::default()).unwrap());
+    e.delete_queue("a").unwrap();
+    e.create_queue("d", QueueSettings::default()).unwrap();
+    assert_eq!(e.queue_count(), 3);
+}
+
+#[test]
+fn deleting_or_purging_a_queue_gives_its_slots_back_and_old_receipts_stay_stale() {
+    let (_, e) = engine();
+    e.create_queue("big", QueueSettings::default()).unwrap();
+    e.create_queue("small", QueueSettings::default()).unwrap();
+    put_n(&e, "big", 50_000, b"x");
+    assert!(e.message_slots() >= 50_000);
+    let old = recv(&e, "big", 30_000);
+    e.delete_queue("big").unwrap();
+    assert!(
+        e.message_slots() < 1_024,
+        "{} slots kept",
+        e.message_slots()
+    );
+
+    e.create_queue("big", QueueSettings::default()).unwrap();
+    put_n(&e, "big", 5_000, b"y");
+    let leased = recv(&e, "big", 30_000);
+    e.purge(Address::queue("big")).unwrap();
+    assert!(
+        e.message_slots() < 1_024,
+        "{} slots kept",
+        e.message_slots()
+    );
+    // New leases in re-created slots are never named by an old receipt.
+    put_n(&e, "big", 20, b"z");
+    let fresh = recv(&e, "big", 30_000);
+    assert_eq!(fresh.len(), 20);
+    for m in old.iter().chain(&leased) {
+        let r = e
+            .delete(Address::queue("big"), &[m.receipt.unwrap()])
+            .unwrap();
+        assert_eq!(r[0].as_ref().unwrap_err().kind(), ErrorKind::ReceiptStale);
+    }
+    assert_eq!(e.stats("big").unwrap().in_flight, 20);
+    // A small queue's messages kept their slots through all this.
+    put_n(&e, "small", 3, b"s");
+    assert_eq!(recv(&e, "small", 30_000).len(), 3);
+}
+
+#[test]
+fn removing_parked_receives_from_the_middle_is_cheap() {
+    // 100 000 parked receives, every other one cancelled from the middle,
+    // the rest timing out: quadratic removal would take minutes here.
+    let (clock, e) = engine();
+    e.create_queue("q", QueueSettings::default()).unwrap();
+    let opts = ReceiveOptions {
+        wait_ms: Some(1_000),
+        ..ReceiveOptions::default()
+    };
+    let mut ids = Vec::new();
+    for _ in 0..100_000 {
+        match e.receive(Address::queue("q"), &opts, |_| {}).unwrap() {
+            Received::Parked(id) => ids.push(id),
+            Received::Ready(_) => panic!("nothing to receive"),
+        }
+    }
+    let mid = ids.len() / 2;
+    for id in ids[..mid].iter().rev().step_by(2) {
+        assert!(e.cancel_wait(*id));
+    }
+    clock.advance(1_000);
+    e.tick();
+    for id in &ids {
+        assert!(
+            !e.cancel_wait(*id),
+            "every receive was answered or cancelled"
+        );
+    }
+    // The queue's list is intact: a new receive parks and is served.
+    let served = Arc::new(std::sync::Mutex::new(None));
+    let s = served.clone();
+    e.receive(Address::queue("q"), &opts, move |r| {
+        *s.lock().unwrap() = Some(r.unwrap().len());
+    })
+    .unwrap();
+    e.put("q", vec![NewMessage::new("m")]).unwrap();
+    assert_eq!(*served.lock().unwrap(), Some(1));
 }

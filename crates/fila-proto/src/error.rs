@@ -30,6 +30,10 @@ impl ErrorCode {
     pub const UNAUTHENTICATED: ErrorCode = ErrorCode(11);
     /// The token lacks the permission for this queue.
     pub const FORBIDDEN: ErrorCode = ErrorCode(12);
+    /// A server or connection limit is reached (stored bytes, queues,
+    /// parked receives, connections, failed authentications); nothing
+    /// was changed.
+    pub const RESOURCE_EXHAUSTED: ErrorCode = ErrorCode(13);
     /// The frame is over the receiver's frame limit.
     pub const FRAME_TOO_LARGE: ErrorCode = ErrorCode(100);
     /// The frame or its body does not parse.
@@ -44,7 +48,7 @@ impl ErrorCode {
     pub const SHUTTING_DOWN: ErrorCode = ErrorCode(201);
 
     /// Every code this version knows, with its name.
-    pub const ALL: [(ErrorCode, &'static str); 18] = [
+    pub const ALL: [(ErrorCode, &'static str); 19] = [
         (ErrorCode::INVALID_ARGUMENT, "invalid_argument"),
         (ErrorCode::QUEUE_NOT_FOUND, "queue_not_found"),
         (ErrorCode::QUEUE_EXISTS, "queue_exists"),
@@ -57,6 +61,7 @@ impl ErrorCode {
         (ErrorCode::EXPIRED, "expired"),
         (ErrorCode::UNAUTHENTICATED, "unauthenticated"),
         (ErrorCode::FORBIDDEN, "forbidden"),
+        (ErrorCode::RESOURCE_EXHAUSTED, "resource_exhausted"),
         (ErrorCode::FRAME_TOO_LARGE, "frame_too_large"),
         (ErrorCode::MALFORMED_FRAME, "malformed_frame"),
         (ErrorCode::UNSUPPORTED_VERSION, "unsupported_version"),

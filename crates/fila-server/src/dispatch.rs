@@ -43,6 +43,7 @@ pub(crate) fn code_of(kind: ErrorKind) -> ErrorCode {
         ErrorKind::ReceiptInvalid => ErrorCode::RECEIPT_INVALID,
         ErrorKind::NotFound => ErrorCode::NOT_FOUND,
         ErrorKind::Expired => ErrorCode::EXPIRED,
+        ErrorKind::ResourceExhausted => ErrorCode::RESOURCE_EXHAUSTED,
     }
 }
 
