@@ -225,12 +225,17 @@ fn a_long_poll_returns_empty_when_its_wait_ends_and_other_requests_are_answered_
     let list = c
         .send(&Request::ListQueues {
             prefix: String::new(),
+            after: String::new(),
+            limit: 0,
         })
         .unwrap();
     // The list, sent after the parked receive, is answered first.
     assert_eq!(
         c.wait(list, Duration::ZERO).unwrap(),
-        Response::Queues(vec!["q".into()])
+        Response::Queues {
+            names: vec!["q".into()],
+            next: None
+        }
     );
     assert_eq!(
         c.wait(poll, Duration::from_secs(5)).unwrap(),
@@ -316,14 +321,17 @@ fn a_frame_written_by_hand_matches_docs_protocol_md() {
     use std::io::{Read, Write};
     let s = TestServer::start();
     let mut raw = std::net::TcpStream::connect(s.addr).unwrap();
-    // list queues, request id 77, prefix "".
-    raw.write_all(&[0, 0, 0, 14, 1, 0x13, 0, 0, 0, 0, 0, 0, 0, 0, 0, 77, 0, 0])
-        .unwrap();
-    let mut answer = [0u8; 18];
+    // list queues, request id 77, prefix "", after "", limit 0.
+    raw.write_all(&[
+        0, 0, 0, 18, 1, 0x13, 0, 0, 0, 0, 0, 0, 0, 0, 0, 77, 0, 0, 0, 0, 0, 0,
+    ])
+    .unwrap();
+    // No names, no next page.
+    let mut answer = [0u8; 19];
     raw.read_exact(&mut answer).unwrap();
     assert_eq!(
         answer,
-        [0, 0, 0, 14, 1, 0x13, 0, 1, 0, 0, 0, 0, 0, 0, 0, 77, 0, 0]
+        [0, 0, 0, 15, 1, 0x13, 0, 1, 0, 0, 0, 0, 0, 0, 0, 77, 0, 0, 0]
     );
     let _ = BytesMut::new();
 }
@@ -385,7 +393,7 @@ fn idle_connections_are_closed_after_the_idle_timeout_but_parked_receives_are_no
 }
 
 #[test]
-fn a_peek_of_large_messages_is_cut_to_fit_a_frame_and_continues_from_the_last() {
+fn a_peek_of_large_messages_is_cut_to_fit_the_output_room_and_continues_from_the_last() {
     let s = TestServer::start();
     let mut c = s.client();
     c.create_queue(
@@ -409,10 +417,18 @@ fn a_peek_of_large_messages_is_cut_to_fit_a_frame_and_continues_from_the_last() 
         )
         .unwrap();
     }
-    let first = c.peek(q("big"), 0, 100).unwrap();
-    assert_eq!(first.len(), 16, "16 MiB of payloads in one answer");
-    let rest = c
-        .peek(q("big"), first.last().unwrap().seq + 1, 100)
-        .unwrap();
-    assert_eq!(rest.len(), 4);
+    // The default output room is 8 MiB: an answer holds the 1 MiB
+    // messages that fit, and the next peek goes on from the last one.
+    let mut seen = Vec::new();
+    let mut from = 0;
+    for _ in 0..20 {
+        let page = c.peek(q("big"), from, 100).unwrap();
+        if page.is_empty() {
+            break;
+        }
+        assert!(page.len() <= 7, "{} MiB in one 8 MiB answer", page.len());
+        from = page.last().unwrap().seq + 1;
+        seen.extend(page.iter().map(|m| m.seq));
+    }
+    assert_eq!(seen, (1..=20).collect::<Vec<_>>());
 }

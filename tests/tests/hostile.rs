@@ -89,12 +89,20 @@ fn unknown_opcodes_and_malformed_bodies_are_answered_and_the_connection_lives() 
     let mut good = BytesMut::new();
     Request::ListQueues {
         prefix: String::new(),
+        after: String::new(),
+        limit: 0,
     }
     .encode(7, &mut good);
     raw.write_all(&good).unwrap();
     assert_eq!(
         read_answer(&mut raw).unwrap(),
-        (7, Response::Queues(vec![]))
+        (
+            7,
+            Response::Queues {
+                names: vec![],
+                next: None
+            }
+        )
     );
 }
 
@@ -153,11 +161,22 @@ fn a_thousand_connections_and_the_limit_on_them() {
     let mut frame = BytesMut::new();
     Request::ListQueues {
         prefix: String::new(),
+        after: String::new(),
+        limit: 0,
     }
     .encode(3, &mut frame);
     for raw in open.iter_mut().step_by(97) {
         raw.write_all(&frame).unwrap();
-        assert_eq!(read_answer(raw).unwrap(), (3, Response::Queues(vec![])));
+        assert_eq!(
+            read_answer(raw).unwrap(),
+            (
+                3,
+                Response::Queues {
+                    names: vec![],
+                    next: None
+                }
+            )
+        );
     }
     // One more fits; the next is closed at once.
     let _last = TcpStream::connect(s.addr).unwrap();
@@ -173,7 +192,7 @@ fn a_thousand_connections_and_the_limit_on_them() {
 
 #[test]
 fn a_client_that_never_reads_is_throttled_and_others_are_served() {
-    let s = TestServer::with(|c| c.max_output_bytes = 64 << 10);
+    let s = TestServer::with(|c| c.max_output_bytes = fila_server::OUTPUT_BYTES_MIN);
     let mut c = s.client();
     c.create_queue("big", SettingsPatch::default()).unwrap();
     let payload = bytes::Bytes::from(vec![7u8; 60 << 10]);
@@ -243,7 +262,7 @@ fn a_client_that_never_reads_is_throttled_and_others_are_served() {
 
 #[test]
 fn a_throttled_client_that_reads_late_gets_every_answer() {
-    let s = TestServer::with(|c| c.max_output_bytes = 64 << 10);
+    let s = TestServer::with(|c| c.max_output_bytes = fila_server::OUTPUT_BYTES_MIN);
     let mut c = s.client();
     c.create_queue("q", SettingsPatch::default()).unwrap();
     let payload = bytes::Bytes::from(vec![1u8; 10 << 10]);
@@ -302,6 +321,8 @@ fn a_client_that_half_closes_after_its_requests_still_gets_the_answers() {
     for id in 1..=3u64 {
         Request::ListQueues {
             prefix: String::new(),
+            after: String::new(),
+            limit: 0,
         }
         .encode(id, &mut frames);
     }

@@ -404,13 +404,38 @@ impl Client {
         })
     }
 
-    /// Queue names by prefix.
+    /// Every queue name with this prefix, sorted: follows the server's
+    /// pages to the end.
     pub fn list_queues(&mut self, prefix: &str) -> Result<Vec<String>> {
+        let mut all = Vec::new();
+        let mut after = String::new();
+        loop {
+            let (names, next) = self.list_queues_page(prefix, &after, 0)?;
+            all.extend(names);
+            match next {
+                // A cursor that does not move on would loop forever.
+                Some(next) if next > after => after = next,
+                _ => return Ok(all),
+            }
+        }
+    }
+
+    /// One page of queue names: up to `limit` (0: the server's page size,
+    /// 1 000) after `after` ("" from the start), and the cursor of the next
+    /// page when more remain.
+    pub fn list_queues_page(
+        &mut self,
+        prefix: &str,
+        after: &str,
+        limit: u16,
+    ) -> Result<(Vec<String>, Option<String>)> {
         let r = self.call(Request::ListQueues {
             prefix: prefix.into(),
+            after: after.into(),
+            limit,
         })?;
         expect(Opcode::ListQueues, r, |r| match r {
-            Response::Queues(v) => Ok(v),
+            Response::Queues { names, next } => Ok((names, next)),
             other => Err(other),
         })
     }

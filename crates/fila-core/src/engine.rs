@@ -267,13 +267,34 @@ impl Engine {
         })
     }
 
-    /// Queue names starting with `prefix`, sorted.
+    /// Queue names starting with `prefix`, sorted (every one of them: for
+    /// a bounded answer use [`Engine::list_queues_page`]).
     pub fn list_queues(&self, prefix: &str) -> Vec<String> {
         let mut names: Vec<String> = (0..self.shards.len())
-            .flat_map(|i| self.lock(i).list(prefix))
+            .flat_map(|i| self.lock(i).list(prefix, "", usize::MAX))
             .collect();
         names.sort_unstable();
         names
+    }
+
+    /// One page of [`Engine::list_queues`]: up to `limit` names after
+    /// `after` (exclusive; "" from the start), and the `after` of the next
+    /// page when more remain. Costs O(shards × (log queues + limit)).
+    pub fn list_queues_page(
+        &self,
+        prefix: &str,
+        after: &str,
+        limit: usize,
+    ) -> (Vec<String>, Option<String>) {
+        let limit = limit.max(1);
+        let mut names: Vec<String> = (0..self.shards.len())
+            .flat_map(|i| self.lock(i).list(prefix, after, limit + 1))
+            .collect();
+        names.sort_unstable();
+        let more = names.len() > limit;
+        names.truncate(limit);
+        let next = if more { names.last().cloned() } else { None };
+        (names, next)
     }
 
     /// Deletes a queue and everything in it.

@@ -45,6 +45,17 @@ pub struct WaitId {
     pub(crate) shard: u16,
     pub(crate) slot: u32,
     pub(crate) stamp: u32,
+    pub(crate) reserved: u64,
+}
+
+impl WaitId {
+    /// The answer bytes this parked receive may be completed with: its
+    /// `max_answer_bytes`, lowered to what `max_messages` of its queue's
+    /// largest messages could need (0 when it had no limit). A server holds
+    /// this much output room for it until the answer comes.
+    pub fn reserved_bytes(&self) -> u64 {
+        self.reserved
+    }
 }
 
 /// The answer to a receive.
@@ -119,6 +130,9 @@ impl Record {
 
 struct Channel {
     name: Option<Arc<str>>,
+    /// A visible message popped and put back (it did not fit a receive's
+    /// byte budget): the channel's next, before the ring.
+    front: Option<u64>,
     ring: ReadyRing,
     visible: u32,
     held: u64,
@@ -129,6 +143,7 @@ impl Channel {
     fn new(name: Option<Arc<str>>) -> Channel {
         Channel {
             name,
+            front: None,
             ring: ReadyRing::default(),
             visible: 0,
             held: 0,
@@ -335,6 +350,8 @@ struct Queue {
 struct Waiter {
     q: u32,
     max: u32,
+    /// Answer bytes at most.
+    budget: u64,
     visibility_ms: u64,
     filter: Option<ChannelFilter>,
     notify: Option<Notify>,
@@ -370,6 +387,8 @@ pub(crate) struct Outbound {
 /// Receive parameters resolved against the queue's settings.
 struct Take<'a> {
     max: u32,
+    /// Answer bytes at most ([`answer_bytes`]).
+    budget: u64,
     visibility_ms: u64,
     filter: Option<&'a ChannelFilter>,
 }
@@ -383,6 +402,8 @@ pub struct Shard {
     /// Generations of slots re-created after a trim start above this.
     generation_floor: u64,
     names: HashMap<Arc<str>, u32>,
+    /// The same names in order, for listing by page.
+    sorted_names: std::collections::BTreeSet<Arc<str>>,
     queues: Vec<Option<Queue>>,
     free_queues: Vec<u32>,
     records: Vec<Record>,
@@ -442,6 +463,7 @@ impl Shard {
             budget,
             generation_floor: 0,
             names: HashMap::new(),
+            sorted_names: std::collections::BTreeSet::new(),
             queues: Vec::new(),
             free_queues: Vec::new(),
             records: Vec::new(),
@@ -722,6 +744,7 @@ impl Shard {
             let c = &mut sub.channels[channel as usize];
             c.visible -= 1;
             if c.visible == 0 {
+                c.front = None;
                 c.ring.clear();
                 c.ring.shrink_if_empty();
                 if let Some(pos) = sub.active.iter().position(|x| *x == channel) {
@@ -959,6 +982,7 @@ impl Shard {
             }
         };
         self.names.insert(name.clone(), slot);
+        self.sorted_names.insert(name.clone());
         emit!(self, Event::QueueCreated { queue: &name });
         Ok(true)
     }
@@ -988,11 +1012,19 @@ impl Shard {
         Ok(next)
     }
 
-    /// Names of queues starting with `prefix`.
-    pub fn list(&self, prefix: &str) -> Vec<String> {
-        self.names
-            .keys()
-            .filter(|n| n.starts_with(prefix))
+    /// Up to `limit` names starting with `prefix` and sorting after
+    /// `after`, in order: O(log queues + limit).
+    pub fn list(&self, prefix: &str, after: &str, limit: usize) -> Vec<String> {
+        use std::ops::Bound;
+        let start: Bound<&str> = if after >= prefix {
+            Bound::Excluded(after)
+        } else {
+            Bound::Included(prefix)
+        };
+        self.sorted_names
+            .range::<str, _>((start, Bound::Unbounded))
+            .take_while(|n| n.starts_with(prefix))
+            .take(limit)
             .map(|n| n.to_string())
             .collect()
     }
@@ -1017,6 +1049,7 @@ impl Shard {
             self.wheel.cancel(job.timer);
         }
         self.names.remove(name);
+        self.sorted_names.remove(name);
         self.queues[slot as usize] = None;
         self.free_queues.push(slot);
         self.gained.retain(|q| q >> 1 != slot);
@@ -1256,6 +1289,7 @@ impl Shard {
     fn take_visible(&mut self, q: u32, take: &Take<'_>, out: &mut Vec<Message>) {
         let now = self.now;
         let mut quick_looks: Vec<u32> = Vec::new();
+        let mut used = 0u64;
         while (out.len() as u32) < take.max {
             let Some(channel) = self.pick_channel(q, take.filter) else {
                 break;
@@ -1263,6 +1297,16 @@ impl Shard {
             let Some(slot) = self.pop_visible(q, channel) else {
                 continue;
             };
+            if take.budget != u64::MAX {
+                let size = self.answer_size(slot);
+                if used + size > take.budget {
+                    // Too big for what is left of this answer: it stays the
+                    // channel's next message.
+                    self.put_back(slot);
+                    break;
+                }
+                used += size;
+            }
             let qslot = q >> 1;
             let max_deliveries = self.queue(qslot).settings.max_deliveries;
             let r = &self.records[slot as usize];
@@ -1281,6 +1325,36 @@ impl Shard {
         }
         for slot in quick_looks {
             self.enter_state(slot, MessageState::Visible);
+        }
+    }
+
+    /// [`answer_bytes`] of the message in `slot`.
+    fn answer_size(&self, slot: u32) -> u64 {
+        let r = &self.records[slot as usize];
+        let extra = r.extra.as_deref();
+        answer_bytes(
+            r.payload.len(),
+            extra.and_then(|e| e.attributes.as_ref()),
+            self.sub(r.q).channels[r.channel as usize].name.as_deref(),
+            extra.and_then(|e| e.dead_letter.as_deref()),
+        )
+    }
+
+    /// Undoes [`Shard::pop_visible`]: the message is visible again, first
+    /// in its channel.
+    fn put_back(&mut self, slot: u32) {
+        let (q, channel, generation) = {
+            let r = &self.records[slot as usize];
+            (r.q, r.channel, r.word.load().generation)
+        };
+        let sub = self.sub_mut(q);
+        sub.counts.visible += 1;
+        let c = &mut sub.channels[channel as usize];
+        debug_assert!(c.front.is_none(), "a popped message was the front");
+        c.front = Some(handle(slot, generation));
+        c.visible += 1;
+        if c.visible == 1 {
+            sub.active.push_front(channel);
         }
     }
 
@@ -1307,7 +1381,11 @@ impl Shard {
     /// counts it out of the visible state.
     fn pop_visible(&mut self, q: u32, channel: u32) -> Option<u32> {
         loop {
-            let h = self.sub(q).channels[channel as usize].ring.pop()?;
+            let c = &mut self.sub_mut(q).channels[channel as usize];
+            let h = match c.front.take() {
+                Some(h) => h,
+                None => c.ring.pop()?,
+            };
             let slot = (h >> 32) as u32;
             let Some(r) = self.records.get(slot as usize) else {
                 continue; // left behind by a message whose slot was trimmed
@@ -1381,17 +1459,22 @@ impl Shard {
         let visibility_ms = opts.visibility_ms.unwrap_or(settings.visibility_timeout_ms);
         let wait_ms = opts.wait_ms.unwrap_or(settings.receive_wait_default_ms);
         let mut out = Vec::with_capacity(opts.max_messages as usize);
+        let budget = opts.max_answer_bytes.unwrap_or(u64::MAX);
         self.take_visible(
             q,
             &Take {
                 max: opts.max_messages,
+                budget,
                 visibility_ms,
                 filter: opts.channel.as_ref(),
             },
             &mut out,
         );
         let parked = if out.is_empty() && wait_ms > 0 {
-            notify.map(|notify| self.park(q, opts, visibility_ms, wait_ms, notify))
+            // A parked receive holds only the room its answer could need.
+            let largest = answer_bytes_max(self.queue(qslot).settings.max_message_bytes);
+            let budget = budget.min(largest.saturating_mul(u64::from(opts.max_messages)));
+            notify.map(|notify| self.park(q, opts, visibility_ms, wait_ms, budget, notify))
         } else {
             None
         };
@@ -1408,6 +1491,7 @@ impl Shard {
         opts: &ReceiveOptions,
         visibility_ms: u64,
         wait_ms: u64,
+        budget: u64,
         notify: Notify,
     ) -> WaitId {
         let slot = match self.free_waiters.pop() {
@@ -1430,6 +1514,7 @@ impl Shard {
         w.waiter = Some(Waiter {
             q,
             max: opts.max_messages,
+            budget,
             visibility_ms,
             filter: opts.channel.clone(),
             notify: Some(notify),
@@ -1442,6 +1527,7 @@ impl Shard {
             shard: self.id,
             slot,
             stamp,
+            reserved: if budget == u64::MAX { 0 } else { budget },
         }
     }
 
@@ -1547,13 +1633,18 @@ impl Shard {
                 let slot = next;
                 next = self.waiters[slot as usize].next;
                 let waiter = self.waiters[slot as usize].waiter.as_ref().expect("parked");
-                let (max, visibility_ms, filter) =
-                    (waiter.max, waiter.visibility_ms, waiter.filter.clone());
+                let (max, budget, visibility_ms, filter) = (
+                    waiter.max,
+                    waiter.budget,
+                    waiter.visibility_ms,
+                    waiter.filter.clone(),
+                );
                 let mut out = Vec::new();
                 self.take_visible(
                     q,
                     &Take {
                         max,
+                        budget,
                         visibility_ms,
                         filter: filter.as_ref(),
                     },

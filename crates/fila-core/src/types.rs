@@ -670,6 +670,13 @@ pub struct ReceiveOptions {
     pub wait_ms: Option<u64>,
     /// Only messages of matching channels.
     pub channel: Option<ChannelFilter>,
+    /// The answer may hold at most this many bytes, counted by
+    /// [`answer_bytes`]: messages that would pass it stay for a later
+    /// receive. A parked receive holds this room (at most what its
+    /// `max_messages` of this queue's largest messages could need) until it
+    /// is answered; see [`WaitId::reserved_bytes`](crate::WaitId::reserved_bytes).
+    /// `None`: no limit.
+    pub max_answer_bytes: Option<u64>,
 }
 
 impl Default for ReceiveOptions {
@@ -679,8 +686,56 @@ impl Default for ReceiveOptions {
             visibility_ms: None,
             wait_ms: None,
             channel: None,
+            max_answer_bytes: None,
         }
     }
+}
+
+/// Bytes one message may take in an answer beyond its payload, attribute,
+/// channel and dead-letter strings: ids, times, counts, the receipt, and
+/// every length prefix (rounded up).
+pub const MESSAGE_ANSWER_OVERHEAD: u64 = 128;
+
+/// An upper bound of the bytes a message takes in an answer frame (the
+/// protocol's encoding, generously): what receive budgets count.
+pub fn answer_bytes(
+    payload: usize,
+    attributes: Option<&Attributes>,
+    channel: Option<&str>,
+    dead_letter: Option<&DeadLetter>,
+) -> u64 {
+    let attributes = attributes.map_or(0, |a| {
+        a.iter()
+            .map(|(k, v)| 4 + k.len() as u64 + v.len() as u64)
+            .sum::<u64>()
+    });
+    let dead_letter = dead_letter.map_or(0, |d| {
+        let (reason, description) = match &d.reason {
+            DeadLetterReason::Consumer {
+                reason,
+                description,
+            } => (reason.len(), description.len()),
+            _ => (0, 0),
+        };
+        32 + (d.source_queue.len() + reason + description) as u64
+    });
+    MESSAGE_ANSWER_OVERHEAD
+        + payload as u64
+        + attributes
+        + channel.map_or(0, |c| c.len() as u64)
+        + dead_letter
+}
+
+/// The most [`answer_bytes`] a message of a queue whose max_message_bytes
+/// is `max_message_bytes` can count (attributes, channel and dead-letter
+/// strings at their limits).
+pub fn answer_bytes_max(max_message_bytes: u32) -> u64 {
+    MESSAGE_ANSWER_OVERHEAD
+        + u64::from(max_message_bytes)
+        + (ATTRIBUTES_BYTES_MAX + 4 * ATTRIBUTES_MAX) as u64
+        + CHANNEL_LEN_MAX as u64
+        + 32
+        + (QUEUE_NAME_LEN_MAX + DEAD_LETTER_REASON_LEN_MAX + DEAD_LETTER_DESCRIPTION_LEN_MAX) as u64
 }
 
 impl ReceiveOptions {

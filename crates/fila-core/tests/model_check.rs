@@ -317,6 +317,8 @@ impl Harness {
                         4 => Some(ChannelFilter::Exact("y".into())),
                         _ => None,
                     },
+                    // The model has no byte budgets: none here.
+                    max_answer_bytes: None,
                 };
                 self.next_key += 1;
                 let key = self.next_key;

@@ -24,13 +24,14 @@
 //! use fila_proto::*;
 //!
 //! let mut buf = BytesMut::new();
-//! Request::ListQueues { prefix: "orders-".into() }.encode(7, &mut buf);
+//! let list = Request::ListQueues { prefix: "orders-".into(), after: String::new(), limit: 100 };
+//! list.encode(7, &mut buf);
 //! let Ok(Decoded::Frame { header, body, consumed }) = decode_frame(&buf, FRAME_LEN_DEFAULT) else {
 //!     panic!("one whole frame")
 //! };
 //! assert_eq!((header.request_id, consumed), (7, buf.len()));
 //! let body = bytes::Bytes::copy_from_slice(body);
-//! assert_eq!(Request::decode(&header, body).unwrap(), Request::ListQueues { prefix: "orders-".into() });
+//! assert_eq!(Request::decode(&header, body).unwrap(), list);
 //! ```
 #![forbid(unsafe_code)]
 

@@ -230,10 +230,15 @@ pub enum Request {
         /// The settings to change.
         settings: SettingsPatch,
     },
-    /// Names by prefix.
+    /// Names by prefix, one page at a time.
     ListQueues {
         /// Prefix ("" for all).
         prefix: String,
+        /// Names after this one only (the previous page's `next`; "" from
+        /// the start).
+        after: String,
+        /// Names per page, 1–1000 (0: 1000).
+        limit: u16,
     },
     /// Delete a queue.
     DeleteQueue {
@@ -445,8 +450,14 @@ pub enum Response {
     Created(bool),
     /// To get and update: the settings in force.
     Queue(Settings),
-    /// To list: names.
-    Queues(Vec<String>),
+    /// To list: one page of names, sorted, and the cursor of the next
+    /// page when more remain.
+    Queues {
+        /// Names.
+        names: Vec<String>,
+        /// Pass as `after` for the next page; absent on the last page.
+        next: Option<String>,
+    },
     /// To queue stats.
     Stats(Stats),
     /// To put: per entry.
@@ -714,7 +725,15 @@ impl Request {
             Request::GetQueue { name }
             | Request::DeleteQueue { name }
             | Request::QueueStats { name } => w.str(name),
-            Request::ListQueues { prefix } => w.str(prefix),
+            Request::ListQueues {
+                prefix,
+                after,
+                limit,
+            } => {
+                w.str(prefix);
+                w.str(after);
+                w.u16(*limit);
+            }
             Request::Purge { queue } => put_queue_ref(w, queue),
             Request::Put { queue, messages } => {
                 w.str(queue);
@@ -809,7 +828,11 @@ impl Request {
                 name: r.str()?,
                 settings: get_patch(r)?,
             },
-            Opcode::ListQueues => Request::ListQueues { prefix: r.str()? },
+            Opcode::ListQueues => Request::ListQueues {
+                prefix: r.str()?,
+                after: r.str()?,
+                limit: r.u16()?,
+            },
             Opcode::DeleteQueue => Request::DeleteQueue { name: r.str()? },
             Opcode::Purge => Request::Purge {
                 queue: get_queue_ref(r)?,
@@ -898,7 +921,10 @@ impl Response {
             }),
             Response::Created(created) => w.bool(*created),
             Response::Queue(s) => put_settings(w, s),
-            Response::Queues(names) => w.list(names, |w, n| w.str(n)),
+            Response::Queues { names, next } => {
+                w.list(names, |w, n| w.str(n));
+                w.opt(next, |w, n| w.str(n));
+            }
             Response::Stats(s) => {
                 for v in [
                     s.visible,
@@ -962,7 +988,10 @@ impl Response {
             Opcode::ServerStats => Response::ServerStats(r.list(10, |r| Ok((r.str()?, r.u64()?)))?),
             Opcode::CreateQueue => Response::Created(r.bool()?),
             Opcode::GetQueue | Opcode::UpdateQueue => Response::Queue(get_settings(r)?),
-            Opcode::ListQueues => Response::Queues(r.list(2, Reader::str)?),
+            Opcode::ListQueues => Response::Queues {
+                names: r.list(2, Reader::str)?,
+                next: r.opt(Reader::str)?,
+            },
             Opcode::QueueStats => Response::Stats(Stats {
                 visible: r.u64()?,
                 in_flight: r.u64()?,

@@ -182,10 +182,18 @@ impl Writer<'_> {
     }
 
     /// Lists longer than 65 535 items are cut (no list allows that many).
+    /// Panics on more than 65 535 items: every list the protocol carries
+    /// is bounded (batches of 20, pages of 1 000), so a longer one is a
+    /// bug, never something to cut short silently.
     pub(crate) fn list<T>(&mut self, items: &[T], mut f: impl FnMut(&mut Self, &T)) {
-        let n = items.len().min(usize::from(u16::MAX));
-        self.u16(n as u16);
-        for item in &items[..n] {
+        let n = u16::try_from(items.len()).unwrap_or_else(|_| {
+            panic!(
+                "a list of {} items does not fit the protocol's u16 count",
+                items.len()
+            )
+        });
+        self.u16(n);
+        for item in items {
             f(self, item);
         }
     }

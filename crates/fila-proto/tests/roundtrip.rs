@@ -118,7 +118,11 @@ fn request() -> impl Strategy<Value = Request> {
         (s(), patch()).prop_map(|(name, settings)| Request::CreateQueue { name, settings }),
         s().prop_map(|name| Request::GetQueue { name }),
         (s(), patch()).prop_map(|(name, settings)| Request::UpdateQueue { name, settings }),
-        s().prop_map(|prefix| Request::ListQueues { prefix }),
+        (s(), s(), any::<u16>()).prop_map(|(prefix, after, limit)| Request::ListQueues {
+            prefix,
+            after,
+            limit
+        }),
         s().prop_map(|name| Request::DeleteQueue { name }),
         queue_ref().prop_map(|queue| Request::Purge { queue }),
         s().prop_map(|name| Request::QueueStats { name }),
@@ -281,8 +285,11 @@ fn response() -> impl Strategy<Value = (Opcode, Response)> {
             settings()
         )
             .prop_map(|(op, s)| (op, Response::Queue(s))),
-        proptest::collection::vec(s(), 0..4)
-            .prop_map(|n| (Opcode::ListQueues, Response::Queues(n))),
+        (
+            proptest::collection::vec(s(), 0..4),
+            proptest::option::of(s())
+        )
+            .prop_map(|(names, next)| (Opcode::ListQueues, Response::Queues { names, next })),
         proptest::collection::vec(any::<u64>(), 13).prop_map(|v| (
             Opcode::QueueStats,
             Response::Stats(Stats {

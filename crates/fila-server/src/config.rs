@@ -52,8 +52,25 @@ pub struct Config {
     /// Idle connections (nothing read, nothing parked) are closed after
     /// this many seconds; 0 never.
     pub idle_timeout_secs: u64,
-    /// How long a shutdown waits for answers to be written.
+    /// How long a shutdown waits for answers to be written (at most 3600).
     pub shutdown_grace_secs: u64,
+    /// With tokens configured, a connection that has not authenticated
+    /// this many seconds after it opened is closed.
+    pub auth_timeout_secs: u64,
+    /// Receives one connection may have parked at once.
+    pub max_parked_per_connection: usize,
+    /// Receives parked on the whole server at once.
+    pub max_parked: usize,
+    /// Bytes all stored messages may hold (payload, attributes and 192
+    /// bytes of bookkeeping each); puts past it are refused.
+    pub max_stored_bytes: u64,
+    /// Queues the server may hold.
+    pub max_queues: u64,
+    /// Queues whose per-queue series /metrics lists (the first by name);
+    /// the rest are counted in `fila_metrics_queues_omitted`.
+    pub metrics_max_queues: usize,
+    /// Serve /metrics to peers off loopback without a token.
+    pub metrics_public: bool,
     /// Log filter (`info`, `debug`, `fila_server=debug,warn`, ...).
     pub log: String,
     /// Access tokens; empty means no authentication, loopback only.
@@ -62,6 +79,20 @@ pub struct Config {
 
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Half of the machine's memory (from /proc/meminfo), else 1 GiB: the
+/// default budget of stored messages.
+fn default_stored_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024 / 2)
+        })
+        .filter(|b| *b > 0)
+        .unwrap_or(1 << 30)
 }
 
 impl Default for Config {
@@ -73,9 +104,16 @@ impl Default for Config {
             event_loops: cores(),
             max_connections: 10_000,
             max_frame_bytes: fila_proto::FRAME_LEN_DEFAULT,
-            max_output_bytes: 4 << 20,
+            max_output_bytes: 8 << 20,
             idle_timeout_secs: 300,
             shutdown_grace_secs: 10,
+            auth_timeout_secs: 10,
+            max_parked_per_connection: 1_000,
+            max_parked: 100_000,
+            max_stored_bytes: default_stored_bytes(),
+            max_queues: 100_000,
+            metrics_max_queues: 1_000,
+            metrics_public: false,
             log: "info".into(),
             tokens: TokenTable::default(),
         }
@@ -94,6 +132,13 @@ struct FileConfig {
     max_output_bytes: Option<usize>,
     idle_timeout_secs: Option<u64>,
     shutdown_grace_secs: Option<u64>,
+    auth_timeout_secs: Option<u64>,
+    max_parked_per_connection: Option<usize>,
+    max_parked: Option<usize>,
+    max_stored_bytes: Option<u64>,
+    max_queues: Option<u64>,
+    metrics_max_queues: Option<usize>,
+    metrics_public: Option<bool>,
     log: Option<String>,
     #[serde(default)]
     tokens: Vec<FileToken>,
@@ -177,10 +222,36 @@ impl Config {
         if let Some(v) = f.shutdown_grace_secs {
             self.shutdown_grace_secs = v;
         }
+        if let Some(v) = f.auth_timeout_secs {
+            self.auth_timeout_secs = v;
+        }
+        if let Some(v) = f.max_parked_per_connection {
+            self.max_parked_per_connection = v;
+        }
+        if let Some(v) = f.max_parked {
+            self.max_parked = v;
+        }
+        if let Some(v) = f.max_stored_bytes {
+            self.max_stored_bytes = v;
+        }
+        if let Some(v) = f.max_queues {
+            self.max_queues = v;
+        }
+        if let Some(v) = f.metrics_max_queues {
+            self.metrics_max_queues = v;
+        }
+        if let Some(v) = f.metrics_public {
+            self.metrics_public = v;
+        }
         if let Some(v) = f.log {
             self.log = v;
         }
         for t in f.tokens {
+            if t.token.trim().is_empty() {
+                return Err(ConfigError::Invalid(
+                    "tokens: a token may not be empty".into(),
+                ));
+            }
             let mut grants = Vec::new();
             for g in t.grants {
                 let mut perms = Vec::new();
@@ -247,6 +318,33 @@ impl Config {
                     self.idle_timeout_secs =
                         number("--idle-timeout-secs", value("--idle-timeout-secs")?)?
                 }
+                "--shutdown-grace-secs" => {
+                    self.shutdown_grace_secs =
+                        number("--shutdown-grace-secs", value("--shutdown-grace-secs")?)?
+                }
+                "--auth-timeout-secs" => {
+                    self.auth_timeout_secs =
+                        number("--auth-timeout-secs", value("--auth-timeout-secs")?)?
+                }
+                "--max-parked-per-connection" => {
+                    self.max_parked_per_connection = number(
+                        "--max-parked-per-connection",
+                        value("--max-parked-per-connection")?,
+                    )? as usize
+                }
+                "--max-parked" => {
+                    self.max_parked = number("--max-parked", value("--max-parked")?)? as usize
+                }
+                "--max-stored-bytes" => {
+                    self.max_stored_bytes =
+                        number("--max-stored-bytes", value("--max-stored-bytes")?)?
+                }
+                "--max-queues" => self.max_queues = number("--max-queues", value("--max-queues")?)?,
+                "--metrics-max-queues" => {
+                    self.metrics_max_queues =
+                        number("--metrics-max-queues", value("--metrics-max-queues")?)? as usize
+                }
+                "--metrics-public" => self.metrics_public = true,
                 "--log" => self.log = value("--log")?,
                 other => {
                     return Err(ConfigError::Invalid(format!(
@@ -298,10 +396,48 @@ impl Config {
                 fila_proto::FRAME_LEN_LIMIT
             )));
         }
-        if self.max_output_bytes < 64 << 10 {
+        if self.max_output_bytes < crate::server::OUTPUT_BYTES_MIN {
+            return Err(ConfigError::Invalid(format!(
+                "max_output_bytes must be at least {} (room for two of the largest answers)",
+                crate::server::OUTPUT_BYTES_MIN
+            )));
+        }
+        let bounded = [
+            ("shutdown_grace_secs", self.shutdown_grace_secs, 3_600),
+            ("idle_timeout_secs", self.idle_timeout_secs, 86_400 * 365),
+            ("auth_timeout_secs", self.auth_timeout_secs, 3_600),
+        ];
+        for (name, value, max) in bounded {
+            if value > max {
+                return Err(ConfigError::Invalid(format!(
+                    "{name} must be 0..={max} (got {value})"
+                )));
+            }
+        }
+        if self.auth_timeout_secs == 0 {
             return Err(ConfigError::Invalid(
-                "max_output_bytes must be at least 65536".into(),
+                "auth_timeout_secs must be at least 1".into(),
             ));
+        }
+        for (name, value) in [
+            (
+                "max_parked_per_connection",
+                self.max_parked_per_connection as u64,
+            ),
+            ("max_parked", self.max_parked as u64),
+            ("max_queues", self.max_queues),
+            ("max_stored_bytes", self.max_stored_bytes),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Invalid(format!("{name} must be at least 1")));
+            }
+        }
+        if self.tokens.is_empty() {
+            if let Some(m) = self.metrics_listen.filter(|m| !m.ip().is_loopback()) {
+                return Err(ConfigError::Invalid(format!(
+                    "metrics_listen {m}: without tokens metrics are served on loopback only (add [[tokens]] to the config)"
+                )));
+            }
         }
         if self.tokens.is_empty() && !self.listen.ip().is_loopback() {
             return Err(ConfigError::Invalid(format!(
@@ -329,9 +465,21 @@ with one shard and one event loop per core. Flags override the file.
   --event-loops N           event loop threads      [cores]
   --max-connections N       open connections        [10000]
   --max-frame-bytes N       largest frame accepted  [25165824]
-  --max-output-bytes N      answers buffered per connection before it is
-                            throttled               [4194304]
+  --max-output-bytes N      answers buffered (and room held for parked
+                            receives) per connection before it is
+                            throttled               [8388608]
   --idle-timeout-secs N     close idle connections, 0 never [300]
+  --auth-timeout-secs N     with tokens, close connections not
+                            authenticated this long after opening [10]
+  --shutdown-grace-secs N   how long a stop waits for answers to go out [10]
+  --max-parked-per-connection N
+                            receives one connection may park [1000]
+  --max-parked N            receives parked on the server    [100000]
+  --max-stored-bytes N      bytes all stored messages may hold (payload,
+                            attributes, 192 per message)  [half the memory]
+  --max-queues N            queues on the server             [100000]
+  --metrics-max-queues N    queues listed one by one in /metrics [1000]
+  --metrics-public          serve /metrics off loopback without a token
   --log FILTER              log filter              [info]
   --help, --version
 ";

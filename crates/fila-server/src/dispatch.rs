@@ -12,8 +12,11 @@ use fila_proto::{self as proto, ErrorCode, Request, Response, WireError};
 use crate::auth::{self, TokenId};
 use crate::metrics::Metrics;
 
-/// Payload and attribute bytes one peek answer carries at most.
-pub(crate) const PEEK_ANSWER_BYTES: usize = 16 << 20;
+/// Names one list page holds at most (and when the request says 0).
+pub(crate) const LIST_PAGE_MAX: usize = 1_000;
+
+/// Bytes of an error message at most; a longer one is cut with a marker.
+const ERROR_MESSAGE_MAX: usize = 4_096;
 
 /// What handling a request came to.
 pub(crate) enum Outcome {
@@ -50,15 +53,29 @@ pub(crate) fn code_of(kind: ErrorKind) -> ErrorCode {
 pub(crate) fn wire_error(e: &Error) -> WireError {
     WireError {
         code: code_of(e.kind()),
-        message: e.to_string(),
+        message: bounded(e.to_string()),
     }
 }
 
 pub(crate) fn error(code: ErrorCode, message: impl Into<String>) -> Response {
     Response::Error(WireError {
         code,
-        message: message.into(),
+        message: bounded(message.into()),
     })
+}
+
+/// An error message may quote what the client sent (a queue name of any
+/// length, say): keep it to [`ERROR_MESSAGE_MAX`] bytes, saying so.
+fn bounded(mut message: String) -> String {
+    if message.len() > ERROR_MESSAGE_MAX {
+        let mut end = ERROR_MESSAGE_MAX - 32;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push_str(" … (message cut at 4 KiB)");
+    }
+    message
 }
 
 fn update_of(p: proto::SettingsPatch) -> SettingsUpdate {
@@ -205,20 +222,41 @@ fn answer<T>(r: Result<T, Error>, f: impl FnOnce(T) -> Response) -> Outcome {
 
 /// Runs one request against the engine. `notify` is used only when a
 /// receive parks.
+///
+/// `room` is the output the answer may take: receives and peeks answer
+/// only as many messages as fit (at least one always fits: the server keeps
+/// that much room before it handles a request).
 pub(crate) fn handle(
     engine: &Engine,
     metrics: &Metrics,
     caller: &Caller<'_>,
     req: Request,
+    room: usize,
     notify: impl FnOnce() -> Notify,
 ) -> Outcome {
-    if let (Some((queue, permission)), Some(token)) = (auth::needs(&req), caller.token) {
-        if !caller.tokens.allows(token, queue, permission) {
-            return Outcome::Answer(error(
+    if let Some(token) = caller.token {
+        let forbidden = |queue: &str, permission: auth::Permission| {
+            Outcome::Answer(error(
                 ErrorCode::FORBIDDEN,
                 format!("forbidden: this token may not {permission:?} on queue {queue:?}")
                     .to_lowercase(),
-            ));
+            ))
+        };
+        if let Some((queue, permission)) = auth::needs(&req) {
+            if !caller.tokens.allows(token, queue, permission) {
+                return forbidden(queue, permission);
+            }
+        }
+        // Naming a dead-letter target sends messages there: it needs send
+        // on the target, checked before anything about the target (whether
+        // it exists) is looked at.
+        if let Request::CreateQueue { settings, .. } | Request::UpdateQueue { settings, .. } = &req
+        {
+            if let Some(Some(target)) = &settings.dead_letter_target {
+                if !caller.tokens.allows(token, target, auth::Permission::Send) {
+                    return forbidden(target, auth::Permission::Send);
+                }
+            }
         }
     }
     match req {
@@ -241,12 +279,20 @@ pub(crate) fn handle(
                 Response::Queue(settings_of(s))
             })
         }
-        Request::ListQueues { prefix } => {
-            let mut names = engine.list_queues(&prefix);
+        Request::ListQueues {
+            prefix,
+            after,
+            limit,
+        } => {
+            let limit = match usize::from(limit) {
+                0 => LIST_PAGE_MAX,
+                n => n.min(LIST_PAGE_MAX),
+            };
+            let (mut names, next) = engine.list_queues_page(&prefix, &after, limit);
             if let Some(token) = caller.token {
                 names.retain(|n| caller.tokens.sees(token, n));
             }
-            Outcome::Answer(Response::Queues(names))
+            Outcome::Answer(Response::Queues { names, next })
         }
         Request::DeleteQueue { name } => answer(engine.delete_queue(&name), |_| Response::Ok),
         Request::Purge { queue } => answer(engine.purge(address(&queue)), |_| Response::Ok),
@@ -302,6 +348,7 @@ pub(crate) fn handle(
                 visibility_ms: r.visibility_ms,
                 wait_ms: r.wait_ms,
                 channel,
+                max_answer_bytes: Some(room as u64),
             };
             match engine.receive(address(&r.queue), &opts, notify()) {
                 Ok(Received::Ready(ms)) => Outcome::Answer(messages_of(ms)),
@@ -372,18 +419,20 @@ pub(crate) fn handle(
         } => answer(
             engine.peek(address(&queue), from_seq, u32::from(max_messages)),
             |mut ms| {
-                // A peek of 100 large messages would not fit a frame: answer the
-                // first ones up to PEEK_ANSWER_BYTES (at least one); the client
-                // goes on from the last sequence number + 1.
-                let mut total = 0usize;
+                // A peek of 100 large messages may not fit the connection's
+                // output room: answer the first ones that fit (at least one);
+                // the client goes on from the last sequence number + 1.
+                let mut total = 0u64;
                 let keep = ms
                     .iter()
                     .take_while(|m| {
-                        total += m.payload.len()
-                            + m.attributes
-                                .as_ref()
-                                .map_or(0, |a| a.iter().map(|(k, v)| k.len() + v.len()).sum());
-                        total <= PEEK_ANSWER_BYTES
+                        total += fila_core::answer_bytes(
+                            m.payload.len(),
+                            m.attributes.as_ref(),
+                            m.channel.as_deref(),
+                            m.dead_letter.as_deref(),
+                        );
+                        total <= room as u64
                     })
                     .count()
                     .max(1);

@@ -1,4 +1,8 @@
 //! `fila-server`: runs the server until SIGINT or SIGTERM.
+//!
+//! A panic on any thread (an event loop, the ticker, the metrics endpoint)
+//! is a bug that may have left state half-changed: the process prints it
+//! and exits with status 70 rather than go on half alive.
 
 use fila_server::{Config, Server, HELP};
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -22,6 +26,12 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        eprintln!("fila-server: a thread panicked; stopping the process");
+        std::process::exit(70);
+    }));
     let filter = EnvFilter::try_new(&config.log).unwrap_or_else(|_| EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -42,6 +52,12 @@ fn main() {
             std::process::exit(1);
         }
     };
+    // Tests of the panic rule: a debug build panics on a thread of its own
+    // when asked to.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("FILA_TEST_PANIC").is_some() {
+        std::thread::spawn(|| panic!("FILA_TEST_PANIC is set"));
+    }
     let stop = server.stop_handle();
     std::thread::spawn(move || {
         if signals.forever().next().is_some() {

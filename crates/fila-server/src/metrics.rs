@@ -116,7 +116,10 @@ impl Metrics {
                 "uptime_ms".into(),
                 self.started.elapsed().as_millis() as u64,
             ),
-            ("queues".into(), engine.list_queues("").len() as u64),
+            ("queues".into(), engine.queue_count()),
+            ("max_queues".into(), engine.limits().max_queues),
+            ("stored_bytes".into(), engine.stored_bytes()),
+            ("max_stored_bytes".into(), engine.limits().max_stored_bytes),
             ("shards".into(), engine.shard_count() as u64),
             (
                 "connections".into(),
@@ -139,7 +142,11 @@ impl Metrics {
     }
 
     /// Everything in the Prometheus text format.
-    pub fn render(&self, engine: &Engine) -> String {
+    /// The Prometheus text: server-wide series, then per-queue series for
+    /// the first `max_queues` queues by name (the number left out is
+    /// `fila_metrics_queues_omitted`), so a scrape's size and cost stay
+    /// bounded however many queues there are.
+    pub fn render(&self, engine: &Engine, max_queues: usize) -> String {
         let mut o = String::new();
         let gauge = |o: &mut String, name: &str, help: &str, v: u64| {
             let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
@@ -210,8 +217,33 @@ impl Metrics {
                 "fila_request_duration_seconds_count{{op=\"{name}\"}} {count}"
             );
         }
-        let queues: Vec<(String, fila_core::QueueStats)> = engine
-            .list_queues("")
+        gauge(
+            &mut o,
+            "fila_queues",
+            "Queues on the server.",
+            engine.queue_count(),
+        );
+        gauge(
+            &mut o,
+            "fila_stored_bytes",
+            "Bytes stored messages count against max_stored_bytes.",
+            engine.stored_bytes(),
+        );
+        gauge(
+            &mut o,
+            "fila_max_stored_bytes",
+            "The server's budget for stored messages.",
+            engine.limits().max_stored_bytes,
+        );
+        let (names, _) = engine.list_queues_page("", "", max_queues.max(1));
+        let names = if max_queues == 0 { Vec::new() } else { names };
+        gauge(
+            &mut o,
+            "fila_metrics_queues_omitted",
+            "Queues left out of the per-queue series (metrics_max_queues).",
+            engine.queue_count().saturating_sub(names.len() as u64),
+        );
+        let queues: Vec<(String, fila_core::QueueStats)> = names
             .into_iter()
             .filter_map(|q| engine.stats(&q).ok().map(|s| (q, s)))
             .collect();
@@ -284,7 +316,22 @@ impl Metrics {
     }
 }
 
-/// The metrics HTTP endpoint: `GET /metrics` on its own thread.
+/// Scrapes served at once; more are answered 503 at once.
+const SCRAPES_MAX: usize = 8;
+/// How long a scraper has to send its request head, in all.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Who may scrape, and what a scrape lists.
+struct Access {
+    tokens: crate::auth::TokenTable,
+    public: bool,
+    max_queues: usize,
+}
+
+/// The metrics HTTP endpoint: `GET /metrics`. One thread accepts; each
+/// scrape is served on its own short-lived thread (at most
+/// [`SCRAPES_MAX`] at once), with a deadline for its request, so a slow
+/// client never holds up another scrape.
 pub(crate) struct MetricsEndpoint {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
@@ -294,6 +341,7 @@ pub(crate) struct MetricsEndpoint {
 impl MetricsEndpoint {
     pub(crate) fn start(
         addr: SocketAddr,
+        config: &crate::Config,
         metrics: Arc<Metrics>,
         engine: Arc<Engine>,
     ) -> std::io::Result<MetricsEndpoint> {
@@ -301,6 +349,12 @@ impl MetricsEndpoint {
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let access = Arc::new(Access {
+            tokens: config.tokens.clone(),
+            public: config.metrics_public,
+            max_queues: config.metrics_max_queues,
+        });
+        let busy = Arc::new(AtomicU64::new(0));
         let thread = std::thread::Builder::new()
             .name("fila-metrics".into())
             .spawn(move || {
@@ -308,8 +362,31 @@ impl MetricsEndpoint {
                     if flag.load(Ordering::Acquire) {
                         break;
                     }
-                    if let Ok(stream) = stream {
-                        serve(stream, &metrics, &engine);
+                    let Ok(mut stream) = stream else { continue };
+                    if busy.fetch_add(1, Ordering::AcqRel) >= SCRAPES_MAX as u64 {
+                        busy.fetch_sub(1, Ordering::AcqRel);
+                        let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+                        let _ = reply(
+                            &mut stream,
+                            "503 Service Unavailable",
+                            "too many scrapes at once\n",
+                        );
+                        continue;
+                    }
+                    let (metrics, engine, access, done) = (
+                        metrics.clone(),
+                        engine.clone(),
+                        access.clone(),
+                        busy.clone(),
+                    );
+                    let spawned = std::thread::Builder::new()
+                        .name("fila-scrape".into())
+                        .spawn(move || {
+                            serve(stream, &metrics, &engine, &access);
+                            done.fetch_sub(1, Ordering::AcqRel);
+                        });
+                    if spawned.is_err() {
+                        busy.fetch_sub(1, Ordering::AcqRel);
                     }
                 }
             })?;
@@ -334,31 +411,74 @@ impl MetricsEndpoint {
     }
 }
 
-fn serve(mut stream: TcpStream, metrics: &Metrics, engine: &Engine) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
-    let mut request = [0u8; 2048];
+fn reply(stream: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Reads the request head, within [`REQUEST_DEADLINE`] in all.
+fn read_head(stream: &mut TcpStream) -> Option<String> {
+    let deadline = Instant::now() + REQUEST_DEADLINE;
+    let mut request = [0u8; 4096];
     let mut n = 0;
     while n < request.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        let _ = stream.set_read_timeout(Some(left.min(Duration::from_secs(1))));
         match stream.read(&mut request[n..]) {
-            Ok(0) | Err(_) => break,
+            Ok(0) => break,
             Ok(k) => {
                 n += k;
                 if request[..n].windows(4).any(|w| w == b"\r\n\r\n") {
                     break;
                 }
             }
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut
+                    || e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
         }
     }
-    let head = String::from_utf8_lossy(&request[..n]);
-    let (status, body) = if head.starts_with("GET /metrics ") || head.starts_with("GET /metrics?") {
-        ("200 OK", metrics.render(engine))
-    } else {
-        ("404 Not Found", "try GET /metrics\n".to_owned())
+    Some(String::from_utf8_lossy(&request[..n]).into_owned())
+}
+
+fn bearer(head: &str) -> Option<&str> {
+    head.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        if !name.trim().eq_ignore_ascii_case("authorization") {
+            return None;
+        }
+        value.trim().strip_prefix("Bearer ").map(str::trim)
+    })
+}
+
+fn serve(mut stream: TcpStream, metrics: &Metrics, engine: &Engine, access: &Access) {
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+    let Some(head) = read_head(&mut stream) else {
+        return;
     };
-    let _ = write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
+    let local = stream.peer_addr().is_ok_and(|p| p.ip().is_loopback());
+    let allowed =
+        local || access.public || bearer(&head).is_some_and(|t| access.tokens.find(t).is_some());
+    let _ = if !(head.starts_with("GET /metrics ") || head.starts_with("GET /metrics?")) {
+        reply(&mut stream, "404 Not Found", "try GET /metrics\n")
+    } else if !allowed {
+        reply(
+            &mut stream,
+            "401 Unauthorized",
+            "a scrape from off loopback needs Authorization: Bearer <token> (or metrics_public)\n",
+        )
+    } else {
+        reply(
+            &mut stream,
+            "200 OK",
+            &metrics.render(engine, access.max_queues),
+        )
+    };
 }

@@ -6,9 +6,27 @@
 //! until `WouldBlock`, answers every whole frame into the connection's
 //! output buffer, and writes the buffer once per wake-up. A parked receive
 //! carries a `Notify` that posts the late answer to the owning loop's inbox
-//! and wakes it. A connection whose output passes `max_output_bytes` is not
-//! read again until it drains: a client that stops reading is throttled.
+//! and wakes it.
+//!
+//! Limits, per connection:
+//! * A turn (one wake-up) answers at most [`FRAMES_PER_TURN`] frames and
+//!   reads at most [`READ_BYTES_PER_TURN`]; a connection with more left
+//!   waits in the loop's round-robin `pending` queue behind the others, so
+//!   one busy client cannot starve the rest of its loop.
+//! * Output room: answers buffered plus the room held for parked receives
+//!   stay within `max_output_bytes`. A request is handled only while at
+//!   least [`ANSWER_ROOM_MIN`] is free (else reading stops until the client
+//!   drains its answers); receives and peeks answer only what fits, and a
+//!   parked receive holds the room its late answer may need.
+//! * Parked receives: `max_parked_per_connection`, and `max_parked` for the
+//!   server; more are answered `resource_exhausted`.
+//! * Before authentication (when tokens are configured) only hello and auth
+//!   are answered, frames are at most [`PREAUTH_FRAME_MAX`] bytes, they do
+//!   not count as activity, and the connection is closed
+//!   `auth_timeout_secs` after it opened; [`AUTH_FAILURES_MAX`] failed
+//!   auths close it.
 
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,7 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use fila_core::{Engine, Message, Notify, WaitId};
+use fila_core::{Engine, EngineLimits, Message, Notify, WaitId};
 use fila_proto::{self as proto, split_frame, ErrorCode, Request, Response};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -32,12 +50,31 @@ const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
 const READ_CHUNK: usize = 64 << 10;
 
+/// Frames one connection may have answered in one turn of its loop.
+pub const FRAMES_PER_TURN: usize = 32;
+/// Bytes read from one connection in one turn of its loop.
+pub const READ_BYTES_PER_TURN: usize = 4 * READ_CHUNK;
+/// Output room a connection must have free before a request of it is
+/// handled: more than any one answer that is not a receive or a peek, and
+/// more than one largest message in a receive or peek answer.
+pub const ANSWER_ROOM_MIN: usize = 2 << 20;
+/// The least `max_output_bytes` a config may set.
+pub const OUTPUT_BYTES_MIN: usize = 2 * ANSWER_ROOM_MIN;
+/// The largest frame accepted before a connection has authenticated.
+pub const PREAUTH_FRAME_MAX: usize = 4 << 10;
+/// Failed auths after which a connection is closed.
+pub const AUTH_FAILURES_MAX: u32 = 3;
+/// How long the listener waits before accepting again after the process
+/// ran out of file descriptors.
+const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+
 /// Messages to a loop.
 enum Inbox {
     Accepted(TcpStream, SocketAddr),
     Answer {
         slot: usize,
         generation: u64,
+        park: u64,
         request_id: u64,
         result: Result<Vec<Message>, fila_core::Error>,
     },
@@ -49,6 +86,20 @@ struct Shared {
     metrics: Arc<Metrics>,
     stopping: AtomicBool,
     connections: AtomicU64,
+    /// Receives parked on the whole server.
+    parked: AtomicU64,
+    /// Rate limit of the "unknown token" warning: the second it was last
+    /// logged, and how many were left out since.
+    auth_warned_at: AtomicU64,
+    auth_unlogged: AtomicU64,
+}
+
+/// A parked receive of a connection.
+struct Parked {
+    wait: WaitId,
+    request_id: u64,
+    /// Output room held for its answer.
+    reserved: usize,
 }
 
 struct Conn {
@@ -58,21 +109,52 @@ struct Conn {
     input: BytesMut,
     output: BytesMut,
     token: Option<TokenId>,
-    parked: Vec<(WaitId, u64)>,
+    auth_failures: u32,
+    /// Parked receives by a number of this connection (request ids are the
+    /// client's and may repeat).
+    parked: HashMap<u64, Parked>,
+    next_park: u64,
+    /// Output room held for parked receives.
+    reserved: usize,
+    opened: Instant,
     last_active: Instant,
-    /// Stopped reading: output over its cap, or a fatal frame error.
+    /// Stopped reading: no output room, or a fatal frame error.
     read_paused: bool,
+    /// In the loop's `pending` queue.
+    queued: bool,
     /// Close once the output is written.
     closing: bool,
     writable_interest: bool,
+}
+
+impl Conn {
+    fn room(&self, max_output: usize) -> usize {
+        max_output.saturating_sub(self.output.len() + self.reserved)
+    }
+}
+
+/// Why a turn of [`Loop::process`] stopped.
+enum Stop {
+    /// No whole frame left in the input.
+    NeedMore,
+    /// The turn's frame budget is spent; more may be left.
+    Budget,
+    /// No output room: reading stopped until the client drains.
+    Throttled,
+    /// Closing or closed.
+    Closed,
 }
 
 struct Loop {
     index: usize,
     poll: Poll,
     listener: Option<TcpListener>,
+    /// Accepting failed (out of descriptors): retry at this time.
+    accept_retry: Option<Instant>,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
+    /// Connections whose turn ended with work left, round-robin.
+    pending: VecDeque<usize>,
     generation: u64,
     inbox: Receiver<Inbox>,
     me: (Sender<Inbox>, Arc<Waker>),
@@ -114,27 +196,52 @@ impl StopHandle {
     }
 }
 
+/// The soft limit of open files, from /proc/self/limits (Linux).
+fn open_files_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
 impl Server {
     /// Binds, starts the loops, the ticker and the metrics endpoint.
     pub fn start(config: Config) -> io::Result<Server> {
         let engine = Arc::new(Engine::new(config.shards, Arc::new(fila_core::SystemClock)));
+        engine.set_limits(EngineLimits {
+            max_stored_bytes: config.max_stored_bytes,
+            max_queues: config.max_queues,
+        });
         let metrics = Arc::new(Metrics::default());
         let listener = TcpListener::bind(config.listen)?;
         let local_addr = listener.local_addr()?;
         let metrics_endpoint = match config.metrics_listen {
             Some(addr) => Some(MetricsEndpoint::start(
                 addr,
+                &config,
                 metrics.clone(),
                 engine.clone(),
             )?),
             None => None,
         };
+        if let Some(limit) = open_files_limit() {
+            if limit < config.max_connections as u64 + 64 {
+                warn!(
+                    open_files_limit = limit,
+                    max_connections = config.max_connections,
+                    "the open-files limit is below max_connections (+64 for the server's own); \
+                     connections past it wait until descriptors free up (raise it with ulimit -n)"
+                );
+            }
+        }
         let shared = Arc::new(Shared {
             config: config.clone(),
             engine,
             metrics,
             stopping: AtomicBool::new(false),
             connections: AtomicU64::new(0),
+            parked: AtomicU64::new(0),
+            auth_warned_at: AtomicU64::new(0),
+            auth_unlogged: AtomicU64::new(0),
         });
         let mut polls = Vec::new();
         let mut mes = Vec::new();
@@ -155,8 +262,10 @@ impl Server {
                 index,
                 poll,
                 listener: if index == 0 { listener.take() } else { None },
+                accept_retry: None,
                 conns: Vec::new(),
                 free: Vec::new(),
+                pending: VecDeque::new(),
                 generation: 0,
                 inbox,
                 me: mes[index].clone(),
@@ -281,14 +390,22 @@ impl Loop {
     fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         let mut stop_deadline: Option<Instant> = None;
+        let housekeeping =
+            self.shared.config.idle_timeout_secs > 0 || !self.shared.config.tokens.is_empty();
         loop {
-            let timeout = if stop_deadline.is_some() {
+            let mut timeout = if !self.pending.is_empty() {
+                Some(Duration::ZERO)
+            } else if stop_deadline.is_some() {
                 Some(Duration::from_millis(20))
-            } else if self.shared.config.idle_timeout_secs > 0 {
+            } else if housekeeping {
                 Some(Duration::from_secs(1))
             } else {
                 None
             };
+            if let Some(at) = self.accept_retry {
+                let left = at.saturating_duration_since(Instant::now());
+                timeout = Some(timeout.map_or(left, |t| t.min(left)));
+            }
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     warn!(error = %e, "poll failed");
@@ -302,7 +419,12 @@ impl Loop {
                     Token(slot) => self.ready(slot),
                 }
             }
+            if self.accept_retry.is_some_and(|at| Instant::now() >= at) {
+                self.accept_retry = None;
+                self.accept();
+            }
             self.drain_inbox();
+            self.run_pending();
             if self.shared.stopping.load(Ordering::Acquire) {
                 let deadline = *stop_deadline.get_or_insert_with(|| {
                     self.begin_stop();
@@ -312,7 +434,7 @@ impl Loop {
                 if !pending || Instant::now() >= deadline {
                     break;
                 }
-            } else if self.shared.config.idle_timeout_secs > 0 {
+            } else if housekeeping {
                 self.close_idle();
             }
         }
@@ -322,6 +444,19 @@ impl Loop {
         debug!(index = self.index, "event loop stopped");
     }
 
+    /// One more turn for each connection that had work left, in order.
+    fn run_pending(&mut self) {
+        for _ in 0..self.pending.len() {
+            let Some(slot) = self.pending.pop_front() else {
+                return;
+            };
+            if let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) {
+                conn.queued = false;
+                self.ready(slot);
+            }
+        }
+    }
+
     /// Stops accepting; answers parked receives with what they have
     /// (nothing) so every request in progress gets its answer.
     fn begin_stop(&mut self) {
@@ -329,23 +464,34 @@ impl Loop {
             let _ = self.poll.registry().deregister(&mut listener);
         }
         for slot in 0..self.conns.len() {
-            let parked = match self.conns[slot].as_mut() {
-                Some(c) => std::mem::take(&mut c.parked),
+            let parked: Vec<u64> = match self.conns[slot].as_ref() {
+                Some(c) => c.parked.keys().copied().collect(),
                 None => continue,
             };
-            for (id, request_id) in parked {
-                if self.shared.engine.cancel_wait(id) {
-                    self.shared.metrics.parked.fetch_sub(1, Ordering::Relaxed);
+            for park in parked {
+                let conn = self.conns[slot].as_mut().expect("open");
+                let p = &conn.parked[&park];
+                // One already answered keeps its entry: its answer is on its
+                // way through the inbox.
+                if self.shared.engine.cancel_wait(p.wait) {
+                    let p = conn.parked.remove(&park).expect("present");
+                    conn.reserved -= p.reserved;
+                    self.unpark_count();
                     self.respond(
                         slot,
                         proto::Opcode::Receive as u8,
-                        request_id,
+                        p.request_id,
                         &Response::Messages(Vec::new()),
                     );
                 }
             }
             self.flush(slot);
         }
+    }
+
+    fn unpark_count(&self) {
+        self.shared.parked.fetch_sub(1, Ordering::AcqRel);
+        self.shared.metrics.parked.fetch_sub(1, Ordering::Relaxed);
     }
 
     fn accept(&mut self) {
@@ -359,7 +505,13 @@ impl Loop {
                     if open as usize >= self.shared.config.max_connections {
                         self.shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
                         debug!(%peer, "refused: max_connections reached");
-                        drop(stream);
+                        refuse(
+                            stream,
+                            &format!(
+                                "resource_exhausted: the server is at its max_connections of {}",
+                                self.shared.config.max_connections
+                            ),
+                        );
                         continue;
                     }
                     self.shared.connections.fetch_add(1, Ordering::AcqRel);
@@ -380,8 +532,16 @@ impl Loop {
                     }
                 }
                 Err(e) if would_block(&e) => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    warn!(error = %e, "accept failed");
+                    // Out of descriptors (EMFILE, ENFILE) or a transient
+                    // failure: the edge-triggered listener would not fire
+                    // again for connections already waiting, so try again
+                    // shortly, whatever else happens.
+                    if self.accept_retry.is_none() {
+                        warn!(error = %e, "accept failed; retrying in 50 ms");
+                    }
+                    self.accept_retry = Some(Instant::now() + ACCEPT_RETRY);
                     return;
                 }
             }
@@ -406,6 +566,7 @@ impl Loop {
         }
         self.generation += 1;
         debug!(%peer, slot, "connection open");
+        let now = Instant::now();
         self.conns[slot] = Some(Conn {
             stream,
             peer,
@@ -413,9 +574,14 @@ impl Loop {
             input: BytesMut::new(),
             output: BytesMut::new(),
             token: None,
-            parked: Vec::new(),
-            last_active: Instant::now(),
+            auth_failures: 0,
+            parked: HashMap::new(),
+            next_park: 0,
+            reserved: 0,
+            opened: now,
+            last_active: now,
             read_paused: false,
+            queued: false,
             closing: false,
             writable_interest: false,
         });
@@ -444,6 +610,7 @@ impl Loop {
                 Inbox::Answer {
                     slot,
                     generation,
+                    park,
                     request_id,
                     result,
                 } => {
@@ -453,8 +620,11 @@ impl Loop {
                     if conn.generation != generation {
                         continue;
                     }
-                    conn.parked.retain(|(_, id)| *id != request_id);
-                    self.shared.metrics.parked.fetch_sub(1, Ordering::Relaxed);
+                    let Some(p) = conn.parked.remove(&park) else {
+                        continue;
+                    };
+                    conn.reserved -= p.reserved;
+                    self.unpark_count();
                     let response = match result {
                         Ok(ms) => dispatch::messages_of(ms),
                         Err(e) => Response::Error(dispatch::wire_error(&e)),
@@ -471,38 +641,56 @@ impl Loop {
             return;
         }
         self.flush(slot);
-        self.read(slot);
+        self.turn(slot);
         self.flush(slot);
     }
 
-    /// Reads until `WouldBlock` (or the output cap), answering whole frames.
-    fn read(&mut self, slot: usize) {
-        let max_frame = self.shared.config.max_frame_bytes;
-        let max_output = self.shared.config.max_output_bytes;
+    /// Puts a connection at the back of the round-robin queue of work left.
+    fn requeue(&mut self, slot: usize) {
+        if let Some(conn) = self.conns[slot].as_mut() {
+            if !conn.queued {
+                conn.queued = true;
+                self.pending.push_back(slot);
+            }
+        }
+    }
+
+    /// One turn: answers whole frames and reads, within the turn's budgets.
+    fn turn(&mut self, slot: usize) {
+        let mut frames = FRAMES_PER_TURN;
+        let mut read_left = READ_BYTES_PER_TURN;
         loop {
-            self.process(slot);
+            match self.process(slot, &mut frames) {
+                Stop::NeedMore => {}
+                Stop::Budget => {
+                    self.requeue(slot);
+                    return;
+                }
+                Stop::Throttled | Stop::Closed => return,
+            }
+            if read_left == 0 {
+                self.requeue(slot);
+                return;
+            }
+            let max_frame = self.shared.config.max_frame_bytes;
             let Some(conn) = self.conns[slot].as_mut() else {
                 return;
             };
-            if conn.closing {
+            if conn.read_paused {
                 return;
             }
-            if conn.output.len() >= max_output {
-                conn.read_paused = true;
-                return;
-            }
-            conn.read_paused = false;
             if conn.input.len() > max_frame + proto::LEN_PREFIX {
                 // Whole frames are taken off as they complete, so this
                 // cannot happen; stop rather than grow.
                 conn.read_paused = true;
                 return;
             }
-            match conn.stream.read(&mut self.scratch) {
+            let want = read_left.min(self.scratch.len());
+            match conn.stream.read(&mut self.scratch[..want]) {
                 Ok(0) => {
                     // The peer is done sending; answers already due still
                     // go out before the connection closes.
-                    if conn.output.is_empty() {
+                    if conn.output.is_empty() && conn.parked.is_empty() {
                         self.close(slot, "peer closed");
                     } else {
                         conn.closing = true;
@@ -511,12 +699,9 @@ impl Loop {
                 }
                 Ok(n) => {
                     conn.input.extend_from_slice(&self.scratch[..n]);
-                    conn.last_active = Instant::now();
+                    read_left -= n;
                 }
-                Err(e) if would_block(&e) => {
-                    self.process(slot);
-                    return;
-                }
+                Err(e) if would_block(&e) => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     self.close(slot, &format!("read error: {e}"));
@@ -526,20 +711,35 @@ impl Loop {
         }
     }
 
-    /// Answers every whole frame in the input, until the output cap.
-    fn process(&mut self, slot: usize) {
-        let max_frame = self.shared.config.max_frame_bytes;
+    /// Answers whole frames in the input while there is output room and
+    /// frames left in this turn's budget.
+    fn process(&mut self, slot: usize, frames: &mut usize) -> Stop {
         let max_output = self.shared.config.max_output_bytes;
+        let need_auth = !self.shared.config.tokens.is_empty();
         loop {
             let Some(conn) = self.conns[slot].as_mut() else {
-                return;
+                return Stop::Closed;
             };
-            if conn.closing || conn.output.len() >= max_output {
-                return;
+            if conn.closing {
+                return Stop::Closed;
             }
+            if *frames == 0 {
+                return Stop::Budget;
+            }
+            let room = conn.room(max_output);
+            if room < ANSWER_ROOM_MIN {
+                conn.read_paused = true;
+                return Stop::Throttled;
+            }
+            let authenticated = !need_auth || conn.token.is_some();
+            let max_frame = if authenticated {
+                self.shared.config.max_frame_bytes
+            } else {
+                PREAUTH_FRAME_MAX
+            };
             let (header, body) = match split_frame(&mut conn.input, max_frame) {
                 Ok(Some(frame)) => frame,
-                Ok(None) => return,
+                Ok(None) => return Stop::NeedMore,
                 Err(e) => {
                     // The stream cannot be resynchronised: say why and close.
                     self.shared
@@ -549,14 +749,24 @@ impl Loop {
                     debug!(peer = %conn.peer, error = %e, "broken frame");
                     let opcode = conn.input.get(5).copied().unwrap_or(0);
                     conn.closing = true;
-                    self.respond(slot, opcode, 0, &error(e.code(), e.to_string()));
-                    return;
+                    let message = if authenticated {
+                        e.to_string()
+                    } else {
+                        format!("{e} (before auth a frame is at most {PREAUTH_FRAME_MAX} bytes)")
+                    };
+                    self.respond(slot, opcode, 0, &error(e.code(), message));
+                    return Stop::Closed;
                 }
             };
+            *frames -= 1;
+            if authenticated {
+                // Only an authenticated client's requests count as activity.
+                conn.last_active = Instant::now();
+            }
             let started = Instant::now();
             let opcode = header.opcode;
             let response = match Request::decode(&header, body) {
-                Ok(req) => self.request(slot, header.request_id, req),
+                Ok(req) => self.request(slot, header.request_id, req, room),
                 Err(e) => {
                     self.shared
                         .metrics
@@ -583,10 +793,34 @@ impl Loop {
         }
     }
 
+    /// Logs an unknown token at most once a second, with how many were
+    /// left out since.
+    fn warn_unknown_token(&self, peer: SocketAddr) {
+        let second = self.shared.engine.now_ms() / 1000;
+        let last = self.shared.auth_warned_at.load(Ordering::Acquire);
+        if last != second
+            && self
+                .shared
+                .auth_warned_at
+                .compare_exchange(last, second, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            let unlogged = self.shared.auth_unlogged.swap(0, Ordering::AcqRel);
+            warn!(%peer, unlogged_since_last = unlogged, "unknown token presented");
+        } else {
+            self.shared.auth_unlogged.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
     /// Handles one decoded request; `None` when a receive parked.
-    fn request(&mut self, slot: usize, request_id: u64, req: Request) -> Option<Response> {
+    fn request(
+        &mut self,
+        slot: usize,
+        request_id: u64,
+        req: Request,
+        room: usize,
+    ) -> Option<Response> {
         let shared = self.shared.clone();
-        let conn = self.conns[slot].as_mut().expect("open");
         if shared.stopping.load(Ordering::Acquire) {
             return Some(error(
                 ErrorCode::SHUTTING_DOWN,
@@ -594,6 +828,7 @@ impl Loop {
             ));
         }
         let tokens = &shared.config.tokens;
+        let conn = self.conns[slot].as_mut().expect("open");
         match &req {
             Request::Hello { client } => {
                 debug!(peer = %conn.peer, client, "hello");
@@ -607,15 +842,30 @@ impl Loop {
                 if tokens.is_empty() {
                     return Some(Response::Ok);
                 }
-                return Some(match tokens.find(token) {
-                    Some(id) => {
-                        conn.token = Some(id);
-                        Response::Ok
-                    }
-                    None => {
-                        warn!(peer = %conn.peer, "unknown token presented");
-                        error(ErrorCode::UNAUTHENTICATED, "unauthenticated: unknown token")
-                    }
+                if let Some(id) = tokens.find(token) {
+                    conn.token = Some(id);
+                    conn.last_active = Instant::now();
+                    return Some(Response::Ok);
+                }
+                // A failed auth leaves the connection unauthenticated,
+                // whatever it presented before.
+                conn.token = None;
+                conn.auth_failures += 1;
+                let peer = conn.peer;
+                let last = conn.auth_failures >= AUTH_FAILURES_MAX;
+                if last {
+                    conn.closing = true;
+                }
+                self.warn_unknown_token(peer);
+                return Some(if last {
+                    error(
+                        ErrorCode::UNAUTHENTICATED,
+                        format!(
+                            "unauthenticated: unknown token ({AUTH_FAILURES_MAX} failures: closing the connection)"
+                        ),
+                    )
+                } else {
+                    error(ErrorCode::UNAUTHENTICATED, "unauthenticated: unknown token")
                 });
             }
             _ => {}
@@ -631,6 +881,8 @@ impl Loop {
             token: conn.token,
         };
         let generation = conn.generation;
+        let park = conn.next_park;
+        let parked_here = conn.parked.len();
         let (tx, waker) = self.me.clone();
         let notify = move || -> Notify {
             Box::new(move |result| {
@@ -638,6 +890,7 @@ impl Loop {
                     .send(Inbox::Answer {
                         slot,
                         generation,
+                        park,
                         request_id,
                         result,
                     })
@@ -647,15 +900,53 @@ impl Loop {
                 }
             })
         };
-        match dispatch::handle(&shared.engine, &shared.metrics, &caller, req, notify) {
+        match dispatch::handle(&shared.engine, &shared.metrics, &caller, req, room, notify) {
             Outcome::Answer(r) => Some(r),
-            Outcome::Parked(id) => {
-                shared.metrics.parked.fetch_add(1, Ordering::Relaxed);
-                self.conns[slot]
-                    .as_mut()
-                    .expect("open")
+            Outcome::Parked(wait) => {
+                let config = &shared.config;
+                let refused = if parked_here >= config.max_parked_per_connection {
+                    Some((
+                        "max_parked_per_connection",
+                        config.max_parked_per_connection,
+                    ))
+                } else if shared
                     .parked
-                    .push((id, request_id));
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                        (n < config.max_parked as u64).then_some(n + 1)
+                    })
+                    .is_err()
+                {
+                    Some(("max_parked", config.max_parked))
+                } else {
+                    None
+                };
+                if let Some((limit, max)) = refused {
+                    // Never leave it parked: it would hold messages for
+                    // nobody. If it was answered meanwhile, that answer is on
+                    // its way: take it like any other.
+                    if shared.engine.cancel_wait(wait) {
+                        return Some(error(
+                            ErrorCode::RESOURCE_EXHAUSTED,
+                            format!("resource_exhausted: {limit} of {max} parked receives reached"),
+                        ));
+                    }
+                    if limit == "max_parked_per_connection" {
+                        shared.parked.fetch_add(1, Ordering::AcqRel);
+                    }
+                }
+                shared.metrics.parked.fetch_add(1, Ordering::Relaxed);
+                let conn = self.conns[slot].as_mut().expect("open");
+                let reserved = usize::try_from(wait.reserved_bytes()).unwrap_or(usize::MAX);
+                conn.reserved += reserved;
+                conn.next_park += 1;
+                conn.parked.insert(
+                    park,
+                    Parked {
+                        wait,
+                        request_id,
+                        reserved,
+                    },
+                );
                 None
             }
         }
@@ -668,7 +959,8 @@ impl Loop {
     }
 
     /// Writes the output until `WouldBlock`; watches for writability while
-    /// some is left; resumes reading a throttled connection once drained.
+    /// some is left; resumes reading a throttled connection once it has
+    /// room again.
     fn flush(&mut self, slot: usize) {
         let max_output = self.shared.config.max_output_bytes;
         loop {
@@ -681,9 +973,13 @@ impl Loop {
             // Edge-triggered: a throttled connection's pending bytes raise no
             // new event, so resume reading here once the output has room
             // again, and write what that produced.
-            if conn.read_paused && conn.output.len() < max_output / 2 && !conn.closing {
+            if conn.read_paused
+                && !conn.closing
+                && conn.output.len() < max_output / 2
+                && conn.room(max_output) >= ANSWER_ROOM_MIN
+            {
                 conn.read_paused = false;
-                self.read(slot);
+                self.turn(slot);
                 continue;
             }
             break;
@@ -691,7 +987,7 @@ impl Loop {
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
-        if conn.output.is_empty() && conn.closing {
+        if conn.output.is_empty() && conn.closing && conn.parked.is_empty() {
             self.close(slot, "closed once its answers were written");
             return;
         }
@@ -733,17 +1029,37 @@ impl Loop {
                 }
             }
         }
+        if conn.output.is_empty() && conn.output.capacity() > READ_CHUNK {
+            // Give back what a burst of large answers grew.
+            conn.output = BytesMut::new();
+        }
         true
     }
 
     fn close_idle(&mut self) {
-        let idle = Duration::from_secs(self.shared.config.idle_timeout_secs);
+        let shared = self.shared.clone();
+        let config = &shared.config;
+        let idle = Duration::from_secs(config.idle_timeout_secs);
+        let auth = Duration::from_secs(config.auth_timeout_secs);
+        let need_auth = !config.tokens.is_empty();
         let now = Instant::now();
         for slot in 0..self.conns.len() {
-            let expired = matches!(&self.conns[slot], Some(c) if c.parked.is_empty() && now.duration_since(c.last_active) >= idle);
-            if expired {
-                self.close(slot, "idle timeout");
-            }
+            let why = match &self.conns[slot] {
+                Some(c)
+                    if need_auth && c.token.is_none() && now.duration_since(c.opened) >= auth =>
+                {
+                    "not authenticated in time"
+                }
+                Some(c)
+                    if config.idle_timeout_secs > 0
+                        && c.parked.is_empty()
+                        && now.duration_since(c.last_active) >= idle =>
+                {
+                    "idle timeout"
+                }
+                _ => continue,
+            };
+            self.close(slot, why);
         }
     }
 
@@ -751,9 +1067,10 @@ impl Loop {
         let Some(mut conn) = self.conns[slot].take() else {
             return;
         };
-        for (id, _) in conn.parked.drain(..) {
-            if self.shared.engine.cancel_wait(id) {
-                self.shared.metrics.parked.fetch_sub(1, Ordering::Relaxed);
+        // Every receive it parked, whatever its request id.
+        for (_, p) in conn.parked.drain() {
+            if self.shared.engine.cancel_wait(p.wait) {
+                self.unpark_count();
             }
         }
         let _ = self.poll.registry().deregister(&mut conn.stream);
@@ -761,4 +1078,12 @@ impl Loop {
         self.free.push(slot);
         self.forget_connection();
     }
+}
+
+/// Answers a connection the server will not take with one error frame
+/// (best effort: a fresh socket's send buffer takes it whole), then closes.
+fn refuse(mut stream: TcpStream, message: &str) {
+    let mut out = BytesMut::new();
+    error(ErrorCode::RESOURCE_EXHAUSTED, message).encode(proto::Opcode::Hello as u8, 0, &mut out);
+    let _ = stream.write(&out);
 }
