@@ -105,3 +105,493 @@ fn a_receipt_from_an_earlier_run_is_refused() {
     assert_eq!(c.stats("jobs").unwrap().in_flight, 1);
     assert!(c.delete("jobs", &[new]).unwrap()[0].is_ok());
 }
+
+// ----- helpers for raw connections ------------------------------------------
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use fila_client::{QueueRef, Receive, Request, Response};
+use fila_proto::{split_frame, FRAME_LEN_LIMIT};
+use fila_server::auth::{Grant, Permission};
+
+fn q(name: &str) -> QueueRef {
+    QueueRef {
+        name: name.into(),
+        dlq: false,
+    }
+}
+
+fn receive(queue: &str, wait_ms: u64, visibility_ms: Option<u64>) -> Request {
+    Request::Receive(Receive {
+        queue: q(queue),
+        max_messages: 1,
+        visibility_ms,
+        wait_ms: Some(wait_ms),
+        channel: None,
+    })
+}
+
+fn frames(reqs: impl IntoIterator<Item = (u64, Request)>) -> BytesMut {
+    let mut out = BytesMut::new();
+    for (id, r) in reqs {
+        r.encode(id, &mut out);
+    }
+    out
+}
+
+/// Reads answers from a raw socket until `n` came or 10 s passed.
+fn read_answers(raw: &mut TcpStream, n: usize) -> Vec<(u64, Response)> {
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = BytesMut::new();
+    let mut chunk = vec![0u8; 64 << 10];
+    let mut got = Vec::new();
+    while got.len() < n {
+        if let Some((h, body)) = split_frame(&mut buf, FRAME_LEN_LIMIT).unwrap() {
+            got.push((h.request_id, Response::decode(&h, body).unwrap()));
+            continue;
+        }
+        match raw.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+        }
+    }
+    got
+}
+
+/// Whether the server closed the socket within 10 s (reading and dropping
+/// whatever else it sends).
+fn closed_by_server(raw: &mut TcpStream) -> bool {
+    raw.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut b = [0u8; 4096];
+    while Instant::now() < deadline {
+        match raw.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+fn code_of(r: &Response) -> ErrorCode {
+    match r {
+        Response::Error(e) => e.code,
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+// ----- memory -----------------------------------------------------------------
+
+#[test]
+fn attribute_bytes_count_against_max_bytes_on_the_wire() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    c.create_queue(
+        "small",
+        SettingsPatch {
+            max_bytes: Some(1024),
+            ..SettingsPatch::default()
+        },
+    )
+    .unwrap();
+    let entry = PutEntry {
+        payload: Bytes::from_static(b"x"),
+        attributes: (0..16)
+            .map(|i| (format!("k{i:02}"), "v".repeat(500)))
+            .collect(),
+        ..PutEntry::default()
+    };
+    for _ in 0..40 {
+        let r = c.put("small", vec![entry.clone()]).unwrap().remove(0);
+        assert_eq!(r.unwrap_err().code(), Some(ErrorCode::QUEUE_FULL));
+    }
+    assert_eq!(c.stats("small").unwrap().bytes, 0);
+}
+
+#[test]
+fn late_answers_of_parked_receives_stay_within_the_output_cap() {
+    let cap = fila_server::OUTPUT_BYTES_MIN;
+    let s = TestServer::with(|c| c.max_output_bytes = cap);
+    let mut c = s.client();
+    c.create_queue(
+        "big",
+        SettingsPatch {
+            max_message_bytes: Some(1 << 20),
+            max_deliveries: Some(0),
+            ..SettingsPatch::default()
+        },
+    )
+    .unwrap();
+    // 1 000 quick-look long polls, never read.
+    let mut greedy = TcpStream::connect(s.addr).unwrap();
+    let reqs = (1..=1000u64).map(|id| (id, receive("big", 20_000, Some(0))));
+    greedy.write_all(&frames(reqs)).unwrap();
+    // Only those whose answers fit are taken in: the rest wait unread.
+    s.wait_parked(1);
+    let mut parked_seen = 0;
+    for _ in 0..30 {
+        // Each put answers every parked quick look with the same 1 MiB.
+        c.put_one("big", Bytes::from(vec![5u8; 1 << 20])).unwrap();
+        parked_seen = parked_seen.max(s.server().metrics().parked.load(Ordering::Acquire));
+    }
+    assert!(
+        parked_seen < 10,
+        "{parked_seen} receives parked within a {cap}-byte cap"
+    );
+    let high = s
+        .server()
+        .metrics()
+        .output_high_water
+        .load(Ordering::Acquire);
+    assert!(
+        high > 0 && high as usize <= cap,
+        "{high} answer bytes held for one connection"
+    );
+    // Pipelined peeks of 1 MiB messages are cut to the room too.
+    let mut peeker = TcpStream::connect(s.addr).unwrap();
+    let peek = Request::Peek {
+        queue: q("big"),
+        from_seq: 0,
+        max_messages: 100,
+    };
+    peeker
+        .write_all(&frames((1..=20u64).map(|id| (id, peek.clone()))))
+        .unwrap();
+    let answers = read_answers(&mut peeker, 20);
+    assert_eq!(answers.len(), 20, "every peek is answered once read");
+    let high = s
+        .server()
+        .metrics()
+        .output_high_water
+        .load(Ordering::Acquire);
+    assert!(
+        high as usize <= cap,
+        "{high} answer bytes held for one connection"
+    );
+    drop(greedy);
+    healthy(&s);
+}
+
+fn healthy(s: &TestServer) {
+    let mut c = s.client();
+    assert!(c.list_queues("").is_ok(), "another client is served");
+}
+
+#[test]
+fn parked_receives_are_bounded_per_connection_and_per_server() {
+    let s = TestServer::with(|c| {
+        c.max_parked_per_connection = 10;
+        c.max_parked = 15;
+    });
+    s.client()
+        .create_queue("q", SettingsPatch::default())
+        .unwrap();
+    let mut a = TcpStream::connect(s.addr).unwrap();
+    a.write_all(&frames(
+        (1..=11u64).map(|id| (id, receive("q", 30_000, None))),
+    ))
+    .unwrap();
+    let refused = read_answers(&mut a, 1);
+    assert_eq!(refused[0].0, 11, "the eleventh receive is answered at once");
+    assert_eq!(code_of(&refused[0].1), ErrorCode::RESOURCE_EXHAUSTED);
+    s.wait_parked(10);
+    let mut b = TcpStream::connect(s.addr).unwrap();
+    b.write_all(&frames(
+        (1..=6u64).map(|id| (id, receive("q", 30_000, None))),
+    ))
+    .unwrap();
+    let refused = read_answers(&mut b, 1);
+    assert_eq!(refused[0].0, 6, "the sixteenth on the server is refused");
+    assert_eq!(code_of(&refused[0].1), ErrorCode::RESOURCE_EXHAUSTED);
+    assert_eq!(s.server().metrics().parked.load(Ordering::Acquire), 15);
+    // Closing a gives its places back.
+    drop(a);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.server().metrics().parked.load(Ordering::Acquire) != 5 {
+        assert!(
+            Instant::now() < deadline,
+            "a's receives were never cancelled"
+        );
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn closing_a_connection_cancels_every_parked_receive_even_with_one_request_id() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    // Small messages: 100 parked receives' answers fit the output room.
+    let small = SettingsPatch {
+        max_message_bytes: Some(1024),
+        ..SettingsPatch::default()
+    };
+    c.create_queue("q", small).unwrap();
+    let mut raw = TcpStream::connect(s.addr).unwrap();
+    raw.write_all(&frames(
+        (0..100).map(|_| (5u64, receive("q", 30_000, None))),
+    ))
+    .unwrap();
+    s.wait_parked(100);
+    c.put_one("q", "first").unwrap();
+    let answered = read_answers(&mut raw, 1);
+    assert_eq!(answered[0].0, 5);
+    assert!(matches!(&answered[0].1, Response::Messages(m) if m.len() == 1));
+    drop(raw);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.server().metrics().parked.load(Ordering::Acquire) != 0 {
+        assert!(Instant::now() < deadline, "99 receives stayed parked");
+        std::thread::yield_now();
+    }
+    // Messages put now go to whoever asks, not to a closed connection.
+    c.put_one("q", "second").unwrap();
+    let got = c.receive("q", 1, Some(0)).unwrap();
+    assert_eq!(&got[0].payload[..], b"second");
+}
+
+// ----- fairness, connections --------------------------------------------------
+
+#[test]
+fn a_pipelining_client_does_not_starve_others_on_its_loop() {
+    let s = TestServer::with(|c| c.event_loops = 1);
+    let addr = s.addr;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flooding = stop.clone();
+    // Hellos as fast as the server answers them, read as they come.
+    let flood = std::thread::spawn(move || {
+        let mut raw = TcpStream::connect(addr).unwrap();
+        let mut reader = raw.try_clone().unwrap();
+        let reading = flooding.clone();
+        let r = std::thread::spawn(move || {
+            let mut b = vec![0u8; 1 << 16];
+            reader
+                .set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            while !reading.load(Ordering::Acquire) {
+                let _ = reader.read(&mut b);
+            }
+        });
+        let batch = frames((0..512u64).map(|id| {
+            (
+                id,
+                Request::Hello {
+                    client: "flood".into(),
+                },
+            )
+        }));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !flooding.load(Ordering::Acquire) && Instant::now() < deadline {
+            if raw.write_all(&batch).is_err() {
+                break;
+            }
+        }
+        flooding.store(true, Ordering::Release);
+        r.join().unwrap();
+    });
+    let mut c = s.client();
+    let started = Instant::now();
+    let mut done = 0;
+    while done < 200 && started.elapsed() < Duration::from_secs(20) {
+        c.hello().unwrap();
+        done += 1;
+    }
+    stop.store(true, Ordering::Release);
+    flood.join().unwrap();
+    assert_eq!(
+        done, 200,
+        "another client completed {done} requests in 20 s"
+    );
+}
+
+#[test]
+fn a_connection_over_max_connections_gets_an_error_frame() {
+    let s = TestServer::with(|c| c.max_connections = 2);
+    let _a = s.client();
+    let _b = s.client();
+    let mut third = TcpStream::connect(s.addr).unwrap();
+    let answer = read_answers(&mut third, 1);
+    assert_eq!(answer.len(), 1, "an answer, not a silent close");
+    assert_eq!(code_of(&answer[0].1), ErrorCode::RESOURCE_EXHAUSTED);
+    assert!(closed_by_server(&mut third));
+}
+
+// ----- authentication ----------------------------------------------------------
+
+fn with_tokens() -> TestServer {
+    TestServer::with(|c| {
+        c.auth_timeout_secs = 1;
+        c.tokens.add(
+            "admin".into(),
+            vec![Grant::new(
+                "*",
+                &[Permission::Send, Permission::Receive, Permission::Manage],
+            )],
+        );
+        c.tokens.add(
+            "mine".into(),
+            vec![Grant::new(
+                "mine-*",
+                &[Permission::Send, Permission::Receive, Permission::Manage],
+            )],
+        );
+    })
+}
+
+#[test]
+fn before_auth_only_small_hello_and_auth_frames_are_taken() {
+    let s = with_tokens();
+    // A big partial frame before auth is refused at once.
+    let mut raw = TcpStream::connect(s.addr).unwrap();
+    let mut big = BytesMut::new();
+    Request::Hello {
+        client: "x".repeat(10_000),
+    }
+    .encode(1, &mut big);
+    raw.write_all(&big[..5_000]).unwrap();
+    let answer = read_answers(&mut raw, 1);
+    assert_eq!(code_of(&answer[0].1), ErrorCode::FRAME_TOO_LARGE);
+    assert!(closed_by_server(&mut raw));
+    // Hellos do not keep an unauthenticated connection open.
+    let mut idle = TcpStream::connect(s.addr).unwrap();
+    let hello = frames([(1, Request::Hello { client: "h".into() })]);
+    let started = Instant::now();
+    let mut open = true;
+    while open && started.elapsed() < Duration::from_secs(10) {
+        open = idle.write_all(&hello).is_ok() && !read_answers(&mut idle, 1).is_empty();
+    }
+    assert!(!open, "still open after 10 s of hellos");
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    // An authenticated connection lives on.
+    let mut c = s.client_with_token("admin").unwrap();
+    assert!(c.list_queues("").is_ok());
+}
+
+#[test]
+fn a_failed_auth_leaves_the_connection_unauthenticated_and_three_close_it() {
+    let s = with_tokens();
+    let mut raw = TcpStream::connect(s.addr).unwrap();
+    let auth = |t: &str| Request::Auth { token: t.into() };
+    let put = Request::Put {
+        queue: "mine-a".into(),
+        messages: vec![PutEntry::default()],
+    };
+    raw.write_all(&frames([
+        (1, auth("admin")),
+        (
+            2,
+            Request::CreateQueue {
+                name: "mine-a".into(),
+                settings: SettingsPatch::default(),
+            },
+        ),
+        (3, auth("wrong")),
+        (4, put.clone()),
+        (5, auth("wrong again")),
+        (6, auth("and again")),
+        (7, put),
+    ]))
+    .unwrap();
+    let answers = read_answers(&mut raw, 7);
+    assert!(matches!(answers[0].1, Response::Ok));
+    assert!(matches!(answers[1].1, Response::Created(true)));
+    assert_eq!(code_of(&answers[2].1), ErrorCode::UNAUTHENTICATED);
+    assert_eq!(
+        code_of(&answers[3].1),
+        ErrorCode::UNAUTHENTICATED,
+        "the put after a failed auth is refused"
+    );
+    assert_eq!(code_of(&answers[4].1), ErrorCode::UNAUTHENTICATED);
+    assert_eq!(code_of(&answers[5].1), ErrorCode::UNAUTHENTICATED);
+    assert_eq!(answers.len(), 6, "the third failure closes the connection");
+    assert!(closed_by_server(&mut raw));
+    let mut admin = s.client_with_token("admin").unwrap();
+    assert_eq!(admin.stats("mine-a").unwrap().puts, 0);
+}
+
+#[test]
+fn a_dead_letter_target_needs_send_on_the_target() {
+    let s = with_tokens();
+    let mut admin = s.client_with_token("admin").unwrap();
+    admin
+        .create_queue("orders-eu", SettingsPatch::default())
+        .unwrap();
+    let mut mine = s.client_with_token("mine").unwrap();
+    let target = |t: &str| SettingsPatch {
+        dead_letter_target: Some(Some(t.into())),
+        ..SettingsPatch::default()
+    };
+    for t in ["orders-eu", "orders-nowhere"] {
+        let e = mine.create_queue("mine-a", target(t)).unwrap_err();
+        assert_eq!(e.code(), Some(ErrorCode::FORBIDDEN), "target {t}");
+    }
+    mine.create_queue("mine-a", SettingsPatch::default())
+        .unwrap();
+    let e = mine
+        .update_queue("mine-a", target("orders-eu"))
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::FORBIDDEN));
+    mine.create_queue("mine-poison", SettingsPatch::default())
+        .unwrap();
+    mine.update_queue("mine-a", target("mine-poison")).unwrap();
+    assert_eq!(admin.stats("orders-eu").unwrap().puts, 0);
+}
+
+// ----- many queues --------------------------------------------------------------
+
+#[test]
+fn listing_many_queues_pages_and_never_truncates() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let names: Vec<String> = (0..2_500).map(|i| format!("q-{i:05}")).collect();
+    for n in &names {
+        c.create_queue(n, SettingsPatch::default()).unwrap();
+    }
+    let (page, next) = c.list_queues_page("q-", "", 0).unwrap();
+    assert_eq!(page.len(), 1_000);
+    assert_eq!(next.as_deref(), Some("q-00999"));
+    let (page, next) = c.list_queues_page("q-", "q-00999", 2_000).unwrap();
+    assert_eq!(page[0], "q-01000");
+    assert_eq!(page.len(), 1_000, "pages hold at most 1 000");
+    assert!(next.is_some());
+    assert_eq!(c.list_queues("q-").unwrap(), names);
+    assert_eq!(c.list_queues("q-024").unwrap().len(), 100);
+}
+
+#[test]
+fn metrics_list_at_most_metrics_max_queues_and_serve_scrapes_concurrently() {
+    let s = TestServer::with(|c| c.metrics_max_queues = 10);
+    let mut c = s.client();
+    for i in 0..50 {
+        c.create_queue(&format!("q{i:02}"), SettingsPatch::default())
+            .unwrap();
+    }
+    let addr = s.server().metrics_addr().unwrap();
+    // A scraper that sends one byte and then nothing.
+    let mut slow = TcpStream::connect(addr).unwrap();
+    slow.write_all(b"G").unwrap();
+    let started = Instant::now();
+    let mut scrape = TcpStream::connect(addr).unwrap();
+    scrape
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    scrape
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    scrape.read_to_string(&mut body).unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the scrape waited for the slow one"
+    );
+    assert_eq!(body.matches("fila_queue_visible{").count(), 10);
+    assert!(body.contains("fila_metrics_queues_omitted 40"));
+    drop(slow);
+}

@@ -220,6 +220,49 @@ fn answer<T>(r: Result<T, Error>, f: impl FnOnce(T) -> Response) -> Outcome {
     })
 }
 
+/// Receive-deferred of the entries whose messages fit `room`, in order;
+/// one that would not fit (behind one that did) is left deferred and
+/// answers `resource_exhausted`, to be taken by a later request.
+fn receive_deferred_within(
+    engine: &Engine,
+    queue: &str,
+    seqs: &[u64],
+    visibility_ms: Option<u64>,
+    room: usize,
+) -> Result<Vec<Result<Message, Error>>, Error> {
+    batch_len("sequence_numbers", seqs.len())?;
+    let mut used = 0u64;
+    let mut out = Vec::with_capacity(seqs.len());
+    for &seq in seqs {
+        let size = engine
+            .peek(Address::queue(queue), seq, 1)?
+            .first()
+            .filter(|m| m.seq == seq)
+            .map_or(0, |m| {
+                fila_core::answer_bytes(
+                    m.payload.len(),
+                    m.attributes.as_ref(),
+                    m.channel.as_deref(),
+                    m.dead_letter.as_deref(),
+                )
+            });
+        if used > 0 && used + size > room as u64 {
+            out.push(Err(Error::ResourceExhausted {
+                limit: "answer room of this connection (take it in another request)",
+                max: room as u64,
+            }));
+            continue;
+        }
+        used += size;
+        out.push(
+            engine
+                .receive_deferred(queue, &[seq], visibility_ms)?
+                .remove(0),
+        );
+    }
+    Ok(out)
+}
+
 /// Runs one request against the engine. `notify` is used only when a
 /// receive parks.
 ///
@@ -397,9 +440,10 @@ pub(crate) fn handle(
             queue,
             seqs,
             visibility_ms,
-        } => answer(engine.receive_deferred(&queue, &seqs, visibility_ms), |v| {
-            Response::Deferred(entries(v, message_of))
-        }),
+        } => answer(
+            receive_deferred_within(engine, &queue, &seqs, visibility_ms, room),
+            |v| Response::Deferred(entries(v, message_of)),
+        ),
         Request::DeadLetter {
             queue,
             receipt: r,

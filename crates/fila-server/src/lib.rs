@@ -25,5 +25,5 @@ mod server;
 pub use config::{Config, ConfigError, HELP};
 pub use server::{
     Server, StopHandle, ANSWER_ROOM_MIN, AUTH_FAILURES_MAX, FRAMES_PER_TURN, OUTPUT_BYTES_MIN,
-    PREAUTH_FRAME_MAX, READ_BYTES_PER_TURN,
+    PREAUTH_FRAME_MAX, READ_BYTES_PER_TURN, SMALL_ANSWER_ROOM,
 };

@@ -57,6 +57,10 @@ pub struct Metrics {
     pub bad_frames: AtomicU64,
     /// Receives parked now.
     pub parked: AtomicU64,
+    /// The most answer bytes (buffered output plus room held for parked
+    /// receives) any one connection has had at once since start: never
+    /// above `max_output_bytes`.
+    pub output_high_water: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -72,6 +76,7 @@ impl Default for Metrics {
             refused: AtomicU64::new(0),
             bad_frames: AtomicU64::new(0),
             parked: AtomicU64::new(0),
+            output_high_water: AtomicU64::new(0),
         }
     }
 }
@@ -168,6 +173,12 @@ impl Metrics {
             "fila_uptime_seconds",
             "Seconds since the server started.",
             self.started.elapsed().as_secs(),
+        );
+        gauge(
+            &mut o,
+            "fila_connection_output_high_water_bytes",
+            "The most answer bytes (buffered plus held for parked receives) one connection has had at once.",
+            self.output_high_water.load(Ordering::Relaxed),
         );
         let _ = writeln!(o, "# HELP fila_connections_accepted_total Connections accepted.\n# TYPE fila_connections_accepted_total counter\nfila_connections_accepted_total {}", self.accepted.load(Ordering::Relaxed));
         let _ = writeln!(o, "# HELP fila_connections_refused_total Connections refused at max_connections.\n# TYPE fila_connections_refused_total counter\nfila_connections_refused_total {}", self.refused.load(Ordering::Relaxed));

@@ -58,6 +58,10 @@ pub const READ_BYTES_PER_TURN: usize = 4 * READ_CHUNK;
 /// handled: more than any one answer that is not a receive or a peek, and
 /// more than one largest message in a receive or peek answer.
 pub const ANSWER_ROOM_MIN: usize = 2 << 20;
+/// Output room a connection must have free before a request whose answer
+/// carries no messages (anything but receive, peek, receive-deferred) is
+/// handled: more than the largest such answer (a list page of 1 000 names).
+pub const SMALL_ANSWER_ROOM: usize = 256 << 10;
 /// The least `max_output_bytes` a config may set.
 pub const OUTPUT_BYTES_MIN: usize = 2 * ANSWER_ROOM_MIN;
 /// The largest frame accepted before a connection has authenticated.
@@ -130,6 +134,25 @@ struct Conn {
 impl Conn {
     fn room(&self, max_output: usize) -> usize {
         max_output.saturating_sub(self.output.len() + self.reserved)
+    }
+
+    /// The room the next frame's answer needs before it is handled (as far
+    /// as its head is in): answers that carry messages need room for at
+    /// least one largest message, the others far less.
+    fn room_needed(&self) -> usize {
+        let carries_messages = self.input.get(5).is_none_or(|op| {
+            [
+                proto::Opcode::Receive as u8,
+                proto::Opcode::Peek as u8,
+                proto::Opcode::ReceiveDeferred as u8,
+            ]
+            .contains(op)
+        });
+        if carries_messages {
+            ANSWER_ROOM_MIN
+        } else {
+            SMALL_ANSWER_ROOM
+        }
     }
 }
 
@@ -690,7 +713,7 @@ impl Loop {
                 Ok(0) => {
                     // The peer is done sending; answers already due still
                     // go out before the connection closes.
-                    if conn.output.is_empty() && conn.parked.is_empty() {
+                    if conn.output.is_empty() {
                         self.close(slot, "peer closed");
                     } else {
                         conn.closing = true;
@@ -727,7 +750,7 @@ impl Loop {
                 return Stop::Budget;
             }
             let room = conn.room(max_output);
-            if room < ANSWER_ROOM_MIN {
+            if room < conn.room_needed() {
                 conn.read_paused = true;
                 return Stop::Throttled;
             }
@@ -938,6 +961,10 @@ impl Loop {
                 let conn = self.conns[slot].as_mut().expect("open");
                 let reserved = usize::try_from(wait.reserved_bytes()).unwrap_or(usize::MAX);
                 conn.reserved += reserved;
+                shared.metrics.output_high_water.fetch_max(
+                    (conn.output.len() + conn.reserved) as u64,
+                    Ordering::Relaxed,
+                );
                 conn.next_park += 1;
                 conn.parked.insert(
                     park,
@@ -955,6 +982,10 @@ impl Loop {
     fn respond(&mut self, slot: usize, opcode: u8, request_id: u64, response: &Response) {
         if let Some(conn) = self.conns[slot].as_mut() {
             response.encode(opcode, request_id, &mut conn.output);
+            self.shared.metrics.output_high_water.fetch_max(
+                (conn.output.len() + conn.reserved) as u64,
+                Ordering::Relaxed,
+            );
         }
     }
 
@@ -963,31 +994,27 @@ impl Loop {
     /// room again.
     fn flush(&mut self, slot: usize) {
         let max_output = self.shared.config.max_output_bytes;
-        loop {
-            if !self.write_out(slot) {
-                return;
-            }
-            let Some(conn) = self.conns[slot].as_mut() else {
-                return;
-            };
-            // Edge-triggered: a throttled connection's pending bytes raise no
-            // new event, so resume reading here once the output has room
-            // again, and write what that produced.
-            if conn.read_paused
-                && !conn.closing
-                && conn.output.len() < max_output / 2
-                && conn.room(max_output) >= ANSWER_ROOM_MIN
-            {
-                conn.read_paused = false;
-                self.turn(slot);
-                continue;
-            }
-            break;
+        if !self.write_out(slot) {
+            return;
         }
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
-        if conn.output.is_empty() && conn.closing && conn.parked.is_empty() {
+        // Edge-triggered: a throttled connection's pending bytes raise no
+        // new event, so once its output has room again it takes a turn
+        // like any connection with work left.
+        if conn.read_paused
+            && !conn.closing
+            && conn.output.len() < max_output / 2
+            && conn.room(max_output) >= conn.room_needed()
+        {
+            conn.read_paused = false;
+            self.requeue(slot);
+        }
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        if conn.output.is_empty() && conn.closing {
             self.close(slot, "closed once its answers were written");
             return;
         }
