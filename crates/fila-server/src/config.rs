@@ -540,6 +540,39 @@ mod tests {
     }
 
     #[test]
+    fn metrics_off_loopback_need_tokens_and_tokens_may_not_be_empty() {
+        let e = Config::from_args(&args(&["--metrics-listen", "0.0.0.0:7701"])).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("metrics are served on loopback only"),
+            "{e}"
+        );
+        let mut c = Config::default();
+        let e = c.merge_toml("[[tokens]]\ntoken = \"\"\n").unwrap_err();
+        assert!(e.to_string().contains("may not be empty"), "{e}");
+    }
+
+    #[test]
+    fn values_that_would_overflow_a_timer_are_refused() {
+        for flag in [
+            "--shutdown-grace-secs",
+            "--idle-timeout-secs",
+            "--auth-timeout-secs",
+        ] {
+            let e = Config::from_args(&args(&[flag, &u64::MAX.to_string()])).unwrap_err();
+            assert!(e.to_string().contains("must be 0..="), "{flag}: {e}");
+        }
+        let mut c = Config::default();
+        let e = c
+            .merge_toml(&format!("shutdown_grace_secs = {}\n", i64::MAX))
+            .and_then(|()| c.validate())
+            .unwrap_err();
+        assert!(e.to_string().contains("shutdown_grace_secs"), "{e}");
+        let e = Config::from_args(&args(&["--max-output-bytes", "65536"])).unwrap_err();
+        assert!(e.to_string().contains("max_output_bytes"), "{e}");
+    }
+
+    #[test]
     fn unknown_permissions_are_refused() {
         let mut c = Config::default();
         let e = c

@@ -5,19 +5,45 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[test]
-fn it_starts_serves_and_stops_gracefully_on_sigterm() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fila-server"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "off",
-            "--shards",
-            "2",
-            "--event-loops",
-            "2",
-        ])
+/// A running `fila-server` process, killed when dropped.
+struct Child {
+    child: std::process::Child,
+    addr: String,
+    /// Log lines up to the listening line.
+    log: Vec<String>,
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const ARGS: [&str; 8] = [
+    "--listen",
+    "127.0.0.1:0",
+    "--metrics-listen",
+    "off",
+    "--shards",
+    "2",
+    "--event-loops",
+    "2",
+];
+
+/// Starts the binary through `sh -c "<prefix> exec fila-server ARGS..."`
+/// and waits (20 s at most) for its listening line.
+fn spawn(prefix: &str, extra: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut cmd = format!("{prefix} exec \"$0\"");
+    for (i, _) in ARGS.iter().chain(extra).enumerate() {
+        cmd.push_str(&format!(" \"${}\"", i + 1));
+    }
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .arg(env!("CARGO_BIN_EXE_fila-server"))
+        .args(ARGS.iter().chain(extra))
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -33,37 +59,94 @@ fn it_starts_serves_and_stops_gracefully_on_sigterm() {
             }
         }
     });
-    let mut addr = None;
+    let mut log = Vec::new();
     while let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) {
+        log.push(line.clone());
         if let Some(rest) = line.split("listen=").nth(1) {
-            addr = Some(rest.split_whitespace().next().unwrap().to_owned());
-            break;
+            let addr = rest.split_whitespace().next().unwrap().to_owned();
+            return Child { child, addr, log };
         }
     }
-    let Some(addr) = addr else {
-        let _ = child.kill();
-        panic!("no listening line with the address");
-    };
-    // list queues by hand: request id 1.
+    let _ = child.kill();
+    panic!("no listening line with the address: {log:?}");
+}
+
+/// Waits (20 s at most) for the process to exit.
+fn exit_status(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        assert!(Instant::now() < deadline, "the process did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn it_starts_serves_and_stops_gracefully_on_sigterm() {
+    let mut server = spawn("", &[], &[]);
+    let addr = server.addr.clone();
+    let child = &mut server.child;
+    // list queues by hand: request id 1, prefix "", after "", limit 0.
     let mut s = TcpStream::connect(&addr).unwrap();
-    s.write_all(&[0, 0, 0, 14, 1, 0x13, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0])
-        .unwrap();
-    let mut answer = [0u8; 18];
+    s.write_all(&[
+        0, 0, 0, 18, 1, 0x13, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0,
+    ])
+    .unwrap();
+    let mut answer = [0u8; 19];
     s.read_exact(&mut answer).unwrap();
     assert_eq!(answer[15], 1, "answered request 1");
+    assert_eq!(&answer[16..], &[0, 0, 0], "no queues, no next page");
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            assert!(st.success(), "exit status {st}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "did not stop on SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
+    let st = exit_status(child);
+    assert!(st.success(), "exit status {st}");
+}
+
+#[test]
+fn a_panic_on_any_thread_stops_the_process_with_status_70() {
+    let mut server = spawn("", &[], &[("FILA_TEST_PANIC", "1")]);
+    let st = exit_status(&mut server.child);
+    assert_eq!(st.code(), Some(70), "exit status {st}");
+}
+
+fn hello(id: u64) -> Vec<u8> {
+    // hello, client "t"
+    let mut f = vec![0, 0, 0, 15, 1, 0x01, 0, 0];
+    f.extend_from_slice(&id.to_be_bytes());
+    f.extend_from_slice(&[0, 1, b't']);
+    f
+}
+
+#[test]
+fn out_of_descriptors_it_warns_and_accepts_again_once_they_free_up() {
+    let server = spawn("ulimit -n 40;", &[], &[]);
+    assert!(
+        server.log.iter().any(|l| l.contains("open-files limit")),
+        "a warning at start: {:?}",
+        server.log
+    );
+    // More clients than descriptors: the last ones wait in the backlog.
+    let mut clients: Vec<TcpStream> = (0..60)
+        .map(|i| {
+            let mut s = TcpStream::connect(&server.addr).unwrap();
+            s.write_all(&hello(i)).unwrap();
+            s
+        })
+        .collect();
+    // Free the first 40; every one of the other 20 is then served.
+    let rest = clients.split_off(40);
+    drop(clients);
+    for (i, mut s) in rest.into_iter().enumerate() {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut head = [0u8; 16];
+        s.read_exact(&mut head)
+            .unwrap_or_else(|e| panic!("client {} was never served: {e}", 40 + i));
+        assert_eq!(head[5], 0x01, "a hello answer");
     }
 }
 
