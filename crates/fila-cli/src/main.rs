@@ -25,11 +25,13 @@ usage: fila [--addr HOST:PORT] [--token TOKEN] [--json] COMMAND ...
   queue list [PREFIX]              list queues
   queue stats NAME                 counts and counters
   queue purge NAME [--dlq]         remove every message (of the DLQ)
-  queue delete NAME                delete the queue
+  queue delete NAME [--if-exists]  delete the queue (--if-exists: a missing
+                                   queue is no error)
   put QUEUE [MESSAGE ...]          put messages (or --file PATH, or stdin
         [--channel C] [--delay MS] [--at MS] [--ttl MS] [--attr K=V ...]
                                    when no message is given: one per line)
   receive QUEUE [--max N] [--visibility MS] [--wait MS] [--channel F] [--dlq]
+                                   (without --wait: the queue's default wait)
   delete QUEUE RECEIPT ... [--dlq]
   visibility QUEUE RECEIPT MS [--dlq]   set a lease's timeout (0 releases)
   defer QUEUE RECEIPT
@@ -74,7 +76,7 @@ struct Args {
     options: Vec<(String, Option<String>)>,
 }
 
-const SWITCHES: [&str; 2] = ["--dlq", "--json"];
+const SWITCHES: [&str; 3] = ["--dlq", "--json", "--if-exists"];
 
 impl Args {
     fn parse(raw: Vec<String>) -> Result<Args, Failure> {
@@ -246,6 +248,43 @@ fn state_name(s: u8) -> &'static str {
     }
 }
 
+/// Standard base64 with padding (RFC 4648), for payloads that are not text.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A payload as text when it is UTF-8, else as base64 (and which).
+fn payload_text(payload: &[u8]) -> (String, &'static str) {
+    match std::str::from_utf8(payload) {
+        Ok(s) => (s.to_owned(), "utf8"),
+        Err(_) => (base64(payload), "base64"),
+    }
+}
+
+fn reason_name(reason: u8) -> &'static str {
+    ["", "max_deliveries", "expired", "consumer"]
+        .get(usize::from(reason))
+        .copied()
+        .unwrap_or("unknown")
+}
+
 fn message_json(m: &Message) -> String {
     let attrs: Vec<String> = m
         .attributes
@@ -253,21 +292,22 @@ fn message_json(m: &Message) -> String {
         .map(|(k, v)| format!("{}:{}", json_str(k), json_str(v)))
         .collect();
     let dl = m.dead_letter.as_ref().map_or("null".to_owned(), |d| {
-        let reason = ["", "max_deliveries", "expired", "consumer"].get(usize::from(d.reason)).copied().unwrap_or("unknown");
         format!(
-            "{{\"source_queue\":{},\"at_ms\":{},\"reason\":{},\"consumer_reason\":{},\"description\":{}}}",
+            "{{\"source_queue\":{},\"at_ms\":{},\"reason\":{},\"consumer_reason\":{},\"description\":{},\"delivery_count\":{}}}",
             json_str(&d.source_queue),
             d.at_ms,
-            json_str(reason),
+            json_str(reason_name(d.reason)),
             json_str(&d.consumer_reason),
-            json_str(&d.description)
+            json_str(&d.description),
+            d.delivery_count
         )
     });
+    let (payload, encoding) = payload_text(&m.payload);
     format!(
-        "{{\"id\":\"{:032x}\",\"seq\":{},\"payload\":{},\"payload_bytes\":{},\"attributes\":{{{}}},\"channel\":{},\"inserted_at_ms\":{},\"expires_at_ms\":{},\"next_visible_at_ms\":{},\"delivery_count\":{},\"state\":\"{}\",\"receipt\":{},\"dead_letter\":{}}}",
+        "{{\"id\":\"{:032x}\",\"seq\":{},\"payload\":{},\"payload_encoding\":\"{encoding}\",\"payload_bytes\":{},\"attributes\":{{{}}},\"channel\":{},\"inserted_at_ms\":{},\"expires_at_ms\":{},\"next_visible_at_ms\":{},\"delivery_count\":{},\"state\":\"{}\",\"receipt\":{},\"dead_letter\":{}}}",
         m.id,
         m.seq,
-        json_str(&String::from_utf8_lossy(&m.payload)),
+        json_str(&payload),
         m.payload.len(),
         attrs.join(","),
         m.channel.as_deref().map_or("null".into(), json_str),
@@ -293,24 +333,53 @@ fn print_messages(json: bool, ms: &[Message]) {
     }
     println!(
         "{:>8}  {:<13}  {:>5}  {:<32}  {:<10}  payload",
-        "seq", "state", "count", "receipt", "channel"
+        "seq", "state", "count", "id", "channel"
     );
     for m in ms {
-        let text = String::from_utf8_lossy(&m.payload);
-        let shown: String = text
+        let (text, encoding) = payload_text(&m.payload);
+        let mut shown: String = text
             .chars()
             .take(60)
             .map(|c| if c.is_control() { '.' } else { c })
             .collect();
+        if encoding == "base64" {
+            shown = format!("base64:{shown}");
+        }
+        if text.chars().count() > 60 {
+            shown.push('…');
+        }
         println!(
-            "{:>8}  {:<13}  {:>5}  {:<32}  {:<10}  {}",
+            "{:>8}  {:<13}  {:>5}  {:032x}  {:<10}  {}",
             m.seq,
             state_name(m.state),
             m.delivery_count,
-            m.receipt.map_or("-".into(), |r| hex(&r)),
+            m.id,
             m.channel.as_deref().unwrap_or("-"),
             shown
         );
+        if let Some(r) = m.receipt {
+            println!("{:>10}receipt {}", "", hex(&r));
+        }
+        for (k, v) in &m.attributes {
+            println!("{:>10}attribute {k}={v}", "");
+        }
+        if let Some(d) = &m.dead_letter {
+            let mut line = format!(
+                "{:>10}dead-lettered from {} at {} ms: {} (after {} deliveries)",
+                "",
+                d.source_queue,
+                d.at_ms,
+                reason_name(d.reason),
+                d.delivery_count
+            );
+            if d.reason == 3 {
+                line.push_str(&format!(
+                    ", consumer reason {:?}: {:?}",
+                    d.consumer_reason, d.description
+                ));
+            }
+            println!("{line}");
+        }
     }
 }
 
@@ -530,9 +599,13 @@ fn run(a: Args) -> Out {
                     }
                 }
                 "delete" => {
-                    a.check_known(&[])?;
+                    a.check_known(&["--if-exists"])?;
                     let name = a.pos(2, "a queue name")?;
-                    connect(&a)?.delete_queue(name)?;
+                    if a.flag("--if-exists") {
+                        connect(&a)?.delete_queue_if_exists(name)?;
+                    } else {
+                        connect(&a)?.delete_queue(name)?;
+                    }
                     if !json {
                         println!("deleted queue {name}");
                     }
@@ -606,7 +679,8 @@ fn run(a: Args) -> Out {
                 queue: qref(queue, a.flag("--dlq")),
                 max_messages: a.number("--max")?.unwrap_or(1),
                 visibility_ms: a.number("--visibility")?,
-                wait_ms: Some(a.number("--wait")?.unwrap_or(0)),
+                // Without --wait, the queue's receive_wait_default applies.
+                wait_ms: a.number("--wait")?,
                 channel: a.value("--channel").map(str::to_owned),
             })?;
             print_messages(json, &ms);

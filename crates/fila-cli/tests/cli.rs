@@ -153,3 +153,92 @@ fn exit_codes_mean_something() {
         .unwrap();
     assert_eq!(o.status.code(), Some(3));
 }
+
+#[test]
+fn receive_without_wait_uses_the_queues_default_wait() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    c.create_queue("slow", fila_client::SettingsPatch::default())
+        .unwrap();
+    // The queue's default wait is 30 s: the CLI parks until a put comes.
+    let child = Command::new(env!("CARGO_BIN_EXE_fila"))
+        .args(["--addr", &s.addr.to_string(), "receive", "slow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    s.wait_parked(1);
+    c.put_one("slow", "late").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert!(out(&o).contains("late"), "{}", out(&o));
+}
+
+#[test]
+fn messages_show_ids_attributes_dead_letter_reasons_and_binary_payloads() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    c.create_queue("q", fila_client::SettingsPatch::default())
+        .unwrap();
+    c.put(
+        "q",
+        vec![fila_client::PutEntry {
+            payload: bytes::Bytes::from_static(&[0xff, 0x00, 0x41]),
+            attributes: vec![("kind".into(), "blob".into())],
+            ..Default::default()
+        }],
+    )
+    .unwrap();
+    let o = fila(&s, &["--json", "peek", "q"], None);
+    let json = out(&o);
+    assert!(
+        json.contains("\"payload\":\"/wBB\",\"payload_encoding\":\"base64\""),
+        "{json}"
+    );
+    // A quick look (visibility 0) leaves it visible for what follows.
+    let o = fila(
+        &s,
+        &["receive", "q", "--wait", "0", "--visibility", "0"],
+        None,
+    );
+    let table = out(&o);
+    let m = &c
+        .peek(
+            fila_client::QueueRef {
+                name: "q".into(),
+                dlq: false,
+            },
+            0,
+            1,
+        )
+        .unwrap()[0];
+    assert!(table.contains(&format!("{:032x}", m.id)), "{table}");
+    assert!(table.contains("attribute kind=blob"), "{table}");
+    assert!(table.contains("base64:/wBB"), "{table}");
+    let receipt = receipts(&out(&fila(&s, &["--json", "peek", "q"], None)));
+    assert!(receipt.is_empty(), "peek shows no receipts");
+    // Dead-letter it with a reason; peek --dlq shows the reason.
+    let got = c.receive("q", 1, Some(0)).unwrap();
+    c.dead_letter("q", got[0].receipt.unwrap(), "bad-input", "not a blob")
+        .unwrap();
+    let table = out(&fila(&s, &["peek", "q", "--dlq"], None));
+    assert!(table.contains("consumer reason \"bad-input\""), "{table}");
+    assert!(table.contains("dead-lettered from q"), "{table}");
+}
+
+#[test]
+fn queue_delete_if_exists_lets_scripts_reset() {
+    let s = TestServer::start();
+    let o = fila(&s, &["queue", "delete", "nothing-here"], None);
+    assert_eq!(o.status.code(), Some(1));
+    let o = fila(
+        &s,
+        &["queue", "delete", "nothing-here", "--if-exists"],
+        None,
+    );
+    assert!(o.status.success(), "{o:?}");
+    fila(&s, &["queue", "create", "there"], None);
+    let o = fila(&s, &["queue", "delete", "there", "--if-exists"], None);
+    assert!(o.status.success());
+    assert!(s.client().list_queues("").unwrap().is_empty());
+}

@@ -442,7 +442,18 @@ impl Client {
 
     /// Deletes a queue.
     pub fn delete_queue(&mut self, name: &str) -> Result<()> {
-        self.ok(Request::DeleteQueue { name: name.into() })
+        self.ok(Request::DeleteQueue {
+            name: name.into(),
+            if_exists: false,
+        })
+    }
+
+    /// Deletes a queue if it exists; a missing queue is no error.
+    pub fn delete_queue_if_exists(&mut self, name: &str) -> Result<()> {
+        self.ok(Request::DeleteQueue {
+            name: name.into(),
+            if_exists: true,
+        })
     }
 
     /// Purges a queue (or its DLQ).

@@ -244,6 +244,8 @@ pub enum Request {
     DeleteQueue {
         /// Name.
         name: String,
+        /// A queue that does not exist is no error (for scripts that reset).
+        if_exists: bool,
     },
     /// Purge a queue or its DLQ.
     Purge {
@@ -722,9 +724,11 @@ impl Request {
                 w.str(name);
                 put_patch(w, settings);
             }
-            Request::GetQueue { name }
-            | Request::DeleteQueue { name }
-            | Request::QueueStats { name } => w.str(name),
+            Request::GetQueue { name } | Request::QueueStats { name } => w.str(name),
+            Request::DeleteQueue { name, if_exists } => {
+                w.str(name);
+                w.bool(*if_exists);
+            }
             Request::ListQueues {
                 prefix,
                 after,
@@ -833,7 +837,10 @@ impl Request {
                 after: r.str()?,
                 limit: r.u16()?,
             },
-            Opcode::DeleteQueue => Request::DeleteQueue { name: r.str()? },
+            Opcode::DeleteQueue => Request::DeleteQueue {
+                name: r.str()?,
+                if_exists: r.bool()?,
+            },
             Opcode::Purge => Request::Purge {
                 queue: get_queue_ref(r)?,
             },

@@ -123,7 +123,7 @@ fn request() -> impl Strategy<Value = Request> {
             after,
             limit
         }),
-        s().prop_map(|name| Request::DeleteQueue { name }),
+        (s(), any::<bool>()).prop_map(|(name, if_exists)| Request::DeleteQueue { name, if_exists }),
         queue_ref().prop_map(|queue| Request::Purge { queue }),
         s().prop_map(|name| Request::QueueStats { name }),
         (s(), proptest::collection::vec(put_entry(), 0..4))

@@ -133,7 +133,7 @@ pub fn needs(req: &Request) -> Option<(&str, Permission)> {
         Request::CreateQueue { name, .. }
         | Request::GetQueue { name }
         | Request::UpdateQueue { name, .. }
-        | Request::DeleteQueue { name }
+        | Request::DeleteQueue { name, .. }
         | Request::QueueStats { name } => (name, Manage),
         Request::Purge { queue } => (&queue.name, Manage),
         Request::Redrive { queue, .. } => (queue, Manage),

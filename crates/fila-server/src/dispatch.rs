@@ -337,7 +337,13 @@ pub(crate) fn handle(
             }
             Outcome::Answer(Response::Queues { names, next })
         }
-        Request::DeleteQueue { name } => answer(engine.delete_queue(&name), |_| Response::Ok),
+        Request::DeleteQueue { name, if_exists } => answer(
+            match engine.delete_queue(&name) {
+                Err(Error::QueueNotFound(_)) if if_exists => Ok(()),
+                other => other,
+            },
+            |_| Response::Ok,
+        ),
         Request::Purge { queue } => answer(engine.purge(address(&queue)), |_| Response::Ok),
         Request::QueueStats { name } => answer(engine.stats(&name), |s| {
             Response::Stats(proto::Stats {
