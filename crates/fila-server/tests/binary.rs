@@ -68,6 +68,7 @@ fn spawn(prefix: &str, extra: &[&str], env: &[(&str, &str)]) -> Child {
         }
     }
     let _ = child.kill();
+    let _ = child.wait();
     panic!("no listening line with the address: {log:?}");
 }
 
