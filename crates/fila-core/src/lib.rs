@@ -11,7 +11,10 @@
 //! * A [`Shard`] keeps its messages in a slab of compact records, each with a
 //!   [`lease::StateWord`] (state, lease generation, delivery count) that only
 //!   compare-and-swap changes. A [`Receipt`] carries the generation, so a
-//!   receipt whose lease ended never wins again.
+//!   receipt whose lease ended never wins again, and a SipHash tag under the
+//!   engine's secret [`ReceiptKey`], so no client can forge one.
+//! * [`EngineLimits`] bound the stored bytes and the number of queues of the
+//!   whole engine; shards reserve against them without a lock.
 //! * Visible messages wait in [`ring::ReadyRing`]s, one per channel, served
 //!   round-robin across channels.
 //! * One [`wheel::TimingWheel`] per shard holds lease ends, delays and

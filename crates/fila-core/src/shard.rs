@@ -134,6 +134,11 @@ struct Channel {
     /// byte budget): the channel's next, before the ring.
     front: Option<u64>,
     ring: ReadyRing,
+    /// Neighbours in the sub-queue's round of channels with visible
+    /// messages (`NIL` at the ends), and whether it is in the round.
+    prev: u32,
+    next: u32,
+    in_round: bool,
     visible: u32,
     held: u64,
     bytes: u64,
@@ -145,6 +150,9 @@ impl Channel {
             name,
             front: None,
             ring: ReadyRing::default(),
+            prev: NIL,
+            next: NIL,
+            in_round: false,
             visible: 0,
             held: 0,
             bytes: 0,
@@ -231,8 +239,16 @@ struct SubQueue {
     channels: Vec<Channel>,
     channel_ids: HashMap<Arc<str>, u32>,
     free_channels: Vec<u32>,
-    /// Channels with visible messages, in round-robin order.
-    active: VecDeque<u32>,
+    /// Channels with visible messages, in round-robin order: a doubly
+    /// linked list through the channels, so entering, leaving and rotating
+    /// are O(1) however many channels there are.
+    round: WaiterList,
+    /// The named channels of the round by name, so a prefix filter finds
+    /// its next channel in O(log channels).
+    round_names: BTreeMap<Arc<str>, u32>,
+    /// The channel a prefix-filtered receive was last served from: the
+    /// next one starts after it (round-robin in name order).
+    prefix_cursor: Option<Arc<str>>,
     index: SeqIndex,
     counts: Counts,
     held: u64,
@@ -261,7 +277,9 @@ impl SubQueue {
             channels: vec![Channel::new(None)],
             channel_ids: HashMap::new(),
             free_channels: Vec::new(),
-            active: VecDeque::new(),
+            round: WaiterList::EMPTY,
+            round_names: BTreeMap::new(),
+            prefix_cursor: None,
             index: if dlq {
                 SeqIndex::Tree(BTreeMap::new())
             } else {
@@ -307,15 +325,91 @@ impl SubQueue {
         (c.held, c.bytes)
     }
 
-    /// Moves a channel that just gave a message to the back of the round.
-    fn rotate(&mut self, channel: u32) {
-        if self.active.len() < 2 {
+    /// Puts a channel that has visible messages again into the round, at
+    /// the back (or the front).
+    fn enter_round(&mut self, channel: u32, front: bool) {
+        let c = &mut self.channels[channel as usize];
+        debug_assert!(!c.in_round);
+        c.in_round = true;
+        if let Some(name) = &c.name {
+            self.round_names.insert(name.clone(), channel);
+        }
+        let (head, tail) = (self.round.head, self.round.tail);
+        let c = &mut self.channels[channel as usize];
+        if front {
+            c.prev = NIL;
+            c.next = head;
+            if head == NIL {
+                self.round.tail = channel;
+            } else {
+                self.channels[head as usize].prev = channel;
+            }
+            self.round.head = channel;
+        } else {
+            c.next = NIL;
+            c.prev = tail;
+            if tail == NIL {
+                self.round.head = channel;
+            } else {
+                self.channels[tail as usize].next = channel;
+            }
+            self.round.tail = channel;
+        }
+    }
+
+    /// Takes a channel out of the round (no visible message left).
+    fn leave_round(&mut self, channel: u32) {
+        let c = &mut self.channels[channel as usize];
+        if !c.in_round {
             return;
         }
-        if let Some(pos) = self.active.iter().position(|c| *c == channel) {
-            self.active.remove(pos);
-            self.active.push_back(channel);
+        c.in_round = false;
+        let (prev, next) = (c.prev, c.next);
+        c.prev = NIL;
+        c.next = NIL;
+        if let Some(name) = &c.name {
+            self.round_names.remove(name);
         }
+        if prev == NIL {
+            self.round.head = next;
+        } else {
+            self.channels[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.round.tail = prev;
+        } else {
+            self.channels[next as usize].prev = prev;
+        }
+    }
+
+    /// Moves a channel that just gave a message to the back of the round.
+    fn rotate(&mut self, channel: u32) {
+        if self.channels[channel as usize].in_round && self.round.tail != channel {
+            self.leave_round(channel);
+            self.enter_round(channel, false);
+        }
+    }
+
+    /// The next channel with visible messages whose name starts with the
+    /// (non-empty) `prefix`: the first after the prefix cursor, else the
+    /// first of all.
+    fn next_with_prefix(&self, prefix: &str) -> Option<u32> {
+        use std::ops::Bound;
+        let matching = |(name, id): (&Arc<str>, &u32)| name.starts_with(prefix).then_some(*id);
+        if let Some(cursor) = self.prefix_cursor.as_deref().filter(|c| c.starts_with(prefix)) {
+            let after = self
+                .round_names
+                .range::<str, _>((Bound::Excluded(cursor), Bound::Unbounded))
+                .next()
+                .and_then(matching);
+            if after.is_some() {
+                return after;
+            }
+        }
+        self.round_names
+            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .next()
+            .and_then(matching)
     }
 }
 
@@ -747,9 +841,7 @@ impl Shard {
                 c.front = None;
                 c.ring.clear();
                 c.ring.shrink_if_empty();
-                if let Some(pos) = sub.active.iter().position(|x| *x == channel) {
-                    sub.active.remove(pos);
-                }
+                sub.leave_round(channel);
             }
         }
     }
@@ -767,7 +859,7 @@ impl Shard {
             c.ring.push_or_grow(handle(slot, generation));
             c.visible += 1;
             if c.visible == 1 {
-                sub.active.push_back(channel);
+                sub.enter_round(channel, false);
             }
             if !self.gained.contains(&q) {
                 self.gained.push(q);
@@ -1307,6 +1399,12 @@ impl Shard {
                 }
                 used += size;
             }
+            if let Some(ChannelFilter::Prefix(p)) = take.filter {
+                if !p.is_empty() {
+                    let sub = self.sub_mut(q);
+                    sub.prefix_cursor = sub.channels[channel as usize].name.clone();
+                }
+            }
             let qslot = q >> 1;
             let max_deliveries = self.queue(qslot).settings.max_deliveries;
             let r = &self.records[slot as usize];
@@ -1354,26 +1452,27 @@ impl Shard {
         c.front = Some(handle(slot, generation));
         c.visible += 1;
         if c.visible == 1 {
-            sub.active.push_front(channel);
+            sub.enter_round(channel, true);
         }
     }
 
-    /// The channel the next message comes from: the first in the round
-    /// that passes the filter.
+    /// The channel the next message comes from: without a filter (or with
+    /// `*`, which passes everything) the round's head; an exact filter's
+    /// channel; for a prefix, the next matching channel in name order after
+    /// the last one a prefix receive was served from. O(log channels) at
+    /// most.
     fn pick_channel(&self, q: u32, filter: Option<&ChannelFilter>) -> Option<u32> {
         let sub = self.sub(q);
+        let head = (sub.round.head != NIL).then_some(sub.round.head);
         match filter {
-            None => sub.active.front().copied(),
+            None => head,
+            Some(ChannelFilter::Prefix(p)) if p.is_empty() => head,
             Some(ChannelFilter::Exact(name)) => sub
                 .channel_ids
                 .get(name.as_str())
                 .copied()
                 .filter(|c| sub.channels[*c as usize].visible > 0),
-            Some(f) => sub
-                .active
-                .iter()
-                .copied()
-                .find(|c| f.matches(sub.channels[*c as usize].name.as_deref())),
+            Some(ChannelFilter::Prefix(p)) => sub.next_with_prefix(p),
         }
     }
 

@@ -324,3 +324,86 @@ fn removing_parked_receives_from_the_middle_is_cheap() {
     e.put("q", vec![NewMessage::new("m")]).unwrap();
     assert_eq!(*served.lock().unwrap(), Some(1));
 }
+
+#[test]
+fn a_prefix_filter_serves_matching_channels_round_robin_in_name_order() {
+    let (_, e) = engine();
+    e.create_queue("q", QueueSettings::default()).unwrap();
+    let on = |c: &str, p: &'static str| NewMessage {
+        payload: Bytes::from_static(p.as_bytes()),
+        channel: Some(c.into()),
+        ..NewMessage::default()
+    };
+    e.put(
+        "q",
+        vec![
+            on("eu-b", "b1"),
+            on("eu-a", "a1"),
+            on("us", "u1"),
+            on("eu-b", "b2"),
+            on("eu-a", "a2"),
+            on("eu-c", "c1"),
+        ],
+    )
+    .unwrap();
+    let opts = ReceiveOptions {
+        channel: Some(ChannelFilter::parse("eu-*").unwrap()),
+        visibility_ms: Some(30_000),
+        ..ReceiveOptions::now(1)
+    };
+    let order: Vec<String> = (0..5)
+        .map(|_| {
+            let m = e.receive_now(Address::queue("q"), &opts).unwrap();
+            String::from_utf8(m[0].payload.to_vec()).unwrap()
+        })
+        .collect();
+    assert_eq!(order, ["a1", "b1", "c1", "a2", "b2"]);
+    assert!(e.receive_now(Address::queue("q"), &opts).unwrap().is_empty());
+    assert_eq!(recv(&e, "q", 30_000).len(), 1, "the us message is left");
+}
+
+#[test]
+fn receives_cost_no_scan_of_the_channels() {
+    // 100 000 channels of one message each, taken by prefix filters and
+    // without a filter: a scan of the channels per receive would take
+    // minutes here.
+    let (_, e) = engine();
+    e.create_queue("q", QueueSettings::default()).unwrap();
+    for chunk in (0..100_000).collect::<Vec<u32>>().chunks(20) {
+        let batch = chunk
+            .iter()
+            .map(|i| NewMessage {
+                payload: Bytes::from_static(b"m"),
+                channel: Some(format!("ch-{i:06}")),
+                ..NewMessage::default()
+            })
+            .collect();
+        for r in e.put("q", batch).unwrap() {
+            r.unwrap();
+        }
+    }
+    let prefixed = ReceiveOptions {
+        channel: Some(ChannelFilter::parse("ch-09*").unwrap()),
+        visibility_ms: Some(30_000),
+        ..ReceiveOptions::now(20)
+    };
+    let mut taken = 0;
+    loop {
+        let got = e.receive_now(Address::queue("q"), &prefixed).unwrap();
+        if got.is_empty() {
+            break;
+        }
+        assert!(got.iter().all(|m| m.channel.as_deref().unwrap().starts_with("ch-09")));
+        taken += got.len();
+    }
+    assert_eq!(taken, 10_000);
+    let mut rest = 0;
+    loop {
+        let got = recv(&e, "q", 30_000);
+        if got.is_empty() {
+            break;
+        }
+        rest += got.len();
+    }
+    assert_eq!(rest, 90_000);
+}

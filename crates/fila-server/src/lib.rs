@@ -8,6 +8,13 @@
 //! request is routed to the shard that owns its queue by the engine itself,
 //! with no lock but that shard's.
 //!
+//! It also owns every limit a client meets on the way in: connections,
+//! frame size (smaller before authentication), work per turn of an event
+//! loop, output room per connection (including the room parked receives
+//! hold), parked receives per connection and per server, failed
+//! authentications, and the engine's server-wide limits (stored bytes,
+//! queues) set from the configuration.
+//!
 //! ```no_run
 //! use fila_server::{Config, Server};
 //!

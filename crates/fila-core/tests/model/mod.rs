@@ -74,6 +74,8 @@ impl M {
 struct Sub {
     msgs: BTreeMap<u64, M>,
     rr: Vec<Option<Arc<str>>>,
+    /// The channel a prefix-filtered receive was last served from.
+    cursor: Option<Arc<str>>,
     waiters: Vec<u64>,
 }
 
@@ -373,6 +375,7 @@ impl Model {
         let q = self.q_mut(name)?;
         q.subs[idx(dlq)].msgs.clear();
         q.subs[idx(dlq)].rr.clear();
+        q.subs[idx(dlq)].cursor = None;
         if dlq {
             q.redrive = None;
         }
@@ -535,12 +538,28 @@ impl Model {
         let sub = &self.queues[name].subs[idx(dlq)];
         match filter {
             None => sub.rr.first().cloned(),
+            Some(ChannelFilter::Prefix(p)) if p.is_empty() => sub.rr.first().cloned(),
             Some(ChannelFilter::Exact(want)) => sub
                 .rr
                 .iter()
                 .find(|c| c.as_deref() == Some(want.as_str()))
                 .cloned(),
-            Some(f) => sub.rr.iter().find(|c| f.matches(c.as_deref())).cloned(),
+            // A prefix: the matching channels in name order, round-robin
+            // from after the last one a prefix receive was served from.
+            Some(f) => {
+                let mut matching: Vec<Arc<str>> = sub
+                    .rr
+                    .iter()
+                    .flatten()
+                    .filter(|c| f.matches(Some(c)))
+                    .cloned()
+                    .collect();
+                matching.sort();
+                let after = sub.cursor.as_ref().filter(|c| f.matches(Some(c))).and_then(|cur| {
+                    matching.iter().find(|c| *c > cur).cloned()
+                });
+                after.or_else(|| matching.first().cloned()).map(Some)
+            }
         }
     }
 
@@ -569,6 +588,11 @@ impl Model {
                 .unwrap()
                 .seq;
             sub.msgs.get_mut(&seq).unwrap().st = St::Looking;
+            if let Some(ChannelFilter::Prefix(p)) = filter {
+                if !p.is_empty() {
+                    sub.cursor = channel.clone();
+                }
+            }
             sub.fix_rr(&channel);
             sub.rotate(&channel);
             let max_deliveries = q.settings.max_deliveries;
