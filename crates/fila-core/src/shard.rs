@@ -396,7 +396,11 @@ impl SubQueue {
     fn next_with_prefix(&self, prefix: &str) -> Option<u32> {
         use std::ops::Bound;
         let matching = |(name, id): (&Arc<str>, &u32)| name.starts_with(prefix).then_some(*id);
-        if let Some(cursor) = self.prefix_cursor.as_deref().filter(|c| c.starts_with(prefix)) {
+        if let Some(cursor) = self
+            .prefix_cursor
+            .as_deref()
+            .filter(|c| c.starts_with(prefix))
+        {
             let after = self
                 .round_names
                 .range::<str, _>((Bound::Excluded(cursor), Bound::Unbounded))

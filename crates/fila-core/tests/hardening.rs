@@ -358,7 +358,10 @@ fn a_prefix_filter_serves_matching_channels_round_robin_in_name_order() {
         })
         .collect();
     assert_eq!(order, ["a1", "b1", "c1", "a2", "b2"]);
-    assert!(e.receive_now(Address::queue("q"), &opts).unwrap().is_empty());
+    assert!(e
+        .receive_now(Address::queue("q"), &opts)
+        .unwrap()
+        .is_empty());
     assert_eq!(recv(&e, "q", 30_000).len(), 1, "the us message is left");
 }
 
@@ -393,7 +396,9 @@ fn receives_cost_no_scan_of_the_channels() {
         if got.is_empty() {
             break;
         }
-        assert!(got.iter().all(|m| m.channel.as_deref().unwrap().starts_with("ch-09")));
+        assert!(got
+            .iter()
+            .all(|m| m.channel.as_deref().unwrap().starts_with("ch-09")));
         taken += got.len();
     }
     assert_eq!(taken, 10_000);

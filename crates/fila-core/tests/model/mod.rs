@@ -555,9 +555,11 @@ impl Model {
                     .cloned()
                     .collect();
                 matching.sort();
-                let after = sub.cursor.as_ref().filter(|c| f.matches(Some(c))).and_then(|cur| {
-                    matching.iter().find(|c| *c > cur).cloned()
-                });
+                let after = sub
+                    .cursor
+                    .as_ref()
+                    .filter(|c| f.matches(Some(c)))
+                    .and_then(|cur| matching.iter().find(|c| *c > cur).cloned());
                 after.or_else(|| matching.first().cloned()).map(Some)
             }
         }
