@@ -4,10 +4,11 @@
 //!
 //! `cargo run --release -p fila-benches --example memory -- 1000000 10000000`
 //!
-//! Two figures per N: with one payload buffer shared by every message (the
-//! engine's own cost per message, as when payloads are slices of network
-//! reads) and with a payload allocated per message (adds the allocator's
-//! rounding and the payload buffers' bookkeeping).
+//! The engine copies every payload it stores (a stored message owns exactly
+//! its bytes), so both figures count one 100-byte copy per message as
+//! payload and report what is allocated beyond it. Then the queue is
+//! deleted, and what stays allocated and resident is reported too: the
+//! engine gives its message slots back.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -56,9 +57,13 @@ fn rss() -> usize {
 struct Figures {
     allocated: f64,
     resident: f64,
+    /// After deleting the queue: bytes still allocated and resident,
+    /// beyond what was there before the puts, per message that was stored.
+    allocated_after_delete: f64,
+    resident_after_delete: f64,
 }
 
-fn measure(n: usize, shared: bool) -> Figures {
+fn measure(n: usize) -> Figures {
     let (engine, queues) = engine_with_queues(1);
     let queue = &queues[0];
     let template = Bytes::from(vec![0x5Au8; 100]);
@@ -68,14 +73,7 @@ fn measure(n: usize, shared: bool) -> Figures {
     while left > 0 {
         let k = left.min(20);
         let batch = (0..k)
-            .map(|_| {
-                let payload = if shared {
-                    template.clone()
-                } else {
-                    Bytes::from(vec![0x5Au8; 100])
-                };
-                NewMessage::new(payload)
-            })
+            .map(|_| NewMessage::new(template.clone()))
             .collect();
         for answer in engine.put(queue, batch).expect("put") {
             answer.expect("every put fits");
@@ -84,15 +82,19 @@ fn measure(n: usize, shared: bool) -> Figures {
     }
     let after = LIVE.load(Ordering::Relaxed);
     let rss_after = rss();
-    let payload_bytes = if shared { 0 } else { 100 * n };
-    let figures = Figures {
-        allocated: (after - before - payload_bytes) as f64 / n as f64,
-        resident: (rss_after.saturating_sub(rss_before + payload_bytes)) as f64 / n as f64,
-    };
+    let payload_bytes = 100 * n;
     let stats = engine.stats(queue).unwrap();
     assert_eq!(stats.visible as usize, n);
-    drop(engine);
-    figures
+    engine.delete_queue(queue).expect("delete");
+    let deleted = LIVE.load(Ordering::Relaxed);
+    let rss_deleted = rss();
+    let per = |bytes: usize| bytes as f64 / n as f64;
+    Figures {
+        allocated: per(after - before - payload_bytes),
+        resident: per(rss_after.saturating_sub(rss_before + payload_bytes)),
+        allocated_after_delete: per(deleted.saturating_sub(before)),
+        resident_after_delete: per(rss_deleted.saturating_sub(rss_before)),
+    }
 }
 
 fn main() {
@@ -101,8 +103,11 @@ fn main() {
     // cannot be reused by the next and hide from the resident figure.
     if args.first().map(String::as_str) == Some("--one") {
         let n: usize = args[1].parse().expect("a message count");
-        let f = measure(n, args[2] == "shared");
-        println!("{:.1} {:.1}", f.allocated, f.resident);
+        let f = measure(n);
+        println!(
+            "{:.1} {:.1} | {:.1} {:.1}",
+            f.allocated, f.resident, f.allocated_after_delete, f.resident_after_delete
+        );
         return;
     }
     let ns: Vec<usize> = args
@@ -111,9 +116,9 @@ fn main() {
         .collect();
     let ns = if ns.is_empty() { vec![1_000_000] } else { ns };
     let me = std::env::current_exe().expect("own path");
-    let one = |n: usize, mode: &str| -> String {
+    let one = |n: usize| -> String {
         let out = std::process::Command::new(&me)
-            .args(["--one", &n.to_string(), mode])
+            .args(["--one", &n.to_string()])
             .output()
             .expect("run a measurement");
         assert!(
@@ -127,12 +132,13 @@ fn main() {
             .to_owned()
     };
     println!(
-        "{:>10} | {:>24} | {:>24}",
-        "messages", "shared payload: alloc RSS", "own payload: alloc RSS"
+        "{:>10} | {:>14} | {:>20}",
+        "messages", "stored: alloc RSS", "after delete: alloc RSS"
     );
     for n in ns {
-        println!("{n:>10} | {:>24} | {:>24}", one(n, "shared"), one(n, "own"));
+        println!("{n:>10} | {}", one(n));
     }
-    println!("bytes per message beyond its 100-byte payload; alloc = bytes the engine");
-    println!("asked the allocator for (vector capacity included), RSS = resident growth");
+    println!("stored: bytes per message beyond its 100-byte payload copy; alloc = bytes");
+    println!("the engine asked the allocator for (capacity included), RSS = resident growth;");
+    println!("after delete: what stays, per message that was stored");
 }

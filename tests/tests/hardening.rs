@@ -595,3 +595,42 @@ fn metrics_list_at_most_metrics_max_queues_and_serve_scrapes_concurrently() {
     assert!(body.contains("fila_metrics_queues_omitted 40"));
     drop(slow);
 }
+
+#[test]
+fn receive_deferred_answers_what_fits_the_room_and_leaves_the_rest_deferred() {
+    let s = TestServer::with(|c| c.max_output_bytes = fila_server::OUTPUT_BYTES_MIN);
+    let mut c = s.client();
+    c.create_queue(
+        "big",
+        SettingsPatch {
+            max_message_bytes: Some(1 << 20),
+            ..SettingsPatch::default()
+        },
+    )
+    .unwrap();
+    let entries = (0..5)
+        .map(|_| PutEntry {
+            payload: Bytes::from(vec![9u8; 1 << 20]),
+            ..PutEntry::default()
+        })
+        .collect();
+    c.put("big", entries).unwrap();
+    let mut seqs = Vec::new();
+    while seqs.len() < 5 {
+        for m in c.receive("big", 5, Some(0)).unwrap() {
+            c.defer("big", m.receipt.unwrap()).unwrap();
+            seqs.push(m.seq);
+        }
+    }
+    // 4 MiB of room: three 1 MiB messages fit, the other two stay deferred.
+    let got = c.receive_deferred("big", &seqs, None).unwrap();
+    assert!(got[..3].iter().all(|e| e.is_ok()));
+    for e in &got[3..] {
+        let e = e.as_ref().unwrap_err();
+        assert_eq!(e.code(), Some(ErrorCode::RESOURCE_EXHAUSTED));
+    }
+    assert_eq!(c.stats("big").unwrap().deferred, 2);
+    let rest = c.receive_deferred("big", &seqs[3..], None).unwrap();
+    assert!(rest.iter().all(|e| e.is_ok()));
+    assert_eq!(c.stats("big").unwrap().in_flight, 5);
+}

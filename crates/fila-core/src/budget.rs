@@ -2,6 +2,15 @@
 //! messages and the number of queues. Each shard reserves before it stores
 //! and releases when a message or queue is gone, with compare-and-swap, so
 //! the limits hold across shards without a lock.
+//!
+//! So that shards on different cores do not fight over one cache line for
+//! every message, a shard takes stored-byte room from the shared count in
+//! chunks of [`CREDIT_CHUNK`] and keeps what it has not used as local credit
+//! (at most two chunks; all of it is handed back as soon as the shared count
+//! is within [`CREDIT_SLACK`] of the limit, and near the limit a shard takes
+//! exactly what a message needs). The limit is therefore exact for the sum
+//! of stored messages and credits; a put can be refused while other shards
+//! hold at most one chunk of credit each.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -34,6 +43,11 @@ impl Default for EngineLimits {
         }
     }
 }
+
+/// Stored-byte room a shard takes from the shared count at a time.
+pub const CREDIT_CHUNK: u64 = 1 << 20;
+/// Within this much of the limit, shards hold no credit.
+pub const CREDIT_SLACK: u64 = 64 * CREDIT_CHUNK;
 
 #[derive(Debug, Default)]
 pub(crate) struct Budget {
@@ -70,31 +84,6 @@ impl Budget {
         }
     }
 
-    /// Reserves room for one message of `bytes` payload and attributes.
-    pub(crate) fn reserve_message(&self, bytes: u64) -> Result<(), Error> {
-        let max = self.max_stored_bytes.load(Ordering::Acquire);
-        if reserve(&self.stored_bytes, max, bytes + MESSAGE_OVERHEAD_BYTES) {
-            Ok(())
-        } else {
-            Err(Error::ResourceExhausted {
-                limit: "max_stored_bytes",
-                max,
-            })
-        }
-    }
-
-    /// Counts a message that must be kept whatever the limit (a dead letter
-    /// its target refused comes back to its source's DLQ).
-    pub(crate) fn force_message(&self, bytes: u64) {
-        self.stored_bytes
-            .fetch_add(bytes + MESSAGE_OVERHEAD_BYTES, Ordering::AcqRel);
-    }
-
-    pub(crate) fn release_message(&self, bytes: u64) {
-        self.stored_bytes
-            .fetch_sub(bytes + MESSAGE_OVERHEAD_BYTES, Ordering::AcqRel);
-    }
-
     pub(crate) fn reserve_queue(&self) -> Result<(), Error> {
         let max = self.max_queues.load(Ordering::Acquire);
         if reserve(&self.queues, max, 1) {
@@ -111,11 +100,89 @@ impl Budget {
         self.queues.fetch_sub(1, Ordering::AcqRel);
     }
 
+    /// Reserves exactly `n` stored bytes.
+    fn take(&self, n: u64) -> bool {
+        reserve(
+            &self.stored_bytes,
+            self.max_stored_bytes.load(Ordering::Acquire),
+            n,
+        )
+    }
+
+    fn give(&self, n: u64) {
+        self.stored_bytes.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    fn near_limit(&self) -> bool {
+        let max = self.max_stored_bytes.load(Ordering::Acquire);
+        max.saturating_sub(self.stored_bytes.load(Ordering::Acquire)) < CREDIT_SLACK
+    }
+
     pub(crate) fn stored_bytes(&self) -> u64 {
         self.stored_bytes.load(Ordering::Acquire)
     }
 
     pub(crate) fn queues(&self) -> u64 {
         self.queues.load(Ordering::Acquire)
+    }
+}
+
+/// One shard's side of the [`Budget`]: the shared count and the shard's
+/// unused credit.
+#[derive(Debug)]
+pub(crate) struct ShardBudget {
+    pub(crate) shared: std::sync::Arc<Budget>,
+    credit: u64,
+}
+
+impl ShardBudget {
+    pub(crate) fn new(shared: std::sync::Arc<Budget>) -> ShardBudget {
+        ShardBudget { shared, credit: 0 }
+    }
+
+    /// Reserves room for one message of `bytes` payload and attributes.
+    pub(crate) fn reserve_message(&mut self, bytes: u64) -> Result<(), Error> {
+        let n = bytes + MESSAGE_OVERHEAD_BYTES;
+        if self.credit >= n {
+            self.credit -= n;
+            return Ok(());
+        }
+        let missing = n - self.credit;
+        if !self.shared.near_limit() && self.shared.take(missing + CREDIT_CHUNK) {
+            self.credit = CREDIT_CHUNK;
+            return Ok(());
+        }
+        if self.shared.take(missing) {
+            self.credit = 0;
+            return Ok(());
+        }
+        Err(Error::ResourceExhausted {
+            limit: "max_stored_bytes",
+            max: self.shared.max_stored_bytes.load(Ordering::Acquire),
+        })
+    }
+
+    /// Counts a message that must be kept whatever the limit (a dead letter
+    /// its target refused comes back to its source's DLQ).
+    pub(crate) fn force_message(&mut self, bytes: u64) {
+        let n = bytes + MESSAGE_OVERHEAD_BYTES;
+        if self.credit >= n {
+            self.credit -= n;
+        } else {
+            self.shared
+                .stored_bytes
+                .fetch_add(n - self.credit, Ordering::AcqRel);
+            self.credit = 0;
+        }
+    }
+
+    pub(crate) fn release_message(&mut self, bytes: u64) {
+        self.credit += bytes + MESSAGE_OVERHEAD_BYTES;
+        if self.shared.near_limit() {
+            self.shared.give(std::mem::take(&mut self.credit));
+        } else if self.credit > 2 * CREDIT_CHUNK {
+            self.shared.give(self.credit - CREDIT_CHUNK);
+            self.credit = CREDIT_CHUNK;
+        }
     }
 }

@@ -118,7 +118,7 @@ pub enum Error {
         seq: u64,
     },
     /// A server-wide limit would be passed.
-    #[error("resource_exhausted: the server is at its {limit} of {max}")]
+    #[error("resource_exhausted: {limit} of {max} reached")]
     ResourceExhausted {
         /// `max_stored_bytes`, `max_queues`, ...
         limit: &'static str,

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use hashbrown::HashMap;
 
-use crate::budget::Budget;
+use crate::budget::{Budget, ShardBudget};
 use crate::error::Error;
 use crate::event::{Event, EventSink};
 use crate::lease::StateWord;
@@ -496,7 +496,7 @@ pub struct Shard {
     id: u16,
     now: u64,
     key: ReceiptKey,
-    budget: Arc<Budget>,
+    budget: ShardBudget,
     /// Generations of slots re-created after a trim start above this.
     generation_floor: u64,
     names: HashMap<Arc<str>, u32>,
@@ -558,7 +558,7 @@ impl Shard {
             id,
             now,
             key,
-            budget,
+            budget: ShardBudget::new(budget),
             generation_floor: 0,
             names: HashMap::new(),
             sorted_names: std::collections::BTreeSet::new(),
@@ -1054,7 +1054,7 @@ impl Shard {
                 }),
             };
         }
-        self.budget.reserve_queue()?;
+        self.budget.shared.reserve_queue()?;
         let name: Arc<str> = Arc::from(name);
         let queue = Queue {
             id: id(),
@@ -1149,7 +1149,7 @@ impl Shard {
         self.queues[slot as usize] = None;
         self.free_queues.push(slot);
         self.gained.retain(|q| q >> 1 != slot);
-        self.budget.release_queue();
+        self.budget.shared.release_queue();
         self.trim();
         emit!(self, Event::QueueDeleted { queue: name });
         Ok(())
@@ -1286,9 +1286,9 @@ impl Shard {
             m.channel.as_deref(),
             (m.payload.len() + attributes_len) as u64,
         )?;
+        let lifetime = m.ttl_ms.unwrap_or(queue.settings.retention_ms);
         self.budget
             .reserve_message((m.payload.len() + attributes_len) as u64)?;
-        let lifetime = m.ttl_ms.unwrap_or(queue.settings.retention_ms);
         let visible_at = match m.availability {
             Availability::Now => now,
             Availability::DelayMs(d) => now + d,

@@ -447,12 +447,20 @@ const RECEIPT_BODY: usize = 24;
 
 /// The secret that signs receipts, and the boot epoch they carry. An engine
 /// draws a random one at start ([`ReceiptKey::random`]); tests may fix one.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct ReceiptKey {
-    k0: u64,
-    k1: u64,
+    /// Keyed once; each tag is a one-shot hash from this state.
+    sip: siphasher::sip::SipHasher24,
     epoch: u32,
 }
+
+impl PartialEq for ReceiptKey {
+    fn eq(&self, other: &ReceiptKey) -> bool {
+        self.sip.keys() == other.sip.keys() && self.epoch == other.epoch
+    }
+}
+
+impl Eq for ReceiptKey {}
 
 impl std::fmt::Debug for ReceiptKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -488,16 +496,15 @@ impl ReceiptKey {
             x[..r.len()].copy_from_slice(&b[r]);
             u64::from_le_bytes(x)
         };
-        ReceiptKey {
-            k0: u(0..8),
-            k1: u(8..16),
-            epoch: u(16..20) as u32,
-        }
+        ReceiptKey::fixed(u(0..8), u(8..16), u(16..20) as u32)
     }
 
     /// A fixed key (tests, benches, the reference model).
     pub fn fixed(k0: u64, k1: u64, epoch: u32) -> ReceiptKey {
-        ReceiptKey { k0, k1, epoch }
+        ReceiptKey {
+            sip: siphasher::sip::SipHasher24::new_with_keys(k0, k1),
+            epoch,
+        }
     }
 
     /// The boot epoch receipts carry.
@@ -506,10 +513,7 @@ impl ReceiptKey {
     }
 
     fn tag(&self, body: &[u8]) -> u64 {
-        use std::hash::Hasher;
-        let mut h = siphasher::sip::SipHasher24::new_with_keys(self.k0, self.k1);
-        h.write(body);
-        h.finish()
+        self.sip.hash(body)
     }
 
     /// A signed receipt for this lease.

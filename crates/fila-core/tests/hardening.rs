@@ -412,3 +412,46 @@ fn receives_cost_no_scan_of_the_channels() {
     }
     assert_eq!(rest, 90_000);
 }
+
+#[test]
+fn shards_take_budget_in_chunks_yet_fill_it_to_within_a_chunk_each() {
+    let (_, e) = engine();
+    let limit = 80u64 << 20;
+    e.set_limits(EngineLimits {
+        max_stored_bytes: limit,
+        ..EngineLimits::default()
+    });
+    let queues = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    for q in queues {
+        e.create_queue(q, QueueSettings::default()).unwrap();
+    }
+    let payload = Bytes::from(vec![1u8; 64 << 10]);
+    let mut stored = 0u64;
+    'fill: for _ in 0..10_000 {
+        for q in queues {
+            let r = e.put(q, vec![NewMessage::new(payload.clone())]).unwrap();
+            match &r[0] {
+                Ok(_) => stored += payload.len() as u64 + MESSAGE_OVERHEAD_BYTES,
+                Err(err) => {
+                    assert_eq!(err.kind(), ErrorKind::ResourceExhausted);
+                    break 'fill;
+                }
+            }
+        }
+    }
+    let per_shard_credit = 1u64 << 20;
+    assert!(stored <= limit, "{stored} stored past the {limit} limit");
+    assert!(
+        stored + 4 * per_shard_credit + payload.len() as u64 >= limit,
+        "only {stored} of {limit} could be stored"
+    );
+    assert!(e.stored_bytes() <= limit);
+    for q in queues {
+        e.purge(Address::queue(q)).unwrap();
+    }
+    assert!(
+        e.stored_bytes() <= 4 * 2 * per_shard_credit,
+        "{} bytes still counted after purging everything",
+        e.stored_bytes()
+    );
+}

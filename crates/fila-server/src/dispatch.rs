@@ -248,7 +248,7 @@ fn receive_deferred_within(
             });
         if used > 0 && used + size > room as u64 {
             out.push(Err(Error::ResourceExhausted {
-                limit: "answer room of this connection (take it in another request)",
+                limit: "the answer room of this connection (ask for this entry again)",
                 max: room as u64,
             }));
             continue;

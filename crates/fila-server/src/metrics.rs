@@ -493,3 +493,36 @@ fn serve(mut stream: TcpStream, metrics: &Metrics, engine: &Engine, access: &Acc
         )
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bearer_token_is_read_from_the_authorization_header() {
+        let head = "GET /metrics HTTP/1.1\r\nHost: x\r\nauthorization:  Bearer s3cret \r\n\r\n";
+        assert_eq!(bearer(head), Some("s3cret"));
+        assert_eq!(bearer("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), None);
+        assert_eq!(
+            bearer("GET /metrics HTTP/1.1\r\nAuthorization: Basic abc\r\n\r\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn per_queue_series_stop_at_the_limit() {
+        let engine = Engine::new(2, Arc::new(fila_core::ManualClock::new(0)));
+        for i in 0..5 {
+            engine
+                .create_queue(&format!("q{i}"), fila_core::QueueSettings::default())
+                .unwrap();
+        }
+        let text = Metrics::default().render(&engine, 3);
+        assert_eq!(text.matches("fila_queue_visible{").count(), 3);
+        assert!(text.contains("fila_metrics_queues_omitted 2"));
+        assert!(text.contains("fila_queues 5"));
+        let none = Metrics::default().render(&engine, 0);
+        assert_eq!(none.matches("fila_queue_visible{").count(), 0);
+        assert!(none.contains("fila_metrics_queues_omitted 5"));
+    }
+}
