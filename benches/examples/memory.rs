@@ -72,9 +72,7 @@ fn measure(n: usize) -> Figures {
     let mut left = n;
     while left > 0 {
         let k = left.min(20);
-        let batch = (0..k)
-            .map(|_| NewMessage::new(template.clone()))
-            .collect();
+        let batch = (0..k).map(|_| NewMessage::new(template.clone())).collect();
         for answer in engine.put(queue, batch).expect("put") {
             answer.expect("every put fits");
         }

@@ -242,7 +242,7 @@ struct SubQueue {
     /// Channels with visible messages, in round-robin order: a doubly
     /// linked list through the channels, so entering, leaving and rotating
     /// are O(1) however many channels there are.
-    round: WaiterList,
+    round: Links,
     /// The named channels of the round by name, so a prefix filter finds
     /// its next channel in O(log channels).
     round_names: BTreeMap<Arc<str>, u32>,
@@ -254,18 +254,19 @@ struct SubQueue {
     held: u64,
     /// Parked receives, first come first served: a doubly linked list
     /// through [`WaiterSlot`]s, so any one leaves in O(1).
-    waiters: WaiterList,
+    waiters: Links,
 }
 
-/// Head and tail of a sub-queue's parked receives (`NIL` when none).
+/// Head and tail of an intrusive list (a sub-queue's round of channels, or
+/// its parked receives); `NIL` when empty.
 #[derive(Clone, Copy)]
-struct WaiterList {
+struct Links {
     head: u32,
     tail: u32,
 }
 
-impl WaiterList {
-    const EMPTY: WaiterList = WaiterList {
+impl Links {
+    const EMPTY: Links = Links {
         head: NIL,
         tail: NIL,
     };
@@ -277,7 +278,7 @@ impl SubQueue {
             channels: vec![Channel::new(None)],
             channel_ids: HashMap::new(),
             free_channels: Vec::new(),
-            round: WaiterList::EMPTY,
+            round: Links::EMPTY,
             round_names: BTreeMap::new(),
             prefix_cursor: None,
             index: if dlq {
@@ -290,7 +291,7 @@ impl SubQueue {
             },
             counts: Counts::default(),
             held: 0,
-            waiters: WaiterList::EMPTY,
+            waiters: Links::EMPTY,
         }
     }
 
@@ -334,6 +335,11 @@ impl SubQueue {
         if let Some(name) = &c.name {
             self.round_names.insert(name.clone(), channel);
         }
+        self.link(channel, front);
+    }
+
+    /// Links a channel into the round list at the back (or the front).
+    fn link(&mut self, channel: u32, front: bool) {
         let (head, tail) = (self.round.head, self.round.tail);
         let c = &mut self.channels[channel as usize];
         if front {
@@ -364,12 +370,18 @@ impl SubQueue {
             return;
         }
         c.in_round = false;
-        let (prev, next) = (c.prev, c.next);
-        c.prev = NIL;
-        c.next = NIL;
         if let Some(name) = &c.name {
             self.round_names.remove(name);
         }
+        self.unlink(channel);
+    }
+
+    /// Unlinks a channel from the round list.
+    fn unlink(&mut self, channel: u32) {
+        let c = &mut self.channels[channel as usize];
+        let (prev, next) = (c.prev, c.next);
+        c.prev = NIL;
+        c.next = NIL;
         if prev == NIL {
             self.round.head = next;
         } else {
@@ -385,8 +397,8 @@ impl SubQueue {
     /// Moves a channel that just gave a message to the back of the round.
     fn rotate(&mut self, channel: u32) {
         if self.channels[channel as usize].in_round && self.round.tail != channel {
-            self.leave_round(channel);
-            self.enter_round(channel, false);
+            self.unlink(channel);
+            self.link(channel, false);
         }
     }
 
@@ -462,7 +474,7 @@ struct Waiter {
 struct WaiterSlot {
     stamp: u32,
     waiter: Option<Waiter>,
-    /// Neighbours in the sub-queue's [`WaiterList`] while parked.
+    /// Neighbours in the sub-queue's [`Links`] while parked.
     prev: u32,
     next: u32,
 }
@@ -1574,9 +1586,14 @@ impl Shard {
             &mut out,
         );
         let parked = if out.is_empty() && wait_ms > 0 {
-            // A parked receive holds only the room its answer could need.
+            // A parked receive with a budget holds only the room its answer
+            // could need; one without stays without.
             let largest = answer_bytes_max(self.queue(qslot).settings.max_message_bytes);
-            let budget = budget.min(largest.saturating_mul(u64::from(opts.max_messages)));
+            let budget = if budget == u64::MAX {
+                budget
+            } else {
+                budget.min(largest.saturating_mul(u64::from(opts.max_messages)))
+            };
             notify.map(|notify| self.park(q, opts, visibility_ms, wait_ms, budget, notify))
         } else {
             None

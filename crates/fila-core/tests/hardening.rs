@@ -455,3 +455,76 @@ fn shards_take_budget_in_chunks_yet_fill_it_to_within_a_chunk_each() {
         e.stored_bytes()
     );
 }
+
+#[test]
+fn a_receive_budget_takes_what_fits_and_leaves_the_next_message_first() {
+    let (_, e) = engine();
+    e.create_queue("q", QueueSettings::default()).unwrap();
+    for p in ["one", "two", "three"] {
+        e.put("q", vec![NewMessage::new(vec![p.as_bytes()[0]; 1000])])
+            .unwrap();
+    }
+    let one = answer_bytes(1000, None, None, None);
+    let opts = ReceiveOptions {
+        max_answer_bytes: Some(2 * one + 10),
+        visibility_ms: Some(30_000),
+        ..ReceiveOptions::now(20)
+    };
+    let first = e.receive_now(Address::queue("q"), &opts).unwrap();
+    assert_eq!(first.len(), 2, "two fit the budget");
+    let rest = e.receive_now(Address::queue("q"), &opts).unwrap();
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].payload[0], b't', "the third stayed first");
+    assert_eq!(rest[0].seq, 3);
+    // A budget smaller than the next message takes nothing and changes
+    // nothing.
+    e.put("q", vec![NewMessage::new(vec![0u8; 1000])]).unwrap();
+    let tight = ReceiveOptions {
+        max_answer_bytes: Some(one - 1),
+        ..opts.clone()
+    };
+    assert!(e
+        .receive_now(Address::queue("q"), &tight)
+        .unwrap()
+        .is_empty());
+    assert_eq!(e.stats("q").unwrap().visible, 1);
+    assert_eq!(e.receive_now(Address::queue("q"), &opts).unwrap().len(), 1);
+}
+
+#[test]
+fn a_parked_receive_reports_the_room_it_holds() {
+    let (_, e) = engine();
+    let small = QueueSettings {
+        max_message_bytes: 1000,
+        ..QueueSettings::default()
+    };
+    e.create_queue("q", small).unwrap();
+    let opts = |budget: u64| ReceiveOptions {
+        max_messages: 4,
+        wait_ms: Some(10_000),
+        max_answer_bytes: Some(budget),
+        ..ReceiveOptions::default()
+    };
+    let Received::Parked(big) = e
+        .receive(Address::queue("q"), &opts(1 << 30), |_| {})
+        .unwrap()
+    else {
+        panic!("parks")
+    };
+    assert_eq!(big.reserved_bytes(), 4 * answer_bytes_max(1000));
+    let Received::Parked(tight) = e
+        .receive(Address::queue("q"), &opts(5_000), |_| {})
+        .unwrap()
+    else {
+        panic!("parks")
+    };
+    assert_eq!(tight.reserved_bytes(), 5_000);
+    let none = ReceiveOptions {
+        max_answer_bytes: None,
+        ..opts(0)
+    };
+    let Received::Parked(free) = e.receive(Address::queue("q"), &none, |_| {}).unwrap() else {
+        panic!("parks")
+    };
+    assert_eq!(free.reserved_bytes(), 0);
+}
