@@ -634,3 +634,54 @@ fn receive_deferred_answers_what_fits_the_room_and_leaves_the_rest_deferred() {
     assert!(rest.iter().all(|e| e.is_ok()));
     assert_eq!(c.stats("big").unwrap().in_flight, 5);
 }
+
+#[test]
+fn connections_that_never_authenticate_cannot_keep_a_client_with_a_token_out() {
+    let s = TestServer::with(|c| {
+        c.max_connections = 8;
+        c.tokens
+            .add("admin".into(), vec![Grant::new("*", &[Permission::Manage])]);
+    });
+    // Eight connections that only say hello fill the server.
+    let hello = frames([(
+        1,
+        Request::Hello {
+            client: "idle".into(),
+        },
+    )]);
+    let mut idle: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut raw = TcpStream::connect(s.addr).unwrap();
+            raw.write_all(&hello).unwrap();
+            assert_eq!(read_answers(&mut raw, 1).len(), 1, "adopted");
+            raw
+        })
+        .collect();
+    // Clients with a token still get in, each in the place of an idle one.
+    let mut admins = Vec::new();
+    for _ in 0..4 {
+        let mut c = s.client_with_token("admin").unwrap();
+        assert!(c.list_queues("").is_ok());
+        admins.push(c);
+    }
+    let metrics = s.server().metrics();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metrics.connections.load(Ordering::Acquire) > 8 {
+        assert!(Instant::now() < deadline, "no idle connection made room");
+        std::thread::yield_now();
+    }
+    let gone = |raw: &mut TcpStream| {
+        raw.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut b = [0u8; 4096];
+        loop {
+            match raw.read(&mut b) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(_) => return false,
+            }
+        }
+    };
+    let evicted = idle.iter_mut().map(gone).filter(|g| *g).count();
+    assert_eq!(evicted, 4, "one idle connection closed per client let in");
+}

@@ -75,6 +75,9 @@ const ACCEPT_RETRY: Duration = Duration::from_millis(50);
 /// Messages to a loop.
 enum Inbox {
     Accepted(TcpStream, SocketAddr),
+    /// Close your oldest connection that has not authenticated: the server
+    /// is at max_connections and a new one was let in in its place.
+    EvictUnauthenticated,
     Answer {
         slot: usize,
         generation: u64,
@@ -92,6 +95,10 @@ struct Shared {
     connections: AtomicU64,
     /// Receives parked on the whole server.
     parked: AtomicU64,
+    /// With tokens: connections not yet authenticated, per loop, and
+    /// evictions asked for but not done yet.
+    unauthenticated: Vec<AtomicU64>,
+    evictions_pending: AtomicU64,
     /// Rate limit of the "unknown token" warning: the second it was last
     /// logged, and how many were left out since.
     auth_warned_at: AtomicU64,
@@ -113,6 +120,9 @@ struct Conn {
     input: BytesMut,
     output: BytesMut,
     token: Option<TokenId>,
+    /// Counted in this loop's `unauthenticated` (tokens configured, no
+    /// successful auth yet).
+    unauthenticated: bool,
     auth_failures: u32,
     /// Parked receives by a number of this connection (request ids are the
     /// client's and may repeat).
@@ -263,6 +273,8 @@ impl Server {
             stopping: AtomicBool::new(false),
             connections: AtomicU64::new(0),
             parked: AtomicU64::new(0),
+            unauthenticated: (0..config.event_loops).map(|_| AtomicU64::new(0)).collect(),
+            evictions_pending: AtomicU64::new(0),
             auth_warned_at: AtomicU64::new(0),
             auth_unlogged: AtomicU64::new(0),
         });
@@ -525,7 +537,9 @@ impl Loop {
             match listener.accept() {
                 Ok((stream, peer)) => {
                     let open = self.shared.connections.load(Ordering::Acquire);
-                    if open as usize >= self.shared.config.max_connections {
+                    if open as usize >= self.shared.config.max_connections
+                        && !self.evict_for_newcomer()
+                    {
                         self.shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
                         debug!(%peer, "refused: max_connections reached");
                         refuse(
@@ -571,6 +585,77 @@ impl Loop {
         }
     }
 
+    /// At max_connections with tokens configured: asks the loop with the
+    /// most unauthenticated connections to close its oldest, so that the
+    /// newcomer (who may hold a token) can come in; connections that never
+    /// authenticate cannot keep clients that do out. `false` when there is
+    /// none to evict.
+    fn evict_for_newcomer(&mut self) -> bool {
+        if self.shared.config.tokens.is_empty() {
+            return false;
+        }
+        let (loop_index, count) = self
+            .shared
+            .unauthenticated
+            .iter()
+            .map(|n| n.load(Ordering::Acquire))
+            .enumerate()
+            .max_by_key(|(_, n)| *n)
+            .unwrap_or((0, 0));
+        let total: u64 = self
+            .shared
+            .unauthenticated
+            .iter()
+            .map(|n| n.load(Ordering::Acquire))
+            .sum();
+        let pending = self.shared.evictions_pending.load(Ordering::Acquire);
+        if count == 0 || total <= pending {
+            return false;
+        }
+        self.shared.evictions_pending.fetch_add(1, Ordering::AcqRel);
+        if loop_index == self.index {
+            self.evict_unauthenticated();
+        } else {
+            let (tx, waker) = &self.peers[loop_index];
+            if tx.send(Inbox::EvictUnauthenticated).is_ok() {
+                let _ = waker.wake();
+            } else {
+                self.shared.evictions_pending.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        true
+    }
+
+    /// Closes this loop's oldest unauthenticated connection, telling it why.
+    fn evict_unauthenticated(&mut self) {
+        self.shared.evictions_pending.fetch_sub(1, Ordering::AcqRel);
+        let oldest = self
+            .conns
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, c)| {
+                c.as_ref()
+                    .filter(|c| c.unauthenticated)
+                    .map(|c| (slot, c.opened))
+            })
+            .min_by_key(|(_, opened)| *opened)
+            .map(|(slot, _)| slot);
+        let Some(slot) = oldest else {
+            return;
+        };
+        self.respond(
+            slot,
+            proto::Opcode::Auth as u8,
+            0,
+            &error(
+                ErrorCode::UNAUTHENTICATED,
+                "unauthenticated: the server is at max_connections; connections that have not authenticated make room",
+            ),
+        );
+        let _ = self.write_out(slot);
+        self.close(slot, "evicted: not authenticated at max_connections");
+    }
+
     fn adopt(&mut self, mut stream: TcpStream, peer: SocketAddr) {
         let _ = stream.set_nodelay(true);
         let slot = self.free.pop().unwrap_or_else(|| {
@@ -590,6 +675,10 @@ impl Loop {
         self.generation += 1;
         debug!(%peer, slot, "connection open");
         let now = Instant::now();
+        let unauthenticated = !self.shared.config.tokens.is_empty();
+        if unauthenticated {
+            self.shared.unauthenticated[self.index].fetch_add(1, Ordering::AcqRel);
+        }
         self.conns[slot] = Some(Conn {
             stream,
             peer,
@@ -597,6 +686,7 @@ impl Loop {
             input: BytesMut::new(),
             output: BytesMut::new(),
             token: None,
+            unauthenticated,
             auth_failures: 0,
             parked: HashMap::new(),
             next_park: 0,
@@ -630,6 +720,7 @@ impl Loop {
                     }
                     self.adopt(stream, peer);
                 }
+                Inbox::EvictUnauthenticated => self.evict_unauthenticated(),
                 Inbox::Answer {
                     slot,
                     generation,
@@ -868,11 +959,17 @@ impl Loop {
                 if let Some(id) = tokens.find(token) {
                     conn.token = Some(id);
                     conn.last_active = Instant::now();
+                    if std::mem::take(&mut conn.unauthenticated) {
+                        shared.unauthenticated[self.index].fetch_sub(1, Ordering::AcqRel);
+                    }
                     return Some(Response::Ok);
                 }
                 // A failed auth leaves the connection unauthenticated,
                 // whatever it presented before.
                 conn.token = None;
+                if !std::mem::replace(&mut conn.unauthenticated, true) {
+                    shared.unauthenticated[self.index].fetch_add(1, Ordering::AcqRel);
+                }
                 conn.auth_failures += 1;
                 let peer = conn.peer;
                 let last = conn.auth_failures >= AUTH_FAILURES_MAX;
@@ -1099,6 +1196,9 @@ impl Loop {
             if self.shared.engine.cancel_wait(p.wait) {
                 self.unpark_count();
             }
+        }
+        if conn.unauthenticated {
+            self.shared.unauthenticated[self.index].fetch_sub(1, Ordering::AcqRel);
         }
         let _ = self.poll.registry().deregister(&mut conn.stream);
         debug!(peer = %conn.peer, why, "connection closed");
