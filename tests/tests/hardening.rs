@@ -182,6 +182,15 @@ fn closed_by_server(raw: &mut TcpStream) -> bool {
     false
 }
 
+/// Waits (10 s at most) for a condition the server reaches on its own.
+fn eventually(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        std::thread::yield_now();
+    }
+}
+
 fn code_of(r: &Response) -> ErrorCode {
     match r {
         Response::Error(e) => e.code,
@@ -315,14 +324,9 @@ fn parked_receives_are_bounded_per_connection_and_per_server() {
     assert_eq!(s.server().metrics().parked.load(Ordering::Acquire), 15);
     // Closing a gives its places back.
     drop(a);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while s.server().metrics().parked.load(Ordering::Acquire) != 5 {
-        assert!(
-            Instant::now() < deadline,
-            "a's receives were never cancelled"
-        );
-        std::thread::yield_now();
-    }
+    eventually("a's receives are cancelled", || {
+        s.server().metrics().parked.load(Ordering::Acquire) == 5
+    });
 }
 
 #[test]
@@ -346,11 +350,9 @@ fn closing_a_connection_cancels_every_parked_receive_even_with_one_request_id() 
     assert_eq!(answered[0].0, 5);
     assert!(matches!(&answered[0].1, Response::Messages(m) if m.len() == 1));
     drop(raw);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while s.server().metrics().parked.load(Ordering::Acquire) != 0 {
-        assert!(Instant::now() < deadline, "99 receives stayed parked");
-        std::thread::yield_now();
-    }
+    eventually("the other 99 receives are cancelled", || {
+        s.server().metrics().parked.load(Ordering::Acquire) == 0
+    });
     // Messages put now go to whoever asks, not to a closed connection.
     c.put_one("q", "second").unwrap();
     let got = c.receive("q", 1, Some(0)).unwrap();
@@ -665,11 +667,9 @@ fn connections_that_never_authenticate_cannot_keep_a_client_with_a_token_out() {
         admins.push(c);
     }
     let metrics = s.server().metrics();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while metrics.connections.load(Ordering::Acquire) > 8 {
-        assert!(Instant::now() < deadline, "no idle connection made room");
-        std::thread::yield_now();
-    }
+    eventually("idle connections make room", || {
+        metrics.connections.load(Ordering::Acquire) <= 8
+    });
     let gone = |raw: &mut TcpStream| {
         raw.set_read_timeout(Some(Duration::from_millis(500)))
             .unwrap();
