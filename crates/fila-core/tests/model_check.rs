@@ -514,3 +514,34 @@ proptest! {
         }
     }
 }
+
+/// A case the property test found: a dead letter refused by a full target
+/// comes back to its source's DLQ with its DLQ life (counted from when it
+/// was dead-lettered) already over, and expires at once in both.
+#[test]
+fn a_dead_letter_refused_by_a_full_target_may_expire_on_its_way_back() {
+    let create = |q, vis, max_messages, dloe, target| Op::Create {
+        q,
+        vis,
+        max_deliveries: 0,
+        max_messages,
+        small_bytes: false,
+        pct: 100,
+        dloe,
+        target,
+        wait: 0,
+    };
+    let mut h = Harness::new();
+    for op in [
+        create(3, 203, 1, true, None),
+        create(0, 0, 3, true, Some(3)),
+        Op::Put(0, vec![(0, 0, 0, 0, Some(3553)), (0, 0, 4, 0, Some(1))]),
+        Op::Advance(952),
+        Op::Advance(1601),
+    ] {
+        h.step(&op);
+    }
+    for _ in 0..4 {
+        h.step(&Op::Advance(61_000));
+    }
+}

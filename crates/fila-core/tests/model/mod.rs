@@ -1124,8 +1124,15 @@ impl Model {
                 m.seq = out.source_seq;
                 m.expires = out.at + q.settings.retention_ms;
                 m.visible_at = out.at;
+                let expired = m.expires <= now;
                 q.subs[1].msgs.insert(m.seq, m);
                 self.enter_visible(&out.source.clone(), true, out.source_seq);
+                if expired {
+                    // Its life in the DLQ, counted from when it was
+                    // dead-lettered, is already over: the engine's timer is
+                    // due, and fires before anything can look at it.
+                    self.expire(&out.source.clone(), true, out.source_seq, now);
+                }
             }
             self.serve_gained();
         }
