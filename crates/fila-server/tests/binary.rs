@@ -11,6 +11,8 @@ struct Child {
     addr: String,
     /// Log lines up to the listening line.
     log: Vec<String>,
+    /// The log lines after it.
+    lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Drop for Child {
@@ -36,7 +38,8 @@ const ARGS: [&str; 8] = [
 fn spawn(prefix: &str, extra: &[&str], env: &[(&str, &str)]) -> Child {
     let mut cmd = format!("{prefix} exec \"$0\"");
     for (i, _) in ARGS.iter().chain(extra).enumerate() {
-        cmd.push_str(&format!(" \"${}\"", i + 1));
+        // ${N}: sh reads $10 as $1 followed by 0.
+        cmd.push_str(&format!(" \"${{{}}}\"", i + 1));
     }
     let mut child = Command::new("sh")
         .arg("-c")
@@ -64,12 +67,21 @@ fn spawn(prefix: &str, extra: &[&str], env: &[(&str, &str)]) -> Child {
         log.push(line.clone());
         if let Some(rest) = line.split("listen=").nth(1) {
             let addr = rest.split_whitespace().next().unwrap().to_owned();
-            return Child { child, addr, log };
+            return Child {
+                child,
+                addr,
+                log,
+                lines: rx,
+            };
         }
     }
     let _ = child.kill();
+    let mut err = String::new();
+    if let Some(mut stderr) = child.stderr.take() {
+        let _ = stderr.read_to_string(&mut err);
+    }
     let _ = child.wait();
-    panic!("no listening line with the address: {log:?}");
+    panic!("no listening line with the address: {log:?} {err}");
 }
 
 /// Waits (20 s at most) for the process to exit.
@@ -168,4 +180,50 @@ fn a_bad_flag_is_one_line_and_exit_2() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&o.stdout).contains("127.0.0.1:7700"));
+}
+
+#[test]
+fn failed_auths_close_the_connection_and_their_warning_is_rate_limited() {
+    let dir = std::env::temp_dir().join(format!("fila-auth-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("fila.toml");
+    std::fs::write(
+        &config,
+        "[[tokens]]\ntoken = \"right\"\n[[tokens.grants]]\nqueues = \"*\"\npermissions = [\"send\"]\n",
+    )
+    .unwrap();
+    let server = spawn("", &["--config", config.to_str().unwrap()], &[]);
+    let started = Instant::now();
+    // 20 connections × 3 wrong tokens, as fast as they are answered.
+    let auth = |id: u64| {
+        let mut f = vec![0, 0, 0, 19, 1, 0x02, 0, 0];
+        f.extend_from_slice(&id.to_be_bytes());
+        f.extend_from_slice(&[0, 5]);
+        f.extend_from_slice(b"wrong");
+        f
+    };
+    for _ in 0..20 {
+        let mut s = TcpStream::connect(&server.addr).unwrap();
+        for id in 1..=3 {
+            s.write_all(&auth(id)).unwrap();
+        }
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut all = Vec::new();
+        s.read_to_end(&mut all)
+            .expect("the server closes after the third");
+        assert!(all.len() >= 3 * 16, "three answers before the close");
+    }
+    // 60 failures; at most one warning a second made it to the log.
+    let mut warnings = 0;
+    while let Ok(line) = server.lines.recv_timeout(Duration::from_millis(500)) {
+        if line.contains("unknown token") {
+            warnings += 1;
+        }
+    }
+    let seconds = started.elapsed().as_secs() + 2;
+    assert!(
+        (1..=seconds).contains(&warnings),
+        "{warnings} warnings for 60 failures"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
