@@ -1,0 +1,70 @@
+//! # fila-wal: the write-ahead log
+//!
+//! fila-wal owns the log's bytes on disk and getting them back: the record
+//! format ([`record`]: length, CRC32C, LSN, kind, body), segments of a fixed
+//! size with a checksummed header, group commit ([`Log::append`] into a
+//! buffer, [`Log::commit`] writes and syncs it), and recovery
+//! ([`Log::open`]: a torn tail is cut, corruption refuses to open with the
+//! file and offset). Storage is a trait ([`Storage`]) with a file-system
+//! implementation ([`FsStorage`]) and a simulated disk ([`SimDisk`]) that
+//! keeps written and synced bytes apart and can crash, tear, flip bits and
+//! fail syncs.
+//!
+//! It knows nothing of queues or messages: what a record's kind and body
+//! mean is its user's business. The server does not use it yet: wiring the
+//! engine's events into it, snapshots and the sync modes come next (see
+//! ARCHITECTURE.md).
+//!
+//! ```
+//! use fila_wal::{Log, LogOptions, SimDisk};
+//!
+//! let (mut log, recovered) = Log::open(SimDisk::new(7), LogOptions::default()).unwrap();
+//! assert!(recovered.is_empty());
+//! log.append(1, b"put q 1").unwrap();
+//! log.append(2, b"delete q 1").unwrap();
+//! assert_eq!(log.commit().unwrap(), 2);
+//! let (_, recovered) = Log::open(log.into_storage(), LogOptions::default()).unwrap();
+//! assert_eq!(recovered[1].body, b"delete q 1");
+//! ```
+#![forbid(unsafe_code)]
+
+mod log;
+pub mod record;
+mod storage;
+
+pub use log::{segment_header, segment_name, Log, LogOptions, OwnedRecord, SEGMENT_HEADER};
+pub use storage::{FsStorage, SimDisk, Storage, SECTOR};
+
+/// What can go wrong with the log, in one line each.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading or writing a file failed.
+    #[error("{file}: {source}")]
+    Io {
+        /// The file.
+        file: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A sync failed: what reached the disk is unknown.
+    #[error("{file}: sync failed: {source}")]
+    SyncFailed {
+        /// The file.
+        file: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The log is damaged where a torn write cannot explain it.
+    #[error("{file}: corrupt at byte {offset}: {why}")]
+    Corrupt {
+        /// The file.
+        file: String,
+        /// Where.
+        offset: u64,
+        /// What is wrong.
+        why: &'static str,
+    },
+    /// An earlier write or sync failed; the log accepts nothing more.
+    #[error("the log failed earlier and accepts nothing more")]
+    Failed,
+}

@@ -1,0 +1,317 @@
+//! Where the log's files live: a directory of the file system
+//! ([`FsStorage`]), or a simulated disk for tests ([`SimDisk`]) that keeps
+//! written and synced bytes apart and can crash, tear a write, flip a bit or
+//! fail a sync.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::PathBuf;
+
+/// The file operations the log needs, on the files of one directory.
+pub trait Storage: Send {
+    /// The names of the directory's files.
+    fn list(&self) -> io::Result<Vec<String>>;
+    /// A whole file.
+    fn read(&self, name: &str) -> io::Result<Vec<u8>>;
+    /// Creates an empty file (an error if it exists).
+    fn create(&mut self, name: &str) -> io::Result<()>;
+    /// Appends to a file.
+    fn append(&mut self, name: &str, data: &[u8]) -> io::Result<()>;
+    /// Makes a file's written bytes durable (`fdatasync`).
+    fn sync(&mut self, name: &str) -> io::Result<()>;
+    /// Makes the directory's entries durable (creates, removes, renames).
+    fn sync_dir(&mut self) -> io::Result<()>;
+    /// Cuts a file to `len` bytes, durably.
+    fn truncate(&mut self, name: &str, len: u64) -> io::Result<()>;
+    /// Removes a file.
+    fn remove(&mut self, name: &str) -> io::Result<()>;
+    /// Renames a file, replacing `to` if it exists.
+    fn rename(&mut self, from: &str, to: &str) -> io::Result<()>;
+    /// Where the files are, for messages.
+    fn describe(&self, name: &str) -> String;
+}
+
+/// A directory of the file system.
+#[derive(Debug)]
+pub struct FsStorage {
+    dir: PathBuf,
+    open: HashMap<String, File>,
+}
+
+impl FsStorage {
+    /// The directory `dir`, created if missing.
+    pub fn new(dir: impl Into<PathBuf>) -> io::Result<FsStorage> {
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir)?;
+        Ok(FsStorage {
+            dir,
+            open: HashMap::new(),
+        })
+    }
+
+    fn file(&mut self, name: &str) -> io::Result<&mut File> {
+        if !self.open.contains_key(name) {
+            let f = OpenOptions::new().append(true).open(self.dir.join(name))?;
+            self.open.insert(name.to_owned(), f);
+        }
+        Ok(self.open.get_mut(name).expect("just opened"))
+    }
+}
+
+impl Storage for FsStorage {
+    fn list(&self) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_file() {
+                if let Some(n) = entry.file_name().to_str() {
+                    names.push(n.to_owned());
+                }
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn read(&self, name: &str) -> io::Result<Vec<u8>> {
+        let mut data = Vec::new();
+        File::open(self.dir.join(name))?.read_to_end(&mut data)?;
+        Ok(data)
+    }
+
+    fn create(&mut self, name: &str) -> io::Result<()> {
+        let f = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(self.dir.join(name))?;
+        self.open.insert(name.to_owned(), f);
+        Ok(())
+    }
+
+    fn append(&mut self, name: &str, data: &[u8]) -> io::Result<()> {
+        self.file(name)?.write_all(data)
+    }
+
+    fn sync(&mut self, name: &str) -> io::Result<()> {
+        self.file(name)?.sync_data()
+    }
+
+    fn sync_dir(&mut self) -> io::Result<()> {
+        File::open(&self.dir)?.sync_all()
+    }
+
+    fn truncate(&mut self, name: &str, len: u64) -> io::Result<()> {
+        let f = self.file(name)?;
+        f.set_len(len)?;
+        f.sync_all()
+    }
+
+    fn remove(&mut self, name: &str) -> io::Result<()> {
+        self.open.remove(name);
+        std::fs::remove_file(self.dir.join(name))
+    }
+
+    fn rename(&mut self, from: &str, to: &str) -> io::Result<()> {
+        self.open.remove(from);
+        self.open.remove(to);
+        std::fs::rename(self.dir.join(from), self.dir.join(to))
+    }
+
+    fn describe(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+}
+
+/// Bytes a torn write keeps whole: a write cut short by a crash keeps a
+/// prefix of this many bytes at a time.
+pub const SECTOR: usize = 512;
+
+#[derive(Clone, Debug, Default)]
+struct SimFile {
+    /// Every byte written.
+    data: Vec<u8>,
+    /// How many of them are durable.
+    synced: usize,
+    /// Whether the directory entry is durable.
+    entry_synced: bool,
+}
+
+/// A simulated disk for tests. Writes land in memory; only synced bytes
+/// (and directory entries made durable by [`Storage::sync_dir`]) are sure
+/// to survive [`SimDisk::crash`], which keeps a random prefix of each
+/// file's unsynced bytes, cut at a sector boundary or not.
+#[derive(Clone, Debug, Default)]
+pub struct SimDisk {
+    files: BTreeMap<String, SimFile>,
+    /// Files removed since the last directory sync: a crash may bring
+    /// them back with their synced bytes.
+    removed: BTreeMap<String, SimFile>,
+    fail_syncs: u32,
+    rng: u64,
+}
+
+impl SimDisk {
+    /// An empty disk whose crashes are drawn from `seed`.
+    pub fn new(seed: u64) -> SimDisk {
+        SimDisk {
+            rng: seed | 1,
+            ..SimDisk::default()
+        }
+    }
+
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// The process dies and the machine restarts: each file keeps its
+    /// synced bytes and a random prefix of the rest (at a sector boundary
+    /// half of the time); entries not made durable may vanish, removes not
+    /// made durable may be undone.
+    pub fn crash(&mut self) {
+        let names: Vec<String> = self.files.keys().cloned().collect();
+        for name in names {
+            let keep_entry = self.next() % 2 == 0;
+            let roll = self.next();
+            let f = self.files.get_mut(&name).expect("listed");
+            if !f.entry_synced && !keep_entry {
+                self.files.remove(&name);
+                continue;
+            }
+            let unsynced = f.data.len() - f.synced;
+            let mut kept = if unsynced == 0 {
+                0
+            } else {
+                (roll % (unsynced as u64 + 1)) as usize
+            };
+            if roll & (1 << 40) != 0 {
+                // Torn at a sector boundary (never below what was synced).
+                let end = f.synced + kept;
+                kept = (end - end % SECTOR).max(f.synced) - f.synced;
+            }
+            f.data.truncate(f.synced + kept);
+            f.synced = f.data.len();
+            f.entry_synced = true;
+        }
+        let removed = std::mem::take(&mut self.removed);
+        for (name, mut f) in removed {
+            if self.next() % 2 == 0 && !self.files.contains_key(&name) {
+                f.data.truncate(f.synced);
+                f.entry_synced = true;
+                self.files.insert(name, f);
+            }
+        }
+    }
+
+    /// Flips one bit of a file (a bad sector, a cosmic ray).
+    pub fn flip_bit(&mut self, name: &str, offset: usize, bit: u8) {
+        if let Some(f) = self.files.get_mut(name) {
+            if let Some(b) = f.data.get_mut(offset) {
+                *b ^= 1 << (bit % 8);
+            }
+        }
+    }
+
+    /// The next `n` syncs fail.
+    pub fn fail_syncs(&mut self, n: u32) {
+        self.fail_syncs = n;
+    }
+
+    /// A file's length, written bytes included.
+    pub fn len(&self, name: &str) -> Option<usize> {
+        self.files.get(name).map(|f| f.data.len())
+    }
+
+    fn get(&mut self, name: &str) -> io::Result<&mut SimFile> {
+        self.files
+            .get_mut(name)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, name.to_owned()))
+    }
+}
+
+impl Storage for SimDisk {
+    fn list(&self) -> io::Result<Vec<String>> {
+        Ok(self.files.keys().cloned().collect())
+    }
+
+    fn read(&self, name: &str) -> io::Result<Vec<u8>> {
+        self.files
+            .get(name)
+            .map(|f| f.data.clone())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, name.to_owned()))
+    }
+
+    fn create(&mut self, name: &str) -> io::Result<()> {
+        if self.files.contains_key(name) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                name.to_owned(),
+            ));
+        }
+        self.files.insert(name.to_owned(), SimFile::default());
+        Ok(())
+    }
+
+    fn append(&mut self, name: &str, data: &[u8]) -> io::Result<()> {
+        self.get(name)?.data.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn sync(&mut self, name: &str) -> io::Result<()> {
+        if self.fail_syncs > 0 {
+            self.fail_syncs -= 1;
+            return Err(io::Error::other("simulated fsync failure"));
+        }
+        let f = self.get(name)?;
+        f.synced = f.data.len();
+        Ok(())
+    }
+
+    fn sync_dir(&mut self) -> io::Result<()> {
+        if self.fail_syncs > 0 {
+            self.fail_syncs -= 1;
+            return Err(io::Error::other("simulated fsync failure"));
+        }
+        for f in self.files.values_mut() {
+            f.entry_synced = true;
+        }
+        self.removed.clear();
+        Ok(())
+    }
+
+    fn truncate(&mut self, name: &str, len: u64) -> io::Result<()> {
+        let f = self.get(name)?;
+        f.data.truncate(len as usize);
+        f.synced = f.synced.min(f.data.len());
+        Ok(())
+    }
+
+    fn remove(&mut self, name: &str) -> io::Result<()> {
+        let f = self
+            .files
+            .remove(name)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, name.to_owned()))?;
+        if f.entry_synced {
+            self.removed.insert(name.to_owned(), f);
+        }
+        Ok(())
+    }
+
+    fn rename(&mut self, from: &str, to: &str) -> io::Result<()> {
+        let mut f = self
+            .files
+            .remove(from)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, from.to_owned()))?;
+        f.entry_synced = false;
+        self.files.insert(to.to_owned(), f);
+        Ok(())
+    }
+
+    fn describe(&self, name: &str) -> String {
+        format!("sim:{name}")
+    }
+}
