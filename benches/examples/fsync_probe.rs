@@ -26,7 +26,7 @@ fn main() {
         f.sync_data().expect("fdatasync");
         slowest = slowest.max(t.elapsed());
         syncs += 1;
-        if syncs % 4096 == 0 {
+        if syncs.is_multiple_of(4096) {
             // Keep the file small: start it again.
             f.set_len(0).expect("truncate");
         }
