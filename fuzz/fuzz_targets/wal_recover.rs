@@ -29,11 +29,11 @@ fuzz_target!(|data: &[u8]| {
     let options = LogOptions {
         segment_bytes: 4096,
     };
-    if let Ok((log, records)) = Log::open(disk, options) {
-        for pair in records.windows(2) {
+    if let Ok((log, recovered)) = Log::open(disk, options) {
+        for pair in recovered.records.windows(2) {
             assert_eq!(pair[1].lsn, pair[0].lsn + 1, "consecutive LSNs");
         }
         let (_, again) = Log::open(log.into_storage(), options).expect("opens again");
-        assert_eq!(again, records, "recovery is idempotent");
+        assert_eq!(again, recovered, "recovery is idempotent");
     }
 });

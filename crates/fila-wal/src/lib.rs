@@ -5,26 +5,30 @@
 //! size with a checksummed header, group commit ([`Log::append`] into a
 //! buffer, [`Log::commit`] writes and syncs it), and recovery
 //! ([`Log::open`]: a torn tail is cut, corruption refuses to open with the
-//! file and offset). Storage is a trait ([`Storage`]) with a file-system
+//! file and offset), and snapshots ([`Log::snapshot`]) that let it delete
+//! the segments they cover. Storage is a trait ([`Storage`]) with a file-system
 //! implementation ([`FsStorage`]) and a simulated disk ([`SimDisk`]) that
 //! keeps written and synced bytes apart and can crash, tear, flip bits and
 //! fail syncs.
 //!
 //! It knows nothing of queues or messages: what a record's kind and body
-//! mean is its user's business. The server does not use it yet: wiring the
-//! engine's events into it, snapshots and the sync modes come next (see
-//! ARCHITECTURE.md).
+//! mean is its user's business, and so is a snapshot's body. The server
+//! does not use it yet: wiring the engine's events into it and the sync
+//! modes come next (see ARCHITECTURE.md).
 //!
 //! ```
 //! use fila_wal::{Log, LogOptions, SimDisk};
 //!
 //! let (mut log, recovered) = Log::open(SimDisk::new(7), LogOptions::default()).unwrap();
-//! assert!(recovered.is_empty());
+//! assert!(recovered.records.is_empty() && recovered.snapshot.is_none());
 //! log.append(1, b"put q 1").unwrap();
 //! log.append(2, b"delete q 1").unwrap();
 //! assert_eq!(log.commit().unwrap(), 2);
+//! log.snapshot(1, b"q holds message 1").unwrap();
 //! let (_, recovered) = Log::open(log.into_storage(), LogOptions::default()).unwrap();
-//! assert_eq!(recovered[1].body, b"delete q 1");
+//! assert_eq!(recovered.snapshot.unwrap().body, b"q holds message 1");
+//! assert_eq!(recovered.records.len(), 1);
+//! assert_eq!(recovered.records[0].body, b"delete q 1");
 //! ```
 #![forbid(unsafe_code)]
 
@@ -32,7 +36,10 @@ mod log;
 pub mod record;
 mod storage;
 
-pub use log::{segment_header, segment_name, Log, LogOptions, OwnedRecord, SEGMENT_HEADER};
+pub use log::{
+    segment_header, segment_name, snapshot_name, Log, LogOptions, OwnedRecord, Recovered, Snapshot,
+    SEGMENT_HEADER,
+};
 pub use storage::{FsStorage, SimDisk, Storage, SECTOR};
 
 /// What can go wrong with the log, in one line each.

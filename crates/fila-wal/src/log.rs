@@ -9,6 +9,14 @@
 //! next 16 bytes, `u64` segment number, `u64` LSN of its first record — and
 //! then holds records ([`crate::record`]) with consecutive LSNs.
 //!
+//! A snapshot ([`Log::snapshot`]) is the user's state as of an LSN, in a
+//! file `snap-<lsn, 16 hex digits>.snap` written whole under a temporary
+//! name, synced, renamed and made durable with a directory sync; then the
+//! older snapshots and every segment whose records it covers are deleted, so
+//! the log stays proportional to what happened since. Its 40-byte header:
+//! magic `FILASNP\0`, `u32` version, `u32` CRC32C of the rest (header and
+//! body), `u64` LSN, `u64` the last segment number used, `u64` body length.
+//!
 //! Recovery rules:
 //! * records must be whole, checksummed and consecutive from one segment to
 //!   the next;
@@ -17,7 +25,10 @@
 //!   it, which is corruption;
 //! * anything wrong in an older segment is corruption;
 //! * corruption refuses to open, naming the file and the offset: a log
-//!   never silently drops records that were acknowledged after the damage.
+//!   never silently drops records that were acknowledged after the damage;
+//! * the newest snapshot must be whole (else corruption: falling back to an
+//!   older one could miss records whose segments are gone), and the records
+//!   after it must follow on from its LSN; records it covers are skipped.
 
 use crate::record::{self, Decoded, RECORD_HEADER};
 use crate::storage::Storage;
@@ -42,6 +53,81 @@ impl Default for LogOptions {
             segment_bytes: 64 << 20,
         }
     }
+}
+
+/// What [`Log::open`] found: the newest snapshot and the records after it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// The newest snapshot, if any.
+    pub snapshot: Option<Snapshot>,
+    /// The records after it (after LSN 0 without one), in order.
+    pub records: Vec<OwnedRecord>,
+}
+
+/// A snapshot: the user's state as of `lsn`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Records up to and including this LSN are in it.
+    pub lsn: u64,
+    /// The user's bytes.
+    pub body: Vec<u8>,
+}
+
+const SNAP_MAGIC: &[u8; 8] = b"FILASNP\0";
+const SNAP_HEADER: usize = 40;
+const SNAP_TMP: &str = "snap.tmp";
+
+/// The name of the snapshot at `lsn`.
+pub fn snapshot_name(lsn: u64) -> String {
+    format!("snap-{lsn:016x}.snap")
+}
+
+fn snapshot_lsn(name: &str) -> Option<u64> {
+    let hex = name.strip_prefix("snap-")?.strip_suffix(".snap")?;
+    if hex.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
+fn snapshot_bytes(lsn: u64, last_segment: u64, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(SNAP_HEADER + body.len());
+    out.extend_from_slice(SNAP_MAGIC);
+    out.extend_from_slice(&VERSION.to_be_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&lsn.to_be_bytes());
+    out.extend_from_slice(&last_segment.to_be_bytes());
+    out.extend_from_slice(&(body.len() as u64).to_be_bytes());
+    out.extend_from_slice(body);
+    let crc = crc32c::crc32c(&out[16..]);
+    out[12..16].copy_from_slice(&crc.to_be_bytes());
+    out
+}
+
+/// Checks a snapshot file named for `lsn`; answers its last segment number
+/// and body.
+fn read_snapshot(data: &[u8], lsn: u64) -> Result<(u64, &[u8]), &'static str> {
+    if data.len() < SNAP_HEADER || &data[..8] != SNAP_MAGIC {
+        return Err("not a whole fila snapshot");
+    }
+    if u32::from_be_bytes([data[8], data[9], data[10], data[11]]) != VERSION {
+        return Err("unknown snapshot version");
+    }
+    if u32::from_be_bytes([data[12], data[13], data[14], data[15]]) != crc32c::crc32c(&data[16..]) {
+        return Err("snapshot checksum does not match");
+    }
+    let u = |i: usize| {
+        let mut n = [0u8; 8];
+        n.copy_from_slice(&data[i..i + 8]);
+        u64::from_be_bytes(n)
+    };
+    if u(16) != lsn {
+        return Err("snapshot header names another LSN");
+    }
+    if u(32) != (data.len() - SNAP_HEADER) as u64 {
+        return Err("snapshot body length does not match");
+    }
+    Ok((u(24), &data[SNAP_HEADER..]))
 }
 
 /// A recovered record, owning its body.
@@ -118,6 +204,10 @@ pub struct Log<S: Storage> {
     pending: Vec<u8>,
     pending_records: Vec<(u64, usize)>,
     durable_lsn: u64,
+    /// Every segment file: number and first LSN, in order.
+    segments: Vec<(u64, u64)>,
+    /// The highest segment number ever used (never reused).
+    last_number: u64,
     /// A write or sync failed: nothing is known about what reached the
     /// disk, so nothing more is accepted.
     failed: bool,
@@ -135,7 +225,7 @@ impl<S: Storage> std::fmt::Debug for Log<S> {
 impl<S: Storage> Log<S> {
     /// Opens the log in `storage`, recovering what it holds: the records in
     /// LSN order. A torn tail is cut off (durably); corruption is an error.
-    pub fn open(mut storage: S, options: LogOptions) -> Result<(Log<S>, Vec<OwnedRecord>), Error> {
+    pub fn open(mut storage: S, options: LogOptions) -> Result<(Log<S>, Recovered), Error> {
         let options = LogOptions {
             segment_bytes: options.segment_bytes.max(2 * SEGMENT_HEADER as u64),
         };
@@ -143,46 +233,110 @@ impl<S: Storage> Log<S> {
             let file = storage.describe(name);
             move |source| Error::Io { file, source }
         };
-        let mut segments: Vec<(u64, String)> = storage
-            .list()
-            .map_err(io(".", &storage))?
+        let names = storage.list().map_err(io(".", &storage))?;
+        if names.iter().any(|n| n == SNAP_TMP) {
+            // A snapshot that never got its name: it does not count.
+            storage.remove(SNAP_TMP).map_err(io(SNAP_TMP, &storage))?;
+        }
+        let mut snapshot = None;
+        let mut last_number = 0;
+        let mut snapshots: Vec<(u64, String)> = names
+            .iter()
+            .filter_map(|n| snapshot_lsn(n).map(|l| (l, n.clone())))
+            .collect();
+        snapshots.sort();
+        if let Some((lsn, name)) = snapshots.pop() {
+            let data = storage.read(&name).map_err(io(&name, &storage))?;
+            let (number, body) = read_snapshot(&data, lsn).map_err(|why| Error::Corrupt {
+                file: storage.describe(&name),
+                offset: 0,
+                why,
+            })?;
+            last_number = number;
+            snapshot = Some(Snapshot {
+                lsn,
+                body: body.to_vec(),
+            });
+            for (_, older) in snapshots {
+                storage.remove(&older).map_err(io(&older, &storage))?;
+            }
+        }
+        let covered = snapshot.as_ref().map_or(0, |s| s.lsn);
+        let mut segments: Vec<(u64, String)> = names
             .into_iter()
             .filter_map(|n| segment_number(&n).map(|k| (k, n)))
             .collect();
         segments.sort();
+        if let Some((n, _)) = segments.last() {
+            last_number = last_number.max(*n);
+        }
         let mut records = Vec::new();
         let mut expect_lsn: Option<u64> = None;
+        let mut kept_segments = Vec::new();
         let mut current = None;
+        // Headers first: which segments hold records after the snapshot.
+        let mut heads: Vec<(u64, String, Vec<u8>, u64)> = Vec::new();
         let last = segments.len().saturating_sub(1);
         for (i, (number, name)) in segments.iter().enumerate() {
-            let newest = i == last;
             let data = storage.read(name).map_err(io(name, &storage))?;
+            let header_torn = data.len() < SEGMENT_HEADER
+                || (data.len() == SEGMENT_HEADER
+                    && read_header(&data[..SEGMENT_HEADER], *number).is_err());
+            if header_torn && i == last {
+                // Created, header not yet durable: start it again.
+                storage.remove(name).map_err(io(name, &storage))?;
+                storage.sync_dir().map_err(io(".", &storage))?;
+                break;
+            }
+            let first =
+                read_header(&data[..SEGMENT_HEADER.min(data.len())], *number).map_err(|why| {
+                    Error::Corrupt {
+                        file: storage.describe(name),
+                        offset: 0,
+                        why: if header_torn {
+                            "segment shorter than its header"
+                        } else {
+                            why
+                        },
+                    }
+                })?;
+            heads.push((*number, name.clone(), data, first));
+        }
+        // Segments wholly covered by the snapshot are stale: a delete that
+        // did not become durable before a crash can bring any of them back,
+        // in any combination. They are dropped unread.
+        let start = heads.iter().rposition(|h| h.3 <= covered + 1).unwrap_or(0);
+        for (_, name, _, _) in heads.drain(..start) {
+            storage.remove(&name).map_err(io(&name, &storage))?;
+        }
+        if start > 0 {
+            storage.sync_dir().map_err(io(".", &storage))?;
+        }
+        let last = heads.len().saturating_sub(1);
+        for (i, (number, name, data, first)) in heads.iter().enumerate() {
+            let (number, first) = (number, *first);
+            let newest = i == last;
             let corrupt = |offset: usize, why: &'static str| Error::Corrupt {
                 file: storage.describe(name),
                 offset: offset as u64,
                 why,
             };
-            let header_torn = data.len() < SEGMENT_HEADER
-                || (data.len() == SEGMENT_HEADER
-                    && read_header(&data[..SEGMENT_HEADER], *number).is_err());
-            if header_torn {
-                if newest {
-                    // Created, header not yet durable: start it again.
-                    storage.remove(name).map_err(io(name, &storage))?;
-                    storage.sync_dir().map_err(io(".", &storage))?;
-                    break;
-                }
-                return Err(corrupt(0, "segment shorter than its header"));
-            }
-            let first = read_header(&data[..SEGMENT_HEADER], *number).map_err(|w| corrupt(0, w))?;
-            if let Some(e) = expect_lsn {
-                if first != e {
+            match expect_lsn {
+                Some(e) if first != e => {
                     return Err(corrupt(
                         0,
                         "segment does not start where the one before ended",
                     ));
                 }
+                None if first > covered + 1 => {
+                    return Err(corrupt(
+                        0,
+                        "records between the snapshot and this segment are missing",
+                    ));
+                }
+                _ => {}
             }
+            kept_segments.push((*number, first));
             let mut next = first;
             let mut at = SEGMENT_HEADER;
             let mut torn: Option<(usize, &'static str)> = None;
@@ -192,11 +346,13 @@ impl<S: Storage> Log<S> {
                         if r.lsn != next {
                             return Err(corrupt(at, "record out of sequence"));
                         }
-                        records.push(OwnedRecord {
-                            lsn: r.lsn,
-                            kind: r.kind,
-                            body: r.body.to_vec(),
-                        });
+                        if r.lsn > covered {
+                            records.push(OwnedRecord {
+                                lsn: r.lsn,
+                                kind: r.kind,
+                                body: r.body.to_vec(),
+                            });
+                        }
                         next += 1;
                         at += used;
                     }
@@ -211,7 +367,7 @@ impl<S: Storage> Log<S> {
                 }
             }
             if let Some((offset, why)) = torn {
-                if !newest || later_record_after(&data, offset, next) {
+                if !newest || later_record_after(data, offset, next) {
                     return Err(corrupt(offset, why));
                 }
                 storage
@@ -225,7 +381,17 @@ impl<S: Storage> Log<S> {
                 len: torn.map_or(data.len(), |t| t.0) as u64,
             });
         }
-        let next_lsn = expect_lsn.unwrap_or(1);
+        let next_lsn = expect_lsn.unwrap_or(covered + 1);
+        if next_lsn <= covered {
+            // The snapshot is only taken of durable records, so the log
+            // reaches at least as far.
+            let newest = segments.last().map_or(".", |s| s.1.as_str());
+            return Err(Error::Corrupt {
+                file: storage.describe(newest),
+                offset: 0,
+                why: "the log ends before its snapshot",
+            });
+        }
         Ok((
             Log {
                 storage,
@@ -235,9 +401,11 @@ impl<S: Storage> Log<S> {
                 pending: Vec::new(),
                 pending_records: Vec::new(),
                 durable_lsn: next_lsn - 1,
+                segments: kept_segments,
+                last_number,
                 failed: false,
             },
-            records,
+            Recovered { snapshot, records },
         ))
     }
 
@@ -342,8 +510,83 @@ impl<S: Storage> Log<S> {
         Ok(self.durable_lsn)
     }
 
+    /// Records the user's state as of `lsn` (at most the durable LSN) and
+    /// deletes what it makes unneeded: older snapshots, and segments whose
+    /// records are all at or below `lsn`. Written under a temporary name,
+    /// synced, renamed, made durable with a directory sync.
+    ///
+    /// # Panics
+    /// When `lsn` is past the durable LSN: a snapshot of records that are
+    /// not durable would outlive them.
+    pub fn snapshot(&mut self, lsn: u64, body: &[u8]) -> Result<(), Error> {
+        if self.failed {
+            return Err(Error::Failed);
+        }
+        assert!(
+            lsn <= self.durable_lsn,
+            "a snapshot at {lsn} is ahead of the durable LSN {}",
+            self.durable_lsn
+        );
+        let result = self.write_snapshot(lsn, body);
+        if result.is_err() {
+            self.failed = true;
+        }
+        result
+    }
+
+    fn write_snapshot(&mut self, lsn: u64, body: &[u8]) -> Result<(), Error> {
+        let name = snapshot_name(lsn);
+        let io = |storage: &S, file: &str| {
+            let file = storage.describe(file);
+            move |source| Error::Io { file, source }
+        };
+        let synced = |storage: &S, file: &str| {
+            let file = storage.describe(file);
+            move |source| Error::SyncFailed { file, source }
+        };
+        let _ = self.storage.remove(SNAP_TMP);
+        self.storage
+            .create(SNAP_TMP)
+            .map_err(io(&self.storage, SNAP_TMP))?;
+        self.storage
+            .append(SNAP_TMP, &snapshot_bytes(lsn, self.last_number, body))
+            .map_err(io(&self.storage, SNAP_TMP))?;
+        self.storage
+            .sync(SNAP_TMP)
+            .map_err(synced(&self.storage, SNAP_TMP))?;
+        self.storage
+            .rename(SNAP_TMP, &name)
+            .map_err(io(&self.storage, &name))?;
+        self.storage
+            .sync_dir()
+            .map_err(synced(&self.storage, "."))?;
+        // Now nothing older is needed.
+        let names = self.storage.list().map_err(io(&self.storage, "."))?;
+        for old in names {
+            if snapshot_lsn(&old).is_some_and(|l| l < lsn) {
+                self.storage.remove(&old).map_err(io(&self.storage, &old))?;
+            }
+        }
+        let current = self.current.as_ref().map(|c| c.number);
+        let mut keep = Vec::new();
+        for (k, &(number, first)) in self.segments.iter().enumerate() {
+            let covered = self
+                .segments
+                .get(k + 1)
+                .is_some_and(|&(_, next_first)| next_first <= lsn + 1);
+            if covered && Some(number) != current {
+                let seg = segment_name(number);
+                self.storage.remove(&seg).map_err(io(&self.storage, &seg))?;
+            } else {
+                keep.push((number, first));
+            }
+        }
+        self.segments = keep;
+        self.storage.sync_dir().map_err(synced(&self.storage, "."))
+    }
+
     fn new_segment(&mut self, first_lsn: u64) -> Result<(), Error> {
-        let number = self.current.as_ref().map_or(1, |c| c.number + 1);
+        let number = self.last_number + 1;
         let name = segment_name(number);
         let describe = self.storage.describe(&name);
         let io = |source| Error::Io {
@@ -371,6 +614,8 @@ impl<S: Storage> Log<S> {
             number,
             len: SEGMENT_HEADER as u64,
         });
+        self.last_number = number;
+        self.segments.push((number, first_lsn));
         Ok(())
     }
 

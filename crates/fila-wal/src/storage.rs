@@ -148,6 +148,9 @@ pub struct SimDisk {
     /// them back with their synced bytes.
     removed: BTreeMap<String, SimFile>,
     fail_syncs: u32,
+    /// Mutating operations left before the process "dies": every later
+    /// one fails until [`SimDisk::crash`].
+    ops_left: Option<u32>,
     rng: u64,
 }
 
@@ -173,6 +176,7 @@ impl SimDisk {
     /// half of the time); entries not made durable may vanish, removes not
     /// made durable may be undone.
     pub fn crash(&mut self) {
+        self.ops_left = None;
         let names: Vec<String> = self.files.keys().cloned().collect();
         for name in names {
             let keep_entry = self.next() % 2 == 0;
@@ -221,6 +225,24 @@ impl SimDisk {
         self.fail_syncs = n;
     }
 
+    /// The process dies after `n` more mutating operations (appends,
+    /// syncs, creates, renames, removes, truncates): every one after that
+    /// fails, as if nothing more reached the disk, until [`SimDisk::crash`].
+    pub fn die_after(&mut self, n: u32) {
+        self.ops_left = Some(n);
+    }
+
+    fn op(&mut self) -> io::Result<()> {
+        match &mut self.ops_left {
+            Some(0) => Err(io::Error::other("simulated process death")),
+            Some(n) => {
+                *n -= 1;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
     /// A file's length, written bytes included.
     pub fn len(&self, name: &str) -> Option<usize> {
         self.files.get(name).map(|f| f.data.len())
@@ -246,6 +268,7 @@ impl Storage for SimDisk {
     }
 
     fn create(&mut self, name: &str) -> io::Result<()> {
+        self.op()?;
         if self.files.contains_key(name) {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
@@ -257,11 +280,13 @@ impl Storage for SimDisk {
     }
 
     fn append(&mut self, name: &str, data: &[u8]) -> io::Result<()> {
+        self.op()?;
         self.get(name)?.data.extend_from_slice(data);
         Ok(())
     }
 
     fn sync(&mut self, name: &str) -> io::Result<()> {
+        self.op()?;
         if self.fail_syncs > 0 {
             self.fail_syncs -= 1;
             return Err(io::Error::other("simulated fsync failure"));
@@ -272,6 +297,7 @@ impl Storage for SimDisk {
     }
 
     fn sync_dir(&mut self) -> io::Result<()> {
+        self.op()?;
         if self.fail_syncs > 0 {
             self.fail_syncs -= 1;
             return Err(io::Error::other("simulated fsync failure"));
@@ -284,6 +310,7 @@ impl Storage for SimDisk {
     }
 
     fn truncate(&mut self, name: &str, len: u64) -> io::Result<()> {
+        self.op()?;
         let f = self.get(name)?;
         f.data.truncate(len as usize);
         f.synced = f.synced.min(f.data.len());
@@ -291,6 +318,7 @@ impl Storage for SimDisk {
     }
 
     fn remove(&mut self, name: &str) -> io::Result<()> {
+        self.op()?;
         let f = self
             .files
             .remove(name)
@@ -302,6 +330,7 @@ impl Storage for SimDisk {
     }
 
     fn rename(&mut self, from: &str, to: &str) -> io::Result<()> {
+        self.op()?;
         let mut f = self
             .files
             .remove(from)
