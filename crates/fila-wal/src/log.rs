@@ -168,6 +168,9 @@ pub fn segment_header(number: u64, first_lsn: u64) -> [u8; SEGMENT_HEADER] {
 
 /// Checks a segment header; answers its first LSN.
 fn read_header(h: &[u8], number: u64) -> Result<u64, &'static str> {
+    if h.len() < SEGMENT_HEADER {
+        return Err("segment shorter than its header");
+    }
     if &h[..8] != MAGIC {
         return Err("not a fila log segment (bad magic)");
     }

@@ -266,3 +266,14 @@ fn a_damaged_snapshot_refuses_to_open() {
         Err(Error::Corrupt { .. })
     ));
 }
+
+#[test]
+fn an_older_segment_shorter_than_its_header_is_corruption_not_a_panic() {
+    // Found by the wal_recover fuzz target.
+    let mut disk = committed_log(60);
+    disk.truncate(&segment_name(1), 10).unwrap();
+    assert!(matches!(
+        Log::open(disk, opts()),
+        Err(Error::Corrupt { .. })
+    ));
+}
