@@ -197,6 +197,8 @@ struct Loop {
     /// One read buffer per loop; bytes read are copied into the
     /// connection's input, which frames are then split from without copies.
     scratch: Vec<u8>,
+    /// The most answer bytes one of this loop's connections has held.
+    high_water: usize,
 }
 
 /// A running server.
@@ -308,6 +310,7 @@ impl Server {
                 next_peer: 0,
                 shared: shared.clone(),
                 scratch: vec![0; READ_CHUNK],
+                high_water: 0,
             };
             if let Some(listener) = l.listener.as_mut() {
                 l.poll
@@ -1058,10 +1061,7 @@ impl Loop {
                 let conn = self.conns[slot].as_mut().expect("open");
                 let reserved = usize::try_from(wait.reserved_bytes()).unwrap_or(usize::MAX);
                 conn.reserved += reserved;
-                shared.metrics.output_high_water.fetch_max(
-                    (conn.output.len() + conn.reserved) as u64,
-                    Ordering::Relaxed,
-                );
+                let held = conn.output.len() + conn.reserved;
                 conn.next_park += 1;
                 conn.parked.insert(
                     park,
@@ -1071,18 +1071,29 @@ impl Loop {
                         reserved,
                     },
                 );
+                self.note_held(held);
                 None
             }
+        }
+    }
+
+    /// Raises the high-water gauge of answer bytes held for one connection;
+    /// the shared atomic is touched only when this loop's own mark rises.
+    fn note_held(&mut self, held: usize) {
+        if held > self.high_water {
+            self.high_water = held;
+            self.shared
+                .metrics
+                .output_high_water
+                .fetch_max(held as u64, Ordering::Relaxed);
         }
     }
 
     fn respond(&mut self, slot: usize, opcode: u8, request_id: u64, response: &Response) {
         if let Some(conn) = self.conns[slot].as_mut() {
             response.encode(opcode, request_id, &mut conn.output);
-            self.shared.metrics.output_high_water.fetch_max(
-                (conn.output.len() + conn.reserved) as u64,
-                Ordering::Relaxed,
-            );
+            let held = conn.output.len() + conn.reserved;
+            self.note_held(held);
         }
     }
 
