@@ -19,6 +19,7 @@ use crate::clock::Clock;
 use crate::error::Error;
 use crate::event::EventSink;
 use crate::limits::BATCH_LEN_MAX;
+use crate::receipt::{Receipt, ReceiptKey};
 use crate::shard::{Notify, Outbound, Received, Shard, WaitId};
 use crate::types::*;
 

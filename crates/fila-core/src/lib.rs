@@ -47,6 +47,7 @@ mod error;
 pub mod event;
 pub mod lease;
 pub mod limits;
+mod receipt;
 pub mod ring;
 mod shard;
 mod sync;
@@ -57,6 +58,7 @@ pub use budget::{EngineLimits, MESSAGE_OVERHEAD_BYTES};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::Engine;
 pub use error::{Error, ErrorKind};
+pub use receipt::{Receipt, ReceiptKey, RECEIPT_LEN};
 pub use shard::{Notify, Received, Shard, WaitId};
 pub use types::*;
 

@@ -27,6 +27,7 @@ use crate::event::{Event, EventSink};
 use crate::lease::StateWord;
 use crate::lease::{LeaseEnd, MessageState, Refused};
 use crate::limits::PEEK_MAX;
+use crate::receipt::{Receipt, ReceiptKey};
 use crate::ring::ReadyRing;
 use crate::types::*;
 use crate::wheel::{TimerKey, TimingWheel};

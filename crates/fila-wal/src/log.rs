@@ -83,7 +83,12 @@ pub fn snapshot_name(lsn: u64) -> String {
 }
 
 fn snapshot_lsn(name: &str) -> Option<u64> {
-    let hex = name.strip_prefix("snap-")?.strip_suffix(".snap")?;
+    numbered(name, "snap-", ".snap")
+}
+
+/// The number in a name made of `prefix`, 16 hex digits and `suffix`.
+fn numbered(name: &str, prefix: &str, suffix: &str) -> Option<u64> {
+    let hex = name.strip_prefix(prefix)?.strip_suffix(suffix)?;
     if hex.len() != 16 {
         return None;
     }
@@ -147,11 +152,7 @@ pub fn segment_name(number: u64) -> String {
 }
 
 fn segment_number(name: &str) -> Option<u64> {
-    let hex = name.strip_prefix("wal-")?.strip_suffix(".seg")?;
-    if hex.len() != 16 {
-        return None;
-    }
-    u64::from_str_radix(hex, 16).ok()
+    numbered(name, "wal-", ".seg")
 }
 
 /// The header of segment `number` whose first record is `first_lsn`.

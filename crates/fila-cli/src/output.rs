@@ -1,0 +1,282 @@
+//! What `fila` prints: tables for people, JSON for scripts. Payloads that
+//! are not UTF-8 are shown as base64, and JSON says which.
+
+use fila_client::{ClientError, Message, Settings};
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(crate) fn json_str(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            '\r' => o.push_str("\\r"),
+            '\t' => o.push_str("\\t"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+pub(crate) fn state_name(s: u8) -> &'static str {
+    match s {
+        1 => "visible",
+        2 => "in_flight",
+        3 => "delayed",
+        4 => "deferred",
+        5 => "dead_lettered",
+        _ => "unknown",
+    }
+}
+
+/// Standard base64 with padding (RFC 4648), for payloads that are not text.
+pub(crate) fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A payload as text when it is UTF-8, else as base64 (and which).
+pub(crate) fn payload_text(payload: &[u8]) -> (String, &'static str) {
+    match std::str::from_utf8(payload) {
+        Ok(s) => (s.to_owned(), "utf8"),
+        Err(_) => (base64(payload), "base64"),
+    }
+}
+
+pub(crate) fn reason_name(reason: u8) -> &'static str {
+    ["", "max_deliveries", "expired", "consumer"]
+        .get(usize::from(reason))
+        .copied()
+        .unwrap_or("unknown")
+}
+
+pub(crate) fn message_json(m: &Message) -> String {
+    let attrs: Vec<String> = m
+        .attributes
+        .iter()
+        .map(|(k, v)| format!("{}:{}", json_str(k), json_str(v)))
+        .collect();
+    let dl = m.dead_letter.as_ref().map_or("null".to_owned(), |d| {
+        format!(
+            "{{\"source_queue\":{},\"at_ms\":{},\"reason\":{},\"consumer_reason\":{},\"description\":{},\"delivery_count\":{}}}",
+            json_str(&d.source_queue),
+            d.at_ms,
+            json_str(reason_name(d.reason)),
+            json_str(&d.consumer_reason),
+            json_str(&d.description),
+            d.delivery_count
+        )
+    });
+    let (payload, encoding) = payload_text(&m.payload);
+    format!(
+        "{{\"id\":\"{:032x}\",\"seq\":{},\"payload\":{},\"payload_encoding\":\"{encoding}\",\"payload_bytes\":{},\"attributes\":{{{}}},\"channel\":{},\"inserted_at_ms\":{},\"expires_at_ms\":{},\"next_visible_at_ms\":{},\"delivery_count\":{},\"state\":\"{}\",\"receipt\":{},\"dead_letter\":{}}}",
+        m.id,
+        m.seq,
+        json_str(&payload),
+        m.payload.len(),
+        attrs.join(","),
+        m.channel.as_deref().map_or("null".into(), json_str),
+        m.inserted_at_ms,
+        m.expires_at_ms,
+        m.next_visible_at_ms,
+        m.delivery_count,
+        state_name(m.state),
+        m.receipt.map_or("null".into(), |r| format!("\"{}\"", hex(&r))),
+        dl
+    )
+}
+
+pub(crate) fn print_messages(json: bool, ms: &[Message]) {
+    if json {
+        let items: Vec<String> = ms.iter().map(message_json).collect();
+        println!("[{}]", items.join(","));
+        return;
+    }
+    if ms.is_empty() {
+        println!("(no messages)");
+        return;
+    }
+    println!(
+        "{:>8}  {:<13}  {:>5}  {:<32}  {:<10}  payload",
+        "seq", "state", "count", "id", "channel"
+    );
+    for m in ms {
+        let (text, encoding) = payload_text(&m.payload);
+        let mut shown: String = text
+            .chars()
+            .take(60)
+            .map(|c| if c.is_control() { '.' } else { c })
+            .collect();
+        if encoding == "base64" {
+            shown = format!("base64:{shown}");
+        }
+        if text.chars().count() > 60 {
+            shown.push('…');
+        }
+        println!(
+            "{:>8}  {:<13}  {:>5}  {:032x}  {:<10}  {}",
+            m.seq,
+            state_name(m.state),
+            m.delivery_count,
+            m.id,
+            m.channel.as_deref().unwrap_or("-"),
+            shown
+        );
+        if let Some(r) = m.receipt {
+            println!("{:>10}receipt {}", "", hex(&r));
+        }
+        for (k, v) in &m.attributes {
+            println!("{:>10}attribute {k}={v}", "");
+        }
+        if let Some(d) = &m.dead_letter {
+            let mut line = format!(
+                "{:>10}dead-lettered from {} at {} ms: {} (after {} deliveries)",
+                "",
+                d.source_queue,
+                d.at_ms,
+                reason_name(d.reason),
+                d.delivery_count
+            );
+            if d.reason == 3 {
+                line.push_str(&format!(
+                    ", consumer reason {:?}: {:?}",
+                    d.consumer_reason, d.description
+                ));
+            }
+            println!("{line}");
+        }
+    }
+}
+
+pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
+    let rows: [(&str, String); 10] = [
+        ("visibility_timeout_ms", s.visibility_timeout_ms.to_string()),
+        ("max_deliveries", s.max_deliveries.to_string()),
+        ("retention_ms", s.retention_ms.to_string()),
+        ("max_message_bytes", s.max_message_bytes.to_string()),
+        (
+            "receive_wait_default_ms",
+            s.receive_wait_default_ms.to_string(),
+        ),
+        (
+            "dead_letter_on_expiration",
+            s.dead_letter_on_expiration.to_string(),
+        ),
+        (
+            "dead_letter_target",
+            s.dead_letter_target.clone().unwrap_or_default(),
+        ),
+        ("max_messages", s.max_messages.to_string()),
+        ("max_bytes", s.max_bytes.to_string()),
+        ("channel_capacity_pct", s.channel_capacity_pct.to_string()),
+    ];
+    if json {
+        let fields: Vec<String> = rows
+            .iter()
+            .map(|(k, v)| match *k {
+                "dead_letter_target" => format!(
+                    "\"{k}\":{}",
+                    s.dead_letter_target
+                        .as_deref()
+                        .map_or("null".into(), json_str)
+                ),
+                "dead_letter_on_expiration" => format!("\"{k}\":{v}"),
+                _ => format!("\"{k}\":{v}"),
+            })
+            .collect();
+        println!("{{\"name\":{},{}}}", json_str(name), fields.join(","));
+    } else {
+        println!("queue {name}");
+        for (k, v) in rows {
+            println!(
+                "  {k:<26} {}",
+                if v.is_empty() {
+                    "(built-in DLQ)".into()
+                } else {
+                    v
+                }
+            );
+        }
+    }
+}
+
+pub(crate) fn print_pairs(json: bool, pairs: &[(String, u64)]) {
+    if json {
+        let f: Vec<String> = pairs
+            .iter()
+            .map(|(k, v)| format!("{}:{v}", json_str(k)))
+            .collect();
+        println!("{{{}}}", f.join(","));
+    } else {
+        for (k, v) in pairs {
+            println!("{k:<22} {v}");
+        }
+    }
+}
+
+/// Prints per-entry results; returns whether all succeeded.
+pub(crate) fn print_entries<T>(
+    json: bool,
+    label: &str,
+    entries: &[Result<T, ClientError>],
+    show: impl Fn(&T) -> String,
+) -> bool {
+    let mut ok = true;
+    let mut items = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        match e {
+            Ok(v) => {
+                if json {
+                    items.push(format!("{{\"ok\":true,{}}}", show(v)));
+                } else {
+                    // `show` gives JSON pairs; people see `key value`.
+                    let fields = show(v)
+                        .replace('"', "")
+                        .replace(':', " ")
+                        .replace(',', ", ");
+                    println!("{label} {i}: ok, {fields}");
+                }
+            }
+            Err(err) => {
+                ok = false;
+                let code = err.code().map_or("error".into(), |c| c.as_str().to_owned());
+                if json {
+                    items.push(format!(
+                        "{{\"ok\":false,\"error\":{},\"message\":{}}}",
+                        json_str(&code),
+                        json_str(&err.to_string())
+                    ));
+                } else {
+                    println!("{label} {i}: {err}");
+                }
+            }
+        }
+    }
+    if json {
+        println!("[{}]", items.join(","));
+    }
+    ok
+}

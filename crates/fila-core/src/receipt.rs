@@ -1,0 +1,207 @@
+//! Receipts: what names one lease, and the key that signs them so only the
+//! engine that issued one can make one.
+
+use crate::error::Error;
+
+/// Names one delivery of one message. Opaque to users: it prints as 64 hex
+/// digits and parses back; anything else is `receipt_invalid`.
+///
+/// Only the server that issued a receipt can make one: it carries a 64-bit
+/// SipHash-2-4 tag of its fields under the [`ReceiptKey`] the engine drew at
+/// start, checked (in constant time) before anything else, and the key's
+/// boot epoch, so a receipt of an earlier run is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Receipt {
+    pub(crate) epoch: u32,
+    pub(crate) queue_id: u32,
+    pub(crate) slot: u32,
+    pub(crate) generation: u64,
+    pub(crate) tag: u64,
+}
+
+const RECEIPT_VERSION: u8 = 2;
+/// Length of a receipt in bytes.
+pub const RECEIPT_LEN: usize = 32;
+/// The bytes of a receipt covered by its tag.
+const RECEIPT_BODY: usize = 24;
+
+/// The secret that signs receipts, and the boot epoch they carry. An engine
+/// draws a random one at start ([`ReceiptKey::random`]); tests may fix one.
+#[derive(Clone, Copy)]
+pub struct ReceiptKey {
+    /// Keyed once; each tag is a one-shot hash from this state.
+    sip: siphasher::sip::SipHasher24,
+    epoch: u32,
+}
+
+impl PartialEq for ReceiptKey {
+    fn eq(&self, other: &ReceiptKey) -> bool {
+        self.sip.keys() == other.sip.keys() && self.epoch == other.epoch
+    }
+}
+
+impl Eq for ReceiptKey {}
+
+impl std::fmt::Debug for ReceiptKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the secret.
+        f.debug_struct("ReceiptKey")
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReceiptKey {
+    /// A key from the operating system's random source, with a random epoch.
+    pub fn random() -> ReceiptKey {
+        let mut b = [0u8; 20];
+        if getrandom::fill(&mut b).is_err() {
+            // No OS randomness (never on the platforms fila runs on): fall
+            // back to std's randomly seeded hasher keys and the time.
+            use std::hash::{BuildHasher, Hasher};
+            for (i, chunk) in b.chunks_mut(8).enumerate() {
+                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                h.write_usize(i);
+                h.write_u128(
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos()),
+                );
+                let v = h.finish().to_le_bytes();
+                chunk.copy_from_slice(&v[..chunk.len()]);
+            }
+        }
+        let u = |r: std::ops::Range<usize>| {
+            let mut x = [0u8; 8];
+            x[..r.len()].copy_from_slice(&b[r]);
+            u64::from_le_bytes(x)
+        };
+        ReceiptKey::fixed(u(0..8), u(8..16), u(16..20) as u32)
+    }
+
+    /// A fixed key (tests, benches, the reference model).
+    pub fn fixed(k0: u64, k1: u64, epoch: u32) -> ReceiptKey {
+        ReceiptKey {
+            sip: siphasher::sip::SipHasher24::new_with_keys(k0, k1),
+            epoch,
+        }
+    }
+
+    /// The boot epoch receipts carry.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    fn tag(&self, body: &[u8]) -> u64 {
+        self.sip.hash(body)
+    }
+
+    /// A signed receipt for this lease.
+    pub(crate) fn mint(&self, queue_id: u32, slot: u32, generation: u64) -> Receipt {
+        let mut r = Receipt {
+            epoch: self.epoch,
+            queue_id,
+            slot,
+            generation,
+            tag: 0,
+        };
+        r.tag = self.tag(&r.body());
+        r
+    }
+
+    /// Whether this server issued `receipt`: `receipt_stale` for one of an
+    /// earlier run (another epoch), `receipt_invalid` for a bad tag.
+    pub(crate) fn verify(&self, receipt: &Receipt) -> Result<(), Error> {
+        let want = self.tag(&receipt.body());
+        // Constant time: every byte is compared whatever the first
+        // difference, and the comparison is hidden from the optimizer.
+        let diff = std::hint::black_box(want.to_le_bytes())
+            .iter()
+            .zip(receipt.tag.to_le_bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        if std::hint::black_box(diff) != 0 {
+            return Err(Error::ReceiptInvalid(
+                "receipt was not issued by this server",
+            ));
+        }
+        if receipt.epoch != self.epoch {
+            return Err(Error::ReceiptStale);
+        }
+        Ok(())
+    }
+}
+
+impl Receipt {
+    fn body(&self) -> [u8; RECEIPT_BODY] {
+        let mut b = [0u8; RECEIPT_BODY];
+        b[0] = RECEIPT_VERSION;
+        b[1..5].copy_from_slice(&self.epoch.to_be_bytes());
+        b[5..9].copy_from_slice(&self.queue_id.to_be_bytes());
+        b[9..13].copy_from_slice(&self.slot.to_be_bytes());
+        b[13..21].copy_from_slice(&self.generation.to_be_bytes());
+        b
+    }
+
+    /// The receipt's 32 bytes: version, epoch, queue id, slot, generation,
+    /// three zero bytes, then the 8-byte tag.
+    pub fn to_bytes(&self) -> [u8; RECEIPT_LEN] {
+        let mut b = [0u8; RECEIPT_LEN];
+        b[..RECEIPT_BODY].copy_from_slice(&self.body());
+        b[RECEIPT_BODY..].copy_from_slice(&self.tag.to_be_bytes());
+        b
+    }
+
+    /// Parses 32 bytes made by [`Receipt::to_bytes`]. Only the shape is
+    /// checked here; the engine checks the tag.
+    pub fn from_bytes(b: &[u8]) -> Result<Receipt, Error> {
+        if b.len() != RECEIPT_LEN {
+            return Err(Error::ReceiptInvalid("a receipt is 32 bytes"));
+        }
+        if b[0] != RECEIPT_VERSION {
+            return Err(Error::ReceiptInvalid("unknown receipt version"));
+        }
+        if b[21..RECEIPT_BODY] != [0, 0, 0] {
+            return Err(Error::ReceiptInvalid(
+                "receipt was not issued by this server",
+            ));
+        }
+        let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(&b[i..i + 8]);
+            u64::from_be_bytes(x)
+        };
+        Ok(Receipt {
+            epoch: u32_at(1),
+            queue_id: u32_at(5),
+            slot: u32_at(9),
+            generation: u64_at(13),
+            tag: u64_at(RECEIPT_BODY),
+        })
+    }
+}
+
+impl std::fmt::Display for Receipt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for b in self.to_bytes() {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for Receipt {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Receipt, Error> {
+        if s.len() != RECEIPT_LEN * 2 || !s.is_ascii() {
+            return Err(Error::ReceiptInvalid("a receipt is 64 hex digits"));
+        }
+        let mut b = [0u8; RECEIPT_LEN];
+        for (i, byte) in b.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&s[i * 2..i * 2 + 2], 16)
+                .map_err(|_| Error::ReceiptInvalid("a receipt is 64 hex digits"))?;
+        }
+        Receipt::from_bytes(&b)
+    }
+}
