@@ -96,6 +96,12 @@ impl Budget {
         }
     }
 
+    /// Counts a queue that must exist whatever the limit (one restored
+    /// from a data directory).
+    pub(crate) fn force_queue(&self) {
+        self.queues.fetch_add(1, Ordering::AcqRel);
+    }
+
     pub(crate) fn release_queue(&self) {
         self.queues.fetch_sub(1, Ordering::AcqRel);
     }

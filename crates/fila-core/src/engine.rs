@@ -9,7 +9,7 @@
 //! (or come back to the source's own DLQ when the target is gone or full).
 //! No call ever holds two shard locks at once.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_utils::CachePadded;
@@ -17,7 +17,7 @@ use crossbeam_utils::CachePadded;
 use crate::budget::{Budget, EngineLimits};
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::event::EventSink;
+use crate::event::{EngineImage, EventSink};
 use crate::limits::BATCH_LEN_MAX;
 use crate::receipt::{Receipt, ReceiptKey};
 use crate::shard::{Notify, Outbound, Received, Shard, WaitId};
@@ -31,6 +31,10 @@ pub struct Engine {
     budget: Arc<Budget>,
     clock: Arc<dyn Clock>,
     next_queue_id: AtomicU32,
+    /// Dead letters taken out of their source shard and not yet in their
+    /// target's (or back in their source's DLQ): changed only while the
+    /// shard concerned is locked, so with every shard locked it is exact.
+    in_transit: AtomicU64,
 }
 
 impl std::fmt::Debug for Engine {
@@ -75,6 +79,7 @@ impl Engine {
             budget,
             clock,
             next_queue_id: AtomicU32::new(1),
+            in_transit: AtomicU64::new(0),
         }
     }
 
@@ -143,7 +148,10 @@ impl Engine {
             let mut shard = self.lock(self.shard_of(name));
             let result = f(&mut shard, now);
             if shard.has_output() {
-                (result, shard.take_completions(), shard.take_outbox())
+                let outbox = shard.take_outbox();
+                self.in_transit
+                    .fetch_add(outbox.len() as u64, Ordering::AcqRel);
+                (result, shard.take_completions(), outbox)
             } else {
                 (result, Vec::new(), Vec::new())
             }
@@ -168,12 +176,16 @@ impl Engine {
                 let mut shard = self.lock(target);
                 let result = shard.accept_forward(out, now);
                 completions.extend(shard.take_completions());
+                if result.is_ok() {
+                    self.in_transit.fetch_sub(1, Ordering::AcqRel);
+                }
                 result.err()
             };
             if let Some(out) = bounced {
                 let mut shard = self.lock(self.shard_of(&out.source));
                 shard.accept_bounce(out, now);
                 completions.extend(shard.take_completions());
+                self.in_transit.fetch_sub(1, Ordering::AcqRel);
             }
         }
         for (notify, result) in completions {
@@ -194,7 +206,10 @@ impl Engine {
             let mut shard = self.lock(i);
             shard.advance(now);
             completions.extend(shard.take_completions());
-            outbox.extend(shard.take_outbox());
+            let out = shard.take_outbox();
+            self.in_transit
+                .fetch_add(out.len() as u64, Ordering::AcqRel);
+            outbox.extend(out);
             if let Some(d) = shard.next_deadline() {
                 next = Some(next.map_or(d, |n| n.min(d)));
             }
@@ -206,6 +221,53 @@ impl Engine {
     /// Installs an event sink on one shard (see [`crate::event`]).
     pub fn set_journal(&self, shard: usize, sink: Option<Box<dyn EventSink>>) {
         self.lock(shard).set_journal(sink);
+    }
+
+    /// Every queue with its messages as one consistent state: every shard
+    /// is locked (in order) while `during` runs and the images are taken,
+    /// so no change falls between them. A write-ahead log drains its
+    /// buffers in `during`: then everything logged before is in the
+    /// images and everything after comes after them. `None` (and `during`
+    /// not run) while a dead letter is between two shards: try again.
+    ///
+    /// Costs one pass over every message with every shard held (payloads
+    /// are shared, not copied).
+    pub fn export(&self, during: impl FnOnce()) -> Option<EngineImage> {
+        let guards: Vec<MutexGuard<'_, Shard>> =
+            (0..self.shards.len()).map(|i| self.lock(i)).collect();
+        if self.in_transit.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        during();
+        Some(EngineImage {
+            next_queue_id: self.next_queue_id.load(Ordering::Acquire),
+            queues: guards.iter().flat_map(|g| g.export()).collect(),
+        })
+    }
+
+    /// Restores saved queues and messages into this engine, which must not
+    /// have them already (`queue_exists`). Queue ids are kept, so message
+    /// ids stay what they were; new queues get ids above every restored
+    /// one. Leases are not restored: every message is visible, delayed or
+    /// deferred. Nothing is refused for the limits.
+    pub fn restore(&self, image: EngineImage) -> Result<(), Error> {
+        self.next_queue_id
+            .fetch_max(image.next_queue_id, Ordering::AcqRel);
+        // Every shard's time first: restoring must not run a timer (an
+        // expiry would be an event no log is listening to yet). Messages
+        // already due run at the first call after.
+        let now = self.clock.now_ms();
+        for i in 0..self.shards.len() {
+            self.lock(i).advance(now);
+        }
+        for image in image.queues {
+            let id = image.id;
+            let mut shard = self.lock(self.shard_of(&image.name));
+            shard.restore_queue(image)?;
+            self.next_queue_id
+                .fetch_max(id.saturating_add(1), Ordering::AcqRel);
+        }
+        Ok(())
     }
 
     fn check_target(&self, name: &str, settings: &QueueSettings) -> Result<(), Error> {

@@ -1,136 +1,117 @@
-//! Every state change of the engine as an explicit event, so that a
-//! write-ahead log can record them without the engine being rewritten.
+//! Every durable state change of the engine as an explicit event, and the
+//! images a shard's state is saved as and restored from.
 //!
 //! A shard hands each event to its [`EventSink`], if one is installed, at the
-//! moment the change is made and in the order the changes are made. Replaying
-//! a shard's events in order from an empty shard reaches the same queues and
-//! messages (the WAL that does so is future work; the events already carry
-//! what it needs except payloads of non-put events, which it has from `Put`).
+//! moment the change is made and in the order the changes are made. The
+//! events say what a write-ahead log needs to rebuild the queues and their
+//! messages, and nothing more: leases are not events (after a restart a
+//! leased message is visible again), nor is a message becoming visible when
+//! its delay ends (its visible time is in the event that stored it).
+//!
+//! Queues are named by their id, which is unique for the engine's life and
+//! restored with it, so an event about a deleted queue can never touch a
+//! queue of the same name created later. Messages are named by queue id,
+//! sub-queue (the queue or its DLQ) and sequence number.
+//!
+//! Replaying a shard's events over [`QueueImage`]s (see `fila-store`) gives
+//! the images [`crate::Engine::export`] would give, and
+//! [`crate::Engine::restore`] turns them back into a working engine.
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::types::DeadLetterReason;
+use crate::types::{Attributes, DeadLetter, MessageId, QueueSettings};
 
-/// One state change. Sequence numbers name messages within their queue.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where a message is: queue id, sub-queue, sequence number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Spot {
+    /// The queue's id.
+    pub queue: u32,
+    /// In the queue's DLQ.
+    pub dlq: bool,
+    /// The message's sequence number.
+    pub seq: u64,
+}
+
+/// A stored message as an event shows it (borrowed from the shard).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessageView<'a> {
+    /// Where it now is.
+    pub at: Spot,
+    /// Its id when it is not the one its queue and sequence number make
+    /// (it moved between queues).
+    pub id: Option<MessageId>,
+    /// The payload.
+    pub payload: &'a [u8],
+    /// The attributes.
+    pub attributes: Option<&'a Attributes>,
+    /// The channel.
+    pub channel: Option<&'a str>,
+    /// When it entered its queue.
+    pub inserted_at_ms: u64,
+    /// When it is (or was) visible.
+    pub visible_at_ms: u64,
+    /// When it expires.
+    pub expires_at_ms: u64,
+    /// Deliveries so far.
+    pub delivery_count: u32,
+    /// Why it is a dead letter, when it is one.
+    pub dead_letter: Option<&'a DeadLetter>,
+}
+
+/// One durable state change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event<'a> {
-    /// A queue was created.
-    QueueCreated {
-        /// The queue.
-        queue: &'a str,
-    },
-    /// A queue's settings changed.
-    QueueUpdated {
-        /// The queue.
-        queue: &'a str,
+    /// A queue was created, or its settings changed (they are whole here).
+    QueueSet {
+        /// The queue's id.
+        queue: u32,
+        /// Its name.
+        name: &'a str,
+        /// Its settings.
+        settings: &'a QueueSettings,
     },
     /// A queue and its messages were deleted.
     QueueDeleted {
-        /// The queue.
-        queue: &'a str,
+        /// The queue's id.
+        queue: u32,
     },
     /// Every message of the queue (or of its DLQ) was removed.
     Purged {
-        /// The queue.
-        queue: &'a str,
+        /// The queue's id.
+        queue: u32,
         /// The DLQ was purged.
         dlq: bool,
     },
-    /// A message entered the queue.
-    Put {
-        /// The queue.
-        queue: &'a str,
-        /// Its new sequence number.
-        seq: u64,
-        /// Its payload.
-        payload: &'a Bytes,
-        /// When it becomes visible.
-        visible_at_ms: u64,
-        /// When it expires.
-        expires_at_ms: u64,
+    /// A message was stored: put, or moved (`from`: dead-lettered into the
+    /// DLQ, forwarded from another queue, redriven back). A move is this
+    /// one event, so it is never half done.
+    Stored {
+        /// The message as it now is.
+        message: MessageView<'a>,
+        /// Where it was, for a move.
+        from: Option<Spot>,
     },
-    /// A delayed message, or one whose lease ended, became visible.
-    BecameVisible {
-        /// The queue.
-        queue: &'a str,
-        /// In the DLQ.
-        dlq: bool,
-        /// The message.
-        seq: u64,
+    /// A message is gone for good: deleted, expired, cancelled.
+    Removed {
+        /// Where it was.
+        at: Spot,
     },
-    /// A message was delivered (leased, or looked at with visibility 0).
-    Delivered {
-        /// The queue.
-        queue: &'a str,
-        /// From the DLQ.
-        dlq: bool,
-        /// The message.
-        seq: u64,
-        /// The lease's generation.
-        generation: u64,
-        /// Its next-visible time.
-        visible_at_ms: u64,
-    },
-    /// A lease was extended or shortened.
-    VisibilityChanged {
-        /// The queue.
-        queue: &'a str,
-        /// In the DLQ.
-        dlq: bool,
-        /// The message.
-        seq: u64,
-        /// The new next-visible time.
-        visible_at_ms: u64,
-    },
-    /// A consumer deleted a message.
-    Deleted {
-        /// The queue.
-        queue: &'a str,
-        /// From the DLQ.
-        dlq: bool,
-        /// The message.
-        seq: u64,
-    },
-    /// A consumer deferred a message.
+    /// A message was deferred (`true`) or taken back from deferral by
+    /// receive-deferred (`false`).
     Deferred {
-        /// The queue.
-        queue: &'a str,
         /// The message.
-        seq: u64,
+        at: Spot,
+        /// Whether it is deferred now.
+        deferred: bool,
     },
-    /// A message moved to the DLQ (or left for the dead-letter target).
-    DeadLettered {
-        /// The queue.
-        queue: &'a str,
+    /// A message was delivered; its delivery count is now `count`.
+    Delivered {
         /// The message.
-        seq: u64,
-        /// Why.
-        reason: &'a DeadLetterReason,
-    },
-    /// A message expired and was dropped (dead-lettering is `DeadLettered`).
-    Expired {
-        /// The queue.
-        queue: &'a str,
-        /// In the DLQ.
-        dlq: bool,
-        /// The message.
-        seq: u64,
-    },
-    /// A scheduled message was cancelled before it became visible.
-    Cancelled {
-        /// The queue.
-        queue: &'a str,
-        /// The message.
-        seq: u64,
-    },
-    /// A dead letter moved back from the DLQ under a new sequence number.
-    Redriven {
-        /// The queue.
-        queue: &'a str,
-        /// Its sequence number in the DLQ.
-        from_seq: u64,
-        /// Its new sequence number in the queue.
-        seq: u64,
+        at: Spot,
+        /// Its delivery count.
+        count: u32,
     },
 }
 
@@ -138,4 +119,78 @@ pub enum Event<'a> {
 pub trait EventSink: Send {
     /// Called once per state change, as it is made.
     fn record(&mut self, event: &Event<'_>);
+}
+
+/// A message as saved: everything a restart needs (not its lease).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageImage {
+    /// In the DLQ.
+    pub dlq: bool,
+    /// Its sequence number.
+    pub seq: u64,
+    /// Its id when not the one its queue and sequence number make.
+    pub id: Option<MessageId>,
+    /// The payload.
+    pub payload: Bytes,
+    /// The attributes.
+    pub attributes: Option<Attributes>,
+    /// The channel.
+    pub channel: Option<Arc<str>>,
+    /// When it entered its queue.
+    pub inserted_at_ms: u64,
+    /// When it becomes visible (a past time: visible now).
+    pub visible_at_ms: u64,
+    /// When it expires.
+    pub expires_at_ms: u64,
+    /// Deliveries so far.
+    pub delivery_count: u32,
+    /// Deferred: only receive-deferred takes it.
+    pub deferred: bool,
+    /// Why it is a dead letter, when it is one.
+    pub dead_letter: Option<Arc<DeadLetter>>,
+}
+
+impl MessageImage {
+    /// The owned image of an event's message.
+    pub fn of(view: &MessageView<'_>) -> MessageImage {
+        MessageImage {
+            dlq: view.at.dlq,
+            seq: view.at.seq,
+            id: view.id,
+            payload: Bytes::copy_from_slice(view.payload),
+            attributes: view.attributes.cloned(),
+            channel: view.channel.map(Arc::from),
+            inserted_at_ms: view.inserted_at_ms,
+            visible_at_ms: view.visible_at_ms,
+            expires_at_ms: view.expires_at_ms,
+            delivery_count: view.delivery_count,
+            deferred: false,
+            dead_letter: view.dead_letter.map(|d| Arc::new(d.clone())),
+        }
+    }
+}
+
+/// The whole engine as saved.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineImage {
+    /// The id the next queue created gets: ids are never reused, not even
+    /// those of queues deleted before the save.
+    pub next_queue_id: u32,
+    /// Every queue.
+    pub queues: Vec<QueueImage>,
+}
+
+/// A queue as saved, with its messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueImage {
+    /// Its id.
+    pub id: u32,
+    /// Its name.
+    pub name: String,
+    /// Its settings.
+    pub settings: QueueSettings,
+    /// The sequence number its next message gets.
+    pub next_seq: u64,
+    /// Its messages and its DLQ's, in any order.
+    pub messages: Vec<MessageImage>,
 }

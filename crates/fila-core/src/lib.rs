@@ -20,8 +20,10 @@
 //! * One [`wheel::TimingWheel`] per shard holds lease ends, delays and
 //!   schedules, expiries, redrive ticks and long-poll deadlines.
 //! * Time comes from a [`Clock`]; tests use [`ManualClock`] and never sleep.
-//! * Every state change is an [`event::Event`] given to an optional
-//!   [`event::EventSink`], the hook for a write-ahead log.
+//! * Every durable state change is an [`event::Event`] given to an optional
+//!   [`event::EventSink`], the hook for a write-ahead log;
+//!   [`Engine::export`] and [`Engine::restore`] save and rebuild the whole
+//!   state as [`event::QueueImage`]s (snapshots, recovery).
 //!
 //! ## Example
 //!

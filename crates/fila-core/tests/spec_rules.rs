@@ -1787,7 +1787,7 @@ impl EventSink for Recorder {
 }
 
 #[test]
-fn every_state_change_is_an_explicit_event_in_order() {
+fn every_durable_state_change_is_an_explicit_event_in_order() {
     let f = Fixture::new();
     let log = Arc::new(Mutex::new(Vec::new()));
     let shard = f.engine.shard_of("q");
@@ -1818,14 +1818,14 @@ fn every_state_change_is_an_explicit_event_in_order() {
     assert_eq!(
         *log.lock().unwrap(),
         vec![
-            "QueueCreated",
-            "Put",
+            "QueueSet",
+            "Stored",
             "Delivered",
-            "BecameVisible",
             "Delivered",
             "Deferred",
+            "Deferred",
             "Delivered",
-            "Deleted",
+            "Removed",
             "QueueDeleted"
         ]
     );

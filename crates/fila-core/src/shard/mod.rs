@@ -23,7 +23,7 @@ use hashbrown::HashMap;
 
 use crate::budget::{Budget, ShardBudget};
 use crate::error::Error;
-use crate::event::{Event, EventSink};
+use crate::event::{Event, EventSink, MessageView, Spot};
 use crate::lease::StateWord;
 use crate::lease::{LeaseEnd, MessageState, Refused};
 use crate::limits::PEEK_MAX;
@@ -31,6 +31,8 @@ use crate::receipt::{Receipt, ReceiptKey};
 use crate::ring::ReadyRing;
 use crate::types::*;
 use crate::wheel::{TimerKey, TimingWheel};
+
+mod image;
 
 const NIL: u32 = u32::MAX;
 const MAIN: u32 = 0;
@@ -483,6 +485,8 @@ struct WaiterSlot {
 /// A dead letter on its way to another queue (the dead-letter target).
 pub(crate) struct Outbound {
     pub(crate) target: String,
+    /// The source queue's id.
+    pub(crate) source_queue: u32,
     pub(crate) source: Arc<str>,
     pub(crate) source_seq: u64,
     inserted_at: u64,
@@ -533,8 +537,9 @@ pub struct Shard {
 
 macro_rules! emit {
     ($self:ident, $event:expr) => {
-        if let Some(journal) = $self.journal.as_mut() {
+        if let Some(mut journal) = $self.journal.take() {
             journal.record(&$event);
+            $self.journal = Some(journal);
         }
     };
 }
@@ -768,18 +773,6 @@ impl Shard {
                     debug_assert!(shifted.is_ok());
                     self.leave_state(slot, MessageState::Delayed);
                 }
-                let r = &self.records[slot as usize];
-                emit!(
-                    self,
-                    Event::BecameVisible {
-                        queue: &self.queues[(r.q >> 1) as usize]
-                            .as_ref()
-                            .expect("live")
-                            .name,
-                        dlq: r.q & 1 == DLQ,
-                        seq: r.seq,
-                    }
-                );
                 self.enter_visible(slot);
             }
             MessageState::Free | MessageState::Deferred => {}
@@ -797,13 +790,10 @@ impl Shard {
             self.dead_letter_slot(slot, DeadLetterReason::Expired, t);
             return;
         }
-        let r = &self.records[slot as usize];
         emit!(
             self,
-            Event::Expired {
-                queue: &self.queues[(q >> 1) as usize].as_ref().expect("live").name,
-                dlq: q & 1 == DLQ,
-                seq: r.seq,
+            Event::Removed {
+                at: self.spot(slot)
             }
         );
         self.remove(slot);
@@ -1036,6 +1026,34 @@ impl Shard {
         }
     }
 
+    /// Where the message in `slot` is.
+    fn spot(&self, slot: u32) -> Spot {
+        let r = &self.records[slot as usize];
+        Spot {
+            queue: self.queue(r.q >> 1).id,
+            dlq: r.q & 1 == DLQ,
+            seq: r.seq,
+        }
+    }
+
+    /// The message in `slot` as an event shows it.
+    fn view(&self, slot: u32) -> MessageView<'_> {
+        let r = &self.records[slot as usize];
+        let extra = r.extra.as_deref();
+        MessageView {
+            at: self.spot(slot),
+            id: extra.and_then(|e| e.id),
+            payload: &r.payload,
+            attributes: extra.and_then(|e| e.attributes.as_ref()),
+            channel: self.sub(r.q).channels[r.channel as usize].name.as_deref(),
+            inserted_at_ms: r.inserted_at,
+            visible_at_ms: r.visible_at,
+            expires_at_ms: r.expires_at,
+            delivery_count: r.word.load().delivery_count,
+            dead_letter: extra.and_then(|e| e.dead_letter.as_deref()),
+        }
+    }
+
     fn public_state(&self, slot: u32) -> State {
         let r = &self.records[slot as usize];
         match r.word.load().state {
@@ -1092,7 +1110,14 @@ impl Shard {
         };
         self.names.insert(name.clone(), slot);
         self.sorted_names.insert(name.clone());
-        emit!(self, Event::QueueCreated { queue: &name });
+        emit!(
+            self,
+            Event::QueueSet {
+                queue: self.queue(slot).id,
+                name: &self.queue(slot).name,
+                settings: &self.queue(slot).settings,
+            }
+        );
         Ok(true)
     }
 
@@ -1117,7 +1142,14 @@ impl Shard {
         let next = update.apply(&self.queue(slot).settings);
         next.validate()?;
         self.queue_mut(slot).settings = next.clone();
-        emit!(self, Event::QueueUpdated { queue: name });
+        emit!(
+            self,
+            Event::QueueSet {
+                queue: self.queue(slot).id,
+                name: &self.queue(slot).name,
+                settings: &self.queue(slot).settings,
+            }
+        );
         Ok(next)
     }
 
@@ -1142,6 +1174,7 @@ impl Shard {
     /// `queue_deleted`.
     pub fn delete_queue(&mut self, name: &str) -> Result<(), Error> {
         let slot = self.queue_slot(name)?;
+        let id = self.queue(slot).id;
         self.purge_sub(slot << 1 | MAIN);
         self.purge_sub(slot << 1 | DLQ);
         for dlq in [MAIN, DLQ] {
@@ -1164,7 +1197,7 @@ impl Shard {
         self.gained.retain(|q| q >> 1 != slot);
         self.budget.shared.release_queue();
         self.trim();
-        emit!(self, Event::QueueDeleted { queue: name });
+        emit!(self, Event::QueueDeleted { queue: id });
         Ok(())
     }
 
@@ -1182,7 +1215,7 @@ impl Shard {
         emit!(
             self,
             Event::Purged {
-                queue: addr.queue,
+                queue: self.queue(slot).id,
                 dlq: addr.dlq,
             }
         );
@@ -1351,12 +1384,9 @@ impl Shard {
         self.attach(slot, qslot << 1 | MAIN, channel.as_ref());
         emit!(
             self,
-            Event::Put {
-                queue: &self.queues[qslot as usize].as_ref().expect("live").name,
-                seq,
-                payload: &self.records[slot as usize].payload,
-                visible_at_ms: visible_at,
-                expires_at_ms: now + lifetime,
+            Event::Stored {
+                message: self.view(slot),
+                from: None,
             }
         );
         if state == MessageState::Delayed {
@@ -1386,7 +1416,12 @@ impl Shard {
                 seq,
                 what: "scheduled",
             })?;
-        emit!(self, Event::Cancelled { queue: name, seq });
+        emit!(
+            self,
+            Event::Removed {
+                at: self.spot(slot)
+            }
+        );
         self.remove(slot);
         Ok(())
     }
@@ -1536,11 +1571,8 @@ impl Shard {
         emit!(
             self,
             Event::Delivered {
-                queue: &self.queues[(q >> 1) as usize].as_ref().expect("live").name,
-                dlq: q & 1 == DLQ,
-                seq: self.records[slot as usize].seq,
-                generation: word.generation,
-                visible_at_ms: now + visibility_ms,
+                at: self.spot(slot),
+                count: word.delivery_count,
             }
         );
         let state = if quick_look {
@@ -1828,10 +1860,8 @@ impl Shard {
                 self.queue_mut(qslot).counters.deletes += 1;
                 emit!(
                     self,
-                    Event::Deleted {
-                        queue: addr.queue,
-                        dlq: addr.dlq,
-                        seq: self.records[slot as usize].seq,
+                    Event::Removed {
+                        at: self.spot(slot)
                     }
                 );
                 self.detach(slot);
@@ -1884,15 +1914,6 @@ impl Shard {
                     self.records[slot as usize].visible_at = visible_at;
                     self.set_timer(slot, visible_at);
                 }
-                emit!(
-                    self,
-                    Event::VisibilityChanged {
-                        queue: addr.queue,
-                        dlq: addr.dlq,
-                        seq: self.records[change.receipt.slot as usize].seq,
-                        visible_at_ms: visible_at,
-                    }
-                );
                 Ok(visible_at)
             })
             .collect();
@@ -1910,8 +1931,8 @@ impl Shard {
         emit!(
             self,
             Event::Deferred {
-                queue: name,
-                seq: self.records[slot as usize].seq,
+                at: self.spot(slot),
+                deferred: true,
             }
         );
         Ok(())
@@ -1998,19 +2019,12 @@ impl Shard {
             .extra
             .as_ref()
             .is_some_and(|e| e.dead_letter.is_some());
-        emit!(
-            self,
-            Event::DeadLettered {
-                queue: &source,
-                seq: self.records[slot as usize].seq,
-                reason: &info.reason,
-            }
-        );
         let state = self.records[slot as usize].word.load().state;
         if let Some(target) = target.filter(|t| **t != *source && !forwarded) {
             let message = self.message(slot, State::DeadLettered, None);
             self.outbox.push(Outbound {
                 target,
+                source_queue: self.queue(qslot).id,
                 source,
                 source_seq: message.seq,
                 inserted_at: message.inserted_at_ms,
@@ -2028,6 +2042,7 @@ impl Shard {
         let channel = self.sub(q).channels[self.records[slot as usize].channel as usize]
             .name
             .clone();
+        let from = self.spot(slot);
         self.detach(slot);
         let r = &mut self.records[slot as usize];
         r.word.shift(state, MessageState::Visible).expect("owned");
@@ -2035,6 +2050,13 @@ impl Shard {
         r.visible_at = t;
         r.extra.get_or_insert_with(Box::default).dead_letter = Some(info);
         self.attach(slot, qslot << 1 | DLQ, channel.as_ref());
+        emit!(
+            self,
+            Event::Stored {
+                message: self.view(slot),
+                from: Some(from),
+            }
+        );
         self.enter_visible(slot);
     }
 
@@ -2091,6 +2113,13 @@ impl Shard {
                     });
                 }
                 self.leave_state(slot, MessageState::Deferred);
+                emit!(
+                    self,
+                    Event::Deferred {
+                        at: self.spot(slot),
+                        deferred: false,
+                    }
+                );
                 let message = self.deliver(slot, MessageState::Deferred, visibility_ms);
                 if visibility_ms == 0 {
                     self.enter_visible(slot);
@@ -2237,12 +2266,16 @@ impl Shard {
                 .expect("owned");
             r.word.set_delivery_count(0);
             self.attach(slot, qslot << 1 | MAIN, channel.as_ref());
+            let from = Spot {
+                queue: self.queue(qslot).id,
+                dlq: true,
+                seq: from_seq,
+            };
             emit!(
                 self,
-                Event::Redriven {
-                    queue: &self.queues[qslot as usize].as_ref().expect("live").name,
-                    from_seq,
-                    seq,
+                Event::Stored {
+                    message: self.view(slot),
+                    from: Some(from),
                 }
             );
             self.enter_visible(slot);
@@ -2290,14 +2323,16 @@ impl Shard {
         // earlier count stays in its dead-letter record).
         r.word.occupy(MessageState::Visible, 0).expect("free slot");
         self.attach(slot, qslot << 1 | MAIN, out.channel.as_ref());
+        let from = Spot {
+            queue: out.source_queue,
+            dlq: false,
+            seq: out.source_seq,
+        };
         emit!(
             self,
-            Event::Put {
-                queue: &self.queues[qslot as usize].as_ref().expect("live").name,
-                seq,
-                payload: &self.records[slot as usize].payload,
-                visible_at_ms: now,
-                expires_at_ms: now + retention,
+            Event::Stored {
+                message: self.view(slot),
+                from: Some(from),
             }
         );
         self.enter_visible(slot);
@@ -2333,6 +2368,18 @@ impl Shard {
             .occupy(MessageState::Visible, out.delivery_count)
             .expect("free slot");
         self.attach(slot, qslot << 1 | DLQ, out.channel.as_ref());
+        let from = Spot {
+            queue: out.source_queue,
+            dlq: false,
+            seq: out.source_seq,
+        };
+        emit!(
+            self,
+            Event::Stored {
+                message: self.view(slot),
+                from: Some(from),
+            }
+        );
         self.enter_visible(slot);
         self.serve_gained();
     }

@@ -1,0 +1,142 @@
+//! A shard's queues and messages as [`QueueImage`]s: exported for a
+//! snapshot, restored after a restart.
+
+use super::*;
+use crate::event::{MessageImage, QueueImage};
+
+impl Shard {
+    /// Every queue of this shard with its messages. A leased message is
+    /// saved visible (leases do not outlive a restart); payloads are
+    /// shared, not copied.
+    pub fn export(&self) -> Vec<QueueImage> {
+        let mut images = Vec::with_capacity(self.names.len());
+        for queue in self.queues.iter().flatten() {
+            let slot = self.names[&queue.name];
+            let mut messages = Vec::with_capacity(queue.messages as usize);
+            for sub in [MAIN, DLQ] {
+                let q = slot << 1 | sub;
+                for (seq, s) in self.sub(q).index.from(0) {
+                    if !self.live(s, q, seq) {
+                        continue;
+                    }
+                    let r = &self.records[s as usize];
+                    let word = r.word.load();
+                    let extra = r.extra.as_deref();
+                    messages.push(MessageImage {
+                        dlq: sub == DLQ,
+                        seq,
+                        id: extra.and_then(|e| e.id),
+                        payload: r.payload.clone(),
+                        attributes: extra.and_then(|e| e.attributes.clone()),
+                        channel: self.sub(q).channels[r.channel as usize].name.clone(),
+                        inserted_at_ms: r.inserted_at,
+                        visible_at_ms: if word.state == MessageState::InFlight {
+                            self.now
+                        } else {
+                            r.visible_at
+                        },
+                        expires_at_ms: r.expires_at,
+                        delivery_count: word.delivery_count,
+                        deferred: word.state == MessageState::Deferred,
+                        dead_letter: extra.and_then(|e| e.dead_letter.clone()),
+                    });
+                }
+            }
+            images.push(QueueImage {
+                id: queue.id,
+                name: queue.name.to_string(),
+                settings: queue.settings.clone(),
+                next_seq: queue.next_seq,
+                messages,
+            });
+        }
+        images
+    }
+
+    /// Restores a queue and its messages into this (empty of that name)
+    /// shard at its time: messages due are visible, the others delayed,
+    /// deferred ones deferred; expiries and delays are timers again. The
+    /// queue and its bytes count against the engine's limits whatever
+    /// they are (nothing restored is refused).
+    pub(crate) fn restore_queue(&mut self, image: QueueImage) -> Result<(), Error> {
+        if self.names.contains_key(image.name.as_str()) {
+            return Err(Error::QueueExists {
+                name: image.name,
+                field: "name",
+            });
+        }
+        self.budget.shared.force_queue();
+        let name: Arc<str> = Arc::from(image.name.as_str());
+        let queue = Queue {
+            id: image.id,
+            name: name.clone(),
+            settings: image.settings,
+            subs: [SubQueue::new(false), SubQueue::new(true)],
+            next_seq: image.next_seq,
+            messages: 0,
+            bytes: 0,
+            counters: Counters::default(),
+            redrive: None,
+        };
+        let qslot = match self.free_queues.pop() {
+            Some(slot) => {
+                self.queues[slot as usize] = Some(queue);
+                slot
+            }
+            None => {
+                self.queues.push(Some(queue));
+                (self.queues.len() - 1) as u32
+            }
+        };
+        self.names.insert(name.clone(), qslot);
+        self.sorted_names.insert(name);
+        let mut messages = image.messages;
+        messages.sort_unstable_by_key(|m| (m.dlq, m.seq));
+        let now = self.now;
+        for m in messages {
+            let next = &mut self.queue_mut(qslot).next_seq;
+            if !m.dlq {
+                *next = (*next).max(m.seq + 1);
+            }
+            let len = m.payload.len() as u64 + attributes_bytes(m.attributes.as_ref());
+            self.budget.force_message(len);
+            let slot = self.alloc();
+            let r = &mut self.records[slot as usize];
+            r.payload = m.payload;
+            r.seq = m.seq;
+            r.inserted_at = m.inserted_at_ms;
+            r.expires_at = m.expires_at_ms;
+            r.visible_at = m.visible_at_ms;
+            r.extra = if m.attributes.is_none() && m.dead_letter.is_none() && m.id.is_none() {
+                None
+            } else {
+                Some(Box::new(Extra {
+                    attributes: m.attributes,
+                    dead_letter: m.dead_letter,
+                    id: m.id,
+                }))
+            };
+            let state = if m.deferred && !m.dlq {
+                MessageState::Deferred
+            } else if !m.dlq && m.visible_at_ms > now {
+                MessageState::Delayed
+            } else {
+                MessageState::Visible
+            };
+            r.word
+                .occupy(state, m.delivery_count)
+                .expect("a fresh slot is free");
+            let sub = if m.dlq { DLQ } else { MAIN };
+            self.attach(slot, qslot << 1 | sub, m.channel.as_ref());
+            match state {
+                MessageState::Deferred => self.enter_state(slot, state),
+                MessageState::Delayed => {
+                    self.enter_state(slot, state);
+                    self.set_timer(slot, m.visible_at_ms);
+                }
+                _ => self.enter_visible(slot),
+            }
+        }
+        Ok(())
+    }
+}

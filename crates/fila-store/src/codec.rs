@@ -1,0 +1,560 @@
+//! Log records and snapshots as bytes.
+//!
+//! A record is a kind (one byte, the log's) and a body; integers are
+//! big-endian, strings and byte strings are a `u32` length and the bytes,
+//! options a `u8` flag. A snapshot body is a version, the queues, and each
+//! queue's messages. Decoding never panics and never trusts a length: a
+//! body that does not parse whole is an error (the log's CRC makes that a
+//! bug or a disk that lies, never a torn write).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use fila_core::event::{EngineImage, Event, MessageImage, MessageView, QueueImage, Spot};
+use fila_core::{DeadLetter, DeadLetterReason, MessageId, QueueSettings};
+
+/// Record kinds.
+pub mod kind {
+    /// A queue created or changed: id, name, settings.
+    pub const QUEUE_SET: u8 = 1;
+    /// A queue deleted: id.
+    pub const QUEUE_DELETED: u8 = 2;
+    /// A queue or its DLQ purged: id, dlq.
+    pub const PURGED: u8 = 3;
+    /// A message stored, maybe moved from somewhere: from, message.
+    pub const STORED: u8 = 4;
+    /// A message gone: spot.
+    pub const REMOVED: u8 = 5;
+    /// A message deferred or taken back: spot, flag.
+    pub const DEFERRED: u8 = 6;
+    /// A message delivered: spot, count.
+    pub const DELIVERED: u8 = 7;
+}
+
+const SNAPSHOT_VERSION: u32 = 1;
+
+/// A record or snapshot that does not parse.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{what}")]
+pub struct CodecError {
+    /// What is wrong.
+    pub what: &'static str,
+}
+
+fn bad(what: &'static str) -> CodecError {
+    CodecError { what }
+}
+
+/// A decoded record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// See [`Event::QueueSet`].
+    QueueSet {
+        /// Id.
+        queue: u32,
+        /// Name.
+        name: String,
+        /// Settings.
+        settings: QueueSettings,
+    },
+    /// See [`Event::QueueDeleted`].
+    QueueDeleted {
+        /// Id.
+        queue: u32,
+    },
+    /// See [`Event::Purged`].
+    Purged {
+        /// Id.
+        queue: u32,
+        /// The DLQ.
+        dlq: bool,
+    },
+    /// See [`Event::Stored`].
+    Stored {
+        /// The queue it is now in.
+        queue: u32,
+        /// The message.
+        message: MessageImage,
+        /// Where it was.
+        from: Option<Spot>,
+    },
+    /// See [`Event::Removed`].
+    Removed {
+        /// Where it was.
+        at: Spot,
+    },
+    /// See [`Event::Deferred`].
+    Deferred {
+        /// The message.
+        at: Spot,
+        /// Deferred now.
+        deferred: bool,
+    },
+    /// See [`Event::Delivered`].
+    Delivered {
+        /// The message.
+        at: Spot,
+        /// Its count.
+        count: u32,
+    },
+}
+
+// ----- writing ---------------------------------------------------------------
+
+fn u8_(out: &mut Vec<u8>, v: u8) {
+    out.push(v);
+}
+fn u32_(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+fn u64_(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+fn bytes_(out: &mut Vec<u8>, v: &[u8]) {
+    u32_(
+        out,
+        u32::try_from(v.len()).expect("fields are far below 4 GiB"),
+    );
+    out.extend_from_slice(v);
+}
+fn opt_str(out: &mut Vec<u8>, v: Option<&str>) {
+    match v {
+        None => u8_(out, 0),
+        Some(s) => {
+            u8_(out, 1);
+            bytes_(out, s.as_bytes());
+        }
+    }
+}
+fn spot(out: &mut Vec<u8>, s: &Spot) {
+    u32_(out, s.queue);
+    u8_(out, u8::from(s.dlq));
+    u64_(out, s.seq);
+}
+
+fn settings(out: &mut Vec<u8>, s: &QueueSettings) {
+    u64_(out, s.visibility_timeout_ms);
+    u32_(out, s.max_deliveries);
+    u64_(out, s.retention_ms);
+    u32_(out, s.max_message_bytes);
+    u64_(out, s.receive_wait_default_ms);
+    u8_(out, u8::from(s.dead_letter_on_expiration));
+    opt_str(out, s.dead_letter_target.as_deref());
+    u64_(out, s.max_messages);
+    u64_(out, s.max_bytes);
+    u8_(out, s.channel_capacity_pct);
+}
+
+/// The parts of a message both records and snapshots carry.
+struct MessageParts<'a> {
+    at: Spot,
+    id: Option<MessageId>,
+    payload: &'a [u8],
+    attributes: Option<&'a [(Box<str>, Box<str>)]>,
+    channel: Option<&'a str>,
+    inserted_at_ms: u64,
+    visible_at_ms: u64,
+    expires_at_ms: u64,
+    delivery_count: u32,
+    deferred: bool,
+    dead_letter: Option<&'a DeadLetter>,
+}
+
+fn message(out: &mut Vec<u8>, m: &MessageParts<'_>) {
+    spot(out, &m.at);
+    match m.id {
+        None => u8_(out, 0),
+        Some(id) => {
+            u8_(out, 1);
+            out.extend_from_slice(&id.0.to_be_bytes());
+        }
+    }
+    u64_(out, m.inserted_at_ms);
+    u64_(out, m.visible_at_ms);
+    u64_(out, m.expires_at_ms);
+    u32_(out, m.delivery_count);
+    u8_(out, u8::from(m.deferred));
+    opt_str(out, m.channel);
+    let attributes = m.attributes.unwrap_or(&[]);
+    u32_(out, attributes.len() as u32);
+    for (k, v) in attributes {
+        bytes_(out, k.as_bytes());
+        bytes_(out, v.as_bytes());
+    }
+    match m.dead_letter {
+        None => u8_(out, 0),
+        Some(d) => {
+            u8_(out, 1);
+            bytes_(out, d.source_queue.as_bytes());
+            u64_(out, d.at_ms);
+            u32_(out, d.delivery_count);
+            match &d.reason {
+                DeadLetterReason::MaxDeliveries => u8_(out, 0),
+                DeadLetterReason::Expired => u8_(out, 1),
+                DeadLetterReason::Consumer {
+                    reason,
+                    description,
+                } => {
+                    u8_(out, 2);
+                    bytes_(out, reason.as_bytes());
+                    bytes_(out, description.as_bytes());
+                }
+            }
+        }
+    }
+    bytes_(out, m.payload);
+}
+
+fn view_parts<'a>(v: &MessageView<'a>) -> MessageParts<'a> {
+    MessageParts {
+        at: v.at,
+        id: v.id,
+        payload: v.payload,
+        attributes: v.attributes.map(|a| &a[..]),
+        channel: v.channel,
+        inserted_at_ms: v.inserted_at_ms,
+        visible_at_ms: v.visible_at_ms,
+        expires_at_ms: v.expires_at_ms,
+        delivery_count: v.delivery_count,
+        deferred: false,
+        dead_letter: v.dead_letter,
+    }
+}
+
+/// Appends an event's record body to `out`; answers its kind.
+pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
+    match event {
+        Event::QueueSet {
+            queue,
+            name,
+            settings: s,
+        } => {
+            u32_(out, *queue);
+            bytes_(out, name.as_bytes());
+            settings(out, s);
+            kind::QUEUE_SET
+        }
+        Event::QueueDeleted { queue } => {
+            u32_(out, *queue);
+            kind::QUEUE_DELETED
+        }
+        Event::Purged { queue, dlq } => {
+            u32_(out, *queue);
+            u8_(out, u8::from(*dlq));
+            kind::PURGED
+        }
+        Event::Stored { message: m, from } => {
+            match from {
+                None => u8_(out, 0),
+                Some(f) => {
+                    u8_(out, 1);
+                    spot(out, f);
+                }
+            }
+            message(out, &view_parts(m));
+            kind::STORED
+        }
+        Event::Removed { at } => {
+            spot(out, at);
+            kind::REMOVED
+        }
+        Event::Deferred { at, deferred } => {
+            spot(out, at);
+            u8_(out, u8::from(*deferred));
+            kind::DEFERRED
+        }
+        Event::Delivered { at, count } => {
+            spot(out, at);
+            u32_(out, *count);
+            kind::DELIVERED
+        }
+    }
+}
+
+/// A snapshot body of an engine's image.
+pub fn encode_snapshot(image: &EngineImage) -> Vec<u8> {
+    let queues = &image.queues;
+    let bytes: usize = queues
+        .iter()
+        .flat_map(|q| &q.messages)
+        .map(|m| m.payload.len() + 96)
+        .sum();
+    let mut out = Vec::with_capacity(bytes + 16 + queues.len() * 128);
+    u32_(&mut out, SNAPSHOT_VERSION);
+    u32_(&mut out, image.next_queue_id);
+    u64_(&mut out, queues.len() as u64);
+    for q in queues {
+        u32_(&mut out, q.id);
+        bytes_(&mut out, q.name.as_bytes());
+        settings(&mut out, &q.settings);
+        u64_(&mut out, q.next_seq);
+        u64_(&mut out, q.messages.len() as u64);
+        for m in &q.messages {
+            message(
+                &mut out,
+                &MessageParts {
+                    at: Spot {
+                        queue: q.id,
+                        dlq: m.dlq,
+                        seq: m.seq,
+                    },
+                    id: m.id,
+                    payload: &m.payload,
+                    attributes: m.attributes.as_deref(),
+                    channel: m.channel.as_deref(),
+                    inserted_at_ms: m.inserted_at_ms,
+                    visible_at_ms: m.visible_at_ms,
+                    expires_at_ms: m.expires_at_ms,
+                    delivery_count: m.delivery_count,
+                    deferred: m.deferred,
+                    dead_letter: m.dead_letter.as_deref(),
+                },
+            );
+        }
+    }
+    out
+}
+
+// ----- reading ---------------------------------------------------------------
+
+struct Reader<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(data: &'a [u8]) -> Reader<'a> {
+        Reader { data, at: 0 }
+    }
+    fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
+        if self.data.len() - self.at < n {
+            return Err(bad("a field runs past the end"));
+        }
+        let s = &self.data[self.at..self.at + n];
+        self.at += n;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8, CodecError> {
+        Ok(self.take(1)?[0])
+    }
+    fn flag(&mut self) -> Result<bool, CodecError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(bad("a flag is neither 0 nor 1")),
+        }
+    }
+    fn u32(&mut self) -> Result<u32, CodecError> {
+        let mut b = [0; 4];
+        b.copy_from_slice(self.take(4)?);
+        Ok(u32::from_be_bytes(b))
+    }
+    fn u64(&mut self) -> Result<u64, CodecError> {
+        let mut b = [0; 8];
+        b.copy_from_slice(self.take(8)?);
+        Ok(u64::from_be_bytes(b))
+    }
+    fn bytes(&mut self) -> Result<&'a [u8], CodecError> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    fn str(&mut self) -> Result<&'a str, CodecError> {
+        std::str::from_utf8(self.bytes()?).map_err(|_| bad("a string is not UTF-8"))
+    }
+    fn opt_str(&mut self) -> Result<Option<&'a str>, CodecError> {
+        Ok(if self.flag()? {
+            Some(self.str()?)
+        } else {
+            None
+        })
+    }
+    fn spot(&mut self) -> Result<Spot, CodecError> {
+        Ok(Spot {
+            queue: self.u32()?,
+            dlq: self.flag()?,
+            seq: self.u64()?,
+        })
+    }
+    fn settings(&mut self) -> Result<QueueSettings, CodecError> {
+        Ok(QueueSettings {
+            visibility_timeout_ms: self.u64()?,
+            max_deliveries: self.u32()?,
+            retention_ms: self.u64()?,
+            max_message_bytes: self.u32()?,
+            receive_wait_default_ms: self.u64()?,
+            dead_letter_on_expiration: self.flag()?,
+            dead_letter_target: self.opt_str()?.map(str::to_owned),
+            max_messages: self.u64()?,
+            max_bytes: self.u64()?,
+            channel_capacity_pct: self.u8()?,
+        })
+    }
+    /// A message; answers its queue id and image.
+    fn message(&mut self) -> Result<(u32, MessageImage), CodecError> {
+        let at = self.spot()?;
+        let id = if self.flag()? {
+            let mut b = [0; 16];
+            b.copy_from_slice(self.take(16)?);
+            Some(MessageId(u128::from_be_bytes(b)))
+        } else {
+            None
+        };
+        let inserted_at_ms = self.u64()?;
+        let visible_at_ms = self.u64()?;
+        let expires_at_ms = self.u64()?;
+        let delivery_count = self.u32()?;
+        let deferred = self.flag()?;
+        let channel = self.opt_str()?.map(Arc::from);
+        let n = self.u32()? as usize;
+        // Each pair takes at least 8 bytes: never allocate past the data.
+        if n > (self.data.len() - self.at) / 8 {
+            return Err(bad("more attributes than bytes"));
+        }
+        let attributes = if n == 0 {
+            None
+        } else {
+            let mut pairs = Vec::with_capacity(n);
+            for _ in 0..n {
+                let k: Box<str> = self.str()?.into();
+                let v: Box<str> = self.str()?.into();
+                pairs.push((k, v));
+            }
+            Some(Arc::from(pairs))
+        };
+        let dead_letter = if self.flag()? {
+            let source_queue: Arc<str> = Arc::from(self.str()?);
+            let at_ms = self.u64()?;
+            let count = self.u32()?;
+            let reason = match self.u8()? {
+                0 => DeadLetterReason::MaxDeliveries,
+                1 => DeadLetterReason::Expired,
+                2 => DeadLetterReason::Consumer {
+                    reason: self.str()?.to_owned(),
+                    description: self.str()?.to_owned(),
+                },
+                _ => return Err(bad("unknown dead-letter reason")),
+            };
+            Some(Arc::new(DeadLetter {
+                source_queue,
+                at_ms,
+                reason,
+                delivery_count: count,
+            }))
+        } else {
+            None
+        };
+        let payload = self.bytes()?;
+        Ok((
+            at.queue,
+            MessageImage {
+                dlq: at.dlq,
+                seq: at.seq,
+                id,
+                payload: if payload.is_empty() {
+                    Bytes::new()
+                } else {
+                    Bytes::copy_from_slice(payload)
+                },
+                attributes,
+                channel,
+                inserted_at_ms,
+                visible_at_ms,
+                expires_at_ms,
+                delivery_count,
+                deferred,
+                dead_letter,
+            },
+        ))
+    }
+    fn end(&self) -> Result<(), CodecError> {
+        if self.at == self.data.len() {
+            Ok(())
+        } else {
+            Err(bad("bytes left after the last field"))
+        }
+    }
+}
+
+/// Decodes a record body of `kind`.
+pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
+    let mut r = Reader::new(body);
+    let op = match kind {
+        kind::QUEUE_SET => Op::QueueSet {
+            queue: r.u32()?,
+            name: r.str()?.to_owned(),
+            settings: r.settings()?,
+        },
+        kind::QUEUE_DELETED => Op::QueueDeleted { queue: r.u32()? },
+        kind::PURGED => Op::Purged {
+            queue: r.u32()?,
+            dlq: r.flag()?,
+        },
+        kind::STORED => {
+            let from = if r.flag()? { Some(r.spot()?) } else { None };
+            let (queue, message) = r.message()?;
+            Op::Stored {
+                queue,
+                message,
+                from,
+            }
+        }
+        kind::REMOVED => Op::Removed { at: r.spot()? },
+        kind::DEFERRED => Op::Deferred {
+            at: r.spot()?,
+            deferred: r.flag()?,
+        },
+        kind::DELIVERED => Op::Delivered {
+            at: r.spot()?,
+            count: r.u32()?,
+        },
+        _ => return Err(bad("unknown record kind")),
+    };
+    r.end()?;
+    Ok(op)
+}
+
+/// Decodes a snapshot body.
+pub fn decode_snapshot(body: &[u8]) -> Result<EngineImage, CodecError> {
+    let mut r = Reader::new(body);
+    if r.u32()? != SNAPSHOT_VERSION {
+        return Err(bad("unknown snapshot version"));
+    }
+    let next_queue_id = r.u32()?;
+    let queues = r.u64()?;
+    // A queue takes at least 60 bytes.
+    if queues > (body.len() / 60) as u64 {
+        return Err(bad("more queues than bytes"));
+    }
+    let mut out = Vec::with_capacity(queues as usize);
+    for _ in 0..queues {
+        let id = r.u32()?;
+        let name = r.str()?.to_owned();
+        let settings = r.settings()?;
+        let next_seq = r.u64()?;
+        let n = r.u64()?;
+        // A message takes at least 50 bytes.
+        if n > ((body.len() - r.at) / 50) as u64 {
+            return Err(bad("more messages than bytes"));
+        }
+        let mut messages = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let (queue, m) = r.message()?;
+            if queue != id {
+                return Err(bad("a message names another queue"));
+            }
+            messages.push(m);
+        }
+        out.push(QueueImage {
+            id,
+            name,
+            settings,
+            next_seq,
+            messages,
+        });
+    }
+    r.end()?;
+    Ok(EngineImage {
+        next_queue_id,
+        queues: out,
+    })
+}

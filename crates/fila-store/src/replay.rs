@@ -1,0 +1,193 @@
+//! Rebuilding the engine's state from a snapshot and the records after it.
+//!
+//! [`Replay`] holds queues by id and their messages by (sub-queue, sequence
+//! number), and applies records in log order. Every record is idempotent and
+//! a record about something gone does nothing.
+//!
+//! Each shard's records are in the log in the order they were made, but the
+//! writer takes the shards' buffers one after the other, so records of two
+//! shards can be in the log in the opposite order to the one they were made
+//! in. Only one record reaches into another shard: a dead letter forwarded
+//! to a queue of another shard is one `Stored` record in the target's
+//! stream that also removes it from its source. Its put may come later in
+//! the log, so a message moved out of another queue leaves a tombstone, and
+//! a later record storing that very message (same queue id, sub-queue and
+//! sequence number, which are never reused) is the put it overtook: it is
+//! skipped.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use fila_core::event::{EngineImage, MessageImage, QueueImage, Spot};
+use fila_core::QueueSettings;
+
+use crate::codec::Op;
+
+struct Queue {
+    name: String,
+    settings: QueueSettings,
+    next_seq: u64,
+    messages: BTreeMap<(bool, u64), MessageImage>,
+}
+
+/// The state being rebuilt.
+pub struct Replay {
+    queues: HashMap<u32, Queue>,
+    /// Messages moved out of their queue by a record of another queue.
+    moved: HashSet<Spot>,
+    /// Above every queue id seen, deleted ones included.
+    next_queue_id: u32,
+}
+
+impl Default for Replay {
+    /// Nothing yet: queue ids start at 1, as an engine's do.
+    fn default() -> Self {
+        Replay {
+            queues: HashMap::new(),
+            moved: HashSet::new(),
+            next_queue_id: 1,
+        }
+    }
+}
+
+impl Replay {
+    /// Starts from a snapshot.
+    pub fn from_image(image: EngineImage) -> Replay {
+        let mut queues = HashMap::with_capacity(image.queues.len());
+        let mut next_queue_id = image.next_queue_id;
+        for q in image.queues {
+            next_queue_id = next_queue_id.max(q.id.saturating_add(1));
+            queues.insert(
+                q.id,
+                Queue {
+                    name: q.name,
+                    settings: q.settings,
+                    next_seq: q.next_seq,
+                    messages: q
+                        .messages
+                        .into_iter()
+                        .map(|m| ((m.dlq, m.seq), m))
+                        .collect(),
+                },
+            );
+        }
+        Replay {
+            queues,
+            moved: HashSet::new(),
+            next_queue_id,
+        }
+    }
+
+    fn saw_queue(&mut self, id: u32) {
+        self.next_queue_id = self.next_queue_id.max(id.saturating_add(1));
+    }
+
+    fn message(&mut self, at: &Spot) -> Option<&mut MessageImage> {
+        self.queues
+            .get_mut(&at.queue)?
+            .messages
+            .get_mut(&(at.dlq, at.seq))
+    }
+
+    /// Applies one record.
+    pub fn apply(&mut self, op: Op) {
+        match op {
+            Op::QueueSet {
+                queue,
+                name,
+                settings,
+            } => {
+                self.saw_queue(queue);
+                let q = self.queues.entry(queue).or_insert_with(|| Queue {
+                    name: name.clone(),
+                    settings: settings.clone(),
+                    next_seq: 1,
+                    messages: BTreeMap::new(),
+                });
+                q.name = name;
+                q.settings = settings;
+            }
+            Op::QueueDeleted { queue } => {
+                self.saw_queue(queue);
+                self.queues.remove(&queue);
+            }
+            Op::Purged { queue, dlq } => {
+                if let Some(q) = self.queues.get_mut(&queue) {
+                    q.messages.retain(|(d, _), _| *d != dlq);
+                }
+            }
+            Op::Stored {
+                queue,
+                message,
+                from,
+            } => {
+                if let Some(from) = from {
+                    if let Some(q) = self.queues.get_mut(&from.queue) {
+                        q.messages.remove(&(from.dlq, from.seq));
+                    }
+                    if from.queue != queue {
+                        self.moved.insert(from);
+                    }
+                }
+                let at = Spot {
+                    queue,
+                    dlq: message.dlq,
+                    seq: message.seq,
+                };
+                if let Some(q) = self.queues.get_mut(&queue) {
+                    if !message.dlq {
+                        q.next_seq = q.next_seq.max(message.seq + 1);
+                    }
+                    if !self.moved.remove(&at) {
+                        q.messages.insert((message.dlq, message.seq), message);
+                    }
+                }
+            }
+            Op::Removed { at } => {
+                if let Some(q) = self.queues.get_mut(&at.queue) {
+                    q.messages.remove(&(at.dlq, at.seq));
+                }
+            }
+            Op::Deferred { at, deferred } => {
+                if let Some(m) = self.message(&at) {
+                    m.deferred = deferred;
+                }
+            }
+            Op::Delivered { at, count } => {
+                if let Some(m) = self.message(&at) {
+                    m.delivery_count = m.delivery_count.max(count);
+                }
+            }
+        }
+    }
+
+    /// Queues now held.
+    pub fn queue_count(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Messages now held.
+    pub fn message_count(&self) -> usize {
+        self.queues.values().map(|q| q.messages.len()).sum()
+    }
+
+    /// The state as an image, queues by id, messages by sub-queue and
+    /// sequence number.
+    pub fn into_image(self) -> EngineImage {
+        let mut images: Vec<QueueImage> = self
+            .queues
+            .into_iter()
+            .map(|(id, q)| QueueImage {
+                id,
+                name: q.name,
+                settings: q.settings,
+                next_seq: q.next_seq,
+                messages: q.messages.into_values().collect(),
+            })
+            .collect();
+        images.sort_unstable_by_key(|q| q.id);
+        EngineImage {
+            next_queue_id: self.next_queue_id,
+            queues: images,
+        }
+    }
+}

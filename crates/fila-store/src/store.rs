@@ -1,0 +1,391 @@
+//! The store: recovery at start, the writer thread (group commit, sync
+//! modes, snapshots), and the marks a server holds answers on.
+//!
+//! ## Marks
+//! The writer counts the batches it starts and the batches it has made
+//! durable. A record appended before [`Store::mark`] is read is taken by
+//! the batch numbered `mark` or an earlier one (a batch starts by bumping
+//! the count, then takes every buffer), so an answer is safe to send once
+//! [`Store::durable`] reaches the mark read after its request was handled.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use fila_core::Engine;
+use fila_wal::{Log, LogOptions, Storage};
+use tracing::{error, info};
+
+use crate::codec::{decode, decode_snapshot, encode_snapshot};
+use crate::journal::{entries, Journal, ShardSink};
+use crate::replay::Replay;
+use crate::Error;
+
+/// When an acknowledged change is on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncMode {
+    /// Answers wait until their records are synced (group commit).
+    Always,
+    /// Records are written and synced every interval; answers do not wait,
+    /// so a crash loses what was acknowledged in the last interval.
+    Interval(Duration),
+}
+
+/// How the store runs.
+#[derive(Clone, Copy, Debug)]
+pub struct StoreOptions {
+    /// When changes are synced.
+    pub sync: SyncMode,
+    /// Log segment size.
+    pub segment_bytes: u64,
+    /// A snapshot is taken once the log has grown by this many bytes since
+    /// the last one and by more than `compact_ratio` × the live data.
+    pub compact_min_bytes: u64,
+    /// See `compact_min_bytes`.
+    pub compact_ratio: u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            sync: SyncMode::Always,
+            segment_bytes: 64 << 20,
+            compact_min_bytes: 64 << 20,
+            compact_ratio: 2,
+        }
+    }
+}
+
+/// What recovery found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// The snapshot it started from, by LSN.
+    pub snapshot_lsn: Option<u64>,
+    /// Records replayed after it.
+    pub records: usize,
+    /// Bytes of those records.
+    pub record_bytes: u64,
+    /// Queues restored.
+    pub queues: usize,
+    /// Messages restored.
+    pub messages: usize,
+}
+
+/// Reads a data directory's snapshot and log into the state they hold.
+fn recover<S: Storage>(
+    storage: S,
+    segment_bytes: u64,
+) -> Result<(Log<S>, Replay, Recovery), Error> {
+    let (log, recovered) = Log::open(storage, LogOptions { segment_bytes })?;
+    let mut report = Recovery::default();
+    let mut replay = match recovered.snapshot {
+        Some(s) => {
+            report.snapshot_lsn = Some(s.lsn);
+            let images = decode_snapshot(&s.body).map_err(|e| Error::Snapshot {
+                lsn: s.lsn,
+                why: e.what,
+            })?;
+            Replay::from_image(images)
+        }
+        None => Replay::default(),
+    };
+    for rec in recovered.records {
+        report.records += 1;
+        report.record_bytes += rec.body.len() as u64 + fila_wal::record::RECORD_HEADER as u64;
+        let op = decode(rec.kind, &rec.body).map_err(|e| Error::Record {
+            lsn: rec.lsn,
+            why: e.what,
+        })?;
+        replay.apply(op);
+    }
+    report.queues = replay.queue_count();
+    report.messages = replay.message_count();
+    Ok((log, replay, report))
+}
+
+/// Checks a data directory without changing it: the snapshot and every
+/// record must read back whole. Give it a storage that discards writes
+/// (a torn tail would be cut on a real start).
+pub fn check<S: Storage>(storage: S) -> Result<Recovery, Error> {
+    recover(storage, LogOptions::default().segment_bytes).map(|(_, _, report)| report)
+}
+
+struct Shared {
+    journal: Arc<Journal>,
+    started: AtomicU64,
+    completed: AtomicU64,
+    stop: AtomicBool,
+    failed: AtomicBool,
+}
+
+/// A running store.
+pub struct Store<S: Storage + 'static> {
+    shared: Arc<Shared>,
+    engine: Arc<Engine>,
+    writer: Option<JoinHandle<S>>,
+    sync: SyncMode,
+}
+
+impl<S: Storage + 'static> std::fmt::Debug for Store<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("sync", &self.sync)
+            .field("durable", &self.durable())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Called by the writer: after each batch is durable, and once if the log
+/// fails (then nothing more becomes durable).
+pub struct Hooks {
+    /// A batch is durable: [`Store::durable`] moved.
+    pub durable: Box<dyn Fn() + Send + Sync>,
+    /// Writing or syncing failed: the store accepts nothing more.
+    pub fatal: Box<dyn Fn(&Error) + Send + Sync>,
+}
+
+impl Default for Hooks {
+    fn default() -> Self {
+        Hooks {
+            durable: Box::new(|| {}),
+            fatal: Box::new(|_| {}),
+        }
+    }
+}
+
+impl<S: Storage + 'static> Store<S> {
+    /// Recovers what `storage` holds into `engine` (which must be empty),
+    /// then logs every later change of it.
+    pub fn open(
+        storage: S,
+        engine: Arc<Engine>,
+        options: StoreOptions,
+        hooks: Hooks,
+    ) -> Result<(Store<S>, Recovery), Error> {
+        let began = Instant::now();
+        info!(storage = %storage.describe("."), "recovering");
+        let (log, replay, report) = recover(storage, options.segment_bytes)?;
+        engine.restore(replay.into_image())?;
+        info!(
+            snapshot_lsn = ?report.snapshot_lsn,
+            records = report.records,
+            queues = report.queues,
+            messages = report.messages,
+            elapsed_ms = began.elapsed().as_millis() as u64,
+            "recovered"
+        );
+        let journal = Arc::new(Journal::new(engine.shard_count()));
+        for shard in 0..engine.shard_count() {
+            engine.set_journal(
+                shard,
+                Some(Box::new(ShardSink {
+                    journal: journal.clone(),
+                    shard,
+                })),
+            );
+        }
+        let shared = Arc::new(Shared {
+            journal,
+            started: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+        });
+        let writer = Writer {
+            shared: shared.clone(),
+            engine: engine.clone(),
+            log,
+            options,
+            hooks,
+            since_snapshot: report.record_bytes,
+            spare: Vec::new(),
+        };
+        let handle = std::thread::Builder::new()
+            .name("fila-wal-writer".into())
+            .spawn(move || writer.run())
+            .map_err(|source| Error::Thread { source })?;
+        shared.journal.set_writer(handle.thread().clone());
+        Ok((
+            Store {
+                shared,
+                engine,
+                writer: Some(handle),
+                sync: options.sync,
+            },
+            report,
+        ))
+    }
+
+    /// The sync mode.
+    pub fn sync(&self) -> SyncMode {
+        self.sync
+    }
+
+    /// The mark to hold an answer on: read it after the request was
+    /// handled; the answer may go once [`Store::durable`] reaches it.
+    pub fn mark(&self) -> u64 {
+        self.shared.started.load(Ordering::SeqCst) + 1
+    }
+
+    /// Batches durable so far.
+    pub fn durable(&self) -> u64 {
+        self.shared.completed.load(Ordering::SeqCst)
+    }
+
+    /// Bytes of records waiting for the writer.
+    pub fn backlog_bytes(&self) -> u64 {
+        self.shared.journal.buffered()
+    }
+
+    /// Whether the log failed (nothing more becomes durable).
+    pub fn failed(&self) -> bool {
+        self.shared.failed.load(Ordering::Acquire)
+    }
+
+    /// Writes and syncs what is buffered (unless the log failed), stops
+    /// the writer and detaches the engine from the log. Answers the
+    /// storage (tests crash it).
+    pub fn stop(mut self) -> Option<S> {
+        self.stop_writer()
+    }
+
+    fn stop_writer(&mut self) -> Option<S> {
+        let handle = self.writer.take()?;
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.journal.wake();
+        let storage = handle.join().ok();
+        for shard in 0..self.engine.shard_count() {
+            self.engine.set_journal(shard, None);
+        }
+        storage
+    }
+}
+
+impl<S: Storage + 'static> Drop for Store<S> {
+    fn drop(&mut self) {
+        self.stop_writer();
+    }
+}
+
+struct Writer<S: Storage> {
+    shared: Arc<Shared>,
+    engine: Arc<Engine>,
+    log: Log<S>,
+    options: StoreOptions,
+    hooks: Hooks,
+    /// Record bytes written since the last snapshot.
+    since_snapshot: u64,
+    spare: Vec<u8>,
+}
+
+impl<S: Storage> Writer<S> {
+    fn run(mut self) -> S {
+        let mut next_sync = Instant::now();
+        loop {
+            let stopping = self.wait(&mut next_sync);
+            if let Err(e) = self.batch() {
+                self.shared.failed.store(true, Ordering::Release);
+                error!(error = %e, "the log failed: nothing more is acknowledged");
+                (self.hooks.fatal)(&e);
+                // Nothing more is written; wait to be stopped.
+                while !self.shared.stop.load(Ordering::Acquire) {
+                    std::thread::park_timeout(Duration::from_millis(100));
+                }
+                return self.log.into_storage();
+            }
+            if stopping && self.shared.journal.buffered() == 0 {
+                return self.log.into_storage();
+            }
+        }
+    }
+
+    /// Waits for work (or the interval); answers whether to stop after
+    /// this batch.
+    fn wait(&mut self, next_sync: &mut Instant) -> bool {
+        let journal = &self.shared.journal;
+        loop {
+            let stopping = self.shared.stop.load(Ordering::Acquire);
+            match self.options.sync {
+                SyncMode::Always => {
+                    if journal.take_signal() || stopping {
+                        return stopping;
+                    }
+                    std::thread::park_timeout(Duration::from_millis(100));
+                }
+                SyncMode::Interval(every) => {
+                    let now = Instant::now();
+                    if now >= *next_sync || stopping {
+                        *next_sync = now + every;
+                        journal.take_signal();
+                        return stopping;
+                    }
+                    std::thread::park_timeout(*next_sync - now);
+                }
+            }
+        }
+    }
+
+    /// Takes every shard's buffer into the log's pending batch.
+    fn drain(&mut self) -> Result<(), Error> {
+        let journal = self.shared.journal.clone();
+        for shard in 0..journal.shards() {
+            let mut data = std::mem::take(&mut self.spare);
+            data.clear();
+            journal.take(shard, &mut data);
+            for (kind, body) in entries(&data) {
+                self.log.append(kind, body)?;
+                self.since_snapshot += (body.len() + fila_wal::record::RECORD_HEADER) as u64;
+            }
+            data.clear();
+            if data.capacity() > 8 << 20 {
+                data = Vec::new();
+            }
+            self.spare = data;
+        }
+        Ok(())
+    }
+
+    fn batch(&mut self) -> Result<(), Error> {
+        let threshold = self
+            .options
+            .compact_min_bytes
+            .max(self.options.compact_ratio * self.engine.stored_bytes());
+        let number = self.shared.started.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut snapshot = None;
+        if self.since_snapshot >= threshold {
+            // A consistent cut: every shard held while the buffers are
+            // taken and the state copied, so the snapshot is exactly the
+            // state after the records up to `lsn`.
+            let mut drained = Ok(());
+            let mut lsn = 0;
+            let engine = self.engine.clone();
+            let images = engine.export(|| {
+                drained = self.drain();
+                lsn = self.log.next_lsn() - 1;
+            });
+            drained?;
+            snapshot = images.map(|images| (lsn, images));
+        }
+        if snapshot.is_none() {
+            self.drain()?;
+        }
+        self.log.commit()?;
+        self.shared.completed.store(number, Ordering::SeqCst);
+        (self.hooks.durable)();
+        if let Some((lsn, images)) = snapshot {
+            let began = Instant::now();
+            let body = encode_snapshot(&images);
+            drop(images);
+            self.log.snapshot(lsn, &body)?;
+            info!(
+                lsn,
+                bytes = body.len(),
+                elapsed_ms = began.elapsed().as_millis() as u64,
+                "snapshot written; the log before it is deleted"
+            );
+            self.since_snapshot = 0;
+        }
+        Ok(())
+    }
+}
