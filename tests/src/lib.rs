@@ -1,16 +1,52 @@
 //! End-to-end test support: a real fila server on 127.0.0.1 with an
-//! ephemeral port, stopped when dropped.
+//! ephemeral port and a data directory of its own, stopped (and the
+//! directory removed) when dropped.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use fila_client::{Client, ClientOptions};
 use fila_server::{Config, Server};
 
+/// A directory under the system's temporary directory, removed when
+/// dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A new, empty directory named for `what`, this process and a counter.
+    pub fn new(what: &str) -> TempDir {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "fila-{what}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        TempDir(dir)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A server for one test.
 pub struct TestServer {
     server: Option<Server>,
+    config: Config,
     /// Its protocol address.
     pub addr: SocketAddr,
+    /// Its data directory (declared last: removed after the server stops).
+    pub data: TempDir,
 }
 
 impl TestServer {
@@ -19,24 +55,40 @@ impl TestServer {
         TestServer::with(|_| {})
     }
 
-    /// Like [`TestServer::start`], with changes to the config.
+    /// Like [`TestServer::start`], with changes to the config (durable,
+    /// `sync = always`, unless the change says otherwise).
     pub fn with(change: impl FnOnce(&mut Config)) -> TestServer {
+        let data = TempDir::new("data");
         let mut config = Config {
             listen: "127.0.0.1:0".parse().expect("addr"),
             metrics_listen: Some("127.0.0.1:0".parse().expect("addr")),
             shards: 2,
             event_loops: 2,
             log: "warn".into(),
+            data_dir: data.path().to_owned(),
             ..Config::default()
         };
         change(&mut config);
         config.validate().expect("a valid test config");
-        let server = Server::start(config).expect("the server starts");
+        let server = Server::start(config.clone()).expect("the server starts");
         let addr = server.local_addr();
         TestServer {
             server: Some(server),
+            config,
             addr,
+            data,
         }
+    }
+
+    /// Stops the server gracefully and starts a new one on the same data
+    /// directory and config (its address may change).
+    pub fn restart(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.stop();
+        }
+        let server = Server::start(self.config.clone()).expect("the server restarts");
+        self.addr = server.local_addr();
+        self.server = Some(server);
     }
 
     /// A connected client.

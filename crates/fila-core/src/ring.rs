@@ -218,7 +218,7 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            if x % 3 == 0 {
+            if x.is_multiple_of(3) {
                 assert_eq!(r.pop(), model.pop_front());
             } else {
                 r.push_or_grow(i);

@@ -2,7 +2,7 @@
 //! overriding the one before.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -75,6 +75,50 @@ pub struct Config {
     pub log: String,
     /// Access tokens; empty means no authentication, loopback only.
     pub tokens: TokenTable,
+    /// Where the log and snapshots live.
+    pub data_dir: PathBuf,
+    /// When a change is on disk (docs/durability.md).
+    pub sync: Sync,
+    /// With `sync = "interval"`: how often the log is synced, ms.
+    pub sync_interval_ms: u64,
+}
+
+/// When a change is on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sync {
+    /// Every answer that changed something waits for its records to be
+    /// synced (group commit).
+    Always,
+    /// The log is synced every `sync_interval_ms`; answers do not wait.
+    Interval,
+    /// Nothing is written: a restart loses everything.
+    None,
+}
+
+impl Sync {
+    fn parse(field: &str, v: &str) -> Result<Sync, ConfigError> {
+        match v {
+            "always" => Ok(Sync::Always),
+            "interval" => Ok(Sync::Interval),
+            "none" => Ok(Sync::None),
+            _ => Err(ConfigError::Invalid(format!(
+                "{field}: {v:?} is not one of always, interval, none"
+            ))),
+        }
+    }
+}
+
+/// The data directory when none is configured: `$XDG_DATA_HOME/fila`, else
+/// `$HOME/.local/share/fila`, else `./fila-data`.
+pub fn default_data_dir() -> PathBuf {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(d) = var("XDG_DATA_HOME") {
+        return PathBuf::from(d).join("fila");
+    }
+    if let Some(h) = var("HOME") {
+        return PathBuf::from(h).join(".local/share/fila");
+    }
+    PathBuf::from("fila-data")
 }
 
 fn cores() -> usize {
@@ -116,6 +160,9 @@ impl Default for Config {
             metrics_public: false,
             log: "info".into(),
             tokens: TokenTable::default(),
+            data_dir: default_data_dir(),
+            sync: Sync::Always,
+            sync_interval_ms: 100,
         }
     }
 }
@@ -140,6 +187,9 @@ struct FileConfig {
     metrics_max_queues: Option<usize>,
     metrics_public: Option<bool>,
     log: Option<String>,
+    data_dir: Option<String>,
+    sync: Option<String>,
+    sync_interval_ms: Option<u64>,
     #[serde(default)]
     tokens: Vec<FileToken>,
 }
@@ -246,6 +296,15 @@ impl Config {
         if let Some(v) = f.log {
             self.log = v;
         }
+        if let Some(v) = f.data_dir {
+            self.data_dir = PathBuf::from(v);
+        }
+        if let Some(v) = f.sync {
+            self.sync = Sync::parse("sync", &v)?;
+        }
+        if let Some(v) = f.sync_interval_ms {
+            self.sync_interval_ms = v;
+        }
         for t in f.tokens {
             if t.token.trim().is_empty() {
                 return Err(ConfigError::Invalid(
@@ -346,6 +405,12 @@ impl Config {
                 }
                 "--metrics-public" => self.metrics_public = true,
                 "--log" => self.log = value("--log")?,
+                "--data-dir" => self.data_dir = PathBuf::from(value("--data-dir")?),
+                "--sync" => self.sync = Sync::parse("--sync", &value("--sync")?)?,
+                "--sync-interval-ms" => {
+                    self.sync_interval_ms =
+                        number("--sync-interval-ms", value("--sync-interval-ms")?)?
+                }
                 other => {
                     return Err(ConfigError::Invalid(format!(
                         "unknown flag {other:?} (see fila-server --help)"
@@ -401,6 +466,17 @@ impl Config {
                 "max_output_bytes must be at least {} (room for two of the largest answers)",
                 crate::server::OUTPUT_BYTES_MIN
             )));
+        }
+        if self.sync == Sync::Interval && !(1..=60_000).contains(&self.sync_interval_ms) {
+            return Err(ConfigError::Invalid(format!(
+                "sync_interval_ms must be 1..=60000 (got {})",
+                self.sync_interval_ms
+            )));
+        }
+        if self.sync != Sync::None && self.data_dir.as_os_str().is_empty() {
+            return Err(ConfigError::Invalid(
+                "data_dir: a durable server needs a directory (or sync = \"none\")".into(),
+            ));
         }
         let bounded = [
             ("shutdown_grace_secs", self.shutdown_grace_secs, 3_600),
@@ -480,6 +556,16 @@ with one shard and one event loop per core. Flags override the file.
   --max-queues N            queues on the server             [100000]
   --metrics-max-queues N    queues listed one by one in /metrics [1000]
   --metrics-public          serve /metrics off loopback without a token
+  --data-dir DIR            where the log and snapshots live
+                            [$XDG_DATA_HOME/fila, ~/.local/share/fila,
+                            or ./fila-data]
+  --sync MODE               always: an answer waits until its change is
+                            on disk (group commit); interval: the log is
+                            synced every --sync-interval-ms and answers
+                            do not wait; none: memory only  [always]
+  --sync-interval-ms N      with --sync interval          [100]
+  --check-data DIR          check a data directory and exit (0: it
+                            would start; 1: it would not, and why)
   --log FILTER              log filter              [info]
   --help, --version
 ";

@@ -8,6 +8,11 @@
 //! request is routed to the shard that owns its queue by the engine itself,
 //! with no lock but that shard's.
 //!
+//! With a log (`sync = always` or `interval`, docs/durability.md) it opens
+//! and locks the data directory, recovers it into the engine before it
+//! listens, and holds each answer that changed something until the log is
+//! durable up to it (`fila-store` does the logging).
+//!
 //! It also owns every limit a client meets on the way in: connections,
 //! frame size (smaller before authentication), work per turn of an event
 //! loop, output room per connection (including the room parked receives
@@ -29,8 +34,18 @@ mod dispatch;
 pub mod metrics;
 mod server;
 
-pub use config::{Config, ConfigError, HELP};
+pub use config::{default_data_dir, Config, ConfigError, Sync, HELP};
 pub use server::{
-    Server, StopHandle, ANSWER_ROOM_MIN, AUTH_FAILURES_MAX, FRAMES_PER_TURN, OUTPUT_BYTES_MIN,
-    PREAUTH_FRAME_MAX, READ_BYTES_PER_TURN, SMALL_ANSWER_ROOM,
+    Server, StartError, StopHandle, ANSWER_ROOM_MIN, AUTH_FAILURES_MAX, FRAMES_PER_TURN,
+    LOG_BACKLOG_MAX, OUTPUT_BYTES_MIN, PREAUTH_FRAME_MAX, READ_BYTES_PER_TURN, SMALL_ANSWER_ROOM,
 };
+
+/// Checks a data directory without starting a server or changing it:
+/// answers what a start would recover, or why it would refuse.
+pub fn check_data(dir: &std::path::Path) -> Result<fila_store::Recovery, String> {
+    if !dir.is_dir() {
+        return Err(format!("{}: not a directory", dir.display()));
+    }
+    let storage = fila_wal::FsStorage::new(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    fila_store::check(storage).map_err(|e| format!("{}: {e}", dir.display()))
+}

@@ -2,7 +2,8 @@
 //!
 //! A panic on any thread (an event loop, the ticker, the metrics endpoint)
 //! is a bug that may have left state half-changed: the process prints it
-//! and exits with status 70 rather than go on half alive.
+//! and exits with status 70 rather than go on half alive. A failed write or
+//! sync of the log stops the server with status 74.
 
 use fila_server::{Config, Server, HELP};
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -18,6 +19,29 @@ fn main() {
     if args.iter().any(|a| a == "--version" || a == "-V") {
         println!("fila-server {}", env!("CARGO_PKG_VERSION"));
         return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--check-data") {
+        let Some(dir) = args.get(i + 1) else {
+            eprintln!("fila-server: --check-data needs a directory");
+            std::process::exit(2);
+        };
+        match fila_server::check_data(std::path::Path::new(dir)) {
+            Ok(r) => {
+                println!(
+                    "{dir}: ok: snapshot at LSN {}, {} records after it ({} bytes), {} queues, {} messages",
+                    r.snapshot_lsn.map_or("none".to_string(), |l| l.to_string()),
+                    r.records,
+                    r.record_bytes,
+                    r.queues,
+                    r.messages
+                );
+                return;
+            }
+            Err(e) => {
+                eprintln!("fila-server: {e}");
+                std::process::exit(1);
+            }
+        }
     }
     let config = match Config::from_args(&args) {
         Ok(c) => c,
@@ -48,7 +72,7 @@ fn main() {
     let server = match Server::start(config.clone()) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("fila-server: cannot listen on {}: {e}", config.listen);
+            eprintln!("fila-server: {e}");
             std::process::exit(1);
         }
     };
@@ -64,5 +88,8 @@ fn main() {
             stop.stop();
         }
     });
-    server.wait();
+    if let Some(why) = server.wait() {
+        eprintln!("fila-server: {why}");
+        std::process::exit(74);
+    }
 }

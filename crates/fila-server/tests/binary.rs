@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 /// A running `fila-server` process, killed when dropped.
 struct Child {
     child: std::process::Child,
+    /// Its `XDG_DATA_HOME`, so its default data directory is its own.
+    data: std::path::PathBuf,
     addr: String,
     /// Log lines up to the listening line.
     log: Vec<String>,
@@ -19,7 +21,21 @@ impl Drop for Child {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.data);
     }
+}
+
+/// A fresh `XDG_DATA_HOME` for one spawned server.
+fn data_home() -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "fila-bin-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 const ARGS: [&str; 8] = [
@@ -41,11 +57,13 @@ fn spawn(prefix: &str, extra: &[&str], env: &[(&str, &str)]) -> Child {
         // ${N}: sh reads $10 as $1 followed by 0.
         cmd.push_str(&format!(" \"${{{}}}\"", i + 1));
     }
+    let data = data_home();
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(cmd)
         .arg(env!("CARGO_BIN_EXE_fila-server"))
         .args(ARGS.iter().chain(extra))
+        .env("XDG_DATA_HOME", &data)
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -69,6 +87,7 @@ fn spawn(prefix: &str, extra: &[&str], env: &[(&str, &str)]) -> Child {
             let addr = rest.split_whitespace().next().unwrap().to_owned();
             return Child {
                 child,
+                data,
                 addr,
                 log,
                 lines: rx,
@@ -81,6 +100,7 @@ fn spawn(prefix: &str, extra: &[&str], env: &[(&str, &str)]) -> Child {
         let _ = stderr.read_to_string(&mut err);
     }
     let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&data);
     panic!("no listening line with the address: {log:?} {err}");
 }
 

@@ -62,6 +62,14 @@ impl Journal {
         }
     }
 
+    /// Makes sure the writer runs another batch (an empty one costs no
+    /// sync): a mark taken now is then reached.
+    pub(crate) fn ensure_batch(&self) {
+        if !self.signalled.load(Ordering::Acquire) {
+            self.wake();
+        }
+    }
+
     /// Bytes waiting in the buffers.
     pub(crate) fn buffered(&self) -> u64 {
         self.buffered

@@ -3,10 +3,13 @@
 //!
 //! ## Marks
 //! The writer counts the batches it starts and the batches it has made
-//! durable. A record appended before [`Store::mark`] is read is taken by
+//! durable. A record appended before [`Marks::mark`] is read is taken by
 //! the batch numbered `mark` or an earlier one (a batch starts by bumping
 //! the count, then takes every buffer), so an answer is safe to send once
-//! [`Store::durable`] reaches the mark read after its request was handled.
+//! [`Marks::durable`] reaches the mark read after its request was handled.
+//! Reading a mark wakes the writer if it is idle, so batch `mark` comes
+//! even when the records were taken by the batch before (it is then empty
+//! and syncs nothing).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -105,10 +108,85 @@ fn recover<S: Storage>(
 }
 
 /// Checks a data directory without changing it: the snapshot and every
-/// record must read back whole. Give it a storage that discards writes
-/// (a torn tail would be cut on a real start).
+/// record must read back whole (a torn tail, which a start would cut, is
+/// left as it is).
 pub fn check<S: Storage>(storage: S) -> Result<Recovery, Error> {
-    recover(storage, LogOptions::default().segment_bytes).map(|(_, _, report)| report)
+    recover(ReadOnly(storage), LogOptions::default().segment_bytes).map(|(_, _, report)| report)
+}
+
+/// A storage whose writes do nothing: what [`check`] reads through.
+struct ReadOnly<S>(S);
+
+impl<S: Storage> Storage for ReadOnly<S> {
+    fn list(&self) -> std::io::Result<Vec<String>> {
+        self.0.list()
+    }
+    fn read(&self, name: &str) -> std::io::Result<Vec<u8>> {
+        self.0.read(name)
+    }
+    fn create(&mut self, _: &str) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn append(&mut self, _: &str, _: &[u8]) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn sync(&mut self, _: &str) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn sync_dir(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn truncate(&mut self, _: &str, _: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn remove(&mut self, _: &str) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn rename(&mut self, _: &str, _: &str) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn describe(&self, name: &str) -> String {
+        self.0.describe(name)
+    }
+}
+
+/// What an event loop needs of a running store, cheap to clone: the marks
+/// answers are held on, and the writer's backlog.
+#[derive(Clone)]
+pub struct Marks(Arc<Shared>);
+
+impl std::fmt::Debug for Marks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Marks")
+            .field("durable", &self.durable())
+            .finish()
+    }
+}
+
+impl Marks {
+    /// The mark to hold an answer on: read it after the request was
+    /// handled; the answer may go once [`Marks::durable`] reaches it. The
+    /// writer is woken if it is idle, so that batch comes.
+    pub fn mark(&self) -> u64 {
+        let mark = self.0.started.load(Ordering::SeqCst) + 1;
+        self.0.journal.ensure_batch();
+        mark
+    }
+
+    /// Batches durable so far.
+    pub fn durable(&self) -> u64 {
+        self.0.completed.load(Ordering::SeqCst)
+    }
+
+    /// Bytes of records waiting for the writer.
+    pub fn backlog_bytes(&self) -> u64 {
+        self.0.journal.buffered()
+    }
+
+    /// Whether the log failed (nothing more becomes durable).
+    pub fn failed(&self) -> bool {
+        self.0.failed.load(Ordering::Acquire)
+    }
 }
 
 struct Shared {
@@ -222,25 +300,14 @@ impl<S: Storage + 'static> Store<S> {
         self.sync
     }
 
-    /// The mark to hold an answer on: read it after the request was
-    /// handled; the answer may go once [`Store::durable`] reaches it.
-    pub fn mark(&self) -> u64 {
-        self.shared.started.load(Ordering::SeqCst) + 1
+    /// The marks answers are held on.
+    pub fn marks(&self) -> Marks {
+        Marks(self.shared.clone())
     }
 
     /// Batches durable so far.
     pub fn durable(&self) -> u64 {
-        self.shared.completed.load(Ordering::SeqCst)
-    }
-
-    /// Bytes of records waiting for the writer.
-    pub fn backlog_bytes(&self) -> u64 {
-        self.shared.journal.buffered()
-    }
-
-    /// Whether the log failed (nothing more becomes durable).
-    pub fn failed(&self) -> bool {
-        self.shared.failed.load(Ordering::Acquire)
+        self.marks().durable()
     }
 
     /// Writes and syncs what is buffered (unless the log failed), stops

@@ -179,7 +179,7 @@ impl SimDisk {
         self.ops_left = None;
         let names: Vec<String> = self.files.keys().cloned().collect();
         for name in names {
-            let keep_entry = self.next() % 2 == 0;
+            let keep_entry = self.next().is_multiple_of(2);
             let roll = self.next();
             let f = self.files.get_mut(&name).expect("listed");
             if !f.entry_synced && !keep_entry {
@@ -203,7 +203,7 @@ impl SimDisk {
         }
         let removed = std::mem::take(&mut self.removed);
         for (name, mut f) in removed {
-            if self.next() % 2 == 0 && !self.files.contains_key(&name) {
+            if self.next().is_multiple_of(2) && !self.files.contains_key(&name) {
                 f.data.truncate(f.synced);
                 f.entry_synced = true;
                 self.files.insert(name, f);

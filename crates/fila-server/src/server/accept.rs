@@ -162,6 +162,8 @@ impl Loop {
             generation: self.generation,
             input: BytesMut::new(),
             output: BytesMut::new(),
+            sendable: 0,
+            held: VecDeque::new(),
             token: None,
             unauthenticated,
             auth_failures: 0,

@@ -18,6 +18,11 @@ pub(super) struct Conn {
     pub(super) generation: u64,
     pub(super) input: BytesMut,
     pub(super) output: BytesMut,
+    /// The first bytes of `output` that may be written; the rest are
+    /// answers held until the log is durable up to their marks.
+    pub(super) sendable: usize,
+    /// Held regions of `output` after `sendable`, in order: bytes and mark.
+    pub(super) held: VecDeque<(usize, u64)>,
     pub(super) token: Option<TokenId>,
     /// Counted in this loop's `unauthenticated` (tokens configured, no
     /// successful auth yet).
@@ -41,6 +46,33 @@ pub(super) struct Conn {
 }
 
 impl Conn {
+    /// Counts `len` bytes just appended to the output: held on `mark`, or
+    /// behind an answer already held (answers keep their order), or free
+    /// to go.
+    pub(super) fn appended(&mut self, len: usize, mark: Option<u64>) {
+        match (self.held.back_mut(), mark) {
+            (Some(last), Some(m)) if last.1 == m => last.0 += len,
+            (Some(last), None) => last.0 += len,
+            (_, Some(m)) => self.held.push_back((len, m)),
+            (None, None) => self.sendable += len,
+        }
+    }
+
+    /// Lets out the held regions whose mark is durable; answers whether
+    /// any was.
+    pub(super) fn release(&mut self, durable: u64) -> bool {
+        let mut any = false;
+        while let Some(&(len, mark)) = self.held.front() {
+            if mark > durable {
+                break;
+            }
+            self.held.pop_front();
+            self.sendable += len;
+            any = true;
+        }
+        any
+    }
+
     pub(super) fn room(&self, max_output: usize) -> usize {
         max_output.saturating_sub(self.output.len() + self.reserved)
     }
@@ -173,6 +205,11 @@ impl Loop {
                 conn.read_paused = true;
                 return Stop::Throttled;
             }
+            if self.log_full(slot) {
+                // Answered once the log writer has caught up.
+                return Stop::Throttled;
+            }
+            let conn = self.conns[slot].as_mut().expect("open");
             let authenticated = !need_auth || conn.token.is_some();
             let max_frame = if authenticated {
                 self.shared.config.max_frame_bytes
@@ -228,7 +265,8 @@ impl Loop {
                         matches!(response, Response::Error(_)),
                     );
                 }
-                self.respond(slot, opcode, header.request_id, &response);
+                let mark = self.hold_mark(opcode);
+                self.respond_held(slot, opcode, header.request_id, &response, mark);
             } else if let Ok(op) = proto::Opcode::from_u8(opcode) {
                 self.shared.metrics.record(op, started.elapsed(), false);
             }
@@ -254,10 +292,29 @@ impl Loop {
         request_id: u64,
         response: &Response,
     ) {
+        self.respond_held(slot, opcode, request_id, response, None);
+    }
+
+    /// [`Loop::respond`], the answer held until the log is durable up to
+    /// `mark` when there is one.
+    pub(super) fn respond_held(
+        &mut self,
+        slot: usize,
+        opcode: u8,
+        request_id: u64,
+        response: &Response,
+        mark: Option<u64>,
+    ) {
         if let Some(conn) = self.conns[slot].as_mut() {
+            let before = conn.output.len();
             response.encode(opcode, request_id, &mut conn.output);
+            conn.appended(conn.output.len() - before, mark);
             let held = conn.output.len() + conn.reserved;
+            let holding = !conn.held.is_empty();
             self.note_held(held);
+            if holding {
+                self.note_holding(slot);
+            }
         }
     }
 
@@ -290,7 +347,7 @@ impl Loop {
             self.close(slot, "closed once its answers were written");
             return;
         }
-        let want_write = !conn.output.is_empty();
+        let want_write = conn.sendable > 0;
         if want_write != conn.writable_interest {
             let interest = if want_write {
                 Interest::READABLE | Interest::WRITABLE
@@ -311,14 +368,15 @@ impl Loop {
         let Some(conn) = self.conns[slot].as_mut() else {
             return false;
         };
-        while !conn.output.is_empty() {
-            match conn.stream.write(&conn.output) {
+        while conn.sendable > 0 {
+            match conn.stream.write(&conn.output[..conn.sendable]) {
                 Ok(0) => {
                     self.close(slot, "write returned 0");
                     return false;
                 }
                 Ok(n) => {
                     let _ = conn.output.split_to(n);
+                    conn.sendable -= n;
                 }
                 Err(e) if would_block(&e) => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

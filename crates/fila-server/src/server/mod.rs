@@ -31,7 +31,7 @@ use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -42,15 +42,17 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use tracing::{debug, info, warn};
 
 use crate::auth::TokenId;
-use crate::config::Config;
+use crate::config::{Config, Sync};
 use crate::dispatch::{self, error, Caller, Outcome};
 use crate::metrics::{Metrics, MetricsEndpoint};
 
 mod accept;
 mod conn;
+mod durable;
 
 use accept::open_files_limit;
 use conn::{Conn, Parked};
+pub use durable::{StartError, LOG_BACKLOG_MAX};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
@@ -96,8 +98,17 @@ enum Inbox {
 struct Shared {
     config: Config,
     engine: Arc<Engine>,
+    /// The log's marks, when there is a log.
+    marks: Option<fila_store::Marks>,
+    /// Answers that changed something wait for the log (`sync = always`).
+    hold: bool,
+    /// Per loop: it holds answers or connections for the log and wants a
+    /// wake-up when a batch is durable.
+    waiting: Arc<Vec<AtomicBool>>,
+    /// The log failed: why (the server stops).
+    fatal: Arc<Mutex<Option<String>>>,
     metrics: Arc<Metrics>,
-    stopping: AtomicBool,
+    stopping: Arc<AtomicBool>,
     connections: AtomicU64,
     /// Receives parked on the whole server.
     parked: AtomicU64,
@@ -132,11 +143,18 @@ struct Loop {
     scratch: Vec<u8>,
     /// The most answer bytes one of this loop's connections has held.
     high_water: usize,
+    /// Connections with answers held for the log.
+    holding: Vec<usize>,
+    /// Connections that stopped reading while the log's backlog is full.
+    log_paused: Vec<usize>,
 }
 
 /// A running server.
 pub struct Server {
     local_addr: SocketAddr,
+    store: Option<fila_store::Store<fila_wal::FsStorage>>,
+    /// Held while running: no second server on the data directory.
+    _data_lock: Option<std::fs::File>,
     shared: Arc<Shared>,
     wakers: Vec<Arc<Waker>>,
     loops: Vec<std::thread::JoinHandle<()>>,
@@ -165,16 +183,45 @@ impl StopHandle {
 }
 
 impl Server {
-    /// Binds, starts the loops, the ticker and the metrics endpoint.
-    pub fn start(config: Config) -> io::Result<Server> {
+    /// Recovers the data directory, binds, starts the loops, the log
+    /// writer, the ticker and the metrics endpoint.
+    pub fn start(config: Config) -> Result<Server, StartError> {
         let engine = Arc::new(Engine::new(config.shards, Arc::new(fila_core::SystemClock)));
         engine.set_limits(EngineLimits {
             max_stored_bytes: config.max_stored_bytes,
             max_queues: config.max_queues,
         });
         let metrics = Arc::new(Metrics::default());
-        let listener = TcpListener::bind(config.listen)?;
-        let local_addr = listener.local_addr()?;
+        let listener = TcpListener::bind(config.listen).map_err(|source| StartError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+        let local_addr = listener.local_addr().map_err(|source| StartError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+        // The loops' wakers exist before the log, whose writer wakes them.
+        let mut polls = Vec::new();
+        let mut mes = Vec::new();
+        let mut inboxes = Vec::new();
+        for _ in 0..config.event_loops {
+            let poll = Poll::new()?;
+            let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+            let (tx, rx) = channel();
+            polls.push(poll);
+            mes.push((tx, waker));
+            inboxes.push(rx);
+        }
+        let wakers: Vec<Arc<Waker>> = mes.iter().map(|(_, w)| w.clone()).collect();
+        let waiting: Arc<Vec<AtomicBool>> = Arc::new(
+            (0..config.event_loops)
+                .map(|_| AtomicBool::new(false))
+                .collect(),
+        );
+        let fatal: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+        let stopping = Arc::new(AtomicBool::new(false));
+        let (store, data_lock) =
+            durable::open(&config, &engine, &wakers, &waiting, &fatal, &stopping)?;
         let metrics_endpoint = match config.metrics_listen {
             Some(addr) => Some(MetricsEndpoint::start(
                 addr,
@@ -197,8 +244,12 @@ impl Server {
         let shared = Arc::new(Shared {
             config: config.clone(),
             engine,
+            marks: store.as_ref().map(|s| s.marks()),
+            hold: config.sync == Sync::Always,
+            waiting,
+            fatal,
             metrics,
-            stopping: AtomicBool::new(false),
+            stopping,
             connections: AtomicU64::new(0),
             parked: AtomicU64::new(0),
             unauthenticated: (0..config.event_loops).map(|_| AtomicU64::new(0)).collect(),
@@ -206,18 +257,6 @@ impl Server {
             auth_warned_at: AtomicU64::new(0),
             auth_unlogged: AtomicU64::new(0),
         });
-        let mut polls = Vec::new();
-        let mut mes = Vec::new();
-        let mut inboxes = Vec::new();
-        for _ in 0..config.event_loops {
-            let poll = Poll::new()?;
-            let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-            let (tx, rx) = channel();
-            polls.push(poll);
-            mes.push((tx, waker));
-            inboxes.push(rx);
-        }
-        let wakers: Vec<Arc<Waker>> = mes.iter().map(|(_, w)| w.clone()).collect();
         let mut listener = Some(listener);
         let mut loops = Vec::new();
         for (index, (poll, inbox)) in polls.into_iter().zip(inboxes).enumerate() {
@@ -237,6 +276,8 @@ impl Server {
                 shared: shared.clone(),
                 scratch: vec![0; READ_CHUNK],
                 high_water: 0,
+                holding: Vec::new(),
+                log_paused: Vec::new(),
             };
             if let Some(listener) = l.listener.as_mut() {
                 l.poll
@@ -263,6 +304,8 @@ impl Server {
         );
         Ok(Server {
             local_addr,
+            store,
+            _data_lock: data_lock,
             shared,
             wakers,
             loops,
@@ -305,9 +348,15 @@ impl Server {
         self.join_all();
     }
 
-    /// Waits until the server has stopped (after a [`StopHandle::stop`]).
-    pub fn wait(mut self) {
+    /// Waits until the server has stopped (after a [`StopHandle::stop`]);
+    /// answers why it stopped when the log failed.
+    pub fn wait(mut self) -> Option<String> {
         self.join_all();
+        self.shared
+            .fatal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn join_all(&mut self) {
@@ -320,6 +369,11 @@ impl Server {
         }
         if let Some(m) = self.metrics.as_mut() {
             m.stop();
+        }
+        // Every loop has stopped: what they logged is synced, then the
+        // writer stops.
+        if let Some(store) = self.store.take() {
+            store.stop();
         }
         info!("fila-server stopped");
     }
@@ -388,6 +442,7 @@ impl Loop {
                 self.accept();
             }
             self.drain_inbox();
+            self.release_held();
             self.run_pending();
             if self.shared.stopping.load(Ordering::Acquire) {
                 let deadline = *stop_deadline.get_or_insert_with(|| {

@@ -1,0 +1,236 @@
+//! The server's side of durability: opening the data directory (its lock,
+//! recovery, the log writer), answers held until the log is durable up to
+//! them, and reading paused while the log's backlog is full.
+//!
+//! With `sync = always` an answer to a request that changed something is
+//! encoded into its connection's output at once but written only when the
+//! writer has synced the batch that holds its records: the connection's
+//! output is split into what may be written (`sendable`) and regions held
+//! on a mark. Later answers of the same connection queue behind a held one,
+//! so answers keep their order. The writer wakes the loops that wait.
+
+use std::fs::File;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use fila_store::{Hooks, Store, StoreOptions, SyncMode};
+use fila_wal::FsStorage;
+
+use super::*;
+
+/// Bytes of records the log writer may have waiting: past it, loops stop
+/// reading requests until it catches up.
+pub const LOG_BACKLOG_MAX: u64 = 64 << 20;
+
+/// Why the server did not start, in one line.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The protocol's address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: io::Error,
+    },
+    /// The data directory could not be opened or locked.
+    #[error("data directory {dir}: {why}")]
+    DataDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// The data directory holds something recovery refuses.
+    #[error("data directory {dir}: {source}")]
+    Recovery {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: fila_store::Error,
+    },
+    /// Anything else the operating system refused.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// The file whose lock says a server owns the data directory.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// Locks and recovers the data directory into `engine` and starts the log
+/// writer; nothing with `sync = none`.
+pub(super) fn open(
+    config: &Config,
+    engine: &Arc<Engine>,
+    wakers: &[Arc<Waker>],
+    waiting: &Arc<Vec<AtomicBool>>,
+    fatal: &Arc<Mutex<Option<String>>>,
+    stopping: &Arc<AtomicBool>,
+) -> Result<(Option<Store<FsStorage>>, Option<File>), StartError> {
+    let sync = match config.sync {
+        Sync::None => return Ok((None, None)),
+        Sync::Always => SyncMode::Always,
+        Sync::Interval => SyncMode::Interval(Duration::from_millis(config.sync_interval_ms)),
+    };
+    let dir = config.data_dir.clone();
+    let data_dir = |why: String| StartError::DataDir {
+        dir: dir.clone(),
+        why,
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| data_dir(format!("cannot create it: {e}")))?;
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(LOCK_FILE))
+        .map_err(|e| data_dir(format!("cannot open {LOCK_FILE}: {e}")))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            return Err(data_dir("in use by another fila-server".into()))
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(data_dir(format!("cannot lock {LOCK_FILE}: {e}")))
+        }
+    }
+    let storage = FsStorage::new(&dir).map_err(|e| data_dir(e.to_string()))?;
+    let wake = {
+        let wakers = wakers.to_vec();
+        let waiting = waiting.clone();
+        move || {
+            for (w, flag) in wakers.iter().zip(waiting.iter()) {
+                if flag.load(Ordering::Acquire) {
+                    let _ = w.wake();
+                }
+            }
+        }
+    };
+    let on_fatal = {
+        let wakers = wakers.to_vec();
+        let fatal = fatal.clone();
+        let stopping = stopping.clone();
+        move |e: &fila_store::Error| {
+            *fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
+                "the log failed, nothing more can be acknowledged: {e}"
+            ));
+            stopping.store(true, Ordering::Release);
+            for w in &wakers {
+                let _ = w.wake();
+            }
+        }
+    };
+    let (store, recovery) = Store::open(
+        storage,
+        engine.clone(),
+        StoreOptions {
+            sync,
+            ..StoreOptions::default()
+        },
+        Hooks {
+            durable: Box::new(wake),
+            fatal: Box::new(on_fatal),
+        },
+    )
+    .map_err(|source| StartError::Recovery {
+        dir: dir.clone(),
+        source,
+    })?;
+    info!(
+        data_dir = %dir.display(),
+        sync = ?config.sync,
+        queues = recovery.queues,
+        messages = recovery.messages,
+        "data directory open"
+    );
+    Ok((Some(store), Some(lock)))
+}
+
+/// Whether an answer to `opcode` waits for the log: the requests that
+/// change what a restart keeps.
+pub(super) fn changes_state(opcode: u8) -> bool {
+    use proto::Opcode as O;
+    [
+        O::Put,
+        O::Delete,
+        O::Defer,
+        O::DeadLetter,
+        O::CancelScheduled,
+        O::Redrive,
+        O::CreateQueue,
+        O::UpdateQueue,
+        O::DeleteQueue,
+        O::Purge,
+    ]
+    .iter()
+    .any(|o| *o as u8 == opcode)
+}
+
+impl Loop {
+    /// The mark an answer to `opcode` is held on, if it is held.
+    pub(super) fn hold_mark(&self, opcode: u8) -> Option<u64> {
+        if !self.shared.hold || !changes_state(opcode) {
+            return None;
+        }
+        self.shared.marks.as_ref().map(|m| m.mark())
+    }
+
+    /// Whether the log's backlog is full: then `slot` waits for the writer.
+    pub(super) fn log_full(&mut self, slot: usize) -> bool {
+        let Some(marks) = self.shared.marks.as_ref() else {
+            return false;
+        };
+        if marks.backlog_bytes() <= LOG_BACKLOG_MAX {
+            return false;
+        }
+        if !self.log_paused.contains(&slot) {
+            self.log_paused.push(slot);
+        }
+        self.want_wakeups();
+        true
+    }
+
+    /// Asks the writer for a wake-up while anything waits for it.
+    pub(super) fn want_wakeups(&self) {
+        let want = !self.holding.is_empty() || !self.log_paused.is_empty();
+        self.shared.waiting[self.index].store(want, Ordering::Release);
+    }
+
+    /// Notes that `slot` has answers held.
+    pub(super) fn note_holding(&mut self, slot: usize) {
+        if !self.holding.contains(&slot) {
+            self.holding.push(slot);
+            self.want_wakeups();
+        }
+    }
+
+    /// Lets out the answers whose records are durable, and resumes the
+    /// connections that waited for the backlog.
+    pub(super) fn release_held(&mut self) {
+        let Some(marks) = self.shared.marks.clone() else {
+            return;
+        };
+        if !self.holding.is_empty() {
+            let durable = marks.durable();
+            let holding = std::mem::take(&mut self.holding);
+            for slot in holding {
+                let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+                    continue;
+                };
+                let released = conn.release(durable);
+                let still = !conn.held.is_empty();
+                if released {
+                    self.flush(slot);
+                }
+                if still && self.conns[slot].is_some() {
+                    self.holding.push(slot);
+                }
+            }
+        }
+        if !self.log_paused.is_empty() && marks.backlog_bytes() <= LOG_BACKLOG_MAX {
+            for slot in std::mem::take(&mut self.log_paused) {
+                self.requeue(slot);
+            }
+        }
+        self.want_wakeups();
+    }
+}
