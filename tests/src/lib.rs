@@ -83,12 +83,24 @@ impl TestServer {
     /// Stops the server gracefully and starts a new one on the same data
     /// directory and config (its address may change).
     pub fn restart(&mut self) {
+        self.halt();
+        self.resume().expect("the server restarts");
+    }
+
+    /// Stops the server gracefully, keeping its data directory.
+    pub fn halt(&mut self) {
         if let Some(s) = self.server.take() {
             s.stop();
         }
-        let server = Server::start(self.config.clone()).expect("the server restarts");
+    }
+
+    /// Starts a server again on the data directory and config (after
+    /// [`TestServer::halt`]).
+    pub fn resume(&mut self) -> Result<(), fila_server::StartError> {
+        let server = Server::start(self.config.clone())?;
         self.addr = server.local_addr();
         self.server = Some(server);
+        Ok(())
     }
 
     /// A connected client.

@@ -1,0 +1,167 @@
+//! Issue 7: what a restart keeps. Every test runs a real server on a data
+//! directory of its own and restarts it on the same directory.
+
+use fila_client::{ErrorCode, PutEntry, QueueRef, SettingsPatch};
+use fila_server::Sync;
+use fila_tests::TestServer;
+
+fn q(name: &str, dlq: bool) -> QueueRef {
+    QueueRef {
+        name: name.into(),
+        dlq,
+    }
+}
+
+#[test]
+fn a_restart_keeps_queues_messages_and_their_state() {
+    let mut s = TestServer::start();
+    let mut c = s.client();
+    let settings = SettingsPatch {
+        visibility_timeout_ms: Some(60_000),
+        max_deliveries: Some(5),
+        ..SettingsPatch::default()
+    };
+    c.create_queue("jobs", settings.clone()).unwrap();
+    c.create_queue("gone", SettingsPatch::default()).unwrap();
+    let entries = (0..10)
+        .map(|i| PutEntry {
+            payload: bytes::Bytes::from(format!("m{i}")),
+            attributes: vec![("k".into(), format!("v{i}"))],
+            channel: (i % 2 == 0).then(|| "even".to_string()),
+            ..PutEntry::default()
+        })
+        .collect();
+    let acks: Vec<_> = c
+        .put_many("jobs", entries)
+        .unwrap()
+        .into_iter()
+        .map(|a| a.unwrap())
+        .collect();
+    // Two deleted, one deferred, one dead-lettered, two leased.
+    let got = c.receive("jobs", 6, Some(0)).unwrap();
+    assert_eq!(got.len(), 6);
+    let r = |i: usize| got[i].receipt.unwrap();
+    assert!(c.delete("jobs", &[r(0), r(1)]).unwrap().iter().all(|e| e.is_ok()));
+    c.defer("jobs", r(2)).unwrap();
+    c.dead_letter("jobs", r(3), "bad", "input").unwrap();
+    c.delete_queue("gone").unwrap();
+    let deferred_seq = got[2].seq;
+    let leased = [r(4), r(5)];
+    let before = c.peek(q("jobs", false), 0, 100).unwrap();
+    drop(c);
+
+    s.restart();
+    let mut c = s.client();
+    assert_eq!(c.list_queues("").unwrap(), vec!["jobs".to_string()]);
+    let kept = c.get_queue("jobs").unwrap();
+    assert_eq!(
+        (kept.visibility_timeout_ms, kept.max_deliveries),
+        (60_000, 5)
+    );
+    let stats = c.stats("jobs").unwrap();
+    // 10 put, 2 deleted, 1 dead-lettered: 6 visible (the 2 leased came
+    // back), 1 deferred, 1 in the DLQ, none in flight.
+    assert_eq!(
+        (stats.visible, stats.in_flight, stats.deferred, stats.dead_lettered),
+        (6, 0, 1, 1)
+    );
+    let after = c.peek(q("jobs", false), 0, 100).unwrap();
+    assert_eq!(after.len(), before.len());
+    for (a, b) in after.iter().zip(&before) {
+        assert_eq!((a.id, a.seq, &a.payload), (b.id, b.seq, &b.payload));
+        assert_eq!((&a.attributes, &a.channel), (&b.attributes, &b.channel));
+        assert_eq!(a.delivery_count, b.delivery_count, "counts are kept");
+    }
+    let ids: Vec<u128> = acks.iter().map(|a| a.id).collect();
+    assert!(after.iter().all(|m| ids.contains(&m.id)));
+    let dlq = c.peek(q("jobs", true), 0, 10).unwrap();
+    assert_eq!(dlq.len(), 1);
+    let dl = dlq[0].dead_letter.as_ref().unwrap();
+    assert_eq!((dl.consumer_reason.as_str(), dl.description.as_str()), ("bad", "input"));
+    // Receipts of the old run are refused; the leased messages are
+    // visible again.
+    for old in leased {
+        let e = c.delete("jobs", &[old]).unwrap().remove(0).unwrap_err();
+        assert_eq!(e.code(), Some(ErrorCode::RECEIPT_INVALID));
+    }
+    let again = c.receive_deferred("jobs", &[deferred_seq], None).unwrap();
+    assert!(again[0].is_ok(), "the deferred message is still deferred");
+    // New puts continue the sequence, new queues get new ids.
+    let next = c.put_one("jobs", "later").unwrap();
+    assert!(next.seq > acks.last().unwrap().seq);
+    c.create_queue("gone", SettingsPatch::default()).unwrap();
+    let fresh = c.put_one("gone", "x").unwrap();
+    assert!(ids.iter().all(|id| *id != fresh.id));
+}
+
+#[test]
+fn sync_none_keeps_nothing_and_sync_interval_keeps_what_was_synced() {
+    let mut s = TestServer::with(|c| c.sync = Sync::None);
+    let mut c = s.client();
+    c.create_queue("jobs", SettingsPatch::default()).unwrap();
+    c.put_one("jobs", "m").unwrap();
+    drop(c);
+    s.restart();
+    assert!(s.client().list_queues("").unwrap().is_empty());
+
+    let mut s = TestServer::with(|c| {
+        c.sync = Sync::Interval;
+        c.sync_interval_ms = 5;
+    });
+    let mut c = s.client();
+    c.create_queue("jobs", SettingsPatch::default()).unwrap();
+    c.put_one("jobs", "m").unwrap();
+    drop(c);
+    // A graceful stop syncs what is left.
+    s.restart();
+    assert_eq!(s.client().stats("jobs").unwrap().visible, 1);
+}
+
+#[test]
+fn a_second_server_on_the_same_data_directory_is_refused() {
+    let s = TestServer::start();
+    let mut config = fila_server::Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        metrics_listen: None,
+        data_dir: s.data.path().to_owned(),
+        ..fila_server::Config::default()
+    };
+    config.validate().unwrap();
+    let e = fila_server::Server::start(config).err().expect("refused");
+    assert!(e.to_string().contains("in use by another fila-server"), "{e}");
+}
+
+#[test]
+fn a_damaged_log_refuses_to_start_and_says_where() {
+    let mut s = TestServer::start();
+    let mut c = s.client();
+    c.create_queue("jobs", SettingsPatch::default()).unwrap();
+    for i in 0..20 {
+        c.put_one("jobs", format!("message {i}")).unwrap();
+    }
+    drop(c);
+    s.halt();
+    let dir = s.data.path().to_owned();
+    let ok = fila_server::check_data(&dir).unwrap();
+    assert_eq!((ok.queues, ok.messages), (1, 20));
+    // A bit flipped in the middle of the log, with good records after it:
+    // not a torn write, so nothing may be dropped silently.
+    let segment = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "seg"))
+        .expect("a segment");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    std::fs::write(&segment, &bytes).unwrap();
+    let e = fila_server::check_data(&dir).unwrap_err();
+    assert!(e.contains("corrupt at byte") && e.contains(".seg"), "{e}");
+    let e = s.resume().err().expect("refused").to_string();
+    assert!(e.contains("corrupt at byte") && e.contains(".seg"), "{e}");
+    // Put back, it starts with everything.
+    bytes[middle] ^= 0x10;
+    std::fs::write(&segment, &bytes).unwrap();
+    s.resume().unwrap();
+    assert_eq!(s.client().stats("jobs").unwrap().visible, 20);
+}
