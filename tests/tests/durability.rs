@@ -41,7 +41,11 @@ fn a_restart_keeps_queues_messages_and_their_state() {
     let got = c.receive("jobs", 6, Some(0)).unwrap();
     assert_eq!(got.len(), 6);
     let r = |i: usize| got[i].receipt.unwrap();
-    assert!(c.delete("jobs", &[r(0), r(1)]).unwrap().iter().all(|e| e.is_ok()));
+    assert!(c
+        .delete("jobs", &[r(0), r(1)])
+        .unwrap()
+        .iter()
+        .all(|e| e.is_ok()));
     c.defer("jobs", r(2)).unwrap();
     c.dead_letter("jobs", r(3), "bad", "input").unwrap();
     c.delete_queue("gone").unwrap();
@@ -62,7 +66,12 @@ fn a_restart_keeps_queues_messages_and_their_state() {
     // 10 put, 2 deleted, 1 dead-lettered: 6 visible (the 2 leased came
     // back), 1 deferred, 1 in the DLQ, none in flight.
     assert_eq!(
-        (stats.visible, stats.in_flight, stats.deferred, stats.dead_lettered),
+        (
+            stats.visible,
+            stats.in_flight,
+            stats.deferred,
+            stats.dead_lettered
+        ),
         (6, 0, 1, 1)
     );
     let after = c.peek(q("jobs", false), 0, 100).unwrap();
@@ -77,7 +86,10 @@ fn a_restart_keeps_queues_messages_and_their_state() {
     let dlq = c.peek(q("jobs", true), 0, 10).unwrap();
     assert_eq!(dlq.len(), 1);
     let dl = dlq[0].dead_letter.as_ref().unwrap();
-    assert_eq!((dl.consumer_reason.as_str(), dl.description.as_str()), ("bad", "input"));
+    assert_eq!(
+        (dl.consumer_reason.as_str(), dl.description.as_str()),
+        ("bad", "input")
+    );
     // Receipts of the old run are refused; the leased messages are
     // visible again.
     for old in leased {
@@ -128,7 +140,10 @@ fn a_second_server_on_the_same_data_directory_is_refused() {
     };
     config.validate().unwrap();
     let e = fila_server::Server::start(config).err().expect("refused");
-    assert!(e.to_string().contains("in use by another fila-server"), "{e}");
+    assert!(
+        e.to_string().contains("in use by another fila-server"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -157,7 +172,7 @@ fn a_damaged_log_refuses_to_start_and_says_where() {
     std::fs::write(&segment, &bytes).unwrap();
     let e = fila_server::check_data(&dir).unwrap_err();
     assert!(e.contains("corrupt at byte") && e.contains(".seg"), "{e}");
-    let e = s.resume().err().expect("refused").to_string();
+    let e = s.resume().expect_err("refused").to_string();
     assert!(e.contains("corrupt at byte") && e.contains(".seg"), "{e}");
     // Put back, it starts with everything.
     bytes[middle] ^= 0x10;

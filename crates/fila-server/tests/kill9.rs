@@ -113,8 +113,12 @@ fn acknowledged_messages_survive_kill_9() {
         let stop = Arc::new(AtomicBool::new(false));
         let mut workers = Vec::new();
         for _ in 0..2 {
-            let (addr, acked, next, stop) =
-                (server.addr.clone(), acked.clone(), next.clone(), stop.clone());
+            let (addr, acked, next, stop) = (
+                server.addr.clone(),
+                acked.clone(),
+                next.clone(),
+                stop.clone(),
+            );
             workers.push(std::thread::spawn(move || {
                 let mut c = client(&addr);
                 while !stop.load(Ordering::Acquire) {
