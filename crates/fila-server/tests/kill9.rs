@@ -52,6 +52,8 @@ fn start(dir: &std::path::Path) -> Server {
             return Server { child, addr };
         }
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("fila-server did not start listening");
 }
 
