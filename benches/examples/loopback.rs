@@ -2,7 +2,9 @@
 //! batches of 20 (100-byte payloads, K requests pipelined), C consumer
 //! threads receive 20 and delete them (the delete of one batch pipelined
 //! with the receive of the next), for S seconds; prints messages/s
-//! through the whole cycle. A rough figure until the load generator exists.
+//! through the whole cycle, and the median and 99th percentile of put and
+//! delete round trips (from sending a request to its answer, pipelined).
+//! A rough figure until the load generator exists.
 //!
 //! ```sh
 //! target/release/fila-server --metrics-listen off --listen 127.0.0.1:7790 & SERVER=$!
@@ -11,7 +13,7 @@
 //! ```
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -42,10 +44,13 @@ fn main() {
     let stop = Arc::new(AtomicBool::new(false));
     let put = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));
+    let put_lat = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let del_lat = Arc::new(Mutex::new(Vec::<u64>::new()));
     let mut threads = Vec::new();
     for _ in 0..producers {
-        let (addr, stop, put) = (addr.clone(), stop.clone(), put.clone());
+        let (addr, stop, put, lat) = (addr.clone(), stop.clone(), put.clone(), put_lat.clone());
         threads.push(std::thread::spawn(move || {
+            let mut mine = Vec::new();
             let mut c = Client::connect(ClientOptions::new(addr)).unwrap();
             let payload = Bytes::from(vec![0x42u8; 100]);
             let req = Request::Put {
@@ -58,19 +63,23 @@ fn main() {
                     .collect(),
             };
             while !stop.load(Ordering::Relaxed) {
+                let sent = Instant::now();
                 let ids: Vec<u64> = (0..depth).map(|_| c.send(&req).unwrap()).collect();
                 for id in ids {
                     match c.wait(id, Duration::ZERO).unwrap() {
                         Response::Put(v) => put.fetch_add(v.len() as u64, Ordering::Relaxed),
                         other => panic!("{other:?}"),
                     };
+                    mine.push(sent.elapsed().as_micros() as u64);
                 }
             }
+            lat.lock().unwrap().extend(mine);
         }));
     }
     for _ in 0..consumers {
-        let (addr, stop, done) = (addr.clone(), stop.clone(), done.clone());
+        let (addr, stop, done, lat) = (addr.clone(), stop.clone(), done.clone(), del_lat.clone());
         threads.push(std::thread::spawn(move || {
+            let mut mine = Vec::new();
             let mut c = Client::connect(ClientOptions::new(addr)).unwrap();
             let queue = fila_client::QueueRef {
                 name: "loopback".into(),
@@ -79,6 +88,7 @@ fn main() {
             let mut previous: Vec<fila_client::Receipt> = Vec::new();
             while !stop.load(Ordering::Relaxed) {
                 // Delete the last batch and receive the next in one round trip.
+                let sent = Instant::now();
                 let delete = if previous.is_empty() {
                     None
                 } else {
@@ -107,6 +117,7 @@ fn main() {
                         ),
                         other => panic!("{other:?}"),
                     };
+                    mine.push(sent.elapsed().as_micros() as u64);
                 }
                 match c.wait(receive, Duration::from_secs(1)).unwrap() {
                     Response::Messages(ms) => {
@@ -115,6 +126,7 @@ fn main() {
                     other => panic!("{other:?}"),
                 }
             }
+            lat.lock().unwrap().extend(mine);
         }));
     }
     let start = Instant::now();
@@ -126,9 +138,18 @@ fn main() {
     }
     let put = put.load(Ordering::Relaxed) as f64;
     let done = done.load(Ordering::Relaxed) as f64;
+    let pct = |v: &Mutex<Vec<u64>>, p: f64| {
+        let mut v = v.lock().unwrap().clone();
+        v.sort_unstable();
+        v.get(((v.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0)
+    };
     println!(
-        "{producers} producers (depth {depth}), {consumers} consumers, {secs} s: put {:.0}/s, received+deleted {:.0}/s",
+        "{producers} producers (depth {depth}), {consumers} consumers, {secs} s: put {:.0}/s, received+deleted {:.0}/s; put round trip p50 {} us p99 {} us; delete p50 {} us p99 {} us",
         put / elapsed,
-        done / elapsed
+        done / elapsed,
+        pct(&put_lat, 0.5),
+        pct(&put_lat, 0.99),
+        pct(&del_lat, 0.5),
+        pct(&del_lat, 0.99),
     );
 }
