@@ -193,6 +193,9 @@ struct Shared {
     journal: Arc<Journal>,
     started: AtomicU64,
     completed: AtomicU64,
+    /// A snapshot was asked for; snapshots written so far.
+    snapshot_asked: AtomicBool,
+    snapshots: AtomicU64,
     stop: AtomicBool,
     failed: AtomicBool,
 }
@@ -267,6 +270,8 @@ impl<S: Storage + 'static> Store<S> {
             journal,
             started: AtomicU64::new(0),
             completed: AtomicU64::new(0),
+            snapshot_asked: AtomicBool::new(false),
+            snapshots: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             failed: AtomicBool::new(false),
         });
@@ -308,6 +313,18 @@ impl<S: Storage + 'static> Store<S> {
     /// Batches durable so far.
     pub fn durable(&self) -> u64 {
         self.marks().durable()
+    }
+
+    /// Asks for a snapshot at the writer's next batch, whatever the log's
+    /// size (the log before it is then deleted).
+    pub fn request_snapshot(&self) {
+        self.shared.snapshot_asked.store(true, Ordering::Release);
+        self.shared.journal.wake();
+    }
+
+    /// Snapshots written since the store opened.
+    pub fn snapshots(&self) -> u64 {
+        self.shared.snapshots.load(Ordering::Acquire)
     }
 
     /// Writes and syncs what is buffered (unless the log failed), stops
@@ -420,7 +437,9 @@ impl<S: Storage> Writer<S> {
             .max(self.options.compact_ratio * self.engine.stored_bytes());
         let number = self.shared.started.fetch_add(1, Ordering::SeqCst) + 1;
         let mut snapshot = None;
-        if self.since_snapshot >= threshold {
+        if self.since_snapshot >= threshold
+            || self.shared.snapshot_asked.swap(false, Ordering::AcqRel)
+        {
             // A consistent cut: every shard held while the buffers are
             // taken and the state copied, so the snapshot is exactly the
             // state after the records up to `lsn`.
@@ -452,6 +471,7 @@ impl<S: Storage> Writer<S> {
                 "snapshot written; the log before it is deleted"
             );
             self.since_snapshot = 0;
+            self.shared.snapshots.fetch_add(1, Ordering::AcqRel);
         }
         Ok(())
     }

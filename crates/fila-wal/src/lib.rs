@@ -12,9 +12,7 @@
 //! fail syncs.
 //!
 //! It knows nothing of queues or messages: what a record's kind and body
-//! mean is its user's business, and so is a snapshot's body. The server
-//! does not use it yet: wiring the engine's events into it and the sync
-//! modes come next (see ARCHITECTURE.md).
+//! mean is its user's business (`fila-store`), and so is a snapshot's body.
 //!
 //! ```
 //! use fila_wal::{Log, LogOptions, SimDisk};
