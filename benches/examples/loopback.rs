@@ -141,7 +141,9 @@ fn main() {
     let pct = |v: &Mutex<Vec<u64>>, p: f64| {
         let mut v = v.lock().unwrap().clone();
         v.sort_unstable();
-        v.get(((v.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0)
+        v.get(((v.len() as f64 - 1.0) * p) as usize)
+            .copied()
+            .unwrap_or(0)
     };
     println!(
         "{producers} producers (depth {depth}), {consumers} consumers, {secs} s: put {:.0}/s, received+deleted {:.0}/s; put round trip p50 {} us p99 {} us; delete p50 {} us p99 {} us",

@@ -247,3 +247,42 @@ fn failed_auths_close_the_connection_and_their_warning_is_rate_limited() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_default_data_directory_is_made_and_check_data_reads_it() {
+    let mut server = spawn("", &[], &[]);
+    let mut c =
+        fila_client::Client::connect(fila_client::ClientOptions::new(server.addr.clone())).unwrap();
+    assert!(c
+        .create_queue("q", fila_client::SettingsPatch::default())
+        .unwrap());
+    drop(c);
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(server.child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(exit_status(&mut server.child).success());
+    let dir = server.data.join("fila");
+    assert!(dir.join("LOCK").exists(), "{}", dir.display());
+    let o = Command::new(env!("CARGO_BIN_EXE_fila-server"))
+        .arg("--check-data")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("1 queues, 0 messages"), "{out}");
+    let o = Command::new(env!("CARGO_BIN_EXE_fila-server"))
+        .arg("--check-data")
+        .arg(dir.join("nowhere"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a directory"));
+}
