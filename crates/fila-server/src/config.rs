@@ -601,6 +601,34 @@ mod tests {
     }
 
     #[test]
+    fn durability_settings_come_from_the_file_and_the_flags() {
+        let c = Config::from_args(&[]).unwrap();
+        assert_eq!(c.sync, Sync::Always);
+        assert!(c.data_dir.ends_with("fila") || c.data_dir.ends_with("fila-data"));
+        let mut c = Config::default();
+        c.merge_toml("sync = \"interval\"\nsync_interval_ms = 20\ndata_dir = \"/x\"\n")
+            .unwrap();
+        assert_eq!(
+            (c.sync, c.sync_interval_ms, c.data_dir.to_str()),
+            (Sync::Interval, 20, Some("/x"))
+        );
+        c.merge_flags(&args(&["--sync", "none", "--data-dir", "/y"]))
+            .unwrap();
+        assert_eq!((c.sync, c.data_dir.to_str()), (Sync::None, Some("/y")));
+        let e = Config::from_args(&args(&["--sync", "sometimes"]))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "--sync: \"sometimes\" is not one of always, interval, none"
+        );
+        let e = Config::from_args(&args(&["--sync", "interval", "--sync-interval-ms", "0"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sync_interval_ms must be 1..=60000"), "{e}");
+    }
+
+    #[test]
     fn bad_input_is_one_clear_line() {
         let e = Config::from_args(&args(&["--shards", "many"]))
             .unwrap_err()
