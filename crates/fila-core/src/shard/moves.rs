@@ -1,0 +1,233 @@
+//! Messages moving between queues: redrive from the DLQ, dead letters
+//! forwarded to a target queue and bounced back.
+
+use super::*;
+
+impl Shard {
+    // ----- redrive ----------------------------------------------------------
+
+    /// Moves visible dead letters back to the queue in sequence order: up to
+    /// `max` (all when `None`), at most `rate` a second when given.
+    pub fn redrive(
+        &mut self,
+        name: &str,
+        max: Option<u64>,
+        rate: Option<u32>,
+        now: u64,
+    ) -> Result<RedriveOutcome, Error> {
+        if max == Some(0) {
+            return Err(Error::invalid(
+                "max_messages",
+                "must be at least 1 when given",
+            ));
+        }
+        if rate == Some(0) {
+            return Err(Error::invalid(
+                "rate_per_second",
+                "must be at least 1 when given",
+            ));
+        }
+        self.advance(now);
+        let qslot = self.queue_slot(name)?;
+        if let Some(job) = self.queue_mut(qslot).redrive.take() {
+            self.wheel.cancel(job.timer);
+        }
+        let now = self.now;
+        let first = match rate {
+            None => max.unwrap_or(u64::MAX),
+            Some(r) => max.unwrap_or(u64::MAX).min(u64::from(r)),
+        };
+        let moved = self.redrive_move(qslot, first, now);
+        let left = self.sub(qslot << 1 | DLQ).counts.visible;
+        let remaining = max.map(|m| m - moved);
+        let mut scheduled = 0;
+        if let Some(rate) = rate {
+            if moved == first && remaining != Some(0) && left > 0 {
+                scheduled = remaining.map_or(left, |r| r.min(left));
+                let timer = self
+                    .wheel
+                    .insert(now + 1_000, Timer::new(Timer::REDRIVE, qslot));
+                self.queue_mut(qslot).redrive = Some(RedriveJob {
+                    remaining,
+                    rate,
+                    timer,
+                });
+            }
+        }
+        self.serve_gained();
+        Ok(RedriveOutcome { moved, scheduled })
+    }
+
+    pub(super) fn redrive_tick(&mut self, qslot: u32, t: u64) {
+        let Some(job) = self.queue_mut(qslot).redrive.take() else {
+            return;
+        };
+        let batch = job.remaining.unwrap_or(u64::MAX).min(u64::from(job.rate));
+        let moved = self.redrive_move(qslot, batch, t);
+        let remaining = job.remaining.map(|r| r - moved);
+        if moved == batch && remaining != Some(0) && self.sub(qslot << 1 | DLQ).counts.visible > 0 {
+            let timer = self
+                .wheel
+                .insert(t + 1_000, Timer::new(Timer::REDRIVE, qslot));
+            self.queue_mut(qslot).redrive = Some(RedriveJob {
+                remaining,
+                rate: job.rate,
+                timer,
+            });
+        }
+    }
+
+    pub(super) fn redrive_move(&mut self, qslot: u32, max: u64, t: u64) -> u64 {
+        let dlq = qslot << 1 | DLQ;
+        let slots: Vec<u32> = self
+            .sub(dlq)
+            .index
+            .from(0)
+            .map(|(_, slot)| slot)
+            .filter(|slot| self.records[*slot as usize].word.load().state == MessageState::Visible)
+            .take(usize::try_from(max).unwrap_or(usize::MAX))
+            .collect();
+        for &slot in &slots {
+            let channel = self.sub(dlq).channels[self.records[slot as usize].channel as usize]
+                .name
+                .clone();
+            let id = self.message(slot, State::DeadLettered, None).id;
+            self.leave_state(slot, MessageState::Visible);
+            self.detach(slot);
+            let queue = self.queue_mut(qslot);
+            let seq = queue.next_seq;
+            queue.next_seq += 1;
+            queue.counters.redriven += 1;
+            let retention = queue.settings.retention_ms;
+            let r = &mut self.records[slot as usize];
+            let from_seq = r.seq;
+            r.seq = seq;
+            r.inserted_at = t;
+            r.expires_at = t + retention;
+            r.visible_at = t;
+            let extra = r.extra.get_or_insert_with(Box::default);
+            extra.dead_letter = None;
+            extra.id = Some(id);
+            r.word
+                .shift(MessageState::Visible, MessageState::Visible)
+                .expect("owned");
+            r.word.set_delivery_count(0);
+            self.attach(slot, qslot << 1 | MAIN, channel.as_ref());
+            let from = Spot {
+                queue: self.queue(qslot).id,
+                dlq: true,
+                seq: from_seq,
+            };
+            emit!(
+                self,
+                Event::Stored {
+                    message: self.view(slot),
+                    from: Some(from),
+                }
+            );
+            self.enter_visible(slot);
+        }
+        slots.len() as u64
+    }
+
+    // ----- dead-letter targets ------------------------------------------------
+
+    /// Takes in a dead letter from another queue as a new visible message.
+    // The dead letter comes back whole when refused; it is moved, not copied.
+    #[allow(clippy::result_large_err)]
+    pub(crate) fn accept_forward(&mut self, out: Outbound, now: u64) -> Result<(), Outbound> {
+        self.advance(now);
+        let Ok(qslot) = self.queue_slot(&out.target) else {
+            return Err(out);
+        };
+        let len = out.payload.len() as u64 + attributes_bytes(out.attributes.as_ref());
+        if self
+            .check_capacity(qslot, out.channel.as_deref(), len)
+            .is_err()
+            || self.budget.reserve_message(len).is_err()
+        {
+            return Err(out);
+        }
+        let now = self.now;
+        let queue = self.queue_mut(qslot);
+        let seq = queue.next_seq;
+        queue.next_seq += 1;
+        queue.counters.puts += 1;
+        let retention = queue.settings.retention_ms;
+        let slot = self.alloc();
+        let r = &mut self.records[slot as usize];
+        r.payload = out.payload;
+        r.seq = seq;
+        r.inserted_at = now;
+        r.expires_at = now + retention;
+        r.visible_at = now;
+        r.extra = Some(Box::new(Extra {
+            attributes: out.attributes,
+            dead_letter: Some(out.dead_letter),
+            id: Some(out.id),
+        }));
+        // It starts afresh in its target: no deliveries there yet (its
+        // earlier count stays in its dead-letter record).
+        r.word.occupy(MessageState::Visible, 0).expect("free slot");
+        self.attach(slot, qslot << 1 | MAIN, out.channel.as_ref());
+        let from = Spot {
+            queue: out.source_queue,
+            dlq: false,
+            seq: out.source_seq,
+        };
+        emit!(
+            self,
+            Event::Stored {
+                message: self.view(slot),
+                from: Some(from),
+            }
+        );
+        self.enter_visible(slot);
+        self.serve_gained();
+        Ok(())
+    }
+
+    /// Takes back a dead letter that its target could not take, into the
+    /// source queue's own DLQ. Dropped if the source is gone too.
+    pub(crate) fn accept_bounce(&mut self, out: Outbound, now: u64) {
+        self.advance(now);
+        let Ok(qslot) = self.queue_slot(&out.source) else {
+            return;
+        };
+        let retention = self.queue(qslot).settings.retention_ms;
+        // It was stored before it left: keep it whatever the budget says.
+        self.budget
+            .force_message(out.payload.len() as u64 + attributes_bytes(out.attributes.as_ref()));
+        let slot = self.alloc();
+        let r = &mut self.records[slot as usize];
+        let at = out.at_ms;
+        r.payload = out.payload;
+        r.seq = out.source_seq;
+        r.inserted_at = out.inserted_at;
+        r.expires_at = at + retention;
+        r.visible_at = at;
+        r.extra = Some(Box::new(Extra {
+            attributes: out.attributes,
+            dead_letter: Some(out.dead_letter),
+            id: Some(out.id),
+        }));
+        r.word
+            .occupy(MessageState::Visible, out.delivery_count)
+            .expect("free slot");
+        self.attach(slot, qslot << 1 | DLQ, out.channel.as_ref());
+        let from = Spot {
+            queue: out.source_queue,
+            dlq: false,
+            seq: out.source_seq,
+        };
+        emit!(
+            self,
+            Event::Stored {
+                message: self.view(slot),
+                from: Some(from),
+            }
+        );
+        self.enter_visible(slot);
+        self.serve_gained();
+    }
+}

@@ -1,0 +1,375 @@
+//! Queues (create, settings, list, delete, purge, stats) and puts.
+
+use super::*;
+
+impl Shard {
+    // ----- queues -----------------------------------------------------------
+
+    /// Creates a queue (idempotent when the settings match).
+    pub fn create_queue(
+        &mut self,
+        name: &str,
+        settings: QueueSettings,
+        id: impl FnOnce() -> u32,
+    ) -> Result<bool, Error> {
+        if let Some(slot) = self.names.get(name) {
+            let existing = &self.queue(*slot).settings;
+            return match existing.first_difference(&settings) {
+                None => Ok(false),
+                Some(field) => Err(Error::QueueExists {
+                    name: name.to_owned(),
+                    field,
+                }),
+            };
+        }
+        self.budget.shared.reserve_queue()?;
+        let name: Arc<str> = Arc::from(name);
+        let queue = Queue {
+            id: id(),
+            name: name.clone(),
+            settings,
+            subs: [SubQueue::new(false), SubQueue::new(true)],
+            next_seq: 1,
+            messages: 0,
+            bytes: 0,
+            counters: Counters::default(),
+            redrive: None,
+        };
+        let slot = match self.free_queues.pop() {
+            Some(slot) => {
+                self.queues[slot as usize] = Some(queue);
+                slot
+            }
+            None => {
+                self.queues.push(Some(queue));
+                (self.queues.len() - 1) as u32
+            }
+        };
+        self.names.insert(name.clone(), slot);
+        self.sorted_names.insert(name.clone());
+        emit!(
+            self,
+            Event::QueueSet {
+                queue: self.queue(slot).id,
+                name: &self.queue(slot).name,
+                settings: &self.queue(slot).settings,
+            }
+        );
+        Ok(true)
+    }
+
+    /// Whether a queue exists.
+    pub fn has_queue(&self, name: &str) -> bool {
+        self.names.contains_key(name)
+    }
+
+    /// A queue's settings.
+    pub fn settings(&self, name: &str) -> Result<QueueSettings, Error> {
+        Ok(self.queue(self.queue_slot(name)?).settings.clone())
+    }
+
+    /// Applies `update` to a queue's settings in one step, validating the
+    /// result; answers the settings now in force.
+    pub fn update_settings(
+        &mut self,
+        name: &str,
+        update: &SettingsUpdate,
+    ) -> Result<QueueSettings, Error> {
+        let slot = self.queue_slot(name)?;
+        let next = update.apply(&self.queue(slot).settings);
+        next.validate()?;
+        self.queue_mut(slot).settings = next.clone();
+        emit!(
+            self,
+            Event::QueueSet {
+                queue: self.queue(slot).id,
+                name: &self.queue(slot).name,
+                settings: &self.queue(slot).settings,
+            }
+        );
+        Ok(next)
+    }
+
+    /// Up to `limit` names starting with `prefix` and sorting after
+    /// `after`, in order: O(log queues + limit).
+    pub fn list(&self, prefix: &str, after: &str, limit: usize) -> Vec<String> {
+        use std::ops::Bound;
+        let start: Bound<&str> = if after >= prefix {
+            Bound::Excluded(after)
+        } else {
+            Bound::Included(prefix)
+        };
+        self.sorted_names
+            .range::<str, _>((start, Bound::Unbounded))
+            .take_while(|n| n.starts_with(prefix))
+            .take(limit)
+            .map(|n| n.to_string())
+            .collect()
+    }
+
+    /// Deletes a queue, its DLQ and every message; parked receives on it get
+    /// `queue_deleted`.
+    pub fn delete_queue(&mut self, name: &str) -> Result<(), Error> {
+        let slot = self.queue_slot(name)?;
+        let id = self.queue(slot).id;
+        self.purge_sub(slot << 1 | MAIN);
+        self.purge_sub(slot << 1 | DLQ);
+        for dlq in [MAIN, DLQ] {
+            while let Some(w) = self.first_waiter(slot << 1 | dlq) {
+                if let Some(waiter) = self.take_waiter(w) {
+                    if let Some(notify) = waiter.notify {
+                        self.completions
+                            .push((notify, Err(Error::QueueDeleted(name.to_owned()))));
+                    }
+                }
+            }
+        }
+        if let Some(job) = self.queue_mut(slot).redrive.take() {
+            self.wheel.cancel(job.timer);
+        }
+        self.names.remove(name);
+        self.sorted_names.remove(name);
+        self.queues[slot as usize] = None;
+        self.free_queues.push(slot);
+        self.gained.retain(|q| q >> 1 != slot);
+        self.budget.shared.release_queue();
+        self.trim();
+        emit!(self, Event::QueueDeleted { queue: id });
+        Ok(())
+    }
+
+    /// Removes every message of the queue or of its DLQ, in every state.
+    pub fn purge(&mut self, addr: Address<'_>) -> Result<(), Error> {
+        let slot = self.queue_slot(addr.queue)?;
+        let q = slot << 1 | u32::from(addr.dlq);
+        self.purge_sub(q);
+        if addr.dlq {
+            if let Some(job) = self.queue_mut(slot).redrive.take() {
+                self.wheel.cancel(job.timer);
+            }
+        }
+        self.trim();
+        emit!(
+            self,
+            Event::Purged {
+                queue: self.queue(slot).id,
+                dlq: addr.dlq,
+            }
+        );
+        Ok(())
+    }
+
+    pub(super) fn purge_sub(&mut self, q: u32) {
+        let slots: Vec<u32> = self
+            .sub(q)
+            .index
+            .from(0)
+            .filter(|(seq, slot)| self.live(*slot, q, *seq))
+            .map(|(_, slot)| slot)
+            .collect();
+        let mut bytes = 0;
+        for slot in &slots {
+            bytes += self.records[*slot as usize].bytes();
+            self.free(*slot);
+        }
+        let queue = self.queue_mut(q >> 1);
+        queue.messages -= slots.len() as u64;
+        queue.bytes -= bytes;
+        let sub = &mut queue.subs[(q & 1) as usize];
+        let waiters = sub.waiters;
+        *sub = SubQueue::new(q & 1 == DLQ);
+        sub.waiters = waiters;
+    }
+
+    /// A queue's stats.
+    pub fn stats(&mut self, name: &str) -> Result<QueueStats, Error> {
+        let slot = self.queue_slot(name)?;
+        let q = slot << 1 | MAIN;
+        let oldest = self
+            .sub(q)
+            .index
+            .from(0)
+            .find(|(seq, s)| self.live(*s, q, *seq))
+            .map(|(_, s)| self.records[s as usize].inserted_at);
+        let queue = self.queue(slot);
+        let main = &queue.subs[MAIN as usize];
+        let dlq = &queue.subs[DLQ as usize];
+        Ok(QueueStats {
+            visible: main.counts.visible,
+            in_flight: main.counts.in_flight,
+            delayed: main.counts.delayed,
+            deferred: main.counts.deferred,
+            dead_lettered: dlq.held,
+            bytes: queue.bytes,
+            oldest_age_ms: oldest.map_or(0, |t| self.now.saturating_sub(t)),
+            puts: queue.counters.puts,
+            deliveries: queue.counters.deliveries,
+            deletes: queue.counters.deletes,
+            expiries: queue.counters.expiries,
+            dead_letterings: queue.counters.dead_letterings,
+            redriven: queue.counters.redriven,
+        })
+    }
+
+    // ----- put --------------------------------------------------------------
+
+    pub(super) fn check_capacity(
+        &self,
+        slot: u32,
+        channel: Option<&str>,
+        len: u64,
+    ) -> Result<(), Error> {
+        let queue = self.queue(slot);
+        let s = &queue.settings;
+        let full = |limit: &'static str, max: u64| Error::QueueFull {
+            name: queue.name.to_string(),
+            limit,
+            max,
+        };
+        if queue.messages + 1 > s.max_messages {
+            return Err(full("max_messages", s.max_messages));
+        }
+        if queue.bytes + len > s.max_bytes {
+            return Err(full("max_bytes", s.max_bytes));
+        }
+        if s.channel_capacity_pct < 100 {
+            let pct = u64::from(s.channel_capacity_pct);
+            let (held, bytes) = queue.subs[MAIN as usize].channel_held(channel);
+            let max_messages = (s.max_messages * pct / 100).max(1);
+            let max_bytes = (s.max_bytes * pct / 100).max(1);
+            if held + 1 > max_messages {
+                return Err(full("channel share of max_messages", max_messages));
+            }
+            if bytes + len > max_bytes {
+                return Err(full("channel share of max_bytes", max_bytes));
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts a batch (already checked for length); each entry answers alone.
+    pub fn put(
+        &mut self,
+        name: &str,
+        batch: Vec<NewMessage>,
+        now: u64,
+    ) -> Result<Vec<EntryResult<PutReceipt>>, Error> {
+        self.advance(now);
+        let qslot = self.queue_slot(name)?;
+        let now = self.now;
+        let answers = batch
+            .into_iter()
+            .map(|m| self.put_one(qslot, m, now))
+            .collect();
+        self.serve_gained();
+        Ok(answers)
+    }
+
+    pub(super) fn put_one(
+        &mut self,
+        qslot: u32,
+        m: NewMessage,
+        now: u64,
+    ) -> EntryResult<PutReceipt> {
+        let queue = self.queue(qslot);
+        m.validate(&queue.settings, now)?;
+        let attributes_len: usize = m.attributes.iter().map(|(k, v)| k.len() + v.len()).sum();
+        self.check_capacity(
+            qslot,
+            m.channel.as_deref(),
+            (m.payload.len() + attributes_len) as u64,
+        )?;
+        let lifetime = m.ttl_ms.unwrap_or(queue.settings.retention_ms);
+        self.budget
+            .reserve_message((m.payload.len() + attributes_len) as u64)?;
+        let visible_at = match m.availability {
+            Availability::Now => now,
+            Availability::DelayMs(d) => now + d,
+            Availability::At(at) => at.max(now),
+        };
+        let channel: Option<Arc<str>> = m.channel.map(Arc::from);
+        let extra = if m.attributes.is_empty() {
+            None
+        } else {
+            let attributes: Attributes = m
+                .attributes
+                .into_iter()
+                .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+                .collect();
+            Some(Box::new(Extra {
+                attributes: Some(attributes),
+                ..Extra::default()
+            }))
+        };
+        let queue = self.queue_mut(qslot);
+        let seq = queue.next_seq;
+        queue.next_seq += 1;
+        queue.counters.puts += 1;
+        let queue_id = queue.id;
+        let slot = self.alloc();
+        let r = &mut self.records[slot as usize];
+        // The payload may be a slice of a larger buffer (a connection's read
+        // buffer): keep a copy of its own bytes only, so a stored message
+        // never pins more memory than it is counted for.
+        r.payload = if m.payload.is_empty() {
+            Bytes::new()
+        } else {
+            Bytes::copy_from_slice(&m.payload)
+        };
+        r.seq = seq;
+        r.inserted_at = now;
+        r.expires_at = now + lifetime;
+        r.visible_at = visible_at;
+        r.extra = extra;
+        let state = if visible_at > now {
+            MessageState::Delayed
+        } else {
+            MessageState::Visible
+        };
+        let occupied = r.word.occupy(state, 0);
+        debug_assert!(occupied.is_ok());
+        self.attach(slot, qslot << 1 | MAIN, channel.as_ref());
+        emit!(
+            self,
+            Event::Stored {
+                message: self.view(slot),
+                from: None,
+            }
+        );
+        if state == MessageState::Delayed {
+            self.enter_state(slot, MessageState::Delayed);
+            self.set_timer(slot, visible_at);
+        } else {
+            self.enter_visible(slot);
+        }
+        Ok(PutReceipt {
+            id: message_id(queue_id, seq),
+            seq,
+        })
+    }
+
+    /// Cancels a delayed or scheduled message before it becomes visible.
+    pub fn cancel_scheduled(&mut self, name: &str, seq: u64, now: u64) -> Result<(), Error> {
+        self.advance(now);
+        let qslot = self.queue_slot(name)?;
+        let q = qslot << 1 | MAIN;
+        let slot = self
+            .sub(q)
+            .index
+            .get(seq)
+            .filter(|slot| self.live(*slot, q, seq))
+            .filter(|slot| self.records[*slot as usize].word.load().state == MessageState::Delayed)
+            .ok_or(Error::NotFound {
+                seq,
+                what: "scheduled",
+            })?;
+        emit!(
+            self,
+            Event::Removed {
+                at: self.spot(slot)
+            }
+        );
+        self.remove(slot);
+        Ok(())
+    }
+}

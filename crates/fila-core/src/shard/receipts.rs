@@ -1,0 +1,354 @@
+//! What a receipt does: delete, change visibility, defer, dead-letter;
+//! and receive-deferred and peek, by sequence number.
+
+use super::*;
+
+impl Shard {
+    // ----- receipts ---------------------------------------------------------
+
+    /// The slot a receipt names, if it belongs to sub-queue `q` of this queue.
+    pub(super) fn resolve(&self, q: u32, receipt: &Receipt) -> Result<u32, Error> {
+        self.key.verify(receipt)?;
+        let queue = self.queue(q >> 1);
+        if receipt.queue_id != queue.id {
+            return Err(Error::ReceiptStale);
+        }
+        match self.records.get(receipt.slot as usize) {
+            Some(r) if r.q == q => Ok(receipt.slot),
+            // The tag proved this engine issued it: a slot given back since
+            // (the slab was trimmed) held a lease that has ended.
+            Some(_) | None => Err(Error::ReceiptStale),
+        }
+    }
+
+    pub(super) fn end_lease(
+        &mut self,
+        q: u32,
+        receipt: &Receipt,
+        end: LeaseEnd,
+    ) -> Result<u32, Error> {
+        let slot = self.resolve(q, receipt)?;
+        self.records[slot as usize]
+            .word
+            .end_lease(receipt.generation, end)
+            .map_err(|refused| match refused {
+                Refused::Stale | Refused::WrongState(_) => Error::ReceiptStale,
+            })?;
+        self.leave_state(slot, MessageState::InFlight);
+        Ok(slot)
+    }
+
+    /// Deletes leased messages by receipt.
+    pub fn delete(
+        &mut self,
+        addr: Address<'_>,
+        receipts: &[Receipt],
+        now: u64,
+    ) -> Result<Vec<EntryResult<()>>, Error> {
+        self.advance(now);
+        let qslot = self.queue_slot(addr.queue)?;
+        let q = qslot << 1 | u32::from(addr.dlq);
+        let answers = receipts
+            .iter()
+            .map(|receipt| {
+                let slot = self.end_lease(q, receipt, LeaseEnd::Delete)?;
+                self.queue_mut(qslot).counters.deletes += 1;
+                emit!(
+                    self,
+                    Event::Removed {
+                        at: self.spot(slot)
+                    }
+                );
+                self.detach(slot);
+                self.free(slot);
+                Ok(())
+            })
+            .collect();
+        Ok(answers)
+    }
+
+    /// Moves leases' next-visible times; 0 releases the message at once.
+    /// Answers each entry's new next-visible time.
+    pub fn update_visibility(
+        &mut self,
+        addr: Address<'_>,
+        changes: &[VisibilityChange],
+        now: u64,
+    ) -> Result<Vec<EntryResult<u64>>, Error> {
+        self.advance(now);
+        let qslot = self.queue_slot(addr.queue)?;
+        let q = qslot << 1 | u32::from(addr.dlq);
+        let now = self.now;
+        let answers = changes
+            .iter()
+            .map(|change| {
+                crate::error::check_range(
+                    "timeout_ms",
+                    change.timeout_ms,
+                    0,
+                    crate::limits::VISIBILITY_MS_MAX,
+                    " ms",
+                )?;
+                let visible_at = now + change.timeout_ms;
+                if change.timeout_ms == 0 {
+                    let slot = self.end_lease(q, &change.receipt, LeaseEnd::Release)?;
+                    self.records[slot as usize].visible_at = visible_at;
+                    if self.records[slot as usize].expires_at <= now {
+                        // Its lease outlived its life: it expires as it is released.
+                        self.enter_state(slot, MessageState::Visible);
+                        self.expire(slot, now);
+                    } else {
+                        self.enter_visible(slot);
+                    }
+                } else {
+                    let slot = self.resolve(q, &change.receipt)?;
+                    self.records[slot as usize]
+                        .word
+                        .hold(change.receipt.generation)
+                        .map_err(|_| Error::ReceiptStale)?;
+                    self.records[slot as usize].visible_at = visible_at;
+                    self.set_timer(slot, visible_at);
+                }
+                Ok(visible_at)
+            })
+            .collect();
+        self.serve_gained();
+        Ok(answers)
+    }
+
+    /// Defers a leased message: only receive-deferred can take it again.
+    pub fn defer(&mut self, name: &str, receipt: &Receipt, now: u64) -> Result<(), Error> {
+        self.advance(now);
+        let qslot = self.queue_slot(name)?;
+        let slot = self.end_lease(qslot << 1 | MAIN, receipt, LeaseEnd::Defer)?;
+        self.clear_timer(slot);
+        self.enter_state(slot, MessageState::Deferred);
+        emit!(
+            self,
+            Event::Deferred {
+                at: self.spot(slot),
+                deferred: true,
+            }
+        );
+        Ok(())
+    }
+
+    /// Dead-letters a leased message with the consumer's reason.
+    pub fn dead_letter(
+        &mut self,
+        name: &str,
+        receipt: &Receipt,
+        reason: String,
+        description: String,
+        now: u64,
+    ) -> Result<(), Error> {
+        if reason.len() > crate::limits::DEAD_LETTER_REASON_LEN_MAX {
+            return Err(Error::invalid(
+                "reason",
+                format!(
+                    "at most {} bytes (got {})",
+                    crate::limits::DEAD_LETTER_REASON_LEN_MAX,
+                    reason.len()
+                ),
+            ));
+        }
+        if description.len() > crate::limits::DEAD_LETTER_DESCRIPTION_LEN_MAX {
+            return Err(Error::invalid(
+                "description",
+                format!(
+                    "at most {} bytes (got {})",
+                    crate::limits::DEAD_LETTER_DESCRIPTION_LEN_MAX,
+                    description.len()
+                ),
+            ));
+        }
+        self.advance(now);
+        let qslot = self.queue_slot(name)?;
+        let q = qslot << 1 | MAIN;
+        let slot = self.resolve(q, receipt)?;
+        self.records[slot as usize]
+            .word
+            .hold(receipt.generation)
+            .map_err(|_| Error::ReceiptStale)?;
+        let now = self.now;
+        self.dead_letter_slot(
+            slot,
+            DeadLetterReason::Consumer {
+                reason,
+                description,
+            },
+            now,
+        );
+        self.serve_gained();
+        Ok(())
+    }
+
+    /// Moves a main-queue message (in any state) to the DLQ or the target.
+    pub(super) fn dead_letter_slot(&mut self, slot: u32, reason: DeadLetterReason, t: u64) {
+        let state = self.records[slot as usize].word.load().state;
+        self.leave_state(slot, state);
+        self.dead_letter_uncounted(slot, reason, t);
+    }
+
+    /// [`Shard::dead_letter_slot`] for a message already counted out of its
+    /// state (popped from its ring by a receive).
+    pub(super) fn dead_letter_uncounted(&mut self, slot: u32, reason: DeadLetterReason, t: u64) {
+        let q = self.records[slot as usize].q;
+        debug_assert_eq!(q & 1, MAIN);
+        let qslot = q >> 1;
+        let queue = self.queue_mut(qslot);
+        queue.counters.dead_letterings += 1;
+        let source = queue.name.clone();
+        let target = queue.settings.dead_letter_target.clone();
+        let retention = queue.settings.retention_ms;
+        let info = Arc::new(DeadLetter {
+            source_queue: source.clone(),
+            at_ms: t,
+            reason,
+            delivery_count: self.records[slot as usize].word.load().delivery_count,
+        });
+        // A dead letter forwarded here from another queue that dies again
+        // stays in this queue's own DLQ: a message is forwarded at most once,
+        // so two queues targeting each other cannot pass it back and forth.
+        let forwarded = self.records[slot as usize]
+            .extra
+            .as_ref()
+            .is_some_and(|e| e.dead_letter.is_some());
+        let state = self.records[slot as usize].word.load().state;
+        if let Some(target) = target.filter(|t| **t != *source && !forwarded) {
+            let message = self.message(slot, State::DeadLettered, None);
+            self.outbox.push(Outbound {
+                target,
+                source_queue: self.queue(qslot).id,
+                source,
+                source_seq: message.seq,
+                inserted_at: message.inserted_at_ms,
+                at_ms: t,
+                payload: message.payload,
+                attributes: message.attributes,
+                channel: message.channel,
+                id: message.id,
+                delivery_count: message.delivery_count,
+                dead_letter: info,
+            });
+            self.remove_uncounted(slot);
+            return;
+        }
+        let channel = self.sub(q).channels[self.records[slot as usize].channel as usize]
+            .name
+            .clone();
+        let from = self.spot(slot);
+        self.detach(slot);
+        let r = &mut self.records[slot as usize];
+        r.word.shift(state, MessageState::Visible).expect("owned");
+        r.expires_at = t + retention;
+        r.visible_at = t;
+        r.extra.get_or_insert_with(Box::default).dead_letter = Some(info);
+        self.attach(slot, qslot << 1 | DLQ, channel.as_ref());
+        emit!(
+            self,
+            Event::Stored {
+                message: self.view(slot),
+                from: Some(from),
+            }
+        );
+        self.enter_visible(slot);
+    }
+
+    /// Takes deferred messages by sequence number, leasing each like a
+    /// receive. Expired ones are expired now and answer `expired`.
+    pub fn receive_deferred(
+        &mut self,
+        name: &str,
+        seqs: &[u64],
+        visibility_ms: Option<u64>,
+        now: u64,
+    ) -> Result<Vec<EntryResult<Message>>, Error> {
+        if let Some(v) = visibility_ms {
+            crate::error::check_range(
+                "visibility_ms",
+                v,
+                0,
+                crate::limits::VISIBILITY_MS_MAX,
+                " ms",
+            )?;
+        }
+        self.advance(now);
+        let qslot = self.queue_slot(name)?;
+        let q = qslot << 1 | MAIN;
+        let settings = &self.queue(qslot).settings;
+        let visibility_ms = visibility_ms.unwrap_or(settings.visibility_timeout_ms);
+        let max_deliveries = settings.max_deliveries;
+        let now = self.now;
+        let answers = seqs
+            .iter()
+            .map(|&seq| {
+                let slot = self
+                    .sub(q)
+                    .index
+                    .get(seq)
+                    .filter(|slot| self.live(*slot, q, seq))
+                    .filter(|slot| {
+                        self.records[*slot as usize].word.load().state == MessageState::Deferred
+                    })
+                    .ok_or(Error::NotFound {
+                        seq,
+                        what: "deferred",
+                    })?;
+                let r = &self.records[slot as usize];
+                if r.expires_at <= now {
+                    self.expire(slot, now);
+                    return Err(Error::Expired { seq });
+                }
+                if max_deliveries > 0 && r.word.load().delivery_count >= max_deliveries {
+                    self.dead_letter_slot(slot, DeadLetterReason::MaxDeliveries, now);
+                    return Err(Error::NotFound {
+                        seq,
+                        what: "deliverable deferred (max_deliveries reached: dead-lettered)",
+                    });
+                }
+                self.leave_state(slot, MessageState::Deferred);
+                emit!(
+                    self,
+                    Event::Deferred {
+                        at: self.spot(slot),
+                        deferred: false,
+                    }
+                );
+                let message = self.deliver(slot, MessageState::Deferred, visibility_ms);
+                if visibility_ms == 0 {
+                    self.enter_visible(slot);
+                }
+                Ok(message)
+            })
+            .collect();
+        self.serve_gained();
+        Ok(answers)
+    }
+
+    /// Messages in sequence order from `from`, in every state, unchanged.
+    pub fn peek(
+        &mut self,
+        addr: Address<'_>,
+        from: u64,
+        max: u32,
+        now: u64,
+    ) -> Result<Vec<Message>, Error> {
+        crate::error::check_range("max_messages", max.into(), 1, PEEK_MAX.into(), "")?;
+        self.advance(now);
+        let qslot = self.queue_slot(addr.queue)?;
+        let q = qslot << 1 | u32::from(addr.dlq);
+        let slots: Vec<u32> = self
+            .sub(q)
+            .index
+            .from(from)
+            .filter(|(seq, slot)| self.live(*slot, q, *seq))
+            .map(|(_, slot)| slot)
+            .take(max as usize)
+            .collect();
+        Ok(slots
+            .into_iter()
+            .map(|slot| self.message(slot, self.public_state(slot), None))
+            .collect())
+    }
+}

@@ -1,0 +1,394 @@
+//! Receiving: channels taken in turn, leases, parked receives and their
+//! deadlines.
+
+use super::*;
+
+impl Shard {
+    // ----- receive ----------------------------------------------------------
+
+    /// Takes up to `take.max` visible messages of sub-queue `q`, fairly across
+    /// channels, leasing each (or only counting it, with visibility 0).
+    pub(super) fn take_visible(&mut self, q: u32, take: &Take<'_>, out: &mut Vec<Message>) {
+        let now = self.now;
+        let mut quick_looks: Vec<u32> = Vec::new();
+        let mut used = 0u64;
+        while (out.len() as u32) < take.max {
+            let Some(channel) = self.pick_channel(q, take.filter) else {
+                break;
+            };
+            let Some(slot) = self.pop_visible(q, channel) else {
+                continue;
+            };
+            if take.budget != u64::MAX {
+                let size = self.answer_size(slot);
+                if used + size > take.budget {
+                    // Too big for what is left of this answer: it stays the
+                    // channel's next message.
+                    self.put_back(slot);
+                    break;
+                }
+                used += size;
+            }
+            if let Some(ChannelFilter::Prefix(p)) = take.filter {
+                if !p.is_empty() {
+                    let sub = self.sub_mut(q);
+                    sub.prefix_cursor = sub.channels[channel as usize].name.clone();
+                }
+            }
+            let qslot = q >> 1;
+            let max_deliveries = self.queue(qslot).settings.max_deliveries;
+            let r = &self.records[slot as usize];
+            let count = r.word.load().delivery_count;
+            if q & 1 == MAIN && max_deliveries > 0 && count >= max_deliveries {
+                self.sub_mut(q).rotate(channel);
+                self.dead_letter_uncounted(slot, DeadLetterReason::MaxDeliveries, now);
+                continue;
+            }
+            self.sub_mut(q).rotate(channel);
+            let message = self.deliver(slot, MessageState::Visible, take.visibility_ms);
+            if take.visibility_ms == 0 {
+                quick_looks.push(slot);
+            }
+            out.push(message);
+        }
+        for slot in quick_looks {
+            self.enter_state(slot, MessageState::Visible);
+        }
+    }
+
+    /// [`answer_bytes`] of the message in `slot`.
+    pub(super) fn answer_size(&self, slot: u32) -> u64 {
+        let r = &self.records[slot as usize];
+        let extra = r.extra.as_deref();
+        answer_bytes(
+            r.payload.len(),
+            extra.and_then(|e| e.attributes.as_ref()),
+            self.sub(r.q).channels[r.channel as usize].name.as_deref(),
+            extra.and_then(|e| e.dead_letter.as_deref()),
+        )
+    }
+
+    /// Undoes [`Shard::pop_visible`]: the message is visible again, first
+    /// in its channel.
+    pub(super) fn put_back(&mut self, slot: u32) {
+        let (q, channel, generation) = {
+            let r = &self.records[slot as usize];
+            (r.q, r.channel, r.word.load().generation)
+        };
+        let sub = self.sub_mut(q);
+        sub.counts.visible += 1;
+        let c = &mut sub.channels[channel as usize];
+        debug_assert!(c.front.is_none(), "a popped message was the front");
+        c.front = Some(handle(slot, generation));
+        c.visible += 1;
+        if c.visible == 1 {
+            sub.enter_round(channel, true);
+        }
+    }
+
+    /// The channel the next message comes from: without a filter (or with
+    /// `*`, which passes everything) the round's head; an exact filter's
+    /// channel; for a prefix, the next matching channel in name order after
+    /// the last one a prefix receive was served from. O(log channels) at
+    /// most.
+    pub(super) fn pick_channel(&self, q: u32, filter: Option<&ChannelFilter>) -> Option<u32> {
+        let sub = self.sub(q);
+        let head = (sub.round.head != NIL).then_some(sub.round.head);
+        match filter {
+            None => head,
+            Some(ChannelFilter::Prefix(p)) if p.is_empty() => head,
+            Some(ChannelFilter::Exact(name)) => sub
+                .channel_ids
+                .get(name.as_str())
+                .copied()
+                .filter(|c| sub.channels[*c as usize].visible > 0),
+            Some(ChannelFilter::Prefix(p)) => sub.next_with_prefix(p),
+        }
+    }
+
+    /// Pops the next live handle of a channel with visible messages and
+    /// counts it out of the visible state.
+    pub(super) fn pop_visible(&mut self, q: u32, channel: u32) -> Option<u32> {
+        loop {
+            let c = &mut self.sub_mut(q).channels[channel as usize];
+            let h = match c.front.take() {
+                Some(h) => h,
+                None => c.ring.pop()?,
+            };
+            let slot = (h >> 32) as u32;
+            let Some(r) = self.records.get(slot as usize) else {
+                continue; // left behind by a message whose slot was trimmed
+            };
+            let w = r.word.load();
+            if r.q == q
+                && w.state == MessageState::Visible
+                && (w.generation & 0xFFFF_FFFF) == (h & 0xFFFF_FFFF)
+            {
+                self.leave_state(slot, MessageState::Visible);
+                return Some(slot);
+            }
+        }
+    }
+
+    /// Delivers a message (already counted out of `from`): the state word
+    /// decides, the lease timer is set, the answer is built.
+    pub(super) fn deliver(&mut self, slot: u32, from: MessageState, visibility_ms: u64) -> Message {
+        let now = self.now;
+        let quick_look = visibility_ms == 0;
+        let word = self.records[slot as usize]
+            .word
+            .deliver(from, quick_look)
+            .expect("the shard owns the message");
+        let r = &mut self.records[slot as usize];
+        r.visible_at = now + visibility_ms;
+        let q = r.q;
+        let queue = self.queue_mut(q >> 1);
+        queue.counters.deliveries += 1;
+        let queue_id = queue.id;
+        let receipt = self.key.mint(queue_id, slot, word.generation);
+        emit!(
+            self,
+            Event::Delivered {
+                at: self.spot(slot),
+                count: word.delivery_count,
+            }
+        );
+        let state = if quick_look {
+            if q & 1 == DLQ {
+                State::DeadLettered
+            } else {
+                State::Visible
+            }
+        } else {
+            self.enter_state(slot, MessageState::InFlight);
+            self.set_timer(slot, now + visibility_ms);
+            State::InFlight
+        };
+        self.message(slot, state, Some(receipt))
+    }
+
+    /// Receives from the queue or its DLQ. With nothing to give and a wait,
+    /// the receive is parked and `notify` is called later; otherwise `notify`
+    /// is dropped unused.
+    pub fn receive(
+        &mut self,
+        addr: Address<'_>,
+        opts: &ReceiveOptions,
+        notify: Option<Notify>,
+        now: u64,
+    ) -> Result<Received, Error> {
+        opts.validate()?;
+        self.advance(now);
+        let qslot = self.queue_slot(addr.queue)?;
+        let q = qslot << 1 | u32::from(addr.dlq);
+        let settings = &self.queue(qslot).settings;
+        let visibility_ms = opts.visibility_ms.unwrap_or(settings.visibility_timeout_ms);
+        let wait_ms = opts.wait_ms.unwrap_or(settings.receive_wait_default_ms);
+        let mut out = Vec::with_capacity(opts.max_messages as usize);
+        let budget = opts.max_answer_bytes.unwrap_or(u64::MAX);
+        self.take_visible(
+            q,
+            &Take {
+                max: opts.max_messages,
+                budget,
+                visibility_ms,
+                filter: opts.channel.as_ref(),
+            },
+            &mut out,
+        );
+        let parked = if out.is_empty() && wait_ms > 0 {
+            // A parked receive with a budget holds only the room its answer
+            // could need; one without stays without.
+            let largest = answer_bytes_max(self.queue(qslot).settings.max_message_bytes);
+            let budget = if budget == u64::MAX {
+                budget
+            } else {
+                budget.min(largest.saturating_mul(u64::from(opts.max_messages)))
+            };
+            notify.map(|notify| self.park(q, opts, visibility_ms, wait_ms, budget, notify))
+        } else {
+            None
+        };
+        self.serve_gained();
+        Ok(match parked {
+            Some(id) => Received::Parked(id),
+            None => Received::Ready(out),
+        })
+    }
+
+    pub(super) fn park(
+        &mut self,
+        q: u32,
+        opts: &ReceiveOptions,
+        visibility_ms: u64,
+        wait_ms: u64,
+        budget: u64,
+        notify: Notify,
+    ) -> WaitId {
+        let slot = match self.free_waiters.pop() {
+            Some(slot) => slot,
+            None => {
+                self.waiters.push(WaiterSlot {
+                    stamp: 0,
+                    waiter: None,
+                    prev: NIL,
+                    next: NIL,
+                });
+                (self.waiters.len() - 1) as u32
+            }
+        };
+        let timer = self
+            .wheel
+            .insert(self.now + wait_ms, Timer::new(Timer::WAITER, slot));
+        self.waiter_order += 1;
+        let w = &mut self.waiters[slot as usize];
+        w.waiter = Some(Waiter {
+            q,
+            max: opts.max_messages,
+            budget,
+            visibility_ms,
+            filter: opts.channel.clone(),
+            notify: Some(notify),
+            timer: Some(timer),
+            order: self.waiter_order,
+        });
+        let stamp = w.stamp;
+        self.link_waiter(q, slot);
+        WaitId {
+            shard: self.id,
+            slot,
+            stamp,
+            reserved: if budget == u64::MAX { 0 } else { budget },
+        }
+    }
+
+    pub(super) fn first_waiter(&self, q: u32) -> Option<u32> {
+        let head = self.sub(q).waiters.head;
+        (head != NIL).then_some(head)
+    }
+
+    /// Appends a parked receive to sub-queue `q`'s list.
+    pub(super) fn link_waiter(&mut self, q: u32, slot: u32) {
+        let tail = self.sub(q).waiters.tail;
+        {
+            let w = &mut self.waiters[slot as usize];
+            w.prev = tail;
+            w.next = NIL;
+        }
+        if tail == NIL {
+            self.sub_mut(q).waiters.head = slot;
+        } else {
+            self.waiters[tail as usize].next = slot;
+        }
+        self.sub_mut(q).waiters.tail = slot;
+    }
+
+    /// Takes a parked receive out of sub-queue `q`'s list, in O(1).
+    pub(super) fn unlink_waiter(&mut self, q: u32, slot: u32) {
+        let (prev, next) = {
+            let w = &mut self.waiters[slot as usize];
+            let links = (w.prev, w.next);
+            w.prev = NIL;
+            w.next = NIL;
+            links
+        };
+        if prev == NIL {
+            self.sub_mut(q).waiters.head = next;
+        } else {
+            self.waiters[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.sub_mut(q).waiters.tail = prev;
+        } else {
+            self.waiters[next as usize].prev = prev;
+        }
+    }
+
+    /// Unlinks and frees a parked receive; its `Notify` is the caller's.
+    pub(super) fn take_waiter(&mut self, slot: u32) -> Option<Waiter> {
+        let q = self.waiters[slot as usize].waiter.as_ref()?.q;
+        if self
+            .queues
+            .get((q >> 1) as usize)
+            .is_some_and(|x| x.is_some())
+        {
+            self.unlink_waiter(q, slot);
+        }
+        let w = &mut self.waiters[slot as usize];
+        let waiter = w.waiter.take()?;
+        w.stamp = w.stamp.wrapping_add(1);
+        self.free_waiters.push(slot);
+        if let Some(timer) = waiter.timer {
+            self.wheel.cancel(timer);
+        }
+        Some(waiter)
+    }
+
+    /// Forgets a parked receive (its connection went away). Its `Notify` is
+    /// dropped uncalled. Returns whether it was still parked.
+    pub fn cancel_wait(&mut self, id: WaitId) -> bool {
+        let Some(w) = self.waiters.get(id.slot as usize) else {
+            return false;
+        };
+        if w.stamp != id.stamp || w.waiter.is_none() {
+            return false;
+        }
+        self.take_waiter(id.slot).expect("checked above");
+        true
+    }
+
+    pub(super) fn waiter_deadline(&mut self, slot: u32) {
+        // The deadline fired: the wheel already let go of the timer.
+        let Some(mut waiter) = self.take_waiter(slot) else {
+            return;
+        };
+        if let Some(notify) = waiter.notify.take() {
+            self.completions.push((notify, Ok(Vec::new())));
+        }
+    }
+
+    /// Serves parked receives of every sub-queue that gained visible
+    /// messages, first come first served.
+    pub(super) fn serve_gained(&mut self) {
+        while !self.gained.is_empty() {
+            let q = self.gained.remove(0);
+            if self
+                .queues
+                .get((q >> 1) as usize)
+                .is_none_or(|x| x.is_none())
+            {
+                continue;
+            }
+            let mut next = self.sub(q).waiters.head;
+            while next != NIL && self.sub(q).counts.visible > 0 {
+                let slot = next;
+                next = self.waiters[slot as usize].next;
+                let waiter = self.waiters[slot as usize].waiter.as_ref().expect("parked");
+                let (max, budget, visibility_ms, filter) = (
+                    waiter.max,
+                    waiter.budget,
+                    waiter.visibility_ms,
+                    waiter.filter.clone(),
+                );
+                let mut out = Vec::new();
+                self.take_visible(
+                    q,
+                    &Take {
+                        max,
+                        budget,
+                        visibility_ms,
+                        filter: filter.as_ref(),
+                    },
+                    &mut out,
+                );
+                if out.is_empty() {
+                    continue;
+                }
+                let mut waiter = self.take_waiter(slot).expect("parked");
+                if let Some(notify) = waiter.notify.take() {
+                    self.completions.push((notify, Ok(out)));
+                }
+            }
+        }
+    }
+}
