@@ -485,19 +485,19 @@ pub enum Response {
 
 // ----- encoding ------------------------------------------------------------
 
-fn put_queue_ref(w: &mut Writer<'_>, q: &QueueRef) {
+pub(super) fn put_queue_ref(w: &mut Writer<'_>, q: &QueueRef) {
     w.str(&q.name);
     w.bool(q.dlq);
 }
 
-fn get_queue_ref(r: &mut Reader) -> Result<QueueRef, ProtoError> {
+pub(super) fn get_queue_ref(r: &mut Reader) -> Result<QueueRef, ProtoError> {
     Ok(QueueRef {
         name: r.str()?,
         dlq: r.bool()?,
     })
 }
 
-fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
+pub(super) fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
     w.opt(&p.visibility_timeout_ms, |w, v| w.u64(*v));
     w.opt(&p.max_deliveries, |w, v| w.u32(*v));
     w.opt(&p.retention_ms, |w, v| w.u64(*v));
@@ -510,7 +510,7 @@ fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
     w.opt(&p.channel_capacity_pct, |w, v| w.u8(*v));
 }
 
-fn get_patch(r: &mut Reader) -> Result<SettingsPatch, ProtoError> {
+pub(super) fn get_patch(r: &mut Reader) -> Result<SettingsPatch, ProtoError> {
     Ok(SettingsPatch {
         visibility_timeout_ms: r.opt(Reader::u64)?,
         max_deliveries: r.opt(Reader::u32)?,
@@ -525,7 +525,7 @@ fn get_patch(r: &mut Reader) -> Result<SettingsPatch, ProtoError> {
     })
 }
 
-fn put_settings(w: &mut Writer<'_>, s: &Settings) {
+pub(super) fn put_settings(w: &mut Writer<'_>, s: &Settings) {
     w.u64(s.visibility_timeout_ms);
     w.u32(s.max_deliveries);
     w.u64(s.retention_ms);
@@ -538,7 +538,7 @@ fn put_settings(w: &mut Writer<'_>, s: &Settings) {
     w.u8(s.channel_capacity_pct);
 }
 
-fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
+pub(super) fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
     Ok(Settings {
         visibility_timeout_ms: r.u64()?,
         max_deliveries: r.u32()?,
@@ -553,18 +553,18 @@ fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
     })
 }
 
-fn put_pairs(w: &mut Writer<'_>, pairs: &[(String, String)]) {
+pub(super) fn put_pairs(w: &mut Writer<'_>, pairs: &[(String, String)]) {
     w.list(pairs, |w, (k, v)| {
         w.str(k);
         w.str(v);
     });
 }
 
-fn get_pairs(r: &mut Reader) -> Result<Vec<(String, String)>, ProtoError> {
+pub(super) fn get_pairs(r: &mut Reader) -> Result<Vec<(String, String)>, ProtoError> {
     r.list(4, |r| Ok((r.str()?, r.str()?)))
 }
 
-fn put_entry(w: &mut Writer<'_>, e: &PutEntry) {
+pub(super) fn put_entry(w: &mut Writer<'_>, e: &PutEntry) {
     w.bytes(&e.payload);
     put_pairs(w, &e.attributes);
     w.opt(&e.channel, |w, c| w.str(c));
@@ -582,7 +582,7 @@ fn put_entry(w: &mut Writer<'_>, e: &PutEntry) {
     w.opt(&e.ttl_ms, |w, v| w.u64(*v));
 }
 
-fn get_entry(r: &mut Reader) -> Result<PutEntry, ProtoError> {
+pub(super) fn get_entry(r: &mut Reader) -> Result<PutEntry, ProtoError> {
     Ok(PutEntry {
         payload: r.bytes()?,
         attributes: get_pairs(r)?,
@@ -597,7 +597,7 @@ fn get_entry(r: &mut Reader) -> Result<PutEntry, ProtoError> {
     })
 }
 
-fn put_message(w: &mut Writer<'_>, m: &Message) {
+pub(super) fn put_message(w: &mut Writer<'_>, m: &Message) {
     w.u128(m.id);
     w.u64(m.seq);
     w.bytes(&m.payload);
@@ -619,7 +619,7 @@ fn put_message(w: &mut Writer<'_>, m: &Message) {
     });
 }
 
-fn get_message(r: &mut Reader) -> Result<Message, ProtoError> {
+pub(super) fn get_message(r: &mut Reader) -> Result<Message, ProtoError> {
     Ok(Message {
         id: r.u128()?,
         seq: r.u64()?,
@@ -645,19 +645,19 @@ fn get_message(r: &mut Reader) -> Result<Message, ProtoError> {
     })
 }
 
-fn put_error(w: &mut Writer<'_>, e: &WireError) {
+pub(super) fn put_error(w: &mut Writer<'_>, e: &WireError) {
     w.u16(e.code.0);
     w.str(&e.message);
 }
 
-fn get_error(r: &mut Reader) -> Result<WireError, ProtoError> {
+pub(super) fn get_error(r: &mut Reader) -> Result<WireError, ProtoError> {
     Ok(WireError {
         code: ErrorCode(r.u16()?),
         message: r.str()?,
     })
 }
 
-fn put_entries<T>(
+pub(super) fn put_entries<T>(
     w: &mut Writer<'_>,
     entries: &[Entry<T>],
     mut f: impl FnMut(&mut Writer<'_>, &T),
@@ -674,7 +674,7 @@ fn put_entries<T>(
     });
 }
 
-fn get_entries<T>(
+pub(super) fn get_entries<T>(
     r: &mut Reader,
     mut f: impl FnMut(&mut Reader) -> Result<T, ProtoError>,
 ) -> Result<Vec<Entry<T>>, ProtoError> {
@@ -685,351 +685,5 @@ fn get_entries<T>(
     })
 }
 
-impl Request {
-    /// The request's opcode.
-    pub fn opcode(&self) -> Opcode {
-        match self {
-            Request::Hello { .. } => Opcode::Hello,
-            Request::Auth { .. } => Opcode::Auth,
-            Request::ServerStats => Opcode::ServerStats,
-            Request::CreateQueue { .. } => Opcode::CreateQueue,
-            Request::GetQueue { .. } => Opcode::GetQueue,
-            Request::UpdateQueue { .. } => Opcode::UpdateQueue,
-            Request::ListQueues { .. } => Opcode::ListQueues,
-            Request::DeleteQueue { .. } => Opcode::DeleteQueue,
-            Request::Purge { .. } => Opcode::Purge,
-            Request::QueueStats { .. } => Opcode::QueueStats,
-            Request::Put { .. } => Opcode::Put,
-            Request::CancelScheduled { .. } => Opcode::CancelScheduled,
-            Request::Receive(_) => Opcode::Receive,
-            Request::UpdateVisibility { .. } => Opcode::UpdateVisibility,
-            Request::Delete { .. } => Opcode::Delete,
-            Request::Defer { .. } => Opcode::Defer,
-            Request::ReceiveDeferred { .. } => Opcode::ReceiveDeferred,
-            Request::DeadLetter { .. } => Opcode::DeadLetter,
-            Request::Peek { .. } => Opcode::Peek,
-            Request::Redrive { .. } => Opcode::Redrive,
-        }
-    }
-
-    /// Appends the whole frame of this request to `buf`.
-    pub fn encode(&self, request_id: u64, buf: &mut BytesMut) {
-        let start = begin_frame(buf, self.opcode() as u8, 0, request_id);
-        let w = &mut Writer(buf);
-        match self {
-            Request::Hello { client } => w.str(client),
-            Request::Auth { token } => w.str(token),
-            Request::ServerStats => {}
-            Request::CreateQueue { name, settings } | Request::UpdateQueue { name, settings } => {
-                w.str(name);
-                put_patch(w, settings);
-            }
-            Request::GetQueue { name } | Request::QueueStats { name } => w.str(name),
-            Request::DeleteQueue { name, if_exists } => {
-                w.str(name);
-                w.bool(*if_exists);
-            }
-            Request::ListQueues {
-                prefix,
-                after,
-                limit,
-            } => {
-                w.str(prefix);
-                w.str(after);
-                w.u16(*limit);
-            }
-            Request::Purge { queue } => put_queue_ref(w, queue),
-            Request::Put { queue, messages } => {
-                w.str(queue);
-                w.list(messages, put_entry);
-            }
-            Request::CancelScheduled { queue, seq } => {
-                w.str(queue);
-                w.u64(*seq);
-            }
-            Request::Receive(rc) => {
-                put_queue_ref(w, &rc.queue);
-                w.u8(rc.max_messages);
-                w.opt(&rc.visibility_ms, |w, v| w.u64(*v));
-                w.opt(&rc.wait_ms, |w, v| w.u64(*v));
-                w.opt(&rc.channel, |w, c| w.str(c));
-            }
-            Request::UpdateVisibility { queue, entries } => {
-                put_queue_ref(w, queue);
-                w.list(entries, |w, (r, t)| {
-                    w.array(r);
-                    w.u64(*t);
-                });
-            }
-            Request::Delete { queue, receipts } => {
-                put_queue_ref(w, queue);
-                w.list(receipts, |w, r| w.array(r));
-            }
-            Request::Defer { queue, receipt } => {
-                w.str(queue);
-                w.array(receipt);
-            }
-            Request::ReceiveDeferred {
-                queue,
-                seqs,
-                visibility_ms,
-            } => {
-                w.str(queue);
-                w.list(seqs, |w, s| w.u64(*s));
-                w.opt(visibility_ms, |w, v| w.u64(*v));
-            }
-            Request::DeadLetter {
-                queue,
-                receipt,
-                reason,
-                description,
-            } => {
-                w.str(queue);
-                w.array(receipt);
-                w.str(reason);
-                w.str(description);
-            }
-            Request::Peek {
-                queue,
-                from_seq,
-                max_messages,
-            } => {
-                put_queue_ref(w, queue);
-                w.u64(*from_seq);
-                w.u8(*max_messages);
-            }
-            Request::Redrive {
-                queue,
-                max_messages,
-                rate_per_second,
-            } => {
-                w.str(queue);
-                w.opt(max_messages, |w, v| w.u64(*v));
-                w.opt(rate_per_second, |w, v| w.u32(*v));
-            }
-        }
-        end_frame(buf, start);
-    }
-
-    /// Decodes a request frame's body. Payloads are slices of `body`.
-    pub fn decode(header: &FrameHeader, body: Bytes) -> Result<Request, ProtoError> {
-        check_header(header)?;
-        if header.is_response() {
-            return Err(ProtoError::Malformed("a request has no response flag"));
-        }
-        let op = Opcode::from_u8(header.opcode)?;
-        let r = &mut Reader::new(body);
-        let req = match op {
-            Opcode::Hello => Request::Hello { client: r.str()? },
-            Opcode::Auth => Request::Auth { token: r.str()? },
-            Opcode::ServerStats => Request::ServerStats,
-            Opcode::CreateQueue => Request::CreateQueue {
-                name: r.str()?,
-                settings: get_patch(r)?,
-            },
-            Opcode::GetQueue => Request::GetQueue { name: r.str()? },
-            Opcode::UpdateQueue => Request::UpdateQueue {
-                name: r.str()?,
-                settings: get_patch(r)?,
-            },
-            Opcode::ListQueues => Request::ListQueues {
-                prefix: r.str()?,
-                after: r.str()?,
-                limit: r.u16()?,
-            },
-            Opcode::DeleteQueue => Request::DeleteQueue {
-                name: r.str()?,
-                if_exists: r.bool()?,
-            },
-            Opcode::Purge => Request::Purge {
-                queue: get_queue_ref(r)?,
-            },
-            Opcode::QueueStats => Request::QueueStats { name: r.str()? },
-            Opcode::Put => Request::Put {
-                queue: r.str()?,
-                messages: r.list(9, get_entry)?,
-            },
-            Opcode::CancelScheduled => Request::CancelScheduled {
-                queue: r.str()?,
-                seq: r.u64()?,
-            },
-            Opcode::Receive => Request::Receive(Receive {
-                queue: get_queue_ref(r)?,
-                max_messages: r.u8()?,
-                visibility_ms: r.opt(Reader::u64)?,
-                wait_ms: r.opt(Reader::u64)?,
-                channel: r.opt(Reader::str)?,
-            }),
-            Opcode::UpdateVisibility => Request::UpdateVisibility {
-                queue: get_queue_ref(r)?,
-                entries: r.list(RECEIPT_LEN + 8, |r| {
-                    Ok((r.array::<RECEIPT_LEN>()?, r.u64()?))
-                })?,
-            },
-            Opcode::Delete => Request::Delete {
-                queue: get_queue_ref(r)?,
-                receipts: r.list(RECEIPT_LEN, Reader::array::<RECEIPT_LEN>)?,
-            },
-            Opcode::Defer => Request::Defer {
-                queue: r.str()?,
-                receipt: r.array::<RECEIPT_LEN>()?,
-            },
-            Opcode::ReceiveDeferred => Request::ReceiveDeferred {
-                queue: r.str()?,
-                seqs: r.list(8, Reader::u64)?,
-                visibility_ms: r.opt(Reader::u64)?,
-            },
-            Opcode::DeadLetter => Request::DeadLetter {
-                queue: r.str()?,
-                receipt: r.array::<RECEIPT_LEN>()?,
-                reason: r.str()?,
-                description: r.str()?,
-            },
-            Opcode::Peek => Request::Peek {
-                queue: get_queue_ref(r)?,
-                from_seq: r.u64()?,
-                max_messages: r.u8()?,
-            },
-            Opcode::Redrive => Request::Redrive {
-                queue: r.str()?,
-                max_messages: r.opt(Reader::u64)?,
-                rate_per_second: r.opt(Reader::u32)?,
-            },
-        };
-        r.finish()?;
-        Ok(req)
-    }
-}
-
-impl Response {
-    /// Appends the whole frame of this answer to request `request_id` with
-    /// opcode `opcode` to `buf`.
-    pub fn encode(&self, opcode: u8, request_id: u64, buf: &mut BytesMut) {
-        let flags = match self {
-            Response::Error(_) => flags::RESPONSE | flags::ERROR,
-            _ => flags::RESPONSE,
-        };
-        let start = begin_frame(buf, opcode, flags, request_id);
-        let w = &mut Writer(buf);
-        match self {
-            Response::Hello {
-                server,
-                protocol_version,
-                max_frame_len,
-            } => {
-                w.str(server);
-                w.u8(*protocol_version);
-                w.u32(*max_frame_len);
-            }
-            Response::Ok => {}
-            Response::ServerStats(pairs) => w.list(pairs, |w, (k, v)| {
-                w.str(k);
-                w.u64(*v);
-            }),
-            Response::Created(created) => w.bool(*created),
-            Response::Queue(s) => put_settings(w, s),
-            Response::Queues { names, next } => {
-                w.list(names, |w, n| w.str(n));
-                w.opt(next, |w, n| w.str(n));
-            }
-            Response::Stats(s) => {
-                for v in [
-                    s.visible,
-                    s.in_flight,
-                    s.delayed,
-                    s.deferred,
-                    s.dead_lettered,
-                    s.bytes,
-                    s.oldest_age_ms,
-                    s.puts,
-                    s.deliveries,
-                    s.deletes,
-                    s.expiries,
-                    s.dead_letterings,
-                    s.redriven,
-                ] {
-                    w.u64(v);
-                }
-            }
-            Response::Put(entries) => put_entries(w, entries, |w, a| {
-                w.u128(a.id);
-                w.u64(a.seq);
-            }),
-            Response::Messages(ms) => w.list(ms, put_message),
-            Response::Visibility(entries) => put_entries(w, entries, |w, t| w.u64(*t)),
-            Response::Deleted(entries) => put_entries(w, entries, |_, _| {}),
-            Response::Deferred(entries) => put_entries(w, entries, put_message),
-            Response::Redrive { moved, scheduled } => {
-                w.u64(*moved);
-                w.u64(*scheduled);
-            }
-            Response::Error(e) => put_error(w, e),
-        }
-        end_frame(buf, start);
-    }
-
-    /// Decodes an answer frame's body; its shape follows its opcode.
-    pub fn decode(header: &FrameHeader, body: Bytes) -> Result<Response, ProtoError> {
-        check_header(header)?;
-        if !header.is_response() {
-            return Err(ProtoError::Malformed("an answer has the response flag"));
-        }
-        let r = &mut Reader::new(body);
-        if header.is_error() {
-            let e = get_error(r)?;
-            r.finish()?;
-            return Ok(Response::Error(e));
-        }
-        let resp = match Opcode::from_u8(header.opcode)? {
-            Opcode::Hello => Response::Hello {
-                server: r.str()?,
-                protocol_version: r.u8()?,
-                max_frame_len: r.u32()?,
-            },
-            Opcode::Auth
-            | Opcode::DeleteQueue
-            | Opcode::Purge
-            | Opcode::CancelScheduled
-            | Opcode::Defer
-            | Opcode::DeadLetter => Response::Ok,
-            Opcode::ServerStats => Response::ServerStats(r.list(10, |r| Ok((r.str()?, r.u64()?)))?),
-            Opcode::CreateQueue => Response::Created(r.bool()?),
-            Opcode::GetQueue | Opcode::UpdateQueue => Response::Queue(get_settings(r)?),
-            Opcode::ListQueues => Response::Queues {
-                names: r.list(2, Reader::str)?,
-                next: r.opt(Reader::str)?,
-            },
-            Opcode::QueueStats => Response::Stats(Stats {
-                visible: r.u64()?,
-                in_flight: r.u64()?,
-                delayed: r.u64()?,
-                deferred: r.u64()?,
-                dead_lettered: r.u64()?,
-                bytes: r.u64()?,
-                oldest_age_ms: r.u64()?,
-                puts: r.u64()?,
-                deliveries: r.u64()?,
-                deletes: r.u64()?,
-                expiries: r.u64()?,
-                dead_letterings: r.u64()?,
-                redriven: r.u64()?,
-            }),
-            Opcode::Put => Response::Put(get_entries(r, |r| {
-                Ok(PutAck {
-                    id: r.u128()?,
-                    seq: r.u64()?,
-                })
-            })?),
-            Opcode::Receive | Opcode::Peek => Response::Messages(r.list(60, get_message)?),
-            Opcode::UpdateVisibility => Response::Visibility(get_entries(r, Reader::u64)?),
-            Opcode::Delete => Response::Deleted(get_entries(r, |_| Ok(()))?),
-            Opcode::ReceiveDeferred => Response::Deferred(get_entries(r, get_message)?),
-            Opcode::Redrive => Response::Redrive {
-                moved: r.u64()?,
-                scheduled: r.u64()?,
-            },
-        };
-        r.finish()?;
-        Ok(resp)
-    }
-}
+mod request;
+mod response;

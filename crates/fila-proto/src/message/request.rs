@@ -1,0 +1,219 @@
+//! A request's bytes: its opcode, encoding and decoding.
+
+use super::*;
+
+impl Request {
+    /// The request's opcode.
+    pub fn opcode(&self) -> Opcode {
+        match self {
+            Request::Hello { .. } => Opcode::Hello,
+            Request::Auth { .. } => Opcode::Auth,
+            Request::ServerStats => Opcode::ServerStats,
+            Request::CreateQueue { .. } => Opcode::CreateQueue,
+            Request::GetQueue { .. } => Opcode::GetQueue,
+            Request::UpdateQueue { .. } => Opcode::UpdateQueue,
+            Request::ListQueues { .. } => Opcode::ListQueues,
+            Request::DeleteQueue { .. } => Opcode::DeleteQueue,
+            Request::Purge { .. } => Opcode::Purge,
+            Request::QueueStats { .. } => Opcode::QueueStats,
+            Request::Put { .. } => Opcode::Put,
+            Request::CancelScheduled { .. } => Opcode::CancelScheduled,
+            Request::Receive(_) => Opcode::Receive,
+            Request::UpdateVisibility { .. } => Opcode::UpdateVisibility,
+            Request::Delete { .. } => Opcode::Delete,
+            Request::Defer { .. } => Opcode::Defer,
+            Request::ReceiveDeferred { .. } => Opcode::ReceiveDeferred,
+            Request::DeadLetter { .. } => Opcode::DeadLetter,
+            Request::Peek { .. } => Opcode::Peek,
+            Request::Redrive { .. } => Opcode::Redrive,
+        }
+    }
+
+    /// Appends the whole frame of this request to `buf`.
+    pub fn encode(&self, request_id: u64, buf: &mut BytesMut) {
+        let start = begin_frame(buf, self.opcode() as u8, 0, request_id);
+        let w = &mut Writer(buf);
+        match self {
+            Request::Hello { client } => w.str(client),
+            Request::Auth { token } => w.str(token),
+            Request::ServerStats => {}
+            Request::CreateQueue { name, settings } | Request::UpdateQueue { name, settings } => {
+                w.str(name);
+                put_patch(w, settings);
+            }
+            Request::GetQueue { name } | Request::QueueStats { name } => w.str(name),
+            Request::DeleteQueue { name, if_exists } => {
+                w.str(name);
+                w.bool(*if_exists);
+            }
+            Request::ListQueues {
+                prefix,
+                after,
+                limit,
+            } => {
+                w.str(prefix);
+                w.str(after);
+                w.u16(*limit);
+            }
+            Request::Purge { queue } => put_queue_ref(w, queue),
+            Request::Put { queue, messages } => {
+                w.str(queue);
+                w.list(messages, put_entry);
+            }
+            Request::CancelScheduled { queue, seq } => {
+                w.str(queue);
+                w.u64(*seq);
+            }
+            Request::Receive(rc) => {
+                put_queue_ref(w, &rc.queue);
+                w.u8(rc.max_messages);
+                w.opt(&rc.visibility_ms, |w, v| w.u64(*v));
+                w.opt(&rc.wait_ms, |w, v| w.u64(*v));
+                w.opt(&rc.channel, |w, c| w.str(c));
+            }
+            Request::UpdateVisibility { queue, entries } => {
+                put_queue_ref(w, queue);
+                w.list(entries, |w, (r, t)| {
+                    w.array(r);
+                    w.u64(*t);
+                });
+            }
+            Request::Delete { queue, receipts } => {
+                put_queue_ref(w, queue);
+                w.list(receipts, |w, r| w.array(r));
+            }
+            Request::Defer { queue, receipt } => {
+                w.str(queue);
+                w.array(receipt);
+            }
+            Request::ReceiveDeferred {
+                queue,
+                seqs,
+                visibility_ms,
+            } => {
+                w.str(queue);
+                w.list(seqs, |w, s| w.u64(*s));
+                w.opt(visibility_ms, |w, v| w.u64(*v));
+            }
+            Request::DeadLetter {
+                queue,
+                receipt,
+                reason,
+                description,
+            } => {
+                w.str(queue);
+                w.array(receipt);
+                w.str(reason);
+                w.str(description);
+            }
+            Request::Peek {
+                queue,
+                from_seq,
+                max_messages,
+            } => {
+                put_queue_ref(w, queue);
+                w.u64(*from_seq);
+                w.u8(*max_messages);
+            }
+            Request::Redrive {
+                queue,
+                max_messages,
+                rate_per_second,
+            } => {
+                w.str(queue);
+                w.opt(max_messages, |w, v| w.u64(*v));
+                w.opt(rate_per_second, |w, v| w.u32(*v));
+            }
+        }
+        end_frame(buf, start);
+    }
+
+    /// Decodes a request frame's body. Payloads are slices of `body`.
+    pub fn decode(header: &FrameHeader, body: Bytes) -> Result<Request, ProtoError> {
+        check_header(header)?;
+        if header.is_response() {
+            return Err(ProtoError::Malformed("a request has no response flag"));
+        }
+        let op = Opcode::from_u8(header.opcode)?;
+        let r = &mut Reader::new(body);
+        let req = match op {
+            Opcode::Hello => Request::Hello { client: r.str()? },
+            Opcode::Auth => Request::Auth { token: r.str()? },
+            Opcode::ServerStats => Request::ServerStats,
+            Opcode::CreateQueue => Request::CreateQueue {
+                name: r.str()?,
+                settings: get_patch(r)?,
+            },
+            Opcode::GetQueue => Request::GetQueue { name: r.str()? },
+            Opcode::UpdateQueue => Request::UpdateQueue {
+                name: r.str()?,
+                settings: get_patch(r)?,
+            },
+            Opcode::ListQueues => Request::ListQueues {
+                prefix: r.str()?,
+                after: r.str()?,
+                limit: r.u16()?,
+            },
+            Opcode::DeleteQueue => Request::DeleteQueue {
+                name: r.str()?,
+                if_exists: r.bool()?,
+            },
+            Opcode::Purge => Request::Purge {
+                queue: get_queue_ref(r)?,
+            },
+            Opcode::QueueStats => Request::QueueStats { name: r.str()? },
+            Opcode::Put => Request::Put {
+                queue: r.str()?,
+                messages: r.list(9, get_entry)?,
+            },
+            Opcode::CancelScheduled => Request::CancelScheduled {
+                queue: r.str()?,
+                seq: r.u64()?,
+            },
+            Opcode::Receive => Request::Receive(Receive {
+                queue: get_queue_ref(r)?,
+                max_messages: r.u8()?,
+                visibility_ms: r.opt(Reader::u64)?,
+                wait_ms: r.opt(Reader::u64)?,
+                channel: r.opt(Reader::str)?,
+            }),
+            Opcode::UpdateVisibility => Request::UpdateVisibility {
+                queue: get_queue_ref(r)?,
+                entries: r.list(RECEIPT_LEN + 8, |r| {
+                    Ok((r.array::<RECEIPT_LEN>()?, r.u64()?))
+                })?,
+            },
+            Opcode::Delete => Request::Delete {
+                queue: get_queue_ref(r)?,
+                receipts: r.list(RECEIPT_LEN, Reader::array::<RECEIPT_LEN>)?,
+            },
+            Opcode::Defer => Request::Defer {
+                queue: r.str()?,
+                receipt: r.array::<RECEIPT_LEN>()?,
+            },
+            Opcode::ReceiveDeferred => Request::ReceiveDeferred {
+                queue: r.str()?,
+                seqs: r.list(8, Reader::u64)?,
+                visibility_ms: r.opt(Reader::u64)?,
+            },
+            Opcode::DeadLetter => Request::DeadLetter {
+                queue: r.str()?,
+                receipt: r.array::<RECEIPT_LEN>()?,
+                reason: r.str()?,
+                description: r.str()?,
+            },
+            Opcode::Peek => Request::Peek {
+                queue: get_queue_ref(r)?,
+                from_seq: r.u64()?,
+                max_messages: r.u8()?,
+            },
+            Opcode::Redrive => Request::Redrive {
+                queue: r.str()?,
+                max_messages: r.opt(Reader::u64)?,
+                rate_per_second: r.opt(Reader::u32)?,
+            },
+        };
+        r.finish()?;
+        Ok(req)
+    }
+}

@@ -1,0 +1,136 @@
+//! An answer's bytes: encoding and decoding (the opcode is the request's).
+
+use super::*;
+
+impl Response {
+    /// Appends the whole frame of this answer to request `request_id` with
+    /// opcode `opcode` to `buf`.
+    pub fn encode(&self, opcode: u8, request_id: u64, buf: &mut BytesMut) {
+        let flags = match self {
+            Response::Error(_) => flags::RESPONSE | flags::ERROR,
+            _ => flags::RESPONSE,
+        };
+        let start = begin_frame(buf, opcode, flags, request_id);
+        let w = &mut Writer(buf);
+        match self {
+            Response::Hello {
+                server,
+                protocol_version,
+                max_frame_len,
+            } => {
+                w.str(server);
+                w.u8(*protocol_version);
+                w.u32(*max_frame_len);
+            }
+            Response::Ok => {}
+            Response::ServerStats(pairs) => w.list(pairs, |w, (k, v)| {
+                w.str(k);
+                w.u64(*v);
+            }),
+            Response::Created(created) => w.bool(*created),
+            Response::Queue(s) => put_settings(w, s),
+            Response::Queues { names, next } => {
+                w.list(names, |w, n| w.str(n));
+                w.opt(next, |w, n| w.str(n));
+            }
+            Response::Stats(s) => {
+                for v in [
+                    s.visible,
+                    s.in_flight,
+                    s.delayed,
+                    s.deferred,
+                    s.dead_lettered,
+                    s.bytes,
+                    s.oldest_age_ms,
+                    s.puts,
+                    s.deliveries,
+                    s.deletes,
+                    s.expiries,
+                    s.dead_letterings,
+                    s.redriven,
+                ] {
+                    w.u64(v);
+                }
+            }
+            Response::Put(entries) => put_entries(w, entries, |w, a| {
+                w.u128(a.id);
+                w.u64(a.seq);
+            }),
+            Response::Messages(ms) => w.list(ms, put_message),
+            Response::Visibility(entries) => put_entries(w, entries, |w, t| w.u64(*t)),
+            Response::Deleted(entries) => put_entries(w, entries, |_, _| {}),
+            Response::Deferred(entries) => put_entries(w, entries, put_message),
+            Response::Redrive { moved, scheduled } => {
+                w.u64(*moved);
+                w.u64(*scheduled);
+            }
+            Response::Error(e) => put_error(w, e),
+        }
+        end_frame(buf, start);
+    }
+
+    /// Decodes an answer frame's body; its shape follows its opcode.
+    pub fn decode(header: &FrameHeader, body: Bytes) -> Result<Response, ProtoError> {
+        check_header(header)?;
+        if !header.is_response() {
+            return Err(ProtoError::Malformed("an answer has the response flag"));
+        }
+        let r = &mut Reader::new(body);
+        if header.is_error() {
+            let e = get_error(r)?;
+            r.finish()?;
+            return Ok(Response::Error(e));
+        }
+        let resp = match Opcode::from_u8(header.opcode)? {
+            Opcode::Hello => Response::Hello {
+                server: r.str()?,
+                protocol_version: r.u8()?,
+                max_frame_len: r.u32()?,
+            },
+            Opcode::Auth
+            | Opcode::DeleteQueue
+            | Opcode::Purge
+            | Opcode::CancelScheduled
+            | Opcode::Defer
+            | Opcode::DeadLetter => Response::Ok,
+            Opcode::ServerStats => Response::ServerStats(r.list(10, |r| Ok((r.str()?, r.u64()?)))?),
+            Opcode::CreateQueue => Response::Created(r.bool()?),
+            Opcode::GetQueue | Opcode::UpdateQueue => Response::Queue(get_settings(r)?),
+            Opcode::ListQueues => Response::Queues {
+                names: r.list(2, Reader::str)?,
+                next: r.opt(Reader::str)?,
+            },
+            Opcode::QueueStats => Response::Stats(Stats {
+                visible: r.u64()?,
+                in_flight: r.u64()?,
+                delayed: r.u64()?,
+                deferred: r.u64()?,
+                dead_lettered: r.u64()?,
+                bytes: r.u64()?,
+                oldest_age_ms: r.u64()?,
+                puts: r.u64()?,
+                deliveries: r.u64()?,
+                deletes: r.u64()?,
+                expiries: r.u64()?,
+                dead_letterings: r.u64()?,
+                redriven: r.u64()?,
+            }),
+            Opcode::Put => Response::Put(get_entries(r, |r| {
+                Ok(PutAck {
+                    id: r.u128()?,
+                    seq: r.u64()?,
+                })
+            })?),
+            Opcode::Receive | Opcode::Peek => Response::Messages(r.list(60, get_message)?),
+            Opcode::UpdateVisibility => Response::Visibility(get_entries(r, Reader::u64)?),
+            Opcode::Delete => Response::Deleted(get_entries(r, |_| Ok(()))?),
+            Opcode::ReceiveDeferred => Response::Deferred(get_entries(r, get_message)?),
+            Opcode::Redrive => Response::Redrive {
+                moved: r.u64()?,
+                scheduled: r.u64()?,
+            },
+        };
+        r.finish()?;
+        Ok(resp)
+    }
+}
