@@ -66,30 +66,7 @@ impl Shard {
             });
         }
         self.budget.shared.force_queue();
-        let name: Arc<str> = Arc::from(image.name.as_str());
-        let queue = Queue {
-            id: image.id,
-            name: name.clone(),
-            settings: image.settings,
-            subs: [SubQueue::new(false), SubQueue::new(true)],
-            next_seq: image.next_seq,
-            messages: 0,
-            bytes: 0,
-            counters: Counters::default(),
-            redrive: None,
-        };
-        let qslot = match self.free_queues.pop() {
-            Some(slot) => {
-                self.queues[slot as usize] = Some(queue);
-                slot
-            }
-            None => {
-                self.queues.push(Some(queue));
-                (self.queues.len() - 1) as u32
-            }
-        };
-        self.names.insert(name.clone(), qslot);
-        self.sorted_names.insert(name);
+        let qslot = self.install_queue(image.id, &image.name, image.settings, image.next_seq);
         let mut messages = image.messages;
         messages.sort_unstable_by_key(|m| (m.dlq, m.seq));
         let now = self.now;

@@ -169,11 +169,25 @@ impl Shard {
         // It starts afresh in its target: no deliveries there yet (its
         // earlier count stays in its dead-letter record).
         r.word.occupy(MessageState::Visible, 0).expect("free slot");
-        self.attach(slot, qslot << 1 | MAIN, out.channel.as_ref());
+        self.arrive(
+            slot,
+            qslot << 1 | MAIN,
+            out.channel.as_ref(),
+            out.source_queue,
+            out.source_seq,
+        );
+        Ok(())
+    }
+
+    /// A dead letter stored in `slot` joins sub-queue `q` (from message
+    /// `seq` of queue `source`): one event that also says where it came
+    /// from, then it is visible.
+    fn arrive(&mut self, slot: u32, q: u32, channel: Option<&Arc<str>>, source: u32, seq: u64) {
+        self.attach(slot, q, channel);
         let from = Spot {
-            queue: out.source_queue,
+            queue: source,
             dlq: false,
-            seq: out.source_seq,
+            seq,
         };
         emit!(
             self,
@@ -184,7 +198,6 @@ impl Shard {
         );
         self.enter_visible(slot);
         self.serve_gained();
-        Ok(())
     }
 
     /// Takes back a dead letter that its target could not take, into the
@@ -214,20 +227,12 @@ impl Shard {
         r.word
             .occupy(MessageState::Visible, out.delivery_count)
             .expect("free slot");
-        self.attach(slot, qslot << 1 | DLQ, out.channel.as_ref());
-        let from = Spot {
-            queue: out.source_queue,
-            dlq: false,
-            seq: out.source_seq,
-        };
-        emit!(
-            self,
-            Event::Stored {
-                message: self.view(slot),
-                from: Some(from),
-            }
+        self.arrive(
+            slot,
+            qslot << 1 | DLQ,
+            out.channel.as_ref(),
+            out.source_queue,
+            out.source_seq,
         );
-        self.enter_visible(slot);
-        self.serve_gained();
     }
 }

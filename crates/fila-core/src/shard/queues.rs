@@ -23,13 +23,34 @@ impl Shard {
             };
         }
         self.budget.shared.reserve_queue()?;
+        let slot = self.install_queue(id(), name, settings, 1);
+        emit!(
+            self,
+            Event::QueueSet {
+                queue: self.queue(slot).id,
+                name: &self.queue(slot).name,
+                settings: &self.queue(slot).settings,
+            }
+        );
+        Ok(true)
+    }
+
+    /// Makes an empty queue (already counted in the budget); answers its
+    /// slot.
+    pub(super) fn install_queue(
+        &mut self,
+        id: u32,
+        name: &str,
+        settings: QueueSettings,
+        next_seq: u64,
+    ) -> u32 {
         let name: Arc<str> = Arc::from(name);
         let queue = Queue {
-            id: id(),
+            id,
             name: name.clone(),
             settings,
             subs: [SubQueue::new(false), SubQueue::new(true)],
-            next_seq: 1,
+            next_seq,
             messages: 0,
             bytes: 0,
             counters: Counters::default(),
@@ -46,16 +67,8 @@ impl Shard {
             }
         };
         self.names.insert(name.clone(), slot);
-        self.sorted_names.insert(name.clone());
-        emit!(
-            self,
-            Event::QueueSet {
-                queue: self.queue(slot).id,
-                name: &self.queue(slot).name,
-                settings: &self.queue(slot).settings,
-            }
-        );
-        Ok(true)
+        self.sorted_names.insert(name);
+        slot
     }
 
     /// Whether a queue exists.
