@@ -6,6 +6,9 @@
 //! ```sh
 //! cargo run --release -p fila-benches --example recovery -- 1000000 1024 64 /tmp/fila-recovery
 //! ```
+//!
+//! `FILA_KEEP=1` keeps the directory; `FILA_REUSE=1` skips loading and
+//! times the recovery of the directory as it is (to profile it alone).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,7 +27,10 @@ fn main() {
         .get(3)
         .cloned()
         .unwrap_or_else(|| "/tmp/fila-recovery".into());
-    let _ = std::fs::remove_dir_all(&dir);
+    let reuse = std::env::var_os("FILA_REUSE").is_some();
+    if !reuse {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     let settings = QueueSettings {
         max_messages: 100_000_000,
         max_bytes: 64 << 30,
@@ -41,7 +47,7 @@ fn main() {
             }
         }
     };
-    {
+    if !reuse {
         let engine = Arc::new(Engine::new(2, Arc::new(SystemClock)));
         let (store, _) = Store::open(
             FsStorage::new(&dir).unwrap(),
@@ -91,5 +97,7 @@ fn main() {
     );
     assert_eq!(engine.stats("r").unwrap().visible as usize, report.messages);
     drop(store);
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("FILA_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -15,7 +15,7 @@
 //! sequence number, which are never reused) is the put it overtook: it is
 //! skipped.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use fila_core::event::{EngineImage, MessageImage, QueueImage, Spot};
 use fila_core::QueueSettings;
@@ -26,7 +26,7 @@ struct Queue {
     name: String,
     settings: QueueSettings,
     next_seq: u64,
-    messages: BTreeMap<(bool, u64), MessageImage>,
+    messages: HashMap<(bool, u64), MessageImage>,
 }
 
 /// The state being rebuilt.
@@ -101,7 +101,7 @@ impl Replay {
                     name: name.clone(),
                     settings: settings.clone(),
                     next_seq: 1,
-                    messages: BTreeMap::new(),
+                    messages: HashMap::new(),
                 });
                 q.name = name;
                 q.settings = settings;
@@ -170,8 +170,8 @@ impl Replay {
         self.queues.values().map(|q| q.messages.len()).sum()
     }
 
-    /// The state as an image, queues by id, messages by sub-queue and
-    /// sequence number.
+    /// The state as an image, queues by id, messages in any order
+    /// ([`fila_core::Engine::restore`] orders them).
     pub fn into_image(self) -> EngineImage {
         let mut images: Vec<QueueImage> = self
             .queues
