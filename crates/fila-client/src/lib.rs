@@ -331,7 +331,9 @@ impl Client {
     /// Sends one request and waits for its answer.
     pub fn call(&mut self, req: Request) -> Result<Response> {
         let extra = match &req {
-            Request::Receive(r) => Duration::from_millis(r.wait_ms.unwrap_or(30_000)),
+            Request::Receive(r) => {
+                Duration::from_millis(r.wait_ms.unwrap_or(fila_proto::limits::WAIT_MS_MAX))
+            }
             _ => Duration::ZERO,
         };
         let id = self.send(&req)?;
@@ -511,7 +513,7 @@ impl Client {
         let mut ids = Vec::new();
         let mut rest = messages;
         while !rest.is_empty() {
-            let tail = rest.split_off(rest.len().min(20));
+            let tail = rest.split_off(rest.len().min(fila_proto::limits::BATCH_LEN_MAX));
             let batch = std::mem::replace(&mut rest, tail);
             ids.push(self.send(&Request::Put {
                 queue: queue.into(),
@@ -568,7 +570,7 @@ impl Client {
         changes: &[(Receipt, u64)],
     ) -> Result<Vec<EntryResult<u64>>> {
         let mut out = Vec::new();
-        for chunk in changes.chunks(20) {
+        for chunk in changes.chunks(fila_proto::limits::BATCH_LEN_MAX) {
             let r = self.call(Request::UpdateVisibility {
                 queue: queue.clone(),
                 entries: chunk.to_vec(),
@@ -599,7 +601,7 @@ impl Client {
         receipts: &[Receipt],
     ) -> Result<Vec<EntryResult<()>>> {
         let mut out = Vec::new();
-        for chunk in receipts.chunks(20) {
+        for chunk in receipts.chunks(fila_proto::limits::BATCH_LEN_MAX) {
             let r = self.call(Request::Delete {
                 queue: queue.clone(),
                 receipts: chunk.to_vec(),
@@ -629,7 +631,7 @@ impl Client {
         visibility_ms: Option<u64>,
     ) -> Result<Vec<EntryResult<Message>>> {
         let mut out = Vec::new();
-        for chunk in seqs.chunks(20) {
+        for chunk in seqs.chunks(fila_proto::limits::BATCH_LEN_MAX) {
             let r = self.call(Request::ReceiveDeferred {
                 queue: queue.into(),
                 seqs: chunk.to_vec(),

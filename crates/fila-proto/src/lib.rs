@@ -37,6 +37,7 @@
 
 mod error;
 mod frame;
+pub mod limits;
 mod message;
 mod wire;
 
