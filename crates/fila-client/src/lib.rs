@@ -30,11 +30,11 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use fila_proto::{split_frame, ProtoError, FRAME_LEN_LIMIT};
 pub use fila_proto::{
-    Availability, ErrorCode, Message, Opcode, PutAck, PutEntry, QueueRef, Receipt, Receive,
+    limits, Availability, ErrorCode, Message, Opcode, PutAck, PutEntry, QueueRef, Receipt, Receive,
     Request, Response, Settings, SettingsPatch, Stats, WireError, RECEIPT_LEN,
 };
+use fila_proto::{split_frame, ProtoError, FRAME_LEN_LIMIT};
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,160 @@
+//! # fila-loadgen: the load generator
+//!
+//! fila-loadgen owns the workloads and their measurement: producer and
+//! consumer connections on threads of their own, end-to-end latency from a
+//! timestamp carried in each payload, HdrHistogram percentiles per
+//! operation, the server's CPU and memory from /proc when it runs on this
+//! machine, a progress line, a table or `--json`. Systems are adapters
+//! behind [`target::Target`]; fila is the first.
+//!
+//! ```sh
+//! fila-loadgen --scenario lifecycle --producers 4 --consumers 4 --messages 1000000
+//! fila-loadgen --scenario fixed-rate --rate 10000 --duration 30 --server-pid $(pgrep fila-server)
+//! ```
+
+mod report;
+mod target;
+mod workload;
+
+use std::time::Duration;
+
+use target::Fila;
+use workload::Load;
+
+const HELP: &str = "\
+fila-loadgen: load a fila server and measure it
+
+usage: fila-loadgen [flags]
+
+  --addr ADDR          the server                     [127.0.0.1:7700]
+  --token TOKEN        access token                   [$FILA_TOKEN]
+  --label TEXT         added to the system's name in reports (a sync mode)
+  --scenario NAME      lifecycle: producers put as fast as acknowledged,
+                       consumers receive and delete; fixed-rate: producers
+                       put --rate messages a second on a schedule and
+                       latency counts from the schedule  [lifecycle]
+  --producers N        producer connections           [4]
+  --consumers N        consumer connections           [4]
+  --messages N         messages to put in all         [1000000]
+  --duration SECS      stop after this long anyway    [60]
+  --size BYTES         payload size, at least 8       [100]
+  --batch N            messages per put, 1-20         [20]
+  --depth N            puts in flight per producer    [8]
+  --rate N             messages a second (fixed-rate) [10000]
+  --visibility MS      receive visibility timeout     [30000]
+  --wait MS            receive long-poll wait         [100]
+  --queue NAME         queue to use (emptied first)   [loadgen]
+  --server-pid PID     read the server's CPU and memory from /proc
+  --json               one JSON object instead of the table
+  --quiet              no progress line
+  --help
+";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        print!("{HELP}");
+        return;
+    }
+    let (target, load, json) = match parse(&args) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("fila-loadgen: {e}");
+            std::process::exit(2);
+        }
+    };
+    match workload::run(&target, &load) {
+        Ok(report) if json => println!("{}", report.json()),
+        Ok(report) => print!("{}", report.table()),
+        Err(e) => {
+            eprintln!("fila-loadgen: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn parse(args: &[String]) -> Result<(Fila, Load, bool), String> {
+    let mut target = Fila {
+        addr: "127.0.0.1:7700".into(),
+        token: std::env::var("FILA_TOKEN").ok().filter(|t| !t.is_empty()),
+        label: String::new(),
+    };
+    let mut load = Load {
+        scenario: "lifecycle".into(),
+        producers: 4,
+        consumers: 4,
+        messages: 1_000_000,
+        size: 100,
+        batch: 20,
+        depth: 8,
+        rate: 10_000,
+        visibility_ms: 30_000,
+        wait_ms: 100,
+        duration: Duration::from_secs(60),
+        queue: "loadgen".into(),
+        server_pid: None,
+        progress: true,
+    };
+    let mut json = false;
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        let number = |v: String| {
+            v.parse::<u64>()
+                .map_err(|_| format!("{flag}: {v:?} is not a whole number"))
+        };
+        match flag.as_str() {
+            "--addr" => target.addr = value()?,
+            "--token" => target.token = Some(value()?),
+            "--label" => target.label = value()?,
+            "--scenario" => load.scenario = value()?,
+            "--producers" => load.producers = number(value()?)? as usize,
+            "--consumers" => load.consumers = number(value()?)? as usize,
+            "--messages" => load.messages = number(value()?)?,
+            "--duration" => load.duration = Duration::from_secs(number(value()?)?),
+            "--size" => load.size = number(value()?)? as usize,
+            "--batch" => load.batch = number(value()?)? as usize,
+            "--depth" => load.depth = number(value()?)? as usize,
+            "--rate" => load.rate = number(value()?)?,
+            "--visibility" => load.visibility_ms = number(value()?)?,
+            "--wait" => load.wait_ms = number(value()?)?,
+            "--queue" => load.queue = value()?,
+            "--server-pid" => load.server_pid = Some(number(value()?)? as u32),
+            "--json" => json = true,
+            "--quiet" => load.progress = false,
+            other => return Err(format!("unknown flag {other:?} (see --help)")),
+        }
+    }
+    if !["lifecycle", "fixed-rate"].contains(&load.scenario.as_str()) {
+        return Err(format!(
+            "--scenario: {:?} is not one of lifecycle, fixed-rate",
+            load.scenario
+        ));
+    }
+    if load.producers == 0 || load.consumers == 0 || load.depth == 0 || load.rate == 0 {
+        return Err("--producers, --consumers, --depth and --rate must be at least 1".into());
+    }
+    if load.batch == 0 || load.batch > fila_client::limits::BATCH_LEN_MAX {
+        return Err(format!(
+            "--batch must be 1..={}",
+            fila_client::limits::BATCH_LEN_MAX
+        ));
+    }
+    if load.size < 8 {
+        return Err("--size must be at least 8 (the payload carries its send time)".into());
+    }
+    if load.wait_ms > fila_client::limits::WAIT_MS_MAX {
+        return Err(format!(
+            "--wait must be at most {} ms",
+            fila_client::limits::WAIT_MS_MAX
+        ));
+    }
+    if json {
+        load.progress = false;
+    }
+    Ok((target, load, json))
+}

@@ -1,0 +1,232 @@
+//! The systems under test, behind one pair of traits so every system runs
+//! the same workload code and is timed by the same code. fila is the first
+//! adapter; the peers (Redis Streams, beanstalkd, NATS JetStream) come next.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use fila_client::{
+    Client, ClientOptions, PutEntry, QueueRef, Receipt, Receive, Request, Response, SettingsPatch,
+};
+
+/// A producer connection: batches sent pipelined, acknowledgements taken
+/// in order.
+pub trait Producer: Send {
+    /// Sends one batch without waiting for its acknowledgement.
+    fn send(&mut self, batch: &[Bytes]) -> Result<(), String>;
+    /// Waits for the acknowledgement of the oldest batch not yet confirmed.
+    fn confirm(&mut self) -> Result<(), String>;
+}
+
+/// What one consumer step got.
+pub struct Got {
+    /// The payloads received.
+    pub payloads: Vec<Bytes>,
+    /// Round trip of the receive (µs).
+    pub receive_us: u64,
+    /// Round trip of the delete of the step before, when there was one.
+    pub delete_us: Option<u64>,
+}
+
+/// A consumer connection.
+pub trait Consumer: Send {
+    /// Deletes what the last step received (pipelined with the receive)
+    /// and receives up to `max` more, waiting up to `wait_ms`.
+    fn step(&mut self, max: u32, visibility_ms: u64, wait_ms: u64) -> Result<Got, String>;
+    /// Deletes what the last step received.
+    fn finish(&mut self) -> Result<(), String>;
+}
+
+/// A system to test.
+pub trait Target: Sync {
+    /// Its name in reports.
+    fn name(&self) -> String;
+    /// Makes the queue empty and ready.
+    fn prepare(&self, queue: &str) -> Result<(), String>;
+    /// A new producer connection.
+    fn producer(&self, queue: &str) -> Result<Box<dyn Producer>, String>;
+    /// A new consumer connection.
+    fn consumer(&self, queue: &str) -> Result<Box<dyn Consumer>, String>;
+}
+
+/// fila over its blocking client.
+pub struct Fila {
+    /// Server address.
+    pub addr: String,
+    /// Token, if the server wants one.
+    pub token: Option<String>,
+    /// Label in reports (the sync mode, say).
+    pub label: String,
+}
+
+impl Fila {
+    fn connect(&self) -> Result<Client, String> {
+        let mut options = ClientOptions::new(self.addr.clone());
+        if let Some(t) = &self.token {
+            options = options.token(t.clone());
+        }
+        Client::connect(options).map_err(|e| e.to_string())
+    }
+}
+
+impl Target for Fila {
+    fn name(&self) -> String {
+        if self.label.is_empty() {
+            "fila".into()
+        } else {
+            format!("fila ({})", self.label)
+        }
+    }
+
+    fn prepare(&self, queue: &str) -> Result<(), String> {
+        let mut c = self.connect()?;
+        c.delete_queue_if_exists(queue).map_err(|e| e.to_string())?;
+        c.create_queue(
+            queue,
+            SettingsPatch {
+                max_messages: Some(1 << 32),
+                max_bytes: Some(64 << 30),
+                ..SettingsPatch::default()
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    fn producer(&self, queue: &str) -> Result<Box<dyn Producer>, String> {
+        Ok(Box::new(FilaProducer {
+            client: self.connect()?,
+            queue: queue.to_owned(),
+            in_flight: VecDeque::new(),
+        }))
+    }
+
+    fn consumer(&self, queue: &str) -> Result<Box<dyn Consumer>, String> {
+        Ok(Box::new(FilaConsumer {
+            client: self.connect()?,
+            queue: QueueRef {
+                name: queue.to_owned(),
+                dlq: false,
+            },
+            previous: Vec::new(),
+        }))
+    }
+}
+
+struct FilaProducer {
+    client: Client,
+    queue: String,
+    in_flight: VecDeque<(u64, usize)>,
+}
+
+impl Producer for FilaProducer {
+    fn send(&mut self, batch: &[Bytes]) -> Result<(), String> {
+        let req = Request::Put {
+            queue: self.queue.clone(),
+            messages: batch
+                .iter()
+                .map(|p| PutEntry {
+                    payload: p.clone(),
+                    ..PutEntry::default()
+                })
+                .collect(),
+        };
+        let id = self.client.send(&req).map_err(|e| e.to_string())?;
+        self.in_flight.push_back((id, batch.len()));
+        Ok(())
+    }
+
+    fn confirm(&mut self) -> Result<(), String> {
+        let (id, n) = self
+            .in_flight
+            .pop_front()
+            .ok_or("nothing in flight to confirm")?;
+        match self.client.wait(id, Duration::ZERO) {
+            Ok(Response::Put(acks)) if acks.len() == n => {
+                match acks.into_iter().find_map(|a| a.err()) {
+                    None => Ok(()),
+                    Some(e) => Err(format!("{}: {}", e.code, e.message)),
+                }
+            }
+            Ok(other) => Err(format!("unexpected answer to a put: {other:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+struct FilaConsumer {
+    client: Client,
+    queue: QueueRef,
+    previous: Vec<Receipt>,
+}
+
+impl FilaConsumer {
+    fn send_delete(&mut self) -> Result<Option<(u64, Instant)>, String> {
+        if self.previous.is_empty() {
+            return Ok(None);
+        }
+        let id = self
+            .client
+            .send(&Request::Delete {
+                queue: self.queue.clone(),
+                receipts: std::mem::take(&mut self.previous),
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(Some((id, Instant::now())))
+    }
+
+    fn wait_delete(&mut self, id: u64) -> Result<(), String> {
+        match self.client.wait(id, Duration::ZERO) {
+            Ok(Response::Deleted(results)) => match results.into_iter().find_map(|r| r.err()) {
+                None => Ok(()),
+                Some(e) => Err(format!("{}: {}", e.code, e.message)),
+            },
+            Ok(other) => Err(format!("unexpected answer to a delete: {other:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+impl Consumer for FilaConsumer {
+    fn step(&mut self, max: u32, visibility_ms: u64, wait_ms: u64) -> Result<Got, String> {
+        let delete = self.send_delete()?;
+        let receive = self
+            .client
+            .send(&Request::Receive(Receive {
+                queue: self.queue.clone(),
+                max_messages: max as u8,
+                visibility_ms: Some(visibility_ms),
+                wait_ms: Some(wait_ms),
+                channel: None,
+            }))
+            .map_err(|e| e.to_string())?;
+        let sent = Instant::now();
+        let delete_us = match delete {
+            Some((id, at)) => {
+                self.wait_delete(id)?;
+                Some(at.elapsed().as_micros() as u64)
+            }
+            None => None,
+        };
+        let messages = match self.client.wait(receive, Duration::from_millis(wait_ms)) {
+            Ok(Response::Messages(ms)) => ms,
+            Ok(other) => return Err(format!("unexpected answer to a receive: {other:?}")),
+            Err(e) => return Err(e.to_string()),
+        };
+        let receive_us = sent.elapsed().as_micros() as u64;
+        self.previous = messages.iter().filter_map(|m| m.receipt).collect();
+        Ok(Got {
+            payloads: messages.into_iter().map(|m| m.payload).collect(),
+            receive_us,
+            delete_us,
+        })
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        if let Some((id, _)) = self.send_delete()? {
+            self.wait_delete(id)?;
+        }
+        Ok(())
+    }
+}

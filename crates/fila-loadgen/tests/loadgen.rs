@@ -1,0 +1,114 @@
+//! The `fila-loadgen` binary against a real server: every message put is
+//! received and deleted, the report says so, and bad flags are one line.
+
+use std::process::Command;
+
+use fila_tests::TestServer;
+
+fn loadgen(s: &TestServer, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_fila-loadgen"))
+        .arg("--addr")
+        .arg(s.addr.to_string())
+        .args(args)
+        .output()
+        .expect("fila-loadgen runs")
+}
+
+fn field(json: &str, name: &str) -> u64 {
+    let at = json.find(&format!("\"{name}\":")).expect(name) + name.len() + 3;
+    json[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect::<String>()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn the_lifecycle_puts_receives_and_deletes_every_message() {
+    let s = TestServer::with(|c| c.sync = fila_server::Sync::None);
+    let pid = std::process::id().to_string();
+    let o = loadgen(
+        &s,
+        &[
+            "--messages",
+            "2000",
+            "--producers",
+            "2",
+            "--consumers",
+            "2",
+            "--json",
+            "--server-pid",
+            &pid,
+        ],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(field(&out, "produced"), 2000, "{out}");
+    assert_eq!(field(&out, "consumed"), 2000, "{out}");
+    let e2e = &out[out.find("\"end_to_end_us\"").unwrap()..];
+    assert_eq!(field(e2e, "count"), 2000, "{out}");
+    assert!(field(e2e, "p50") <= field(e2e, "p99") && field(e2e, "p99") <= field(e2e, "max"));
+    assert!(out.contains("\"server\":{\"cpu_s\""), "{out}");
+    let mut c = s.client();
+    let stats = c.stats("loadgen").unwrap();
+    assert_eq!((stats.visible, stats.in_flight), (0, 0), "all deleted");
+}
+
+#[test]
+fn the_fixed_rate_keeps_its_schedule() {
+    let s = TestServer::with(|c| c.sync = fila_server::Sync::None);
+    let o = loadgen(
+        &s,
+        &[
+            "--scenario",
+            "fixed-rate",
+            "--rate",
+            "2000",
+            "--messages",
+            "1000",
+            "--batch",
+            "1",
+            "--quiet",
+        ],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("1000 messages in"), "{out}");
+    // 1 000 messages at 2 000 a second take half a second at least.
+    let secs: f64 = out
+        .split(" messages in ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(secs >= 0.45, "{out}");
+}
+
+#[test]
+fn bad_flags_are_one_line_and_exit_2() {
+    let s = TestServer::with(|c| c.sync = fila_server::Sync::None);
+    for (args, want) in [
+        (&["--batch", "21"][..], "--batch must be 1..=20"),
+        (&["--size", "4"][..], "--size must be at least 8"),
+        (
+            &["--scenario", "chaos"][..],
+            "is not one of lifecycle, fixed-rate",
+        ),
+        (&["--producers", "x"][..], "is not a whole number"),
+    ] {
+        let o = loadgen(&s, args);
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want) && err.lines().count() == 1, "{err}");
+    }
+}
