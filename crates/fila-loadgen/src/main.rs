@@ -40,6 +40,7 @@ usage: fila-loadgen [flags]
   --size BYTES         payload size, at least 8       [100]
   --batch N            messages per put, 1-20         [20]
   --depth N            puts in flight per producer    [8]
+  --ack-depth N        deletes in flight per consumer [4]
   --rate N             messages a second (fixed-rate) [10000]
   --visibility MS      receive visibility timeout     [30000]
   --wait MS            receive long-poll wait         [100]
@@ -87,6 +88,7 @@ fn parse(args: &[String]) -> Result<(Fila, Load, bool), String> {
         size: 100,
         batch: 20,
         depth: 8,
+        ack_depth: 4,
         rate: 10_000,
         visibility_ms: 30_000,
         wait_ms: 100,
@@ -119,6 +121,7 @@ fn parse(args: &[String]) -> Result<(Fila, Load, bool), String> {
             "--size" => load.size = number(value()?)? as usize,
             "--batch" => load.batch = number(value()?)? as usize,
             "--depth" => load.depth = number(value()?)? as usize,
+            "--ack-depth" => load.ack_depth = number(value()?)? as usize,
             "--rate" => load.rate = number(value()?)?,
             "--visibility" => load.visibility_ms = number(value()?)?,
             "--wait" => load.wait_ms = number(value()?)?,
@@ -135,8 +138,15 @@ fn parse(args: &[String]) -> Result<(Fila, Load, bool), String> {
             load.scenario
         ));
     }
-    if load.producers == 0 || load.consumers == 0 || load.depth == 0 || load.rate == 0 {
-        return Err("--producers, --consumers, --depth and --rate must be at least 1".into());
+    if load.producers == 0
+        || load.consumers == 0
+        || load.depth == 0
+        || load.ack_depth == 0
+        || load.rate == 0
+    {
+        return Err(
+            "--producers, --consumers, --depth, --ack-depth and --rate must be at least 1".into(),
+        );
     }
     if load.batch == 0 || load.batch > fila_client::limits::BATCH_LEN_MAX {
         return Err(format!(

@@ -25,17 +25,24 @@ pub struct Got {
     pub payloads: Vec<Bytes>,
     /// Round trip of the receive (µs).
     pub receive_us: u64,
-    /// Round trip of the delete of the step before, when there was one.
-    pub delete_us: Option<u64>,
+    /// Round trips of the deletes confirmed during this step.
+    pub deletes_us: Vec<u64>,
 }
 
 /// A consumer connection.
 pub trait Consumer: Send {
-    /// Deletes what the last step received (pipelined with the receive)
-    /// and receives up to `max` more, waiting up to `wait_ms`.
-    fn step(&mut self, max: u32, visibility_ms: u64, wait_ms: u64) -> Result<Got, String>;
-    /// Deletes what the last step received.
-    fn finish(&mut self) -> Result<(), String>;
+    /// Sends the delete of what the last step received, then receives up
+    /// to `max` more (waiting up to `wait_ms`); at most `depth` deletes stay
+    /// unconfirmed (the oldest are confirmed first).
+    fn step(
+        &mut self,
+        max: u32,
+        visibility_ms: u64,
+        wait_ms: u64,
+        depth: usize,
+    ) -> Result<Got, String>;
+    /// Deletes what the last step received and confirms every delete.
+    fn finish(&mut self) -> Result<Vec<u64>, String>;
 }
 
 /// A system to test.
@@ -110,6 +117,7 @@ impl Target for Fila {
                 dlq: false,
             },
             previous: Vec::new(),
+            deletes: VecDeque::new(),
         }))
     }
 }
@@ -159,12 +167,14 @@ struct FilaConsumer {
     client: Client,
     queue: QueueRef,
     previous: Vec<Receipt>,
+    /// Deletes sent and not yet confirmed: id and send time.
+    deletes: VecDeque<(u64, Instant)>,
 }
 
 impl FilaConsumer {
-    fn send_delete(&mut self) -> Result<Option<(u64, Instant)>, String> {
+    fn send_delete(&mut self) -> Result<(), String> {
         if self.previous.is_empty() {
-            return Ok(None);
+            return Ok(());
         }
         let id = self
             .client
@@ -173,13 +183,16 @@ impl FilaConsumer {
                 receipts: std::mem::take(&mut self.previous),
             })
             .map_err(|e| e.to_string())?;
-        Ok(Some((id, Instant::now())))
+        self.deletes.push_back((id, Instant::now()));
+        Ok(())
     }
 
-    fn wait_delete(&mut self, id: u64) -> Result<(), String> {
+    /// Confirms the oldest delete; answers its round trip.
+    fn confirm_delete(&mut self) -> Result<u64, String> {
+        let (id, at) = self.deletes.pop_front().ok_or("no delete in flight")?;
         match self.client.wait(id, Duration::ZERO) {
             Ok(Response::Deleted(results)) => match results.into_iter().find_map(|r| r.err()) {
-                None => Ok(()),
+                None => Ok(at.elapsed().as_micros() as u64),
                 Some(e) => Err(format!("{}: {}", e.code, e.message)),
             },
             Ok(other) => Err(format!("unexpected answer to a delete: {other:?}")),
@@ -189,8 +202,14 @@ impl FilaConsumer {
 }
 
 impl Consumer for FilaConsumer {
-    fn step(&mut self, max: u32, visibility_ms: u64, wait_ms: u64) -> Result<Got, String> {
-        let delete = self.send_delete()?;
+    fn step(
+        &mut self,
+        max: u32,
+        visibility_ms: u64,
+        wait_ms: u64,
+        depth: usize,
+    ) -> Result<Got, String> {
+        self.send_delete()?;
         let receive = self
             .client
             .send(&Request::Receive(Receive {
@@ -202,13 +221,6 @@ impl Consumer for FilaConsumer {
             }))
             .map_err(|e| e.to_string())?;
         let sent = Instant::now();
-        let delete_us = match delete {
-            Some((id, at)) => {
-                self.wait_delete(id)?;
-                Some(at.elapsed().as_micros() as u64)
-            }
-            None => None,
-        };
         let messages = match self.client.wait(receive, Duration::from_millis(wait_ms)) {
             Ok(Response::Messages(ms)) => ms,
             Ok(other) => return Err(format!("unexpected answer to a receive: {other:?}")),
@@ -216,17 +228,23 @@ impl Consumer for FilaConsumer {
         };
         let receive_us = sent.elapsed().as_micros() as u64;
         self.previous = messages.iter().filter_map(|m| m.receipt).collect();
+        let mut deletes_us = Vec::new();
+        while self.deletes.len() > depth.saturating_sub(1) {
+            deletes_us.push(self.confirm_delete()?);
+        }
         Ok(Got {
             payloads: messages.into_iter().map(|m| m.payload).collect(),
             receive_us,
-            delete_us,
+            deletes_us,
         })
     }
 
-    fn finish(&mut self) -> Result<(), String> {
-        if let Some((id, _)) = self.send_delete()? {
-            self.wait_delete(id)?;
+    fn finish(&mut self) -> Result<Vec<u64>, String> {
+        self.send_delete()?;
+        let mut deletes_us = Vec::new();
+        while !self.deletes.is_empty() {
+            deletes_us.push(self.confirm_delete()?);
         }
-        Ok(())
+        Ok(deletes_us)
     }
 }

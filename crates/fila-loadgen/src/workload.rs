@@ -36,6 +36,9 @@ pub struct Load {
     pub batch: usize,
     /// Puts in flight per producer.
     pub depth: usize,
+    /// Deletes in flight per consumer (1: each delete is confirmed before
+    /// the next receive's messages are counted).
+    pub ack_depth: usize,
     /// Messages per second for all producers together (fixed-rate).
     pub rate: u64,
     /// Visibility timeout of a receive, ms.
@@ -163,8 +166,8 @@ pub fn run(target: &dyn Target, load: &Load) -> Result<Report, String> {
             load.rate, load.producers, load.batch, load.depth, load.consumers, load.size
         ),
         _ => format!(
-            "{} producers (batch {}, depth {}), {} consumers, {} B",
-            load.producers, load.batch, load.depth, load.consumers, load.size
+            "{} producers (batch {}, depth {}), {} consumers (deletes in flight {}), {} B",
+            load.producers, load.batch, load.depth, load.consumers, load.ack_depth, load.size
         ),
     };
     Ok(Report {
@@ -250,7 +253,7 @@ fn consume(
         if (all_produced && done) || Instant::now() >= deadline {
             break;
         }
-        let got = c.step(20, load.visibility_ms, load.wait_ms)?;
+        let got = c.step(20, load.visibility_ms, load.wait_ms, load.ack_depth)?;
         let now_us = shared.now_us();
         for p in &got.payloads {
             if let Some(stamp) = stamp_of(p) {
@@ -258,7 +261,7 @@ fn consume(
             }
         }
         record(&mut receive, got.receive_us);
-        if let Some(d) = got.delete_us {
+        for d in got.deletes_us {
             record(&mut delete, d);
         }
         if !got.payloads.is_empty() {
@@ -268,7 +271,9 @@ fn consume(
             shared.last_consumed_us.fetch_max(now_us, Ordering::AcqRel);
         }
     }
-    c.finish()?;
+    for d in c.finish()? {
+        record(&mut delete, d);
+    }
     Ok([e2e, receive, delete])
 }
 

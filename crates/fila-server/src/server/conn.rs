@@ -18,11 +18,10 @@ pub(super) struct Conn {
     pub(super) generation: u64,
     pub(super) input: BytesMut,
     pub(super) output: BytesMut,
-    /// The first bytes of `output` that may be written; the rest are
-    /// answers held until the log is durable up to their marks.
-    pub(super) sendable: usize,
-    /// Held regions of `output` after `sendable`, in order: bytes and mark.
-    pub(super) held: VecDeque<(usize, u64)>,
+    /// Answers held until the log is durable up to their marks, in order.
+    pub(super) held: BytesMut,
+    /// The regions of `held`: bytes and mark.
+    pub(super) holds: VecDeque<(usize, u64)>,
     pub(super) token: Option<TokenId>,
     /// Counted in this loop's `unauthenticated` (tokens configured, no
     /// successful auth yet).
@@ -46,35 +45,39 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    /// Counts `len` bytes just appended to the output: held on `mark`, or
-    /// behind an answer already held (answers keep their order), or free
-    /// to go.
-    pub(super) fn appended(&mut self, len: usize, mark: Option<u64>) {
-        match (self.held.back_mut(), mark) {
-            (Some(last), Some(m)) if last.1 == m => last.0 += len,
-            (Some(last), None) => last.0 += len,
-            (_, Some(m)) => self.held.push_back((len, m)),
-            (None, None) => self.sendable += len,
+    /// Counts `len` bytes just appended to `held`, held on `mark`.
+    pub(super) fn held_on(&mut self, len: usize, mark: u64) {
+        match self.holds.back_mut() {
+            Some(last) if last.1 == mark => last.0 += len,
+            _ => self.holds.push_back((len, mark)),
         }
     }
 
-    /// Lets out the held regions whose mark is durable; answers whether
-    /// any was.
+    /// Moves the held answers whose mark is durable to the output;
+    /// answers whether any was.
     pub(super) fn release(&mut self, durable: u64) -> bool {
-        let mut any = false;
-        while let Some(&(len, mark)) = self.held.front() {
+        let mut bytes = 0;
+        while let Some(&(len, mark)) = self.holds.front() {
             if mark > durable {
                 break;
             }
-            self.held.pop_front();
-            self.sendable += len;
-            any = true;
+            self.holds.pop_front();
+            bytes += len;
         }
-        any
+        if bytes > 0 {
+            let released = self.held.split_to(bytes);
+            self.output.extend_from_slice(&released);
+        }
+        bytes > 0
+    }
+
+    /// Answer bytes buffered: to be written, and held for the log.
+    pub(super) fn buffered(&self) -> usize {
+        self.output.len() + self.held.len()
     }
 
     pub(super) fn room(&self, max_output: usize) -> usize {
-        max_output.saturating_sub(self.output.len() + self.reserved)
+        max_output.saturating_sub(self.buffered() + self.reserved)
     }
 
     /// The room the next frame's answer needs before it is handled (as far
@@ -164,7 +167,7 @@ impl Loop {
                 Ok(0) => {
                     // The peer is done sending; answers already due still
                     // go out before the connection closes.
-                    if conn.output.is_empty() {
+                    if conn.buffered() == 0 {
                         self.close(slot, "peer closed");
                     } else {
                         conn.closing = true;
@@ -306,11 +309,19 @@ impl Loop {
         mark: Option<u64>,
     ) {
         if let Some(conn) = self.conns[slot].as_mut() {
-            let before = conn.output.len();
-            response.encode(opcode, request_id, &mut conn.output);
-            conn.appended(conn.output.len() - before, mark);
-            let held = conn.output.len() + conn.reserved;
-            let holding = !conn.held.is_empty();
+            // An answer that waits for the log goes to the held buffer; the
+            // others go out at once, ahead of held ones if need be (answers
+            // come in the order they finish: docs/protocol.md).
+            match mark {
+                Some(mark) => {
+                    let before = conn.held.len();
+                    response.encode(opcode, request_id, &mut conn.held);
+                    conn.held_on(conn.held.len() - before, mark);
+                }
+                None => response.encode(opcode, request_id, &mut conn.output),
+            }
+            let held = conn.buffered() + conn.reserved;
+            let holding = !conn.holds.is_empty();
             self.note_held(held);
             if holding {
                 self.note_holding(slot);
@@ -343,11 +354,11 @@ impl Loop {
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
-        if conn.output.is_empty() && conn.closing {
+        if conn.buffered() == 0 && conn.closing {
             self.close(slot, "closed once its answers were written");
             return;
         }
-        let want_write = conn.sendable > 0;
+        let want_write = !conn.output.is_empty();
         if want_write != conn.writable_interest {
             let interest = if want_write {
                 Interest::READABLE | Interest::WRITABLE
@@ -368,15 +379,14 @@ impl Loop {
         let Some(conn) = self.conns[slot].as_mut() else {
             return false;
         };
-        while conn.sendable > 0 {
-            match conn.stream.write(&conn.output[..conn.sendable]) {
+        while !conn.output.is_empty() {
+            match conn.stream.write(&conn.output) {
                 Ok(0) => {
                     self.close(slot, "write returned 0");
                     return false;
                 }
                 Ok(n) => {
                     let _ = conn.output.split_to(n);
-                    conn.sendable -= n;
                 }
                 Err(e) if would_block(&e) => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

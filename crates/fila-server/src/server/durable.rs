@@ -3,11 +3,11 @@
 //! them, and reading paused while the log's backlog is full.
 //!
 //! With `sync = always` an answer to a request that changed something is
-//! encoded into its connection's output at once but written only when the
-//! writer has synced the batch that holds its records: the connection's
-//! output is split into what may be written (`sendable`) and regions held
-//! on a mark. Later answers of the same connection queue behind a held one,
-//! so answers keep their order. The writer wakes the loops that wait.
+//! encoded at once into its connection's held buffer, in regions held on a
+//! mark, and moved to the output when the writer has synced the batch that
+//! holds its records. Other answers go out at once, ahead of held ones if
+//! need be (answers come in the order they finish). The writer wakes the
+//! loops that wait.
 
 use std::fs::File;
 use std::net::SocketAddr;
@@ -217,7 +217,7 @@ impl Loop {
                     continue;
                 };
                 let released = conn.release(durable);
-                let still = !conn.held.is_empty();
+                let still = !conn.holds.is_empty();
                 if released {
                     self.flush(slot);
                 }

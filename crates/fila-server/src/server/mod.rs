@@ -449,7 +449,7 @@ impl Loop {
                     self.begin_stop();
                     Instant::now() + Duration::from_secs(self.shared.config.shutdown_grace_secs)
                 });
-                let pending = self.conns.iter().flatten().any(|c| !c.output.is_empty());
+                let pending = self.conns.iter().flatten().any(|c| c.buffered() > 0);
                 if !pending || Instant::now() >= deadline {
                     break;
                 }
@@ -704,7 +704,7 @@ impl Loop {
                 let conn = self.conns[slot].as_mut().expect("open");
                 let reserved = usize::try_from(wait.reserved_bytes()).unwrap_or(usize::MAX);
                 conn.reserved += reserved;
-                let held = conn.output.len() + conn.reserved;
+                let held = conn.buffered() + conn.reserved;
                 conn.next_park += 1;
                 conn.parked.insert(
                     park,
