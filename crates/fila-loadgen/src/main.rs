@@ -12,13 +12,14 @@
 //! fila-loadgen --scenario fixed-rate --rate 10000 --duration 30 --server-pid $(pgrep fila-server)
 //! ```
 
+mod peers;
 mod report;
 mod target;
 mod workload;
 
 use std::time::Duration;
 
-use target::Fila;
+use target::{Fila, Target};
 use workload::Load;
 
 const HELP: &str = "\
@@ -26,7 +27,10 @@ fila-loadgen: load a fila server and measure it
 
 usage: fila-loadgen [flags]
 
+  --system NAME        fila, redis (Streams), beanstalkd, nats (JetStream)
+                                                      [fila]
   --addr ADDR          the server                     [127.0.0.1:7700]
+  --nats-storage KIND  memory or file (JetStream)     [memory]
   --token TOKEN        access token                   [$FILA_TOKEN]
   --label TEXT         added to the system's name in reports (a sync mode)
   --scenario NAME      lifecycle: producers put as fast as acknowledged,
@@ -64,7 +68,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    match workload::run(&target, &load) {
+    match workload::run(&*target, &load) {
         Ok(report) if json => println!("{}", report.json()),
         Ok(report) => print!("{}", report.table()),
         Err(e) => {
@@ -74,12 +78,14 @@ fn main() {
     }
 }
 
-fn parse(args: &[String]) -> Result<(Fila, Load, bool), String> {
+fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
     let mut target = Fila {
         addr: "127.0.0.1:7700".into(),
         token: std::env::var("FILA_TOKEN").ok().filter(|t| !t.is_empty()),
         label: String::new(),
     };
+    let mut system = "fila".to_string();
+    let mut nats_storage = "memory".to_string();
     let mut load = Load {
         scenario: "lifecycle".into(),
         producers: 4,
@@ -111,6 +117,8 @@ fn parse(args: &[String]) -> Result<(Fila, Load, bool), String> {
         };
         match flag.as_str() {
             "--addr" => target.addr = value()?,
+            "--system" => system = value()?,
+            "--nats-storage" => nats_storage = value()?,
             "--token" => target.token = Some(value()?),
             "--label" => target.label = value()?,
             "--scenario" => load.scenario = value()?,
@@ -166,5 +174,32 @@ fn parse(args: &[String]) -> Result<(Fila, Load, bool), String> {
     if json {
         load.progress = false;
     }
+    let addr = target.addr.clone();
+    let label = target.label.clone();
+    let target: Box<dyn Target> = match system.as_str() {
+        "fila" => Box::new(target),
+        "redis" => Box::new(peers::redis::Redis { addr, label }),
+        "beanstalkd" => Box::new(peers::beanstalkd::Beanstalkd {
+            addr,
+            label,
+            tube: format!("{}-{}", load.queue, std::process::id()),
+        }),
+        "nats" => {
+            if !["memory", "file"].contains(&nats_storage.as_str()) {
+                return Err(format!(
+                    "--nats-storage: {nats_storage:?} is not one of memory, file"
+                ));
+            }
+            Box::new(peers::nats::Nats {
+                addr,
+                storage: nats_storage,
+            })
+        }
+        other => {
+            return Err(format!(
+                "--system: {other:?} is not one of fila, redis, beanstalkd, nats"
+            ))
+        }
+    };
     Ok((target, load, json))
 }

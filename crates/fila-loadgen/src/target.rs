@@ -27,6 +27,17 @@ pub struct Got {
     pub receive_us: u64,
     /// Round trips of the deletes confirmed during this step.
     pub deletes_us: Vec<u64>,
+    /// When each payload arrived, for adapters whose step gathers messages
+    /// over time (empty: at the step's end).
+    pub arrived: Vec<Instant>,
+}
+
+impl Got {
+    /// Sets when each payload arrived.
+    pub fn arrived(mut self, at: Vec<Instant>) -> Got {
+        self.arrived = at;
+        self
+    }
 }
 
 /// A consumer connection.
@@ -236,6 +247,7 @@ impl Consumer for FilaConsumer {
             payloads: messages.into_iter().map(|m| m.payload).collect(),
             receive_us,
             deletes_us,
+            arrived: Vec::new(),
         })
     }
 

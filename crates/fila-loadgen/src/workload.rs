@@ -255,9 +255,12 @@ fn consume(
         }
         let got = c.step(20, load.visibility_ms, load.wait_ms, load.ack_depth)?;
         let now_us = shared.now_us();
-        for p in &got.payloads {
+        for (i, p) in got.payloads.iter().enumerate() {
+            let at = got.arrived.get(i).map_or(now_us, |t| {
+                t.saturating_duration_since(shared.epoch).as_micros() as u64
+            });
             if let Some(stamp) = stamp_of(p) {
-                record(&mut e2e, now_us.saturating_sub(stamp));
+                record(&mut e2e, at.saturating_sub(stamp));
             }
         }
         record(&mut receive, got.receive_us);

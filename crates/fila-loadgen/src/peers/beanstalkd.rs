@@ -1,0 +1,185 @@
+//! beanstalkd: `put` (pipelined) into a tube of the run's own; up to 20
+//! `reserve-with-timeout 0` pipelined to receive (one blocking reserve when
+//! none was ready); `delete` per job.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::Conn;
+use crate::target::{Consumer, Got, Producer, Target};
+
+/// A beanstalkd server.
+pub struct Beanstalkd {
+    /// Its address.
+    pub addr: String,
+    /// Label in reports (binlog or not).
+    pub label: String,
+    /// The tube of this run (tubes cannot be emptied: a fresh one).
+    pub tube: String,
+}
+
+fn expect(conn: &mut Conn, prefix: &str) -> Result<String, String> {
+    let line = conn.line()?;
+    if line.starts_with(prefix) {
+        Ok(line)
+    } else {
+        Err(format!("beanstalkd answered {line:?}, wanted {prefix}"))
+    }
+}
+
+impl Beanstalkd {
+    fn open(&self, watch: bool) -> Result<Conn, String> {
+        let mut c = Conn::open(&self.addr)?;
+        if watch {
+            c.put(format!("watch {}\r\nignore default\r\n", self.tube).as_bytes());
+            expect(&mut c, "WATCHING")?;
+            expect(&mut c, "WATCHING")?;
+        } else {
+            c.put(format!("use {}\r\n", self.tube).as_bytes());
+            expect(&mut c, "USING")?;
+        }
+        Ok(c)
+    }
+}
+
+impl Target for Beanstalkd {
+    fn name(&self) -> String {
+        format!("beanstalkd ({})", self.label)
+    }
+
+    fn prepare(&self, _queue: &str) -> Result<(), String> {
+        self.open(false).map(|_| ())
+    }
+
+    fn producer(&self, _queue: &str) -> Result<Box<dyn Producer>, String> {
+        Ok(Box::new(BeanProducer {
+            conn: self.open(false)?,
+            in_flight: VecDeque::new(),
+        }))
+    }
+
+    fn consumer(&self, _queue: &str) -> Result<Box<dyn Consumer>, String> {
+        Ok(Box::new(BeanConsumer {
+            conn: self.open(true)?,
+            previous: Vec::new(),
+        }))
+    }
+}
+
+struct BeanProducer {
+    conn: Conn,
+    in_flight: VecDeque<usize>,
+}
+
+impl Producer for BeanProducer {
+    fn send(&mut self, batch: &[Bytes]) -> Result<(), String> {
+        for p in batch {
+            // Priority 1024, no delay, 30 s to run (the lease).
+            self.conn
+                .put(format!("put 1024 0 30 {}\r\n", p.len()).as_bytes());
+            self.conn.put(p);
+            self.conn.put(b"\r\n");
+        }
+        self.in_flight.push_back(batch.len());
+        Ok(())
+    }
+
+    fn confirm(&mut self) -> Result<(), String> {
+        let n = self.in_flight.pop_front().ok_or("nothing in flight")?;
+        for _ in 0..n {
+            expect(&mut self.conn, "INSERTED")?;
+        }
+        Ok(())
+    }
+}
+
+struct BeanConsumer {
+    conn: Conn,
+    previous: Vec<u64>,
+}
+
+impl BeanConsumer {
+    /// Reads one reserve answer: the job, or `None` when it timed out.
+    fn reserved(&mut self) -> Result<Option<(u64, Bytes)>, String> {
+        let line = self.conn.line()?;
+        if line.starts_with("TIMED_OUT") {
+            return Ok(None);
+        }
+        let mut parts = line.split(' ');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some("RESERVED"), Some(id), Some(len)) => {
+                let id: u64 = id.parse().map_err(|_| format!("bad line {line:?}"))?;
+                let len: usize = len.parse().map_err(|_| format!("bad line {line:?}"))?;
+                Ok(Some((id, Bytes::from(self.conn.bytes(len)?))))
+            }
+            _ => Err(format!("beanstalkd answered {line:?} to a reserve")),
+        }
+    }
+}
+
+impl Consumer for BeanConsumer {
+    fn step(
+        &mut self,
+        max: u32,
+        _visibility_ms: u64,
+        wait_ms: u64,
+        _depth: usize,
+    ) -> Result<Got, String> {
+        // Deletes of the last step, then `max` non-blocking reserves, in one
+        // write; beanstalkd answers in order.
+        let deleting = std::mem::take(&mut self.previous);
+        for id in &deleting {
+            self.conn.put(format!("delete {id}\r\n").as_bytes());
+        }
+        for _ in 0..max {
+            self.conn.put(b"reserve-with-timeout 0\r\n");
+        }
+        let sent = Instant::now();
+        let mut deletes_us = Vec::new();
+        if !deleting.is_empty() {
+            for _ in &deleting {
+                expect(&mut self.conn, "DELETED")?;
+            }
+            deletes_us.push(sent.elapsed().as_micros() as u64);
+        }
+        let mut payloads = Vec::new();
+        for _ in 0..max {
+            if let Some((id, p)) = self.reserved()? {
+                self.previous.push(id);
+                payloads.push(p);
+            }
+        }
+        if payloads.is_empty() && wait_ms > 0 {
+            // Whole seconds only: wait one at most.
+            self.conn.put(b"reserve-with-timeout 1\r\n");
+            if let Some((id, p)) = self.reserved()? {
+                self.previous.push(id);
+                payloads.push(p);
+            }
+        }
+        Ok(Got {
+            payloads,
+            receive_us: sent.elapsed().as_micros() as u64,
+            deletes_us,
+            arrived: Vec::new(),
+        })
+    }
+
+    fn finish(&mut self) -> Result<Vec<u64>, String> {
+        let deleting = std::mem::take(&mut self.previous);
+        let at = Instant::now();
+        for id in &deleting {
+            self.conn.put(format!("delete {id}\r\n").as_bytes());
+        }
+        for _ in &deleting {
+            expect(&mut self.conn, "DELETED")?;
+        }
+        Ok(if deleting.is_empty() {
+            Vec::new()
+        } else {
+            vec![at.elapsed().as_micros() as u64]
+        })
+    }
+}
