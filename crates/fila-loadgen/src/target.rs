@@ -13,7 +13,8 @@ use fila_client::{
 /// A producer connection: batches sent pipelined, acknowledgements taken
 /// in order.
 pub trait Producer: Send {
-    /// Sends one batch without waiting for its acknowledgement.
+    /// Sends one batch (written at once) without waiting for its
+    /// acknowledgement.
     fn send(&mut self, batch: &[Bytes]) -> Result<(), String>;
     /// Waits for the acknowledgement of the oldest batch not yet confirmed.
     fn confirm(&mut self) -> Result<(), String>;
@@ -152,6 +153,7 @@ impl Producer for FilaProducer {
                 .collect(),
         };
         let id = self.client.send(&req).map_err(|e| e.to_string())?;
+        self.client.flush().map_err(|e| e.to_string())?;
         self.in_flight.push_back((id, batch.len()));
         Ok(())
     }

@@ -83,7 +83,7 @@ impl Producer for BeanProducer {
             self.conn.put(b"\r\n");
         }
         self.in_flight.push_back(batch.len());
-        Ok(())
+        self.conn.flush()
     }
 
     fn confirm(&mut self) -> Result<(), String> {

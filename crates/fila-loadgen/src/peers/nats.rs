@@ -196,7 +196,7 @@ impl Producer for NatsProducer {
             self.client.publish(&self.subject, Some(&reply), p);
         }
         self.in_flight.push_back(batch.len());
-        Ok(())
+        self.client.conn.flush()
     }
 
     fn confirm(&mut self) -> Result<(), String> {

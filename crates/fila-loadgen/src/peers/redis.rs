@@ -125,7 +125,7 @@ impl Producer for RedisProducer {
             );
         }
         self.in_flight.push_back(batch.len());
-        Ok(())
+        self.conn.flush()
     }
 
     fn confirm(&mut self) -> Result<(), String> {

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Turns scripts/compare.sh's JSON lines into the tables of docs/benchmarks.md
+(between the "compare" markers, replacing what was there)."""
+
+import json
+import statistics
+import sys
+
+results, doc, machine, commit, versions, messages, rate, rate_secs, rounds = sys.argv[1:10]
+
+rows = [json.loads(l) for l in open(results) if l.strip()]
+failed = [r["failed"] for r in rows if "failed" in r]
+reports = [(r["round"], r["report"]) for r in rows if "report" in r]
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def by(scenario):
+    out = {}
+    for rnd, rep in reports:
+        if rep["scenario"] == scenario:
+            out.setdefault(rep["system"], []).append((rnd, rep))
+    return out
+
+
+def cpu_us(rep):
+    s = rep.get("server")
+    return s["cpu_us_per_message"] if s else float("nan")
+
+
+def fmt(x, digits=0):
+    if x != x:  # nan
+        return "–"
+    return f"{x:,.{digits}f}".replace(",", " ")
+
+
+lines = []
+lines.append("<!-- compare:begin (written by scripts/compare.sh; edits here are overwritten) -->")
+lines.append("")
+lines.append("## Side by side: fila and its peers (scripts/compare.sh)")
+lines.append("")
+lines.append(f"Machine: {machine}. Commit `{commit}`. Peers: {versions}. Every system on")
+lines.append("127.0.0.1 of the same machine as the load generator, one after the other, "
+             f"{rounds} round(s) interleaved (each system once, then again).")
+lines.append("")
+lines.append("```sh")
+lines.append("scripts/compare.sh")
+lines.append("```")
+lines.append("")
+lines.append(f"**Lifecycle**: 4 producers (batches of 20, 8 in flight), 4 consumers (receive 20,")
+lines.append(f"delete them, 4 deletes in flight), 100-byte messages, {messages} messages. msg/s is")
+lines.append("messages put, received and deleted per second; server CPU from /proc.")
+lines.append("")
+lines.append("| system | msg/s (rounds) | median msg/s | server CPU µs/msg | msgs per server CPU s | end to end p99 (ms) |")
+lines.append("|---|---|---|---|---|---|")
+life = by("lifecycle")
+best_peer = None
+for system, runs in life.items():
+    rates = [r["messages_per_s"] for _, r in runs]
+    cpu = median([cpu_us(r) for _, r in runs])
+    per_cpu = 1e6 / cpu if cpu == cpu and cpu > 0 else float("nan")
+    p99 = median([r["end_to_end_us"]["p99"] / 1000 for _, r in runs])
+    lines.append(f"| {system} | {', '.join(fmt(x) for x in rates)} | {fmt(median(rates))} | "
+                 f"{fmt(cpu, 2)} | {fmt(per_cpu)} | {fmt(p99, 1)} |")
+    if not system.startswith("fila") and (best_peer is None or median(rates) > best_peer[1]):
+        best_peer = (system, median(rates), per_cpu)
+lines.append("")
+if best_peer:
+    for system, runs in life.items():
+        if system.startswith("fila"):
+            r = median([x["messages_per_s"] for _, x in runs])
+            lines.append(f"- {system}: {r / best_peer[1]:.2f}× the best peer's throughput "
+                         f"({best_peer[0]}, {fmt(best_peer[1])} msg/s).")
+    lines.append("")
+lines.append(f"**Fixed rate**: {rate} messages a second for {rate_secs} s (4 producers putting one")
+lines.append("message at a time on a schedule, 4 consumers); latency from the scheduled send time to")
+lines.append("the receive (no coordinated omission), medians of the rounds.")
+lines.append("")
+lines.append("| system | achieved msg/s | e2e p50 (ms) | p99 (ms) | p99.9 (ms) | max (ms) | server CPU µs/msg |")
+lines.append("|---|---|---|---|---|---|---|")
+for system, runs in by("fixed-rate").items():
+    e = lambda k: median([r["end_to_end_us"][k] / 1000 for _, r in runs])
+    lines.append(f"| {system} | {fmt(median([r['messages_per_s'] for _, r in runs]))} | "
+                 f"{fmt(e('p50'), 2)} | {fmt(e('p99'), 2)} | {fmt(e('p99.9'), 2)} | "
+                 f"{fmt(e('max'), 1)} | {fmt(median([cpu_us(r) for _, r in runs]), 1)} |")
+lines.append("")
+if failed:
+    lines.append("Runs that failed: " + ", ".join(failed) + ".")
+    lines.append("")
+lines.append("<!-- compare:end -->")
+section = "\n".join(lines) + "\n"
+
+text = open(doc).read()
+begin = text.find("<!-- compare:begin")
+end = text.find("<!-- compare:end -->")
+if begin >= 0 and end >= 0:
+    text = text[:begin] + section + text[end + len("<!-- compare:end -->") + 1:]
+else:
+    text = text.rstrip("\n") + "\n\n" + section
+open(doc, "w").write(text)
