@@ -89,6 +89,53 @@ lines.append("")
 if failed:
     lines.append("Runs that failed: " + ", ".join(failed) + ".")
     lines.append("")
+# Plots: SVG bar charts next to the doc.
+import os
+
+img_dir = os.path.join(os.path.dirname(doc), "img")
+os.makedirs(img_dir, exist_ok=True)
+
+
+def bars(path, title, unit, series, groups):
+    """series: [(label, [value per group])]; groups: group names."""
+    width, left, bar_h, gap = 760, 230, 14, 6
+    rows = len(series) * (len(groups) * bar_h + gap)
+    height = rows + 70
+    vmax = max([v for _, vs in series for v in vs if v == v] + [1])
+    colors = ["#3b6ea5", "#e08a2e", "#5a9e4b", "#b5485d"]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="11">',
+           f'<text x="10" y="18" font-size="13" font-weight="bold">{title}</text>']
+    for gi, g in enumerate(groups):
+        out.append(f'<rect x="{left + gi * 120}" y="28" width="10" height="10" fill="{colors[gi % 4]}"/>'
+                   f'<text x="{left + gi * 120 + 14}" y="37">{g}</text>')
+    y = 50
+    for label, vs in series:
+        out.append(f'<text x="{left - 6}" y="{y + len(groups) * bar_h / 2 + 4}" text-anchor="end">{label}</text>')
+        for gi, v in enumerate(vs):
+            w = 0 if v != v else (width - left - 90) * v / vmax
+            out.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h - 2}" fill="{colors[gi % 4]}"/>')
+            out.append(f'<text x="{left + w + 4:.1f}" y="{y + bar_h - 4}">{fmt(v, 2 if v < 10 else 0)} {unit}</text>')
+            y += bar_h
+        y += gap
+    out.append("</svg>")
+    open(path, "w").write("\n".join(out) + "\n")
+
+
+bars(os.path.join(img_dir, "compare-throughput.svg"),
+     "Lifecycle throughput (median of rounds)", "msg/s",
+     [(s, [median([r["messages_per_s"] for _, r in runs])]) for s, runs in life.items()],
+     ["msg/s"])
+fixed_rows = by("fixed-rate")
+bars(os.path.join(img_dir, "compare-latency.svg"),
+     f"End-to-end latency at {rate} msg/s (median of rounds)", "ms",
+     [(s, [median([r["end_to_end_us"][k] / 1000 for _, r in runs]) for k in ("p50", "p99", "p99.9")])
+      for s, runs in fixed_rows.items()],
+     ["p50", "p99", "p99.9"])
+lines.append("![lifecycle throughput](img/compare-throughput.svg)")
+lines.append("")
+lines.append("![end-to-end latency at a fixed rate](img/compare-latency.svg)")
+lines.append("")
 lines.append("<!-- compare:end -->")
 section = "\n".join(lines) + "\n"
 
