@@ -101,6 +101,9 @@ systems=("fila none" "fila interval" "fila always" "redis none" "redis everysec"
          "beanstalkd none" "beanstalkd binlog" "nats memory" "nats file")
 
 for round in $(seq 1 "$ROUNDS"); do
+  echo "round $round: loopback floor" >&2
+  floor=$("$LOADGEN" --scenario floor --producers 4 --depth 8 --size 2400 --duration 3 --json)
+  echo "{\"round\":$round,\"floor\":$floor}" >> "$results"
   for s in "${systems[@]}"; do
     set -- $s
     echo "round $round: $1 $2" >&2

@@ -11,6 +11,7 @@ results, doc, machine, commit, versions, messages, rate, rate_secs, rounds = sys
 rows = [json.loads(l) for l in open(results) if l.strip()]
 failed = [r["failed"] for r in rows if "failed" in r]
 reports = [(r["round"], r["report"]) for r in rows if "report" in r]
+floors = [r["floor"] for r in rows if "floor" in r]
 
 
 def median(xs):
@@ -73,6 +74,18 @@ if best_peer:
             r = median([x["messages_per_s"] for _, x in runs])
             lines.append(f"- {system}: {r / best_peer[1]:.2f}× the best peer's throughput "
                          f"({best_peer[0]}, {fmt(best_peer[1])} msg/s).")
+    lines.append("")
+if floors:
+    fps = median([f["frames_per_s"] for f in floors])
+    lines.append("**Loopback floor**: an echo over the same kind of sockets, no queue: 4 connections")
+    lines.append(f"with 8 frames of 2 400 bytes in flight (a put of 20 × 100 B is about that size): "
+                 f"{fmt(fps)} frames/s (rounds: {', '.join(fmt(f['frames_per_s']) for f in floors)}), "
+                 f"round trip p50 {fmt(median([f['rtt_us']['p50'] for f in floors]))} µs, "
+                 f"p99 {fmt(median([f['rtt_us']['p99'] for f in floors]))} µs.")
+    for system, runs in life.items():
+        put_fps = median([r["put_us"]["count"] / r["seconds"] for _, r in runs if r["seconds"] > 0])
+        lines.append(f"- {system}: its producers' puts made {fmt(put_fps)} frames/s, "
+                     f"{100 * put_fps / fps:.1f} % of the floor (while its consumers shared the machine).")
     lines.append("")
 lines.append(f"**Fixed rate**: {rate} messages a second for {rate_secs} s (4 producers putting one")
 lines.append("message at a time on a schedule, 4 consumers); latency from the scheduled send time to")

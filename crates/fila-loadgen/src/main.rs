@@ -12,6 +12,7 @@
 //! fila-loadgen --scenario fixed-rate --rate 10000 --duration 30 --server-pid $(pgrep fila-server)
 //! ```
 
+mod floor;
 mod peers;
 mod report;
 mod target;
@@ -36,7 +37,10 @@ usage: fila-loadgen [flags]
   --scenario NAME      lifecycle: producers put as fast as acknowledged,
                        consumers receive and delete; fixed-rate: producers
                        put --rate messages a second on a schedule and
-                       latency counts from the schedule  [lifecycle]
+                       latency counts from the schedule; floor: no server,
+                       an echo over loopback sockets with --producers
+                       connections, --depth frames of --size bytes in
+                       flight, for --duration seconds  [lifecycle]
   --producers N        producer connections           [4]
   --consumers N        consumer connections           [4]
   --messages N         messages to put in all         [1000000]
@@ -61,6 +65,12 @@ fn main() {
         print!("{HELP}");
         return;
     }
+    if args
+        .windows(2)
+        .any(|w| w[0] == "--scenario" && w[1] == "floor")
+    {
+        return floor_main(&args);
+    }
     let (target, load, json) = match parse(&args) {
         Ok(v) => v,
         Err(e) => {
@@ -71,6 +81,41 @@ fn main() {
     match workload::run(&*target, &load) {
         Ok(report) if json => println!("{}", report.json()),
         Ok(report) => print!("{}", report.table()),
+        Err(e) => {
+            eprintln!("fila-loadgen: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// The loopback floor (no server): `--producers`, `--depth`, `--size`,
+/// `--duration`, `--json`.
+fn floor_main(args: &[String]) {
+    let get = |flag: &str, default: u64| -> u64 {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .map_or(Some(default), |v| v.parse().ok())
+            .unwrap_or_else(|| {
+                eprintln!("fila-loadgen: {flag} needs a whole number");
+                std::process::exit(2);
+            })
+    };
+    let (connections, depth, size, secs) = (
+        get("--producers", 4).max(1) as usize,
+        get("--depth", 8).max(1) as usize,
+        get("--size", 2_400).max(1) as usize,
+        get("--duration", 5).max(1),
+    );
+    match floor::run(connections, depth, size, secs) {
+        Ok(f) if args.iter().any(|a| a == "--json") => println!(
+            "{{\"scenario\":\"floor\",\"connections\":{connections},\"depth\":{depth},\"frame_bytes\":{size},\"frames_per_s\":{:.0},\"rtt_us\":{{\"p50\":{},\"p99\":{},\"p99.9\":{}}}}}",
+            f.frames_per_s, f.rtt_us[0], f.rtt_us[1], f.rtt_us[2]
+        ),
+        Ok(f) => println!(
+            "loopback floor: {connections} connections, {depth} frames of {size} B in flight: {:.0} frames/s; round trip p50 {} µs, p99 {} µs, p99.9 {} µs",
+            f.frames_per_s, f.rtt_us[0], f.rtt_us[1], f.rtt_us[2]
+        ),
         Err(e) => {
             eprintln!("fila-loadgen: {e}");
             std::process::exit(1);

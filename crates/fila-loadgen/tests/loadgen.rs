@@ -112,3 +112,23 @@ fn bad_flags_are_one_line_and_exit_2() {
         assert!(err.contains(want) && err.lines().count() == 1, "{err}");
     }
 }
+
+#[test]
+fn the_loopback_floor_echoes_frames() {
+    let o = Command::new(env!("CARGO_BIN_EXE_fila-loadgen"))
+        .args([
+            "--scenario",
+            "floor",
+            "--producers",
+            "2",
+            "--duration",
+            "1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(field(&out, "frames_per_s") > 0, "{out}");
+    assert_eq!(field(&out, "connections"), 2, "{out}");
+}
