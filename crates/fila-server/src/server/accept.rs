@@ -164,6 +164,8 @@ impl Loop {
             output: BytesMut::new(),
             held: BytesMut::new(),
             holds: VecDeque::new(),
+            in_holding: false,
+            log_paused: false,
             token: None,
             unauthenticated,
             auth_failures: 0,

@@ -22,6 +22,10 @@ pub(super) struct Conn {
     pub(super) held: BytesMut,
     /// The regions of `held`: bytes and mark.
     pub(super) holds: VecDeque<(usize, u64)>,
+    /// Listed in the loop's `holding`.
+    pub(super) in_holding: bool,
+    /// Listed in the loop's `log_paused`.
+    pub(super) log_paused: bool,
     pub(super) token: Option<TokenId>,
     /// Counted in this loop's `unauthenticated` (tokens configured, no
     /// successful auth yet).

@@ -99,7 +99,7 @@ pub(super) fn open(
         let waiting = waiting.clone();
         move || {
             for (w, flag) in wakers.iter().zip(waiting.iter()) {
-                if flag.load(Ordering::Acquire) {
+                if flag.load(Ordering::SeqCst) {
                     let _ = w.wake();
                 }
             }
@@ -171,6 +171,10 @@ impl Loop {
         if !self.shared.hold || !changes_state(opcode) {
             return None;
         }
+        // Ask for the wake-up before the mark is read: a batch that
+        // completes at once (its records were taken by the one before) then
+        // still finds this loop waiting and wakes it.
+        self.shared.waiting[self.index].store(true, Ordering::SeqCst);
         self.shared.marks.as_ref().map(|m| m.mark())
     }
 
@@ -182,8 +186,10 @@ impl Loop {
         if marks.backlog_bytes() <= LOG_BACKLOG_MAX {
             return false;
         }
-        if !self.log_paused.contains(&slot) {
-            self.log_paused.push(slot);
+        if let Some(conn) = self.conns[slot].as_mut() {
+            if !std::mem::replace(&mut conn.log_paused, true) {
+                self.log_paused.push((slot, conn.generation));
+            }
         }
         self.want_wakeups();
         true
@@ -192,14 +198,17 @@ impl Loop {
     /// Asks the writer for a wake-up while anything waits for it.
     pub(super) fn want_wakeups(&self) {
         let want = !self.holding.is_empty() || !self.log_paused.is_empty();
-        self.shared.waiting[self.index].store(want, Ordering::Release);
+        self.shared.waiting[self.index].store(want, Ordering::SeqCst);
     }
 
-    /// Notes that `slot` has answers held.
+    /// Notes that `slot` has answers held (O(1): the connection knows
+    /// whether it is listed).
     pub(super) fn note_holding(&mut self, slot: usize) {
-        if !self.holding.contains(&slot) {
-            self.holding.push(slot);
-            self.want_wakeups();
+        if let Some(conn) = self.conns[slot].as_mut() {
+            if !std::mem::replace(&mut conn.in_holding, true) {
+                self.holding.push((slot, conn.generation));
+                self.want_wakeups();
+            }
         }
     }
 
@@ -212,23 +221,39 @@ impl Loop {
         if !self.holding.is_empty() {
             let durable = marks.durable();
             let holding = std::mem::take(&mut self.holding);
-            for slot in holding {
-                let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+            for (slot, generation) in holding {
+                // A closed connection's entry (its slot maybe reused since)
+                // is dropped.
+                let Some(conn) = self
+                    .conns
+                    .get_mut(slot)
+                    .and_then(|c| c.as_mut())
+                    .filter(|c| c.generation == generation)
+                else {
                     continue;
                 };
                 let released = conn.release(durable);
                 let still = !conn.holds.is_empty();
+                conn.in_holding = still;
                 if released {
                     self.flush(slot);
                 }
                 if still && self.conns[slot].is_some() {
-                    self.holding.push(slot);
+                    self.holding.push((slot, generation));
                 }
             }
         }
         if !self.log_paused.is_empty() && marks.backlog_bytes() <= LOG_BACKLOG_MAX {
-            for slot in std::mem::take(&mut self.log_paused) {
-                self.requeue(slot);
+            for (slot, generation) in std::mem::take(&mut self.log_paused) {
+                if let Some(conn) = self
+                    .conns
+                    .get_mut(slot)
+                    .and_then(|c| c.as_mut())
+                    .filter(|c| c.generation == generation)
+                {
+                    conn.log_paused = false;
+                    self.requeue(slot);
+                }
             }
         }
         self.want_wakeups();

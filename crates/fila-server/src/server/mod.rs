@@ -144,9 +144,9 @@ struct Loop {
     /// The most answer bytes one of this loop's connections has held.
     high_water: usize,
     /// Connections with answers held for the log.
-    holding: Vec<usize>,
+    holding: Vec<(usize, u64)>,
     /// Connections that stopped reading while the log's backlog is full.
-    log_paused: Vec<usize>,
+    log_paused: Vec<(usize, u64)>,
 }
 
 /// A running server.
