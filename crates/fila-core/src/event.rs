@@ -150,26 +150,6 @@ pub struct MessageImage {
     pub dead_letter: Option<Arc<DeadLetter>>,
 }
 
-impl MessageImage {
-    /// The owned image of an event's message.
-    pub fn of(view: &MessageView<'_>) -> MessageImage {
-        MessageImage {
-            dlq: view.at.dlq,
-            seq: view.at.seq,
-            id: view.id,
-            payload: Bytes::copy_from_slice(view.payload),
-            attributes: view.attributes.cloned(),
-            channel: view.channel.map(Arc::from),
-            inserted_at_ms: view.inserted_at_ms,
-            visible_at_ms: view.visible_at_ms,
-            expires_at_ms: view.expires_at_ms,
-            delivery_count: view.delivery_count,
-            deferred: false,
-            dead_letter: view.dead_letter.map(|d| Arc::new(d.clone())),
-        }
-    }
-}
-
 /// The whole engine as saved.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineImage {

@@ -300,11 +300,6 @@ impl<S: Storage + 'static> Store<S> {
         ))
     }
 
-    /// The sync mode.
-    pub fn sync(&self) -> SyncMode {
-        self.sync
-    }
-
     /// The marks answers are held on.
     pub fn marks(&self) -> Marks {
         Marks(self.shared.clone())
