@@ -1,42 +1,4 @@
-//! Every limit of SPEC §1–3 as a named constant.
+//! Every limit of SPEC §1–3 as a named constant (defined in `fila-limits`,
+//! which the protocol publishes too).
 
-/// Longest queue name.
-pub const QUEUE_NAME_LEN_MAX: usize = 80;
-/// Entries in one batch request.
-pub const BATCH_LEN_MAX: usize = 20;
-/// Messages one receive may return.
-pub const RECEIVE_MAX: u32 = 20;
-/// Longest visibility timeout: 12 hours.
-pub const VISIBILITY_MS_MAX: u64 = 12 * 3_600_000;
-/// Longest long-poll wait.
-pub const WAIT_MS_MAX: u64 = 30_000;
-/// Highest max_deliveries (0 means unlimited).
-pub const MAX_DELIVERIES_MAX: u32 = 1_000;
-/// Shortest retention: one minute.
-pub const RETENTION_MS_MIN: u64 = 60_000;
-/// Longest retention: fourteen days.
-pub const RETENTION_MS_MAX: u64 = 14 * 86_400_000;
-/// Largest max_message_bytes: 1 MiB.
-pub const MESSAGE_BYTES_MAX: u32 = 1 << 20;
-/// Highest max_messages: 2^32.
-pub const MAX_MESSAGES_MAX: u64 = 1 << 32;
-/// Smallest max_bytes: 1 KiB.
-pub const MAX_BYTES_MIN: u64 = 1 << 10;
-/// Largest max_bytes: 64 GiB.
-pub const MAX_BYTES_MAX: u64 = 64 << 30;
-/// Longest delay of a put: 15 minutes.
-pub const DELAY_MS_MAX: u64 = 15 * 60_000;
-/// Attributes on one message.
-pub const ATTRIBUTES_MAX: usize = 16;
-/// Bytes of all attribute keys and values of one message.
-pub const ATTRIBUTES_BYTES_MAX: usize = 8 << 10;
-/// Longest attribute key.
-pub const ATTRIBUTE_KEY_LEN_MAX: usize = 128;
-/// Longest channel name.
-pub const CHANNEL_LEN_MAX: usize = 128;
-/// Longest dead-letter reason given by a consumer.
-pub const DEAD_LETTER_REASON_LEN_MAX: usize = 256;
-/// Longest dead-letter description given by a consumer.
-pub const DEAD_LETTER_DESCRIPTION_LEN_MAX: usize = 4_096;
-/// Messages one peek may return.
-pub const PEEK_MAX: u32 = 100;
+pub use fila_limits::*;

@@ -502,36 +502,3 @@ pub(crate) fn handle(
         }),
     }
 }
-
-#[cfg(test)]
-mod limits_agree {
-    /// The protocol's published limits are the engine's.
-    #[test]
-    fn the_protocol_publishes_the_engines_limits() {
-        use fila_core::limits as e;
-        use fila_proto::limits as p;
-        assert_eq!(p::QUEUE_NAME_LEN_MAX, e::QUEUE_NAME_LEN_MAX);
-        assert_eq!(p::BATCH_LEN_MAX, e::BATCH_LEN_MAX);
-        assert_eq!(p::RECEIVE_MAX, e::RECEIVE_MAX);
-        assert_eq!(p::VISIBILITY_MS_MAX, e::VISIBILITY_MS_MAX);
-        assert_eq!(p::WAIT_MS_MAX, e::WAIT_MS_MAX);
-        assert_eq!(p::MAX_DELIVERIES_MAX, e::MAX_DELIVERIES_MAX);
-        assert_eq!(p::RETENTION_MS_MIN, e::RETENTION_MS_MIN);
-        assert_eq!(p::RETENTION_MS_MAX, e::RETENTION_MS_MAX);
-        assert_eq!(p::MESSAGE_BYTES_MAX, e::MESSAGE_BYTES_MAX);
-        assert_eq!(p::MAX_MESSAGES_MAX, e::MAX_MESSAGES_MAX);
-        assert_eq!(p::MAX_BYTES_MIN, e::MAX_BYTES_MIN);
-        assert_eq!(p::MAX_BYTES_MAX, e::MAX_BYTES_MAX);
-        assert_eq!(p::DELAY_MS_MAX, e::DELAY_MS_MAX);
-        assert_eq!(p::ATTRIBUTES_MAX, e::ATTRIBUTES_MAX);
-        assert_eq!(p::ATTRIBUTES_BYTES_MAX, e::ATTRIBUTES_BYTES_MAX);
-        assert_eq!(p::ATTRIBUTE_KEY_LEN_MAX, e::ATTRIBUTE_KEY_LEN_MAX);
-        assert_eq!(p::CHANNEL_LEN_MAX, e::CHANNEL_LEN_MAX);
-        assert_eq!(p::DEAD_LETTER_REASON_LEN_MAX, e::DEAD_LETTER_REASON_LEN_MAX);
-        assert_eq!(
-            p::DEAD_LETTER_DESCRIPTION_LEN_MAX,
-            e::DEAD_LETTER_DESCRIPTION_LEN_MAX
-        );
-        assert_eq!(p::PEEK_MAX, e::PEEK_MAX);
-    }
-}
