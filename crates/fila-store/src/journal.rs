@@ -19,7 +19,10 @@ use crate::codec::encode_event;
 /// The shards' buffers and the writer's wake-up signal.
 pub(crate) struct Journal {
     buffers: Box<[CachePadded<Mutex<Vec<u8>>>]>,
-    /// Bytes in each buffer (read without its lock, for back pressure).
+    /// Bytes in each buffer (read without its lock, for back pressure),
+    /// updated only when a buffer crosses a multiple of
+    /// [`BUFFERED_STEP`], so event loops reading it do not pull the
+    /// shard's cache line on every record.
     buffered: Box<[CachePadded<AtomicU64>]>,
     signalled: AtomicBool,
     writer: OnceLock<Thread>,
@@ -70,12 +73,18 @@ impl Journal {
         }
     }
 
-    /// Bytes waiting in the buffers.
+    /// Bytes waiting in the buffers (each counted to the last multiple of
+    /// 64 KiB it crossed).
     pub(crate) fn buffered(&self) -> u64 {
         self.buffered
             .iter()
             .map(|b| b.load(Ordering::Relaxed))
             .sum()
+    }
+
+    /// Whether every buffer is empty (exact: under each buffer's lock).
+    pub(crate) fn is_empty(&self) -> bool {
+        (0..self.buffers.len()).all(|i| self.buffer(i).is_empty())
     }
 
     /// Swaps shard `shard`'s buffer with `spare` (empty): the records are
@@ -90,6 +99,9 @@ impl Journal {
         self.buffers.len()
     }
 }
+
+/// The granularity of [`Journal::buffered`].
+const BUFFERED_STEP: usize = 64 << 10;
 
 /// The entries of a taken buffer: (kind, body).
 pub(crate) fn entries(data: &[u8]) -> impl Iterator<Item = (u8, &[u8])> {
@@ -125,7 +137,9 @@ impl EventSink for ShardSink {
             let len = u32::try_from(b.len() - start - 5).expect("a record is below 4 GiB");
             b[start] = kind;
             b[start + 1..start + 5].copy_from_slice(&len.to_be_bytes());
-            journal.buffered[self.shard].store(b.len() as u64, Ordering::Relaxed);
+            if b.len() / BUFFERED_STEP != start / BUFFERED_STEP {
+                journal.buffered[self.shard].store(b.len() as u64, Ordering::Relaxed);
+            }
             was_empty
         };
         if was_empty && !journal.signalled.swap(true, Ordering::AcqRel) {

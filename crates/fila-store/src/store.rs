@@ -373,7 +373,7 @@ impl<S: Storage> Writer<S> {
                 }
                 return self.log.into_storage();
             }
-            if stopping && self.shared.journal.buffered() == 0 {
+            if stopping && self.shared.journal.is_empty() {
                 return self.log.into_storage();
             }
         }

@@ -174,7 +174,12 @@ impl Loop {
         // Ask for the wake-up before the mark is read: a batch that
         // completes at once (its records were taken by the one before) then
         // still finds this loop waiting and wakes it.
-        self.shared.waiting[self.index].store(true, Ordering::SeqCst);
+        // Only this loop writes its flag, so a true it reads is its own
+        // (stored SeqCst) and still stands.
+        let waiting = &self.shared.waiting[self.index];
+        if !waiting.load(Ordering::Relaxed) {
+            waiting.store(true, Ordering::SeqCst);
+        }
         self.shared.marks.as_ref().map(|m| m.mark())
     }
 
