@@ -761,6 +761,17 @@ impl Shard {
         }
     }
 
+    /// Logs the message now in `slot` as stored (moved from `from`).
+    fn log_stored(&mut self, slot: u32, from: Option<Spot>) {
+        emit!(
+            self,
+            Event::Stored {
+                message: self.view(slot),
+                from,
+            }
+        );
+    }
+
     fn public_state(&self, slot: u32) -> State {
         let r = &self.records[slot as usize];
         match r.word.load().state {

@@ -118,13 +118,7 @@ impl Shard {
                 dlq: true,
                 seq: from_seq,
             };
-            emit!(
-                self,
-                Event::Stored {
-                    message: self.view(slot),
-                    from: Some(from),
-                }
-            );
+            self.log_stored(slot, Some(from));
             self.enter_visible(slot);
         }
         slots.len() as u64
@@ -154,50 +148,10 @@ impl Shard {
         queue.next_seq += 1;
         queue.counters.puts += 1;
         let retention = queue.settings.retention_ms;
-        let slot = self.alloc();
-        let r = &mut self.records[slot as usize];
-        r.payload = out.payload;
-        r.seq = seq;
-        r.inserted_at = now;
-        r.expires_at = now + retention;
-        r.visible_at = now;
-        r.extra = Some(Box::new(Extra {
-            attributes: out.attributes,
-            dead_letter: Some(out.dead_letter),
-            id: Some(out.id),
-        }));
         // It starts afresh in its target: no deliveries there yet (its
         // earlier count stays in its dead-letter record).
-        r.word.occupy(MessageState::Visible, 0).expect("free slot");
-        self.arrive(
-            slot,
-            qslot << 1 | MAIN,
-            out.channel.as_ref(),
-            out.source_queue,
-            out.source_seq,
-        );
+        self.take_in(out, qslot << 1 | MAIN, seq, now, now, retention, 0);
         Ok(())
-    }
-
-    /// A dead letter stored in `slot` joins sub-queue `q` (from message
-    /// `seq` of queue `source`): one event that also says where it came
-    /// from, then it is visible.
-    fn arrive(&mut self, slot: u32, q: u32, channel: Option<&Arc<str>>, source: u32, seq: u64) {
-        self.attach(slot, q, channel);
-        let from = Spot {
-            queue: source,
-            dlq: false,
-            seq,
-        };
-        emit!(
-            self,
-            Event::Stored {
-                message: self.view(slot),
-                from: Some(from),
-            }
-        );
-        self.enter_visible(slot);
-        self.serve_gained();
     }
 
     /// Takes back a dead letter that its target could not take, into the
@@ -211,12 +165,42 @@ impl Shard {
         // It was stored before it left: keep it whatever the budget says.
         self.budget
             .force_message(out.payload.len() as u64 + attributes_bytes(out.attributes.as_ref()));
+        let (seq, inserted_at, at, count) = (
+            out.source_seq,
+            out.inserted_at,
+            out.at_ms,
+            out.delivery_count,
+        );
+        self.take_in(
+            out,
+            qslot << 1 | DLQ,
+            seq,
+            inserted_at,
+            at,
+            retention,
+            count,
+        );
+    }
+
+    /// Stores a dead letter (already counted in the budget) as message
+    /// `seq` of sub-queue `q`, visible from `at` and for `retention`, with
+    /// `count` deliveries; one event says where it came from.
+    #[allow(clippy::too_many_arguments)]
+    fn take_in(
+        &mut self,
+        out: Outbound,
+        q: u32,
+        seq: u64,
+        inserted_at: u64,
+        at: u64,
+        retention: u64,
+        count: u32,
+    ) {
         let slot = self.alloc();
         let r = &mut self.records[slot as usize];
-        let at = out.at_ms;
         r.payload = out.payload;
-        r.seq = out.source_seq;
-        r.inserted_at = out.inserted_at;
+        r.seq = seq;
+        r.inserted_at = inserted_at;
         r.expires_at = at + retention;
         r.visible_at = at;
         r.extra = Some(Box::new(Extra {
@@ -225,14 +209,16 @@ impl Shard {
             id: Some(out.id),
         }));
         r.word
-            .occupy(MessageState::Visible, out.delivery_count)
+            .occupy(MessageState::Visible, count)
             .expect("free slot");
-        self.arrive(
-            slot,
-            qslot << 1 | DLQ,
-            out.channel.as_ref(),
-            out.source_queue,
-            out.source_seq,
-        );
+        self.attach(slot, q, out.channel.as_ref());
+        let from = Spot {
+            queue: out.source_queue,
+            dlq: false,
+            seq: out.source_seq,
+        };
+        self.log_stored(slot, Some(from));
+        self.enter_visible(slot);
+        self.serve_gained();
     }
 }

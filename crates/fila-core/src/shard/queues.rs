@@ -342,13 +342,7 @@ impl Shard {
         let occupied = r.word.occupy(state, 0);
         debug_assert!(occupied.is_ok());
         self.attach(slot, qslot << 1 | MAIN, channel.as_ref());
-        emit!(
-            self,
-            Event::Stored {
-                message: self.view(slot),
-                from: None,
-            }
-        );
+        self.log_stored(slot, None);
         if state == MessageState::Delayed {
             self.enter_state(slot, MessageState::Delayed);
             self.set_timer(slot, visible_at);

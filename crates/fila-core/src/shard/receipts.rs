@@ -245,13 +245,7 @@ impl Shard {
         r.visible_at = t;
         r.extra.get_or_insert_with(Box::default).dead_letter = Some(info);
         self.attach(slot, qslot << 1 | DLQ, channel.as_ref());
-        emit!(
-            self,
-            Event::Stored {
-                message: self.view(slot),
-                from: Some(from),
-            }
-        );
+        self.log_stored(slot, Some(from));
         self.enter_visible(slot);
     }
 
