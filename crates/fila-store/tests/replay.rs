@@ -185,11 +185,7 @@ fn step(
 
 #[test]
 fn a_recovered_engine_holds_what_the_events_said() {
-    let runs: u64 = std::env::var("REPLAY_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
-    for seed in 1..=runs {
+    for seed in 1..=runs(60) {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let clock = ManualClock::new(T0);
         let mut disk = SimDisk::new(seed);
@@ -236,30 +232,47 @@ impl EventSink for Applier {
     }
 }
 
-#[test]
-fn after_every_step_the_events_so_far_rebuild_the_state() {
-    let runs: u64 = std::env::var("REPLAY_RUNS")
+/// Seeds to run: `REPLAY_RUNS`, else `default`.
+fn runs(default: u64) -> u64 {
+    std::env::var("REPLAY_RUNS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
-    for seed in 1..=runs {
+        .unwrap_or(default)
+}
+
+/// Sends every shard's events to `replay`.
+fn journal_into(engine: &Engine, replay: &Arc<Mutex<Replay>>) {
+    for shard in 0..engine.shard_count() {
+        engine.set_journal(shard, Some(Box::new(Applier(replay.clone()))));
+    }
+}
+
+/// The events so far (in `replay`) rebuild exactly the engine's state.
+fn assert_rebuilt(engine: &Engine, replay: &Mutex<Replay>, now: u64, what: &str) {
+    let want = normal(engine.export(|| {}).unwrap(), now);
+    let mut replay = replay.lock().unwrap();
+    let got = normal(std::mem::take(&mut *replay).into_image(), now);
+    assert_eq!(got, want, "{what}");
+    *replay = Replay::from_image(got);
+}
+
+#[test]
+fn after_every_step_the_events_so_far_rebuild_the_state() {
+    for seed in 1..=runs(40) {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let clock = ManualClock::new(T0);
         let engine = Engine::new(3, Arc::new(clock.clone()));
         let replay = Arc::new(Mutex::new(Replay::default()));
-        for shard in 0..3 {
-            engine.set_journal(shard, Some(Box::new(Applier(replay.clone()))));
-        }
+        journal_into(&engine, &replay);
         let mut receipts = Vec::new();
         for i in 0..400 {
             step(&engine, &clock, &mut rng, &mut receipts);
-            let want = normal(engine.export(|| {}).unwrap(), clock.now_ms());
-            let got = normal(
-                std::mem::take(&mut *replay.lock().unwrap()).into_image(),
+            assert_rebuilt(
+                &engine,
+                &replay,
                 clock.now_ms(),
+                &format!("seed {seed} step {i}"),
             );
-            assert_eq!(got, want, "seed {seed} step {i}");
-            *replay.lock().unwrap() = Replay::from_image(got);
         }
     }
 }
@@ -271,28 +284,23 @@ fn a_restored_engine_keeps_logging_what_rebuilds_it() {
         let clock = ManualClock::new(T0);
         let mut engine = Engine::new(3, Arc::new(clock.clone()));
         let replay = Arc::new(Mutex::new(Replay::default()));
-        for shard in 0..3 {
-            engine.set_journal(shard, Some(Box::new(Applier(replay.clone()))));
-        }
+        journal_into(&engine, &replay);
         let mut receipts = Vec::new();
         for i in 0..600 {
             if i % 150 == 149 {
                 let image = engine.export(|| {}).unwrap();
                 engine = Engine::new(3, Arc::new(clock.clone()));
                 engine.restore(image).unwrap();
-                for shard in 0..3 {
-                    engine.set_journal(shard, Some(Box::new(Applier(replay.clone()))));
-                }
+                journal_into(&engine, &replay);
                 receipts.clear();
             }
             step(&engine, &clock, &mut rng, &mut receipts);
-            let want = normal(engine.export(|| {}).unwrap(), clock.now_ms());
-            let got = normal(
-                std::mem::take(&mut *replay.lock().unwrap()).into_image(),
+            assert_rebuilt(
+                &engine,
+                &replay,
                 clock.now_ms(),
+                &format!("seed {seed} step {i}"),
             );
-            assert_eq!(got, want, "seed {seed} step {i}");
-            *replay.lock().unwrap() = Replay::from_image(got);
         }
     }
 }
