@@ -1,6 +1,8 @@
 //! The `fila-server` binary: starts, serves, and stops on SIGTERM.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -69,30 +71,14 @@ fn spawn(prefix: &str, extra: &[&str], env: &[(&str, &str)]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("fila-server starts");
-    let stdout = child.stdout.take().unwrap();
-    // Read the log on a thread, so a missing line fails the test in time
-    // instead of blocking it.
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut log = Vec::new();
-    while let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) {
-        log.push(line.clone());
-        if let Some(rest) = line.split("listen=").nth(1) {
-            let addr = rest.split_whitespace().next().unwrap().to_owned();
-            return Child {
-                child,
-                data,
-                addr,
-                log,
-                lines: rx,
-            };
-        }
+    if let Some((addr, log, lines)) = common::listening(&mut child, 20) {
+        return Child {
+            child,
+            data,
+            addr,
+            log,
+            lines,
+        };
     }
     let _ = child.kill();
     let mut err = String::new();
@@ -101,7 +87,7 @@ fn spawn(prefix: &str, extra: &[&str], env: &[(&str, &str)]) -> Child {
     }
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&data);
-    panic!("no listening line with the address: {log:?} {err}");
+    panic!("no listening line with the address: {err}");
 }
 
 /// Waits (20 s at most) for the process to exit.

@@ -5,8 +5,9 @@
 //! may not have happened). `FILA_KILL_ROUNDS` sets the number of
 //! kills (5 by default; docs/durability.md records a run of 100).
 
+mod common;
+
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,22 +36,10 @@ fn start(dir: &std::path::Path) -> Server {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("fila-server starts");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    while let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) {
-        if let Some(rest) = line.split("listen=").nth(1) {
-            let addr = rest.split_whitespace().next().unwrap().to_owned();
-            // Keep draining its log so it never blocks on a full pipe.
-            std::thread::spawn(move || while rx.recv().is_ok() {});
-            return Server { child, addr };
-        }
+    if let Some((addr, _, rx)) = common::listening(&mut child, 30) {
+        // Keep draining its log so it never blocks on a full pipe.
+        std::thread::spawn(move || while rx.recv().is_ok() {});
+        return Server { child, addr };
     }
     let _ = child.kill();
     let _ = child.wait();
