@@ -80,7 +80,14 @@ fn recover<S: Storage>(
     storage: S,
     segment_bytes: u64,
 ) -> Result<(Log<S>, Replay, Recovery), Error> {
+    let began = Instant::now();
     let (log, recovered) = Log::open(storage, LogOptions { segment_bytes })?;
+    info!(
+        snapshot_bytes = recovered.snapshot.as_ref().map_or(0, |s| s.body.len()),
+        records = recovered.records.len(),
+        elapsed_ms = began.elapsed().as_millis() as u64,
+        "log read; replaying"
+    );
     let mut report = Recovery::default();
     let mut replay = match recovered.snapshot {
         Some(s) => {
@@ -89,12 +96,28 @@ fn recover<S: Storage>(
                 lsn: s.lsn,
                 why: e.what,
             })?;
-            Replay::from_image(images)
+            let replay = Replay::from_image(images);
+            info!(
+                lsn = s.lsn,
+                messages = replay.message_count(),
+                elapsed_ms = began.elapsed().as_millis() as u64,
+                "snapshot loaded"
+            );
+            replay
         }
         None => Replay::default(),
     };
+    let total = recovered.records.len();
     for rec in recovered.records {
         report.records += 1;
+        if report.records % 1_000_000 == 0 {
+            info!(
+                replayed = report.records,
+                of = total,
+                elapsed_ms = began.elapsed().as_millis() as u64,
+                "replaying the log"
+            );
+        }
         report.record_bytes += rec.body.len() as u64 + fila_wal::record::RECORD_HEADER as u64;
         let op = decode(rec.kind, &rec.body).map_err(|e| Error::Record {
             lsn: rec.lsn,
@@ -432,9 +455,8 @@ impl<S: Storage> Writer<S> {
             .max(self.options.compact_ratio * self.engine.stored_bytes());
         let number = self.shared.started.fetch_add(1, Ordering::SeqCst) + 1;
         let mut snapshot = None;
-        if self.since_snapshot >= threshold
-            || self.shared.snapshot_asked.swap(false, Ordering::AcqRel)
-        {
+        let asked = self.shared.snapshot_asked.swap(false, Ordering::AcqRel);
+        if self.since_snapshot >= threshold || asked {
             // A consistent cut: every shard held while the buffers are
             // taken and the state copied, so the snapshot is exactly the
             // state after the records up to `lsn`.
@@ -446,6 +468,10 @@ impl<S: Storage> Writer<S> {
                 lsn = self.log.next_lsn() - 1;
             });
             drained?;
+            if images.is_none() && asked {
+                // A dead letter was between shards: ask again next batch.
+                self.shared.snapshot_asked.store(true, Ordering::Release);
+            }
             snapshot = images.map(|images| (lsn, images));
         }
         if snapshot.is_none() {
