@@ -24,6 +24,12 @@ impl Shard {
         }
         self.budget.shared.reserve_queue()?;
         let slot = self.install_queue(id(), name, settings, 1);
+        self.log_queue(slot);
+        Ok(true)
+    }
+
+    /// Logs queue `slot` as it now is (created, or its settings changed).
+    fn log_queue(&mut self, slot: u32) {
         emit!(
             self,
             Event::QueueSet {
@@ -32,7 +38,6 @@ impl Shard {
                 settings: &self.queue(slot).settings,
             }
         );
-        Ok(true)
     }
 
     /// Makes an empty queue (already counted in the budget); answers its
@@ -92,14 +97,7 @@ impl Shard {
         let next = update.apply(&self.queue(slot).settings);
         next.validate()?;
         self.queue_mut(slot).settings = next.clone();
-        emit!(
-            self,
-            Event::QueueSet {
-                queue: self.queue(slot).id,
-                name: &self.queue(slot).name,
-                settings: &self.queue(slot).settings,
-            }
-        );
+        self.log_queue(slot);
         Ok(next)
     }
 
