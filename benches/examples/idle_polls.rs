@@ -84,6 +84,7 @@ fn main() {
         visibility_ms: None,
         wait_ms: Some(30_000),
         channel: None,
+        fields: Default::default(),
     })
     .encode(1, &mut poll);
     let mut conns = Vec::with_capacity(n);

@@ -107,6 +107,7 @@ fn main() {
                         visibility_ms: None,
                         wait_ms: Some(100),
                         channel: None,
+                        fields: Default::default(),
                     }))
                     .unwrap();
                 if let Some(id) = delete {

@@ -30,7 +30,7 @@ fn a_restart_keeps_queues_messages_and_their_state() {
             channel: (i % 2 == 0).then(|| "even".to_string()),
             ..PutEntry::default()
         })
-        .collect();
+        .collect::<Vec<_>>();
     let acks: Vec<_> = c
         .put_many("jobs", entries)
         .unwrap()

@@ -31,6 +31,7 @@ fn poll(wait_ms: u64) -> Request {
         visibility_ms: None,
         wait_ms: Some(wait_ms),
         channel: None,
+        fields: Default::default(),
     })
 }
 
@@ -102,7 +103,7 @@ fn every_operation_end_to_end() {
     let r0 = got[0].receipt.unwrap();
     let r1 = got[1].receipt.unwrap();
     let vis = c
-        .update_visibility(q("jobs"), &[(r0, 120_000), ([9u8; 32], 5)])
+        .update_visibility(&q("jobs"), &[(r0, 120_000), ([9u8; 32], 5)])
         .unwrap();
     assert!(vis[0].is_ok());
     assert_eq!(
@@ -413,7 +414,7 @@ fn a_peek_of_large_messages_is_cut_to_fit_the_output_room_and_continues_from_the
                     payload: payload.clone(),
                     ..PutEntry::default()
                 })
-                .collect(),
+                .collect::<Vec<_>>(),
         )
         .unwrap();
     }

@@ -19,7 +19,7 @@ fn forged_receipts_never_end_a_lease() {
             payload: bytes::Bytes::from_static(b"m"),
             ..PutEntry::default()
         })
-        .collect();
+        .collect::<Vec<_>>();
     assert!(c
         .put_many("jobs", entries)
         .unwrap()
@@ -132,6 +132,7 @@ fn receive(queue: &str, wait_ms: u64, visibility_ms: Option<u64>) -> Request {
         visibility_ms,
         wait_ms: Some(wait_ms),
         channel: None,
+        fields: Default::default(),
     })
 }
 
@@ -618,7 +619,7 @@ fn receive_deferred_answers_what_fits_the_room_and_leaves_the_rest_deferred() {
             payload: Bytes::from(vec![9u8; 1 << 20]),
             ..PutEntry::default()
         })
-        .collect();
+        .collect::<Vec<_>>();
     c.put("big", entries).unwrap();
     let mut seqs = Vec::new();
     while seqs.len() < 5 {

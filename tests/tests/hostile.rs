@@ -273,7 +273,7 @@ fn a_throttled_client_that_reads_late_gets_every_answer() {
                 payload: payload.clone(),
                 ..Default::default()
             })
-            .collect(),
+            .collect::<Vec<_>>(),
     )
     .unwrap();
     // 50 peeks of ~200 KiB each, sent at once, read only afterwards.

@@ -12,8 +12,8 @@ use bytes::Bytes;
 mod output;
 
 use fila_client::{
-    Availability, Client, ClientError, ClientOptions, Message, PutEntry, QueueRef, Receipt,
-    Receive, SettingsPatch,
+    Availability, Client, ClientError, ClientOptions, Fields, Message, PutEntry, QueueRef, Receipt,
+    ReceiveRef, SettingsPatch,
 };
 use output::{json_str, print_entries, print_messages, print_pairs, print_settings};
 
@@ -400,13 +400,15 @@ fn run(a: Args) -> Out {
         "receive" => {
             a.check_known(&["--max", "--visibility", "--wait", "--channel", "--dlq"])?;
             let queue = a.pos(1, "a queue name")?;
-            let ms = connect(&a)?.receive_with(Receive {
-                queue: qref(queue, a.flag("--dlq")),
+            let ms = connect(&a)?.receive_with(ReceiveRef {
+                queue,
+                dlq: a.flag("--dlq"),
                 max_messages: a.number("--max")?.unwrap_or(1),
                 visibility_ms: a.number("--visibility")?,
                 // Without --wait, the queue's receive_wait_default applies.
                 wait_ms: a.number("--wait")?,
-                channel: a.value("--channel").map(str::to_owned),
+                channel: a.value("--channel"),
+                fields: Fields::ALL,
             })?;
             print_messages(json, &ms);
             Ok(true)
@@ -421,7 +423,7 @@ fn run(a: Args) -> Out {
             if receipts.is_empty() {
                 return Err(Failure::Usage("missing receipts".into()));
             }
-            let results = connect(&a)?.delete_from(qref(queue, a.flag("--dlq")), &receipts)?;
+            let results = connect(&a)?.delete_from(&qref(queue, a.flag("--dlq")), &receipts)?;
             Ok(print_entries(json, "receipt", &results, |_| {
                 "\"deleted\":true".into()
             }))
@@ -435,7 +437,7 @@ fn run(a: Args) -> Out {
                 .parse()
                 .map_err(|_| Failure::Usage("the timeout is a number of ms".into()))?;
             let results =
-                connect(&a)?.update_visibility(qref(queue, a.flag("--dlq")), &[(receipt, ms)])?;
+                connect(&a)?.update_visibility(&qref(queue, a.flag("--dlq")), &[(receipt, ms)])?;
             Ok(print_entries(json, "receipt", &results, |t| {
                 format!("\"next_visible_at_ms\":{t}")
             }))

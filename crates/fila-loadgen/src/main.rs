@@ -34,6 +34,8 @@ usage: fila-loadgen [flags]
   --nats-storage KIND  memory or file (JetStream)     [memory]
   --token TOKEN        access token                   [$FILA_TOKEN]
   --label TEXT         added to the system's name in reports (a sync mode)
+  --all-fields         fila: receive every field of a message (by default
+                       a receive asks for the payload and receipt only)
   --scenario NAME      lifecycle: producers put as fast as acknowledged,
                        consumers receive and delete; fixed-rate: producers
                        put --rate messages a second on a schedule and
@@ -128,6 +130,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
         addr: "127.0.0.1:7700".into(),
         token: std::env::var("FILA_TOKEN").ok().filter(|t| !t.is_empty()),
         label: String::new(),
+        fields: fila_client::Fields::PAYLOAD_AND_RECEIPT,
     };
     let mut system = "fila".to_string();
     let mut nats_storage = "memory".to_string();
@@ -180,6 +183,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
             "--wait" => load.wait_ms = number(value()?)?,
             "--queue" => load.queue = value()?,
             "--server-pid" => load.server_pid = Some(number(value()?)? as u32),
+            "--all-fields" => target.fields = fila_client::Fields::ALL,
             "--json" => json = true,
             "--quiet" => load.progress = false,
             other => return Err(format!("unknown flag {other:?} (see --help)")),

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use fila_client::{
-    Client, ClientOptions, PutEntry, QueueRef, Receipt, Receive, Request, Response, SettingsPatch,
+    Client, ClientOptions, DeleteRef, Fields, PayloadsRef, Receipt, ReceiveRef, Response,
+    SettingsPatch,
 };
 
 /// A producer connection: batches sent pipelined, acknowledgements taken
@@ -77,6 +78,8 @@ pub struct Fila {
     pub token: Option<String>,
     /// Label in reports (the sync mode, say).
     pub label: String,
+    /// The fields a receive asks for (the workload reads only the payload).
+    pub fields: Fields,
 }
 
 impl Fila {
@@ -124,10 +127,8 @@ impl Target for Fila {
     fn consumer(&self, queue: &str) -> Result<Box<dyn Consumer>, String> {
         Ok(Box::new(FilaConsumer {
             client: self.connect()?,
-            queue: QueueRef {
-                name: queue.to_owned(),
-                dlq: false,
-            },
+            queue: queue.to_owned(),
+            fields: self.fields,
             previous: Vec::new(),
             deletes: VecDeque::new(),
         }))
@@ -142,15 +143,9 @@ struct FilaProducer {
 
 impl Producer for FilaProducer {
     fn send(&mut self, batch: &[Bytes]) -> Result<(), String> {
-        let req = Request::Put {
-            queue: self.queue.clone(),
-            messages: batch
-                .iter()
-                .map(|p| PutEntry {
-                    payload: p.clone(),
-                    ..PutEntry::default()
-                })
-                .collect(),
+        let req = PayloadsRef {
+            queue: &self.queue,
+            payloads: batch,
         };
         let id = self.client.send(&req).map_err(|e| e.to_string())?;
         self.client.flush().map_err(|e| e.to_string())?;
@@ -178,7 +173,8 @@ impl Producer for FilaProducer {
 
 struct FilaConsumer {
     client: Client,
-    queue: QueueRef,
+    queue: String,
+    fields: Fields,
     previous: Vec<Receipt>,
     /// Deletes sent and not yet confirmed: id and send time.
     deletes: VecDeque<(u64, Instant)>,
@@ -191,11 +187,13 @@ impl FilaConsumer {
         }
         let id = self
             .client
-            .send(&Request::Delete {
-                queue: self.queue.clone(),
-                receipts: std::mem::take(&mut self.previous),
+            .send(&DeleteRef {
+                queue: &self.queue,
+                dlq: false,
+                receipts: &self.previous,
             })
             .map_err(|e| e.to_string())?;
+        self.previous.clear();
         self.deletes.push_back((id, Instant::now()));
         Ok(())
     }
@@ -225,22 +223,26 @@ impl Consumer for FilaConsumer {
         self.send_delete()?;
         let receive = self
             .client
-            .send(&Request::Receive(Receive {
-                queue: self.queue.clone(),
+            .send(&ReceiveRef {
+                queue: &self.queue,
+                dlq: false,
                 max_messages: max as u8,
                 visibility_ms: Some(visibility_ms),
                 wait_ms: Some(wait_ms),
                 channel: None,
-            }))
+                fields: self.fields,
+            })
             .map_err(|e| e.to_string())?;
         let sent = Instant::now();
         let messages = match self.client.wait(receive, Duration::from_millis(wait_ms)) {
-            Ok(Response::Messages(ms)) => ms,
-            Ok(other) => return Err(format!("unexpected answer to a receive: {other:?}")),
+            Ok(r) => r
+                .into_messages()
+                .map_err(|other| format!("unexpected answer to a receive: {other:?}"))?,
             Err(e) => return Err(e.to_string()),
         };
         let receive_us = sent.elapsed().as_micros() as u64;
-        self.previous = messages.iter().filter_map(|m| m.receipt).collect();
+        self.previous
+            .extend(messages.iter().filter_map(|m| m.receipt));
         let mut deletes_us = Vec::new();
         while self.deletes.len() > depth.saturating_sub(1) {
             deletes_us.push(self.confirm_delete()?);

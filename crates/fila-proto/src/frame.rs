@@ -34,8 +34,11 @@ pub mod flags {
     pub const RESPONSE: u16 = 1 << 0;
     /// The answer is an error: its body is an error body.
     pub const ERROR: u16 = 1 << 1;
+    /// A receive's answer whose messages carry only some fields: the body
+    /// starts with the fields' `u8` mask (see `Fields`).
+    pub const FIELDS: u16 = 1 << 2;
     /// Every flag this version defines; others must be zero.
-    pub const KNOWN: u16 = RESPONSE | ERROR;
+    pub const KNOWN: u16 = RESPONSE | ERROR | FIELDS;
 }
 
 /// A frame's header.

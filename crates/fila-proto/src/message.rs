@@ -194,6 +194,46 @@ pub struct Receive {
     pub wait_ms: Option<u64>,
     /// `name` or `prefix*`.
     pub channel: Option<String>,
+    /// The fields the answer's messages carry ([`Fields::ALL`] unless the
+    /// consumer asks for less).
+    pub fields: Fields,
+}
+
+/// Which fields of a message a receive's answer carries. The payload and
+/// the receipt always travel; each bit adds a group. A field left out
+/// decodes as zero or empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Fields(pub u8);
+
+impl Fields {
+    /// Payload and receipt only.
+    pub const PAYLOAD_AND_RECEIPT: Fields = Fields(0);
+    /// The message id and sequence number.
+    pub const ID: Fields = Fields(1 << 0);
+    /// Attributes and channel.
+    pub const ATTRIBUTES: Fields = Fields(1 << 1);
+    /// Inserted, expires and next-visible times.
+    pub const TIMES: Fields = Fields(1 << 2);
+    /// Delivery count, state and the dead-letter record.
+    pub const DELIVERY: Fields = Fields(1 << 3);
+    /// Every field (the default).
+    pub const ALL: Fields = Fields(0x0f);
+
+    /// Whether every bit of `other` is set here.
+    pub fn contains(self, other: Fields) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Both groups.
+    pub fn with(self, other: Fields) -> Fields {
+        Fields(self.0 | other.0)
+    }
+}
+
+impl Default for Fields {
+    fn default() -> Fields {
+        Fields::ALL
+    }
 }
 
 /// Every request.
@@ -432,6 +472,16 @@ pub struct WireError {
 /// One entry of a batch answer.
 pub type Entry<T> = Result<T, WireError>;
 
+/// A batch answer's values, or its first failed entry: where it stands in
+/// the batch and why it failed.
+pub fn all_ok<T>(entries: Vec<Entry<T>>) -> Result<Vec<T>, (usize, WireError)> {
+    let mut out = Vec::with_capacity(entries.len());
+    for (i, e) in entries.into_iter().enumerate() {
+        out.push(e.map_err(|err| (i, err))?);
+    }
+    Ok(out)
+}
+
 /// Every answer. Its opcode is its request's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Response {
@@ -466,6 +516,10 @@ pub enum Response {
     Put(Vec<Entry<PutAck>>),
     /// To receive and peek.
     Messages(Vec<Message>),
+    /// To a receive that asked for fewer fields: the fields the messages
+    /// carry (the server answers a receive of every field with
+    /// `Messages`), and the messages, with the other fields zero or empty.
+    Selected(Fields, Vec<Message>),
     /// To update visibility: per entry, the new next-visible time.
     Visibility(Vec<Entry<u64>>),
     /// To delete: per entry.
@@ -598,41 +652,72 @@ pub(super) fn get_entry(r: &mut Reader) -> Result<PutEntry, ProtoError> {
 }
 
 pub(super) fn put_message(w: &mut Writer<'_>, m: &Message) {
-    w.u128(m.id);
-    w.u64(m.seq);
+    put_fields(w, m, Fields::ALL);
+}
+
+/// A message with the groups of `f`, in the order of the full layout.
+pub(super) fn put_fields(w: &mut Writer<'_>, m: &Message, f: Fields) {
+    if f.contains(Fields::ID) {
+        w.u128(m.id);
+        w.u64(m.seq);
+    }
     w.bytes(&m.payload);
-    put_pairs(w, &m.attributes);
-    w.opt(&m.channel, |w, c| w.str(c));
-    w.u64(m.inserted_at_ms);
-    w.u64(m.expires_at_ms);
-    w.u64(m.next_visible_at_ms);
-    w.u32(m.delivery_count);
-    w.u8(m.state);
+    if f.contains(Fields::ATTRIBUTES) {
+        put_pairs(w, &m.attributes);
+        w.opt(&m.channel, |w, c| w.str(c));
+    }
+    if f.contains(Fields::TIMES) {
+        w.u64(m.inserted_at_ms);
+        w.u64(m.expires_at_ms);
+        w.u64(m.next_visible_at_ms);
+    }
+    if f.contains(Fields::DELIVERY) {
+        w.u32(m.delivery_count);
+        w.u8(m.state);
+    }
     w.opt(&m.receipt, |w, r| w.array(r));
-    w.opt(&m.dead_letter, |w, d| {
-        w.str(&d.source_queue);
-        w.u64(d.at_ms);
-        w.u8(d.reason);
-        w.str(&d.consumer_reason);
-        w.str(&d.description);
-        w.u32(d.delivery_count);
-    });
+    if f.contains(Fields::DELIVERY) {
+        w.opt(&m.dead_letter, |w, d| {
+            w.str(&d.source_queue);
+            w.u64(d.at_ms);
+            w.u8(d.reason);
+            w.str(&d.consumer_reason);
+            w.str(&d.description);
+            w.u32(d.delivery_count);
+        });
+    }
 }
 
 pub(super) fn get_message(r: &mut Reader) -> Result<Message, ProtoError> {
-    Ok(Message {
-        id: r.u128()?,
-        seq: r.u64()?,
-        payload: r.bytes()?,
-        attributes: get_pairs(r)?,
-        channel: r.opt(Reader::str)?,
-        inserted_at_ms: r.u64()?,
-        expires_at_ms: r.u64()?,
-        next_visible_at_ms: r.u64()?,
-        delivery_count: r.u32()?,
-        state: r.u8()?,
-        receipt: r.opt(Reader::array::<RECEIPT_LEN>)?,
-        dead_letter: r.opt(|r| {
+    get_fields(r, Fields::ALL)
+}
+
+/// A message laid out by [`put_fields`]; absent groups are zero or empty.
+pub(super) fn get_fields(r: &mut Reader, f: Fields) -> Result<Message, ProtoError> {
+    let (id, seq) = if f.contains(Fields::ID) {
+        (r.u128()?, r.u64()?)
+    } else {
+        (0, 0)
+    };
+    let payload = r.bytes()?;
+    let (attributes, channel) = if f.contains(Fields::ATTRIBUTES) {
+        (get_pairs(r)?, r.opt(Reader::str)?)
+    } else {
+        (Vec::new(), None)
+    };
+    let (inserted_at_ms, expires_at_ms, next_visible_at_ms) = if f.contains(Fields::TIMES) {
+        (r.u64()?, r.u64()?, r.u64()?)
+    } else {
+        (0, 0, 0)
+    };
+    let (delivery_count, state) = if f.contains(Fields::DELIVERY) {
+        (r.u32()?, r.u8()?)
+    } else {
+        (0, 0)
+    };
+    let receipt = r.opt(Reader::array::<RECEIPT_LEN>)?;
+    let dead_letter = if f.contains(Fields::DELIVERY) {
+        r.opt(|r| {
             Ok(DeadLetter {
                 source_queue: r.str()?,
                 at_ms: r.u64()?,
@@ -641,7 +726,23 @@ pub(super) fn get_message(r: &mut Reader) -> Result<Message, ProtoError> {
                 description: r.str()?,
                 delivery_count: r.u32()?,
             })
-        })?,
+        })?
+    } else {
+        None
+    };
+    Ok(Message {
+        id,
+        seq,
+        payload,
+        attributes,
+        channel,
+        inserted_at_ms,
+        expires_at_ms,
+        next_visible_at_ms,
+        delivery_count,
+        state,
+        receipt,
+        dead_letter,
     })
 }
 
@@ -685,5 +786,8 @@ pub(super) fn get_entries<T>(
     })
 }
 
+mod borrowed;
 mod request;
 mod response;
+
+pub use borrowed::*;

@@ -110,6 +110,18 @@ fn settings_of(s: QueueSettings) -> proto::Settings {
 
 /// An engine message on the wire.
 pub(crate) fn message_of(m: Message) -> proto::Message {
+    fields_of(m, proto::Fields::ALL)
+}
+
+/// An engine message on the wire with the fields a receive asked for (the
+/// others are not converted at all).
+fn fields_of(mut m: Message, fields: proto::Fields) -> proto::Message {
+    if !fields.contains(proto::Fields::ATTRIBUTES) {
+        (m.attributes, m.channel) = (None, None);
+    }
+    if !fields.contains(proto::Fields::DELIVERY) {
+        m.dead_letter = None;
+    }
     proto::Message {
         id: m.id.0,
         seq: m.seq,
@@ -156,8 +168,14 @@ pub(crate) fn message_of(m: Message) -> proto::Message {
     }
 }
 
-pub(crate) fn messages_of(ms: Vec<Message>) -> Response {
-    Response::Messages(ms.into_iter().map(message_of).collect())
+/// A receive's answer with the fields it asked for.
+pub(crate) fn messages_of(ms: Vec<Message>, fields: proto::Fields) -> Response {
+    let ms = ms.into_iter().map(|m| fields_of(m, fields)).collect();
+    if fields == proto::Fields::ALL {
+        Response::Messages(ms)
+    } else {
+        Response::Selected(fields, ms)
+    }
 }
 
 fn entries<T, U>(v: Vec<Result<T, Error>>, f: impl Fn(T) -> U) -> Vec<proto::Entry<U>> {
@@ -400,7 +418,7 @@ pub(crate) fn handle(
                 max_answer_bytes: Some(room as u64),
             };
             match engine.receive(address(&r.queue), &opts, notify()) {
-                Ok(Received::Ready(ms)) => Outcome::Answer(messages_of(ms)),
+                Ok(Received::Ready(ms)) => Outcome::Answer(messages_of(ms, r.fields)),
                 Ok(Received::Parked(id)) => Outcome::Parked(id),
                 Err(e) => Outcome::Answer(Response::Error(wire_error(&e))),
             }
@@ -487,7 +505,7 @@ pub(crate) fn handle(
                     .count()
                     .max(1);
                 ms.truncate(keep);
-                messages_of(ms)
+                messages_of(ms, proto::Fields::ALL)
             },
         ),
         Request::Redrive {

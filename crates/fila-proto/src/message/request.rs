@@ -31,6 +31,42 @@ impl Request {
 
     /// Appends the whole frame of this request to `buf`.
     pub fn encode(&self, request_id: u64, buf: &mut BytesMut) {
+        // The hot path's requests share the borrowed encoders.
+        match self {
+            Request::Put { queue, messages } => {
+                return PutRef { queue, messages }.encode(request_id, buf)
+            }
+            Request::Receive(rc) => return ReceiveRef::of(rc).encode(request_id, buf),
+            Request::UpdateVisibility { queue, entries } => {
+                return VisibilityRef {
+                    queue: &queue.name,
+                    dlq: queue.dlq,
+                    entries,
+                }
+                .encode(request_id, buf)
+            }
+            Request::Delete { queue, receipts } => {
+                return DeleteRef {
+                    queue: &queue.name,
+                    dlq: queue.dlq,
+                    receipts,
+                }
+                .encode(request_id, buf)
+            }
+            Request::ReceiveDeferred {
+                queue,
+                seqs,
+                visibility_ms,
+            } => {
+                return DeferredRef {
+                    queue,
+                    seqs,
+                    visibility_ms: *visibility_ms,
+                }
+                .encode(request_id, buf)
+            }
+            _ => {}
+        }
         let start = begin_frame(buf, self.opcode() as u8, 0, request_id);
         let w = &mut Writer(buf);
         match self {
@@ -56,44 +92,13 @@ impl Request {
                 w.u16(*limit);
             }
             Request::Purge { queue } => put_queue_ref(w, queue),
-            Request::Put { queue, messages } => {
-                w.str(queue);
-                w.list(messages, put_entry);
-            }
             Request::CancelScheduled { queue, seq } => {
                 w.str(queue);
                 w.u64(*seq);
             }
-            Request::Receive(rc) => {
-                put_queue_ref(w, &rc.queue);
-                w.u8(rc.max_messages);
-                w.opt(&rc.visibility_ms, |w, v| w.u64(*v));
-                w.opt(&rc.wait_ms, |w, v| w.u64(*v));
-                w.opt(&rc.channel, |w, c| w.str(c));
-            }
-            Request::UpdateVisibility { queue, entries } => {
-                put_queue_ref(w, queue);
-                w.list(entries, |w, (r, t)| {
-                    w.array(r);
-                    w.u64(*t);
-                });
-            }
-            Request::Delete { queue, receipts } => {
-                put_queue_ref(w, queue);
-                w.list(receipts, |w, r| w.array(r));
-            }
             Request::Defer { queue, receipt } => {
                 w.str(queue);
                 w.array(receipt);
-            }
-            Request::ReceiveDeferred {
-                queue,
-                seqs,
-                visibility_ms,
-            } => {
-                w.str(queue);
-                w.list(seqs, |w, s| w.u64(*s));
-                w.opt(visibility_ms, |w, v| w.u64(*v));
             }
             Request::DeadLetter {
                 queue,
@@ -124,6 +129,11 @@ impl Request {
                 w.opt(max_messages, |w, v| w.u64(*v));
                 w.opt(rate_per_second, |w, v| w.u32(*v));
             }
+            Request::Put { .. }
+            | Request::Receive(_)
+            | Request::UpdateVisibility { .. }
+            | Request::Delete { .. }
+            | Request::ReceiveDeferred { .. } => unreachable!("encoded above"),
         }
         end_frame(buf, start);
     }
@@ -131,8 +141,10 @@ impl Request {
     /// Decodes a request frame's body. Payloads are slices of `body`.
     pub fn decode(header: &FrameHeader, body: Bytes) -> Result<Request, ProtoError> {
         check_header(header)?;
-        if header.is_response() {
-            return Err(ProtoError::Malformed("a request has no response flag"));
+        if header.is_response() || header.flags & flags::FIELDS != 0 {
+            return Err(ProtoError::Malformed(
+                "a request has no response or fields flag",
+            ));
         }
         let op = Opcode::from_u8(header.opcode)?;
         let r = &mut Reader::new(body);
@@ -176,6 +188,15 @@ impl Request {
                 visibility_ms: r.opt(Reader::u64)?,
                 wait_ms: r.opt(Reader::u64)?,
                 channel: r.opt(Reader::str)?,
+                // Absent: every field (the layout before fields existed).
+                fields: if r.remaining() == 0 {
+                    Fields::ALL
+                } else {
+                    match r.u8()? {
+                        m if m & !Fields::ALL.0 == 0 => Fields(m),
+                        _ => return Err(ProtoError::Malformed("unknown message fields")),
+                    }
+                },
             }),
             Opcode::UpdateVisibility => Request::UpdateVisibility {
                 queue: get_queue_ref(r)?,

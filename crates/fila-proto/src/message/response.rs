@@ -3,11 +3,28 @@
 use super::*;
 
 impl Response {
+    /// The answer, or the server's error as an `Err`.
+    pub fn into_result(self) -> Result<Response, WireError> {
+        match self {
+            Response::Error(e) => Err(e),
+            other => Ok(other),
+        }
+    }
+
+    /// A receive's messages, whichever fields they carry.
+    pub fn into_messages(self) -> Result<Vec<Message>, Response> {
+        match self {
+            Response::Messages(ms) | Response::Selected(_, ms) => Ok(ms),
+            other => Err(other),
+        }
+    }
+
     /// Appends the whole frame of this answer to request `request_id` with
     /// opcode `opcode` to `buf`.
     pub fn encode(&self, opcode: u8, request_id: u64, buf: &mut BytesMut) {
         let flags = match self {
             Response::Error(_) => flags::RESPONSE | flags::ERROR,
+            Response::Selected(..) => flags::RESPONSE | flags::FIELDS,
             _ => flags::RESPONSE,
         };
         let start = begin_frame(buf, opcode, flags, request_id);
@@ -57,6 +74,10 @@ impl Response {
                 w.u64(a.seq);
             }),
             Response::Messages(ms) => w.list(ms, put_message),
+            Response::Selected(f, ms) => {
+                w.u8(f.0);
+                w.list(ms, |w, m| put_fields(w, m, *f));
+            }
             Response::Visibility(entries) => put_entries(w, entries, |w, t| w.u64(*t)),
             Response::Deleted(entries) => put_entries(w, entries, |_, _| {}),
             Response::Deferred(entries) => put_entries(w, entries, put_message),
@@ -77,9 +98,24 @@ impl Response {
         }
         let r = &mut Reader::new(body);
         if header.is_error() {
+            if header.flags & flags::FIELDS != 0 {
+                return Err(ProtoError::Malformed("an error answer has no fields flag"));
+            }
             let e = get_error(r)?;
             r.finish()?;
             return Ok(Response::Error(e));
+        }
+        if header.flags & flags::FIELDS != 0 {
+            if header.opcode != Opcode::Receive as u8 {
+                return Err(ProtoError::Malformed("only a receive answer has fields"));
+            }
+            let f = match r.u8()? {
+                m if m & !Fields::ALL.0 == 0 => Fields(m),
+                _ => return Err(ProtoError::Malformed("unknown message fields")),
+            };
+            let ms = r.list(5, |r| get_fields(r, f))?;
+            r.finish()?;
+            return Ok(Response::Selected(f, ms));
         }
         let resp = match Opcode::from_u8(header.opcode)? {
             Opcode::Hello => Response::Hello {

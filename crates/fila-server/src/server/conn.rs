@@ -10,6 +10,8 @@ pub(super) struct Parked {
     pub(super) request_id: u64,
     /// Output room held for its answer.
     pub(super) reserved: usize,
+    /// The fields its answer carries.
+    pub(super) fields: proto::Fields,
 }
 
 pub(super) struct Conn {

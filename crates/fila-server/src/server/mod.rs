@@ -543,7 +543,7 @@ impl Loop {
                     conn.reserved -= p.reserved;
                     self.unpark_count();
                     let response = match result {
-                        Ok(ms) => dispatch::messages_of(ms),
+                        Ok(ms) => dispatch::messages_of(ms, p.fields),
                         Err(e) => Response::Error(dispatch::wire_error(&e)),
                     };
                     self.respond(slot, proto::Opcode::Receive as u8, request_id, &response);
@@ -648,6 +648,10 @@ impl Loop {
         };
         let generation = conn.generation;
         let park = conn.next_park;
+        let fields = match &req {
+            Request::Receive(r) => r.fields,
+            _ => proto::Fields::ALL,
+        };
         let parked_here = conn.parked.len();
         let (tx, waker) = self.me.clone();
         let notify = move || -> Notify {
@@ -712,6 +716,7 @@ impl Loop {
                         wait,
                         request_id,
                         reserved,
+                        fields,
                     },
                 );
                 self.note_held(held);

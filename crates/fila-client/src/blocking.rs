@@ -1,0 +1,409 @@
+//! The blocking client: one TCP connection, requests pipelined on it.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use fila_proto::{split_frame, Encode, FRAME_LEN_LIMIT};
+
+use crate::call::{self, Call, WINDOW};
+use crate::*;
+
+struct Connection {
+    stream: TcpStream,
+    input: BytesMut,
+    output: BytesMut,
+    /// Answers read while waiting for another.
+    early: HashMap<u64, Response>,
+    /// Requests sent and not yet answered.
+    in_flight: HashMap<u64, Opcode>,
+}
+
+/// A blocking client on one connection.
+pub struct Client {
+    options: ClientOptions,
+    conn: Option<Connection>,
+    next_id: u64,
+}
+
+impl Client {
+    /// Connects (and authenticates when the options carry a token).
+    pub fn connect(options: ClientOptions) -> Result<Client> {
+        let mut c = Client {
+            options,
+            conn: None,
+            next_id: 1,
+        };
+        c.ensure_connected()?;
+        Ok(c)
+    }
+
+    fn ensure_connected(&mut self) -> Result<()> {
+        if self.conn.is_some() {
+            return Ok(());
+        }
+        let addr = &self.options.addr;
+        let addrs: Vec<SocketAddr> = addr
+            .to_socket_addrs()
+            .map_err(|source| ClientError::Connect {
+                addr: addr.clone(),
+                source,
+            })?
+            .collect();
+        let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
+        for a in addrs {
+            match TcpStream::connect_timeout(&a, self.options.connect_timeout) {
+                Ok(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    self.conn = Some(Connection {
+                        stream,
+                        input: BytesMut::with_capacity(64 << 10),
+                        output: BytesMut::new(),
+                        early: HashMap::new(),
+                        in_flight: HashMap::new(),
+                    });
+                    if let Some(token) = self.options.token.clone() {
+                        self.run(call::auth(&token))?;
+                    }
+                    return Ok(());
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(ClientError::Connect {
+            addr: addr.clone(),
+            source: last,
+        })
+    }
+
+    fn lose(&mut self, e: io::Error) -> ClientError {
+        // Everything in flight is lost with the connection; nothing is
+        // resent.
+        self.conn = None;
+        ClientError::ConnectionLost(e)
+    }
+
+    /// Queues a request without waiting (pipelining); returns its id.
+    /// Call [`Client::flush`] (or [`Client::wait`], which flushes) to send.
+    /// Any [`Encode`] will do: a [`Request`] or a borrowed view such as
+    /// [`fila_proto::PayloadsRef`].
+    pub fn send<R: Encode + ?Sized>(&mut self, req: &R) -> Result<u64> {
+        self.ensure_connected()?;
+        let id = self.next_id;
+        self.next_id += 1;
+        let conn = self.conn.as_mut().expect("connected");
+        req.encode(id, &mut conn.output);
+        conn.in_flight.insert(id, req.opcode());
+        Ok(id)
+    }
+
+    /// Writes every queued request.
+    pub fn flush(&mut self) -> Result<()> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        if conn.output.is_empty() {
+            return Ok(());
+        }
+        let _ = conn
+            .stream
+            .set_write_timeout(Some(self.options.request_timeout));
+        let written = conn.stream.write_all(&conn.output);
+        conn.output.clear();
+        if let Err(e) = written {
+            return Err(self.lose(e));
+        }
+        Ok(())
+    }
+
+    /// Waits for the answer to request `id`, up to `extra` beyond the
+    /// request timeout (for long polls).
+    pub fn wait(&mut self, id: u64, extra: Duration) -> Result<Response> {
+        self.flush()?;
+        let deadline = Instant::now() + self.options.request_timeout + extra;
+        loop {
+            let conn = self.conn.as_mut().ok_or_else(|| {
+                ClientError::ConnectionLost(io::Error::new(
+                    io::ErrorKind::NotConnected,
+                    "not connected",
+                ))
+            })?;
+            if let Some(r) = conn.early.remove(&id) {
+                return Ok(r);
+            }
+            if !conn.in_flight.contains_key(&id) {
+                return Err(ClientError::ConnectionLost(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "no such request in flight",
+                )));
+            }
+            while let Some((header, body)) = split_frame(&mut conn.input, FRAME_LEN_LIMIT)? {
+                let r = Response::decode(&header, body)?;
+                conn.in_flight.remove(&header.request_id);
+                if header.request_id == 0 {
+                    // The server could not read the frame's id: it refused
+                    // the stream and is closing it.
+                    self.conn = None;
+                    return Err(refused(r));
+                }
+                if header.request_id == id {
+                    return Ok(r);
+                }
+                conn.early.insert(header.request_id, r);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let t = self.options.request_timeout + extra;
+                self.conn = None;
+                return Err(ClientError::Timeout(t));
+            }
+            let _ = conn
+                .stream
+                .set_read_timeout(Some((deadline - now).max(Duration::from_millis(1))));
+            let mut chunk = [0u8; 64 << 10];
+            match conn.stream.read(&mut chunk) {
+                Ok(0) => {
+                    return Err(self.lose(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "server closed",
+                    )))
+                }
+                Ok(n) => conn.input.extend_from_slice(&chunk[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.lose(e)),
+            }
+        }
+    }
+
+    /// Sends one request and waits for its answer.
+    pub fn call(&mut self, req: Request) -> Result<Response> {
+        let id = self.send(&req)?;
+        self.wait(id, Duration::from_millis(req.long_poll_ms()))
+    }
+
+    fn run<R: Encode, T>(&mut self, c: Call<R, T>) -> Result<T> {
+        let id = self.send(&c.req)?;
+        let r = self.wait(id, Duration::from_millis(c.req.long_poll_ms()))?;
+        c.read(r)
+    }
+
+    /// Runs a batch helper's requests pipelined, at most [`WINDOW`] in
+    /// flight, and joins their entries in order.
+    fn batch<R: Encode, T>(
+        &mut self,
+        calls: impl Iterator<Item = Call<R, Vec<EntryResult<T>>>>,
+    ) -> Result<Vec<EntryResult<T>>> {
+        let mut out = Vec::new();
+        let mut in_flight = VecDeque::with_capacity(WINDOW);
+        let mut calls = calls.peekable();
+        while calls.peek().is_some() || !in_flight.is_empty() {
+            while in_flight.len() < WINDOW {
+                let Some(c) = calls.next() else { break };
+                in_flight.push_back((self.send(&c.req)?, c));
+            }
+            let (id, c) = in_flight.pop_front().expect("one in flight");
+            let r = self.wait(id, Duration::ZERO)?;
+            out.extend(c.read(r)?);
+        }
+        Ok(out)
+    }
+
+    /// Hello: the server's name and frame limit.
+    pub fn hello(&mut self) -> Result<(String, u32)> {
+        self.run(call::hello())
+    }
+
+    /// Server-wide counters.
+    pub fn server_stats(&mut self) -> Result<Vec<(String, u64)>> {
+        self.run(call::server_stats())
+    }
+
+    /// Creates a queue; `false` when it existed with the same settings.
+    pub fn create_queue(&mut self, name: &str, settings: SettingsPatch) -> Result<bool> {
+        self.run(call::create_queue(name, settings))
+    }
+
+    /// A queue's settings.
+    pub fn get_queue(&mut self, name: &str) -> Result<Settings> {
+        self.run(call::get_queue(name))
+    }
+
+    /// Changes settings; answers those in force.
+    pub fn update_queue(&mut self, name: &str, settings: SettingsPatch) -> Result<Settings> {
+        self.run(call::update_queue(name, settings))
+    }
+
+    /// Every queue name with this prefix, sorted: follows the server's
+    /// pages to the end.
+    pub fn list_queues(&mut self, prefix: &str) -> Result<Vec<String>> {
+        let mut all = Vec::new();
+        let mut after = String::new();
+        loop {
+            let (names, next) = self.list_queues_page(prefix, &after, 0)?;
+            all.extend(names);
+            match call::next_page(&after, next) {
+                Some(next) => after = next,
+                None => return Ok(all),
+            }
+        }
+    }
+
+    /// One page of queue names: up to `limit` (0: the server's page size,
+    /// 1 000) after `after` ("" from the start), and the cursor of the next
+    /// page when more remain.
+    pub fn list_queues_page(
+        &mut self,
+        prefix: &str,
+        after: &str,
+        limit: u16,
+    ) -> Result<(Vec<String>, Option<String>)> {
+        self.run(call::list_queues_page(prefix, after, limit))
+    }
+
+    /// Deletes a queue.
+    pub fn delete_queue(&mut self, name: &str) -> Result<()> {
+        self.run(call::delete_queue(name, false))
+    }
+
+    /// Deletes a queue if it exists; a missing queue is no error.
+    pub fn delete_queue_if_exists(&mut self, name: &str) -> Result<()> {
+        self.run(call::delete_queue(name, true))
+    }
+
+    /// Purges a queue (or its DLQ).
+    pub fn purge(&mut self, name: &str, dlq: bool) -> Result<()> {
+        self.run(call::purge(name, dlq))
+    }
+
+    /// A queue's stats.
+    pub fn stats(&mut self, name: &str) -> Result<Stats> {
+        self.run(call::stats(name))
+    }
+
+    /// Puts messages; each entry answers alone (the same as
+    /// [`Client::put_many`]).
+    pub fn put(
+        &mut self,
+        queue: &str,
+        messages: impl AsRef<[PutEntry]>,
+    ) -> Result<Vec<EntryResult<PutAck>>> {
+        self.put_many(queue, messages)
+    }
+
+    /// Puts one message with only a payload.
+    pub fn put_one(&mut self, queue: &str, payload: impl Into<Bytes>) -> Result<PutAck> {
+        self.put_payloads(queue, &[payload.into()])?
+            .pop()
+            .expect("one answer per entry")
+    }
+
+    /// Puts any number of messages, 20 per request, pipelined.
+    pub fn put_many(
+        &mut self,
+        queue: &str,
+        messages: impl AsRef<[PutEntry]>,
+    ) -> Result<Vec<EntryResult<PutAck>>> {
+        self.batch(call::puts(queue, messages.as_ref()))
+    }
+
+    /// Puts any number of bare payloads (no attributes, visible at once),
+    /// 20 per request, pipelined; encoded straight from the slice.
+    pub fn put_payloads(
+        &mut self,
+        queue: &str,
+        payloads: &[Bytes],
+    ) -> Result<Vec<EntryResult<PutAck>>> {
+        self.batch(call::payload_puts(queue, payloads))
+    }
+
+    /// Cancels a scheduled message.
+    pub fn cancel_scheduled(&mut self, queue: &str, seq: u64) -> Result<()> {
+        self.run(call::cancel_scheduled(queue, seq))
+    }
+
+    /// Receives with every option, among them the fields the messages
+    /// carry.
+    pub fn receive_with(&mut self, r: ReceiveRef<'_>) -> Result<Vec<Message>> {
+        self.run(call::receive(r))
+    }
+
+    /// Receives up to `max` messages from a queue, waiting up to `wait_ms`
+    /// (the queue's default when `None`).
+    pub fn receive(&mut self, queue: &str, max: u8, wait_ms: Option<u64>) -> Result<Vec<Message>> {
+        self.receive_with(call::simple_receive(queue, max, wait_ms))
+    }
+
+    /// Changes leases' next-visible times (any number, 20 per request,
+    /// pipelined).
+    pub fn update_visibility(
+        &mut self,
+        queue: &QueueRef,
+        changes: &[(Receipt, u64)],
+    ) -> Result<Vec<EntryResult<u64>>> {
+        self.batch(call::visibilities(&queue.name, queue.dlq, changes))
+    }
+
+    /// Deletes by receipt from a queue (any number, 20 per request,
+    /// pipelined).
+    pub fn delete(&mut self, queue: &str, receipts: &[Receipt]) -> Result<Vec<EntryResult<()>>> {
+        self.batch(call::deletes(queue, false, receipts))
+    }
+
+    /// Deletes by receipt from a queue or its DLQ.
+    pub fn delete_from(
+        &mut self,
+        queue: &QueueRef,
+        receipts: &[Receipt],
+    ) -> Result<Vec<EntryResult<()>>> {
+        self.batch(call::deletes(&queue.name, queue.dlq, receipts))
+    }
+
+    /// Defers a leased message.
+    pub fn defer(&mut self, queue: &str, receipt: Receipt) -> Result<()> {
+        self.run(call::defer(queue, receipt))
+    }
+
+    /// Takes deferred messages by sequence number (any number, 20 per
+    /// request, pipelined).
+    pub fn receive_deferred(
+        &mut self,
+        queue: &str,
+        seqs: &[u64],
+        visibility_ms: Option<u64>,
+    ) -> Result<Vec<EntryResult<Message>>> {
+        self.batch(call::deferred(queue, seqs, visibility_ms))
+    }
+
+    /// Dead-letters a leased message.
+    pub fn dead_letter(
+        &mut self,
+        queue: &str,
+        receipt: Receipt,
+        reason: &str,
+        description: &str,
+    ) -> Result<()> {
+        self.run(call::dead_letter(queue, receipt, reason, description))
+    }
+
+    /// Browses from a sequence number.
+    pub fn peek(&mut self, queue: QueueRef, from_seq: u64, max: u8) -> Result<Vec<Message>> {
+        self.run(call::peek(queue, from_seq, max))
+    }
+
+    /// Moves dead letters back: (moved now, scheduled at the rate).
+    pub fn redrive(
+        &mut self,
+        queue: &str,
+        max: Option<u64>,
+        rate_per_second: Option<u32>,
+    ) -> Result<(u64, u64)> {
+        self.run(call::redrive(queue, max, rate_per_second))
+    }
+}

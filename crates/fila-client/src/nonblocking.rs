@@ -1,0 +1,523 @@
+//! The async client, on tokio: one connection shared by every clone, a
+//! writer task that sends whatever callers encoded since its last write
+//! (one write for many requests), and a reader task that hands each answer
+//! to the call waiting for its id, in whatever order they come.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use fila_proto::{split_frame, Encode, FRAME_LEN_LIMIT};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, Notify};
+use tokio::task::JoinHandle;
+
+use crate::call::{self, Call, WINDOW};
+use crate::*;
+
+type Answer = oneshot::Sender<Result<Response>>;
+
+/// What callers and the connection's two tasks share.
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the writer: there are bytes to send, or the connection is
+    /// lost.
+    wake_writer: Notify,
+}
+
+struct State {
+    /// Requests encoded and not yet written.
+    output: BytesMut,
+    /// Calls waiting for an answer, by request id.
+    pending: HashMap<u64, Answer>,
+    next_id: u64,
+    /// Why the connection is gone; no request is taken any more.
+    lost: Option<String>,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain data behind: keep
+        // going with it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks the connection lost: every waiting call fails at once with
+    /// [`ClientError::ConnectionLost`]; nothing is sent again.
+    fn lose(&self, why: String) {
+        let pending = {
+            let mut st = self.state();
+            st.lost.get_or_insert(why);
+            std::mem::take(&mut st.pending)
+        };
+        drop(pending);
+        self.wake_writer.notify_one();
+    }
+
+    fn lost(&self) -> Option<String> {
+        self.state().lost.clone()
+    }
+}
+
+/// A connection: its shared state and its two tasks, stopped when it is
+/// dropped.
+struct Conn {
+    shared: Arc<Shared>,
+    tasks: [JoinHandle<()>; 2],
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+struct Inner {
+    options: ClientOptions,
+    /// The connection in use (checked without waiting).
+    current: Mutex<Option<Arc<Conn>>>,
+    /// Held while a new connection is opened, so only one is.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+/// An async client. Clones share one connection, and every call on any
+/// clone is pipelined on it; answers reach their callers by request id.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), fila_client::ClientError> {
+/// use fila_client::{AllOk, AsyncClient, ClientOptions, SettingsPatch};
+///
+/// let c = AsyncClient::connect(ClientOptions::new("127.0.0.1:7700")).await?;
+/// c.create_queue("jobs", SettingsPatch::default()).await?;
+/// c.put_payloads("jobs", &["a".into(), "b".into()]).await?.all_ok()?;
+/// let ms = c.receive("jobs", 20, Some(1_000)).await?;
+/// let receipts: Vec<_> = ms.iter().filter_map(|m| m.receipt).collect();
+/// c.delete("jobs", &receipts).await?.all_ok()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct AsyncClient {
+    inner: Arc<Inner>,
+}
+
+/// A request sent and not yet answered.
+struct Sent {
+    shared: Arc<Shared>,
+    id: u64,
+    answer: oneshot::Receiver<Result<Response>>,
+}
+
+fn not_connected(why: String) -> ClientError {
+    ClientError::ConnectionLost(io::Error::new(io::ErrorKind::NotConnected, why))
+}
+
+/// Encodes `req` into the connection's output and registers its answer.
+fn register<R: Encode + ?Sized>(shared: &Arc<Shared>, req: &R) -> Result<Sent> {
+    let (tx, rx) = oneshot::channel();
+    let id = {
+        let mut st = shared.state();
+        if let Some(why) = &st.lost {
+            return Err(not_connected(why.clone()));
+        }
+        let id = st.next_id;
+        st.next_id += 1;
+        req.encode(id, &mut st.output);
+        st.pending.insert(id, tx);
+        id
+    };
+    shared.wake_writer.notify_one();
+    Ok(Sent {
+        shared: shared.clone(),
+        id,
+        answer: rx,
+    })
+}
+
+impl Sent {
+    /// The answer, within `limit`. A call that times out is forgotten; the
+    /// connection stays for the others.
+    async fn answer(self, limit: Duration) -> Result<Response> {
+        match tokio::time::timeout(limit, self.answer).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(not_connected(
+                self.shared
+                    .lost()
+                    .unwrap_or_else(|| "connection closed".into()),
+            )),
+            Err(_) => {
+                self.shared.state().pending.remove(&self.id);
+                Err(ClientError::Timeout(limit))
+            }
+        }
+    }
+}
+
+async fn write_loop(shared: Arc<Shared>, mut w: OwnedWriteHalf) {
+    let mut buf = BytesMut::new();
+    loop {
+        shared.wake_writer.notified().await;
+        {
+            let mut st = shared.state();
+            if st.lost.is_some() {
+                return;
+            }
+            std::mem::swap(&mut buf, &mut st.output);
+        }
+        if buf.is_empty() {
+            continue;
+        }
+        if let Err(e) = w.write_all(&buf).await {
+            shared.lose(format!("write failed: {e}"));
+            return;
+        }
+        buf.clear();
+    }
+}
+
+async fn read_loop(shared: Arc<Shared>, mut r: OwnedReadHalf) {
+    let mut input = BytesMut::with_capacity(64 << 10);
+    loop {
+        if input.capacity() - input.len() < 16 << 10 {
+            input.reserve(64 << 10);
+        }
+        match r.read_buf(&mut input).await {
+            Ok(0) => return shared.lose("server closed the connection".into()),
+            Ok(_) => {}
+            Err(e) => return shared.lose(format!("read failed: {e}")),
+        }
+        loop {
+            let (header, body) = match split_frame(&mut input, FRAME_LEN_LIMIT) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(e) => return shared.lose(format!("protocol error: {e}")),
+            };
+            let answer = Response::decode(&header, body).map_err(ClientError::from);
+            if header.request_id == 0 {
+                // The server could not read a frame's id: it refused the
+                // stream and is closing it.
+                let why = match answer {
+                    Ok(r) => refused(r).to_string(),
+                    Err(e) => e.to_string(),
+                };
+                return shared.lose(format!("refused by the server: {why}"));
+            }
+            let waiting = shared.state().pending.remove(&header.request_id);
+            if let Some(tx) = waiting {
+                let _ = tx.send(answer);
+            }
+        }
+    }
+}
+
+impl AsyncClient {
+    /// Connects (and authenticates when the options carry a token). Needs
+    /// a tokio runtime with I/O and time enabled.
+    pub async fn connect(options: ClientOptions) -> Result<AsyncClient> {
+        let c = AsyncClient {
+            inner: Arc::new(Inner {
+                options,
+                current: Mutex::new(None),
+                connecting: tokio::sync::Mutex::new(()),
+            }),
+        };
+        c.connection().await?;
+        Ok(c)
+    }
+
+    fn current(&self) -> Option<Arc<Shared>> {
+        let cur = self.inner.current.lock().unwrap_or_else(|p| p.into_inner());
+        cur.as_ref()
+            .filter(|c| c.shared.lost().is_none())
+            .map(|c| c.shared.clone())
+    }
+
+    /// The live connection, or a new one (never resending what the old one
+    /// lost).
+    async fn connection(&self) -> Result<Arc<Shared>> {
+        if let Some(s) = self.current() {
+            return Ok(s);
+        }
+        let _one = self.inner.connecting.lock().await;
+        if let Some(s) = self.current() {
+            return Ok(s);
+        }
+        let conn = Arc::new(self.open().await?);
+        let shared = conn.shared.clone();
+        *self.inner.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn);
+        Ok(shared)
+    }
+
+    async fn open(&self) -> Result<Conn> {
+        let o = &self.inner.options;
+        let connect_error = |source| ClientError::Connect {
+            addr: o.addr.clone(),
+            source,
+        };
+        let stream = tokio::time::timeout(o.connect_timeout, TcpStream::connect(o.addr.as_str()))
+            .await
+            .map_err(|_| connect_error(io::Error::new(io::ErrorKind::TimedOut, "timed out")))?
+            .map_err(connect_error)?;
+        let _ = stream.set_nodelay(true);
+        let (r, w) = stream.into_split();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                output: BytesMut::with_capacity(64 << 10),
+                pending: HashMap::new(),
+                next_id: 1,
+                lost: None,
+            }),
+            wake_writer: Notify::new(),
+        });
+        let conn = Conn {
+            tasks: [
+                tokio::spawn(read_loop(shared.clone(), r)),
+                tokio::spawn(write_loop(shared.clone(), w)),
+            ],
+            shared,
+        };
+        if let Some(token) = &o.token {
+            let c = call::auth(token);
+            let r = register(&conn.shared, &c.req)?
+                .answer(o.request_timeout)
+                .await?;
+            c.read(r)?;
+        }
+        Ok(conn)
+    }
+
+    async fn send<R: Encode + ?Sized>(&self, req: &R) -> Result<Sent> {
+        register(&self.connection().await?, req)
+    }
+
+    fn limit<R: Encode + ?Sized>(&self, req: &R) -> Duration {
+        self.inner.options.request_timeout + Duration::from_millis(req.long_poll_ms())
+    }
+
+    /// Sends one request (a [`Request`] or a borrowed view) and waits for
+    /// its answer, up to the request timeout beyond its long-poll wait.
+    pub async fn call<R: Encode + ?Sized>(&self, req: &R) -> Result<Response> {
+        let sent = self.send(req).await?;
+        sent.answer(self.limit(req)).await
+    }
+
+    async fn run<R: Encode, T>(&self, c: Call<R, T>) -> Result<T> {
+        let r = self.call(&c.req).await?;
+        c.read(r)
+    }
+
+    /// Runs a batch helper's requests pipelined, at most 32 in flight, and
+    /// joins their entries in order.
+    async fn batch<R: Encode, T>(
+        &self,
+        calls: impl Iterator<Item = Call<R, Vec<EntryResult<T>>>>,
+    ) -> Result<Vec<EntryResult<T>>> {
+        let mut out = Vec::new();
+        let mut in_flight = VecDeque::with_capacity(WINDOW);
+        let mut calls = calls.peekable();
+        while calls.peek().is_some() || !in_flight.is_empty() {
+            while in_flight.len() < WINDOW {
+                let Some(c) = calls.next() else { break };
+                in_flight.push_back((self.send(&c.req).await?, c));
+            }
+            let (sent, c) = in_flight.pop_front().expect("one in flight");
+            let r = sent.answer(self.inner.options.request_timeout).await?;
+            out.extend(c.read(r)?);
+        }
+        Ok(out)
+    }
+
+    /// Hello: the server's name and frame limit.
+    pub async fn hello(&self) -> Result<(String, u32)> {
+        self.run(call::hello()).await
+    }
+
+    /// Server-wide counters.
+    pub async fn server_stats(&self) -> Result<Vec<(String, u64)>> {
+        self.run(call::server_stats()).await
+    }
+
+    /// Creates a queue; `false` when it existed with the same settings.
+    pub async fn create_queue(&self, name: &str, settings: SettingsPatch) -> Result<bool> {
+        self.run(call::create_queue(name, settings)).await
+    }
+
+    /// A queue's settings.
+    pub async fn get_queue(&self, name: &str) -> Result<Settings> {
+        self.run(call::get_queue(name)).await
+    }
+
+    /// Changes settings; answers those in force.
+    pub async fn update_queue(&self, name: &str, settings: SettingsPatch) -> Result<Settings> {
+        self.run(call::update_queue(name, settings)).await
+    }
+
+    /// Every queue name with this prefix, sorted: follows the server's
+    /// pages to the end.
+    pub async fn list_queues(&self, prefix: &str) -> Result<Vec<String>> {
+        let mut all = Vec::new();
+        let mut after = String::new();
+        loop {
+            let (names, next) = self.list_queues_page(prefix, &after, 0).await?;
+            all.extend(names);
+            match call::next_page(&after, next) {
+                Some(next) => after = next,
+                None => return Ok(all),
+            }
+        }
+    }
+
+    /// One page of queue names (see [`Client::list_queues_page`]).
+    pub async fn list_queues_page(
+        &self,
+        prefix: &str,
+        after: &str,
+        limit: u16,
+    ) -> Result<(Vec<String>, Option<String>)> {
+        self.run(call::list_queues_page(prefix, after, limit)).await
+    }
+
+    /// Deletes a queue.
+    pub async fn delete_queue(&self, name: &str) -> Result<()> {
+        self.run(call::delete_queue(name, false)).await
+    }
+
+    /// Deletes a queue if it exists; a missing queue is no error.
+    pub async fn delete_queue_if_exists(&self, name: &str) -> Result<()> {
+        self.run(call::delete_queue(name, true)).await
+    }
+
+    /// Purges a queue (or its DLQ).
+    pub async fn purge(&self, name: &str, dlq: bool) -> Result<()> {
+        self.run(call::purge(name, dlq)).await
+    }
+
+    /// A queue's stats.
+    pub async fn stats(&self, name: &str) -> Result<Stats> {
+        self.run(call::stats(name)).await
+    }
+
+    /// Puts any number of messages, 20 per request, pipelined.
+    pub async fn put_many(
+        &self,
+        queue: &str,
+        messages: impl AsRef<[PutEntry]>,
+    ) -> Result<Vec<EntryResult<PutAck>>> {
+        self.batch(call::puts(queue, messages.as_ref())).await
+    }
+
+    /// Puts any number of bare payloads, 20 per request, pipelined.
+    pub async fn put_payloads(
+        &self,
+        queue: &str,
+        payloads: &[Bytes],
+    ) -> Result<Vec<EntryResult<PutAck>>> {
+        self.batch(call::payload_puts(queue, payloads)).await
+    }
+
+    /// Puts one message with only a payload.
+    pub async fn put_one(&self, queue: &str, payload: impl Into<Bytes>) -> Result<PutAck> {
+        self.put_payloads(queue, &[payload.into()])
+            .await?
+            .pop()
+            .expect("one answer per entry")
+    }
+
+    /// Cancels a scheduled message.
+    pub async fn cancel_scheduled(&self, queue: &str, seq: u64) -> Result<()> {
+        self.run(call::cancel_scheduled(queue, seq)).await
+    }
+
+    /// Receives with every option, among them the fields the messages
+    /// carry.
+    pub async fn receive_with(&self, r: ReceiveRef<'_>) -> Result<Vec<Message>> {
+        self.run(call::receive(r)).await
+    }
+
+    /// Receives up to `max` messages, waiting up to `wait_ms` (the queue's
+    /// default when `None`).
+    pub async fn receive(
+        &self,
+        queue: &str,
+        max: u8,
+        wait_ms: Option<u64>,
+    ) -> Result<Vec<Message>> {
+        self.receive_with(call::simple_receive(queue, max, wait_ms))
+            .await
+    }
+
+    /// Changes leases' next-visible times (any number, 20 per request,
+    /// pipelined).
+    pub async fn update_visibility(
+        &self,
+        queue: &QueueRef,
+        changes: &[(Receipt, u64)],
+    ) -> Result<Vec<EntryResult<u64>>> {
+        self.batch(call::visibilities(&queue.name, queue.dlq, changes))
+            .await
+    }
+
+    /// Deletes by receipt from a queue (any number, 20 per request,
+    /// pipelined).
+    pub async fn delete(&self, queue: &str, receipts: &[Receipt]) -> Result<Vec<EntryResult<()>>> {
+        self.batch(call::deletes(queue, false, receipts)).await
+    }
+
+    /// Deletes by receipt from a queue or its DLQ.
+    pub async fn delete_from(
+        &self,
+        queue: &QueueRef,
+        receipts: &[Receipt],
+    ) -> Result<Vec<EntryResult<()>>> {
+        self.batch(call::deletes(&queue.name, queue.dlq, receipts))
+            .await
+    }
+
+    /// Defers a leased message.
+    pub async fn defer(&self, queue: &str, receipt: Receipt) -> Result<()> {
+        self.run(call::defer(queue, receipt)).await
+    }
+
+    /// Takes deferred messages by sequence number (any number, 20 per
+    /// request, pipelined).
+    pub async fn receive_deferred(
+        &self,
+        queue: &str,
+        seqs: &[u64],
+        visibility_ms: Option<u64>,
+    ) -> Result<Vec<EntryResult<Message>>> {
+        self.batch(call::deferred(queue, seqs, visibility_ms)).await
+    }
+
+    /// Dead-letters a leased message.
+    pub async fn dead_letter(
+        &self,
+        queue: &str,
+        receipt: Receipt,
+        reason: &str,
+        description: &str,
+    ) -> Result<()> {
+        self.run(call::dead_letter(queue, receipt, reason, description))
+            .await
+    }
+
+    /// Browses from a sequence number.
+    pub async fn peek(&self, queue: QueueRef, from_seq: u64, max: u8) -> Result<Vec<Message>> {
+        self.run(call::peek(queue, from_seq, max)).await
+    }
+
+    /// Moves dead letters back: (moved now, scheduled at the rate).
+    pub async fn redrive(
+        &self,
+        queue: &str,
+        max: Option<u64>,
+        rate_per_second: Option<u32>,
+    ) -> Result<(u64, u64)> {
+        self.run(call::redrive(queue, max, rate_per_second)).await
+    }
+}
