@@ -115,14 +115,11 @@ fn answers_come_back_in_any_order_on_one_connection_and_parked_receives_keep_the
         let parked = tokio::spawn(async move { poller.call(&lean("q", 10_000)).await });
         // The receive parks; later requests on the same connection are
         // answered first.
-        while s
-            .server()
-            .metrics()
-            .parked
-            .load(std::sync::atomic::Ordering::Acquire)
-            < 1
-        {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let metrics = s.server().metrics();
+        while metrics.parked.load(std::sync::atomic::Ordering::Acquire) < 1 {
+            assert!(std::time::Instant::now() < deadline, "never parked");
+            tokio::task::yield_now().await;
         }
         assert_eq!(c.stats("q").await.unwrap().visible, 0);
         assert!(!parked.is_finished());
