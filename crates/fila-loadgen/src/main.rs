@@ -13,6 +13,7 @@
 //! ```
 
 mod floor;
+mod idle;
 mod peers;
 mod report;
 mod target;
@@ -39,10 +40,22 @@ usage: fila-loadgen [flags]
   --scenario NAME      lifecycle: producers put as fast as acknowledged,
                        consumers receive and delete; fixed-rate: producers
                        put --rate messages a second on a schedule and
-                       latency counts from the schedule; floor: no server,
-                       an echo over loopback sockets with --producers
-                       connections, --depth frames of --size bytes in
-                       flight, for --duration seconds  [lifecycle]
+                       latency counts from the schedule; fan-in: the
+                       lifecycle with 16 producers and 1 consumer unless
+                       given; many-queues: the lifecycle over --queues
+                       queues; redelivery: consumers never delete, the
+                       leases (--visibility, 1000 ms unless given) run out
+                       and messages come back until --duration ends;
+                       long-poll-idle (fila): --waiters receives parked
+                       over --consumers connections (20 a connection
+                       unless given) for
+                       --duration (20 s unless given), the server's CPU and
+                       memory and a probe's round trip meanwhile; floor: no
+                       server, an echo over loopback sockets with
+                       --producers connections, --depth frames of --size
+                       bytes in flight, for --duration seconds  [lifecycle]
+  --queues N           queues of many-queues          [10000]
+  --waiters N          parked receives of long-poll-idle [10000]
   --producers N        producer connections           [4]
   --consumers N        consumer connections           [4]
   --messages N         messages to put in all         [1000000]
@@ -72,6 +85,12 @@ fn main() {
         .any(|w| w[0] == "--scenario" && w[1] == "floor")
     {
         return floor_main(&args);
+    }
+    if args
+        .windows(2)
+        .any(|w| w[0] == "--scenario" && w[1] == "long-poll-idle")
+    {
+        return idle_main(&args);
     }
     let (target, load, json) = match parse(&args) {
         Ok(v) => v,
@@ -125,6 +144,41 @@ fn floor_main(args: &[String]) {
     }
 }
 
+/// long-poll-idle: fila only, on the async client.
+fn idle_main(args: &[String]) {
+    let run = || -> Result<String, String> {
+        let (target, load, json) = parse(args)?;
+        let Some(fila) = target.fila() else {
+            return Err("long-poll-idle runs against fila only (--system fila)".into());
+        };
+        let r = idle::run(
+            fila,
+            &load.queue,
+            load.waiters,
+            load.consumers,
+            load.duration,
+            load.server_pid,
+        )?;
+        Ok(if json { r.json() + "\n" } else { r.table() })
+    };
+    match run() {
+        Ok(out) => print!("{out}"),
+        Err(e) => {
+            eprintln!("fila-loadgen: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+const SCENARIOS: [&str; 6] = [
+    "lifecycle",
+    "fixed-rate",
+    "fan-in",
+    "many-queues",
+    "redelivery",
+    "long-poll-idle",
+];
+
 fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
     let mut target = Fila {
         addr: "127.0.0.1:7700".into(),
@@ -136,6 +190,8 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
     let mut nats_storage = "memory".to_string();
     let mut load = Load {
         scenario: "lifecycle".into(),
+        queues: 10_000,
+        waiters: 10_000,
         producers: 4,
         consumers: 4,
         messages: 1_000_000,
@@ -152,6 +208,11 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
         progress: true,
     };
     let mut json = false;
+    let given: Vec<&str> = args
+        .iter()
+        .filter(|a| a.starts_with("--"))
+        .map(String::as_str)
+        .collect();
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value = || {
@@ -182,6 +243,8 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
             "--visibility" => load.visibility_ms = number(value()?)?,
             "--wait" => load.wait_ms = number(value()?)?,
             "--queue" => load.queue = value()?,
+            "--queues" => load.queues = number(value()?)? as usize,
+            "--waiters" => load.waiters = number(value()?)? as usize,
             "--server-pid" => load.server_pid = Some(number(value()?)? as u32),
             "--all-fields" => target.fields = fila_client::Fields::ALL,
             "--json" => json = true,
@@ -189,11 +252,37 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
             other => return Err(format!("unknown flag {other:?} (see --help)")),
         }
     }
-    if !["lifecycle", "fixed-rate"].contains(&load.scenario.as_str()) {
+    if !SCENARIOS.contains(&load.scenario.as_str()) {
         return Err(format!(
-            "--scenario: {:?} is not one of lifecycle, fixed-rate",
-            load.scenario
+            "--scenario: {:?} is not one of {}, floor",
+            load.scenario,
+            SCENARIOS.join(", ")
         ));
+    }
+    // Each scenario's own defaults, for the flags not given.
+    let unset = |flag: &str| !given.contains(&flag);
+    match load.scenario.as_str() {
+        "fan-in" => {
+            if unset("--producers") {
+                load.producers = 16;
+            }
+            if unset("--consumers") {
+                load.consumers = 1;
+            }
+        }
+        "redelivery" if unset("--visibility") => load.visibility_ms = 1_000,
+        "long-poll-idle" => {
+            if unset("--consumers") {
+                load.consumers = load.waiters.div_ceil(idle::PER_CONNECTION);
+            }
+            if unset("--duration") {
+                load.duration = Duration::from_secs(20);
+            }
+        }
+        _ => {}
+    }
+    if load.queues == 0 || load.waiters == 0 {
+        return Err("--queues and --waiters must be at least 1".into());
     }
     if load.producers == 0
         || load.consumers == 0
@@ -232,6 +321,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
             addr,
             label,
             tube: format!("{}-{}", load.queue, std::process::id()),
+            ttr_s: load.visibility_ms.div_ceil(1_000),
         }),
         "nats" => {
             if !["memory", "file"].contains(&nats_storage.as_str()) {
@@ -242,6 +332,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
             Box::new(peers::nats::Nats {
                 addr,
                 storage: nats_storage,
+                ack_wait_ms: load.visibility_ms,
             })
         }
         other => {

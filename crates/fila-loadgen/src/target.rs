@@ -62,12 +62,25 @@ pub trait Consumer: Send {
 pub trait Target: Sync {
     /// Its name in reports.
     fn name(&self) -> String;
-    /// Makes the queue empty and ready.
-    fn prepare(&self, queue: &str) -> Result<(), String>;
-    /// A new producer connection.
-    fn producer(&self, queue: &str) -> Result<Box<dyn Producer>, String>;
-    /// A new consumer connection.
-    fn consumer(&self, queue: &str) -> Result<Box<dyn Consumer>, String>;
+    /// Makes the queues empty and ready.
+    fn prepare(&self, queues: &[String]) -> Result<(), String>;
+    /// A new producer connection: its batches go to `queues` in turn.
+    fn producer(&self, queues: &[String]) -> Result<Box<dyn Producer>, String>;
+    /// A new consumer connection: it receives from the first of `queues`
+    /// until a receive comes back empty, then from the next. With `delete`
+    /// false it never deletes (the leases run out and the messages come
+    /// back).
+    fn consumer(&self, queues: &[String], delete: bool) -> Result<Box<dyn Consumer>, String>;
+    /// fila's own adapter, for the scenarios only fila runs.
+    fn fila(&self) -> Option<&Fila> {
+        None
+    }
+}
+
+/// Refuses what an adapter does not do, naming the system and the
+/// scenario.
+pub fn unsupported(system: &str, what: &str) -> String {
+    format!("{system} does not run {what} in this harness (see docs/benchmarks.md)")
 }
 
 /// fila over its blocking client.
@@ -93,6 +106,10 @@ impl Fila {
 }
 
 impl Target for Fila {
+    fn fila(&self) -> Option<&Fila> {
+        Some(self)
+    }
+
     fn name(&self) -> String {
         if self.label.is_empty() {
             "fila".into()
@@ -101,35 +118,43 @@ impl Target for Fila {
         }
     }
 
-    fn prepare(&self, queue: &str) -> Result<(), String> {
+    fn prepare(&self, queues: &[String]) -> Result<(), String> {
         let mut c = self.connect()?;
-        c.delete_queue_if_exists(queue).map_err(|e| e.to_string())?;
-        c.create_queue(
-            queue,
-            SettingsPatch {
-                max_messages: Some(1 << 32),
-                max_bytes: Some(64 << 30),
-                ..SettingsPatch::default()
-            },
-        )
-        .map_err(|e| e.to_string())?;
+        for queue in queues {
+            c.delete_queue_if_exists(queue).map_err(|e| e.to_string())?;
+            c.create_queue(
+                queue,
+                SettingsPatch {
+                    max_messages: Some(1 << 32),
+                    max_bytes: Some(64 << 30),
+                    // Redelivered as often as the leases run out.
+                    max_deliveries: Some(0),
+                    ..SettingsPatch::default()
+                },
+            )
+            .map_err(|e| e.to_string())?;
+        }
         Ok(())
     }
 
-    fn producer(&self, queue: &str) -> Result<Box<dyn Producer>, String> {
+    fn producer(&self, queues: &[String]) -> Result<Box<dyn Producer>, String> {
         Ok(Box::new(FilaProducer {
             client: self.connect()?,
-            queue: queue.to_owned(),
+            queues: queues.to_vec(),
+            next: 0,
             in_flight: VecDeque::new(),
         }))
     }
 
-    fn consumer(&self, queue: &str) -> Result<Box<dyn Consumer>, String> {
+    fn consumer(&self, queues: &[String], delete: bool) -> Result<Box<dyn Consumer>, String> {
         Ok(Box::new(FilaConsumer {
             client: self.connect()?,
-            queue: queue.to_owned(),
+            queues: queues.to_vec(),
+            at: 0,
+            delete,
             fields: self.fields,
             previous: Vec::new(),
+            previous_queue: 0,
             deletes: VecDeque::new(),
         }))
     }
@@ -137,14 +162,17 @@ impl Target for Fila {
 
 struct FilaProducer {
     client: Client,
-    queue: String,
+    queues: Vec<String>,
+    next: usize,
     in_flight: VecDeque<(u64, usize)>,
 }
 
 impl Producer for FilaProducer {
     fn send(&mut self, batch: &[Bytes]) -> Result<(), String> {
+        let queue = &self.queues[self.next % self.queues.len()];
+        self.next += 1;
         let req = PayloadsRef {
-            queue: &self.queue,
+            queue,
             payloads: batch,
         };
         let id = self.client.send(&req).map_err(|e| e.to_string())?;
@@ -173,9 +201,14 @@ impl Producer for FilaProducer {
 
 struct FilaConsumer {
     client: Client,
-    queue: String,
+    queues: Vec<String>,
+    /// The queue it receives from now.
+    at: usize,
+    delete: bool,
     fields: Fields,
     previous: Vec<Receipt>,
+    /// The queue of `previous`.
+    previous_queue: usize,
     /// Deletes sent and not yet confirmed: id and send time.
     deletes: VecDeque<(u64, Instant)>,
 }
@@ -188,7 +221,7 @@ impl FilaConsumer {
         let id = self
             .client
             .send(&DeleteRef {
-                queue: &self.queue,
+                queue: &self.queues[self.previous_queue],
                 dlq: false,
                 receipts: &self.previous,
             })
@@ -224,7 +257,7 @@ impl Consumer for FilaConsumer {
         let receive = self
             .client
             .send(&ReceiveRef {
-                queue: &self.queue,
+                queue: &self.queues[self.at],
                 dlq: false,
                 max_messages: max as u8,
                 visibility_ms: Some(visibility_ms),
@@ -241,8 +274,14 @@ impl Consumer for FilaConsumer {
             Err(e) => return Err(e.to_string()),
         };
         let receive_us = sent.elapsed().as_micros() as u64;
-        self.previous
-            .extend(messages.iter().filter_map(|m| m.receipt));
+        if self.delete {
+            self.previous
+                .extend(messages.iter().filter_map(|m| m.receipt));
+            self.previous_queue = self.at;
+        }
+        if messages.is_empty() {
+            self.at = (self.at + 1) % self.queues.len();
+        }
         let mut deletes_us = Vec::new();
         while self.deletes.len() > depth.saturating_sub(1) {
             deletes_us.push(self.confirm_delete()?);

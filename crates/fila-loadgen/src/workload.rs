@@ -22,8 +22,13 @@ use crate::target::Target;
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct Load {
-    /// `lifecycle` or `fixed-rate`.
+    /// `lifecycle`, `fixed-rate`, `fan-in`, `many-queues` or
+    /// `redelivery` (`long-poll-idle` runs in [`crate::idle`]).
     pub scenario: String,
+    /// Queues of `many-queues` (1 otherwise).
+    pub queues: usize,
+    /// Parked receives of `long-poll-idle`.
+    pub waiters: usize,
     /// Producer connections.
     pub producers: usize,
     /// Consumer connections.
@@ -83,12 +88,41 @@ fn stamp_of(p: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(b))
 }
 
+/// The queues of a run: `queue` alone, or `queue-0` … for many-queues.
+fn queues_of(load: &Load) -> Vec<String> {
+    if load.scenario == "many-queues" {
+        (0..load.queues.max(1))
+            .map(|k| format!("{}-{k}", load.queue))
+            .collect()
+    } else {
+        vec![load.queue.clone()]
+    }
+}
+
+/// Producer `i`'s queues: all of them, starting at its own share, so the
+/// producers spread over the queues from the start.
+fn producer_queues(all: &[String], i: usize, producers: usize) -> Vec<String> {
+    let mut q = all.to_vec();
+    q.rotate_left(i * all.len() / producers.max(1));
+    q
+}
+
+/// Consumer `j`'s queues: every `consumers`-th queue from the `j`-th (the
+/// consumers share no queue when there are enough of them).
+fn consumer_queues(all: &[String], j: usize, consumers: usize) -> Vec<String> {
+    if all.len() < consumers {
+        return vec![all[j % all.len()].clone()];
+    }
+    all.iter().skip(j).step_by(consumers).cloned().collect()
+}
+
 /// Runs `load` against `target`.
 pub fn run(target: &dyn Target, load: &Load) -> Result<Report, String> {
     if load.size < 8 {
         return Err("--size must be at least 8 (the payload carries its send time)".into());
     }
-    target.prepare(&load.queue)?;
+    let queues = queues_of(load);
+    target.prepare(&queues)?;
     let shared = Arc::new(Shared {
         epoch: Instant::now(),
         produced: AtomicU64::new(0),
@@ -105,7 +139,7 @@ pub fn run(target: &dyn Target, load: &Load) -> Result<Report, String> {
         let per = load.messages / load.producers as u64;
         for i in 0..load.producers {
             let quota = per + u64::from((i as u64) < load.messages % load.producers as u64);
-            let mut p = target.producer(&load.queue)?;
+            let mut p = target.producer(&producer_queues(&queues, i, load.producers))?;
             let shared = &shared;
             producers.push(scope.spawn(move || {
                 let r = produce(&mut *p, load, quota, shared, deadline);
@@ -114,10 +148,15 @@ pub fn run(target: &dyn Target, load: &Load) -> Result<Report, String> {
             }));
         }
         let mut consumers = Vec::new();
-        for _ in 0..load.consumers {
-            let mut c = target.consumer(&load.queue)?;
+        let delete = load.scenario != "redelivery";
+        for j in 0..load.consumers {
+            let mine = consumer_queues(&queues, j, load.consumers);
+            // Cycling over queues, a long poll on an empty one would only
+            // wait: receives there do not wait.
+            let wait_ms = if mine.len() > 1 { 0 } else { load.wait_ms };
+            let mut c = target.consumer(&mine, delete)?;
             let shared = &shared;
-            consumers.push(scope.spawn(move || consume(&mut *c, load, shared, deadline)));
+            consumers.push(scope.spawn(move || consume(&mut *c, load, wait_ms, shared, deadline)));
         }
         // Progress and the server's memory, once a second.
         let mut last = (0, 0);
@@ -164,6 +203,22 @@ pub fn run(target: &dyn Target, load: &Load) -> Result<Report, String> {
         "fixed-rate" => format!(
             "{} msg/s fixed, {} producers (batch {}, depth {}), {} consumers, {} B",
             load.rate, load.producers, load.batch, load.depth, load.consumers, load.size
+        ),
+        "redelivery" => format!(
+            "{} producers (batch {}, depth {}), {} consumers that never delete (visibility {} ms: \
+             'done' counts deliveries), {} B",
+            load.producers, load.batch, load.depth, load.consumers, load.visibility_ms, load.size
+        ),
+        "many-queues" => format!(
+            "{} queues, {} producers (batch {}, depth {}) over all of them, {} consumers over \
+             their share (deletes in flight {}), {} B",
+            queues.len(),
+            load.producers,
+            load.batch,
+            load.depth,
+            load.consumers,
+            load.ack_depth,
+            load.size
         ),
         _ => format!(
             "{} producers (batch {}, depth {}), {} consumers (deletes in flight {}), {} B",
@@ -246,18 +301,21 @@ fn produce(
 fn consume(
     c: &mut dyn crate::target::Consumer,
     load: &Load,
+    wait_ms: u64,
     shared: &Shared,
     deadline: Instant,
 ) -> Result<[Histogram<u64>; 3], String> {
     let (mut e2e, mut receive, mut delete) = (histogram(), histogram(), histogram());
+    // Messages never deleted come back: that run ends with its time.
+    let until_deadline = load.scenario == "redelivery";
     loop {
         let all_produced = shared.producers_done.load(Ordering::Acquire) == load.producers as u64;
         let done =
             shared.consumed.load(Ordering::Acquire) >= shared.produced.load(Ordering::Acquire);
-        if (all_produced && done) || Instant::now() >= deadline {
+        if (all_produced && done && !until_deadline) || Instant::now() >= deadline {
             break;
         }
-        let got = c.step(20, load.visibility_ms, load.wait_ms, load.ack_depth)?;
+        let got = c.step(20, load.visibility_ms, wait_ms, load.ack_depth)?;
         let now_us = shared.now_us();
         for (i, p) in got.payloads.iter().enumerate() {
             let at = got.arrived.get(i).map_or(now_us, |t| {
@@ -287,6 +345,19 @@ fn consume(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn producers_spread_over_every_queue_and_consumers_share_none() {
+        let all: Vec<String> = (0..10).map(|k| k.to_string()).collect();
+        let p = producer_queues(&all, 1, 2);
+        assert_eq!((p.len(), p[0].as_str()), (10, "5"));
+        let mut seen: Vec<String> = (0..3).flat_map(|j| consumer_queues(&all, j, 3)).collect();
+        seen.sort();
+        let mut want = all.clone();
+        want.sort();
+        assert_eq!(seen, want);
+        assert_eq!(consumer_queues(&all[..2], 3, 4), vec!["1".to_string()]);
+    }
 
     #[test]
     fn a_payload_carries_its_stamp_and_has_its_size() {

@@ -132,3 +132,103 @@ fn the_loopback_floor_echoes_frames() {
     assert!(field(&out, "frames_per_s") > 0, "{out}");
     assert_eq!(field(&out, "connections"), 2, "{out}");
 }
+
+fn json_run(s: &TestServer, args: &[&str]) -> String {
+    let o = loadgen(s, args);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+#[test]
+fn many_queues_spreads_every_message_over_every_queue() {
+    let s = TestServer::with(|c| c.sync = fila_server::Sync::None);
+    let out = json_run(
+        &s,
+        &[
+            "--scenario",
+            "many-queues",
+            "--queues",
+            "30",
+            "--messages",
+            "3000",
+            "--producers",
+            "2",
+            "--consumers",
+            "3",
+            "--json",
+        ],
+    );
+    assert_eq!(field(&out, "produced"), 3000, "{out}");
+    assert_eq!(field(&out, "consumed"), 3000, "{out}");
+    let mut c = s.client();
+    for k in 0..30 {
+        let st = c.stats(&format!("loadgen-{k}")).unwrap();
+        assert!(st.puts > 0, "queue {k} got nothing: {st:?}");
+        assert_eq!((st.visible, st.in_flight, st.deletes), (0, 0, st.puts));
+    }
+}
+
+#[test]
+fn redelivery_never_deletes_and_the_leases_bring_messages_back() {
+    let s = TestServer::with(|c| c.sync = fila_server::Sync::None);
+    let out = json_run(
+        &s,
+        &[
+            "--scenario",
+            "redelivery",
+            "--messages",
+            "200",
+            "--visibility",
+            "100",
+            "--duration",
+            "2",
+            "--json",
+        ],
+    );
+    assert_eq!(field(&out, "produced"), 200, "{out}");
+    assert!(field(&out, "consumed") > 200, "redelivered: {out}");
+    let st = s.client().stats("loadgen").unwrap();
+    assert_eq!(st.deletes, 0);
+    assert_eq!(st.visible + st.in_flight, 200);
+    assert_eq!(st.deliveries, field(&out, "consumed"), "{st:?}");
+}
+
+#[test]
+fn long_poll_idle_parks_its_waiters_and_probes_meanwhile() {
+    let s = TestServer::with(|c| c.sync = fila_server::Sync::None);
+    let pid = std::process::id().to_string();
+    let out = json_run(
+        &s,
+        &[
+            "--scenario",
+            "long-poll-idle",
+            "--waiters",
+            "40",
+            "--duration",
+            "1",
+            "--json",
+            "--server-pid",
+            &pid,
+        ],
+    );
+    assert_eq!(field(&out, "waiters"), 40, "{out}");
+    assert_eq!(field(&out, "connections"), 2, "20 a connection: {out}");
+    let probe = &out[out.find("\"probe_us\"").unwrap()..];
+    assert!(field(probe, "p50") > 0, "{out}");
+    assert!(out.contains("\"cpu_pct\""), "{out}");
+}
+
+#[test]
+fn a_peer_that_cannot_run_a_scenario_says_so() {
+    let s = TestServer::with(|c| c.sync = fila_server::Sync::None);
+    let o = loadgen(&s, &["--system", "beanstalkd", "--scenario", "many-queues"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("beanstalkd does not run many-queues"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

@@ -8,7 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::Conn;
-use crate::target::{Consumer, Got, Producer, Target};
+use crate::target::{unsupported, Consumer, Got, Producer, Target};
 
 /// A beanstalkd server.
 pub struct Beanstalkd {
@@ -18,6 +18,8 @@ pub struct Beanstalkd {
     pub label: String,
     /// The tube of this run (tubes cannot be emptied: a fresh one).
     pub tube: String,
+    /// Each job's time to run (its lease), whole seconds.
+    pub ttr_s: u64,
 }
 
 fn expect(conn: &mut Conn, prefix: &str) -> Result<String, String> {
@@ -49,20 +51,27 @@ impl Target for Beanstalkd {
         format!("beanstalkd ({})", self.label)
     }
 
-    fn prepare(&self, _queue: &str) -> Result<(), String> {
+    fn prepare(&self, queues: &[String]) -> Result<(), String> {
+        if queues.len() > 1 {
+            // A tube per queue would cost a `use` per put and a
+            // `watch`/`ignore` pair per switch: not the same code path.
+            return Err(unsupported("beanstalkd", "many-queues"));
+        }
         self.open(false).map(|_| ())
     }
 
-    fn producer(&self, _queue: &str) -> Result<Box<dyn Producer>, String> {
+    fn producer(&self, _queues: &[String]) -> Result<Box<dyn Producer>, String> {
         Ok(Box::new(BeanProducer {
             conn: self.open(false)?,
+            ttr_s: self.ttr_s.max(1),
             in_flight: VecDeque::new(),
         }))
     }
 
-    fn consumer(&self, _queue: &str) -> Result<Box<dyn Consumer>, String> {
+    fn consumer(&self, _queues: &[String], delete: bool) -> Result<Box<dyn Consumer>, String> {
         Ok(Box::new(BeanConsumer {
             conn: self.open(true)?,
+            delete,
             previous: Vec::new(),
         }))
     }
@@ -70,15 +79,16 @@ impl Target for Beanstalkd {
 
 struct BeanProducer {
     conn: Conn,
+    ttr_s: u64,
     in_flight: VecDeque<usize>,
 }
 
 impl Producer for BeanProducer {
     fn send(&mut self, batch: &[Bytes]) -> Result<(), String> {
         for p in batch {
-            // Priority 1024, no delay, 30 s to run (the lease).
+            // Priority 1024, no delay, the lease as the time to run.
             self.conn
-                .put(format!("put 1024 0 30 {}\r\n", p.len()).as_bytes());
+                .put(format!("put 1024 0 {} {}\r\n", self.ttr_s, p.len()).as_bytes());
             self.conn.put(p);
             self.conn.put(b"\r\n");
         }
@@ -97,6 +107,7 @@ impl Producer for BeanProducer {
 
 struct BeanConsumer {
     conn: Conn,
+    delete: bool,
     previous: Vec<u64>,
 }
 
@@ -104,7 +115,9 @@ impl BeanConsumer {
     /// Reads one reserve answer: the job, or `None` when it timed out.
     fn reserved(&mut self) -> Result<Option<(u64, Bytes)>, String> {
         let line = self.conn.line()?;
-        if line.starts_with("TIMED_OUT") {
+        // DEADLINE_SOON: a job this connection holds is about to run out
+        // of time (only when it never deletes); nothing was reserved.
+        if line.starts_with("TIMED_OUT") || line.starts_with("DEADLINE_SOON") {
             return Ok(None);
         }
         let mut parts = line.split(' ');
@@ -145,9 +158,10 @@ impl Consumer for BeanConsumer {
             deletes_us.push(sent.elapsed().as_micros() as u64);
         }
         let mut payloads = Vec::new();
+        let mut ids = Vec::new();
         for _ in 0..max {
             if let Some((id, p)) = self.reserved()? {
-                self.previous.push(id);
+                ids.push(id);
                 payloads.push(p);
             }
         }
@@ -155,9 +169,12 @@ impl Consumer for BeanConsumer {
             // Whole seconds only: wait one at most.
             self.conn.put(b"reserve-with-timeout 1\r\n");
             if let Some((id, p)) = self.reserved()? {
-                self.previous.push(id);
+                ids.push(id);
                 payloads.push(p);
             }
+        }
+        if self.delete {
+            self.previous = ids;
         }
         Ok(Got {
             payloads,

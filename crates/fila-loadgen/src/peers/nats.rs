@@ -9,7 +9,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::Conn;
-use crate::target::{Consumer, Got, Producer, Target};
+use crate::target::{unsupported, Consumer, Got, Producer, Target};
 
 /// A NATS server with JetStream.
 pub struct Nats {
@@ -17,6 +17,8 @@ pub struct Nats {
     pub addr: String,
     /// `memory` or `file`.
     pub storage: String,
+    /// The consumer's ack wait (its lease), ms.
+    pub ack_wait_ms: u64,
 }
 
 /// One thing the server sent.
@@ -141,7 +143,12 @@ impl Target for Nats {
         format!("nats jetstream ({})", self.storage)
     }
 
-    fn prepare(&self, queue: &str) -> Result<(), String> {
+    fn prepare(&self, queues: &[String]) -> Result<(), String> {
+        let [queue] = queues else {
+            // A subject per queue and a consumer per subject: not the same
+            // code path as one work-queue stream.
+            return Err(unsupported("nats jetstream", "many-queues"));
+        };
         let s = stream_of(queue);
         let mut c = Client::open(&self.addr)?;
         let _ = c.api(&format!("$JS.API.STREAM.DELETE.{s}"), "");
@@ -158,7 +165,8 @@ impl Target for Nats {
         let r = c.api(
             &format!("$JS.API.CONSUMER.DURABLE.CREATE.{s}.lg"),
             &format!(
-                "{{\"stream_name\":\"{s}\",\"config\":{{\"durable_name\":\"lg\",\"ack_policy\":\"explicit\",\"ack_wait\":30000000000,\"max_ack_pending\":1000000,\"max_waiting\":512}}}}"
+                "{{\"stream_name\":\"{s}\",\"config\":{{\"durable_name\":\"lg\",\"ack_policy\":\"explicit\",\"ack_wait\":{},\"max_ack_pending\":1000000,\"max_waiting\":512}}}}",
+                self.ack_wait_ms.max(1) * 1_000_000
             ),
         )?;
         if r.contains("\"error\"") {
@@ -167,18 +175,19 @@ impl Target for Nats {
         Ok(())
     }
 
-    fn producer(&self, queue: &str) -> Result<Box<dyn Producer>, String> {
+    fn producer(&self, queues: &[String]) -> Result<Box<dyn Producer>, String> {
         Ok(Box::new(NatsProducer {
             client: Client::open(&self.addr)?,
-            subject: format!("{}.q", stream_of(queue)),
+            subject: format!("{}.q", stream_of(&queues[0])),
             in_flight: VecDeque::new(),
         }))
     }
 
-    fn consumer(&self, queue: &str) -> Result<Box<dyn Consumer>, String> {
+    fn consumer(&self, queues: &[String], delete: bool) -> Result<Box<dyn Consumer>, String> {
         Ok(Box::new(NatsConsumer {
             client: Client::open(&self.addr)?,
-            next: format!("$JS.API.CONSUMER.MSG.NEXT.{}.lg", stream_of(queue)),
+            delete,
+            next: format!("$JS.API.CONSUMER.MSG.NEXT.{}.lg", stream_of(&queues[0])),
         }))
     }
 }
@@ -216,6 +225,9 @@ impl Producer for NatsProducer {
 
 struct NatsConsumer {
     client: Client,
+    /// Acknowledge what arrives (false: the ack wait runs out and it comes
+    /// back).
+    delete: bool,
     next: String,
 }
 
@@ -246,7 +258,7 @@ impl Consumer for NatsConsumer {
                 Incoming::Msg { reply, payload } => {
                     arrived.push(Instant::now());
                     payloads.push(Bytes::from(payload));
-                    if let Some(ack) = reply {
+                    if let Some(ack) = reply.filter(|_| self.delete) {
                         self.client.publish(&ack, None, b"+ACK");
                     }
                 }

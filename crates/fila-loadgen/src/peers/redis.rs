@@ -7,7 +7,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::Conn;
-use crate::target::{Consumer, Got, Producer, Target};
+use crate::target::{unsupported, Consumer, Got, Producer, Target};
 
 /// A Redis server.
 pub struct Redis {
@@ -68,38 +68,52 @@ impl Target for Redis {
         format!("redis streams ({})", self.label)
     }
 
-    fn prepare(&self, queue: &str) -> Result<(), String> {
+    fn prepare(&self, queues: &[String]) -> Result<(), String> {
         let mut c = Conn::open(&self.addr)?;
-        command(&mut c, &[b"DEL", queue.as_bytes()]);
-        read(&mut c)?;
-        command(
-            &mut c,
-            &[
-                b"XGROUP",
-                b"CREATE",
-                queue.as_bytes(),
-                GROUP,
-                b"$",
-                b"MKSTREAM",
-            ],
-        );
-        read(&mut c)?;
+        for chunk in queues.chunks(1_000) {
+            for queue in chunk {
+                command(&mut c, &[b"DEL", queue.as_bytes()]);
+                command(
+                    &mut c,
+                    &[
+                        b"XGROUP",
+                        b"CREATE",
+                        queue.as_bytes(),
+                        GROUP,
+                        b"$",
+                        b"MKSTREAM",
+                    ],
+                );
+            }
+            c.flush()?;
+            for _ in 0..2 * chunk.len() {
+                read(&mut c)?;
+            }
+        }
         Ok(())
     }
 
-    fn producer(&self, queue: &str) -> Result<Box<dyn Producer>, String> {
+    fn producer(&self, queues: &[String]) -> Result<Box<dyn Producer>, String> {
         Ok(Box::new(RedisProducer {
             conn: Conn::open(&self.addr)?,
-            queue: queue.to_owned(),
+            queues: queues.to_vec(),
+            next: 0,
             in_flight: VecDeque::new(),
         }))
     }
 
-    fn consumer(&self, queue: &str) -> Result<Box<dyn Consumer>, String> {
+    fn consumer(&self, queues: &[String], delete: bool) -> Result<Box<dyn Consumer>, String> {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        if !delete {
+            // A stream redelivers only when a consumer claims what another
+            // left (XAUTOCLAIM): a different code path, not a lease.
+            return Err(unsupported("redis streams", "redelivery"));
+        }
         Ok(Box::new(RedisConsumer {
             conn: Conn::open(&self.addr)?,
-            queue: queue.to_owned(),
+            queues: queues.to_vec(),
+            at: 0,
+            previous_queue: 0,
             name: format!(
                 "c{}",
                 NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -112,17 +126,17 @@ impl Target for Redis {
 
 struct RedisProducer {
     conn: Conn,
-    queue: String,
+    queues: Vec<String>,
+    next: usize,
     in_flight: VecDeque<usize>,
 }
 
 impl Producer for RedisProducer {
     fn send(&mut self, batch: &[Bytes]) -> Result<(), String> {
+        let queue = &self.queues[self.next % self.queues.len()];
+        self.next += 1;
         for p in batch {
-            command(
-                &mut self.conn,
-                &[b"XADD", self.queue.as_bytes(), b"*", b"d", p],
-            );
+            command(&mut self.conn, &[b"XADD", queue.as_bytes(), b"*", b"d", p]);
         }
         self.in_flight.push_back(batch.len());
         self.conn.flush()
@@ -142,7 +156,11 @@ impl Producer for RedisProducer {
 
 struct RedisConsumer {
     conn: Conn,
-    queue: String,
+    queues: Vec<String>,
+    /// The stream it reads now.
+    at: usize,
+    /// The stream of `previous`.
+    previous_queue: usize,
     name: String,
     previous: Vec<Vec<u8>>,
     /// Deletes sent (an XACK and an XDEL each), not yet confirmed.
@@ -155,10 +173,11 @@ impl RedisConsumer {
             return;
         }
         let ids = std::mem::take(&mut self.previous);
-        let mut ack: Vec<&[u8]> = vec![b"XACK", self.queue.as_bytes(), GROUP];
+        let queue = self.queues[self.previous_queue].as_bytes();
+        let mut ack: Vec<&[u8]> = vec![b"XACK", queue, GROUP];
         ack.extend(ids.iter().map(|i| i.as_slice()));
         command(&mut self.conn, &ack);
-        let mut del: Vec<&[u8]> = vec![b"XDEL", self.queue.as_bytes()];
+        let mut del: Vec<&[u8]> = vec![b"XDEL", queue];
         del.extend(ids.iter().map(|i| i.as_slice()));
         command(&mut self.conn, &del);
         self.deletes.push_back(Instant::now());
@@ -189,22 +208,20 @@ impl Consumer for RedisConsumer {
         self.send_delete();
         let count = max.to_string();
         let block = wait_ms.max(1).to_string();
-        command(
-            &mut self.conn,
-            &[
-                b"XREADGROUP",
-                b"GROUP",
-                GROUP,
-                self.name.as_bytes(),
-                b"COUNT",
-                count.as_bytes(),
-                b"BLOCK",
-                block.as_bytes(),
-                b"STREAMS",
-                self.queue.as_bytes(),
-                b">",
-            ],
-        );
+        let mut read_group: Vec<&[u8]> = vec![
+            b"XREADGROUP",
+            b"GROUP",
+            GROUP,
+            self.name.as_bytes(),
+            b"COUNT",
+            count.as_bytes(),
+        ];
+        // BLOCK 0 would wait for ever: no BLOCK at all does not wait.
+        if wait_ms > 0 {
+            read_group.extend([&b"BLOCK"[..], block.as_bytes()]);
+        }
+        read_group.extend([&b"STREAMS"[..], self.queues[self.at].as_bytes(), b">"]);
+        command(&mut self.conn, &read_group);
         self.conn.flush()?;
         let sent = Instant::now();
         // Answers come in order: the deletes sent before this read first.
@@ -237,6 +254,10 @@ impl Consumer for RedisConsumer {
                     }
                 }
             }
+        }
+        self.previous_queue = self.at;
+        if payloads.is_empty() {
+            self.at = (self.at + 1) % self.queues.len();
         }
         Ok(Got {
             payloads,
