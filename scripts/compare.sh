@@ -6,7 +6,7 @@
 # tables into docs/benchmarks.md between the "compare" markers and keeps the
 # raw JSON under target/compare/.
 #
-#   scripts/compare.sh            # the full run (about 15 minutes)
+#   scripts/compare.sh            # the full run (about 30 minutes)
 #   scripts/compare.sh --quick    # a short one, to see that it works
 #
 # Installs the peers from Debian packages when they are missing (apt-get,
@@ -17,9 +17,9 @@ cd "$(dirname "$0")/.."
 quick=false
 [ "${1:-}" = "--quick" ] && quick=true
 if $quick; then
-  MESSAGES=50000; DURATION=10; RATE_SECS=3; ROUNDS=1
+  MESSAGES=50000; DURATION=10; RATE_SECS=3; ROUNDS=1; QUEUES=1000; SECS=3
 else
-  MESSAGES=500000; DURATION=60; RATE_SECS=10; ROUNDS=2
+  MESSAGES=500000; DURATION=60; RATE_SECS=10; ROUNDS=2; QUEUES=10000; SECS=10
 fi
 RATE=10000
 
@@ -114,10 +114,25 @@ for round in $(seq 1 "$ROUNDS"); do
     fixed=("$LOADGEN" --addr "127.0.0.1:$PORT" "${ARGS[@]}" --server-pid "$PID" --json
            --scenario fixed-rate --rate "$RATE" --producers 4 --consumers 4 --size 100 --batch 1
            --messages $((RATE * RATE_SECS)) --duration $((RATE_SECS + 30)))
-    for cmd in lifecycle fixed; do
+    common=("$LOADGEN" --addr "127.0.0.1:$PORT" "${ARGS[@]}" --server-pid "$PID" --json
+            --size 100 --batch 20)
+    fan_in=("${common[@]}" --scenario fan-in --producers 16 --consumers 1
+            --messages "$MESSAGES" --duration "$DURATION")
+    many_queues=("${common[@]}" --scenario many-queues --queues "$QUEUES" --producers 4
+                 --consumers 4 --messages "$MESSAGES" --duration "$DURATION")
+    redelivery=("${common[@]}" --scenario redelivery --producers 4 --consumers 4
+                --messages 100000 --visibility 1000 --duration "$SECS")
+    idle=("${common[@]}" --scenario long-poll-idle --waiters 10000 --duration "$SECS")
+    # What each system runs (docs/benchmarks.md says why the others do not).
+    case "$1" in
+      fila) cmds=(lifecycle fixed fan_in many_queues redelivery idle) ;;
+      redis) cmds=(lifecycle fixed fan_in many_queues) ;;
+      *) cmds=(lifecycle fixed fan_in redelivery) ;;
+    esac
+    for cmd in "${cmds[@]}"; do
       declare -n c=$cmd
       if json=$("${c[@]}" 2>"$tmp/err"); then
-        echo "{\"round\":$round,\"mode\":\"$2\",\"report\":$json}" >> "$results"
+        echo "{\"round\":$round,\"system\":\"$1 ($2)\",\"mode\":\"$2\",\"report\":$json}" >> "$results"
       else
         echo "  $cmd failed: $(tail -1 "$tmp/err")" >&2
         echo "{\"round\":$round,\"mode\":\"$2\",\"failed\":\"$1 $cmd\"}" >> "$results"
@@ -133,5 +148,5 @@ machine="$machine, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/memi
 commit=$(git rev-parse --short HEAD)
 versions="$(redis-server --version | awk '{print $1, $3}'), beanstalkd $(beanstalkd -v | awk '{print $2}'), nats-server $("$NATS" --version | awk '{print $NF}')"
 python3 scripts/compare_report.py "$results" docs/benchmarks.md \
-  "$machine" "$commit" "$versions" "$MESSAGES" "$RATE" "$RATE_SECS" "$ROUNDS"
+  "$machine" "$commit" "$versions" "$MESSAGES" "$RATE" "$RATE_SECS" "$ROUNDS" "$QUEUES" "$SECS"
 echo "tables written to docs/benchmarks.md; raw results in $results" >&2

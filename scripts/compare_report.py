@@ -6,11 +6,15 @@ import json
 import statistics
 import sys
 
-results, doc, machine, commit, versions, messages, rate, rate_secs, rounds = sys.argv[1:10]
+results, doc, machine, commit, versions, messages, rate, rate_secs, rounds, queues, secs = sys.argv[1:12]
 
 rows = [json.loads(l) for l in open(results) if l.strip()]
 failed = [r["failed"] for r in rows if "failed" in r]
 reports = [(r["round"], r["report"]) for r in rows if "report" in r]
+for r in rows:
+    # long-poll-idle's report names no system: the run does.
+    if "report" in r and "system" not in r["report"]:
+        r["report"]["system"] = r["system"]
 floors = [r["floor"] for r in rows if "floor" in r]
 
 
@@ -99,6 +103,62 @@ for system, runs in by("fixed-rate").items():
                  f"{fmt(e('p50'), 2)} | {fmt(e('p99'), 2)} | {fmt(e('p99.9'), 2)} | "
                  f"{fmt(e('max'), 1)} | {fmt(median([cpu_us(r) for _, r in runs]), 1)} |")
 lines.append("")
+def rss_mib(rep):
+    s = rep.get("server")
+    return s["peak_rss_bytes"] / 2**20 if s else float("nan")
+
+
+lines.append(f"**Fan-in**: 16 producers (batches of 20, 8 in flight), one consumer, {messages} messages.")
+lines.append("")
+lines.append("| system | msg/s (rounds) | median msg/s | server CPU µs/msg | end to end p99 (ms) |")
+lines.append("|---|---|---|---|---|")
+for system, runs in by("fan-in").items():
+    rates = [r["messages_per_s"] for _, r in runs]
+    lines.append(f"| {system} | {', '.join(fmt(x) for x in rates)} | {fmt(median(rates))} | "
+                 f"{fmt(median([cpu_us(r) for _, r in runs]), 2)} | "
+                 f"{fmt(median([r['end_to_end_us']['p99'] / 1000 for _, r in runs]), 1)} |")
+lines.append("")
+lines.append(f"**Many queues**: the lifecycle over {queues} queues (producers put each batch to the next")
+lines.append("queue; each consumer cycles over its own share, moving on when a receive comes back empty).")
+lines.append("fila and Redis only (one stream per queue); see \"What the peers do not do\".")
+lines.append("")
+lines.append("| system | msg/s (rounds) | median msg/s | server CPU µs/msg | server peak RSS (MiB) |")
+lines.append("|---|---|---|---|---|")
+for system, runs in by("many-queues").items():
+    rates = [r["messages_per_s"] for _, r in runs]
+    lines.append(f"| {system} | {', '.join(fmt(x) for x in rates)} | {fmt(median(rates))} | "
+                 f"{fmt(median([cpu_us(r) for _, r in runs]), 2)} | "
+                 f"{fmt(median([rss_mib(r) for _, r in runs]), 0)} |")
+lines.append("")
+lines.append(f"**Redelivery**: 100 000 messages put, 4 consumers that never delete, a 1 s lease")
+lines.append(f"(beanstalkd's time-to-run, JetStream's ack wait), for {secs} s: every delivery after the")
+lines.append("first of a message is a lease that ran out. Not Redis: a stream redelivers only through")
+lines.append("XAUTOCLAIM, a different code path.")
+lines.append("")
+lines.append("| system | deliveries/s (rounds) | median | deliveries per message | server CPU µs/delivery |")
+lines.append("|---|---|---|---|---|")
+for system, runs in by("redelivery").items():
+    rates = [r["messages_per_s"] for _, r in runs]
+    per = median([r["consumed"] / r["produced"] for _, r in runs if r["produced"]])
+    lines.append(f"| {system} | {', '.join(fmt(x) for x in rates)} | {fmt(median(rates))} | "
+                 f"{fmt(per, 2)} | {fmt(median([cpu_us(r) for _, r in runs]), 2)} |")
+lines.append("")
+idle = by("long-poll-idle")
+if idle:
+    lines.append(f"**Long-poll idle** (fila): 10 000 receives parked on an empty queue (20 a connection)")
+    lines.append(f"for {secs} s while one more connection puts, receives and deletes a message every")
+    lines.append("10 ms on another queue. The peers have no such test here: a blocking read in Redis or")
+    lines.append("beanstalkd takes a connection of its own.")
+    lines.append("")
+    lines.append("| system | server CPU (% of a core) | server RSS (MiB) | probe p50 (µs) | probe p99 (µs) |")
+    lines.append("|---|---|---|---|---|")
+    for system, runs in idle.items():
+        srv = [r["server"] for _, r in runs if r.get("server")]
+        lines.append(f"| {system} | {fmt(median([x['cpu_pct'] for x in srv]), 2)} | "
+                     f"{fmt(median([x['rss_bytes_peak'] / 2**20 for x in srv]), 0)} | "
+                     f"{fmt(median([r['probe_us']['p50'] for _, r in runs]))} | "
+                     f"{fmt(median([r['probe_us']['p99'] for _, r in runs]))} |")
+    lines.append("")
 if failed:
     lines.append("Runs that failed: " + ", ".join(failed) + ".")
     lines.append("")
