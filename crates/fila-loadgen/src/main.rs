@@ -5,7 +5,7 @@
 //! timestamp carried in each payload, HdrHistogram percentiles per
 //! operation, the server's CPU and memory from /proc when it runs on this
 //! machine, a progress line, a table or `--json`. Systems are adapters
-//! behind [`target::Target`]; fila is the first.
+//! behind [`target::Target`]: fila and its peers.
 //!
 //! ```sh
 //! fila-loadgen --scenario lifecycle --producers 4 --consumers 4 --messages 1000000

@@ -1,6 +1,7 @@
 //! The systems under test, behind one pair of traits so every system runs
-//! the same workload code and is timed by the same code. fila is the first
-//! adapter; the peers (Redis Streams, beanstalkd, NATS JetStream) come next.
+//! the same workload code and is timed by the same code: fila's adapter
+//! here, the peers' (Redis Streams, beanstalkd, NATS JetStream) in
+//! `peers/`.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
