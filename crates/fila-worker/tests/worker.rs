@@ -1,0 +1,308 @@
+//! The worker against a real server: retries and the poison queue, leases
+//! renewed past their length (also with a handler that blocks its thread),
+//! the concurrency bound, decode errors, outputs, and the drain.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fila_client::{ClientOptions, SettingsPatch};
+use fila_tests::TestServer;
+use fila_worker::{
+    Delivery, HandlerError, Json, Outputs, Settings, StatsHandle, Worker, WorkerStats,
+    INPUT_ID_ATTRIBUTE,
+};
+
+fn server() -> TestServer {
+    TestServer::with(|c| c.sync = fila_server::Sync::None)
+}
+
+fn options(s: &TestServer) -> ClientOptions {
+    ClientOptions::new(s.addr.to_string())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Resolves once `done` holds of the worker's counters (20 s at most: the
+/// test's assertions say what was missing).
+async fn until(stats: StatsHandle, done: impl Fn(&WorkerStats) -> bool) {
+    let end = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !done(&stats.get()) && tokio::time::Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn quick() -> Settings {
+    Settings {
+        long_poll: Duration::from_millis(200),
+        shutdown_deadline: Duration::from_secs(5),
+        ..Settings::default()
+    }
+}
+
+#[test]
+fn five_failures_send_the_message_to_the_poison_queue_with_the_error() {
+    let s = server();
+    let mut c = s.client();
+    c.create_queue("jobs", SettingsPatch::default()).unwrap();
+    c.put_one("jobs", "bad").unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    let worker = Worker::new(options(&s)).queue("jobs", quick(), move |d: Delivery| {
+        let seen = seen.clone();
+        async move {
+            seen.fetch_add(1, Ordering::SeqCst);
+            Err::<(), _>(HandlerError::msg(format!(
+                "boom on try {}",
+                d.dequeue_count
+            )))
+        }
+    });
+    let stats = worker.stats();
+    runtime()
+        .block_on(worker.run_until(until(stats.clone(), |s| s.poisoned == 1)))
+        .unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+    let st = stats.get();
+    assert_eq!((st.failed, st.poisoned, st.processed), (5, 1, 0));
+    let jobs = c.stats("jobs").unwrap();
+    assert_eq!((jobs.visible, jobs.in_flight), (0, 0));
+    let poisoned = c.receive("jobs-poison", 10, Some(0)).unwrap();
+    assert_eq!(poisoned.len(), 1);
+    assert_eq!(poisoned[0].payload, "bad");
+    let dl = poisoned[0]
+        .dead_letter
+        .as_ref()
+        .expect("a dead-letter record");
+    assert_eq!(dl.source_queue, "jobs");
+    assert_eq!(dl.consumer_reason, "max_dequeue_count");
+    assert_eq!(dl.description, "boom on try 5");
+    assert_eq!(dl.delivery_count, 5);
+}
+
+#[test]
+fn a_payload_that_cannot_be_decoded_goes_to_poison_on_its_first_delivery() {
+    #[derive(serde::Deserialize)]
+    struct Job {
+        #[allow(dead_code)]
+        width: u32,
+    }
+    let s = server();
+    let mut c = s.client();
+    c.create_queue("jobs", SettingsPatch::default()).unwrap();
+    c.put_one("jobs", "not json").unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    let worker = Worker::new(options(&s)).queue("jobs", quick(), move |Json(_job): Json<Job>| {
+        let seen = seen.clone();
+        async move {
+            seen.fetch_add(1, Ordering::SeqCst);
+            Ok::<(), HandlerError>(())
+        }
+    });
+    let stats = worker.stats();
+    runtime()
+        .block_on(worker.run_until(until(stats.clone(), |s| s.poisoned == 1)))
+        .unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "the handler never ran");
+    let p = c.receive("jobs-poison", 10, Some(0)).unwrap();
+    let dl = p[0].dead_letter.as_ref().unwrap();
+    assert_eq!(
+        (dl.consumer_reason.as_str(), dl.delivery_count),
+        ("decode", 1)
+    );
+    assert!(dl.description.contains("JSON"), "{}", dl.description);
+}
+
+fn lease_test(blocking: bool) {
+    let s = server();
+    let mut c = s.client();
+    c.create_queue("slow", SettingsPatch::default()).unwrap();
+    c.put_one("slow", "job").unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    let settings = Settings {
+        visibility_timeout: Duration::from_secs(1),
+        ..quick()
+    };
+    let worker = Worker::new(options(&s)).queue("slow", settings, move |_: Delivery| {
+        let seen = seen.clone();
+        async move {
+            seen.fetch_add(1, Ordering::SeqCst);
+            // Three leases long.
+            if blocking {
+                std::thread::sleep(Duration::from_millis(3_200));
+            } else {
+                tokio::time::sleep(Duration::from_millis(3_200)).await;
+            }
+            Ok::<(), HandlerError>(())
+        }
+    });
+    let stats = worker.stats();
+    // A blocking handler on a one-thread runtime holds the only thread the
+    // worker's own tasks have: renewal must not need it.
+    let rt = if blocking {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    } else {
+        runtime()
+    };
+    rt.block_on(worker.run_until(until(stats.clone(), |s| s.processed == 1)))
+        .unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "delivered once");
+    let st = stats.get();
+    assert!(st.renewals >= 2, "{st:?}");
+    let q = c.stats("slow").unwrap();
+    assert_eq!((q.deliveries, q.deletes, q.visible), (1, 1, 0), "{q:?}");
+}
+
+#[test]
+fn a_handler_three_leases_long_is_delivered_once() {
+    lease_test(false);
+}
+
+#[test]
+fn a_handler_that_blocks_its_thread_does_not_stop_renewal() {
+    lease_test(true);
+}
+
+#[test]
+fn concurrency_never_exceeds_batch_size_plus_threshold() {
+    let s = server();
+    let mut c = s.client();
+    c.create_queue("many", SettingsPatch::default()).unwrap();
+    let payloads: Vec<bytes::Bytes> = (0..60).map(|i| format!("m{i}").into()).collect();
+    c.put_payloads("many", &payloads).unwrap();
+    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (n, m) = (now.clone(), most.clone());
+    let settings = Settings {
+        batch_size: 4,
+        new_batch_threshold: 2,
+        ..quick()
+    };
+    let worker = Worker::new(options(&s)).queue("many", settings, move |_: Delivery| {
+        let (n, m) = (n.clone(), m.clone());
+        async move {
+            let running = n.fetch_add(1, Ordering::SeqCst) + 1;
+            m.fetch_max(running, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            n.fetch_sub(1, Ordering::SeqCst);
+            Ok::<(), HandlerError>(())
+        }
+    });
+    let stats = worker.stats();
+    runtime()
+        .block_on(worker.run_until(until(stats.clone(), |s| s.processed == 60)))
+        .unwrap();
+    assert_eq!(stats.get().processed, 60);
+    let most = most.load(Ordering::SeqCst);
+    assert!((4..=6).contains(&most), "at most 4 + 2 at once, got {most}");
+}
+
+#[test]
+fn outputs_are_put_with_the_input_id_exactly_when_the_input_is_deleted() {
+    let s = server();
+    let mut c = s.client();
+    c.create_queue("in", SettingsPatch::default()).unwrap();
+    c.create_queue("out", SettingsPatch::default()).unwrap();
+    let ok = c.put_one("in", "to-out").unwrap();
+    c.put_one("in", "to-missing").unwrap();
+    let worker = Worker::new(options(&s)).queue(
+        "in",
+        Settings {
+            visibility_timeout_on_failure: Duration::from_secs(60),
+            ..quick()
+        },
+        |d: Delivery, text: String| async move {
+            let mut out = Outputs::new();
+            // The second message's output queue does not exist: its put
+            // fails, so it must not be deleted.
+            let target = if text == "to-out" { "out" } else { "missing" };
+            out.push(target, format!("from {}", d.id_hex()));
+            Ok::<_, HandlerError>(out)
+        },
+    );
+    let stats = worker.stats();
+    runtime()
+        .block_on(worker.run_until(until(stats.clone(), |s| s.processed + s.failed == 2)))
+        .unwrap();
+    let st = stats.get();
+    assert_eq!((st.processed, st.failed), (1, 1), "{st:?}");
+    let out = c.receive("out", 10, Some(0)).unwrap();
+    assert_eq!(out.len(), 1);
+    let input_id = format!("{:032x}", ok.id);
+    assert_eq!(out[0].payload, format!("from {input_id}"));
+    assert!(out[0]
+        .attributes
+        .contains(&(INPUT_ID_ATTRIBUTE.to_string(), input_id)));
+    let q = c.stats("in").unwrap();
+    // One deleted with its output; the other kept (leased away for the
+    // failure's 60 s), with no output anywhere.
+    assert_eq!((q.deletes, q.in_flight + q.visible), (1, 1), "{q:?}");
+}
+
+#[test]
+fn a_drain_loses_nothing_and_what_did_not_finish_is_visible_at_once() {
+    let s = server();
+    let mut c = s.client();
+    c.create_queue("drain", SettingsPatch::default()).unwrap();
+    // Two quick ones first: when they end, two run, the threshold, and the
+    // next batch brings the running to 4 + 2.
+    let payloads: Vec<bytes::Bytes> = ["quick", "quick"]
+        .into_iter()
+        .chain(std::iter::repeat_n("slow", 8))
+        .map(bytes::Bytes::from)
+        .collect();
+    c.put_payloads("drain", &payloads).unwrap();
+    let settings = Settings {
+        batch_size: 4,
+        new_batch_threshold: 2,
+        shutdown_deadline: Duration::from_millis(300),
+        ..quick()
+    };
+    let worker = Worker::new(options(&s)).queue("drain", settings, |text: String| async move {
+        if text == "slow" {
+            // Never finishes on its own.
+            std::future::pending::<()>().await;
+        }
+        Ok::<(), HandlerError>(())
+    });
+    let stats = worker.stats();
+    runtime()
+        .block_on(worker.run_until(until(stats.clone(), |s| s.in_flight == 6)))
+        .unwrap();
+    let st = stats.get();
+    assert_eq!(
+        (st.processed, st.released, st.in_flight),
+        (2, 6, 0),
+        "{st:?}"
+    );
+    let q = c.stats("drain").unwrap();
+    assert_eq!((q.visible, q.in_flight, q.deletes), (8, 0, 2), "{q:?}");
+    // Visible at once: a receive now gets all eight.
+    let got = c.receive("drain", 20, Some(0)).unwrap();
+    assert_eq!(got.len(), 8);
+}
+
+#[test]
+fn a_queue_that_does_not_exist_is_a_clear_error() {
+    let s = server();
+    let e = runtime()
+        .block_on(
+            Worker::new(options(&s))
+                .queue("nope", quick(), |_: Delivery| async {
+                    Ok::<(), String>(())
+                })
+                .run_until(async {}),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("queue nope"), "{e}");
+}
