@@ -306,3 +306,70 @@ fn a_queue_that_does_not_exist_is_a_clear_error() {
         .unwrap_err();
     assert!(e.to_string().contains("queue nope"), "{e}");
 }
+
+#[test]
+fn a_panicking_handler_is_a_failure_and_the_worker_goes_on() {
+    let s = server();
+    let mut c = s.client();
+    c.create_queue("jobs", SettingsPatch::default()).unwrap();
+    c.put_one("jobs", "x").unwrap();
+    let worker = Worker::new(options(&s)).queue("jobs", quick(), |d: Delivery| async move {
+        if d.dequeue_count == 1 {
+            panic!("first try panics");
+        }
+        Ok::<(), HandlerError>(())
+    });
+    let stats = worker.stats();
+    runtime()
+        .block_on(worker.run_until(until(stats.clone(), |s| s.processed == 1)))
+        .unwrap();
+    let st = stats.get();
+    assert_eq!((st.failed, st.processed, st.poisoned), (1, 1, 0), "{st:?}");
+    assert_eq!(c.stats("jobs").unwrap().deletes, 1);
+}
+
+#[test]
+fn a_worker_backs_off_while_the_server_is_away_and_goes_on_when_it_returns() {
+    // A fixed port, so the server comes back where the worker looks.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut s = TestServer::with(|c| c.listen = port);
+    let mut c = s.client();
+    c.create_queue("jobs", SettingsPatch::default()).unwrap();
+    let worker = Worker::new(options(&s))
+        .seed(3)
+        .queue("jobs", quick(), |_: Delivery| async {
+            Ok::<(), HandlerError>(())
+        });
+    let stats = worker.stats();
+    let rt = runtime();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let running = rt.spawn(worker.run_until(async move {
+        let _ = stop_rx.await;
+    }));
+    let wait = |what: &str, f: &dyn Fn(&WorkerStats) -> bool| {
+        let end = std::time::Instant::now() + Duration::from_secs(20);
+        while !f(&stats.get()) {
+            assert!(std::time::Instant::now() < end, "{what}: {:?}", stats.get());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    // Running: one message through before the server goes away.
+    c.put_one("jobs", "before").unwrap();
+    wait("the message before", &|st| st.processed == 1);
+    s.halt();
+    wait("three failed polls", &|st| st.poll_errors >= 3);
+    let third = stats.get().poll_errors;
+    // About 200, 400, 800 ms so far, 1.6 s next: at most one more in the
+    // next second (without a back-off there would be hundreds).
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(stats.get().poll_errors <= third + 2, "{:?}", stats.get());
+    s.resume().unwrap();
+    let mut c = s.client();
+    c.put_one("jobs", "after").unwrap();
+    wait("the message after the return", &|st| st.processed == 2);
+    stop_tx.send(()).unwrap();
+    rt.block_on(running).unwrap().unwrap();
+}
