@@ -24,6 +24,8 @@ use fila_core::lease::DELIVERY_COUNT_MAX;
 use fila_core::limits::{PEEK_MAX, VISIBILITY_MS_MAX};
 use fila_core::*;
 
+pub mod harness;
+
 /// The model's receipt: which queue incarnation, which sub-queue, which lease.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MReceipt {
