@@ -246,6 +246,7 @@ macro_rules! emit {
     };
 }
 
+mod invariants;
 mod moves;
 mod queues;
 mod receipts;

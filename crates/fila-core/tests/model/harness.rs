@@ -447,6 +447,9 @@ impl Harness {
         }
         self.completions();
         self.check_stats();
+        if let Err(e) = self.engine.check_invariants() {
+            panic!("after {op:?}: {e}");
+        }
         for name in QUEUES {
             for dlq in [false, true] {
                 let e = engine_peek_all(&self.engine, name, dlq);
