@@ -73,23 +73,33 @@ pub enum Received {
     Parked(WaitId),
 }
 
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
-struct Timer(u64);
+/// What a pending timer is for. At one instant they run messages first,
+/// then redrive ticks, then long-poll deadlines (the variants' order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Timer {
+    /// A message's lease end, delay end or expiry: its slot.
+    Message(u32),
+    /// A paced redrive's next tick: its queue's slot.
+    Redrive(u32),
+    /// A parked receive's deadline: its waiter slot.
+    Waiter(u32),
+}
+
+impl Default for Timer {
+    /// The wheel's placeholder in free entries; never fires.
+    fn default() -> Timer {
+        Timer::Message(NIL)
+    }
+}
 
 impl Timer {
-    const KIND: u64 = 3 << 62;
-    const MESSAGE: u64 = 0;
-    const REDRIVE: u64 = 1 << 62;
-    const WAITER: u64 = 2 << 62;
-
-    fn new(kind: u64, index: u32) -> Timer {
-        Timer(kind | u64::from(index))
-    }
-    fn kind(self) -> u64 {
-        self.0 & Self::KIND
-    }
-    fn index(self) -> u32 {
-        self.0 as u32
+    /// Rank among timers due at one instant.
+    fn rank(self) -> u8 {
+        match self {
+            Timer::Message(_) => 0,
+            Timer::Redrive(_) => 1,
+            Timer::Waiter(_) => 2,
+        }
     }
 }
 
@@ -404,23 +414,24 @@ impl Shard {
             // The wheel let go of these timers: forget their keys first, so
             // that handling one event cannot cancel another's spent timer.
             for (_, timer) in &fired {
-                match timer.kind() {
-                    Timer::MESSAGE => self.records[timer.index() as usize].timer = NIL,
-                    Timer::WAITER => {
-                        if let Some(w) = self.waiters[timer.index() as usize].waiter.as_mut() {
+                match *timer {
+                    Timer::Message(slot) => self.records[slot as usize].timer = NIL,
+                    Timer::Waiter(slot) => {
+                        if let Some(w) = self.waiters[slot as usize].waiter.as_mut() {
                             w.timer = None;
                         }
                     }
-                    _ => {}
+                    // The redrive job forgets its key when the tick runs.
+                    Timer::Redrive(_) => {}
                 }
             }
             fired.sort_unstable_by(|a, b| self.timer_order(a, b));
             for (deadline, timer) in fired.drain(..) {
                 self.now = self.now.max(deadline);
-                match timer.kind() {
-                    Timer::MESSAGE => self.message_timer(timer.index(), deadline),
-                    Timer::REDRIVE => self.redrive_tick(timer.index(), deadline),
-                    _ => self.waiter_deadline(timer.index()),
+                match timer {
+                    Timer::Message(slot) => self.message_timer(slot, deadline),
+                    Timer::Redrive(qslot) => self.redrive_tick(qslot, deadline),
+                    Timer::Waiter(slot) => self.waiter_deadline(slot),
                 }
                 self.serve_gained();
             }
@@ -433,32 +444,30 @@ impl Shard {
 
     fn timer_order(&self, a: &(u64, Timer), b: &(u64, Timer)) -> std::cmp::Ordering {
         a.0.cmp(&b.0)
-            .then(a.1.kind().cmp(&b.1.kind()))
-            .then_with(|| match a.1.kind() {
-                Timer::MESSAGE => {
-                    let (ra, rb) = (
-                        &self.records[a.1.index() as usize],
-                        &self.records[b.1.index() as usize],
-                    );
+            .then(a.1.rank().cmp(&b.1.rank()))
+            .then_with(|| match (a.1, b.1) {
+                (Timer::Message(x), Timer::Message(y)) => {
+                    let (ra, rb) = (&self.records[x as usize], &self.records[y as usize]);
                     self.queue(ra.q >> 1)
                         .name
                         .cmp(&self.queue(rb.q >> 1).name)
                         .then((ra.q & 1).cmp(&(rb.q & 1)))
                         .then(ra.seq.cmp(&rb.seq))
                 }
-                Timer::REDRIVE => self
-                    .queue(a.1.index())
-                    .name
-                    .cmp(&self.queue(b.1.index()).name),
-                _ => {
-                    let order = |t: Timer| {
-                        self.waiters[t.index() as usize]
+                (Timer::Redrive(x), Timer::Redrive(y)) => {
+                    self.queue(x).name.cmp(&self.queue(y).name)
+                }
+                (Timer::Waiter(x), Timer::Waiter(y)) => {
+                    let order = |slot: u32| {
+                        self.waiters[slot as usize]
                             .waiter
                             .as_ref()
                             .map_or(0, |w| w.order)
                     };
-                    order(a.1).cmp(&order(b.1))
+                    order(x).cmp(&order(y))
                 }
+                // Different kinds were ordered by rank above.
+                _ => std::cmp::Ordering::Equal,
             })
     }
 
@@ -526,7 +535,7 @@ impl Shard {
         if timer == NIL {
             let key = self
                 .wheel
-                .insert(deadline, Timer::new(Timer::MESSAGE, slot));
+                .insert(deadline, Timer::Message(slot));
             self.records[slot as usize].timer = key.index();
         } else {
             self.wheel.reset(TimerKey::from_index(timer), deadline);

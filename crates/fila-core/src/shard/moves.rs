@@ -46,7 +46,7 @@ impl Shard {
                 scheduled = remaining.map_or(left, |r| r.min(left));
                 let timer = self
                     .wheel
-                    .insert(now + 1_000, Timer::new(Timer::REDRIVE, qslot));
+                    .insert(now + 1_000, Timer::Redrive(qslot));
                 self.queue_mut(qslot).redrive = Some(RedriveJob {
                     remaining,
                     rate,
@@ -68,7 +68,7 @@ impl Shard {
         if moved == batch && remaining != Some(0) && self.sub(qslot << 1 | DLQ).counts.visible > 0 {
             let timer = self
                 .wheel
-                .insert(t + 1_000, Timer::new(Timer::REDRIVE, qslot));
+                .insert(t + 1_000, Timer::Redrive(qslot));
             self.queue_mut(qslot).redrive = Some(RedriveJob {
                 remaining,
                 rate: job.rate,

@@ -239,7 +239,7 @@ impl Shard {
         };
         let timer = self
             .wheel
-            .insert(self.now + wait_ms, Timer::new(Timer::WAITER, slot));
+            .insert(self.now + wait_ms, Timer::Waiter(slot));
         self.waiter_order += 1;
         let w = &mut self.waiters[slot as usize];
         w.waiter = Some(Waiter {
