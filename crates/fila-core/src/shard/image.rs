@@ -14,7 +14,7 @@ impl Shard {
             let slot = self.names[&queue.name];
             let mut messages = Vec::with_capacity(queue.messages as usize);
             for sub in [MAIN, DLQ] {
-                let q = slot << 1 | sub;
+                let q = SubId::of(slot, sub == DLQ);
                 for (seq, s) in self.sub(q).index.from(0) {
                     if !self.live(s, q, seq) {
                         continue;
@@ -104,7 +104,7 @@ impl Shard {
                 .occupy(state, m.delivery_count)
                 .expect("a fresh slot is free");
             let sub = if m.dlq { DLQ } else { MAIN };
-            self.attach(slot, qslot << 1 | sub, m.channel.as_ref());
+            self.attach(slot, SubId::of(qslot, sub == DLQ), m.channel.as_ref());
             match state {
                 MessageState::Deferred => self.enter_state(slot, state),
                 MessageState::Delayed => {

@@ -21,27 +21,27 @@ impl Shard {
     pub fn check_invariants(&self) -> Result<(), String> {
         let fail = |what: String| Err(format!("shard {}: {what}", self.id));
         // (queue slot, sub) → (state counts, held); (.., channel) → tally.
-        let mut subs: HashMap<u32, ([u64; 4], u64)> = HashMap::new();
-        let mut channels: HashMap<(u32, u32), ChannelTally> = HashMap::new();
+        let mut subs: HashMap<SubId, ([u64; 4], u64)> = HashMap::new();
+        let mut channels: HashMap<(SubId, u32), ChannelTally> = HashMap::new();
         let mut queue_totals: HashMap<u32, (u64, u64)> = HashMap::new();
         let mut timers = 0usize;
         for (slot, r) in self.records.iter().enumerate() {
             let slot = slot as u32;
             let state = r.word.load().state;
             if state == MessageState::Free {
-                if r.q != NIL || r.timer != NIL {
+                if r.q != SubId::NONE || r.timer != NIL {
                     return fail(format!("free slot {slot} still has a queue or a timer"));
                 }
                 continue;
             }
             let Some(queue) = self
                 .queues
-                .get((r.q >> 1) as usize)
+                .get(r.q.queue() as usize)
                 .and_then(Option::as_ref)
             else {
-                return fail(format!("slot {slot} belongs to no queue ({})", r.q));
+                return fail(format!("slot {slot} belongs to no queue ({:?})", r.q));
             };
-            let sub = &queue.subs[(r.q & 1) as usize];
+            let sub = &queue.subs[r.q.half()];
             if sub.index.get(r.seq) != Some(slot) {
                 return fail(format!("slot {slot} (seq {}) is not in its index", r.seq));
             }
@@ -54,7 +54,7 @@ impl Shard {
             if state == MessageState::Visible {
                 c.visible += 1;
             }
-            let t = queue_totals.entry(r.q >> 1).or_default();
+            let t = queue_totals.entry(r.q.queue()).or_default();
             t.0 += 1;
             t.1 += r.bytes();
             let want = match state {
@@ -81,7 +81,7 @@ impl Shard {
                 ));
             }
             for (s, sub) in queue.subs.iter().enumerate() {
-                let q = qslot << 1 | s as u32;
+                let q = SubId::of(qslot, s == 1);
                 let (states, held) = subs.get(&q).copied().unwrap_or_default();
                 let kept = [
                     sub.counts.visible,

@@ -41,6 +41,37 @@ const NIL: u32 = u32::MAX;
 const MAIN: u32 = 0;
 const DLQ: u32 = 1;
 
+/// A sub-queue of this shard: a queue's slot and which half of it, the
+/// queue itself or its DLQ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct SubId(u32);
+
+impl SubId {
+    /// No sub-queue (a free slot's).
+    const NONE: SubId = SubId(NIL);
+
+    fn of(queue: u32, dlq: bool) -> SubId {
+        SubId(queue << 1 | u32::from(dlq))
+    }
+    fn main(queue: u32) -> SubId {
+        SubId::of(queue, false)
+    }
+    fn dlq(queue: u32) -> SubId {
+        SubId::of(queue, true)
+    }
+    /// The queue's slot.
+    fn queue(self) -> u32 {
+        self.0 >> 1
+    }
+    fn is_dlq(self) -> bool {
+        self.0 & 1 == DLQ
+    }
+    /// Its index in the queue's `subs`.
+    fn half(self) -> usize {
+        (self.0 & 1) as usize
+    }
+}
+
 /// What a parked receive is completed with: messages, an empty list when its
 /// wait ended, or `queue_deleted`.
 pub type Notify = Box<dyn FnOnce(Result<Vec<Message>, Error>) + Send>;
@@ -121,8 +152,8 @@ struct Record {
     expires_at: u64,
     visible_at: u64,
     extra: Option<Box<Extra>>,
-    /// Owning sub-queue: `queue slot << 1 | dlq`.
-    q: u32,
+    /// Owning sub-queue.
+    q: SubId,
     channel: u32,
     timer: u32,
 }
@@ -137,7 +168,7 @@ impl Record {
             expires_at: 0,
             visible_at: 0,
             extra: None,
-            q: NIL,
+            q: SubId::NONE,
             channel: 0,
             timer: NIL,
         }
@@ -173,7 +204,7 @@ struct Queue {
 }
 
 struct Waiter {
-    q: u32,
+    q: SubId,
     max: u32,
     /// Answer bytes at most.
     budget: u64,
@@ -241,7 +272,7 @@ pub struct Shard {
     free_waiters: Vec<u32>,
     waiter_order: u64,
     /// Sub-queues that gained visible messages since waiters were last served.
-    gained: Vec<u32>,
+    gained: Vec<SubId>,
     completions: Vec<(Notify, Result<Vec<Message>, Error>)>,
     outbox: Vec<Outbound>,
     journal: Option<Box<dyn EventSink>>,
@@ -360,16 +391,16 @@ impl Shard {
             .expect("live queue slot")
     }
 
-    fn sub_mut(&mut self, q: u32) -> &mut SubQueue {
-        &mut self.queue_mut(q >> 1).subs[(q & 1) as usize]
+    fn sub_mut(&mut self, q: SubId) -> &mut SubQueue {
+        &mut self.queue_mut(q.queue()).subs[q.half()]
     }
 
-    fn sub(&self, q: u32) -> &SubQueue {
-        &self.queue(q >> 1).subs[(q & 1) as usize]
+    fn sub(&self, q: SubId) -> &SubQueue {
+        &self.queue(q.queue()).subs[q.half()]
     }
 
     /// Whether `slot` holds message `seq` of sub-queue `q`.
-    fn live(&self, slot: u32, q: u32, seq: u64) -> bool {
+    fn live(&self, slot: u32, q: SubId, seq: u64) -> bool {
         self.records
             .get(slot as usize)
             .is_some_and(|r| r.q == q && r.seq == seq && r.word.load().state != MessageState::Free)
@@ -448,10 +479,10 @@ impl Shard {
             .then_with(|| match (a.1, b.1) {
                 (Timer::Message(x), Timer::Message(y)) => {
                     let (ra, rb) = (&self.records[x as usize], &self.records[y as usize]);
-                    self.queue(ra.q >> 1)
+                    self.queue(ra.q.queue())
                         .name
-                        .cmp(&self.queue(rb.q >> 1).name)
-                        .then((ra.q & 1).cmp(&(rb.q & 1)))
+                        .cmp(&self.queue(rb.q.queue()).name)
+                        .then(ra.q.is_dlq().cmp(&rb.q.is_dlq()))
                         .then(ra.seq.cmp(&rb.seq))
                 }
                 (Timer::Redrive(x), Timer::Redrive(y)) => {
@@ -501,9 +532,9 @@ impl Shard {
     /// else gone.
     fn expire(&mut self, slot: u32, t: u64) {
         let q = self.records[slot as usize].q;
-        let queue = self.queue_mut(q >> 1);
+        let queue = self.queue_mut(q.queue());
         queue.counters.expiries += 1;
-        if q & 1 == MAIN && queue.settings.dead_letter_on_expiration {
+        if !q.is_dlq() && queue.settings.dead_letter_on_expiration {
             self.dead_letter_slot(slot, DeadLetterReason::Expired, t);
             return;
         }
@@ -533,9 +564,7 @@ impl Shard {
     fn set_timer(&mut self, slot: u32, deadline: u64) {
         let timer = self.records[slot as usize].timer;
         if timer == NIL {
-            let key = self
-                .wheel
-                .insert(deadline, Timer::Message(slot));
+            let key = self.wheel.insert(deadline, Timer::Message(slot));
             self.records[slot as usize].timer = key.index();
         } else {
             self.wheel.reset(TimerKey::from_index(timer), deadline);
@@ -599,15 +628,15 @@ impl Shard {
     }
 
     /// Adds a message to sub-queue `q`'s channel, totals and index.
-    fn attach(&mut self, slot: u32, q: u32, channel: Option<&Arc<str>>) {
+    fn attach(&mut self, slot: u32, q: SubId, channel: Option<&Arc<str>>) {
         let (seq, len) = {
             let r = &self.records[slot as usize];
             (r.seq, r.bytes())
         };
-        let queue = self.queue_mut(q >> 1);
+        let queue = self.queue_mut(q.queue());
         queue.messages += 1;
         queue.bytes += len;
-        let sub = &mut queue.subs[(q & 1) as usize];
+        let sub = &mut queue.subs[q.half()];
         let id = sub.channel_id(channel);
         let c = &mut sub.channels[id as usize];
         c.held += 1;
@@ -626,10 +655,10 @@ impl Shard {
             let r = &self.records[slot as usize];
             (r.q, r.channel, r.seq, r.bytes())
         };
-        let queue = self.queue_mut(q >> 1);
+        let queue = self.queue_mut(q.queue());
         queue.messages -= 1;
         queue.bytes -= len;
-        let sub = &mut queue.subs[(q & 1) as usize];
+        let sub = &mut queue.subs[q.half()];
         sub.held -= 1;
         sub.index.remove(seq);
         let c = &mut sub.channels[channel as usize];
@@ -647,12 +676,12 @@ impl Shard {
 
     /// Drops dead entries of a queue's sequence log once they outnumber the
     /// live ones, so deletions in any order keep the log proportional.
-    fn maybe_compact(&mut self, q: u32, seq: u64) {
-        if q & 1 == DLQ {
+    fn maybe_compact(&mut self, q: SubId, seq: u64) {
+        if q.is_dlq() {
             return;
         }
         let records = &self.records;
-        let queue = self.queues[(q >> 1) as usize].as_mut().expect("live");
+        let queue = self.queues[q.queue() as usize].as_mut().expect("live");
         let held = queue.subs[MAIN as usize].held;
         let SeqIndex::Log { seqs, slots } = &mut queue.subs[MAIN as usize].index else {
             return;
@@ -715,13 +744,13 @@ impl Shard {
         }
         r.payload = Bytes::new();
         r.extra = None;
-        r.q = NIL;
+        r.q = SubId::NONE;
         self.free_slots.push(slot);
     }
 
     fn message(&self, slot: u32, state: State, receipt: Option<Receipt>) -> Message {
         let r = &self.records[slot as usize];
-        let queue = self.queue(r.q >> 1);
+        let queue = self.queue(r.q.queue());
         let extra = r.extra.as_deref();
         Message {
             id: extra
@@ -730,7 +759,7 @@ impl Shard {
             seq: r.seq,
             payload: r.payload.clone(),
             attributes: extra.and_then(|e| e.attributes.clone()),
-            channel: queue.subs[(r.q & 1) as usize].channels[r.channel as usize]
+            channel: queue.subs[r.q.half()].channels[r.channel as usize]
                 .name
                 .clone(),
             inserted_at_ms: r.inserted_at,
@@ -747,8 +776,8 @@ impl Shard {
     fn spot(&self, slot: u32) -> Spot {
         let r = &self.records[slot as usize];
         Spot {
-            queue: self.queue(r.q >> 1).id,
-            dlq: r.q & 1 == DLQ,
+            queue: self.queue(r.q.queue()).id,
+            dlq: r.q.is_dlq(),
             seq: r.seq,
         }
     }
@@ -785,7 +814,7 @@ impl Shard {
     fn public_state(&self, slot: u32) -> State {
         let r = &self.records[slot as usize];
         match r.word.load().state {
-            MessageState::Visible if r.q & 1 == DLQ => State::DeadLettered,
+            MessageState::Visible if r.q.is_dlq() => State::DeadLettered,
             MessageState::Visible => State::Visible,
             MessageState::InFlight => State::InFlight,
             MessageState::Delayed => State::Delayed,

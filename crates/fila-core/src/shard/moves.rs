@@ -38,15 +38,13 @@ impl Shard {
             Some(r) => max.unwrap_or(u64::MAX).min(u64::from(r)),
         };
         let moved = self.redrive_move(qslot, first, now);
-        let left = self.sub(qslot << 1 | DLQ).counts.visible;
+        let left = self.sub(SubId::dlq(qslot)).counts.visible;
         let remaining = max.map(|m| m - moved);
         let mut scheduled = 0;
         if let Some(rate) = rate {
             if moved == first && remaining != Some(0) && left > 0 {
                 scheduled = remaining.map_or(left, |r| r.min(left));
-                let timer = self
-                    .wheel
-                    .insert(now + 1_000, Timer::Redrive(qslot));
+                let timer = self.wheel.insert(now + 1_000, Timer::Redrive(qslot));
                 self.queue_mut(qslot).redrive = Some(RedriveJob {
                     remaining,
                     rate,
@@ -65,10 +63,9 @@ impl Shard {
         let batch = job.remaining.unwrap_or(u64::MAX).min(u64::from(job.rate));
         let moved = self.redrive_move(qslot, batch, t);
         let remaining = job.remaining.map(|r| r - moved);
-        if moved == batch && remaining != Some(0) && self.sub(qslot << 1 | DLQ).counts.visible > 0 {
-            let timer = self
-                .wheel
-                .insert(t + 1_000, Timer::Redrive(qslot));
+        if moved == batch && remaining != Some(0) && self.sub(SubId::dlq(qslot)).counts.visible > 0
+        {
+            let timer = self.wheel.insert(t + 1_000, Timer::Redrive(qslot));
             self.queue_mut(qslot).redrive = Some(RedriveJob {
                 remaining,
                 rate: job.rate,
@@ -78,7 +75,7 @@ impl Shard {
     }
 
     pub(super) fn redrive_move(&mut self, qslot: u32, max: u64, t: u64) -> u64 {
-        let dlq = qslot << 1 | DLQ;
+        let dlq = SubId::dlq(qslot);
         let slots: Vec<u32> = self
             .sub(dlq)
             .index
@@ -112,7 +109,7 @@ impl Shard {
                 .shift(MessageState::Visible, MessageState::Visible)
                 .expect("owned");
             r.word.set_delivery_count(0);
-            self.attach(slot, qslot << 1 | MAIN, channel.as_ref());
+            self.attach(slot, SubId::main(qslot), channel.as_ref());
             let from = Spot {
                 queue: self.queue(qslot).id,
                 dlq: true,
@@ -150,7 +147,7 @@ impl Shard {
         let retention = queue.settings.retention_ms;
         // It starts afresh in its target: no deliveries there yet (its
         // earlier count stays in its dead-letter record).
-        self.take_in(out, qslot << 1 | MAIN, seq, now, now, retention, 0);
+        self.take_in(out, SubId::main(qslot), seq, now, now, retention, 0);
         Ok(())
     }
 
@@ -173,7 +170,7 @@ impl Shard {
         );
         self.take_in(
             out,
-            qslot << 1 | DLQ,
+            SubId::dlq(qslot),
             seq,
             inserted_at,
             at,
@@ -189,7 +186,7 @@ impl Shard {
     fn take_in(
         &mut self,
         out: Outbound,
-        q: u32,
+        q: SubId,
         seq: u64,
         inserted_at: u64,
         at: u64,

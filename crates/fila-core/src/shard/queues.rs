@@ -123,10 +123,10 @@ impl Shard {
     pub fn delete_queue(&mut self, name: &str) -> Result<(), Error> {
         let slot = self.queue_slot(name)?;
         let id = self.queue(slot).id;
-        self.purge_sub(slot << 1 | MAIN);
-        self.purge_sub(slot << 1 | DLQ);
+        self.purge_sub(SubId::main(slot));
+        self.purge_sub(SubId::dlq(slot));
         for dlq in [MAIN, DLQ] {
-            while let Some(w) = self.first_waiter(slot << 1 | dlq) {
+            while let Some(w) = self.first_waiter(SubId::of(slot, dlq == DLQ)) {
                 if let Some(waiter) = self.take_waiter(w) {
                     if let Some(notify) = waiter.notify {
                         self.completions
@@ -142,7 +142,7 @@ impl Shard {
         self.sorted_names.remove(name);
         self.queues[slot as usize] = None;
         self.free_queues.push(slot);
-        self.gained.retain(|q| q >> 1 != slot);
+        self.gained.retain(|q| q.queue() != slot);
         self.budget.shared.release_queue();
         self.trim();
         emit!(self, Event::QueueDeleted { queue: id });
@@ -152,7 +152,7 @@ impl Shard {
     /// Removes every message of the queue or of its DLQ, in every state.
     pub fn purge(&mut self, addr: Address<'_>) -> Result<(), Error> {
         let slot = self.queue_slot(addr.queue)?;
-        let q = slot << 1 | u32::from(addr.dlq);
+        let q = SubId::of(slot, addr.dlq);
         self.purge_sub(q);
         if addr.dlq {
             if let Some(job) = self.queue_mut(slot).redrive.take() {
@@ -170,7 +170,7 @@ impl Shard {
         Ok(())
     }
 
-    pub(super) fn purge_sub(&mut self, q: u32) {
+    pub(super) fn purge_sub(&mut self, q: SubId) {
         let slots: Vec<u32> = self
             .sub(q)
             .index
@@ -183,19 +183,19 @@ impl Shard {
             bytes += self.records[*slot as usize].bytes();
             self.free(*slot);
         }
-        let queue = self.queue_mut(q >> 1);
+        let queue = self.queue_mut(q.queue());
         queue.messages -= slots.len() as u64;
         queue.bytes -= bytes;
-        let sub = &mut queue.subs[(q & 1) as usize];
+        let sub = &mut queue.subs[q.half()];
         let waiters = sub.waiters;
-        *sub = SubQueue::new(q & 1 == DLQ);
+        *sub = SubQueue::new(q.is_dlq());
         sub.waiters = waiters;
     }
 
     /// A queue's stats.
     pub fn stats(&mut self, name: &str) -> Result<QueueStats, Error> {
         let slot = self.queue_slot(name)?;
-        let q = slot << 1 | MAIN;
+        let q = SubId::main(slot);
         let oldest = self
             .sub(q)
             .index
@@ -339,7 +339,7 @@ impl Shard {
         };
         let occupied = r.word.occupy(state, 0);
         debug_assert!(occupied.is_ok());
-        self.attach(slot, qslot << 1 | MAIN, channel.as_ref());
+        self.attach(slot, SubId::main(qslot), channel.as_ref());
         self.log_stored(slot, None);
         if state == MessageState::Delayed {
             self.enter_state(slot, MessageState::Delayed);
@@ -357,7 +357,7 @@ impl Shard {
     pub fn cancel_scheduled(&mut self, name: &str, seq: u64, now: u64) -> Result<(), Error> {
         self.advance(now);
         let qslot = self.queue_slot(name)?;
-        let q = qslot << 1 | MAIN;
+        let q = SubId::main(qslot);
         let slot = self
             .sub(q)
             .index

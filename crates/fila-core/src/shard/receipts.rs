@@ -7,9 +7,9 @@ impl Shard {
     // ----- receipts ---------------------------------------------------------
 
     /// The slot a receipt names, if it belongs to sub-queue `q` of this queue.
-    pub(super) fn resolve(&self, q: u32, receipt: &Receipt) -> Result<u32, Error> {
+    pub(super) fn resolve(&self, q: SubId, receipt: &Receipt) -> Result<u32, Error> {
         self.key.verify(receipt)?;
-        let queue = self.queue(q >> 1);
+        let queue = self.queue(q.queue());
         if receipt.queue_id != queue.id {
             return Err(Error::ReceiptStale);
         }
@@ -23,7 +23,7 @@ impl Shard {
 
     pub(super) fn end_lease(
         &mut self,
-        q: u32,
+        q: SubId,
         receipt: &Receipt,
         end: LeaseEnd,
     ) -> Result<u32, Error> {
@@ -47,7 +47,7 @@ impl Shard {
     ) -> Result<Vec<EntryResult<()>>, Error> {
         self.advance(now);
         let qslot = self.queue_slot(addr.queue)?;
-        let q = qslot << 1 | u32::from(addr.dlq);
+        let q = SubId::of(qslot, addr.dlq);
         let answers = receipts
             .iter()
             .map(|receipt| {
@@ -77,7 +77,7 @@ impl Shard {
     ) -> Result<Vec<EntryResult<u64>>, Error> {
         self.advance(now);
         let qslot = self.queue_slot(addr.queue)?;
-        let q = qslot << 1 | u32::from(addr.dlq);
+        let q = SubId::of(qslot, addr.dlq);
         let now = self.now;
         let answers = changes
             .iter()
@@ -120,7 +120,7 @@ impl Shard {
     pub fn defer(&mut self, name: &str, receipt: &Receipt, now: u64) -> Result<(), Error> {
         self.advance(now);
         let qslot = self.queue_slot(name)?;
-        let slot = self.end_lease(qslot << 1 | MAIN, receipt, LeaseEnd::Defer)?;
+        let slot = self.end_lease(SubId::main(qslot), receipt, LeaseEnd::Defer)?;
         self.clear_timer(slot);
         self.enter_state(slot, MessageState::Deferred);
         emit!(
@@ -164,7 +164,7 @@ impl Shard {
         }
         self.advance(now);
         let qslot = self.queue_slot(name)?;
-        let q = qslot << 1 | MAIN;
+        let q = SubId::main(qslot);
         let slot = self.resolve(q, receipt)?;
         self.records[slot as usize]
             .word
@@ -194,8 +194,8 @@ impl Shard {
     /// state (popped from its ring by a receive).
     pub(super) fn dead_letter_uncounted(&mut self, slot: u32, reason: DeadLetterReason, t: u64) {
         let q = self.records[slot as usize].q;
-        debug_assert_eq!(q & 1, MAIN);
-        let qslot = q >> 1;
+        debug_assert!(!q.is_dlq());
+        let qslot = q.queue();
         let queue = self.queue_mut(qslot);
         queue.counters.dead_letterings += 1;
         let source = queue.name.clone();
@@ -244,7 +244,7 @@ impl Shard {
         r.expires_at = t + retention;
         r.visible_at = t;
         r.extra.get_or_insert_with(Box::default).dead_letter = Some(info);
-        self.attach(slot, qslot << 1 | DLQ, channel.as_ref());
+        self.attach(slot, SubId::dlq(qslot), channel.as_ref());
         self.log_stored(slot, Some(from));
         self.enter_visible(slot);
     }
@@ -269,7 +269,7 @@ impl Shard {
         }
         self.advance(now);
         let qslot = self.queue_slot(name)?;
-        let q = qslot << 1 | MAIN;
+        let q = SubId::main(qslot);
         let settings = &self.queue(qslot).settings;
         let visibility_ms = visibility_ms.unwrap_or(settings.visibility_timeout_ms);
         let max_deliveries = settings.max_deliveries;
@@ -331,7 +331,7 @@ impl Shard {
         crate::error::check_range("max_messages", max.into(), 1, PEEK_MAX.into(), "")?;
         self.advance(now);
         let qslot = self.queue_slot(addr.queue)?;
-        let q = qslot << 1 | u32::from(addr.dlq);
+        let q = SubId::of(qslot, addr.dlq);
         let slots: Vec<u32> = self
             .sub(q)
             .index

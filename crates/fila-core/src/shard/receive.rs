@@ -8,7 +8,7 @@ impl Shard {
 
     /// Takes up to `take.max` visible messages of sub-queue `q`, fairly across
     /// channels, leasing each (or only counting it, with visibility 0).
-    pub(super) fn take_visible(&mut self, q: u32, take: &Take<'_>, out: &mut Vec<Message>) {
+    pub(super) fn take_visible(&mut self, q: SubId, take: &Take<'_>, out: &mut Vec<Message>) {
         let now = self.now;
         let mut quick_looks: Vec<u32> = Vec::new();
         let mut used = 0u64;
@@ -35,11 +35,11 @@ impl Shard {
                     sub.prefix_cursor = sub.channels[channel as usize].name.clone();
                 }
             }
-            let qslot = q >> 1;
+            let qslot = q.queue();
             let max_deliveries = self.queue(qslot).settings.max_deliveries;
             let r = &self.records[slot as usize];
             let count = r.word.load().delivery_count;
-            if q & 1 == MAIN && max_deliveries > 0 && count >= max_deliveries {
+            if !q.is_dlq() && max_deliveries > 0 && count >= max_deliveries {
                 self.sub_mut(q).rotate(channel);
                 self.dead_letter_uncounted(slot, DeadLetterReason::MaxDeliveries, now);
                 continue;
@@ -91,7 +91,7 @@ impl Shard {
     /// channel; for a prefix, the next matching channel in name order after
     /// the last one a prefix receive was served from. O(log channels) at
     /// most.
-    pub(super) fn pick_channel(&self, q: u32, filter: Option<&ChannelFilter>) -> Option<u32> {
+    pub(super) fn pick_channel(&self, q: SubId, filter: Option<&ChannelFilter>) -> Option<u32> {
         let sub = self.sub(q);
         let head = (sub.round.head != NIL).then_some(sub.round.head);
         match filter {
@@ -108,7 +108,7 @@ impl Shard {
 
     /// Pops the next live handle of a channel with visible messages and
     /// counts it out of the visible state.
-    pub(super) fn pop_visible(&mut self, q: u32, channel: u32) -> Option<u32> {
+    pub(super) fn pop_visible(&mut self, q: SubId, channel: u32) -> Option<u32> {
         loop {
             let c = &mut self.sub_mut(q).channels[channel as usize];
             let h = match c.front.take() {
@@ -142,7 +142,7 @@ impl Shard {
         let r = &mut self.records[slot as usize];
         r.visible_at = now + visibility_ms;
         let q = r.q;
-        let queue = self.queue_mut(q >> 1);
+        let queue = self.queue_mut(q.queue());
         queue.counters.deliveries += 1;
         let queue_id = queue.id;
         let receipt = self.key.mint(queue_id, slot, word.generation);
@@ -154,7 +154,7 @@ impl Shard {
             }
         );
         let state = if quick_look {
-            if q & 1 == DLQ {
+            if q.is_dlq() {
                 State::DeadLettered
             } else {
                 State::Visible
@@ -180,7 +180,7 @@ impl Shard {
         opts.validate()?;
         self.advance(now);
         let qslot = self.queue_slot(addr.queue)?;
-        let q = qslot << 1 | u32::from(addr.dlq);
+        let q = SubId::of(qslot, addr.dlq);
         let settings = &self.queue(qslot).settings;
         let visibility_ms = opts.visibility_ms.unwrap_or(settings.visibility_timeout_ms);
         let wait_ms = opts.wait_ms.unwrap_or(settings.receive_wait_default_ms);
@@ -218,7 +218,7 @@ impl Shard {
 
     pub(super) fn park(
         &mut self,
-        q: u32,
+        q: SubId,
         opts: &ReceiveOptions,
         visibility_ms: u64,
         wait_ms: u64,
@@ -237,9 +237,7 @@ impl Shard {
                 (self.waiters.len() - 1) as u32
             }
         };
-        let timer = self
-            .wheel
-            .insert(self.now + wait_ms, Timer::Waiter(slot));
+        let timer = self.wheel.insert(self.now + wait_ms, Timer::Waiter(slot));
         self.waiter_order += 1;
         let w = &mut self.waiters[slot as usize];
         w.waiter = Some(Waiter {
@@ -262,13 +260,13 @@ impl Shard {
         }
     }
 
-    pub(super) fn first_waiter(&self, q: u32) -> Option<u32> {
+    pub(super) fn first_waiter(&self, q: SubId) -> Option<u32> {
         let head = self.sub(q).waiters.head;
         (head != NIL).then_some(head)
     }
 
     /// Appends a parked receive to sub-queue `q`'s list.
-    pub(super) fn link_waiter(&mut self, q: u32, slot: u32) {
+    pub(super) fn link_waiter(&mut self, q: SubId, slot: u32) {
         let tail = self.sub(q).waiters.tail;
         {
             let w = &mut self.waiters[slot as usize];
@@ -284,7 +282,7 @@ impl Shard {
     }
 
     /// Takes a parked receive out of sub-queue `q`'s list, in O(1).
-    pub(super) fn unlink_waiter(&mut self, q: u32, slot: u32) {
+    pub(super) fn unlink_waiter(&mut self, q: SubId, slot: u32) {
         let (prev, next) = {
             let w = &mut self.waiters[slot as usize];
             let links = (w.prev, w.next);
@@ -309,7 +307,7 @@ impl Shard {
         let q = self.waiters[slot as usize].waiter.as_ref()?.q;
         if self
             .queues
-            .get((q >> 1) as usize)
+            .get(q.queue() as usize)
             .is_some_and(|x| x.is_some())
         {
             self.unlink_waiter(q, slot);
@@ -354,7 +352,7 @@ impl Shard {
             let q = self.gained.remove(0);
             if self
                 .queues
-                .get((q >> 1) as usize)
+                .get(q.queue() as usize)
                 .is_none_or(|x| x.is_none())
             {
                 continue;
