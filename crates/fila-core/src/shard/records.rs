@@ -1,0 +1,265 @@
+//! The record slab's bookkeeping: allocating and freeing slots, moving a
+//! message in and out of states (and so in and out of its channel's ring
+//! and counts), attaching it to and detaching it from a sub-queue, and the
+//! views a message is answered and logged with.
+
+use super::*;
+
+impl Shard {
+    pub(super) fn alloc(&mut self) -> u32 {
+        match self.free_slots.pop() {
+            Some(slot) => slot,
+            None => {
+                let mut record = Record::empty();
+                record.word = StateWord::free_at(self.generation_floor);
+                self.records.push(record);
+                u32::try_from(self.records.len() - 1).expect("fewer than 2^32 messages per shard")
+            }
+        }
+    }
+
+    /// Counts a message out of `state` (the ring entry of a visible message
+    /// stays behind and is skipped when popped).
+    pub(super) fn leave_state(&mut self, slot: u32, state: MessageState) {
+        let (q, channel) = {
+            let r = &self.records[slot as usize];
+            (r.q, r.channel)
+        };
+        let sub = self.sub_mut(q);
+        *sub.counts.of(state) -= 1;
+        if state == MessageState::Visible {
+            let c = &mut sub.channels[channel as usize];
+            c.visible -= 1;
+            if c.visible == 0 {
+                c.front = None;
+                c.ring.clear();
+                c.ring.shrink_if_empty();
+                sub.leave_round(channel);
+            }
+        }
+    }
+
+    /// Counts a message into `state`; a visible one is pushed on its ring.
+    pub(super) fn enter_state(&mut self, slot: u32, state: MessageState) {
+        let (q, channel, generation) = {
+            let r = &self.records[slot as usize];
+            (r.q, r.channel, r.word.load().generation)
+        };
+        let sub = self.sub_mut(q);
+        *sub.counts.of(state) += 1;
+        if state == MessageState::Visible {
+            let c = &mut sub.channels[channel as usize];
+            c.ring.push_or_grow(handle(slot, generation));
+            c.visible += 1;
+            if c.visible == 1 {
+                sub.enter_round(channel, false);
+            }
+            if !self.gained.contains(&q) {
+                self.gained.push(q);
+            }
+        }
+    }
+
+    /// Makes a message that is now visible findable, with its expiry timer.
+    pub(super) fn enter_visible(&mut self, slot: u32) {
+        self.enter_state(slot, MessageState::Visible);
+        let expires_at = self.records[slot as usize].expires_at;
+        self.set_timer(slot, expires_at);
+    }
+
+    /// Adds a message to sub-queue `q`'s channel, totals and index.
+    pub(super) fn attach(&mut self, slot: u32, q: SubId, channel: Option<&Arc<str>>) {
+        let (seq, len) = {
+            let r = &self.records[slot as usize];
+            (r.seq, r.bytes())
+        };
+        let queue = self.queue_mut(q.queue());
+        queue.messages += 1;
+        queue.bytes += len;
+        let sub = &mut queue.subs[q.half()];
+        let id = sub.channel_id(channel);
+        let c = &mut sub.channels[id as usize];
+        c.held += 1;
+        c.bytes += len;
+        sub.held += 1;
+        sub.index.insert(seq, slot);
+        let r = &mut self.records[slot as usize];
+        r.q = q;
+        r.channel = id;
+    }
+
+    /// Takes a message out of its sub-queue's channel, totals and index
+    /// (its state count is [`Shard::leave_state`]'s business).
+    pub(super) fn detach(&mut self, slot: u32) {
+        let (q, channel, seq, len) = {
+            let r = &self.records[slot as usize];
+            (r.q, r.channel, r.seq, r.bytes())
+        };
+        let queue = self.queue_mut(q.queue());
+        queue.messages -= 1;
+        queue.bytes -= len;
+        let sub = &mut queue.subs[q.half()];
+        sub.held -= 1;
+        sub.index.remove(seq);
+        let c = &mut sub.channels[channel as usize];
+        c.held -= 1;
+        c.bytes -= len;
+        if c.held == 0 && channel != 0 {
+            debug_assert_eq!(c.visible, 0);
+            let name = c.name.take().expect("named channel");
+            sub.channel_ids.remove(&name);
+            sub.channels[channel as usize] = Channel::new(None);
+            sub.free_channels.push(channel);
+        }
+        self.maybe_compact(q, seq);
+    }
+
+    /// Drops dead entries of a queue's sequence log once they outnumber the
+    /// live ones, so deletions in any order keep the log proportional.
+    pub(super) fn maybe_compact(&mut self, q: SubId, seq: u64) {
+        if q.is_dlq() {
+            return;
+        }
+        let records = &self.records;
+        let queue = self.queues[q.queue() as usize].as_mut().expect("live");
+        let held = queue.subs[MAIN as usize].held;
+        let SeqIndex::Log { seqs, slots } = &mut queue.subs[MAIN as usize].index else {
+            return;
+        };
+        let live = |s: u64, slot: u32| {
+            records.get(slot as usize).is_some_and(|r| {
+                r.q == q && r.seq == s && r.word.load().state != MessageState::Free
+            })
+        };
+        if seqs.front() == Some(&seq) {
+            // First in, first out: the message leaving is the oldest. Drop its
+            // entry and any dead ones behind it.
+            seqs.pop_front();
+            slots.pop_front();
+            while let (Some(s), Some(slot)) = (seqs.front(), slots.front()) {
+                if live(*s, *slot) {
+                    break;
+                }
+                seqs.pop_front();
+                slots.pop_front();
+            }
+        } else if seqs.len() as u64 > 2 * held + 32 {
+            // Out of order: compact once dead entries outnumber live ones, so
+            // the cost stays amortized O(1) per message.
+            let mut kept = 0;
+            for i in 0..seqs.len() {
+                if live(seqs[i], slots[i]) {
+                    seqs[kept] = seqs[i];
+                    slots[kept] = slots[i];
+                    kept += 1;
+                }
+            }
+            seqs.truncate(kept);
+            slots.truncate(kept);
+            seqs.shrink_to(kept * 2);
+            slots.shrink_to(kept * 2);
+        }
+    }
+
+    /// Removes a message for good: counts, channel, index, timer, slot.
+    pub(super) fn remove(&mut self, slot: u32) {
+        let state = self.records[slot as usize].word.load().state;
+        self.leave_state(slot, state);
+        self.remove_uncounted(slot);
+    }
+
+    /// [`Shard::remove`] for a message already counted out of its state.
+    pub(super) fn remove_uncounted(&mut self, slot: u32) {
+        self.detach(slot);
+        self.free(slot);
+    }
+
+    pub(super) fn free(&mut self, slot: u32) {
+        self.clear_timer(slot);
+        self.budget
+            .release_message(self.records[slot as usize].bytes());
+        let r = &mut self.records[slot as usize];
+        if r.word.load().state != MessageState::Free {
+            r.word.free();
+        }
+        r.payload = Bytes::new();
+        r.extra = None;
+        r.q = SubId::NONE;
+        self.free_slots.push(slot);
+    }
+
+    pub(super) fn message(&self, slot: u32, state: State, receipt: Option<Receipt>) -> Message {
+        let r = &self.records[slot as usize];
+        let queue = self.queue(r.q.queue());
+        let extra = r.extra.as_deref();
+        Message {
+            id: extra
+                .and_then(|e| e.id)
+                .unwrap_or_else(|| message_id(queue.id, r.seq)),
+            seq: r.seq,
+            payload: r.payload.clone(),
+            attributes: extra.and_then(|e| e.attributes.clone()),
+            channel: queue.subs[r.q.half()].channels[r.channel as usize]
+                .name
+                .clone(),
+            inserted_at_ms: r.inserted_at,
+            expires_at_ms: r.expires_at,
+            next_visible_at_ms: r.visible_at,
+            delivery_count: r.word.load().delivery_count,
+            state,
+            receipt,
+            dead_letter: extra.and_then(|e| e.dead_letter.clone()),
+        }
+    }
+
+    /// Where the message in `slot` is.
+    pub(super) fn spot(&self, slot: u32) -> Spot {
+        let r = &self.records[slot as usize];
+        Spot {
+            queue: self.queue(r.q.queue()).id,
+            dlq: r.q.is_dlq(),
+            seq: r.seq,
+        }
+    }
+
+    /// The message in `slot` as an event shows it.
+    pub(super) fn view(&self, slot: u32) -> MessageView<'_> {
+        let r = &self.records[slot as usize];
+        let extra = r.extra.as_deref();
+        MessageView {
+            at: self.spot(slot),
+            id: extra.and_then(|e| e.id),
+            payload: &r.payload,
+            attributes: extra.and_then(|e| e.attributes.as_ref()),
+            channel: self.sub(r.q).channels[r.channel as usize].name.as_deref(),
+            inserted_at_ms: r.inserted_at,
+            visible_at_ms: r.visible_at,
+            expires_at_ms: r.expires_at,
+            delivery_count: r.word.load().delivery_count,
+            dead_letter: extra.and_then(|e| e.dead_letter.as_deref()),
+        }
+    }
+
+    /// Logs the message now in `slot` as stored (moved from `from`).
+    pub(super) fn log_stored(&mut self, slot: u32, from: Option<Spot>) {
+        emit!(
+            self,
+            Event::Stored {
+                message: self.view(slot),
+                from,
+            }
+        );
+    }
+
+    pub(super) fn public_state(&self, slot: u32) -> State {
+        let r = &self.records[slot as usize];
+        match r.word.load().state {
+            MessageState::Visible if r.q.is_dlq() => State::DeadLettered,
+            MessageState::Visible => State::Visible,
+            MessageState::InFlight => State::InFlight,
+            MessageState::Delayed => State::Delayed,
+            MessageState::Deferred => State::Deferred,
+            MessageState::Free => unreachable!("peek shows live messages"),
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Time: the shard's clock moves only in [`Shard::advance`], one distinct
+//! deadline at a time; the timers due at one instant run in a fixed order
+//! (messages by queue name, sub-queue and sequence number, then redrive
+//! ticks, then long-poll deadlines), the order the reference model
+//! reproduces. A message's timer is its lease end, delay end or expiry.
+
+use super::*;
+
+/// What a pending timer is for. At one instant they run messages first,
+/// then redrive ticks, then long-poll deadlines (the variants' order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Timer {
+    /// A message's lease end, delay end or expiry: its slot.
+    Message(u32),
+    /// A paced redrive's next tick: its queue's slot.
+    Redrive(u32),
+    /// A parked receive's deadline: its waiter slot.
+    Waiter(u32),
+}
+
+impl Default for Timer {
+    /// The wheel's placeholder in free entries; never fires.
+    fn default() -> Timer {
+        Timer::Message(NIL)
+    }
+}
+
+impl Timer {
+    /// Rank among timers due at one instant.
+    pub(super) fn rank(self) -> u8 {
+        match self {
+            Timer::Message(_) => 0,
+            Timer::Redrive(_) => 1,
+            Timer::Waiter(_) => 2,
+        }
+    }
+}
+
+impl Shard {
+    /// Runs every timer due at or before `now`, one instant at a time.
+    pub fn advance(&mut self, now: u64) {
+        let now = now.max(self.now);
+        while let Some(next) = self.wheel.next_deadline() {
+            if next > now {
+                break;
+            }
+            let mut fired = std::mem::take(&mut self.fired);
+            self.wheel.advance(next, &mut fired);
+            // The wheel let go of these timers: forget their keys first, so
+            // that handling one event cannot cancel another's spent timer.
+            for (_, timer) in &fired {
+                match *timer {
+                    Timer::Message(slot) => self.records[slot as usize].timer = NIL,
+                    Timer::Waiter(slot) => {
+                        if let Some(w) = self.waiters[slot as usize].waiter.as_mut() {
+                            w.timer = None;
+                        }
+                    }
+                    // The redrive job forgets its key when the tick runs.
+                    Timer::Redrive(_) => {}
+                }
+            }
+            fired.sort_unstable_by(|a, b| self.timer_order(a, b));
+            for (deadline, timer) in fired.drain(..) {
+                self.now = self.now.max(deadline);
+                match timer {
+                    Timer::Message(slot) => self.message_timer(slot, deadline),
+                    Timer::Redrive(qslot) => self.redrive_tick(qslot, deadline),
+                    Timer::Waiter(slot) => self.waiter_deadline(slot),
+                }
+                self.serve_gained();
+            }
+            self.fired = fired;
+        }
+        self.wheel.advance(now, &mut self.fired);
+        debug_assert!(self.fired.is_empty(), "every due timer ran above");
+        self.now = now;
+    }
+
+    pub(super) fn timer_order(&self, a: &(u64, Timer), b: &(u64, Timer)) -> std::cmp::Ordering {
+        a.0.cmp(&b.0)
+            .then(a.1.rank().cmp(&b.1.rank()))
+            .then_with(|| match (a.1, b.1) {
+                (Timer::Message(x), Timer::Message(y)) => {
+                    let (ra, rb) = (&self.records[x as usize], &self.records[y as usize]);
+                    self.queue(ra.q.queue())
+                        .name
+                        .cmp(&self.queue(rb.q.queue()).name)
+                        .then(ra.q.is_dlq().cmp(&rb.q.is_dlq()))
+                        .then(ra.seq.cmp(&rb.seq))
+                }
+                (Timer::Redrive(x), Timer::Redrive(y)) => {
+                    self.queue(x).name.cmp(&self.queue(y).name)
+                }
+                (Timer::Waiter(x), Timer::Waiter(y)) => {
+                    let order = |slot: u32| {
+                        self.waiters[slot as usize]
+                            .waiter
+                            .as_ref()
+                            .map_or(0, |w| w.order)
+                    };
+                    order(x).cmp(&order(y))
+                }
+                // Different kinds were ordered by rank above.
+                _ => std::cmp::Ordering::Equal,
+            })
+    }
+
+    pub(super) fn message_timer(&mut self, slot: u32, t: u64) {
+        let r = &self.records[slot as usize];
+        let word = r.word.load();
+        if r.timer != NIL || word.state == MessageState::Free {
+            // An earlier event at this instant already moved the message on.
+            return;
+        }
+        let expired = r.expires_at <= t;
+        match word.state {
+            MessageState::Delayed | MessageState::InFlight if !expired => {
+                if word.state == MessageState::InFlight {
+                    let ended = r.word.end_lease(word.generation, LeaseEnd::Release);
+                    debug_assert!(ended.is_ok());
+                    self.leave_state(slot, MessageState::InFlight);
+                } else {
+                    let shifted = r.word.shift(MessageState::Delayed, MessageState::Visible);
+                    debug_assert!(shifted.is_ok());
+                    self.leave_state(slot, MessageState::Delayed);
+                }
+                self.enter_visible(slot);
+            }
+            MessageState::Free | MessageState::Deferred => {}
+            _ => self.expire(slot, t),
+        }
+    }
+
+    /// Ends a message whose time ran out: to the DLQ when the queue says so,
+    /// else gone.
+    pub(super) fn expire(&mut self, slot: u32, t: u64) {
+        let q = self.records[slot as usize].q;
+        let queue = self.queue_mut(q.queue());
+        queue.counters.expiries += 1;
+        if !q.is_dlq() && queue.settings.dead_letter_on_expiration {
+            self.dead_letter_slot(slot, DeadLetterReason::Expired, t);
+            return;
+        }
+        emit!(
+            self,
+            Event::Removed {
+                at: self.spot(slot)
+            }
+        );
+        self.remove(slot);
+    }
+
+    pub(super) fn set_timer(&mut self, slot: u32, deadline: u64) {
+        let timer = self.records[slot as usize].timer;
+        if timer == NIL {
+            let key = self.wheel.insert(deadline, Timer::Message(slot));
+            self.records[slot as usize].timer = key.index();
+        } else {
+            self.wheel.reset(TimerKey::from_index(timer), deadline);
+        }
+    }
+
+    pub(super) fn clear_timer(&mut self, slot: u32) {
+        let timer = std::mem::replace(&mut self.records[slot as usize].timer, NIL);
+        if timer != NIL {
+            self.wheel.cancel(TimerKey::from_index(timer));
+        }
+    }
+}
