@@ -77,14 +77,7 @@ impl Shard {
             }
             let len = m.payload.len() as u64 + attributes_bytes(m.attributes.as_ref());
             self.budget.force_message(len);
-            let slot = self.alloc();
-            let r = &mut self.records[slot as usize];
-            r.payload = m.payload;
-            r.seq = m.seq;
-            r.inserted_at = m.inserted_at_ms;
-            r.expires_at = m.expires_at_ms;
-            r.visible_at = m.visible_at_ms;
-            r.extra = if m.attributes.is_none() && m.dead_letter.is_none() && m.id.is_none() {
+            let extra = if m.attributes.is_none() && m.dead_letter.is_none() && m.id.is_none() {
                 None
             } else {
                 Some(Box::new(Extra {
@@ -100,19 +93,17 @@ impl Shard {
             } else {
                 MessageState::Visible
             };
-            r.word
-                .occupy(state, m.delivery_count)
-                .expect("a fresh slot is free");
-            let sub = if m.dlq { DLQ } else { MAIN };
-            self.attach(slot, SubId::of(qslot, sub == DLQ), m.channel.as_ref());
-            match state {
-                MessageState::Deferred => self.enter_state(slot, state),
-                MessageState::Delayed => {
-                    self.enter_state(slot, state);
-                    self.set_timer(slot, m.visible_at_ms);
-                }
-                _ => self.enter_visible(slot),
-            }
+            let new = NewRecord {
+                payload: m.payload,
+                seq: m.seq,
+                inserted_at: m.inserted_at_ms,
+                expires_at: m.expires_at_ms,
+                visible_at: m.visible_at_ms,
+                extra,
+                state,
+                delivery_count: m.delivery_count,
+            };
+            self.store(new, SubId::of(qslot, m.dlq), m.channel.as_ref());
         }
         Ok(())
     }

@@ -263,6 +263,7 @@ mod queues;
 mod records;
 mod time;
 
+use records::NewRecord;
 use time::Timer;
 mod receipts;
 mod receive;

@@ -193,29 +193,27 @@ impl Shard {
         retention: u64,
         count: u32,
     ) {
-        let slot = self.alloc();
-        let r = &mut self.records[slot as usize];
-        r.payload = out.payload;
-        r.seq = seq;
-        r.inserted_at = inserted_at;
-        r.expires_at = at + retention;
-        r.visible_at = at;
-        r.extra = Some(Box::new(Extra {
-            attributes: out.attributes,
-            dead_letter: Some(out.dead_letter),
-            id: Some(out.id),
-        }));
-        r.word
-            .occupy(MessageState::Visible, count)
-            .expect("free slot");
-        self.attach(slot, q, out.channel.as_ref());
+        let new = NewRecord {
+            payload: out.payload,
+            seq,
+            inserted_at,
+            expires_at: at + retention,
+            visible_at: at,
+            extra: Some(Box::new(Extra {
+                attributes: out.attributes,
+                dead_letter: Some(out.dead_letter),
+                id: Some(out.id),
+            })),
+            state: MessageState::Visible,
+            delivery_count: count,
+        };
+        let slot = self.store(new, q, out.channel.as_ref());
         let from = Spot {
             queue: out.source_queue,
             dlq: false,
             seq: out.source_seq,
         };
         self.log_stored(slot, Some(from));
-        self.enter_visible(slot);
         self.serve_gained();
     }
 }

@@ -317,36 +317,31 @@ impl Shard {
         queue.next_seq += 1;
         queue.counters.puts += 1;
         let queue_id = queue.id;
-        let slot = self.alloc();
-        let r = &mut self.records[slot as usize];
         // The payload may be a slice of a larger buffer (a connection's read
         // buffer): keep a copy of its own bytes only, so a stored message
         // never pins more memory than it is counted for.
-        r.payload = if m.payload.is_empty() {
+        let payload = if m.payload.is_empty() {
             Bytes::new()
         } else {
             Bytes::copy_from_slice(&m.payload)
         };
-        r.seq = seq;
-        r.inserted_at = now;
-        r.expires_at = now + lifetime;
-        r.visible_at = visible_at;
-        r.extra = extra;
         let state = if visible_at > now {
             MessageState::Delayed
         } else {
             MessageState::Visible
         };
-        let occupied = r.word.occupy(state, 0);
-        debug_assert!(occupied.is_ok());
-        self.attach(slot, SubId::main(qslot), channel.as_ref());
+        let new = NewRecord {
+            payload,
+            seq,
+            inserted_at: now,
+            expires_at: now + lifetime,
+            visible_at,
+            extra,
+            state,
+            delivery_count: 0,
+        };
+        let slot = self.store(new, SubId::main(qslot), channel.as_ref());
         self.log_stored(slot, None);
-        if state == MessageState::Delayed {
-            self.enter_state(slot, MessageState::Delayed);
-            self.set_timer(slot, visible_at);
-        } else {
-            self.enter_visible(slot);
-        }
         Ok(PutReceipt {
             id: message_id(queue_id, seq),
             seq,

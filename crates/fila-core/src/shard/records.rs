@@ -5,7 +5,48 @@
 
 use super::*;
 
+/// A new message's record: what [`Shard::store`] writes into a slot.
+pub(super) struct NewRecord {
+    pub(super) payload: Bytes,
+    pub(super) seq: u64,
+    pub(super) inserted_at: u64,
+    pub(super) expires_at: u64,
+    pub(super) visible_at: u64,
+    pub(super) extra: Option<Box<Extra>>,
+    pub(super) state: MessageState,
+    pub(super) delivery_count: u32,
+}
+
 impl Shard {
+    /// The one way a message gets a slot (put, a forwarded or bounced dead
+    /// letter, a restore): the record written, attached to sub-queue `q`'s
+    /// channel, and its state entered — visible with its expiry timer,
+    /// delayed with its timer, deferred without one. Logging it is the
+    /// caller's (the event differs).
+    pub(super) fn store(&mut self, new: NewRecord, q: SubId, channel: Option<&Arc<str>>) -> u32 {
+        let slot = self.alloc();
+        let r = &mut self.records[slot as usize];
+        r.payload = new.payload;
+        r.seq = new.seq;
+        r.inserted_at = new.inserted_at;
+        r.expires_at = new.expires_at;
+        r.visible_at = new.visible_at;
+        r.extra = new.extra;
+        r.word
+            .occupy(new.state, new.delivery_count)
+            .expect("an allocated slot is free");
+        self.attach(slot, q, channel);
+        match new.state {
+            MessageState::Delayed => {
+                self.enter_state(slot, MessageState::Delayed);
+                self.set_timer(slot, new.visible_at);
+            }
+            MessageState::Deferred => self.enter_state(slot, MessageState::Deferred),
+            _ => self.enter_visible(slot),
+        }
+        slot
+    }
+
     pub(super) fn alloc(&mut self) -> u32 {
         match self.free_slots.pop() {
             Some(slot) => slot,
