@@ -170,28 +170,6 @@ impl Shard {
         Ok(())
     }
 
-    pub(super) fn purge_sub(&mut self, q: SubId) {
-        let slots: Vec<u32> = self
-            .sub(q)
-            .index
-            .from(0)
-            .filter(|(seq, slot)| self.live(*slot, q, *seq))
-            .map(|(_, slot)| slot)
-            .collect();
-        let mut bytes = 0;
-        for slot in &slots {
-            bytes += self.records[*slot as usize].bytes();
-            self.free(*slot);
-        }
-        let queue = self.queue_mut(q.queue());
-        queue.messages -= slots.len() as u64;
-        queue.bytes -= bytes;
-        let sub = &mut queue.subs[q.half()];
-        let waiters = sub.waiters;
-        *sub = SubQueue::new(q.is_dlq());
-        sub.waiters = waiters;
-    }
-
     /// A queue's stats.
     pub fn stats(&mut self, name: &str) -> Result<QueueStats, Error> {
         let slot = self.queue_slot(name)?;

@@ -68,24 +68,6 @@ impl Shard {
         )
     }
 
-    /// Undoes [`Shard::pop_visible`]: the message is visible again, first
-    /// in its channel.
-    pub(super) fn put_back(&mut self, slot: u32) {
-        let (q, channel, generation) = {
-            let r = &self.records[slot as usize];
-            (r.q, r.channel, r.word.load().generation)
-        };
-        let sub = self.sub_mut(q);
-        sub.counts.visible += 1;
-        let c = &mut sub.channels[channel as usize];
-        debug_assert!(c.front.is_none(), "a popped message was the front");
-        c.front = Some(handle(slot, generation));
-        c.visible += 1;
-        if c.visible == 1 {
-            sub.enter_round(channel, true);
-        }
-    }
-
     /// The channel the next message comes from: without a filter (or with
     /// `*`, which passes everything) the round's head; an exact filter's
     /// channel; for a prefix, the next matching channel in name order after

@@ -1,7 +1,11 @@
-//! The record slab's bookkeeping: allocating and freeing slots, moving a
-//! message in and out of states (and so in and out of its channel's ring
-//! and counts), attaching it to and detaching it from a sub-queue, and the
-//! views a message is answered and logged with.
+//! The record slab's bookkeeping, and the ledger: the only code that
+//! changes the kept counts (a sub-queue's state counts and held messages, a
+//! channel's held, visible and bytes, a queue's messages and bytes) —
+//! allocating and freeing slots, moving a message in and out of states (and
+//! so in and out of its channel's ring), attaching it to and detaching it
+//! from a sub-queue, putting a popped message back, purging a sub-queue —
+//! and the views a message is answered and logged with.
+//! `Shard::check_invariants` recomputes what this file keeps.
 
 use super::*;
 
@@ -302,5 +306,45 @@ impl Shard {
             MessageState::Deferred => State::Deferred,
             MessageState::Free => unreachable!("peek shows live messages"),
         }
+    }
+
+    /// Undoes [`Shard::pop_visible`]: the message is visible again, first
+    /// in its channel.
+    pub(super) fn put_back(&mut self, slot: u32) {
+        let (q, channel, generation) = {
+            let r = &self.records[slot as usize];
+            (r.q, r.channel, r.word.load().generation)
+        };
+        let sub = self.sub_mut(q);
+        sub.counts.visible += 1;
+        let c = &mut sub.channels[channel as usize];
+        debug_assert!(c.front.is_none(), "a popped message was the front");
+        c.front = Some(handle(slot, generation));
+        c.visible += 1;
+        if c.visible == 1 {
+            sub.enter_round(channel, true);
+        }
+    }
+
+    pub(super) fn purge_sub(&mut self, q: SubId) {
+        let slots: Vec<u32> = self
+            .sub(q)
+            .index
+            .from(0)
+            .filter(|(seq, slot)| self.live(*slot, q, *seq))
+            .map(|(_, slot)| slot)
+            .collect();
+        let mut bytes = 0;
+        for slot in &slots {
+            bytes += self.records[*slot as usize].bytes();
+            self.free(*slot);
+        }
+        let queue = self.queue_mut(q.queue());
+        queue.messages -= slots.len() as u64;
+        queue.bytes -= bytes;
+        let sub = &mut queue.subs[q.half()];
+        let waiters = sub.waiters;
+        *sub = SubQueue::new(q.is_dlq());
+        sub.waiters = waiters;
     }
 }
