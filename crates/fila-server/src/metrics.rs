@@ -43,10 +43,22 @@ type QueueSeries = (
     fn(&fila_core::QueueStats) -> u64,
 );
 
+/// Stripes of the per-operation counters: each event loop records into its
+/// own (loop index modulo this), so loops never contend on a counter's
+/// cache line; a scrape sums them.
+pub const STRIPES: usize = 16;
+
+/// One stripe of per-operation counters, on its own cache lines.
+#[derive(Default)]
+#[repr(align(128))]
+struct Stripe {
+    ops: [OpMetrics; Opcode::ALL.len()],
+}
+
 /// The server's metrics.
 pub struct Metrics {
     started: Instant,
-    ops: Vec<(Opcode, OpMetrics)>,
+    stripes: Box<[Stripe]>,
     /// Open connections.
     pub connections: AtomicU64,
     /// Connections accepted since start.
@@ -67,10 +79,7 @@ impl Default for Metrics {
     fn default() -> Self {
         Metrics {
             started: Instant::now(),
-            ops: Opcode::ALL
-                .iter()
-                .map(|op| (*op, OpMetrics::default()))
-                .collect(),
+            stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
             connections: AtomicU64::new(0),
             accepted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
@@ -93,11 +102,20 @@ fn op_name(op: Opcode) -> String {
 }
 
 impl Metrics {
-    /// Records one answered request.
-    pub fn record(&self, op: Opcode, took: Duration, failed: bool) {
-        let Some((_, m)) = self.ops.iter().find(|(o, _)| *o == op) else {
+    /// Counter `field` of operation `i`, summed over the stripes.
+    fn sum(&self, i: usize, field: impl Fn(&OpMetrics) -> &AtomicU64) -> u64 {
+        self.stripes
+            .iter()
+            .map(|s| field(&s.ops[i]).load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Records one answered request, in the stripe of event loop `lane`.
+    pub fn record(&self, lane: usize, op: Opcode, took: Duration, failed: bool) {
+        let Some(i) = Opcode::ALL.iter().position(|o| *o == op) else {
             return;
         };
+        let m = &self.stripes[lane % STRIPES].ops[i];
         let us = took.as_micros() as u64;
         m.requests.fetch_add(1, Ordering::Relaxed);
         if failed {
@@ -111,10 +129,8 @@ impl Metrics {
 
     /// Named counters for the server-stats request.
     pub fn server_stats(&self, engine: &Engine) -> Vec<(String, u64)> {
-        let requests: u64 = self
-            .ops
-            .iter()
-            .map(|(_, m)| m.requests.load(Ordering::Relaxed))
+        let requests: u64 = (0..Opcode::ALL.len())
+            .map(|i| self.sum(i, |m| &m.requests))
             .sum();
         vec![
             (
@@ -184,36 +200,36 @@ impl Metrics {
         let _ = writeln!(o, "# HELP fila_connections_refused_total Connections refused at max_connections.\n# TYPE fila_connections_refused_total counter\nfila_connections_refused_total {}", self.refused.load(Ordering::Relaxed));
         let _ = writeln!(o, "# HELP fila_bad_frames_total Frames refused as broken.\n# TYPE fila_bad_frames_total counter\nfila_bad_frames_total {}", self.bad_frames.load(Ordering::Relaxed));
         let _ = writeln!(o, "# HELP fila_requests_total Requests answered, by operation.\n# TYPE fila_requests_total counter");
-        for (op, m) in &self.ops {
+        for (i, op) in Opcode::ALL.iter().enumerate() {
             let _ = writeln!(
                 o,
                 "fila_requests_total{{op=\"{}\"}} {}",
                 op_name(*op),
-                m.requests.load(Ordering::Relaxed)
+                self.sum(i, |m| &m.requests)
             );
         }
         let _ = writeln!(o, "# HELP fila_request_errors_total Requests answered with an error, by operation.\n# TYPE fila_request_errors_total counter");
-        for (op, m) in &self.ops {
+        for (i, op) in Opcode::ALL.iter().enumerate() {
             let _ = writeln!(
                 o,
                 "fila_request_errors_total{{op=\"{}\"}} {}",
                 op_name(*op),
-                m.errors.load(Ordering::Relaxed)
+                self.sum(i, |m| &m.errors)
             );
         }
         let _ = writeln!(o, "# HELP fila_request_duration_seconds Time from decoding a request to its answer (parked receives: to parking).\n# TYPE fila_request_duration_seconds histogram");
-        for (op, m) in &self.ops {
+        for (i, op) in Opcode::ALL.iter().enumerate() {
             let name = op_name(*op);
             let mut cumulative = 0;
-            for (i, b) in BUCKETS_US.iter().enumerate() {
-                cumulative += m.buckets[i].load(Ordering::Relaxed);
+            for (k, b) in BUCKETS_US.iter().enumerate() {
+                cumulative += self.sum(i, |m| &m.buckets[k]);
                 let _ = writeln!(
                     o,
                     "fila_request_duration_seconds_bucket{{op=\"{name}\",le=\"{}\"}} {cumulative}",
                     *b as f64 / 1e6
                 );
             }
-            let count = m.requests.load(Ordering::Relaxed);
+            let count = self.sum(i, |m| &m.requests);
             let _ = writeln!(
                 o,
                 "fila_request_duration_seconds_bucket{{op=\"{name}\",le=\"+Inf\"}} {count}"
@@ -221,7 +237,7 @@ impl Metrics {
             let _ = writeln!(
                 o,
                 "fila_request_duration_seconds_sum{{op=\"{name}\"}} {}",
-                m.sum_us.load(Ordering::Relaxed) as f64 / 1e6
+                self.sum(i, |m| &m.sum_us) as f64 / 1e6
             );
             let _ = writeln!(
                 o,
@@ -507,6 +523,30 @@ mod tests {
             bearer("GET /metrics HTTP/1.1\r\nAuthorization: Basic abc\r\n\r\n"),
             None
         );
+    }
+
+    #[test]
+    fn each_loop_records_in_its_own_stripe_and_a_scrape_sums_them() {
+        let engine = Engine::new(1, Arc::new(fila_core::ManualClock::new(0)));
+        let m = Metrics::default();
+        for lane in 0..40 {
+            m.record(lane, Opcode::Put, Duration::from_micros(50), lane % 10 == 0);
+        }
+        m.record(3, Opcode::Delete, Duration::from_micros(50), false);
+        // Loops 0..40 wrapped onto the stripes; nothing lost in the sum.
+        assert_eq!(m.stripes[0].ops[10].requests.load(Ordering::Relaxed), 3);
+        let text = m.render(&engine, 0);
+        assert!(
+            text.contains("fila_requests_total{op=\"put\"} 40"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fila_request_errors_total{op=\"put\"} 4"),
+            "{text}"
+        );
+        assert!(text.contains("fila_request_duration_seconds_count{op=\"delete\"} 1"));
+        let stats = m.server_stats(&engine);
+        assert!(stats.contains(&("requests".to_string(), 41)), "{stats:?}");
     }
 
     #[test]

@@ -269,6 +269,7 @@ impl Loop {
             if let Some(response) = response {
                 if let Ok(op) = proto::Opcode::from_u8(opcode) {
                     self.shared.metrics.record(
+                        self.index,
                         op,
                         started.elapsed(),
                         matches!(response, Response::Error(_)),
@@ -277,7 +278,9 @@ impl Loop {
                 let mark = self.hold_mark(opcode);
                 self.respond_held(slot, opcode, header.request_id, &response, mark);
             } else if let Ok(op) = proto::Opcode::from_u8(opcode) {
-                self.shared.metrics.record(op, started.elapsed(), false);
+                self.shared
+                    .metrics
+                    .record(self.index, op, started.elapsed(), false);
             }
         }
     }
