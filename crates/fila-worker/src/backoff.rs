@@ -76,6 +76,11 @@ impl Backoff {
         FOUND_DELAY.min(self.max)
     }
 
+    /// Starts the sequence again (a poll succeeded), without a delay.
+    pub fn reset(&mut self) {
+        self.current = Duration::ZERO;
+    }
+
     /// The delay after an empty or failed poll: about 200 ms the first
     /// time, then about twice the last, never past the maximum.
     pub fn empty(&mut self) -> Duration {
@@ -118,6 +123,10 @@ mod tests {
         assert_eq!(b.found(), Duration::from_millis(100));
         let first = b.empty().as_millis();
         assert!((160..=240).contains(&first), "{first}");
+        b.empty();
+        b.reset();
+        let again = b.empty().as_millis();
+        assert!((160..=240).contains(&again), "{again}");
     }
 
     #[test]

@@ -350,10 +350,12 @@ async fn fetch(
                 backoff.empty()
             }
             Ok(ms) if ms.is_empty() => {
-                // A long poll already waited; short polls back off.
+                // A long poll already waited (and succeeded: the failures'
+                // back-off starts again); short polls back off.
                 if s.long_poll.is_zero() {
                     backoff.empty()
                 } else {
+                    backoff.reset();
                     Duration::ZERO
                 }
             }
