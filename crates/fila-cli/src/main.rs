@@ -41,7 +41,7 @@ usage: fila [--addr HOST:PORT] [--token TOKEN] [--json] COMMAND ...
   receive-deferred QUEUE SEQ ... [--visibility MS]
   peek QUEUE [--from SEQ] [--max N] [--dlq]
   dead-letter QUEUE RECEIPT [--reason R] [--description D]
-  redrive QUEUE [--max N] [--rate PER_SECOND]
+  redrive QUEUE [--max N] [--rate PER_SECOND]   (rate 1-10000; without: 10000 now, the rest 10000 a second)
   cancel QUEUE SEQ                 cancel a scheduled message
   server-stats
 

@@ -1662,6 +1662,52 @@ fn redrive_at_a_rate_moves_at_most_r_per_second() {
         field_of(f.engine.redrive("q", None, Some(0)).unwrap_err()),
         "rate_per_second"
     );
+    assert_eq!(
+        field_of(
+            f.engine
+                .redrive("q", None, Some(limits::REDRIVE_BATCH_MAX + 1))
+                .unwrap_err()
+        ),
+        "rate_per_second"
+    );
+}
+
+#[test]
+fn a_redrive_moves_at_most_a_batch_at_once_and_the_rest_a_batch_a_second() {
+    let f = Fixture::with_queue("q", QueueSettings::default());
+    let batch = limits::REDRIVE_BATCH_MAX as u64;
+    // 2.5 batches of dead letters, put and dead-lettered 20 at a time.
+    let total = batch * 5 / 2;
+    for _ in 0..total / 20 {
+        let b = (0..20).map(|_| NewMessage::new("m")).collect();
+        f.engine.put("q", b).unwrap();
+        let got = f
+            .engine
+            .receive_now(Address::queue("q"), &ReceiveOptions::now(20))
+            .unwrap();
+        for m in got {
+            f.engine
+                .dead_letter("q", &m.receipt.unwrap(), "r", "")
+                .unwrap();
+        }
+    }
+    assert_eq!(f.stats("q").dead_lettered, total);
+    // Without a rate: one batch now, the rest scheduled, never all in one
+    // call.
+    assert_eq!(
+        f.engine.redrive("q", None, None).unwrap(),
+        RedriveOutcome {
+            moved: batch,
+            scheduled: total - batch
+        }
+    );
+    f.advance(1_000);
+    assert_eq!(f.stats("q").visible, 2 * batch);
+    f.advance(1_000);
+    assert_eq!(
+        (f.stats("q").visible, f.stats("q").dead_lettered),
+        (total, 0)
+    );
 }
 
 #[test]

@@ -46,3 +46,8 @@ pub const DEAD_LETTER_REASON_LEN_MAX: usize = 256;
 pub const DEAD_LETTER_DESCRIPTION_LEN_MAX: usize = 4_096;
 /// Messages one peek may return.
 pub const PEEK_MAX: u32 = 100;
+/// Dead letters a redrive moves at once, and a second at most: a redrive
+/// without a rate moves this many now and the rest at this rate, so no
+/// request moves an unbounded DLQ in one go. Also the highest rate a
+/// redrive may ask for.
+pub const REDRIVE_BATCH_MAX: u32 = 10_000;

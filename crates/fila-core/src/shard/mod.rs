@@ -26,7 +26,7 @@ use crate::error::Error;
 use crate::event::{Event, EventSink, MessageView, Spot};
 use crate::lease::StateWord;
 use crate::lease::{LeaseEnd, MessageState, Refused};
-use crate::limits::PEEK_MAX;
+use crate::limits::{PEEK_MAX, REDRIVE_BATCH_MAX};
 use crate::receipt::{Receipt, ReceiptKey};
 use crate::ring::ReadyRing;
 use crate::types::*;

@@ -7,7 +7,9 @@ impl Shard {
     // ----- redrive ----------------------------------------------------------
 
     /// Moves visible dead letters back to the queue in sequence order: up to
-    /// `max` (all when `None`), at most `rate` a second when given.
+    /// `max` (all when `None`), `rate` now and `rate` a second after
+    /// ([`REDRIVE_BATCH_MAX`] when not given, the most a rate may be), so
+    /// one call never moves an unbounded DLQ.
     pub fn redrive(
         &mut self,
         name: &str,
@@ -21,36 +23,32 @@ impl Shard {
                 "must be at least 1 when given",
             ));
         }
-        if rate == Some(0) {
+        if rate.is_some_and(|r| r == 0 || r > REDRIVE_BATCH_MAX) {
             return Err(Error::invalid(
                 "rate_per_second",
-                "must be at least 1 when given",
+                format!("must be 1..={REDRIVE_BATCH_MAX} when given"),
             ));
         }
+        let rate = rate.unwrap_or(REDRIVE_BATCH_MAX);
         self.advance(now);
         let qslot = self.queue_slot(name)?;
         if let Some(job) = self.queue_mut(qslot).redrive.take() {
             self.wheel.cancel(job.timer);
         }
         let now = self.now;
-        let first = match rate {
-            None => max.unwrap_or(u64::MAX),
-            Some(r) => max.unwrap_or(u64::MAX).min(u64::from(r)),
-        };
+        let first = max.unwrap_or(u64::MAX).min(u64::from(rate));
         let moved = self.redrive_move(qslot, first, now);
         let left = self.sub(SubId::dlq(qslot)).counts.visible;
         let remaining = max.map(|m| m - moved);
         let mut scheduled = 0;
-        if let Some(rate) = rate {
-            if moved == first && remaining != Some(0) && left > 0 {
-                scheduled = remaining.map_or(left, |r| r.min(left));
-                let timer = self.wheel.insert(now + 1_000, Timer::Redrive(qslot));
-                self.queue_mut(qslot).redrive = Some(RedriveJob {
-                    remaining,
-                    rate,
-                    timer,
-                });
-            }
+        if moved == first && remaining != Some(0) && left > 0 {
+            scheduled = remaining.map_or(left, |r| r.min(left));
+            let timer = self.wheel.insert(now + 1_000, Timer::Redrive(qslot));
+            self.queue_mut(qslot).redrive = Some(RedriveJob {
+                remaining,
+                rate,
+                timer,
+            });
         }
         self.serve_gained();
         Ok(RedriveOutcome { moved, scheduled })

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use fila_core::lease::DELIVERY_COUNT_MAX;
-use fila_core::limits::{PEEK_MAX, VISIBILITY_MS_MAX};
+use fila_core::limits::{PEEK_MAX, REDRIVE_BATCH_MAX, VISIBILITY_MS_MAX};
 use fila_core::*;
 
 pub mod harness;
@@ -965,31 +965,29 @@ impl Model {
                 limit: String::new(),
             });
         }
-        if rate == Some(0) {
+        // A rate is 1..=REDRIVE_BATCH_MAX; without one, that many now and
+        // that many a second.
+        if rate.is_some_and(|r| r == 0 || r > REDRIVE_BATCH_MAX) {
             return Err(Error::InvalidArgument {
                 field: "rate_per_second",
                 limit: String::new(),
             });
         }
+        let rate = rate.unwrap_or(REDRIVE_BATCH_MAX);
         self.q_mut(name)?.redrive = None;
         let now = self.now;
-        let first = match rate {
-            None => max.unwrap_or(u64::MAX),
-            Some(r) => max.unwrap_or(u64::MAX).min(u64::from(r)),
-        };
+        let first = max.unwrap_or(u64::MAX).min(u64::from(rate));
         let moved = self.redrive_move(name, first, now);
         let left = self.queues[name].subs[1].visible() as u64;
         let remaining = max.map(|m| m - moved);
         let mut scheduled = 0;
-        if let Some(rate) = rate {
-            if moved == first && remaining != Some(0) && left > 0 {
-                scheduled = remaining.map_or(left, |r| r.min(left));
-                self.q_mut(name)?.redrive = Some(Job {
-                    remaining,
-                    rate,
-                    at: now + 1_000,
-                });
-            }
+        if moved == first && remaining != Some(0) && left > 0 {
+            scheduled = remaining.map_or(left, |r| r.min(left));
+            self.q_mut(name)?.redrive = Some(Job {
+                remaining,
+                rate,
+                at: now + 1_000,
+            });
         }
         self.serve_gained();
         self.flush_outbox();
