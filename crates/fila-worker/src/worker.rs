@@ -12,7 +12,9 @@ use fila_client::{
     AllOk, AsyncClient, ClientOptions, ErrorCode, Fields, Message, PutEntry, QueueRef, Receipt,
     ReceiveRef, SettingsPatch,
 };
-use tokio::sync::{watch, Notify};
+use std::sync::Mutex;
+
+use tokio::sync::{mpsc, watch, Notify};
 use tracing::{info, warn, Instrument};
 
 use crate::backoff::{Backoff, Jitter};
@@ -103,6 +105,9 @@ struct Run {
     running: AtomicUsize,
     /// `running` fell to zero.
     idle: Notify,
+    /// Each queue's deleter: done messages' receipts, deleted 20 a request
+    /// (`None` once the drain closed it).
+    deletes: Vec<Mutex<Option<mpsc::UnboundedSender<Receipt>>>>,
 }
 
 impl Worker {
@@ -191,6 +196,13 @@ impl Worker {
             .map(|b| b.settings.shutdown_deadline)
             .max()
             .unwrap_or_default();
+        let mut receivers = Vec::new();
+        let mut deletes = Vec::new();
+        for _ in &self.bindings {
+            let (tx, rx) = mpsc::unbounded_channel();
+            deletes.push(Mutex::new(Some(tx)));
+            receivers.push(rx);
+        }
         let run = Arc::new(Run {
             work,
             bindings: self.bindings,
@@ -199,7 +211,13 @@ impl Worker {
             stopping: AtomicBool::new(false),
             running: AtomicUsize::new(0),
             idle: Notify::new(),
+            deletes,
         });
+        let deleters: Vec<_> = receivers
+            .into_iter()
+            .enumerate()
+            .map(|(b, rx)| tokio::spawn(deleter(run.clone(), b, rx)))
+            .collect();
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut loops = Vec::new();
         for (b, client) in fetchers.into_iter().enumerate() {
@@ -224,8 +242,15 @@ impl Worker {
         }
         wait_idle(&run, deadline).await;
         release_running(&run).await;
-        // The supervisors of what was released wrap up.
+        // The supervisors of what was released wrap up, and the deleters
+        // finish what they were handed.
         wait_idle(&run, Duration::from_secs(5)).await;
+        for d in &run.deletes {
+            d.lock().unwrap_or_else(|p| p.into_inner()).take();
+        }
+        for d in deleters {
+            let _ = d.await;
+        }
         stop_renewing.store(true, Ordering::Release);
         let _ = renewer.join();
         Ok(())
@@ -522,24 +547,18 @@ async fn conclude(run: &Run, b: usize, id: u128, count: u32, receipt: Receipt, v
     let failed = match verdict {
         Verdict::Cancelled => return,
         Verdict::Done(outputs) => match put_outputs(&run.work, id, outputs).await {
-            Ok(()) => match run
-                .work
-                .delete(&binding.queue, &[receipt])
-                .await
-                .map(AllOk::all_ok)
-            {
-                Ok(Ok(_)) => {
-                    counters.processed.fetch_add(1, Ordering::Relaxed);
-                    return;
+            Ok(()) => {
+                // Deleted by the queue's deleter, with others done meanwhile.
+                let handed = run.deletes[b]
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .as_ref()
+                    .is_some_and(|tx| tx.send(receipt).is_ok());
+                if !handed {
+                    delete_done(run, b, &[receipt]).await;
                 }
-                Ok(Err(e)) | Err(e) => {
-                    // Its lease was lost: it comes back, and the outputs
-                    // carry this input's id.
-                    warn!(queue = %binding.queue, id = %format!("{id:032x}"), error = %e, "deleting a done message failed");
-                    counters.failed.fetch_add(1, Ordering::Relaxed);
-                    return;
-                }
-            },
+                return;
+            }
             Err(e) => format!("putting the handler's outputs failed: {e}"),
         },
         Verdict::Failed(text) => text,
@@ -565,6 +584,51 @@ async fn conclude(run: &Run, b: usize, id: u128, count: u32, receipt: Receipt, v
         .and_then(AllOk::all_ok)
     {
         warn!(queue = %binding.queue, id = %format!("{id:032x}"), error = %e, "releasing a failed message failed; it comes back when its lease ends");
+    }
+}
+
+/// A queue's deleter: deletes the receipts of done messages, as many as
+/// came meanwhile in one request (20 at most), one request at a time.
+async fn deleter(run: Arc<Run>, b: usize, mut rx: mpsc::UnboundedReceiver<Receipt>) {
+    let max = fila_client::limits::BATCH_LEN_MAX;
+    let mut batch = Vec::with_capacity(max);
+    while let Some(first) = rx.recv().await {
+        batch.clear();
+        batch.push(first);
+        while batch.len() < max {
+            match rx.try_recv() {
+                Ok(r) => batch.push(r),
+                Err(_) => break,
+            }
+        }
+        delete_done(&run, b, &batch).await;
+    }
+}
+
+/// Deletes done messages of binding `b`; counts each as processed, or as
+/// failed when its delete was refused (its lease was lost: it comes back,
+/// and its outputs carry its id).
+async fn delete_done(run: &Run, b: usize, receipts: &[Receipt]) {
+    let binding = &run.bindings[b];
+    let counters = &run.counters;
+    match run.work.delete(&binding.queue, receipts).await {
+        Ok(results) => {
+            for r in results {
+                match r {
+                    Ok(()) => counters.processed.fetch_add(1, Ordering::Relaxed),
+                    Err(e) => {
+                        warn!(queue = %binding.queue, error = %e, "deleting a done message failed");
+                        counters.failed.fetch_add(1, Ordering::Relaxed)
+                    }
+                };
+            }
+        }
+        Err(e) => {
+            warn!(queue = %binding.queue, error = %e, n = receipts.len(), "deleting done messages failed");
+            counters
+                .failed
+                .fetch_add(receipts.len() as u64, Ordering::Relaxed);
+        }
     }
 }
 
