@@ -36,6 +36,17 @@ pub struct Got {
 }
 
 impl Got {
+    /// What a step received, the receive's round trip and the deletes it
+    /// confirmed.
+    pub fn new(payloads: Vec<Bytes>, receive: Duration, deletes_us: Vec<u64>) -> Got {
+        Got {
+            payloads,
+            receive_us: receive.as_micros() as u64,
+            deletes_us,
+            arrived: Vec::new(),
+        }
+    }
+
     /// Sets when each payload arrived.
     pub fn arrived(mut self, at: Vec<Instant>) -> Got {
         self.arrived = at;
@@ -75,6 +86,47 @@ pub trait Target: Sync {
     /// fila's own adapter, for the scenarios only fila runs.
     fn fila(&self) -> Option<&Fila> {
         None
+    }
+}
+
+/// A consumer's queues, taken in turn: it stays on one while receives
+/// bring messages and moves to the next when one comes back empty, and it
+/// remembers where the last receive's messages came from (their deletes go
+/// there).
+pub struct QueueCycle {
+    queues: Vec<String>,
+    at: usize,
+    last: usize,
+}
+
+impl QueueCycle {
+    /// Starts at the first of `queues` (at least one).
+    pub fn new(queues: &[String]) -> QueueCycle {
+        assert!(!queues.is_empty(), "a consumer has a queue");
+        QueueCycle {
+            queues: queues.to_vec(),
+            at: 0,
+            last: 0,
+        }
+    }
+
+    /// The queue to receive from now.
+    pub fn current(&self) -> &str {
+        &self.queues[self.at]
+    }
+
+    /// The queue the last receive's messages came from.
+    pub fn last(&self) -> &str {
+        &self.queues[self.last]
+    }
+
+    /// Notes a receive from [`QueueCycle::current`] that brought `n`
+    /// messages.
+    pub fn received(&mut self, n: usize) {
+        self.last = self.at;
+        if n == 0 {
+            self.at = (self.at + 1) % self.queues.len();
+        }
     }
 }
 
@@ -150,12 +202,10 @@ impl Target for Fila {
     fn consumer(&self, queues: &[String], delete: bool) -> Result<Box<dyn Consumer>, String> {
         Ok(Box::new(FilaConsumer {
             client: self.connect()?,
-            queues: queues.to_vec(),
-            at: 0,
+            queues: QueueCycle::new(queues),
             delete,
             fields: self.fields,
             previous: Vec::new(),
-            previous_queue: 0,
             deletes: VecDeque::new(),
         }))
     }
@@ -202,14 +252,11 @@ impl Producer for FilaProducer {
 
 struct FilaConsumer {
     client: Client,
-    queues: Vec<String>,
-    /// The queue it receives from now.
-    at: usize,
+    queues: QueueCycle,
     delete: bool,
     fields: Fields,
+    /// What the last receive brought, from `queues.last()`.
     previous: Vec<Receipt>,
-    /// The queue of `previous`.
-    previous_queue: usize,
     /// Deletes sent and not yet confirmed: id and send time.
     deletes: VecDeque<(u64, Instant)>,
 }
@@ -222,7 +269,7 @@ impl FilaConsumer {
         let id = self
             .client
             .send(&DeleteRef {
-                queue: &self.queues[self.previous_queue],
+                queue: self.queues.last(),
                 dlq: false,
                 receipts: &self.previous,
             })
@@ -258,7 +305,7 @@ impl Consumer for FilaConsumer {
         let receive = self
             .client
             .send(&ReceiveRef {
-                queue: &self.queues[self.at],
+                queue: self.queues.current(),
                 dlq: false,
                 max_messages: max as u8,
                 visibility_ms: Some(visibility_ms),
@@ -274,25 +321,18 @@ impl Consumer for FilaConsumer {
                 .map_err(|other| format!("unexpected answer to a receive: {other:?}"))?,
             Err(e) => return Err(e.to_string()),
         };
-        let receive_us = sent.elapsed().as_micros() as u64;
+        let receive = sent.elapsed();
         if self.delete {
             self.previous
                 .extend(messages.iter().filter_map(|m| m.receipt));
-            self.previous_queue = self.at;
         }
-        if messages.is_empty() {
-            self.at = (self.at + 1) % self.queues.len();
-        }
+        self.queues.received(messages.len());
         let mut deletes_us = Vec::new();
         while self.deletes.len() > depth.saturating_sub(1) {
             deletes_us.push(self.confirm_delete()?);
         }
-        Ok(Got {
-            payloads: messages.into_iter().map(|m| m.payload).collect(),
-            receive_us,
-            deletes_us,
-            arrived: Vec::new(),
-        })
+        let payloads = messages.into_iter().map(|m| m.payload).collect();
+        Ok(Got::new(payloads, receive, deletes_us))
     }
 
     fn finish(&mut self) -> Result<Vec<u64>, String> {
@@ -302,5 +342,25 @@ impl Consumer for FilaConsumer {
             deletes_us.push(self.confirm_delete()?);
         }
         Ok(deletes_us)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_consumer_stays_on_a_queue_while_it_gives_and_moves_on_when_empty() {
+        let qs: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let mut c = QueueCycle::new(&qs);
+        assert_eq!(c.current(), "a");
+        c.received(5);
+        assert_eq!((c.current(), c.last()), ("a", "a"));
+        c.received(0);
+        assert_eq!((c.current(), c.last()), ("b", "a"));
+        c.received(2);
+        c.received(0);
+        c.received(0);
+        assert_eq!((c.current(), c.last()), ("a", "c"));
     }
 }

@@ -176,12 +176,7 @@ impl Consumer for BeanConsumer {
         if self.delete {
             self.previous = ids;
         }
-        Ok(Got {
-            payloads,
-            receive_us: sent.elapsed().as_micros() as u64,
-            deletes_us,
-            arrived: Vec::new(),
-        })
+        Ok(Got::new(payloads, sent.elapsed(), deletes_us))
     }
 
     fn finish(&mut self) -> Result<Vec<u64>, String> {

@@ -266,13 +266,7 @@ impl Consumer for NatsConsumer {
             }
         }
         self.client.conn.flush()?;
-        Ok(Got {
-            payloads,
-            receive_us: sent.elapsed().as_micros() as u64,
-            deletes_us: Vec::new(),
-            arrived: Vec::new(),
-        }
-        .arrived(arrived))
+        Ok(Got::new(payloads, sent.elapsed(), Vec::new()).arrived(arrived))
     }
 
     fn finish(&mut self) -> Result<Vec<u64>, String> {

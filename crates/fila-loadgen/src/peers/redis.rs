@@ -7,7 +7,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::Conn;
-use crate::target::{unsupported, Consumer, Got, Producer, Target};
+use crate::target::{unsupported, Consumer, Got, Producer, QueueCycle, Target};
 
 /// A Redis server.
 pub struct Redis {
@@ -111,9 +111,7 @@ impl Target for Redis {
         }
         Ok(Box::new(RedisConsumer {
             conn: Conn::open(&self.addr)?,
-            queues: queues.to_vec(),
-            at: 0,
-            previous_queue: 0,
+            queues: QueueCycle::new(queues),
             name: format!(
                 "c{}",
                 NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -156,12 +154,9 @@ impl Producer for RedisProducer {
 
 struct RedisConsumer {
     conn: Conn,
-    queues: Vec<String>,
-    /// The stream it reads now.
-    at: usize,
-    /// The stream of `previous`.
-    previous_queue: usize,
+    queues: QueueCycle,
     name: String,
+    /// Ids the last read brought, from `queues.last()`.
     previous: Vec<Vec<u8>>,
     /// Deletes sent (an XACK and an XDEL each), not yet confirmed.
     deletes: VecDeque<Instant>,
@@ -173,7 +168,7 @@ impl RedisConsumer {
             return;
         }
         let ids = std::mem::take(&mut self.previous);
-        let queue = self.queues[self.previous_queue].as_bytes();
+        let queue = self.queues.last().as_bytes();
         let mut ack: Vec<&[u8]> = vec![b"XACK", queue, GROUP];
         ack.extend(ids.iter().map(|i| i.as_slice()));
         command(&mut self.conn, &ack);
@@ -220,7 +215,7 @@ impl Consumer for RedisConsumer {
         if wait_ms > 0 {
             read_group.extend([&b"BLOCK"[..], block.as_bytes()]);
         }
-        read_group.extend([&b"STREAMS"[..], self.queues[self.at].as_bytes(), b">"]);
+        read_group.extend([&b"STREAMS"[..], self.queues.current().as_bytes(), b">"]);
         command(&mut self.conn, &read_group);
         self.conn.flush()?;
         let sent = Instant::now();
@@ -255,16 +250,8 @@ impl Consumer for RedisConsumer {
                 }
             }
         }
-        self.previous_queue = self.at;
-        if payloads.is_empty() {
-            self.at = (self.at + 1) % self.queues.len();
-        }
-        Ok(Got {
-            payloads,
-            receive_us: sent.elapsed().as_micros() as u64,
-            deletes_us,
-            arrived: Vec::new(),
-        })
+        self.queues.received(payloads.len());
+        Ok(Got::new(payloads, sent.elapsed(), deletes_us))
     }
 
     fn finish(&mut self) -> Result<Vec<u64>, String> {
