@@ -12,8 +12,6 @@ use fila_client::{
     AllOk, AsyncClient, ClientOptions, ErrorCode, Fields, Message, PutEntry, QueueRef, Receipt,
     ReceiveRef, SettingsPatch,
 };
-use std::sync::Mutex;
-
 use tokio::sync::{mpsc, watch, Notify};
 use tracing::{info, warn, Instrument};
 
@@ -100,14 +98,13 @@ struct Run {
     bindings: Vec<Binding>,
     leases: Leases,
     counters: Arc<Counters>,
-    stopping: AtomicBool,
     /// Handlers running on every queue.
     running: AtomicUsize,
     /// `running` fell to zero.
     idle: Notify,
     /// Each queue's deleter: done messages' receipts, deleted 20 a request
-    /// (`None` once the drain closed it).
-    deletes: Vec<Mutex<Option<mpsc::UnboundedSender<Receipt>>>>,
+    /// (closed at the end of a drain: a send then fails).
+    deletes: Vec<mpsc::UnboundedSender<Receipt>>,
 }
 
 impl Worker {
@@ -200,7 +197,7 @@ impl Worker {
         let mut deletes = Vec::new();
         for _ in &self.bindings {
             let (tx, rx) = mpsc::unbounded_channel();
-            deletes.push(Mutex::new(Some(tx)));
+            deletes.push(tx);
             receivers.push(rx);
         }
         let run = Arc::new(Run {
@@ -208,15 +205,15 @@ impl Worker {
             bindings: self.bindings,
             leases,
             counters: self.counters,
-            stopping: AtomicBool::new(false),
             running: AtomicUsize::new(0),
             idle: Notify::new(),
             deletes,
         });
+        let (close_tx, close_rx) = watch::channel(false);
         let deleters: Vec<_> = receivers
             .into_iter()
             .enumerate()
-            .map(|(b, rx)| tokio::spawn(deleter(run.clone(), b, rx)))
+            .map(|(b, rx)| tokio::spawn(deleter(run.clone(), b, rx, close_rx.clone())))
             .collect();
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut loops = Vec::new();
@@ -235,7 +232,6 @@ impl Worker {
         }
         stop.await;
         info!("stopping: no more fetching, running handlers may finish");
-        run.stopping.store(true, Ordering::Release);
         let _ = stop_tx.send(true);
         for l in loops {
             let _ = l.await;
@@ -245,14 +241,13 @@ impl Worker {
         // The supervisors of what was released wrap up, and the deleters
         // finish what they were handed.
         wait_idle(&run, Duration::from_secs(5)).await;
-        for d in &run.deletes {
-            d.lock().unwrap_or_else(|p| p.into_inner()).take();
-        }
+        let _ = close_tx.send(true);
         for d in deleters {
             let _ = d.await;
         }
         stop_renewing.store(true, Ordering::Release);
-        let _ = renewer.join();
+        // Joined off the runtime's threads (it sleeps up to one tick).
+        let _ = tokio::task::spawn_blocking(move || renewer.join()).await;
         Ok(())
     }
 }
@@ -385,7 +380,7 @@ async fn fetch(
                 }
             }
             Ok(ms) => {
-                if run.stopping.load(Ordering::Acquire) {
+                if *stop.borrow() {
                     // Fetched while stopping: never started, given back.
                     release(&run, b, ms.iter().filter_map(|m| m.receipt).collect()).await;
                     return;
@@ -549,12 +544,7 @@ async fn conclude(run: &Run, b: usize, id: u128, count: u32, receipt: Receipt, v
         Verdict::Done(outputs) => match put_outputs(&run.work, id, outputs).await {
             Ok(()) => {
                 // Deleted by the queue's deleter, with others done meanwhile.
-                let handed = run.deletes[b]
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .as_ref()
-                    .is_some_and(|tx| tx.send(receipt).is_ok());
-                if !handed {
+                if run.deletes[b].send(receipt).is_err() {
                     delete_done(run, b, &[receipt]).await;
                 }
                 return;
@@ -589,10 +579,32 @@ async fn conclude(run: &Run, b: usize, id: u128, count: u32, receipt: Receipt, v
 
 /// A queue's deleter: deletes the receipts of done messages, as many as
 /// came meanwhile in one request (20 at most), one request at a time.
-async fn deleter(run: Arc<Run>, b: usize, mut rx: mpsc::UnboundedReceiver<Receipt>) {
+/// Closed by `close` at the end of a drain: it deletes what it was handed
+/// and ends.
+async fn deleter(
+    run: Arc<Run>,
+    b: usize,
+    mut rx: mpsc::UnboundedReceiver<Receipt>,
+    mut close: watch::Receiver<bool>,
+) {
     let max = fila_client::limits::BATCH_LEN_MAX;
     let mut batch = Vec::with_capacity(max);
-    while let Some(first) = rx.recv().await {
+    let mut closed = false;
+    loop {
+        let first = if closed {
+            rx.recv().await
+        } else {
+            tokio::select! {
+                r = rx.recv() => r,
+                _ = close.changed() => {
+                    // No more sends; what was sent is still received.
+                    rx.close();
+                    closed = true;
+                    continue;
+                }
+            }
+        };
+        let Some(first) = first else { return };
         batch.clear();
         batch.push(first);
         while batch.len() < max {

@@ -373,3 +373,41 @@ fn a_worker_backs_off_while_the_server_is_away_and_goes_on_when_it_returns() {
     stop_tx.send(()).unwrap();
     rt.block_on(running).unwrap().unwrap();
 }
+
+#[test]
+fn base64_payloads_are_decoded_for_the_handler_and_bad_ones_go_to_poison_at_once() {
+    let s = server();
+    let mut c = s.client();
+    c.create_queue("b64", SettingsPatch::default()).unwrap();
+    c.put_one("b64", "aGVsbG8=").unwrap(); // "hello"
+    c.put_one("b64", "not base64!").unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let got = seen.clone();
+    let settings = Settings {
+        message_encoding: fila_worker::Encoding::Base64,
+        ..quick()
+    };
+    let worker = Worker::new(options(&s)).queue("b64", settings, move |text: String| {
+        let got = got.clone();
+        async move {
+            got.lock().unwrap().push(text);
+            Ok::<(), HandlerError>(())
+        }
+    });
+    let stats = worker.stats();
+    runtime()
+        .block_on(worker.run_until(until(stats.clone(), |s| {
+            s.processed == 1 && s.poisoned == 1
+        })))
+        .unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec!["hello".to_string()]);
+    let p = c.receive("b64-poison", 10, Some(0)).unwrap();
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].payload, "not base64!", "the payload as it was put");
+    let dl = p[0].dead_letter.as_ref().unwrap();
+    assert_eq!(
+        (dl.consumer_reason.as_str(), dl.delivery_count),
+        ("decode", 1)
+    );
+    assert!(dl.description.contains("base64"), "{}", dl.description);
+}
