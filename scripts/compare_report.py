@@ -103,6 +103,20 @@ for system, runs in by("fixed-rate").items():
                  f"{fmt(e('p50'), 2)} | {fmt(e('p99'), 2)} | {fmt(e('p99.9'), 2)} | "
                  f"{fmt(e('max'), 1)} | {fmt(median([cpu_us(r) for _, r in runs]), 1)} |")
 lines.append("")
+
+
+def rate_table(scenario, extra_header, extra):
+    """A table of msg/s per round and their median, server CPU a message,
+    and one more column (`extra` of a system's runs)."""
+    lines.append(f"| system | msg/s (rounds) | median msg/s | server CPU µs/msg | {extra_header} |")
+    lines.append("|---|---|---|---|---|")
+    for system, runs in by(scenario).items():
+        rates = [r["messages_per_s"] for _, r in runs]
+        lines.append(f"| {system} | {', '.join(fmt(x) for x in rates)} | {fmt(median(rates))} | "
+                     f"{fmt(median([cpu_us(r) for _, r in runs]), 2)} | {extra(runs)} |")
+    lines.append("")
+
+
 def rss_mib(rep):
     s = rep.get("server")
     return s["peak_rss_bytes"] / 2**20 if s else float("nan")
@@ -110,26 +124,14 @@ def rss_mib(rep):
 
 lines.append(f"**Fan-in**: 16 producers (batches of 20, 8 in flight), one consumer, {messages} messages.")
 lines.append("")
-lines.append("| system | msg/s (rounds) | median msg/s | server CPU µs/msg | end to end p99 (ms) |")
-lines.append("|---|---|---|---|---|")
-for system, runs in by("fan-in").items():
-    rates = [r["messages_per_s"] for _, r in runs]
-    lines.append(f"| {system} | {', '.join(fmt(x) for x in rates)} | {fmt(median(rates))} | "
-                 f"{fmt(median([cpu_us(r) for _, r in runs]), 2)} | "
-                 f"{fmt(median([r['end_to_end_us']['p99'] / 1000 for _, r in runs]), 1)} |")
-lines.append("")
+rate_table("fan-in", "end to end p99 (ms)",
+           lambda runs: fmt(median([r["end_to_end_us"]["p99"] / 1000 for _, r in runs]), 1))
 lines.append(f"**Many queues**: the lifecycle over {queues} queues (producers put each batch to the next")
 lines.append("queue; each consumer cycles over its own share, moving on when a receive comes back empty).")
 lines.append("fila and Redis only (one stream per queue); see \"What the peers do not do\".")
 lines.append("")
-lines.append("| system | msg/s (rounds) | median msg/s | server CPU µs/msg | server peak RSS (MiB) |")
-lines.append("|---|---|---|---|---|")
-for system, runs in by("many-queues").items():
-    rates = [r["messages_per_s"] for _, r in runs]
-    lines.append(f"| {system} | {', '.join(fmt(x) for x in rates)} | {fmt(median(rates))} | "
-                 f"{fmt(median([cpu_us(r) for _, r in runs]), 2)} | "
-                 f"{fmt(median([rss_mib(r) for _, r in runs]), 0)} |")
-lines.append("")
+rate_table("many-queues", "server peak RSS (MiB)",
+           lambda runs: fmt(median([rss_mib(r) for _, r in runs]), 0))
 lines.append(f"**Redelivery**: 100 000 messages put, 4 consumers that never delete, a 1 s lease")
 lines.append(f"(beanstalkd's time-to-run, JetStream's ack wait), for {secs} s: every delivery after the")
 lines.append("first of a message is a lease that ran out. Not Redis: a stream redelivers only through")

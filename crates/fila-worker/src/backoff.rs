@@ -130,7 +130,7 @@ mod tests {
     }
 
     #[test]
-    fn the_jitter_spreads_within_twenty_percent() {
+    fn the_jitter_is_spread_evenly_over_zero_to_one() {
         let mut j = Jitter::new(1);
         let xs: Vec<f64> = (0..1000).map(|_| j.next_f64()).collect();
         assert!(xs.iter().all(|x| (0.0..1.0).contains(x)));
