@@ -2,6 +2,8 @@
 //! receives, and its turns — reading and answering frames within the
 //! turn's budgets, writing out, throttling and resuming.
 
+use bytes::Buf;
+
 use super::*;
 
 /// A parked receive of a connection.
@@ -71,8 +73,8 @@ impl Conn {
             bytes += len;
         }
         if bytes > 0 {
-            let released = self.held.split_to(bytes);
-            self.output.extend_from_slice(&released);
+            self.output.extend_from_slice(&self.held[..bytes]);
+            self.held.advance(bytes);
         }
         bytes > 0
     }
@@ -395,7 +397,8 @@ impl Loop {
                     return false;
                 }
                 Ok(n) => {
-                    let _ = conn.output.split_to(n);
+                    // Moves the start: no new handle on the buffer.
+                    conn.output.advance(n);
                 }
                 Err(e) if would_block(&e) => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
