@@ -1,13 +1,18 @@
 //! The engine: queues hashed across shards, each behind its own lock, and the
-//! typed API of SPEC §1–3.
+//! typed API of SPEC §1–3, for embedding, tests and benches.
 //!
-//! A call hashes the queue name to its shard, locks that shard only, advances
-//! it to the clock's time and runs the operation. What the operation produced
+//! Each shard is an [`Owner`] of that one shard behind a mutex. A call
+//! hashes the queue name to its shard, locks that shard only, advances it
+//! to the clock's time and runs the operation. What the operation produced
 //! for others is handed on after the lock is released: parked receives it
 //! completed get their `Notify` called, and dead letters bound for a
 //! dead-letter target on another queue are delivered to that queue's shard
 //! (or come back to the source's own DLQ when the target is gone or full).
 //! No call ever holds two shard locks at once.
+//!
+//! A server does not use these locks: it splits the engine into owners
+//! ([`Engine::into_owners`]), one per event loop, each touched by its loop
+//! only.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,44 +23,26 @@ use crate::budget::{Budget, EngineLimits};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::event::{EngineImage, EventSink};
-use crate::limits::BATCH_LEN_MAX;
+use crate::owner::{precheck_update, Core, Owner, Totals, Transit};
 use crate::receipt::{Receipt, ReceiptKey};
-use crate::shard::{Notify, Outbound, Received, Shard, WaitId};
+use crate::shard::{Notify, Received, WaitId};
 use crate::types::*;
 
 /// The in-process engine.
 pub struct Engine {
     /// Padded so that one shard's lock never shares a cache line with
     /// another's.
-    shards: Box<[CachePadded<Mutex<Shard>>]>,
-    budget: Arc<Budget>,
-    clock: Arc<dyn Clock>,
-    next_queue_id: AtomicU32,
-    /// Dead letters taken out of their source shard and not yet in their
-    /// target's (or back in their source's DLQ): changed only while the
-    /// shard concerned is locked, so with every shard locked it is exact.
-    in_transit: AtomicU64,
+    shards: Box<[CachePadded<Mutex<Owner>>]>,
+    core: Arc<Core>,
 }
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
             .field("shards", &self.shards.len())
-            .field("clock", &self.clock)
+            .field("clock", &self.core.clock)
             .finish()
     }
-}
-
-type Completions = Vec<(Notify, Result<Vec<Message>, Error>)>;
-
-fn check_batch(field: &'static str, len: usize) -> Result<(), Error> {
-    if len == 0 || len > BATCH_LEN_MAX {
-        return Err(Error::invalid(
-            field,
-            format!("must hold 1..={BATCH_LEN_MAX} entries (got {len})"),
-        ));
-    }
-    Ok(())
 }
 
 impl Engine {
@@ -68,41 +55,66 @@ impl Engine {
     /// [`Engine::new`] with a given receipt key (tests, benches).
     pub fn with_receipt_key(shards: usize, clock: Arc<dyn Clock>, key: ReceiptKey) -> Engine {
         let shards = shards.clamp(1, usize::from(u16::MAX));
-        let now = clock.now_ms();
-        let budget = Arc::new(Budget::new(EngineLimits::default()));
-        Engine {
-            shards: (0..shards)
-                .map(|i| {
-                    CachePadded::new(Mutex::new(Shard::new(i as u16, now, key, budget.clone())))
-                })
-                .collect(),
-            budget,
+        let core = Arc::new(Core {
+            budget: Arc::new(Budget::new(EngineLimits::default())),
             clock,
             next_queue_id: AtomicU32::new(1),
             in_transit: AtomicU64::new(0),
+            shards,
+        });
+        Engine {
+            shards: (0..shards)
+                .map(|i| CachePadded::new(Mutex::new(Owner::with_shard(core.clone(), i, key))))
+                .collect(),
+            core,
         }
+    }
+
+    /// Splits the engine into `owners` owners (at least one): shard `i`
+    /// goes to owner `i % owners`. Each is then used by one thread, with no
+    /// lock; operations on a shard run at most `timer_budget` due timers
+    /// before they start (the owner runs the rest with
+    /// [`Owner::advance`]).
+    pub fn into_owners(self, owners: usize, timer_budget: usize) -> Vec<Owner> {
+        let owners = owners.max(1);
+        let mut out: Vec<Owner> = (0..owners).map(|_| Owner::new(self.core.clone())).collect();
+        for (i, shard) in self.shards.into_vec().into_iter().enumerate() {
+            let owner = CachePadded::into_inner(shard)
+                .into_inner()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            out[i % owners].absorb(owner);
+        }
+        for o in &mut out {
+            o.set_timer_budget(timer_budget);
+        }
+        out
+    }
+
+    /// The figures any thread may read without a lock.
+    pub fn totals(&self) -> Totals {
+        Totals(self.core.clone())
     }
 
     /// Sets the server-wide limits (they apply to later puts and creates;
     /// nothing stored is dropped when they shrink).
     pub fn set_limits(&self, limits: EngineLimits) {
-        self.budget.set_limits(limits);
+        self.core.budget.set_limits(limits);
     }
 
     /// The limits in force.
     pub fn limits(&self) -> EngineLimits {
-        self.budget.limits()
+        self.core.budget.limits()
     }
 
     /// Bytes the stored messages count against
     /// [`EngineLimits::max_stored_bytes`].
     pub fn stored_bytes(&self) -> u64 {
-        self.budget.stored_bytes()
+        self.core.budget.stored_bytes()
     }
 
     /// Queues that exist.
     pub fn queue_count(&self) -> u64 {
-        self.budget.queues()
+        self.core.budget.queues()
     }
 
     /// Message slots allocated across shards, live or free: what deleting
@@ -128,20 +140,15 @@ impl Engine {
 
     /// The shard that owns the queue `name` (FNV-1a of the name).
     pub fn shard_of(&self, name: &str) -> usize {
-        let mut h: u64 = 0xCBF2_9CE4_8422_2325;
-        for b in name.as_bytes() {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0000_0100_0000_01B3);
-        }
-        (h % self.shards.len() as u64) as usize
+        self.core.shard_of(name)
     }
 
     /// The clock's time.
     pub fn now_ms(&self) -> u64 {
-        self.clock.now_ms()
+        self.core.clock.now_ms()
     }
 
-    fn lock(&self, index: usize) -> MutexGuard<'_, Shard> {
+    fn lock(&self, index: usize) -> MutexGuard<'_, Owner> {
         // A panic while a shard was held is a bug; its state is still the
         // best there is, so keep serving rather than poison every later call.
         self.shards[index]
@@ -149,51 +156,35 @@ impl Engine {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Runs `f` on the shard owning `name`, then hands on what it produced.
-    fn on_shard<R>(&self, name: &str, f: impl FnOnce(&mut Shard, u64) -> R) -> R {
-        let now = self.clock.now_ms();
-        let (result, completions, outbox) = {
-            let mut shard = self.lock(self.shard_of(name));
-            let result = f(&mut shard, now);
-            if shard.has_output() {
-                let outbox = shard.take_outbox();
-                self.in_transit
-                    .fetch_add(outbox.len() as u64, Ordering::AcqRel);
-                (result, shard.take_completions(), outbox)
+    /// Runs `f` on the owner of `name`'s shard with its time brought to
+    /// the clock's, then hands on what it produced.
+    fn on_shard<R>(&self, name: &str, f: impl FnOnce(&mut Owner) -> R) -> R {
+        let (result, completions, transit) = {
+            let mut owner = self.lock(self.shard_of(name));
+            let result = f(&mut owner);
+            if owner.has_output() {
+                (result, owner.take_completions(), owner.take_transit())
             } else {
-                (result, Vec::new(), Vec::new())
+                return result;
             }
         };
-        if !completions.is_empty() || !outbox.is_empty() {
-            self.hand_on(completions, outbox, now);
-        }
+        self.hand_on(completions, transit);
         result
     }
 
-    /// Delivers dead letters to their targets, then completes parked receives.
-    fn hand_on(&self, mut completions: Completions, mut outbox: Vec<Outbound>, now: u64) {
-        outbox.sort_by(|a, b| {
-            a.at_ms
-                .cmp(&b.at_ms)
-                .then_with(|| a.source.cmp(&b.source))
-                .then(a.source_seq.cmp(&b.source_seq))
-        });
-        for out in outbox {
-            let target = self.shard_of(&out.target);
-            let bounced = {
-                let mut shard = self.lock(target);
-                let result = shard.accept_forward(out, now);
-                completions.extend(shard.take_completions());
-                if result.is_ok() {
-                    self.in_transit.fetch_sub(1, Ordering::AcqRel);
-                }
-                result.err()
-            };
-            if let Some(out) = bounced {
-                let mut shard = self.lock(self.shard_of(&out.source));
-                shard.accept_bounce(out, now);
-                completions.extend(shard.take_completions());
-                self.in_transit.fetch_sub(1, Ordering::AcqRel);
+    /// Delivers dead letters to their shards (bounces back to theirs),
+    /// then completes parked receives.
+    fn hand_on(
+        &self,
+        mut completions: Vec<(Notify, Result<Vec<Message>, Error>)>,
+        mut transit: Vec<Transit>,
+    ) {
+        while !transit.is_empty() {
+            for t in std::mem::take(&mut transit) {
+                let mut owner = self.lock(t.shard(self.shards.len()));
+                owner.accept(t);
+                completions.extend(owner.take_completions());
+                transit.extend(owner.take_transit());
             }
         }
         for (notify, result) in completions {
@@ -202,33 +193,28 @@ impl Engine {
     }
 
     /// Advances every shard to the clock's time: leases end, delays and
-    /// schedules come due, messages expire, long polls time out. A server
-    /// calls this from its event loop; returns the earliest time at which
-    /// there will be more to do.
+    /// schedules come due, messages expire, long polls time out. Returns
+    /// the earliest time at which there will be more to do.
     pub fn tick(&self) -> Option<u64> {
-        let now = self.clock.now_ms();
         let mut completions = Vec::new();
-        let mut outbox = Vec::new();
+        let mut transit = Vec::new();
         let mut next: Option<u64> = None;
         for i in 0..self.shards.len() {
-            let mut shard = self.lock(i);
-            shard.advance(now);
-            completions.extend(shard.take_completions());
-            let out = shard.take_outbox();
-            self.in_transit
-                .fetch_add(out.len() as u64, Ordering::AcqRel);
-            outbox.extend(out);
-            if let Some(d) = shard.next_deadline() {
+            let mut owner = self.lock(i);
+            owner.advance(usize::MAX);
+            completions.extend(owner.take_completions());
+            transit.extend(owner.take_transit());
+            if let Some(d) = owner.next_deadline() {
                 next = Some(next.map_or(d, |n| n.min(d)));
             }
         }
-        self.hand_on(completions, outbox, now);
+        self.hand_on(completions, transit);
         next
     }
 
     /// Installs an event sink on one shard (see [`crate::event`]).
     pub fn set_journal(&self, shard: usize, sink: Option<Box<dyn EventSink>>) {
-        self.lock(shard).set_journal(sink);
+        self.lock(shard).set_journal(shard, sink);
     }
 
     /// Every queue with its messages as one consistent state: every shard
@@ -241,14 +227,14 @@ impl Engine {
     /// Costs one pass over every message with every shard held (payloads
     /// are shared, not copied).
     pub fn export(&self, during: impl FnOnce()) -> Option<EngineImage> {
-        let guards: Vec<MutexGuard<'_, Shard>> =
+        let guards: Vec<MutexGuard<'_, Owner>> =
             (0..self.shards.len()).map(|i| self.lock(i)).collect();
-        if self.in_transit.load(Ordering::Acquire) != 0 {
+        if self.core.in_transit.load(Ordering::Acquire) != 0 {
             return None;
         }
         during();
         Some(EngineImage {
-            next_queue_id: self.next_queue_id.load(Ordering::Acquire),
+            next_queue_id: self.core.next_queue_id.load(Ordering::Acquire),
             queues: guards.iter().flat_map(|g| g.export()).collect(),
         })
     }
@@ -259,33 +245,27 @@ impl Engine {
     /// one. Leases are not restored: every message is visible, delayed or
     /// deferred. Nothing is refused for the limits.
     pub fn restore(&self, image: EngineImage) -> Result<(), Error> {
-        self.next_queue_id
+        self.core
+            .next_queue_id
             .fetch_max(image.next_queue_id, Ordering::AcqRel);
         // Every shard's time first: restoring must not run a timer (an
         // expiry would be an event no log is listening to yet). Messages
         // already due run at the first call after.
-        let now = self.clock.now_ms();
         for i in 0..self.shards.len() {
-            self.lock(i).advance(now);
+            self.lock(i).advance(usize::MAX);
         }
         for image in image.queues {
             let id = image.id;
-            let mut shard = self.lock(self.shard_of(&image.name));
-            shard.restore_queue(image)?;
-            self.next_queue_id
+            self.lock(self.shard_of(&image.name)).restore_queue(image)?;
+            self.core
+                .next_queue_id
                 .fetch_max(id.saturating_add(1), Ordering::AcqRel);
         }
         Ok(())
     }
 
-    fn check_target(&self, name: &str, settings: &QueueSettings) -> Result<(), Error> {
-        if let Some(target) = &settings.dead_letter_target {
-            if target == name {
-                return Err(Error::invalid(
-                    "dead_letter_target",
-                    "must name another queue (leave it unset for the built-in DLQ)",
-                ));
-            }
+    fn check_target(&self, target: Option<&String>) -> Result<(), Error> {
+        if let Some(target) = target {
             if !self.lock(self.shard_of(target)).has_queue(target) {
                 return Err(Error::QueueNotFound(target.clone()));
             }
@@ -298,20 +278,14 @@ impl Engine {
     /// Creates a queue. Returns `true` when created, `false` when it already
     /// existed with the same settings; different settings are `queue_exists`.
     pub fn create_queue(&self, name: &str, settings: QueueSettings) -> Result<bool, Error> {
-        validate_queue_name("name", name)?;
-        settings.validate()?;
-        self.check_target(name, &settings)?;
-        self.on_shard(name, |s, now| {
-            s.advance(now);
-            s.create_queue(name, settings, || {
-                self.next_queue_id.fetch_add(1, Ordering::Relaxed)
-            })
-        })
+        crate::owner::precheck_create(name, &settings)?;
+        self.check_target(settings.dead_letter_target.as_ref())?;
+        self.on_shard(name, |o| o.create_queue(name, settings))
     }
 
     /// A queue's settings.
     pub fn queue_settings(&self, name: &str) -> Result<QueueSettings, Error> {
-        self.on_shard(name, |s, _| s.settings(name))
+        self.on_shard(name, |o| o.queue_settings(name))
     }
 
     /// Changes some of a queue's settings; answers the settings now in force.
@@ -324,25 +298,18 @@ impl Engine {
         // lock; the read-modify-write of the settings is one step under
         // this queue's lock, so concurrent updates of different fields
         // both take effect.
-        if let Some(Some(target)) = &update.dead_letter_target {
-            let probe = QueueSettings {
-                dead_letter_target: Some(target.clone()),
-                ..QueueSettings::default()
-            };
-            probe.validate()?;
-            self.check_target(name, &probe)?;
+        precheck_update(name, update)?;
+        if let Some(target) = &update.dead_letter_target {
+            self.check_target(target.as_ref())?;
         }
-        self.on_shard(name, |s, now| {
-            s.advance(now);
-            s.update_settings(name, update)
-        })
+        self.on_shard(name, |o| o.update_queue(name, update))
     }
 
     /// Queue names starting with `prefix`, sorted (every one of them: for
     /// a bounded answer use [`Engine::list_queues_page`]).
     pub fn list_queues(&self, prefix: &str) -> Vec<String> {
         let mut names: Vec<String> = (0..self.shards.len())
-            .flat_map(|i| self.lock(i).list(prefix, "", usize::MAX))
+            .flat_map(|i| self.lock(i).list_queues(prefix, "", usize::MAX))
             .collect();
         names.sort_unstable();
         names
@@ -358,38 +325,25 @@ impl Engine {
         limit: usize,
     ) -> (Vec<String>, Option<String>) {
         let limit = limit.max(1);
-        let mut names: Vec<String> = (0..self.shards.len())
-            .flat_map(|i| self.lock(i).list(prefix, after, limit + 1))
+        let names: Vec<String> = (0..self.shards.len())
+            .flat_map(|i| self.lock(i).list_queues(prefix, after, limit + 1))
             .collect();
-        names.sort_unstable();
-        let more = names.len() > limit;
-        names.truncate(limit);
-        let next = if more { names.last().cloned() } else { None };
-        (names, next)
+        page_of(names, limit)
     }
 
     /// Deletes a queue and everything in it.
     pub fn delete_queue(&self, name: &str) -> Result<(), Error> {
-        self.on_shard(name, |s, now| {
-            s.advance(now);
-            s.delete_queue(name)
-        })
+        self.on_shard(name, |o| o.delete_queue(name))
     }
 
     /// Removes every message of a queue, or of its DLQ.
     pub fn purge(&self, addr: Address<'_>) -> Result<(), Error> {
-        self.on_shard(addr.queue, |s, now| {
-            s.advance(now);
-            s.purge(addr)
-        })
+        self.on_shard(addr.queue, |o| o.purge(addr))
     }
 
     /// A queue's stats.
     pub fn stats(&self, name: &str) -> Result<QueueStats, Error> {
-        self.on_shard(name, |s, now| {
-            s.advance(now);
-            s.stats(name)
-        })
+        self.on_shard(name, |o| o.stats(name))
     }
 
     // ----- messages -----------------------------------------------------------
@@ -400,13 +354,12 @@ impl Engine {
         name: &str,
         batch: Vec<NewMessage>,
     ) -> Result<Vec<EntryResult<PutReceipt>>, Error> {
-        check_batch("messages", batch.len())?;
-        self.on_shard(name, |s, now| s.put(name, batch, now))
+        self.on_shard(name, |o| o.put(name, batch))
     }
 
     /// Cancels a delayed or scheduled message by sequence number.
     pub fn cancel_scheduled(&self, name: &str, seq: u64) -> Result<(), Error> {
-        self.on_shard(name, |s, now| s.cancel_scheduled(name, seq, now))
+        self.on_shard(name, |o| o.cancel_scheduled(name, seq))
     }
 
     /// Receives up to `opts.max_messages`. When none is visible and the wait
@@ -419,8 +372,8 @@ impl Engine {
         opts: &ReceiveOptions,
         notify: impl FnOnce(Result<Vec<Message>, Error>) + Send + 'static,
     ) -> Result<Received, Error> {
-        self.on_shard(addr.queue, |s, now| {
-            s.receive(addr, opts, Some(Box::new(notify)), now)
+        self.on_shard(addr.queue, |o| {
+            o.receive(addr, opts, Some(Box::new(notify)))
         })
     }
 
@@ -430,7 +383,7 @@ impl Engine {
         addr: Address<'_>,
         opts: &ReceiveOptions,
     ) -> Result<Vec<Message>, Error> {
-        match self.on_shard(addr.queue, |s, now| s.receive(addr, opts, None, now))? {
+        match self.on_shard(addr.queue, |o| o.receive(addr, opts, None))? {
             Received::Ready(messages) => Ok(messages),
             Received::Parked(_) => unreachable!("no notify, no parking"),
         }
@@ -451,8 +404,7 @@ impl Engine {
         addr: Address<'_>,
         changes: &[VisibilityChange],
     ) -> Result<Vec<EntryResult<u64>>, Error> {
-        check_batch("entries", changes.len())?;
-        self.on_shard(addr.queue, |s, now| s.update_visibility(addr, changes, now))
+        self.on_shard(addr.queue, |o| o.update_visibility(addr, changes))
     }
 
     /// Deletes 1–20 messages by receipt.
@@ -461,13 +413,12 @@ impl Engine {
         addr: Address<'_>,
         receipts: &[Receipt],
     ) -> Result<Vec<EntryResult<()>>, Error> {
-        check_batch("receipts", receipts.len())?;
-        self.on_shard(addr.queue, |s, now| s.delete(addr, receipts, now))
+        self.on_shard(addr.queue, |o| o.delete(addr, receipts))
     }
 
     /// Defers a leased message.
     pub fn defer(&self, name: &str, receipt: &Receipt) -> Result<(), Error> {
-        self.on_shard(name, |s, now| s.defer(name, receipt, now))
+        self.on_shard(name, |o| o.defer(name, receipt))
     }
 
     /// Dead-letters a leased message with a reason and description.
@@ -478,15 +429,7 @@ impl Engine {
         reason: &str,
         description: &str,
     ) -> Result<(), Error> {
-        self.on_shard(name, |s, now| {
-            s.dead_letter(
-                name,
-                receipt,
-                reason.to_owned(),
-                description.to_owned(),
-                now,
-            )
-        })
+        self.on_shard(name, |o| o.dead_letter(name, receipt, reason, description))
     }
 
     /// Takes 1–20 deferred messages by sequence number.
@@ -496,15 +439,12 @@ impl Engine {
         seqs: &[u64],
         visibility_ms: Option<u64>,
     ) -> Result<Vec<EntryResult<Message>>, Error> {
-        check_batch("sequence_numbers", seqs.len())?;
-        self.on_shard(name, |s, now| {
-            s.receive_deferred(name, seqs, visibility_ms, now)
-        })
+        self.on_shard(name, |o| o.receive_deferred(name, seqs, visibility_ms))
     }
 
     /// Up to `max` (1–100) messages from sequence number `from`, unchanged.
     pub fn peek(&self, addr: Address<'_>, from: u64, max: u32) -> Result<Vec<Message>, Error> {
-        self.on_shard(addr.queue, |s, now| s.peek(addr, from, max, now))
+        self.on_shard(addr.queue, |o| o.peek(addr, from, max))
     }
 
     /// Moves dead letters back to their queue: all or `max`, optionally at
@@ -515,6 +455,17 @@ impl Engine {
         max: Option<u64>,
         rate_per_second: Option<u32>,
     ) -> Result<RedriveOutcome, Error> {
-        self.on_shard(name, |s, now| s.redrive(name, max, rate_per_second, now))
+        self.on_shard(name, |o| o.redrive(name, max, rate_per_second))
     }
+}
+
+/// Names gathered from several shards (each up to `limit + 1`) as one
+/// page: the first `limit` in order, and the `after` of the next page when
+/// more remain.
+pub fn page_of(mut names: Vec<String>, limit: usize) -> (Vec<String>, Option<String>) {
+    names.sort_unstable();
+    let more = names.len() > limit;
+    names.truncate(limit);
+    let next = if more { names.last().cloned() } else { None };
+    (names, next)
 }

@@ -49,6 +49,7 @@ mod error;
 pub mod event;
 pub mod lease;
 pub mod limits;
+mod owner;
 mod receipt;
 pub mod ring;
 mod shard;
@@ -58,8 +59,9 @@ pub mod wheel;
 
 pub use budget::{EngineLimits, MESSAGE_OVERHEAD_BYTES};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use engine::Engine;
+pub use engine::{page_of, Engine};
 pub use error::{Error, ErrorKind};
+pub use owner::{precheck_create, precheck_update, shard_of, Owner, Totals, Transit};
 pub use receipt::{Receipt, ReceiptKey, RECEIPT_LEN};
 pub use shard::{Notify, Received, Shard, WaitId};
 pub use types::*;

@@ -246,6 +246,10 @@ pub struct Shard {
     completions: Vec<(Notify, Result<Vec<Message>, Error>)>,
     outbox: Vec<Outbound>,
     journal: Option<Box<dyn EventSink>>,
+    /// Timers an operation may run before it starts ([`Shard::advance_within`]):
+    /// unlimited in the in-process engine (exact time), a constant under a
+    /// server's owner, which runs the rest between its turns.
+    timer_budget: usize,
 }
 
 macro_rules! emit {
@@ -317,12 +321,19 @@ impl Shard {
             completions: Vec::new(),
             outbox: Vec::new(),
             journal: None,
+            timer_budget: usize::MAX,
         }
     }
 
     /// Installs the sink that receives this shard's events.
     pub fn set_journal(&mut self, sink: Option<Box<dyn EventSink>>) {
         self.journal = sink;
+    }
+
+    /// Sets how many timers an operation may run before it starts
+    /// (`usize::MAX`: all that are due).
+    pub fn set_timer_budget(&mut self, budget: usize) {
+        self.timer_budget = budget.max(1);
     }
 
     /// Message slots allocated, live or free.

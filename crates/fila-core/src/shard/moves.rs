@@ -30,7 +30,7 @@ impl Shard {
             ));
         }
         let rate = rate.unwrap_or(REDRIVE_BATCH_MAX);
-        self.advance(now);
+        self.catch_up(now);
         let qslot = self.queue_slot(name)?;
         if let Some(job) = self.queue_mut(qslot).redrive.take() {
             self.wheel.cancel(job.timer);
@@ -125,7 +125,7 @@ impl Shard {
     // The dead letter comes back whole when refused; it is moved, not copied.
     #[allow(clippy::result_large_err)]
     pub(crate) fn accept_forward(&mut self, out: Outbound, now: u64) -> Result<(), Outbound> {
-        self.advance(now);
+        self.catch_up(now);
         let Ok(qslot) = self.queue_slot(&out.target) else {
             return Err(out);
         };
@@ -152,7 +152,7 @@ impl Shard {
     /// Takes back a dead letter that its target could not take, into the
     /// source queue's own DLQ. Dropped if the source is gone too.
     pub(crate) fn accept_bounce(&mut self, out: Outbound, now: u64) {
-        self.advance(now);
+        self.catch_up(now);
         let Ok(qslot) = self.queue_slot(&out.source) else {
             return;
         };

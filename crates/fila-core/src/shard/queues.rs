@@ -243,7 +243,7 @@ impl Shard {
         batch: Vec<NewMessage>,
         now: u64,
     ) -> Result<Vec<EntryResult<PutReceipt>>, Error> {
-        self.advance(now);
+        self.catch_up(now);
         let qslot = self.queue_slot(name)?;
         let now = self.now;
         let answers = batch
@@ -328,7 +328,7 @@ impl Shard {
 
     /// Cancels a delayed or scheduled message before it becomes visible.
     pub fn cancel_scheduled(&mut self, name: &str, seq: u64, now: u64) -> Result<(), Error> {
-        self.advance(now);
+        self.catch_up(now);
         let qslot = self.queue_slot(name)?;
         let q = SubId::main(qslot);
         let slot = self

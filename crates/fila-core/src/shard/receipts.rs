@@ -45,7 +45,7 @@ impl Shard {
         receipts: &[Receipt],
         now: u64,
     ) -> Result<Vec<EntryResult<()>>, Error> {
-        self.advance(now);
+        self.catch_up(now);
         let qslot = self.queue_slot(addr.queue)?;
         let q = SubId::of(qslot, addr.dlq);
         let answers = receipts
@@ -75,7 +75,7 @@ impl Shard {
         changes: &[VisibilityChange],
         now: u64,
     ) -> Result<Vec<EntryResult<u64>>, Error> {
-        self.advance(now);
+        self.catch_up(now);
         let qslot = self.queue_slot(addr.queue)?;
         let q = SubId::of(qslot, addr.dlq);
         let now = self.now;
@@ -118,7 +118,7 @@ impl Shard {
 
     /// Defers a leased message: only receive-deferred can take it again.
     pub fn defer(&mut self, name: &str, receipt: &Receipt, now: u64) -> Result<(), Error> {
-        self.advance(now);
+        self.catch_up(now);
         let qslot = self.queue_slot(name)?;
         let slot = self.end_lease(SubId::main(qslot), receipt, LeaseEnd::Defer)?;
         self.clear_timer(slot);
@@ -162,7 +162,7 @@ impl Shard {
                 ),
             ));
         }
-        self.advance(now);
+        self.catch_up(now);
         let qslot = self.queue_slot(name)?;
         let q = SubId::main(qslot);
         let slot = self.resolve(q, receipt)?;
@@ -267,7 +267,7 @@ impl Shard {
                 " ms",
             )?;
         }
-        self.advance(now);
+        self.catch_up(now);
         let qslot = self.queue_slot(name)?;
         let q = SubId::main(qslot);
         let settings = &self.queue(qslot).settings;
@@ -329,7 +329,7 @@ impl Shard {
         now: u64,
     ) -> Result<Vec<Message>, Error> {
         crate::error::check_range("max_messages", max.into(), 1, PEEK_MAX.into(), "")?;
-        self.advance(now);
+        self.catch_up(now);
         let qslot = self.queue_slot(addr.queue)?;
         let q = SubId::of(qslot, addr.dlq);
         let slots: Vec<u32> = self

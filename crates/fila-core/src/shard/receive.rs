@@ -160,7 +160,7 @@ impl Shard {
         now: u64,
     ) -> Result<Received, Error> {
         opts.validate()?;
-        self.advance(now);
+        self.catch_up(now);
         let qslot = self.queue_slot(addr.queue)?;
         let q = SubId::of(qslot, addr.dlq);
         let settings = &self.queue(qslot).settings;

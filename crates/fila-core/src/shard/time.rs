@@ -39,10 +39,29 @@ impl Timer {
 impl Shard {
     /// Runs every timer due at or before `now`, one instant at a time.
     pub fn advance(&mut self, now: u64) {
+        self.advance_within(now, usize::MAX);
+    }
+
+    /// Runs the timers due before an operation, within the shard's timer
+    /// budget ([`Shard::set_timer_budget`]).
+    pub(crate) fn catch_up(&mut self, now: u64) {
+        self.advance_within(now, self.timer_budget);
+    }
+
+    /// [`Shard::advance`], stopping after the instant at which `budget`
+    /// timers have run (an instant is never split: its timers run in their
+    /// fixed order). Answers whether the shard caught up with `now`; when
+    /// it did not, its time is the last instant run and the rest waits for
+    /// the next call.
+    pub fn advance_within(&mut self, now: u64, budget: usize) -> bool {
         let now = now.max(self.now);
+        let mut ran = 0usize;
         while let Some(next) = self.wheel.next_deadline() {
             if next > now {
                 break;
+            }
+            if ran >= budget {
+                return false;
             }
             let mut fired = std::mem::take(&mut self.fired);
             self.wheel.advance(next, &mut fired);
@@ -60,6 +79,7 @@ impl Shard {
                     Timer::Redrive(_) => {}
                 }
             }
+            ran = ran.saturating_add(fired.len());
             fired.sort_unstable_by(|a, b| self.timer_order(a, b));
             for (deadline, timer) in fired.drain(..) {
                 self.now = self.now.max(deadline);
@@ -75,6 +95,7 @@ impl Shard {
         self.wheel.advance(now, &mut self.fired);
         debug_assert!(self.fired.is_empty(), "every due timer ran above");
         self.now = now;
+        true
     }
 
     pub(super) fn timer_order(&self, a: &(u64, Timer), b: &(u64, Timer)) -> std::cmp::Ordering {
