@@ -3,14 +3,13 @@
 //! else.
 
 use fila_core::{
-    Address, Availability, ChannelFilter, Engine, Error, ErrorKind, Message, NewMessage, Notify,
+    Address, Availability, ChannelFilter, Error, ErrorKind, Message, NewMessage, Notify, Owner,
     QueueSettings, Receipt, ReceiveOptions, Received, SettingsUpdate, State, VisibilityChange,
     WaitId,
 };
 use fila_proto::{self as proto, ErrorCode, Request, Response, WireError};
 
 use crate::auth::{self, TokenId};
-use crate::metrics::Metrics;
 
 /// Names one list page holds at most (and when the request says 0).
 pub(crate) const LIST_PAGE_MAX: usize = 1_000;
@@ -242,7 +241,7 @@ fn answer<T>(r: Result<T, Error>, f: impl FnOnce(T) -> Response) -> Outcome {
 /// one that would not fit (behind one that did) is left deferred and
 /// answers `resource_exhausted`, to be taken by a later request.
 fn receive_deferred_within(
-    engine: &Engine,
+    engine: &mut Owner,
     queue: &str,
     seqs: &[u64],
     visibility_ms: Option<u64>,
@@ -281,53 +280,84 @@ fn receive_deferred_within(
     Ok(out)
 }
 
-/// Runs one request against the engine. `notify` is used only when a
-/// receive parks.
+/// Whether the caller may make this request: `Some(forbidden)` when not.
+/// Checked where the connection lives, before the request goes to the
+/// owner of its queue's shard.
+pub(crate) fn authorize(caller: &Caller<'_>, req: &Request) -> Option<Response> {
+    let token = caller.token?;
+    let forbidden = |queue: &str, permission: auth::Permission| {
+        Some(error(
+            ErrorCode::FORBIDDEN,
+            format!("forbidden: this token may not {permission:?} on queue {queue:?}")
+                .to_lowercase(),
+        ))
+    };
+    if let Some((queue, permission)) = auth::needs(req) {
+        if !caller.tokens.allows(token, queue, permission) {
+            return forbidden(queue, permission);
+        }
+    }
+    // Naming a dead-letter target sends messages there: it needs send on
+    // the target, checked before anything about the target (whether it
+    // exists) is looked at.
+    if let Request::CreateQueue { settings, .. } | Request::UpdateQueue { settings, .. } = req {
+        if let Some(Some(target)) = &settings.dead_letter_target {
+            if !caller.tokens.allows(token, target, auth::Permission::Send) {
+                return forbidden(target, auth::Permission::Send);
+            }
+        }
+    }
+    None
+}
+
+/// The dead-letter target a create or update names: its existence is
+/// checked on the target's shard before the request runs on its own.
+pub(crate) fn target_of(req: &Request) -> Option<&str> {
+    match req {
+        Request::CreateQueue { settings, .. } | Request::UpdateQueue { settings, .. } => {
+            settings.dead_letter_target.as_ref()?.as_deref()
+        }
+        _ => None,
+    }
+}
+
+/// The checks of a create or update that come before its target's
+/// existence (what the in-process engine checks first too).
+pub(crate) fn precheck(req: &Request) -> Result<(), Response> {
+    let r = match req {
+        Request::CreateQueue { name, settings } => fila_core::precheck_create(
+            name,
+            &update_of(settings.clone()).apply(&QueueSettings::default()),
+        ),
+        Request::UpdateQueue { name, settings } => {
+            fila_core::precheck_update(name, &update_of(settings.clone()))
+        }
+        _ => Ok(()),
+    };
+    r.map_err(|e| Response::Error(wire_error(&e)))
+}
+
+/// Runs one request on the owner of its queue's shard (authorized, and a
+/// dead-letter target it names checked, beforehand). `notify` is used
+/// only when a receive parks.
 ///
 /// `room` is the output the answer may take: receives and peeks answer
 /// only as many messages as fit (at least one always fits: the server keeps
 /// that much room before it handles a request).
-pub(crate) fn handle(
-    engine: &Engine,
-    metrics: &Metrics,
-    caller: &Caller<'_>,
+pub(crate) fn run(
+    engine: &mut Owner,
     req: Request,
     room: usize,
     notify: impl FnOnce() -> Notify,
 ) -> Outcome {
-    if let Some(token) = caller.token {
-        let forbidden = |queue: &str, permission: auth::Permission| {
-            Outcome::Answer(error(
-                ErrorCode::FORBIDDEN,
-                format!("forbidden: this token may not {permission:?} on queue {queue:?}")
-                    .to_lowercase(),
-            ))
-        };
-        if let Some((queue, permission)) = auth::needs(&req) {
-            if !caller.tokens.allows(token, queue, permission) {
-                return forbidden(queue, permission);
-            }
-        }
-        // Naming a dead-letter target sends messages there: it needs send
-        // on the target, checked before anything about the target (whether
-        // it exists) is looked at.
-        if let Request::CreateQueue { settings, .. } | Request::UpdateQueue { settings, .. } = &req
-        {
-            if let Some(Some(target)) = &settings.dead_letter_target {
-                if !caller.tokens.allows(token, target, auth::Permission::Send) {
-                    return forbidden(target, auth::Permission::Send);
-                }
-            }
-        }
-    }
     match req {
-        Request::Hello { .. } | Request::Auth { .. } => Outcome::Answer(error(
+        Request::Hello { .. }
+        | Request::Auth { .. }
+        | Request::ServerStats
+        | Request::ListQueues { .. } => Outcome::Answer(error(
             ErrorCode::INTERNAL,
-            "hello and auth are the connection's",
+            "hello, auth, server stats and list are not a shard's",
         )),
-        Request::ServerStats => {
-            Outcome::Answer(Response::ServerStats(metrics.server_stats(engine)))
-        }
         Request::CreateQueue { name, settings } => {
             let s = update_of(settings).apply(&QueueSettings::default());
             answer(engine.create_queue(&name, s), Response::Created)
@@ -339,21 +369,6 @@ pub(crate) fn handle(
             answer(engine.update_queue(&name, &update_of(settings)), |s| {
                 Response::Queue(settings_of(s))
             })
-        }
-        Request::ListQueues {
-            prefix,
-            after,
-            limit,
-        } => {
-            let limit = match usize::from(limit) {
-                0 => LIST_PAGE_MAX,
-                n => n.min(LIST_PAGE_MAX),
-            };
-            let (mut names, next) = engine.list_queues_page(&prefix, &after, limit);
-            if let Some(token) = caller.token {
-                names.retain(|n| caller.tokens.sees(token, n));
-            }
-            Outcome::Answer(Response::Queues { names, next })
         }
         Request::DeleteQueue { name, if_exists } => answer(
             match engine.delete_queue(&name) {
@@ -417,7 +432,7 @@ pub(crate) fn handle(
                 channel,
                 max_answer_bytes: Some(room as u64),
             };
-            match engine.receive(address(&r.queue), &opts, notify()) {
+            match engine.receive(address(&r.queue), &opts, Some(notify())) {
                 Ok(Received::Ready(ms)) => Outcome::Answer(messages_of(ms, r.fields)),
                 Ok(Received::Parked(id)) => Outcome::Parked(id),
                 Err(e) => Outcome::Answer(Response::Error(wire_error(&e))),

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fila_core::Engine;
+use fila_core::{Engine, QueueStats, Totals};
 use fila_proto::Opcode;
 
 /// Upper bounds (µs) of the latency buckets.
@@ -49,6 +49,29 @@ type QueueSeries = (
 pub const STRIPES: usize = 16;
 
 /// One stripe of per-operation counters, on its own cache lines.
+/// What a scrape reads of the engine: totals (atomics, no lock) and the
+/// per-queue stats of the first queues by name (a server asks each shard's
+/// owner for them; no lock that a request takes).
+pub trait EngineView: Send + Sync {
+    /// Engine-wide figures.
+    fn totals(&self) -> Totals;
+    /// The first `max` queues by name with their stats.
+    fn queue_stats(&self, max: usize) -> Vec<(String, QueueStats)>;
+}
+
+impl EngineView for Engine {
+    fn totals(&self) -> Totals {
+        Engine::totals(self)
+    }
+    fn queue_stats(&self, max: usize) -> Vec<(String, QueueStats)> {
+        let (names, _) = self.list_queues_page("", "", max.max(1));
+        names
+            .into_iter()
+            .filter_map(|q| self.stats(&q).ok().map(|s| (q, s)))
+            .collect()
+    }
+}
+
 #[derive(Default)]
 #[repr(align(128))]
 struct Stripe {
@@ -128,7 +151,7 @@ impl Metrics {
     }
 
     /// Named counters for the server-stats request.
-    pub fn server_stats(&self, engine: &Engine) -> Vec<(String, u64)> {
+    pub fn server_stats(&self, engine: &Totals) -> Vec<(String, u64)> {
         let requests: u64 = (0..Opcode::ALL.len())
             .map(|i| self.sum(i, |m| &m.requests))
             .sum();
@@ -167,7 +190,8 @@ impl Metrics {
     /// the first `max_queues` queues by name (the number left out is
     /// `fila_metrics_queues_omitted`), so a scrape's size and cost stay
     /// bounded however many queues there are.
-    pub fn render(&self, engine: &Engine, max_queues: usize) -> String {
+    pub fn render(&self, view: &dyn EngineView, max_queues: usize) -> String {
+        let engine = view.totals();
         let mut o = String::new();
         let gauge = |o: &mut String, name: &str, help: &str, v: u64| {
             let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
@@ -262,18 +286,17 @@ impl Metrics {
             "The server's budget for stored messages.",
             engine.limits().max_stored_bytes,
         );
-        let (names, _) = engine.list_queues_page("", "", max_queues.max(1));
-        let names = if max_queues == 0 { Vec::new() } else { names };
+        let queues = if max_queues == 0 {
+            Vec::new()
+        } else {
+            view.queue_stats(max_queues)
+        };
         gauge(
             &mut o,
             "fila_metrics_queues_omitted",
             "Queues left out of the per-queue series (metrics_max_queues).",
-            engine.queue_count().saturating_sub(names.len() as u64),
+            engine.queue_count().saturating_sub(queues.len() as u64),
         );
-        let queues: Vec<(String, fila_core::QueueStats)> = names
-            .into_iter()
-            .filter_map(|q| engine.stats(&q).ok().map(|s| (q, s)))
-            .collect();
         let per_queue: [QueueSeries; 13] = [
             ("fila_queue_visible", "gauge", "Visible messages.", |s| {
                 s.visible
@@ -370,7 +393,7 @@ impl MetricsEndpoint {
         addr: SocketAddr,
         config: &crate::Config,
         metrics: Arc<Metrics>,
-        engine: Arc<Engine>,
+        engine: Arc<dyn EngineView>,
     ) -> std::io::Result<MetricsEndpoint> {
         let listener = TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
@@ -409,7 +432,7 @@ impl MetricsEndpoint {
                     let spawned = std::thread::Builder::new()
                         .name("fila-scrape".into())
                         .spawn(move || {
-                            serve(stream, &metrics, &engine, &access);
+                            serve(stream, &metrics, &*engine, &access);
                             done.fetch_sub(1, Ordering::AcqRel);
                         });
                     if spawned.is_err() {
@@ -485,7 +508,7 @@ fn bearer(head: &str) -> Option<&str> {
     })
 }
 
-fn serve(mut stream: TcpStream, metrics: &Metrics, engine: &Engine, access: &Access) {
+fn serve(mut stream: TcpStream, metrics: &Metrics, engine: &dyn EngineView, access: &Access) {
     let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
     let Some(head) = read_head(&mut stream) else {
         return;
@@ -545,7 +568,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("fila_request_duration_seconds_count{op=\"delete\"} 1"));
-        let stats = m.server_stats(&engine);
+        let stats = m.server_stats(&engine.totals());
         assert!(stats.contains(&("requests".to_string(), 41)), "{stats:?}");
     }
 

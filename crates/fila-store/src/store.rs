@@ -12,10 +12,11 @@
 //! and syncs nothing).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use fila_core::event::EngineImage;
 use fila_core::Engine;
 use fila_wal::{Log, LogOptions, Storage};
 use tracing::{error, info};
@@ -24,6 +25,32 @@ use crate::codec::{decode, decode_snapshot, encode_snapshot};
 use crate::journal::{entries, Journal, ShardSink};
 use crate::replay::Replay;
 use crate::Error;
+
+/// What the writer snapshots: the engine, or whatever owns its shards.
+pub trait Source: Send + Sync {
+    /// Every queue with its messages as one consistent state, `during`
+    /// run while no shard changes (the writer drains the buffers there);
+    /// `None` when no consistent state can be had now (try again).
+    fn export(&self, during: &mut dyn FnMut()) -> Option<EngineImage>;
+    /// Bytes of the live data (for when to snapshot).
+    fn stored_bytes(&self) -> u64;
+    /// The store stopped: stop logging to it.
+    fn detach(&self) {}
+}
+
+impl Source for Engine {
+    fn export(&self, during: &mut dyn FnMut()) -> Option<EngineImage> {
+        Engine::export(self, during)
+    }
+    fn stored_bytes(&self) -> u64 {
+        Engine::stored_bytes(self)
+    }
+    fn detach(&self) {
+        for shard in 0..self.shard_count() {
+            self.set_journal(shard, None);
+        }
+    }
+}
 
 /// When an acknowledged change is on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,12 +248,22 @@ struct Shared {
     snapshots: AtomicU64,
     stop: AtomicBool,
     failed: AtomicBool,
+    /// What snapshots are taken of (the writer reads it once a batch).
+    source: Mutex<Arc<dyn Source>>,
+}
+
+impl Shared {
+    fn source(&self) -> Arc<dyn Source> {
+        self.source
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
 }
 
 /// A running store.
 pub struct Store<S: Storage + 'static> {
     shared: Arc<Shared>,
-    engine: Arc<Engine>,
     writer: Option<JoinHandle<S>>,
     sync: SyncMode,
 }
@@ -297,10 +334,10 @@ impl<S: Storage + 'static> Store<S> {
             snapshots: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             failed: AtomicBool::new(false),
+            source: Mutex::new(engine),
         });
         let writer = Writer {
             shared: shared.clone(),
-            engine: engine.clone(),
             log,
             options,
             hooks,
@@ -315,12 +352,22 @@ impl<S: Storage + 'static> Store<S> {
         Ok((
             Store {
                 shared,
-                engine,
                 writer: Some(handle),
                 sync: options.sync,
             },
             report,
         ))
+    }
+
+    /// Takes snapshots of `source` from now on instead of the engine the
+    /// store was opened with (a server whose loops took the engine's
+    /// shards over); the store lets go of the engine.
+    pub fn set_source(&self, source: Arc<dyn Source>) {
+        *self
+            .shared
+            .source
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = source;
     }
 
     /// The marks answers are held on.
@@ -357,9 +404,7 @@ impl<S: Storage + 'static> Store<S> {
         self.shared.stop.store(true, Ordering::Release);
         self.shared.journal.wake();
         let storage = handle.join().ok();
-        for shard in 0..self.engine.shard_count() {
-            self.engine.set_journal(shard, None);
-        }
+        self.shared.source().detach();
         storage
     }
 }
@@ -372,7 +417,6 @@ impl<S: Storage + 'static> Drop for Store<S> {
 
 struct Writer<S: Storage> {
     shared: Arc<Shared>,
-    engine: Arc<Engine>,
     log: Log<S>,
     options: StoreOptions,
     hooks: Hooks,
@@ -452,7 +496,7 @@ impl<S: Storage> Writer<S> {
         let threshold = self
             .options
             .compact_min_bytes
-            .max(self.options.compact_ratio * self.engine.stored_bytes());
+            .max(self.options.compact_ratio * self.shared.source().stored_bytes());
         let number = self.shared.started.fetch_add(1, Ordering::SeqCst) + 1;
         let mut snapshot = None;
         let asked = self.shared.snapshot_asked.swap(false, Ordering::AcqRel);
@@ -462,8 +506,8 @@ impl<S: Storage> Writer<S> {
             // state after the records up to `lsn`.
             let mut drained = Ok(());
             let mut lsn = 0;
-            let engine = self.engine.clone();
-            let images = engine.export(|| {
+            let source = self.shared.source();
+            let images = source.export(&mut || {
                 drained = self.drain();
                 lsn = self.log.next_lsn() - 1;
             });

@@ -93,6 +93,11 @@ impl WaitId {
     pub fn reserved_bytes(&self) -> u64 {
         self.reserved
     }
+
+    /// The shard it is parked on.
+    pub fn shard(&self) -> usize {
+        usize::from(self.shard)
+    }
 }
 
 /// The answer to a receive.

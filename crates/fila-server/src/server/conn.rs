@@ -39,8 +39,16 @@ pub(super) struct Conn {
     /// client's and may repeat).
     pub(super) parked: HashMap<u64, Parked>,
     pub(super) next_park: u64,
-    /// Output room held for parked receives.
+    /// Output room held for parked receives and for the answers of
+    /// requests at other loops.
     pub(super) reserved: usize,
+    /// Requests sent to shards' owners whose answers have not come back
+    /// (at most [`IN_FLIGHT_MAX`]).
+    pub(super) in_flight: usize,
+    /// Receives among them.
+    pub(super) receives_out: usize,
+    /// The turn stopped at [`IN_FLIGHT_MAX`]: resumed when answers come.
+    pub(super) owners_paused: bool,
     pub(super) opened: Instant,
     pub(super) last_active: Instant,
     /// Stopped reading: no output room, or a fatal frame error.
@@ -92,20 +100,22 @@ impl Conn {
     /// as its head is in): answers that carry messages need room for at
     /// least one largest message, the others far less.
     pub(super) fn room_needed(&self) -> usize {
-        let carries_messages = self.input.get(5).is_none_or(|op| {
-            [
-                proto::Opcode::Receive as u8,
-                proto::Opcode::Peek as u8,
-                proto::Opcode::ReceiveDeferred as u8,
-            ]
-            .contains(op)
-        });
-        if carries_messages {
+        if self.input.get(5).is_none_or(|op| carries_messages(*op)) {
             ANSWER_ROOM_MIN
         } else {
             SMALL_ANSWER_ROOM
         }
     }
+}
+
+/// Whether an answer to `opcode` carries messages (and may be large).
+pub(super) fn carries_messages(opcode: u8) -> bool {
+    [
+        proto::Opcode::Receive as u8,
+        proto::Opcode::Peek as u8,
+        proto::Opcode::ReceiveDeferred as u8,
+    ]
+    .contains(&opcode)
 }
 
 /// Why a turn of [`Loop::process`] stopped.
@@ -216,6 +226,10 @@ impl Loop {
                 conn.read_paused = true;
                 return Stop::Throttled;
             }
+            if conn.in_flight >= IN_FLIGHT_MAX {
+                conn.owners_paused = true;
+                return Stop::Throttled;
+            }
             if self.log_full(slot) {
                 // Answered once the log writer has caught up.
                 return Stop::Throttled;
@@ -256,7 +270,7 @@ impl Loop {
             let started = Instant::now();
             let opcode = header.opcode;
             let response = match Request::decode(&header, body) {
-                Ok(req) => self.request(slot, header.request_id, req, room),
+                Ok(req) => self.request(slot, header.request_id, opcode, started, req, room),
                 Err(e) => {
                     self.shared
                         .metrics
@@ -279,11 +293,8 @@ impl Loop {
                 }
                 let mark = self.hold_mark(opcode);
                 self.respond_held(slot, opcode, header.request_id, &response, mark);
-            } else if let Ok(op) = proto::Opcode::from_u8(opcode) {
-                self.shared
-                    .metrics
-                    .record(self.index, op, started.elapsed(), false);
             }
+            // Else the shard's owner took it: `on_done` records and answers.
         }
     }
 

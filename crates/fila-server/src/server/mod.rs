@@ -35,12 +35,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use fila_core::{Engine, EngineLimits, Message, Notify, WaitId};
+use crossbeam_queue::ArrayQueue;
+use fila_core::{Engine, EngineLimits, Message, Notify, Owner, Totals, WaitId};
 use fila_proto::{self as proto, split_frame, ErrorCode, Request, Response};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use tracing::{debug, info, warn};
 
+use crate::auth;
 use crate::auth::TokenId;
 use crate::config::{Config, Sync};
 use crate::dispatch::{self, error, Caller, Outcome};
@@ -49,10 +51,13 @@ use crate::metrics::{Metrics, MetricsEndpoint};
 mod accept;
 mod conn;
 mod durable;
+mod route;
 
 use accept::open_files_limit;
 use conn::{Conn, Parked};
 pub use durable::{StartError, LOG_BACKLOG_MAX};
+use route::{Done, Job, LoopsView, Pause, Route, RunJob, ScrapeAsk};
+pub use route::{HANDOFF_CAPACITY, IN_FLIGHT_MAX, TIMERS_PER_TURN};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
@@ -93,11 +98,29 @@ enum Inbox {
         request_id: u64,
         result: Result<Vec<Message>, fila_core::Error>,
     },
+    /// What became of a request this loop sent to the owner of its shard.
+    Done {
+        route: Route,
+        done: Done,
+    },
+    /// Stop until let go: a snapshot is being taken.
+    Pause(Arc<Pause>),
+    /// A metrics scrape's question.
+    Scrape(ScrapeAsk),
 }
 
 struct Shared {
     config: Config,
-    engine: Arc<Engine>,
+    /// Engine-wide figures (atomics).
+    totals: Totals,
+    /// Each loop's hand-off queue: jobs for the shards it owns.
+    handoff: Box<[ArrayQueue<Job>]>,
+    /// Each loop's "nothing of mine is in progress" while stopping: the
+    /// loops stop together, since each owns shards the others need.
+    drained: Box<[AtomicBool]>,
+    /// Loops running (a snapshot or scrape does not wait for one that
+    /// stopped).
+    alive: Arc<AtomicU64>,
     /// The log's marks, when there is a log.
     marks: Option<fila_store::Marks>,
     /// Answers that changed something wait for the log (`sync = always`).
@@ -124,6 +147,15 @@ struct Shared {
 
 struct Loop {
     index: usize,
+    /// The shards this loop owns: no other thread touches them.
+    owner: Owner,
+    totals: Totals,
+    /// Jobs for other loops, gathered during a turn, by loop.
+    outgoing: Vec<VecDeque<Job>>,
+    /// Loops to wake at the end of this turn.
+    wake: Vec<bool>,
+    /// Connections that got answers from other loops this turn.
+    dirty: Vec<usize>,
     poll: Poll,
     listener: Option<TcpListener>,
     /// Accepting failed (out of descriptors): retry at this time.
@@ -134,7 +166,6 @@ struct Loop {
     pending: VecDeque<usize>,
     generation: u64,
     inbox: Receiver<Inbox>,
-    me: (Sender<Inbox>, Arc<Waker>),
     peers: Vec<(Sender<Inbox>, Arc<Waker>)>,
     next_peer: usize,
     shared: Arc<Shared>,
@@ -158,7 +189,6 @@ pub struct Server {
     shared: Arc<Shared>,
     wakers: Vec<Arc<Waker>>,
     loops: Vec<std::thread::JoinHandle<()>>,
-    ticker: Option<std::thread::JoinHandle<()>>,
     metrics: Option<MetricsEndpoint>,
 }
 
@@ -183,8 +213,8 @@ impl StopHandle {
 }
 
 impl Server {
-    /// Recovers the data directory, binds, starts the loops, the log
-    /// writer, the ticker and the metrics endpoint.
+    /// Recovers the data directory, binds, starts the loops (each given
+    /// the shards it owns), the log writer and the metrics endpoint.
     pub fn start(config: Config) -> Result<Server, StartError> {
         let engine = Arc::new(Engine::new(config.shards, Arc::new(fila_core::SystemClock)));
         engine.set_limits(EngineLimits {
@@ -222,12 +252,27 @@ impl Server {
         let stopping = Arc::new(AtomicBool::new(false));
         let (store, data_lock) =
             durable::open(&config, &engine, &wakers, &waiting, &fatal, &stopping)?;
+        let alive = Arc::new(AtomicU64::new(config.event_loops as u64));
+        let view = Arc::new(LoopsView {
+            loops: mes.clone(),
+            totals: engine.totals(),
+            alive: alive.clone(),
+        });
+        // From here on the loops own the shards: the log writer and the
+        // metrics endpoint ask them.
+        if let Some(store) = &store {
+            store.set_source(view.clone());
+        }
+        let engine = Arc::try_unwrap(engine)
+            .map_err(|_| io::Error::other("the engine is still shared after recovery"))?;
+        let totals = engine.totals();
+        let owners = engine.into_owners(config.event_loops, TIMERS_PER_TURN);
         let metrics_endpoint = match config.metrics_listen {
             Some(addr) => Some(MetricsEndpoint::start(
                 addr,
                 &config,
                 metrics.clone(),
-                engine.clone(),
+                view,
             )?),
             None => None,
         };
@@ -243,7 +288,14 @@ impl Server {
         }
         let shared = Arc::new(Shared {
             config: config.clone(),
-            engine,
+            totals: totals.clone(),
+            handoff: (0..config.event_loops)
+                .map(|_| ArrayQueue::new(HANDOFF_CAPACITY))
+                .collect(),
+            drained: (0..config.event_loops)
+                .map(|_| AtomicBool::new(false))
+                .collect(),
+            alive,
             marks: store.as_ref().map(|s| s.marks()),
             hold: config.sync == Sync::Always,
             waiting,
@@ -259,9 +311,16 @@ impl Server {
         });
         let mut listener = Some(listener);
         let mut loops = Vec::new();
-        for (index, (poll, inbox)) in polls.into_iter().zip(inboxes).enumerate() {
+        for (index, ((poll, inbox), owner)) in
+            polls.into_iter().zip(inboxes).zip(owners).enumerate()
+        {
             let mut l = Loop {
                 index,
+                owner,
+                totals: totals.clone(),
+                outgoing: (0..config.event_loops).map(|_| VecDeque::new()).collect(),
+                wake: vec![false; config.event_loops],
+                dirty: Vec::new(),
                 poll,
                 listener: if index == 0 { listener.take() } else { None },
                 accept_retry: None,
@@ -270,7 +329,6 @@ impl Server {
                 pending: VecDeque::new(),
                 generation: 0,
                 inbox,
-                me: mes[index].clone(),
                 peers: mes.clone(),
                 next_peer: 0,
                 shared: shared.clone(),
@@ -290,10 +348,6 @@ impl Server {
                     .spawn(move || l.run())?,
             );
         }
-        let ticker_shared = shared.clone();
-        let ticker = std::thread::Builder::new()
-            .name("fila-ticker".into())
-            .spawn(move || tick(&ticker_shared))?;
         info!(
             listen = %local_addr,
             metrics = ?metrics_endpoint.as_ref().map(|m| m.addr()),
@@ -309,7 +363,6 @@ impl Server {
             shared,
             wakers,
             loops,
-            ticker: Some(ticker),
             metrics: metrics_endpoint,
         })
     }
@@ -329,9 +382,9 @@ impl Server {
         &self.shared.metrics
     }
 
-    /// The engine, for in-process inspection.
-    pub fn engine(&self) -> &Arc<Engine> {
-        &self.shared.engine
+    /// The engine-wide figures, for in-process inspection.
+    pub fn totals(&self) -> &Totals {
+        &self.shared.totals
     }
 
     /// A handle that stops the server from another thread.
@@ -363,10 +416,6 @@ impl Server {
         for l in self.loops.drain(..) {
             let _ = l.join();
         }
-        if let Some(t) = self.ticker.take() {
-            t.thread().unpark();
-            let _ = t.join();
-        }
         if let Some(m) = self.metrics.as_mut() {
             m.stop();
         }
@@ -388,18 +437,6 @@ impl Drop for Server {
     }
 }
 
-/// Drives the engine's time: leases end, delays come due, long polls time
-/// out. Sleeps until the next deadline, at most 10 ms (a lease granted
-/// meanwhile may be due sooner).
-fn tick(shared: &Shared) {
-    while !shared.stopping.load(Ordering::Acquire) {
-        let next = shared.engine.tick();
-        let now = shared.engine.now_ms();
-        let wait = next.map_or(10, |d| d.saturating_sub(now)).clamp(1, 10);
-        std::thread::park_timeout(Duration::from_millis(wait));
-    }
-}
-
 fn would_block(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::WouldBlock
 }
@@ -410,8 +447,13 @@ impl Loop {
         let mut stop_deadline: Option<Instant> = None;
         let housekeeping =
             self.shared.config.idle_timeout_secs > 0 || !self.shared.config.tokens.is_empty();
+        let mut busy = false;
         loop {
-            let mut timeout = if !self.pending.is_empty() {
+            // The shards' time: due timers within the turn's budget.
+            let caught_up = self.owner.advance(TIMERS_PER_TURN);
+            self.hand_on();
+            busy |= self.flush_outgoing();
+            let mut timeout = if !self.pending.is_empty() || busy || !caught_up {
                 Some(Duration::ZERO)
             } else if stop_deadline.is_some() {
                 Some(Duration::from_millis(20))
@@ -422,6 +464,10 @@ impl Loop {
             };
             if let Some(at) = self.accept_retry {
                 let left = at.saturating_duration_since(Instant::now());
+                timeout = Some(timeout.map_or(left, |t| t.min(left)));
+            }
+            if let Some(due) = self.owner.next_deadline() {
+                let left = Duration::from_millis(due.saturating_sub(self.totals.now_ms()));
                 timeout = Some(timeout.map_or(left, |t| t.min(left)));
             }
             if let Err(e) = self.poll.poll(&mut events, timeout) {
@@ -442,15 +488,29 @@ impl Loop {
                 self.accept();
             }
             self.drain_inbox();
+            busy = self.drain_handoff();
             self.release_held();
             self.run_pending();
+            for slot in std::mem::take(&mut self.dirty) {
+                self.flush(slot);
+            }
             if self.shared.stopping.load(Ordering::Acquire) {
                 let deadline = *stop_deadline.get_or_insert_with(|| {
                     self.begin_stop();
                     Instant::now() + Duration::from_secs(self.shared.config.shutdown_grace_secs)
                 });
-                let pending = self.conns.iter().flatten().any(|c| c.buffered() > 0);
-                if !pending || Instant::now() >= deadline {
+                // Every loop owns shards the others' connections may still
+                // wait on: they stop together, once none has anything in
+                // progress (or at the deadline).
+                let mine = self
+                    .conns
+                    .iter()
+                    .flatten()
+                    .any(|c| c.buffered() > 0 || c.in_flight > 0 || !c.parked.is_empty())
+                    || self.outgoing.iter().any(|o| !o.is_empty());
+                self.shared.drained[self.index].store(!mine, Ordering::SeqCst);
+                let all = self.shared.drained.iter().all(|d| d.load(Ordering::SeqCst));
+                if all || Instant::now() >= deadline {
                     break;
                 }
             } else if housekeeping {
@@ -459,6 +519,12 @@ impl Loop {
         }
         for slot in 0..self.conns.len() {
             self.close(slot, "server stopped");
+        }
+        self.flush_outgoing();
+        self.shared.alive.fetch_sub(1, Ordering::AcqRel);
+        // The others may be waiting for this loop's word to stop.
+        for (_, waker) in &self.peers {
+            let _ = waker.wake();
         }
         debug!(index = self.index, "event loop stopped");
     }
@@ -483,26 +549,29 @@ impl Loop {
             let _ = self.poll.registry().deregister(&mut listener);
         }
         for slot in 0..self.conns.len() {
-            let parked: Vec<u64> = match self.conns[slot].as_ref() {
-                Some(c) => c.parked.keys().copied().collect(),
+            let parked: Vec<(u64, WaitId, u64, u64)> = match self.conns[slot].as_ref() {
+                Some(c) => c
+                    .parked
+                    .iter()
+                    .map(|(park, p)| (*park, p.wait, p.request_id, c.generation))
+                    .collect(),
                 None => continue,
             };
-            for park in parked {
-                let conn = self.conns[slot].as_mut().expect("open");
-                let p = &conn.parked[&park];
+            for (park, wait, request_id, generation) in parked {
                 // One already answered keeps its entry: its answer is on its
-                // way through the inbox.
-                if self.shared.engine.cancel_wait(p.wait) {
-                    let p = conn.parked.remove(&park).expect("present");
-                    conn.reserved -= p.reserved;
-                    self.unpark_count();
-                    self.respond(
-                        slot,
-                        proto::Opcode::Receive as u8,
-                        p.request_id,
-                        &Response::Messages(Vec::new()),
-                    );
-                }
+                // way through the inbox. One cancelled is answered empty.
+                let route = Route {
+                    lp: self.index,
+                    slot,
+                    generation,
+                    request_id,
+                    opcode: proto::Opcode::Receive as u8,
+                    started: Instant::now(),
+                    room: 0,
+                    park,
+                    fields: proto::Fields::ALL,
+                };
+                self.cancel_wait(wait, Some(route));
             }
             self.flush(slot);
         }
@@ -531,6 +600,9 @@ impl Loop {
                     request_id,
                     result,
                 } => {
+                    // The wait ended by its answer: it counts no more,
+                    // whether or not its connection is still there.
+                    self.unpark_count();
                     let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
                         continue;
                     };
@@ -541,14 +613,16 @@ impl Loop {
                         continue;
                     };
                     conn.reserved -= p.reserved;
-                    self.unpark_count();
                     let response = match result {
                         Ok(ms) => dispatch::messages_of(ms, p.fields),
                         Err(e) => Response::Error(dispatch::wire_error(&e)),
                     };
                     self.respond(slot, proto::Opcode::Receive as u8, request_id, &response);
-                    self.flush(slot);
+                    self.dirty.push(slot);
                 }
+                Inbox::Done { route, done } => self.on_done(route, done),
+                Inbox::Pause(pause) => self.pause(pause),
+                Inbox::Scrape(ask) => self.scrape(ask),
             }
         }
     }
@@ -556,7 +630,7 @@ impl Loop {
     /// Logs an unknown token at most once a second, with how many were
     /// left out since.
     fn warn_unknown_token(&self, peer: SocketAddr) {
-        let second = self.shared.engine.now_ms() / 1000;
+        let second = self.totals.now_ms() / 1000;
         let last = self.shared.auth_warned_at.load(Ordering::Acquire);
         if last != second
             && self
@@ -577,6 +651,8 @@ impl Loop {
         &mut self,
         slot: usize,
         request_id: u64,
+        opcode: u8,
+        started: Instant,
         req: Request,
         room: usize,
     ) -> Option<Response> {
@@ -646,83 +722,69 @@ impl Loop {
             tokens,
             token: conn.token,
         };
-        let generation = conn.generation;
-        let park = conn.next_park;
+        if let Some(forbidden) = dispatch::authorize(&caller, &req) {
+            return Some(forbidden);
+        }
+        let token = conn.token;
         let fields = match &req {
             Request::Receive(r) => r.fields,
             _ => proto::Fields::ALL,
         };
-        let parked_here = conn.parked.len();
-        let (tx, waker) = self.me.clone();
-        let notify = move || -> Notify {
-            Box::new(move |result| {
-                if tx
-                    .send(Inbox::Answer {
-                        slot,
-                        generation,
-                        park,
-                        request_id,
-                        result,
-                    })
-                    .is_ok()
-                {
-                    let _ = waker.wake();
-                }
-            })
-        };
-        match dispatch::handle(&shared.engine, &shared.metrics, &caller, req, room, notify) {
-            Outcome::Answer(r) => Some(r),
-            Outcome::Parked(wait) => {
-                let config = &shared.config;
-                let refused = if parked_here >= config.max_parked_per_connection {
-                    Some((
-                        "max_parked_per_connection",
-                        config.max_parked_per_connection,
-                    ))
-                } else if shared
-                    .parked
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                        (n < config.max_parked as u64).then_some(n + 1)
-                    })
-                    .is_err()
-                {
-                    Some(("max_parked", config.max_parked))
-                } else {
-                    None
-                };
-                if let Some((limit, max)) = refused {
-                    // Never leave it parked: it would hold messages for
-                    // nobody. If it was answered meanwhile, that answer is on
-                    // its way: take it like any other.
-                    if shared.engine.cancel_wait(wait) {
-                        return Some(error(
-                            ErrorCode::RESOURCE_EXHAUSTED,
-                            format!("resource_exhausted: {limit} of {max} parked receives reached"),
-                        ));
-                    }
-                    if limit == "max_parked_per_connection" {
-                        shared.parked.fetch_add(1, Ordering::AcqRel);
-                    }
-                }
-                shared.metrics.parked.fetch_add(1, Ordering::Relaxed);
-                let conn = self.conns[slot].as_mut().expect("open");
-                let reserved = usize::try_from(wait.reserved_bytes()).unwrap_or(usize::MAX);
-                conn.reserved += reserved;
-                let held = conn.buffered() + conn.reserved;
-                conn.next_park += 1;
-                conn.parked.insert(
-                    park,
-                    Parked {
-                        wait,
-                        request_id,
-                        reserved,
-                        fields,
-                    },
-                );
-                self.note_held(held);
-                None
-            }
+        let is_receive = matches!(req, Request::Receive(_));
+        let may_park =
+            conn.parked.len() + conn.receives_out < shared.config.max_parked_per_connection;
+        let park = conn.next_park;
+        conn.next_park += 1;
+        let generation = conn.generation;
+        let nothing_away = conn.in_flight == 0;
+        if let Request::ServerStats = req {
+            return Some(Response::ServerStats(
+                shared.metrics.server_stats(&self.totals),
+            ));
         }
+        // A request that goes to another loop holds room for its answer
+        // while it is away: all of it when nothing else is away (as a
+        // request run here may use), else what its kind of answer needs
+        // at least, so the connection's next requests keep some.
+        let room = if nothing_away || self.first_hop(&req) == self.index {
+            room
+        } else if conn::carries_messages(opcode) {
+            room.min(ANSWER_ROOM_MIN)
+        } else {
+            room.min(SMALL_ANSWER_ROOM)
+        };
+        let route = Route {
+            lp: self.index,
+            slot,
+            generation,
+            request_id,
+            opcode,
+            started,
+            room,
+            park,
+            fields,
+        };
+        // Counted as away until its answer comes (`on_done`), even when it
+        // comes at once.
+        let conn = self.conns[slot].as_mut().expect("open");
+        conn.in_flight += 1;
+        conn.reserved += room;
+        if is_receive {
+            conn.receives_out += 1;
+        }
+        if let Request::ListQueues { .. } = req {
+            self.start_list(route, req, token);
+            return None;
+        }
+        if let Some(done) = self.serve(RunJob {
+            route,
+            req,
+            may_park,
+            checked: false,
+        }) {
+            self.on_done(route, done);
+        }
+        None
     }
 
     fn close_idle(&mut self) {
@@ -758,9 +820,7 @@ impl Loop {
         };
         // Every receive it parked, whatever its request id.
         for (_, p) in conn.parked.drain() {
-            if self.shared.engine.cancel_wait(p.wait) {
-                self.unpark_count();
-            }
+            self.cancel_wait(p.wait, None);
         }
         if conn.unauthenticated {
             self.shared.unauthenticated[self.index].fetch_sub(1, Ordering::AcqRel);

@@ -1,0 +1,630 @@
+//! Requests on their way to the loop that owns their queue's shard, and
+//! answers on their way back.
+//!
+//! Every shard is owned by one event loop (shard `i` by loop
+//! `i % event_loops`) and touched by no other thread. A request for a
+//! queue of a shard this loop owns runs here, at once; any other goes to
+//! its owner through the owner's hand-off queue (a bounded lock-free
+//! `ArrayQueue`), and its answer comes back through the connection's
+//! loop's inbox. Jobs are pushed once a turn and each loop with new jobs is
+//! woken once, so one wake-up carries a batch. Dead letters bound for a
+//! shard of another loop travel the same way.
+//!
+//! The inbox (a `std::sync::mpsc` channel, lock-free for senders that never
+//! block) carries answers from each owner in the order it sent them: a
+//! parked receive's late answer never overtakes the news that it parked.
+//! It is unbounded, and bounded in practice by what was asked: a
+//! connection has at most [`IN_FLIGHT_MAX`] requests at other loops, and
+//! parked receives are limited.
+
+use std::sync::mpsc::Sender as MpscSender;
+use std::sync::Condvar;
+
+use fila_core::event::{EngineImage, QueueImage};
+use fila_core::{shard_of, QueueStats, Totals, Transit};
+
+use super::*;
+
+/// Jobs one loop's hand-off queue holds; a loop with more to hand over
+/// keeps them (in order) and tries again next turn.
+pub const HANDOFF_CAPACITY: usize = 4_096;
+/// Requests one connection may have at other loops' owners at once; past
+/// it the connection's turn stops until answers come back.
+pub const IN_FLIGHT_MAX: usize = 64;
+/// Timers a shard runs in one turn of its loop, and that an operation may
+/// run before it starts: no request pays for a backlog beyond this (an
+/// instant is never split, so one instant's timers run together).
+pub const TIMERS_PER_TURN: usize = 1_024;
+/// Jobs a loop takes from its hand-off queue in one turn.
+const JOBS_PER_TURN: usize = HANDOFF_CAPACITY;
+/// How long a snapshot or a scrape waits for every loop.
+const GATHER_DEADLINE: Duration = Duration::from_secs(2);
+
+/// Where an answer goes: which loop, connection and request.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Route {
+    pub(super) lp: usize,
+    pub(super) slot: usize,
+    pub(super) generation: u64,
+    pub(super) request_id: u64,
+    pub(super) opcode: u8,
+    pub(super) started: Instant,
+    /// Output room held for the answer while the request is away.
+    pub(super) room: usize,
+    /// The connection's number for the receive if it parks.
+    pub(super) park: u64,
+    /// The fields a receive's answer carries.
+    pub(super) fields: proto::Fields,
+}
+
+/// A request for a shard's owner.
+pub(super) struct RunJob {
+    pub(super) route: Route,
+    pub(super) req: Request,
+    /// The connection is under its limit of parked receives.
+    pub(super) may_park: bool,
+    /// The dead-letter target it names was found (on its own shard).
+    pub(super) checked: bool,
+}
+
+/// A list of queues going from loop to loop, each adding its shards'
+/// names.
+pub(super) struct ListJob {
+    route: Route,
+    prefix: String,
+    after: String,
+    limit: usize,
+    names: Vec<String>,
+    left: usize,
+    token: Option<TokenId>,
+}
+
+/// What one loop hands another.
+pub(super) enum Job {
+    Run(RunJob),
+    List(Box<ListJob>),
+    Transit(Transit),
+    /// Cancel a parked receive; answer `Cancelled` to `reply` if it was.
+    Cancel {
+        wait: WaitId,
+        reply: Option<Route>,
+    },
+}
+
+/// What became of a request at its shard's owner.
+pub(super) enum Done {
+    Answer(Response),
+    Parked(WaitId),
+    /// A parked receive was cancelled (the server is stopping): answer it
+    /// with no messages.
+    Cancelled,
+}
+
+/// Every loop stopped at once, for a consistent snapshot.
+pub(super) struct Pause {
+    arrived: Mutex<Vec<Option<Vec<QueueImage>>>>,
+    all_in: Condvar,
+    released: Mutex<bool>,
+    release: Condvar,
+}
+
+impl Pause {
+    fn new(loops: usize) -> Pause {
+        Pause {
+            arrived: Mutex::new(vec![None; loops]),
+            all_in: Condvar::new(),
+            released: Mutex::new(false),
+            release: Condvar::new(),
+        }
+    }
+
+    /// A loop's part: its shards' images; then it waits to be released.
+    fn arrive(&self, lp: usize, images: Vec<QueueImage>) {
+        lock(&self.arrived)[lp] = Some(images);
+        self.all_in.notify_all();
+        let mut released = lock(&self.released);
+        while !*released {
+            released = self
+                .release
+                .wait(released)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn let_go(&self) {
+        *lock(&self.released) = true;
+        self.release.notify_all();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A scrape's question to one loop.
+pub(super) struct ScrapeAsk {
+    max: usize,
+    reply: MpscSender<Vec<(String, QueueStats)>>,
+}
+
+/// The engine as the loops hold it, for the log writer (snapshots) and
+/// the metrics endpoint (per-queue series): both ask every loop through
+/// its inbox and never touch a shard themselves.
+pub(super) struct LoopsView {
+    pub(super) loops: Vec<(Sender<Inbox>, Arc<Waker>)>,
+    pub(super) totals: Totals,
+    /// Loops still running.
+    pub(super) alive: Arc<AtomicU64>,
+}
+
+impl LoopsView {
+    fn ask(&self, msg: impl Fn() -> Inbox) -> bool {
+        self.loops.iter().all(|(tx, waker)| {
+            let sent = tx.send(msg()).is_ok();
+            let _ = waker.wake();
+            sent
+        })
+    }
+}
+
+impl fila_store::Source for LoopsView {
+    fn export(&self, during: &mut dyn FnMut()) -> Option<EngineImage> {
+        let n = self.loops.len();
+        let pause = Arc::new(Pause::new(n));
+        let deadline = Instant::now() + GATHER_DEADLINE;
+        let all_in = self.ask(|| Inbox::Pause(pause.clone())) && {
+            let mut arrived = lock(&pause.arrived);
+            loop {
+                if arrived.iter().all(|a| a.is_some()) {
+                    break true;
+                }
+                let now = Instant::now();
+                if now >= deadline || self.alive.load(Ordering::Acquire) < n as u64 {
+                    break false;
+                }
+                arrived = pause
+                    .all_in
+                    .wait_timeout(arrived, (deadline - now).min(Duration::from_millis(50)))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        };
+        // Every loop is stopped: no shard changes and nothing is logged
+        // until they are let go.
+        let image = (all_in && self.totals.in_transit() == 0).then(|| {
+            during();
+            EngineImage {
+                next_queue_id: self.totals.next_queue_id(),
+                queues: lock(&pause.arrived)
+                    .iter_mut()
+                    .flat_map(|a| a.take().unwrap_or_default())
+                    .collect(),
+            }
+        });
+        pause.let_go();
+        image
+    }
+
+    fn stored_bytes(&self) -> u64 {
+        self.totals.stored_bytes()
+    }
+}
+
+impl crate::metrics::EngineView for LoopsView {
+    fn totals(&self) -> Totals {
+        self.totals.clone()
+    }
+
+    fn queue_stats(&self, max: usize) -> Vec<(String, QueueStats)> {
+        let (reply, answers) = std::sync::mpsc::channel();
+        self.ask(|| {
+            Inbox::Scrape(ScrapeAsk {
+                max,
+                reply: reply.clone(),
+            })
+        });
+        drop(reply);
+        let deadline = Instant::now() + GATHER_DEADLINE;
+        let mut all = Vec::new();
+        for _ in 0..self.loops.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match answers.recv_timeout(left) {
+                Ok(mut part) => all.append(&mut part),
+                Err(_) => break,
+            }
+        }
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        all.truncate(max);
+        all
+    }
+}
+
+impl Loop {
+    /// The loop that owns shard `shard`.
+    pub(super) fn owner_of(&self, shard: usize) -> usize {
+        shard % self.peers.len()
+    }
+
+    fn owner_of_queue(&self, name: &str) -> usize {
+        self.owner_of(shard_of(name, self.totals.shard_count()))
+    }
+
+    /// The loop a request goes to first: its dead-letter target's owner
+    /// (to check the target exists), else its queue's.
+    pub(super) fn first_hop(&self, req: &Request) -> usize {
+        match dispatch::target_of(req) {
+            Some(target) => self.owner_of_queue(target),
+            None => auth::needs(req).map_or(self.index, |(q, _)| self.owner_of_queue(q)),
+        }
+    }
+
+    /// Hands `job` to loop `dest` (another loop) at the end of this turn.
+    fn send_job(&mut self, dest: usize, job: Job) {
+        debug_assert_ne!(dest, self.index);
+        self.outgoing[dest].push_back(job);
+    }
+
+    /// Pushes the jobs of this turn to their loops, each woken once;
+    /// answers whether any is left (a hand-off queue was full).
+    pub(super) fn flush_outgoing(&mut self) -> bool {
+        let mut left = false;
+        for dest in 0..self.outgoing.len() {
+            let mut pushed = false;
+            while let Some(job) = self.outgoing[dest].pop_front() {
+                match self.shared.handoff[dest].push(job) {
+                    Ok(()) => pushed = true,
+                    Err(job) => {
+                        self.outgoing[dest].push_front(job);
+                        left = true;
+                        break;
+                    }
+                }
+            }
+            if pushed {
+                self.wake[dest] = true;
+            }
+        }
+        for dest in 0..self.wake.len() {
+            if std::mem::take(&mut self.wake[dest]) {
+                let _ = self.peers[dest].1.wake();
+            }
+        }
+        left
+    }
+
+    /// Takes this turn's jobs from the hand-off queue; answers whether
+    /// more are waiting.
+    pub(super) fn drain_handoff(&mut self) -> bool {
+        let shared = self.shared.clone();
+        let queue = &shared.handoff[self.index];
+        for _ in 0..JOBS_PER_TURN {
+            let Some(job) = queue.pop() else {
+                return false;
+            };
+            self.serve_job(job);
+        }
+        !queue.is_empty()
+    }
+
+    fn serve_job(&mut self, job: Job) {
+        match job {
+            Job::Run(run) => {
+                let route = run.route;
+                if let Some(done) = self.serve(run) {
+                    self.deliver(route, done);
+                }
+            }
+            Job::List(list) => self.visit_list(list),
+            Job::Transit(t) => {
+                self.owner.accept(t);
+                self.hand_on();
+            }
+            Job::Cancel { wait, reply } => self.cancel_here(wait, reply),
+        }
+    }
+
+    /// Cancels a parked receive of a shard owned here.
+    fn cancel_here(&mut self, wait: WaitId, reply: Option<Route>) {
+        if self.owner.cancel_wait(wait) {
+            self.unpark_count();
+            if let Some(route) = reply {
+                self.deliver(route, Done::Cancelled);
+            }
+        }
+        // Else it was answered: its answer is on its way to its loop.
+    }
+
+    /// Cancels a parked receive wherever its shard is owned.
+    pub(super) fn cancel_wait(&mut self, wait: WaitId, reply: Option<Route>) {
+        let dest = self.owner_of(wait.shard());
+        if dest == self.index {
+            self.cancel_here(wait, reply);
+        } else {
+            self.send_job(dest, Job::Cancel { wait, reply });
+        }
+    }
+
+    /// Sends an answer to the loop of its connection (this one: at once).
+    fn deliver(&mut self, route: Route, done: Done) {
+        if route.lp == self.index {
+            self.on_done(route, done);
+        } else if self.peers[route.lp]
+            .0
+            .send(Inbox::Done { route, done })
+            .is_ok()
+        {
+            self.wake[route.lp] = true;
+        }
+    }
+
+    /// Hands on what the owner's last call produced: parked receives it
+    /// completed are answered, dead letters go to their shards' loops.
+    pub(super) fn hand_on(&mut self) {
+        if !self.owner.has_output() {
+            return;
+        }
+        for (notify, result) in self.owner.take_completions() {
+            notify(result);
+        }
+        let shards = self.totals.shard_count();
+        for t in self.owner.take_transit() {
+            let dest = self.owner_of(t.shard(shards));
+            self.send_job(dest, Job::Transit(t));
+        }
+    }
+
+    /// Runs a request on a shard owned here, or passes it on to the loop
+    /// that owns it; answers the outcome when it ran here.
+    pub(super) fn serve(&mut self, mut run: RunJob) -> Option<Done> {
+        if !run.checked {
+            if let Some(target) = dispatch::target_of(&run.req) {
+                let dest = self.owner_of_queue(target);
+                if dest != self.index {
+                    self.send_job(dest, Job::Run(run));
+                    return None;
+                }
+                if let Err(answer) = dispatch::precheck(&run.req) {
+                    return Some(Done::Answer(answer));
+                }
+                if !self.owner.has_queue(target) {
+                    let e = fila_core::Error::QueueNotFound(target.to_owned());
+                    return Some(Done::Answer(Response::Error(dispatch::wire_error(&e))));
+                }
+            }
+            run.checked = true;
+        }
+        let Some((queue, _)) = auth::needs(&run.req) else {
+            return Some(Done::Answer(error(
+                ErrorCode::INTERNAL,
+                "internal: a request without a queue reached a shard",
+            )));
+        };
+        let dest = self.owner_of_queue(queue);
+        if dest != self.index {
+            self.send_job(dest, Job::Run(run));
+            return None;
+        }
+        let route = run.route;
+        // Cloned only when the receive parks.
+        let peer = &self.peers[route.lp];
+        let notify = move || -> Notify {
+            let (tx, waker) = peer.clone();
+            Box::new(move |result| {
+                if tx
+                    .send(Inbox::Answer {
+                        slot: route.slot,
+                        generation: route.generation,
+                        park: route.park,
+                        request_id: route.request_id,
+                        result,
+                    })
+                    .is_ok()
+                {
+                    let _ = waker.wake();
+                }
+            })
+        };
+        let done = match dispatch::run(&mut self.owner, run.req, route.room, notify) {
+            Outcome::Answer(r) => Done::Answer(r),
+            Outcome::Parked(wait) => self.confirm_park(wait, run.may_park),
+        };
+        self.hand_on();
+        Some(done)
+    }
+
+    /// A receive parked here: kept if the limits allow, else cancelled and
+    /// answered `resource_exhausted`.
+    fn confirm_park(&mut self, wait: WaitId, may_park: bool) -> Done {
+        let shared = self.shared.clone();
+        let config = &shared.config;
+        let refused = if !may_park {
+            Some((
+                "max_parked_per_connection",
+                config.max_parked_per_connection,
+            ))
+        } else if shared
+            .parked
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < config.max_parked as u64).then_some(n + 1)
+            })
+            .is_err()
+        {
+            Some(("max_parked", config.max_parked))
+        } else {
+            None
+        };
+        if let Some((limit, max)) = refused {
+            // Never leave it parked: it would hold messages for nobody.
+            // Nothing ran since it parked, so it is still there.
+            if self.owner.cancel_wait(wait) {
+                return Done::Answer(error(
+                    ErrorCode::RESOURCE_EXHAUSTED,
+                    format!("resource_exhausted: {limit} of {max} parked receives reached"),
+                ));
+            }
+            if limit == "max_parked_per_connection" {
+                shared.parked.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        shared.metrics.parked.fetch_add(1, Ordering::Relaxed);
+        Done::Parked(wait)
+    }
+
+    /// Starts a list of queues: this loop's shards, then each other loop's.
+    pub(super) fn start_list(&mut self, route: Route, req: Request, token: Option<TokenId>) {
+        let Request::ListQueues {
+            prefix,
+            after,
+            limit,
+        } = req
+        else {
+            return;
+        };
+        let limit = match usize::from(limit) {
+            0 => dispatch::LIST_PAGE_MAX,
+            n => n.min(dispatch::LIST_PAGE_MAX),
+        };
+        self.visit_list(Box::new(ListJob {
+            route,
+            prefix,
+            after,
+            limit,
+            names: Vec::new(),
+            left: self.peers.len(),
+            token,
+        }));
+    }
+
+    fn visit_list(&mut self, mut list: Box<ListJob>) {
+        let mut mine = self
+            .owner
+            .list_queues(&list.prefix, &list.after, list.limit + 1);
+        list.names.append(&mut mine);
+        // Keep what can still be on the page: memory stays O(limit).
+        if list.names.len() > 2 * (list.limit + 1) {
+            list.names.sort_unstable();
+            list.names.truncate(list.limit + 1);
+        }
+        list.left -= 1;
+        if list.left > 0 {
+            let next = (self.index + 1) % self.peers.len();
+            self.send_job(next, Job::List(list));
+            return;
+        }
+        let ListJob {
+            route,
+            names,
+            limit,
+            token,
+            ..
+        } = *list;
+        let (mut names, next) = fila_core::page_of(names, limit);
+        if let Some(token) = token {
+            names.retain(|n| self.shared.config.tokens.sees(token, n));
+        }
+        self.deliver(route, Done::Answer(Response::Queues { names, next }));
+    }
+
+    /// An answer for one of this loop's connections, from whichever loop
+    /// ran the request.
+    pub(super) fn on_done(&mut self, route: Route, done: Done) {
+        let Some(conn) = self
+            .conns
+            .get_mut(route.slot)
+            .and_then(|c| c.as_mut())
+            .filter(|c| c.generation == route.generation)
+        else {
+            // Closed meanwhile: a receive that parked holds messages for
+            // nobody: cancel it.
+            if let Done::Parked(wait) = done {
+                self.cancel_wait(wait, None);
+            }
+            return;
+        };
+        if !matches!(done, Done::Cancelled) {
+            conn.in_flight -= 1;
+            conn.reserved -= route.room;
+            if route.opcode == proto::Opcode::Receive as u8 {
+                conn.receives_out -= 1;
+            }
+            if conn.owners_paused && conn.in_flight < IN_FLIGHT_MAX / 2 {
+                conn.owners_paused = false;
+                self.requeue(route.slot);
+            }
+        }
+        let op = proto::Opcode::from_u8(route.opcode).ok();
+        let conn = self.conns[route.slot].as_mut().expect("open");
+        match done {
+            Done::Answer(response) => {
+                if let Some(op) = op {
+                    self.shared.metrics.record(
+                        self.index,
+                        op,
+                        route.started.elapsed(),
+                        matches!(response, Response::Error(_)),
+                    );
+                }
+                let mark = self.hold_mark(route.opcode);
+                self.respond_held(route.slot, route.opcode, route.request_id, &response, mark);
+            }
+            Done::Parked(wait) => {
+                if let Some(op) = op {
+                    self.shared
+                        .metrics
+                        .record(self.index, op, route.started.elapsed(), false);
+                }
+                self.park(route, wait);
+            }
+            Done::Cancelled => {
+                let Some(p) = conn.parked.remove(&route.park) else {
+                    return;
+                };
+                conn.reserved -= p.reserved;
+                self.respond(
+                    route.slot,
+                    proto::Opcode::Receive as u8,
+                    p.request_id,
+                    &Response::Messages(Vec::new()),
+                );
+            }
+        }
+        self.dirty.push(route.slot);
+    }
+
+    /// Notes a receive parked on its shard: the connection holds room for
+    /// its answer until it comes.
+    fn park(&mut self, route: Route, wait: WaitId) {
+        let conn = self.conns[route.slot].as_mut().expect("open");
+        let reserved = usize::try_from(wait.reserved_bytes()).unwrap_or(usize::MAX);
+        conn.reserved += reserved;
+        let held = conn.buffered() + conn.reserved;
+        conn.parked.insert(
+            route.park,
+            Parked {
+                wait,
+                request_id: route.request_id,
+                reserved,
+                fields: route.fields,
+            },
+        );
+        self.note_held(held);
+    }
+
+    /// A scrape's part: the first `max` queues of the shards owned here,
+    /// with their stats.
+    pub(super) fn scrape(&mut self, ask: ScrapeAsk) {
+        let names = self.owner.list_queues("", "", ask.max);
+        let stats = names
+            .into_iter()
+            .filter_map(|q| self.owner.stats(&q).ok().map(|s| (q, s)))
+            .collect();
+        self.hand_on();
+        let _ = ask.reply.send(stats);
+    }
+
+    /// Stops with every other loop for a snapshot (see [`Pause`]).
+    pub(super) fn pause(&mut self, pause: Arc<Pause>) {
+        let images = self.owner.export();
+        pause.arrive(self.index, images);
+    }
+}
