@@ -180,3 +180,70 @@ fn a_damaged_log_refuses_to_start_and_says_where() {
     s.resume().unwrap();
     assert_eq!(s.client().stats("jobs").unwrap().visible, 20);
 }
+
+/// A snapshot stops every event loop at once (each owns shards): queues on
+/// both loops' shards, a dead-letter target on the other one, messages
+/// leased, deferred and dead-lettered while the snapshot is taken, and
+/// everything is there after a restart from the snapshot and the log after
+/// it.
+#[test]
+fn a_snapshot_taken_across_the_loops_restores_everything() {
+    let mut s = TestServer::with(|c| c.event_loops = 2);
+    let mut c = s.client();
+    // Names on both shards (FNV-1a mod 2 splits these).
+    let names: Vec<String> = (0..8).map(|i| format!("q{i}")).collect();
+    let shards: std::collections::HashSet<usize> =
+        names.iter().map(|n| fila_core::shard_of(n, 2)).collect();
+    assert_eq!(shards.len(), 2, "the names cover both shards");
+    c.create_queue("poison", SettingsPatch::default()).unwrap();
+    for n in &names {
+        c.create_queue(
+            n,
+            SettingsPatch {
+                max_deliveries: Some(1),
+                dead_letter_target: Some(Some("poison".into())),
+                ..SettingsPatch::default()
+            },
+        )
+        .unwrap();
+        let entries = (0..30)
+            .map(|i| PutEntry {
+                payload: bytes::Bytes::from(format!("{n}-{i}")),
+                ..PutEntry::default()
+            })
+            .collect::<Vec<_>>();
+        assert!(c.put_many(n, entries).unwrap().iter().all(|a| a.is_ok()));
+        // One dead-lettered by hand (moved to "poison", maybe on the other
+        // loop), one deferred, the rest visible.
+        let got = c.receive(n, 2, Some(0)).unwrap();
+        c.dead_letter(n, got[0].receipt.unwrap(), "bad", "x")
+            .unwrap();
+        c.defer(n, got[1].receipt.unwrap()).unwrap();
+    }
+    let server = s.server();
+    let before = server.snapshots();
+    server.request_snapshot();
+    // The writer takes it at its next batch; a put makes one.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server.snapshots() == before {
+        assert!(std::time::Instant::now() < deadline, "no snapshot taken");
+        c.put_one("poison", "tick").unwrap();
+    }
+    let stats_before: Vec<_> = names.iter().map(|n| c.stats(n).unwrap()).collect();
+    let poison_before = c.stats("poison").unwrap();
+    drop(c);
+    s.restart();
+    let mut c = s.client();
+    for (n, before) in names.iter().zip(&stats_before) {
+        let after = c.stats(n).unwrap();
+        assert_eq!(
+            (after.visible, after.deferred, after.dead_lettered),
+            (before.visible, before.deferred, before.dead_lettered),
+            "{n}"
+        );
+        assert_eq!((after.visible, after.deferred), (28, 1), "{n}");
+    }
+    let poison = c.stats("poison").unwrap();
+    assert_eq!(poison.visible, poison_before.visible);
+    assert!(poison.visible >= 8 + 1);
+}

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::CachePadded;
 use fila_core::{Engine, EngineLimits, Message, Notify, Owner, Totals, WaitId};
 use fila_proto::{self as proto, split_frame, ErrorCode, Request, Response};
 use mio::net::{TcpListener, TcpStream};
@@ -118,6 +119,9 @@ struct Shared {
     /// Each loop's "nothing of mine is in progress" while stopping: the
     /// loops stop together, since each owns shards the others need.
     drained: Box<[AtomicBool]>,
+    /// Each loop's "about to block in poll": only then do other loops
+    /// wake it (an eventfd write) after handing it something.
+    sleeping: Box<[CachePadded<AtomicBool>]>,
     /// Loops running (a snapshot or scrape does not wait for one that
     /// stopped).
     alive: Arc<AtomicU64>,
@@ -150,6 +154,8 @@ struct Loop {
     /// The shards this loop owns: no other thread touches them.
     owner: Owner,
     totals: Totals,
+    /// A message taken from the inbox while checking it before sleeping.
+    stash: Option<Inbox>,
     /// Jobs for other loops, gathered during a turn, by loop.
     outgoing: Vec<VecDeque<Job>>,
     /// Loops to wake at the end of this turn.
@@ -295,6 +301,9 @@ impl Server {
             drained: (0..config.event_loops)
                 .map(|_| AtomicBool::new(false))
                 .collect(),
+            sleeping: (0..config.event_loops)
+                .map(|_| CachePadded::new(AtomicBool::new(false)))
+                .collect(),
             alive,
             marks: store.as_ref().map(|s| s.marks()),
             hold: config.sync == Sync::Always,
@@ -320,6 +329,7 @@ impl Server {
                 totals: totals.clone(),
                 outgoing: (0..config.event_loops).map(|_| VecDeque::new()).collect(),
                 wake: vec![false; config.event_loops],
+                stash: None,
                 dirty: Vec::new(),
                 poll,
                 listener: if index == 0 { listener.take() } else { None },
@@ -385,6 +395,20 @@ impl Server {
     /// The engine-wide figures, for in-process inspection.
     pub fn totals(&self) -> &Totals {
         &self.shared.totals
+    }
+
+    /// Asks the log writer for a snapshot at its next batch (every loop
+    /// stops for the moment the state is copied); the log before it is
+    /// then deleted. Does nothing without a data directory.
+    pub fn request_snapshot(&self) {
+        if let Some(store) = &self.store {
+            store.request_snapshot();
+        }
+    }
+
+    /// Snapshots written since the server started.
+    pub fn snapshots(&self) -> u64 {
+        self.store.as_ref().map_or(0, |s| s.snapshots())
     }
 
     /// A handle that stops the server from another thread.
@@ -470,7 +494,12 @@ impl Loop {
                 let left = Duration::from_millis(due.saturating_sub(self.totals.now_ms()));
                 timeout = Some(timeout.map_or(left, |t| t.min(left)));
             }
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
+            if timeout != Some(Duration::ZERO) && self.going_to_sleep() {
+                timeout = Some(Duration::ZERO);
+            }
+            let polled = self.poll.poll(&mut events, timeout);
+            self.shared.sleeping[self.index].store(false, Ordering::Relaxed);
+            if let Err(e) = polled {
                 if e.kind() != io::ErrorKind::Interrupted {
                     warn!(error = %e, "poll failed");
                 }
@@ -583,7 +612,7 @@ impl Loop {
     }
 
     fn drain_inbox(&mut self) {
-        while let Ok(msg) = self.inbox.try_recv() {
+        while let Some(msg) = self.stash.take().or_else(|| self.inbox.try_recv().ok()) {
             match msg {
                 Inbox::Accepted(stream, peer) => {
                     if self.shared.stopping.load(Ordering::Acquire) {

@@ -286,10 +286,32 @@ impl Loop {
         }
         for dest in 0..self.wake.len() {
             if std::mem::take(&mut self.wake[dest]) {
-                let _ = self.peers[dest].1.wake();
+                // What was handed over is visible before the flag is read;
+                // `going_to_sleep` orders the other way round.
+                std::sync::atomic::fence(Ordering::SeqCst);
+                if self.shared.sleeping[dest].swap(false, Ordering::SeqCst) {
+                    let _ = self.peers[dest].1.wake();
+                }
             }
         }
         left
+    }
+
+    /// Says this loop is about to block in poll, then looks once more for
+    /// work handed to it; answers whether there is some (then it must not
+    /// block). A loop handing work over wakes this one only when the flag
+    /// is set, so a busy loop is not woken at all.
+    pub(super) fn going_to_sleep(&mut self) -> bool {
+        self.shared.sleeping[self.index].store(true, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.stash.is_none() {
+            self.stash = self.inbox.try_recv().ok();
+        }
+        let work = self.stash.is_some() || !self.shared.handoff[self.index].is_empty();
+        if work {
+            self.shared.sleeping[self.index].store(false, Ordering::Relaxed);
+        }
+        work
     }
 
     /// Takes this turn's jobs from the hand-off queue; answers whether

@@ -1,0 +1,161 @@
+//! An engine split into owners, as a server runs it: each owner touches
+//! only its own shards; dead letters bound for another owner's shard wait
+//! in `take_transit` until that owner accepts them; due timers run within
+//! a budget per call.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use fila_core::*;
+
+/// Two names whose shards (of 2) differ.
+fn names_on_both_shards() -> (String, String) {
+    let a = (0..).map(|i| format!("a{i}")).find(|n| shard_of(n, 2) == 0);
+    let b = (0..).map(|i| format!("b{i}")).find(|n| shard_of(n, 2) == 1);
+    (a.unwrap(), b.unwrap())
+}
+
+#[test]
+fn a_dead_letter_for_another_owner_waits_in_transit_until_it_is_accepted() {
+    let clock = ManualClock::new(1_000_000);
+    let engine = Engine::new(2, Arc::new(clock.clone()));
+    let (source, target) = names_on_both_shards();
+    engine
+        .create_queue(&target, QueueSettings::default())
+        .unwrap();
+    engine
+        .create_queue(
+            &source,
+            QueueSettings {
+                dead_letter_target: Some(target.clone()),
+                ..QueueSettings::default()
+            },
+        )
+        .unwrap();
+    let mut owners = engine.into_owners(2, 16);
+    let (zero, one) = owners.split_at_mut(1);
+    let (a, b) = (&mut zero[0], &mut one[0]);
+    assert_eq!(a.owned().collect::<Vec<_>>(), vec![0]);
+    assert_eq!(b.owned().collect::<Vec<_>>(), vec![1]);
+    a.put(&source, vec![NewMessage::new(Bytes::from_static(b"x"))])
+        .unwrap();
+    let got = match a
+        .receive(Address::queue(&source), &ReceiveOptions::default(), None)
+        .unwrap()
+    {
+        Received::Ready(ms) => ms,
+        Received::Parked(_) => panic!("no notify, no parking"),
+    };
+    a.dead_letter(&source, &got[0].receipt.unwrap(), "bad", "input")
+        .unwrap();
+    // Out of the source, not yet in the target: counted in transit, which
+    // keeps a snapshot from being taken.
+    let totals = a.totals();
+    assert_eq!(totals.in_transit(), 1);
+    assert_eq!(a.stats(&source).unwrap().in_flight, 0);
+    assert_eq!(b.stats(&target).unwrap().visible, 0);
+    let transit = a.take_transit();
+    assert_eq!(transit.len(), 1);
+    assert_eq!(transit[0].shard(2), 1);
+    for t in transit {
+        b.accept(t);
+    }
+    assert_eq!(totals.in_transit(), 0);
+    assert_eq!(b.stats(&target).unwrap().visible, 1);
+    a.check_invariants().unwrap();
+    b.check_invariants().unwrap();
+}
+
+#[test]
+fn a_dead_letter_whose_target_is_gone_bounces_back_to_its_source_dlq() {
+    let clock = ManualClock::new(1_000_000);
+    let engine = Engine::new(2, Arc::new(clock.clone()));
+    let (source, target) = names_on_both_shards();
+    engine
+        .create_queue(&target, QueueSettings::default())
+        .unwrap();
+    engine
+        .create_queue(
+            &source,
+            QueueSettings {
+                dead_letter_target: Some(target.clone()),
+                max_deliveries: 1,
+                visibility_timeout_ms: 1_000,
+                ..QueueSettings::default()
+            },
+        )
+        .unwrap();
+    let mut owners = engine.into_owners(2, 16);
+    let (zero, one) = owners.split_at_mut(1);
+    let (a, b) = (&mut zero[0], &mut one[0]);
+    b.delete_queue(&target).unwrap();
+    a.put(&source, vec![NewMessage::new(Bytes::from_static(b"x"))])
+        .unwrap();
+    a.receive(Address::queue(&source), &ReceiveOptions::default(), None)
+        .unwrap();
+    // The lease ends (the owner's own time), and the next receive finds its
+    // one delivery spent: a dead letter for the other owner's queue.
+    clock.advance(1_000);
+    assert!(a.advance(16));
+    let none = a
+        .receive(Address::queue(&source), &ReceiveOptions::default(), None)
+        .unwrap();
+    assert!(matches!(none, Received::Ready(ms) if ms.is_empty()));
+    let out = a.take_transit();
+    assert_eq!(out.len(), 1);
+    b.accept(out.into_iter().next().unwrap());
+    let back = b.take_transit();
+    assert_eq!(back.len(), 1, "bounced");
+    assert_eq!(back[0].shard(2), 0);
+    a.accept(back.into_iter().next().unwrap());
+    assert_eq!(a.totals().in_transit(), 0);
+    assert_eq!(a.stats(&source).unwrap().dead_lettered, 1);
+}
+
+#[test]
+fn an_owner_runs_due_timers_within_its_budget_a_turn() {
+    let clock = ManualClock::new(1_000_000);
+    let engine = Engine::new(1, Arc::new(clock.clone()));
+    engine
+        .create_queue(
+            "q",
+            QueueSettings {
+                visibility_timeout_ms: 1_000,
+                ..QueueSettings::default()
+            },
+        )
+        .unwrap();
+    let mut owners = engine.into_owners(1, 100);
+    let o = &mut owners[0];
+    // 1 000 leases ending at 50 instants, 20 at each.
+    for _ in 0..50 {
+        let batch = (0..20)
+            .map(|_| NewMessage::new(Bytes::from_static(b"x")))
+            .collect();
+        o.put("q", batch).unwrap();
+    }
+    for _ in 0..50 {
+        let opts = ReceiveOptions {
+            max_messages: 20,
+            ..ReceiveOptions::default()
+        };
+        match o.receive(Address::queue("q"), &opts, None).unwrap() {
+            Received::Ready(ms) => assert_eq!(ms.len(), 20),
+            Received::Parked(_) => panic!("no notify, no parking"),
+        }
+        clock.advance(1);
+    }
+    assert_eq!(o.stats("q").unwrap().in_flight, 1_000);
+    clock.advance(2_000);
+    // A turn stops once 100 timers ran (after the instant that reached
+    // it): 100 a turn, so about ten turns, not one, end every lease.
+    let mut turns = 0;
+    while !o.advance(100) {
+        turns += 1;
+        assert!(turns < 100, "advance never caught up");
+        o.check_invariants().unwrap();
+    }
+    assert!((9..=10).contains(&turns), "{turns} turns");
+    let s = o.stats("q").unwrap();
+    assert_eq!((s.visible, s.in_flight), (1_000, 0));
+}
