@@ -245,5 +245,6 @@ fn a_snapshot_taken_across_the_loops_restores_everything() {
     }
     let poison = c.stats("poison").unwrap();
     assert_eq!(poison.visible, poison_before.visible);
-    assert!(poison.visible >= 8 + 1);
+    // The 8 dead letters and at least one tick.
+    assert!(poison.visible > 8);
 }
