@@ -2,12 +2,18 @@
 //!
 //! fila-core owns queues, messages, receipts, shards, the timing wheel, the
 //! visible ring and the clock. It knows nothing of sockets or wire formats:
-//! the server (and tests, and benches) call the typed API of [`Engine`].
+//! tests, benches and embedders call the typed API of [`Engine`]; a server
+//! splits the engine into [`Owner`]s, one per thread, and calls the same
+//! API on them with no lock.
 //!
 //! ## Shape
 //!
 //! * [`Engine`] hashes each queue name to one [`Shard`]. A call locks only
 //!   that shard; there is no global lock.
+//! * An [`Owner`] holds the shards one thread owns ([`Engine::into_owners`]):
+//!   its calls take `&mut self`, run at most a budget of due timers first
+//!   ([`Owner::advance`] runs the rest between turns), and leave dead
+//!   letters for other owners' shards in [`Owner::take_transit`].
 //! * A [`Shard`] keeps its messages in a slab of compact records, each with a
 //!   [`lease::StateWord`] (state, lease generation, delivery count) that only
 //!   compare-and-swap changes. A [`Receipt`] carries the generation, so a

@@ -4,9 +4,11 @@
 //! the configuration (embedded defaults, a TOML file, flags), access control
 //! (tokens with send / receive / manage permissions per queue name or
 //! prefix), the Prometheus metrics endpoint, and the `fila-server` binary.
-//! It speaks `fila-proto` to clients and calls `fila-core`'s engine; a
-//! request is routed to the shard that owns its queue by the engine itself,
-//! with no lock but that shard's.
+//! It speaks `fila-proto` to clients and runs `fila-core`'s engine split
+//! into owners: each event loop owns some shards and is the only thread that
+//! touches them; a request for another loop's shard is handed to that loop
+//! through a bounded lock-free queue, and its answer comes back the same
+//! way. No request takes a mutex on a shard.
 //!
 //! With a log (`sync = always` or `interval`, docs/durability.md) it opens
 //! and locks the data directory, recovers it into the engine before it

@@ -1,6 +1,6 @@
 //! `fila-server`: runs the server until SIGINT or SIGTERM.
 //!
-//! A panic on any thread (an event loop, the ticker, the metrics endpoint)
+//! A panic on any thread (an event loop, the log writer, the metrics endpoint)
 //! is a bug that may have left state half-changed: the process prints it
 //! and exits with status 70 rather than go on half alive. A failed write or
 //! sync of the log stops the server with status 74.
