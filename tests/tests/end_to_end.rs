@@ -433,3 +433,59 @@ fn a_peek_of_large_messages_is_cut_to_fit_the_output_room_and_continues_from_the
     }
     assert_eq!(seen, (1..=20).collect::<Vec<_>>());
 }
+
+/// A connection whose requests all go to a queue of another loop's shard
+/// moves to that loop (after `MOVE_AFTER` in a row, once nothing of it is
+/// away), and goes on working there: every put acknowledged once, every
+/// message received and deleted, in order per connection.
+#[test]
+fn a_connection_moves_to_the_loop_that_owns_its_queue_and_loses_nothing() {
+    let s = TestServer::start();
+    let mut admin = s.client();
+    admin.create_queue("hot", SettingsPatch::default()).unwrap();
+    // Two connections in a row land on the two loops: one is on the loop
+    // that owns "hot", the other is not.
+    let mut a = s.client();
+    let mut b = s.client();
+    let moved = || {
+        s.server()
+            .metrics()
+            .moved
+            .load(std::sync::atomic::Ordering::Acquire)
+    };
+    assert_eq!(moved(), 0);
+    for (i, c) in [&mut a, &mut b].into_iter().enumerate() {
+        let entries = (0..2_000)
+            .map(|n| PutEntry {
+                payload: Bytes::from(format!("{i}-{n}")),
+                ..PutEntry::default()
+            })
+            .collect::<Vec<_>>();
+        // 100 requests of 20, pipelined 32 at a time.
+        let acks = c.put_many("hot", entries).unwrap();
+        assert_eq!(acks.len(), 2_000);
+        assert!(acks.iter().all(|a| a.is_ok()));
+    }
+    assert_eq!(moved(), 1, "the connection on the other loop moved");
+    // Both go on: receive and delete everything, from both connections.
+    let mut seen = std::collections::HashSet::new();
+    for round in 0..400 {
+        let c = if round % 2 == 0 { &mut a } else { &mut b };
+        let got = c.receive("hot", 20, Some(0)).unwrap();
+        if got.is_empty() {
+            continue;
+        }
+        let receipts: Vec<_> = got.iter().map(|m| m.receipt.unwrap()).collect();
+        assert!(c
+            .delete("hot", &receipts)
+            .unwrap()
+            .iter()
+            .all(|e| e.is_ok()));
+        for m in got {
+            assert!(seen.insert(m.payload.clone()), "delivered twice");
+        }
+    }
+    assert_eq!(seen.len(), 4_000);
+    let st = admin.stats("hot").unwrap();
+    assert_eq!((st.visible, st.in_flight, st.deletes), (0, 0, 4_000));
+}

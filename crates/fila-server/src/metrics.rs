@@ -92,6 +92,9 @@ pub struct Metrics {
     pub bad_frames: AtomicU64,
     /// Receives parked now.
     pub parked: AtomicU64,
+    /// Connections moved to the event loop that owns the shard of the
+    /// queue they use.
+    pub moved: AtomicU64,
     /// The most answer bytes (buffered output plus room held for parked
     /// receives) any one connection has had at once since start: never
     /// above `max_output_bytes`.
@@ -107,6 +110,7 @@ impl Default for Metrics {
             accepted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             bad_frames: AtomicU64::new(0),
+            moved: AtomicU64::new(0),
             parked: AtomicU64::new(0),
             output_high_water: AtomicU64::new(0),
         }
@@ -223,6 +227,7 @@ impl Metrics {
         let _ = writeln!(o, "# HELP fila_connections_accepted_total Connections accepted.\n# TYPE fila_connections_accepted_total counter\nfila_connections_accepted_total {}", self.accepted.load(Ordering::Relaxed));
         let _ = writeln!(o, "# HELP fila_connections_refused_total Connections refused at max_connections.\n# TYPE fila_connections_refused_total counter\nfila_connections_refused_total {}", self.refused.load(Ordering::Relaxed));
         let _ = writeln!(o, "# HELP fila_bad_frames_total Frames refused as broken.\n# TYPE fila_bad_frames_total counter\nfila_bad_frames_total {}", self.bad_frames.load(Ordering::Relaxed));
+        let _ = writeln!(o, "# HELP fila_connections_moved_total Connections moved to the event loop that owns their queue's shard.\n# TYPE fila_connections_moved_total counter\nfila_connections_moved_total {}", self.moved.load(Ordering::Relaxed));
         let _ = writeln!(o, "# HELP fila_requests_total Requests answered, by operation.\n# TYPE fila_requests_total counter");
         for (i, op) in Opcode::ALL.iter().enumerate() {
             let _ = writeln!(

@@ -175,6 +175,8 @@ impl Loop {
             in_flight: 0,
             receives_out: 0,
             owners_paused: false,
+            streak: (usize::MAX, 0),
+            moving_to: None,
             opened: now,
             last_active: now,
             read_paused: false,

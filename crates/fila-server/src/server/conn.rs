@@ -47,8 +47,14 @@ pub(super) struct Conn {
     pub(super) in_flight: usize,
     /// Receives among them.
     pub(super) receives_out: usize,
-    /// The turn stopped at [`IN_FLIGHT_MAX`]: resumed when answers come.
+    /// The turn stopped at [`IN_FLIGHT_MAX`] (or to move the connection):
+    /// resumed when answers come.
     pub(super) owners_paused: bool,
+    /// The loop its last requests all went to, and how many in a row
+    /// (`usize::MAX`: none).
+    pub(super) streak: (usize, u32),
+    /// Moving to this loop once nothing of it is away.
+    pub(super) moving_to: Option<usize>,
     pub(super) opened: Instant,
     pub(super) last_active: Instant,
     /// Stopped reading: no output room, or a fatal frame error.
@@ -225,6 +231,21 @@ impl Loop {
             if room < conn.room_needed() {
                 conn.read_paused = true;
                 return Stop::Throttled;
+            }
+            if let Some(dest) = conn.moving_to {
+                if !conn.parked.is_empty() {
+                    // Parked receives stay where they are: no move.
+                    conn.moving_to = None;
+                    conn.streak = (usize::MAX, 0);
+                } else if conn.in_flight == 0 {
+                    self.move_conn(slot, dest);
+                    return Stop::Closed;
+                } else {
+                    // Nothing more is read here until what is away came
+                    // back.
+                    conn.owners_paused = true;
+                    return Stop::Throttled;
+                }
             }
             if conn.in_flight >= IN_FLIGHT_MAX {
                 conn.owners_paused = true;

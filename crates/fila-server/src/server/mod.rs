@@ -108,6 +108,8 @@ enum Inbox {
     Pause(Arc<Pause>),
     /// A metrics scrape's question.
     Scrape(ScrapeAsk),
+    /// A connection moved here from another loop (whose shard it uses).
+    Moved(Box<Conn>),
 }
 
 struct Shared {
@@ -652,6 +654,7 @@ impl Loop {
                 Inbox::Done { route, done } => self.on_done(route, done),
                 Inbox::Pause(pause) => self.pause(pause),
                 Inbox::Scrape(ask) => self.scrape(ask),
+                Inbox::Moved(conn) => self.adopt_moved(conn),
             }
         }
     }
@@ -775,7 +778,10 @@ impl Loop {
         // while it is away: all of it when nothing else is away (as a
         // request run here may use), else what its kind of answer needs
         // at least, so the connection's next requests keep some.
-        let room = if nothing_away || self.first_hop(&req) == self.index {
+        let first = self.first_hop(&req);
+        let local = first == self.index;
+        self.note_streak(slot, first, local);
+        let room = if nothing_away || local {
             room
         } else if conn::carries_messages(opcode) {
             room.min(ANSWER_ROOM_MIN)
