@@ -50,6 +50,7 @@
 
 mod budget;
 mod clock;
+pub mod doorbell;
 mod engine;
 mod error;
 pub mod event;

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
+use fila_core::doorbell::Doorbell;
 use fila_core::{Engine, EngineLimits, Message, Notify, Owner, Totals, WaitId};
 use fila_proto::{self as proto, split_frame, ErrorCode, Request, Response};
 use mio::net::{TcpListener, TcpStream};
@@ -123,7 +124,7 @@ struct Shared {
     drained: Box<[AtomicBool]>,
     /// Each loop's "about to block in poll": only then do other loops
     /// wake it (an eventfd write) after handing it something.
-    sleeping: Box<[CachePadded<AtomicBool>]>,
+    sleeping: Box<[CachePadded<Doorbell>]>,
     /// Loops running (a snapshot or scrape does not wait for one that
     /// stopped).
     alive: Arc<AtomicU64>,
@@ -304,7 +305,7 @@ impl Server {
                 .map(|_| AtomicBool::new(false))
                 .collect(),
             sleeping: (0..config.event_loops)
-                .map(|_| CachePadded::new(AtomicBool::new(false)))
+                .map(|_| CachePadded::new(Doorbell::new()))
                 .collect(),
             alive,
             marks: store.as_ref().map(|s| s.marks()),
@@ -500,7 +501,7 @@ impl Loop {
                 timeout = Some(Duration::ZERO);
             }
             let polled = self.poll.poll(&mut events, timeout);
-            self.shared.sleeping[self.index].store(false, Ordering::Relaxed);
+            self.shared.sleeping[self.index].awake();
             if let Err(e) = polled {
                 if e.kind() != io::ErrorKind::Interrupted {
                     warn!(error = %e, "poll failed");

@@ -286,10 +286,9 @@ impl Loop {
         }
         for dest in 0..self.wake.len() {
             if std::mem::take(&mut self.wake[dest]) {
-                // What was handed over is visible before the flag is read;
-                // `going_to_sleep` orders the other way round.
-                std::sync::atomic::fence(Ordering::SeqCst);
-                if self.shared.sleeping[dest].swap(false, Ordering::SeqCst) {
+                // After the hand-over: the doorbell (loom-checked) says
+                // whether that loop may be blocking without having seen it.
+                if self.shared.sleeping[dest].must_wake() {
                     let _ = self.peers[dest].1.wake();
                 }
             }
@@ -302,14 +301,13 @@ impl Loop {
     /// block). A loop handing work over wakes this one only when the flag
     /// is set, so a busy loop is not woken at all.
     pub(super) fn going_to_sleep(&mut self) -> bool {
-        self.shared.sleeping[self.index].store(true, Ordering::SeqCst);
-        std::sync::atomic::fence(Ordering::SeqCst);
+        self.shared.sleeping[self.index].about_to_sleep();
         if self.stash.is_none() {
             self.stash = self.inbox.try_recv().ok();
         }
         let work = self.stash.is_some() || !self.shared.handoff[self.index].is_empty();
         if work {
-            self.shared.sleeping[self.index].store(false, Ordering::Relaxed);
+            self.shared.sleeping[self.index].awake();
         }
         work
     }
