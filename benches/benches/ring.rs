@@ -9,7 +9,7 @@ fn ring(c: &mut Criterion) {
     let mut g = c.benchmark_group("ring");
     g.throughput(Throughput::Elements(20));
     g.bench_function("push_pop/batch20", |b| {
-        let ring = ReadyRing::with_capacity(1024);
+        let mut ring = ReadyRing::with_capacity(1024);
         b.iter(|| {
             for i in 0..20u64 {
                 ring.push(black_box(i)).unwrap();

@@ -1,5 +1,6 @@
 //! The per-message state word: state, lease generation and delivery count in
-//! one `u64`, changed only by compare-and-swap.
+//! one `u64`, changed only by the transitions below (pure functions of the
+//! word).
 //!
 //! ```text
 //!  63                              24 23                  4 3      0
@@ -11,16 +12,20 @@
 //! A lease is named by the generation that the delivery produced. Every
 //! transition that ends a lease (delete, expiry, release, defer, dead-letter)
 //! bumps the generation, so a receipt that carries an older generation can
-//! never win a compare-and-swap again: exactly one of two racing operations on
-//! the same delivery succeeds, and the loser learns `Stale`. The generation of
-//! a slot survives the slot being freed and reused, so a receipt of a deleted
-//! message can never name the message that reuses its slot.
+//! never be honoured again: of two operations on the same delivery, the
+//! first one the shard runs wins and the other learns `Stale`. The
+//! generation of a slot survives the slot being freed and reused, so a
+//! receipt of a deleted message can never name the message that reuses its
+//! slot.
 //!
-//! The shard applies these transitions while it owns the message; the loom
-//! tests (`tests/loom_lease.rs`) run them from several threads at once to prove
-//! that the word alone decides every race.
+//! Plain data (a `Cell`): a shard is touched by one thread at a time (its
+//! owning event loop in a server, its mutex in the in-process engine), so
+//! the word needs no atomics; it was an `AtomicU64` changed by
+//! compare-and-swap while several threads could reach a shard.
+//! `tests/races.rs` still races operations on the same leases from real
+//! threads through the in-process engine.
 
-use crate::sync::{AtomicU64, Ordering};
+use std::cell::Cell;
 
 const STATE_BITS: u32 = 4;
 const COUNT_BITS: u32 = 20;
@@ -116,9 +121,9 @@ pub enum LeaseEnd {
     Remove,
 }
 
-/// The atomic state word of one message slot.
+/// The state word of one message slot.
 #[derive(Debug)]
-pub struct StateWord(AtomicU64);
+pub struct StateWord(Cell<u64>);
 
 impl Default for StateWord {
     fn default() -> Self {
@@ -129,14 +134,14 @@ impl Default for StateWord {
 impl StateWord {
     /// A free slot at generation 0.
     pub fn new() -> StateWord {
-        StateWord(AtomicU64::new(0))
+        StateWord(Cell::new(0))
     }
 
     /// A free slot whose next lease generations start above `generation`
     /// (a slot re-created after the slab was trimmed never repeats a
     /// generation an earlier receipt for that slot may hold).
     pub fn free_at(generation: u64) -> StateWord {
-        StateWord(AtomicU64::new(
+        StateWord(Cell::new(
             Word {
                 state: MessageState::Free,
                 delivery_count: 0,
@@ -148,25 +153,17 @@ impl StateWord {
 
     /// The current word.
     pub fn load(&self) -> Word {
-        Word::unpack(self.0.load(Ordering::Acquire))
+        Word::unpack(self.0.get())
     }
 
     fn update(
         &self,
-        mut f: impl FnMut(Word) -> Result<Word, Refused>,
+        f: impl FnOnce(Word) -> Result<Word, Refused>,
     ) -> Result<(Word, Word), Refused> {
-        let mut raw = self.0.load(Ordering::Acquire);
-        loop {
-            let old = Word::unpack(raw);
-            let new = f(old)?;
-            match self
-                .0
-                .compare_exchange_weak(raw, new.pack(), Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return Ok((old, new)),
-                Err(actual) => raw = actual,
-            }
-        }
+        let old = Word::unpack(self.0.get());
+        let new = f(old)?;
+        self.0.set(new.pack());
+        Ok((old, new))
     }
 
     /// Occupies a free slot with a new message in `state` (visible, delayed)

@@ -16,13 +16,16 @@
 //!   letters for other owners' shards in [`Owner::take_transit`].
 //! * A [`Shard`] keeps its messages in a slab of compact records, each with a
 //!   [`lease::StateWord`] (state, lease generation, delivery count) that only
-//!   compare-and-swap changes. A [`Receipt`] carries the generation, so a
+//!   its transitions change. A [`Receipt`] carries the generation, so a
 //!   receipt whose lease ended never wins again, and a SipHash tag under the
 //!   engine's secret [`ReceiptKey`], so no client can forge one.
 //! * [`EngineLimits`] bound the stored bytes and the number of queues of the
 //!   whole engine; shards reserve against them without a lock.
 //! * Visible messages wait in [`ring::ReadyRing`]s, one per channel, served
-//!   round-robin across channels.
+//!   round-robin across channels. One thread at a time touches a shard, so
+//!   the ring and the state word are plain data; the only lock-free protocol
+//!   of the crate is the [`doorbell::Doorbell`] event loops wake each other
+//!   by (loom-checked).
 //! * One [`wheel::TimingWheel`] per shard holds lease ends, delays and
 //!   schedules, expiries, redrive ticks and long-poll deadlines.
 //! * Time comes from a [`Clock`]; tests use [`ManualClock`] and never sleep.

@@ -1,166 +1,70 @@
-//! The visible ring: a bounded, lock-free, multi-producer multi-consumer FIFO
-//! of message handles (Dmitry Vyukov's array queue), with growth when its
-//! owner holds it exclusively.
+//! The visible ring: a FIFO of message handles per channel, grown when
+//! full and shrunk back when a burst has drained.
 //!
-//! Each slot carries a stamp. For a slot at position `p` (mod capacity) the
-//! stamp is `p` when the slot is free for the producer claiming position `p`,
-//! and `p + 1` once that producer has written the value. A consumer claiming
-//! position `p` waits for `p + 1`, reads, and sets `p + capacity`, handing the
-//! slot to the producer one lap later. Head and tail are claimed by
-//! compare-and-swap, so several threads may push and pop at once. Values are
-//! `u64` handles stored in atomics, which keeps the ring free of `unsafe`.
-//!
-//! Orderings: a producer writes the value (relaxed) and then publishes the
-//! stamp with `Release`; a consumer loads the stamp with `Acquire` before
-//! reading the value, so it sees the value that stamp published. Head and tail
-//! are only positions to claim: the stamps carry the synchronization, so their
-//! compare-and-swaps are relaxed.
-//!
-//! The shard pushes with [`ReadyRing::push_or_grow`], which doubles the
-//! capacity when the ring is full: growth needs `&mut self`, i.e. no concurrent
-//! user, so it is plain code. The loom tests in `tests/loom_ring.rs` check the
-//! concurrent path.
+//! Plain data: a shard is touched by one thread at a time (its owning event
+//! loop in a server, the shard's mutex in the in-process engine), so the
+//! ring needs no atomics. It was a lock-free multi-producer multi-consumer
+//! ring (Vyukov's) while several threads could reach a shard; with one owner
+//! per shard that machinery had no second thread to serve, and a plain ring
+//! takes half the memory per handle (8 bytes, not a stamp and a value).
 
-use crossbeam_utils::CachePadded;
-
-use crate::sync::{AtomicU64, AtomicUsize, Ordering};
-
-struct Slot {
-    stamp: AtomicUsize,
-    value: AtomicU64,
-}
+use std::collections::VecDeque;
 
 /// A FIFO of `u64` handles.
+#[derive(Debug)]
 pub struct ReadyRing {
-    head: CachePadded<AtomicUsize>,
-    tail: CachePadded<AtomicUsize>,
-    slots: Box<[Slot]>,
-}
-
-impl std::fmt::Debug for ReadyRing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReadyRing")
-            .field("len", &self.len())
-            .field("capacity", &self.capacity())
-            .finish()
-    }
+    handles: VecDeque<u64>,
 }
 
 impl ReadyRing {
     /// The capacity a new ring starts with when none is given.
     pub const INITIAL_CAPACITY: usize = 8;
 
-    /// A ring holding at least `capacity` handles (rounded up to a power of two).
+    /// A ring holding at least `capacity` handles (rounded up to a power of
+    /// two) before it must grow.
     pub fn with_capacity(capacity: usize) -> ReadyRing {
-        let capacity = capacity.max(2).next_power_of_two();
-        let slots = (0..capacity)
-            .map(|i| Slot {
-                stamp: AtomicUsize::new(i),
-                value: AtomicU64::new(0),
-            })
-            .collect();
         ReadyRing {
-            head: CachePadded::new(AtomicUsize::new(0)),
-            tail: CachePadded::new(AtomicUsize::new(0)),
-            slots,
+            handles: VecDeque::with_capacity(capacity.max(2).next_power_of_two()),
         }
     }
 
     /// How many handles fit before the ring must grow.
     pub fn capacity(&self) -> usize {
-        self.slots.len()
+        self.handles.capacity()
     }
 
-    fn mask(&self) -> usize {
-        self.slots.len() - 1
-    }
-
-    /// Handles in the ring (exact when no other thread is using it).
+    /// Handles in the ring.
     pub fn len(&self) -> usize {
-        let tail = self.tail.load(Ordering::Acquire);
-        let head = self.head.load(Ordering::Acquire);
-        tail.wrapping_sub(head).min(self.capacity())
+        self.handles.len()
     }
 
     /// Whether the ring holds no handle.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.handles.is_empty()
     }
 
     /// Appends `value`, or gives it back when the ring is full.
-    pub fn push(&self, value: u64) -> Result<(), u64> {
-        let mut tail = self.tail.load(Ordering::Relaxed);
-        loop {
-            let slot = &self.slots[tail & self.mask()];
-            let stamp = slot.stamp.load(Ordering::Acquire);
-            let lag = stamp.wrapping_sub(tail) as isize;
-            if lag == 0 {
-                match self.tail.compare_exchange_weak(
-                    tail,
-                    tail.wrapping_add(1),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => {
-                        slot.value.store(value, Ordering::Relaxed);
-                        slot.stamp.store(tail.wrapping_add(1), Ordering::Release);
-                        return Ok(());
-                    }
-                    Err(current) => tail = current,
-                }
-            } else if lag < 0 {
-                // The slot still holds the value from one lap ago: full.
-                return Err(value);
-            } else {
-                // Another producer claimed this position; catch up.
-                tail = self.tail.load(Ordering::Relaxed);
-            }
+    pub fn push(&mut self, value: u64) -> Result<(), u64> {
+        if self.handles.len() == self.handles.capacity() {
+            return Err(value);
         }
+        self.handles.push_back(value);
+        Ok(())
     }
 
     /// Removes the oldest handle.
-    pub fn pop(&self) -> Option<u64> {
-        let mut head = self.head.load(Ordering::Relaxed);
-        loop {
-            let slot = &self.slots[head & self.mask()];
-            let stamp = slot.stamp.load(Ordering::Acquire);
-            let lag = stamp.wrapping_sub(head.wrapping_add(1)) as isize;
-            if lag == 0 {
-                match self.head.compare_exchange_weak(
-                    head,
-                    head.wrapping_add(1),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => {
-                        let value = slot.value.load(Ordering::Relaxed);
-                        slot.stamp
-                            .store(head.wrapping_add(self.capacity()), Ordering::Release);
-                        return Some(value);
-                    }
-                    Err(current) => head = current,
-                }
-            } else if lag < 0 {
-                // Nothing written at this position yet: empty.
-                return None;
-            } else {
-                head = self.head.load(Ordering::Relaxed);
-            }
-        }
+    pub fn pop(&mut self) -> Option<u64> {
+        self.handles.pop_front()
     }
 
-    /// Appends `value`, doubling the capacity first when the ring is full.
+    /// Appends `value`, growing the ring first when it is full.
     pub fn push_or_grow(&mut self, value: u64) {
-        if let Err(value) = self.push(value) {
-            self.grow();
-            let pushed = self.push(value);
-            debug_assert!(pushed.is_ok(), "a grown ring has room");
-        }
+        self.handles.push_back(value);
     }
 
     /// Removes every handle.
     pub fn clear(&mut self) {
-        while self.pop().is_some() {}
+        self.handles.clear();
     }
 
     /// Shrinks an empty ring that grew large back to its initial capacity,
@@ -170,15 +74,6 @@ impl ReadyRing {
             *self = ReadyRing::with_capacity(Self::INITIAL_CAPACITY);
         }
     }
-
-    fn grow(&mut self) {
-        let bigger = ReadyRing::with_capacity(self.capacity() * 2);
-        while let Some(v) = self.pop() {
-            let pushed = bigger.push(v);
-            debug_assert!(pushed.is_ok());
-        }
-        *self = bigger;
-    }
 }
 
 impl Default for ReadyRing {
@@ -187,14 +82,14 @@ impl Default for ReadyRing {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::VecDeque;
 
     #[test]
     fn fifo_and_full() {
-        let r = ReadyRing::with_capacity(4);
+        let mut r = ReadyRing::with_capacity(4);
         for v in 0..4 {
             r.push(v).unwrap();
         }
@@ -230,49 +125,5 @@ mod tests {
             assert_eq!(r.pop(), Some(v));
         }
         assert!(r.is_empty());
-    }
-
-    #[test]
-    fn threads_pass_every_value_once() {
-        let ring = std::sync::Arc::new(ReadyRing::with_capacity(64));
-        let producers: Vec<_> = (0..2u64)
-            .map(|p| {
-                let ring = ring.clone();
-                std::thread::spawn(move || {
-                    for i in 0..20_000u64 {
-                        let mut v = p << 32 | i;
-                        while let Err(back) = ring.push(v) {
-                            v = back;
-                            std::thread::yield_now();
-                        }
-                    }
-                })
-            })
-            .collect();
-        let mut seen = vec![Vec::new(), Vec::new()];
-        let mut got = 0;
-        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while got < 40_000 {
-            assert!(
-                std::time::Instant::now() < give_up,
-                "lost values: {got} of 40000"
-            );
-            if let Some(v) = ring.pop() {
-                seen[(v >> 32) as usize].push(v & 0xFFFF_FFFF);
-                got += 1;
-            } else {
-                std::thread::yield_now();
-            }
-        }
-        for p in producers {
-            p.join().unwrap();
-        }
-        for s in seen {
-            assert_eq!(
-                s,
-                (0..20_000).collect::<Vec<_>>(),
-                "each producer's values in order, once"
-            );
-        }
     }
 }

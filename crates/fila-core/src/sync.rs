@@ -1,12 +1,12 @@
 //! One switch between `std` and `loom` atomics.
 //!
-//! Everything in the crate that is shared between threads takes its atomics
-//! from here, so that `RUSTFLAGS="--cfg loom"` puts the whole lock-free part of
-//! the engine (the visible ring, the lease state word, the doorbell) under the
-//! loom model checker without touching the code that uses it.
+//! What in the crate is shared between threads without a lock takes its
+//! atomics from here, so that `RUSTFLAGS="--cfg loom"` puts it (the
+//! doorbell event loops wake each other with) under the loom model checker
+//! without touching the code that uses it.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, Ordering};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, Ordering};
