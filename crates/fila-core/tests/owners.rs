@@ -15,8 +15,9 @@ fn names_on_both_shards() -> (String, String) {
     (a.unwrap(), b.unwrap())
 }
 
-#[test]
-fn a_dead_letter_for_another_owner_waits_in_transit_until_it_is_accepted() {
+/// An engine of 2 shards with a source queue on shard 0 whose dead letters
+/// go to a target queue on shard 1, split into 2 owners.
+fn source_and_target(settings: QueueSettings) -> (ManualClock, String, String, Vec<Owner>) {
     let clock = ManualClock::new(1_000_000);
     let engine = Engine::new(2, Arc::new(clock.clone()));
     let (source, target) = names_on_both_shards();
@@ -28,11 +29,16 @@ fn a_dead_letter_for_another_owner_waits_in_transit_until_it_is_accepted() {
             &source,
             QueueSettings {
                 dead_letter_target: Some(target.clone()),
-                ..QueueSettings::default()
+                ..settings
             },
         )
         .unwrap();
-    let mut owners = engine.into_owners(2, 16);
+    (clock, source, target, engine.into_owners(2, 16))
+}
+
+#[test]
+fn a_dead_letter_for_another_owner_waits_in_transit_until_it_is_accepted() {
+    let (_clock, source, target, mut owners) = source_and_target(QueueSettings::default());
     let (zero, one) = owners.split_at_mut(1);
     let (a, b) = (&mut zero[0], &mut one[0]);
     assert_eq!(a.owned().collect::<Vec<_>>(), vec![0]);
@@ -68,24 +74,11 @@ fn a_dead_letter_for_another_owner_waits_in_transit_until_it_is_accepted() {
 
 #[test]
 fn a_dead_letter_whose_target_is_gone_bounces_back_to_its_source_dlq() {
-    let clock = ManualClock::new(1_000_000);
-    let engine = Engine::new(2, Arc::new(clock.clone()));
-    let (source, target) = names_on_both_shards();
-    engine
-        .create_queue(&target, QueueSettings::default())
-        .unwrap();
-    engine
-        .create_queue(
-            &source,
-            QueueSettings {
-                dead_letter_target: Some(target.clone()),
-                max_deliveries: 1,
-                visibility_timeout_ms: 1_000,
-                ..QueueSettings::default()
-            },
-        )
-        .unwrap();
-    let mut owners = engine.into_owners(2, 16);
+    let (clock, source, target, mut owners) = source_and_target(QueueSettings {
+        max_deliveries: 1,
+        visibility_timeout_ms: 1_000,
+        ..QueueSettings::default()
+    });
     let (zero, one) = owners.split_at_mut(1);
     let (a, b) = (&mut zero[0], &mut one[0]);
     b.delete_queue(&target).unwrap();
