@@ -119,6 +119,10 @@ pub enum Event<'a> {
 pub trait EventSink: Send {
     /// Called once per state change, as it is made.
     fn record(&mut self, event: &Event<'_>);
+    /// Called after every operation (and every run of timers) that may
+    /// have recorded events, before its answer leaves: a sink that buffers
+    /// hands what it recorded on here.
+    fn publish(&mut self) {}
 }
 
 /// A message as saved: everything a restart needs (not its lease).

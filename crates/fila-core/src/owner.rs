@@ -278,6 +278,7 @@ impl Owner {
     /// those whose target is held here.
     fn collect(&mut self, index: usize, now: u64) {
         let shard = self.shard_mut(index);
+        shard.publish_journal();
         if !shard.has_output() {
             return;
         }
@@ -317,6 +318,7 @@ impl Owner {
         } else {
             shard.accept_forward(t.out, now).err()
         };
+        shard.publish_journal();
         let mut completions = shard.take_completions();
         self.completions.append(&mut completions);
         match bounced {

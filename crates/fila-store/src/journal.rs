@@ -1,29 +1,42 @@
-//! Per-shard record buffers: each shard encodes its events into its own
-//! buffer while it holds the shard (no I/O on the request path); the
-//! writer takes every buffer at once and appends it to the log.
+//! Per-shard record buffers: each shard encodes its events into a buffer of
+//! its own sink (no lock, no I/O on the request path) and, after every
+//! operation, publishes the filled buffer to the shard's lock-free queue;
+//! the writer takes every published buffer and appends it to the log, then
+//! gives the emptied buffers back for reuse.
 //!
 //! A buffer entry is the record's kind, its body's length (`u32`) and the
-//! body. A shard wakes the writer when its buffer goes from empty to
-//! non-empty; the writer clears the signal before it takes the buffers, so
-//! no record is left waiting without a signal.
+//! body. A shard publishing a buffer sets the writer's signal (waking it
+//! when the signal was clear); the writer clears the signal before it takes
+//! the buffers, so no record is left waiting without a signal. Records are
+//! published before the operation's answer leaves (the owner publishes
+//! after every call), so a mark read after an answer covers its records.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 use std::thread::Thread;
 
+use crossbeam_queue::{ArrayQueue, SegQueue};
 use crossbeam_utils::CachePadded;
 use fila_core::event::{Event, EventSink};
 
 use crate::codec::encode_event;
 
+/// Empty buffers kept per shard for reuse.
+const SPARES: usize = 4;
+/// A buffer that grew past this is dropped rather than kept for reuse.
+const SPARE_BYTES_MAX: usize = 8 << 20;
+
+/// One shard's queues: published buffers in order, and spares.
+struct Lane {
+    published: SegQueue<Vec<u8>>,
+    spares: ArrayQueue<Vec<u8>>,
+    /// Bytes published and not yet taken.
+    buffered: AtomicU64,
+}
+
 /// The shards' buffers and the writer's wake-up signal.
 pub(crate) struct Journal {
-    buffers: Box<[CachePadded<Mutex<Vec<u8>>>]>,
-    /// Bytes in each buffer (read without its lock, for back pressure),
-    /// updated only when a buffer crosses a multiple of
-    /// [`BUFFERED_STEP`], so event loops reading it do not pull the
-    /// shard's cache line on every record.
-    buffered: Box<[CachePadded<AtomicU64>]>,
+    lanes: Box<[CachePadded<Lane>]>,
     signalled: AtomicBool,
     writer: OnceLock<Thread>,
 }
@@ -31,11 +44,14 @@ pub(crate) struct Journal {
 impl Journal {
     pub(crate) fn new(shards: usize) -> Journal {
         Journal {
-            buffers: (0..shards)
-                .map(|_| CachePadded::new(Mutex::new(Vec::new())))
-                .collect(),
-            buffered: (0..shards)
-                .map(|_| CachePadded::new(AtomicU64::new(0)))
+            lanes: (0..shards)
+                .map(|_| {
+                    CachePadded::new(Lane {
+                        published: SegQueue::new(),
+                        spares: ArrayQueue::new(SPARES),
+                        buffered: AtomicU64::new(0),
+                    })
+                })
                 .collect(),
             signalled: AtomicBool::new(false),
             writer: OnceLock::new(),
@@ -44,12 +60,6 @@ impl Journal {
 
     pub(crate) fn set_writer(&self, thread: Thread) {
         let _ = self.writer.set(thread);
-    }
-
-    fn buffer(&self, shard: usize) -> MutexGuard<'_, Vec<u8>> {
-        self.buffers[shard]
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Clears the wake-up signal; answers whether it was set.
@@ -73,35 +83,38 @@ impl Journal {
         }
     }
 
-    /// Bytes waiting in the buffers (each counted to the last multiple of
-    /// 64 KiB it crossed).
+    /// Bytes published and not yet taken by the writer.
     pub(crate) fn buffered(&self) -> u64 {
-        self.buffered
+        self.lanes
             .iter()
-            .map(|b| b.load(Ordering::Relaxed))
+            .map(|l| l.buffered.load(Ordering::Relaxed))
             .sum()
     }
 
-    /// Whether every buffer is empty (exact: under each buffer's lock).
+    /// Whether nothing published waits for the writer.
     pub(crate) fn is_empty(&self) -> bool {
-        (0..self.buffers.len()).all(|i| self.buffer(i).is_empty())
+        self.lanes.iter().all(|l| l.published.is_empty())
     }
 
-    /// Swaps shard `shard`'s buffer with `spare` (empty): the records are
-    /// then in `spare`.
-    pub(crate) fn take(&self, shard: usize, spare: &mut Vec<u8>) {
-        let mut b = self.buffer(shard);
-        std::mem::swap(&mut *b, spare);
-        self.buffered[shard].store(0, Ordering::Relaxed);
+    /// Hands each buffer shard `shard` published (in order) to `each`, then
+    /// keeps it, emptied, for reuse.
+    pub(crate) fn take(&self, shard: usize, mut each: impl FnMut(&[u8])) {
+        let lane = &self.lanes[shard];
+        while let Some(mut data) = lane.published.pop() {
+            each(&data);
+            lane.buffered
+                .fetch_sub(data.len() as u64, Ordering::Relaxed);
+            data.clear();
+            if data.capacity() <= SPARE_BYTES_MAX {
+                let _ = lane.spares.push(data);
+            }
+        }
     }
 
     pub(crate) fn shards(&self) -> usize {
-        self.buffers.len()
+        self.lanes.len()
     }
 }
-
-/// The granularity of [`Journal::buffered`].
-const BUFFERED_STEP: usize = 64 << 10;
 
 /// The entries of a taken buffer: (kind, body).
 pub(crate) fn entries(data: &[u8]) -> impl Iterator<Item = (u8, &[u8])> {
@@ -119,30 +132,40 @@ pub(crate) fn entries(data: &[u8]) -> impl Iterator<Item = (u8, &[u8])> {
     })
 }
 
-/// The [`EventSink`] of one shard.
+/// The [`EventSink`] of one shard: owned by the thread that owns the
+/// shard, so encoding takes no lock.
 pub(crate) struct ShardSink {
     pub(crate) journal: std::sync::Arc<Journal>,
     pub(crate) shard: usize,
+    pub(crate) local: Vec<u8>,
 }
 
 impl EventSink for ShardSink {
     fn record(&mut self, event: &Event<'_>) {
+        let b = &mut self.local;
+        let start = b.len();
+        b.extend_from_slice(&[0; 5]);
+        let kind = encode_event(event, b);
+        let len = u32::try_from(b.len() - start - 5).expect("a record is below 4 GiB");
+        b[start] = kind;
+        b[start + 1..start + 5].copy_from_slice(&len.to_be_bytes());
+    }
+
+    fn publish(&mut self) {
+        if self.local.is_empty() {
+            return;
+        }
         let journal = &*self.journal;
-        let was_empty = {
-            let mut b = journal.buffer(self.shard);
-            let was_empty = b.is_empty();
-            let start = b.len();
-            b.extend_from_slice(&[0; 5]);
-            let kind = encode_event(event, &mut b);
-            let len = u32::try_from(b.len() - start - 5).expect("a record is below 4 GiB");
-            b[start] = kind;
-            b[start + 1..start + 5].copy_from_slice(&len.to_be_bytes());
-            if b.len() / BUFFERED_STEP != start / BUFFERED_STEP {
-                journal.buffered[self.shard].store(b.len() as u64, Ordering::Relaxed);
-            }
-            was_empty
-        };
-        if was_empty && !journal.signalled.swap(true, Ordering::AcqRel) {
+        let lane = &journal.lanes[self.shard];
+        let spare = lane.spares.pop().unwrap_or_default();
+        let full = std::mem::replace(&mut self.local, spare);
+        lane.buffered
+            .fetch_add(full.len() as u64, Ordering::Relaxed);
+        lane.published.push(full);
+        // After the push: the writer clears the signal before it takes the
+        // buffers, so either it sees this buffer or this sees the signal
+        // clear and wakes it.
+        if !journal.signalled.swap(true, Ordering::AcqRel) {
             if let Some(t) = journal.writer.get() {
                 t.unpark();
             }

@@ -323,6 +323,7 @@ impl<S: Storage + 'static> Store<S> {
                 Some(Box::new(ShardSink {
                     journal: journal.clone(),
                     shard,
+                    local: Vec::new(),
                 })),
             );
         }
@@ -342,7 +343,6 @@ impl<S: Storage + 'static> Store<S> {
             options,
             hooks,
             since_snapshot: report.record_bytes,
-            spare: Vec::new(),
         };
         let handle = std::thread::Builder::new()
             .name("fila-wal-writer".into())
@@ -422,7 +422,6 @@ struct Writer<S: Storage> {
     hooks: Hooks,
     /// Record bytes written since the last snapshot.
     since_snapshot: u64,
-    spare: Vec<u8>,
 }
 
 impl<S: Storage> Writer<S> {
@@ -475,21 +474,23 @@ impl<S: Storage> Writer<S> {
     /// Takes every shard's buffer into the log's pending batch.
     fn drain(&mut self) -> Result<(), Error> {
         let journal = self.shared.journal.clone();
+        let mut result = Ok(());
         for shard in 0..journal.shards() {
-            let mut data = std::mem::take(&mut self.spare);
-            data.clear();
-            journal.take(shard, &mut data);
-            for (kind, body) in entries(&data) {
-                self.log.append(kind, body)?;
-                self.since_snapshot += (body.len() + fila_wal::record::RECORD_HEADER) as u64;
-            }
-            data.clear();
-            if data.capacity() > 8 << 20 {
-                data = Vec::new();
-            }
-            self.spare = data;
+            journal.take(shard, |data| {
+                if result.is_err() {
+                    // The log failed for good: nothing more is written.
+                    return;
+                }
+                for (kind, body) in entries(data) {
+                    if let Err(e) = self.log.append(kind, body) {
+                        result = Err(e.into());
+                        return;
+                    }
+                    self.since_snapshot += (body.len() + fila_wal::record::RECORD_HEADER) as u64;
+                }
+            });
         }
-        Ok(())
+        result
     }
 
     fn batch(&mut self) -> Result<(), Error> {

@@ -330,6 +330,13 @@ impl Shard {
         }
     }
 
+    /// Lets the sink hand on what this shard recorded (after every call).
+    pub(crate) fn publish_journal(&mut self) {
+        if let Some(journal) = self.journal.as_mut() {
+            journal.publish();
+        }
+    }
+
     /// Installs the sink that receives this shard's events.
     pub fn set_journal(&mut self, sink: Option<Box<dyn EventSink>>) {
         self.journal = sink;
