@@ -39,7 +39,8 @@ mod server;
 pub use config::{default_data_dir, Config, ConfigError, Sync, HELP};
 pub use server::{
     Server, StartError, StopHandle, ANSWER_ROOM_MIN, AUTH_FAILURES_MAX, FRAMES_PER_TURN,
-    LOG_BACKLOG_MAX, OUTPUT_BYTES_MIN, PREAUTH_FRAME_MAX, READ_BYTES_PER_TURN, SMALL_ANSWER_ROOM,
+    HANDOFF_CAPACITY, IN_FLIGHT_MAX, JOBS_PER_TURN, LOG_BACKLOG_MAX, MOVE_AFTER, OUTPUT_BYTES_MIN,
+    PREAUTH_FRAME_MAX, READ_BYTES_PER_TURN, SMALL_ANSWER_ROOM, TIMERS_PER_TURN,
 };
 
 /// Checks a data directory without starting a server or changing it:

@@ -59,7 +59,7 @@ use accept::open_files_limit;
 use conn::{Conn, Parked};
 pub use durable::{StartError, LOG_BACKLOG_MAX};
 use route::{Done, Job, LoopsView, Pause, Route, RunJob, ScrapeAsk};
-pub use route::{HANDOFF_CAPACITY, IN_FLIGHT_MAX, TIMERS_PER_TURN};
+pub use route::{HANDOFF_CAPACITY, IN_FLIGHT_MAX, JOBS_PER_TURN, MOVE_AFTER, TIMERS_PER_TURN};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);

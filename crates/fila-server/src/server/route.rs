@@ -35,8 +35,10 @@ pub const IN_FLIGHT_MAX: usize = 64;
 /// run before it starts: no request pays for a backlog beyond this (an
 /// instant is never split, so one instant's timers run together).
 pub const TIMERS_PER_TURN: usize = 1_024;
-/// Jobs a loop takes from its hand-off queue in one turn.
-const JOBS_PER_TURN: usize = HANDOFF_CAPACITY;
+/// Jobs a loop takes from its hand-off queue in one turn: requests of
+/// other loops' connections wait at most this many behind one another
+/// before this loop's own connections get their turns again.
+pub const JOBS_PER_TURN: usize = 256;
 /// How long a snapshot or a scrape waits for every loop.
 const GATHER_DEADLINE: Duration = Duration::from_secs(2);
 
