@@ -489,3 +489,54 @@ fn a_connection_moves_to_the_loop_that_owns_its_queue_and_loses_nothing() {
     let st = admin.stats("hot").unwrap();
     assert_eq!((st.visible, st.in_flight, st.deletes), (0, 0, 4_000));
 }
+
+/// A create naming a dead-letter target visits the target's loop first;
+/// a put pipelined right behind it never overtakes it, whichever loops the
+/// connection, the queue and the target are on.
+#[test]
+fn a_put_pipelined_behind_a_create_with_a_target_finds_the_queue() {
+    let s = TestServer::start();
+    let on = |shard: usize, base: &str| {
+        (0..)
+            .map(|i| format!("{base}{i}"))
+            .find(|n| fila_core::shard_of(n, 2) == shard)
+            .unwrap()
+    };
+    let mut admin = s.client();
+    for shard in 0..2 {
+        admin
+            .create_queue(&on(shard, "target"), SettingsPatch::default())
+            .unwrap();
+    }
+    // Two connections in a row: one on each loop.
+    for (i, mut c) in [s.client(), s.client()].into_iter().enumerate() {
+        for shard in 0..2 {
+            let name = on(shard, &format!("q{i}-"));
+            let target = on(1 - shard, "target");
+            let create = c
+                .send(&Request::CreateQueue {
+                    name: name.clone(),
+                    settings: SettingsPatch {
+                        dead_letter_target: Some(Some(target)),
+                        ..SettingsPatch::default()
+                    },
+                })
+                .unwrap();
+            let put = c
+                .send(&Request::Put {
+                    queue: name.clone(),
+                    messages: vec![PutEntry::default()],
+                })
+                .unwrap();
+            c.flush().unwrap();
+            assert!(matches!(
+                c.wait(create, Duration::from_secs(5)).unwrap(),
+                Response::Created(true)
+            ));
+            match c.wait(put, Duration::from_secs(5)).unwrap() {
+                Response::Put(entries) => assert!(entries[0].is_ok(), "{name}: {entries:?}"),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+    }
+}

@@ -177,6 +177,7 @@ impl Loop {
             owners_paused: false,
             streak: (usize::MAX, 0),
             moving_to: None,
+            barrier: None,
             opened: now,
             last_active: now,
             read_paused: false,

@@ -55,6 +55,11 @@ pub(super) struct Conn {
     pub(super) streak: (usize, u32),
     /// Moving to this loop once nothing of it is away.
     pub(super) moving_to: Option<usize>,
+    /// A create or update naming a dead-letter target is away (it visits
+    /// the target's loop, then the queue's): later requests wait for it,
+    /// so they never overtake it.
+    /// (Its number, as `Route::park`.)
+    pub(super) barrier: Option<u64>,
     pub(super) opened: Instant,
     pub(super) last_active: Instant,
     /// Stopped reading: no output room, or a fatal frame error.
@@ -230,6 +235,10 @@ impl Loop {
             let room = conn.room(max_output);
             if room < conn.room_needed() {
                 conn.read_paused = true;
+                return Stop::Throttled;
+            }
+            if conn.barrier.is_some() {
+                conn.owners_paused = true;
                 return Stop::Throttled;
             }
             if let Some(dest) = conn.moving_to {

@@ -776,18 +776,21 @@ impl Loop {
             ));
         }
         // A request that goes to another loop holds room for its answer
-        // while it is away: all of it when nothing else is away (as a
-        // request run here may use), else what its kind of answer needs
-        // at least, so the connection's next requests keep some.
+        // while it is away: an answer with messages all of it when nothing
+        // else is away (as a request run here may use), else the least it
+        // needs; any other answer the room such answers need, so the
+        // connection's next requests keep the rest.
         let first = self.first_hop(&req);
         let local = first == self.index;
         self.note_streak(slot, first, local);
-        let room = if nothing_away || local {
+        let room = if local {
             room
-        } else if conn::carries_messages(opcode) {
-            room.min(ANSWER_ROOM_MIN)
-        } else {
+        } else if !conn::carries_messages(opcode) {
             room.min(SMALL_ANSWER_ROOM)
+        } else if nothing_away {
+            room
+        } else {
+            room.min(ANSWER_ROOM_MIN)
         };
         let route = Route {
             lp: self.index,
@@ -811,6 +814,9 @@ impl Loop {
         if let Request::ListQueues { .. } = req {
             self.start_list(route, req, token);
             return None;
+        }
+        if dispatch::target_of(&req).is_some() {
+            conn.barrier = Some(park);
         }
         if let Some(done) = self.serve(RunJob {
             route,

@@ -569,7 +569,15 @@ impl Loop {
             if route.opcode == proto::Opcode::Receive as u8 {
                 conn.receives_out -= 1;
             }
-            let resume = if conn.moving_to.is_some() {
+            let was_barrier = conn.barrier == Some(route.park);
+            if was_barrier {
+                conn.barrier = None;
+            }
+            let resume = if conn.barrier.is_some() {
+                false
+            } else if was_barrier {
+                true
+            } else if conn.moving_to.is_some() {
                 conn.in_flight == 0
             } else {
                 conn.in_flight < IN_FLIGHT_MAX / 2
