@@ -21,10 +21,13 @@ use fila_core::event::{Event, EventSink};
 
 use crate::codec::encode_event;
 
-/// Empty buffers kept per shard for reuse.
-const SPARES: usize = 4;
-/// A buffer that grew past this is dropped rather than kept for reuse.
-const SPARE_BYTES_MAX: usize = 8 << 20;
+/// Empty buffers kept per shard for reuse: a shard publishes one buffer per
+/// call, so a batch of the writer's takes many; kept, they are reused by
+/// the shard's thread instead of allocated there and freed by the writer.
+const SPARES: usize = 256;
+/// A buffer that grew past this is dropped rather than kept for reuse (at
+/// most `SPARES` × this is kept per shard).
+const SPARE_BYTES_MAX: usize = 16 << 10;
 
 /// One shard's queues: published buffers in order, and spares.
 struct Lane {
