@@ -526,9 +526,13 @@ impl Loop {
             busy = self.drain_handoff();
             self.release_held();
             self.run_pending();
-            for slot in std::mem::take(&mut self.dirty) {
+            let mut dirty = std::mem::take(&mut self.dirty);
+            for &slot in &dirty {
                 self.flush(slot);
             }
+            // The list's room is kept for the next turn.
+            dirty.clear();
+            self.dirty = dirty;
             if self.shared.stopping.load(Ordering::Acquire) {
                 let deadline = *stop_deadline.get_or_insert_with(|| {
                     self.begin_stop();
