@@ -338,3 +338,55 @@ fn a_client_that_half_closes_after_its_requests_still_gets_the_answers() {
     }
     assert_eq!(ids, vec![1, 2, 3], "every answer, then the close");
 }
+
+/// The same with puts to queues of both loops' shards (some run on the
+/// connection's loop, the others at the other loop's owner): a half close
+/// waits for the answers that are away.
+#[test]
+fn a_half_close_waits_for_the_answers_of_requests_at_other_loops() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let names: Vec<String> = (0..2)
+        .map(|shard| {
+            (0..)
+                .map(|i| format!("hc{i}"))
+                .find(|n| fila_core::shard_of(n, 2) == shard)
+                .unwrap()
+        })
+        .collect();
+    for n in &names {
+        c.create_queue(n, SettingsPatch::default()).unwrap();
+    }
+    let mut raw = TcpStream::connect(s.addr).unwrap();
+    let mut frames = BytesMut::new();
+    for id in 1..=20u64 {
+        Request::Put {
+            queue: names[(id % 2) as usize].clone(),
+            messages: vec![Default::default()],
+        }
+        .encode(id, &mut frames);
+    }
+    raw.write_all(&frames).unwrap();
+    raw.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut all = Vec::new();
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    raw.read_to_end(&mut all).unwrap();
+    let mut buf = BytesMut::from(&all[..]);
+    let mut ids = Vec::new();
+    while let Some((h, body)) = split_frame(&mut buf, FRAME_LEN_LIMIT).unwrap() {
+        match Response::decode(&h, body).unwrap() {
+            Response::Put(entries) => assert!(entries[0].is_ok()),
+            other => panic!("{other:?}"),
+        }
+        ids.push(h.request_id);
+    }
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        (1..=20).collect::<Vec<u64>>(),
+        "every answer, then the close"
+    );
+    for n in &names {
+        assert_eq!(c.stats(n).unwrap().visible, 10);
+    }
+}

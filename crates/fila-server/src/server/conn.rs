@@ -194,9 +194,10 @@ impl Loop {
             let want = read_left.min(self.scratch.len());
             match conn.stream.read(&mut self.scratch[..want]) {
                 Ok(0) => {
-                    // The peer is done sending; answers already due still
-                    // go out before the connection closes.
-                    if conn.buffered() == 0 {
+                    // The peer is done sending; answers already due (and
+                    // those of requests at other loops) still go out before
+                    // the connection closes.
+                    if conn.buffered() == 0 && conn.in_flight == 0 {
                         self.close(slot, "peer closed");
                     } else {
                         conn.closing = true;
@@ -406,7 +407,7 @@ impl Loop {
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
-        if conn.buffered() == 0 && conn.closing {
+        if conn.buffered() == 0 && conn.in_flight == 0 && conn.closing {
             self.close(slot, "closed once its answers were written");
             return;
         }

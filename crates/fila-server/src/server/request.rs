@@ -131,7 +131,9 @@ impl Loop {
         let first = self.first_hop(&req);
         let local = first == self.index;
         self.note_streak(slot, first, local);
-        let room = if local {
+        // A list visits every loop: it is away even when it starts here.
+        let runs_here = local && !matches!(req, Request::ListQueues { .. });
+        let room = if runs_here {
             room
         } else if !conn::carries_messages(opcode) {
             room.min(SMALL_ANSWER_ROOM)
