@@ -684,6 +684,7 @@ impl Loop {
                 Some(c)
                     if config.idle_timeout_secs > 0
                         && c.parked.is_empty()
+                        && c.in_flight == 0
                         && now.duration_since(c.last_active) >= idle =>
                 {
                     "idle timeout"
