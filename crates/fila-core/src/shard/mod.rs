@@ -1,6 +1,6 @@
 //! One shard: the queues that hash to it, their messages, one timing wheel and
 //! the parked receives. A shard is plain single-threaded state; its owner
-//! (the engine's per-shard lock today, a server's event loop tomorrow)
+//! (a server's event loop, or the in-process engine's per-shard lock)
 //! serializes the calls, and nothing here is shared with another shard.
 //!
 //! Messages live in one slab of [`Record`]s per shard. A queue is two
