@@ -354,13 +354,15 @@ impl Owner {
     }
 
     /// Runs the timers due on every shard held, at most `budget` a shard
-    /// (an instant is never split); answers whether every shard caught up.
+    /// (an instant is never split), and sweeps out up to `budget` messages
+    /// of deleted queues a shard; answers whether every shard caught up.
     pub fn advance(&mut self, budget: usize) -> bool {
         let now = self.core.clock.now_ms();
         let mut caught_up = true;
         for index in 0..self.shards.len() {
             if let Some(s) = self.shards[index].as_deref_mut() {
                 caught_up &= s.advance_within(now, budget);
+                caught_up &= s.sweep(budget);
                 self.collect(index, now);
             }
         }

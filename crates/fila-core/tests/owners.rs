@@ -152,3 +152,52 @@ fn an_owner_runs_due_timers_within_its_budget_a_turn() {
     let s = o.stats("q").unwrap();
     assert_eq!((s.visible, s.in_flight), (1_000, 0));
 }
+
+#[test]
+fn a_deleted_queue_is_gone_at_once_and_its_messages_are_swept_within_the_budget() {
+    let (clock, source, target, mut owners) = source_and_target(QueueSettings {
+        max_deliveries: 1,
+        visibility_timeout_ms: 1_000,
+        ..QueueSettings::default()
+    });
+    let a = &mut owners[0];
+    for _ in 0..250 {
+        let batch = (0..20)
+            .map(|_| NewMessage::new(Bytes::from_static(b"x")))
+            .collect();
+        a.put(&source, batch).unwrap();
+    }
+    // 100 leased: their leases end while the sweep is under way, and must
+    // not dead-letter into the target.
+    for _ in 0..5 {
+        a.receive(Address::queue(&source), &ReceiveOptions::now(20), None)
+            .unwrap();
+    }
+    let slots = a.message_slots();
+    a.delete_queue(&source).unwrap();
+    // Gone for users at once; its name can be taken again.
+    assert!(!a.has_queue(&source));
+    a.create_queue(&source, QueueSettings::default()).unwrap();
+    assert_eq!(a.stats(&source).unwrap().visible, 0);
+    // The call itself removed at most the budget (16 here): the slab is
+    // trimmed only once the sweep is done.
+    assert_eq!(a.message_slots(), slots);
+    clock.advance(1_000);
+    let mut turns = 0;
+    while !a.advance(16) {
+        turns += 1;
+        assert!(turns < 1_000, "the sweep never ended");
+        a.check_invariants().unwrap();
+    }
+    // 5 000 messages, 16 a turn (and 16 timers a turn while leases end).
+    assert!(turns >= 5_000 / 16 - 20, "{turns} turns");
+    assert!(
+        a.take_transit().is_empty(),
+        "no dead letter left the deleted queue"
+    );
+    assert_eq!(owners[1].stats(&target).unwrap().visible, 0);
+    let a = &mut owners[0];
+    assert_eq!(a.stats(&source).unwrap().visible, 0);
+    a.check_invariants().unwrap();
+    assert!(a.message_slots() < slots / 2, "the slab trimmed once swept");
+}

@@ -10,7 +10,7 @@ impl Shard {
     /// shared, not copied.
     pub fn export(&self) -> Vec<QueueImage> {
         let mut images = Vec::with_capacity(self.names.len());
-        for queue in self.queues.iter().flatten() {
+        for queue in self.queues.iter().flatten().filter(|q| !q.dropping) {
             let slot = self.names[&queue.name];
             let mut messages = Vec::with_capacity(queue.messages as usize);
             for sub in [MAIN, DLQ] {

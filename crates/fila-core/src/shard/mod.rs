@@ -176,6 +176,9 @@ struct Queue {
     bytes: u64,
     counters: Counters,
     redrive: Option<RedriveJob>,
+    /// Deleted: no longer named, its messages swept out a budget at a time
+    /// ([`Shard::sweep`]); its slot is free once they are all gone.
+    dropping: bool,
 }
 
 struct Waiter {
@@ -248,6 +251,11 @@ pub struct Shard {
     waiter_order: u64,
     /// Sub-queues that gained visible messages since waiters were last served.
     gained: Vec<SubId>,
+    /// Deleted queues whose messages are still being swept out: the slot
+    /// and, per sub-queue, the sequence number to go on from.
+    dropping: Vec<(u32, [u64; 2])>,
+    /// The sweep's batch (kept for its room).
+    sweep_batch: Vec<(u64, u32)>,
     completions: Vec<(Notify, Result<Vec<Message>, Error>)>,
     outbox: Vec<Outbound>,
     journal: Option<Box<dyn EventSink>>,
@@ -323,6 +331,8 @@ impl Shard {
             free_waiters: Vec::new(),
             waiter_order: 0,
             gained: Vec::new(),
+            dropping: Vec::new(),
+            sweep_batch: Vec::new(),
             completions: Vec::new(),
             outbox: Vec::new(),
             journal: None,

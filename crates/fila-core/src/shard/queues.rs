@@ -60,6 +60,7 @@ impl Shard {
             bytes: 0,
             counters: Counters::default(),
             redrive: None,
+            dropping: false,
         };
         let slot = match self.free_queues.pop() {
             Some(slot) => {
@@ -123,8 +124,6 @@ impl Shard {
     pub fn delete_queue(&mut self, name: &str) -> Result<(), Error> {
         let slot = self.queue_slot(name)?;
         let id = self.queue(slot).id;
-        self.purge_sub(SubId::main(slot));
-        self.purge_sub(SubId::dlq(slot));
         for dlq in [MAIN, DLQ] {
             while let Some(w) = self.first_waiter(SubId::of(slot, dlq == DLQ)) {
                 if let Some(waiter) = self.take_waiter(w) {
@@ -140,12 +139,14 @@ impl Shard {
         }
         self.names.remove(name);
         self.sorted_names.remove(name);
-        self.queues[slot as usize] = None;
-        self.free_queues.push(slot);
         self.gained.retain(|q| q.queue() != slot);
         self.budget.shared.release_queue();
-        self.trim();
         emit!(self, Event::QueueDeleted { queue: id });
+        // Its name is free now; its messages go a budget at a time (all of
+        // them now in the in-process engine, whose budget is unlimited).
+        self.queue_mut(slot).dropping = true;
+        self.dropping.push((slot, [0, 0]));
+        self.sweep(self.timer_budget);
         Ok(())
     }
 
@@ -349,5 +350,46 @@ impl Shard {
         );
         self.remove(slot);
         Ok(())
+    }
+
+    /// Removes up to `budget` messages of deleted queues (stale index
+    /// entries count too); frees a deleted queue's slot once it is empty.
+    /// Answers whether nothing is left to sweep.
+    pub(crate) fn sweep(&mut self, budget: usize) -> bool {
+        let mut left = budget;
+        while let Some(&(slot, mut from)) = self.dropping.last() {
+            for half in 0..2 {
+                let q = SubId::of(slot, half == 1);
+                loop {
+                    if left == 0 {
+                        if let Some(d) = self.dropping.last_mut() {
+                            d.1 = from;
+                        }
+                        return false;
+                    }
+                    let mut batch = std::mem::take(&mut self.sweep_batch);
+                    batch.clear();
+                    batch.extend(self.sub(q).index.from(from[half]).take(left.min(256)));
+                    if batch.is_empty() {
+                        self.sweep_batch = batch;
+                        break;
+                    }
+                    for &(seq, s) in &batch {
+                        from[half] = seq + 1;
+                        left -= 1;
+                        if self.live(s, q, seq) {
+                            self.remove(s);
+                        }
+                    }
+                    self.sweep_batch = batch;
+                }
+            }
+            debug_assert_eq!(self.queue(slot).messages, 0, "every message swept");
+            self.dropping.pop();
+            self.queues[slot as usize] = None;
+            self.free_queues.push(slot);
+            self.trim();
+        }
+        true
     }
 }

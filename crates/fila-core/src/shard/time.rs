@@ -134,6 +134,12 @@ impl Shard {
             // An earlier event at this instant already moved the message on.
             return;
         }
+        if self.queue(r.q.queue()).dropping {
+            // Its queue was deleted: it goes, with no event (the deletion
+            // was one) and nowhere else.
+            self.remove(slot);
+            return;
+        }
         let expired = r.expires_at <= t;
         match word.state {
             MessageState::Delayed | MessageState::InFlight if !expired => {
