@@ -316,7 +316,7 @@ fn a_throttled_client_that_reads_late_gets_every_answer() {
 #[test]
 fn a_client_that_half_closes_after_its_requests_still_gets_the_answers() {
     let s = TestServer::start();
-    let mut raw = TcpStream::connect(s.addr).unwrap();
+    let raw = TcpStream::connect(s.addr).unwrap();
     let mut frames = BytesMut::new();
     for id in 1..=3u64 {
         Request::ListQueues {
@@ -326,17 +326,27 @@ fn a_client_that_half_closes_after_its_requests_still_gets_the_answers() {
         }
         .encode(id, &mut frames);
     }
-    raw.write_all(&frames).unwrap();
+    let ids: Vec<u64> = send_then_half_close(raw, &frames)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(ids, vec![1, 2, 3], "every answer, then the close");
+}
+
+/// Writes `frames`, closes the writing half, and reads every answer until
+/// the server closes the connection.
+fn send_then_half_close(mut raw: TcpStream, frames: &[u8]) -> Vec<(u64, Response)> {
+    raw.write_all(frames).unwrap();
     raw.shutdown(std::net::Shutdown::Write).unwrap();
     let mut all = Vec::new();
     raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     raw.read_to_end(&mut all).unwrap();
     let mut buf = BytesMut::from(&all[..]);
-    let mut ids = Vec::new();
-    while let Some((h, _)) = split_frame(&mut buf, FRAME_LEN_LIMIT).unwrap() {
-        ids.push(h.request_id);
+    let mut answers = Vec::new();
+    while let Some((h, body)) = split_frame(&mut buf, FRAME_LEN_LIMIT).unwrap() {
+        answers.push((h.request_id, Response::decode(&h, body).unwrap()));
     }
-    assert_eq!(ids, vec![1, 2, 3], "every answer, then the close");
+    answers
 }
 
 /// The same with puts to queues of both loops' shards (some run on the
@@ -357,7 +367,7 @@ fn a_half_close_waits_for_the_answers_of_requests_at_other_loops() {
     for n in &names {
         c.create_queue(n, SettingsPatch::default()).unwrap();
     }
-    let mut raw = TcpStream::connect(s.addr).unwrap();
+    let raw = TcpStream::connect(s.addr).unwrap();
     let mut frames = BytesMut::new();
     for id in 1..=20u64 {
         Request::Put {
@@ -366,19 +376,13 @@ fn a_half_close_waits_for_the_answers_of_requests_at_other_loops() {
         }
         .encode(id, &mut frames);
     }
-    raw.write_all(&frames).unwrap();
-    raw.shutdown(std::net::Shutdown::Write).unwrap();
-    let mut all = Vec::new();
-    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    raw.read_to_end(&mut all).unwrap();
-    let mut buf = BytesMut::from(&all[..]);
     let mut ids = Vec::new();
-    while let Some((h, body)) = split_frame(&mut buf, FRAME_LEN_LIMIT).unwrap() {
-        match Response::decode(&h, body).unwrap() {
+    for (id, answer) in send_then_half_close(raw, &frames) {
+        match answer {
             Response::Put(entries) => assert!(entries[0].is_ok()),
             other => panic!("{other:?}"),
         }
-        ids.push(h.request_id);
+        ids.push(id);
     }
     ids.sort_unstable();
     assert_eq!(
