@@ -71,7 +71,7 @@ pub use budget::{EngineLimits, MESSAGE_OVERHEAD_BYTES};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{page_of, Engine};
 pub use error::{Error, ErrorKind};
-pub use owner::{precheck_create, precheck_update, shard_of, Owner, Totals, Transit};
+pub use owner::{check_batch, precheck_create, precheck_update, shard_of, Owner, Totals, Transit};
 pub use receipt::{Receipt, ReceiptKey, RECEIPT_LEN};
 pub use shard::{Notify, Received, Shard, WaitId};
 pub use types::*;

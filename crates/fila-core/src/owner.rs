@@ -132,7 +132,9 @@ impl Transit {
 
 type Completions = Vec<(Notify, Result<Vec<Message>, Error>)>;
 
-pub(crate) fn check_batch(field: &'static str, len: usize) -> Result<(), Error> {
+/// A batch's length is 1..=[`BATCH_LEN_MAX`], else `invalid_argument` on
+/// `field`.
+pub fn check_batch(field: &'static str, len: usize) -> Result<(), Error> {
     if len == 0 || len > BATCH_LEN_MAX {
         return Err(Error::invalid(
             field,

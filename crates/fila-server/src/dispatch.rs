@@ -183,17 +183,6 @@ fn entries<T, U>(v: Vec<Result<T, Error>>, f: impl Fn(T) -> U) -> Vec<proto::Ent
         .collect()
 }
 
-fn batch_len(field: &'static str, len: usize) -> Result<(), Error> {
-    let max = fila_core::limits::BATCH_LEN_MAX;
-    if len == 0 || len > max {
-        return Err(Error::InvalidArgument {
-            field,
-            limit: format!("must hold 1..={max} entries (got {len})"),
-        });
-    }
-    Ok(())
-}
-
 /// Runs a batch operation on the entries whose receipts parsed; an entry
 /// whose receipt did not parse fails alone, in its place.
 fn parsed_entries<T: Copy, U>(
@@ -247,7 +236,7 @@ fn receive_deferred_within(
     visibility_ms: Option<u64>,
     room: usize,
 ) -> Result<Vec<Result<Message, Error>>, Error> {
-    batch_len("sequence_numbers", seqs.len())?;
+    fila_core::check_batch("sequence_numbers", seqs.len())?;
     let mut used = 0u64;
     let mut out = Vec::with_capacity(seqs.len());
     for &seq in seqs {
@@ -442,7 +431,7 @@ pub(crate) fn run(
             queue,
             entries: changes,
         } => {
-            if let Err(e) = batch_len("entries", changes.len()) {
+            if let Err(e) = fila_core::check_batch("entries", changes.len()) {
                 return Outcome::Answer(Response::Error(wire_error(&e)));
             }
             let parsed: Vec<Result<VisibilityChange, Error>> = changes
@@ -462,7 +451,7 @@ pub(crate) fn run(
             )
         }
         Request::Delete { queue, receipts } => {
-            if let Err(e) = batch_len("receipts", receipts.len()) {
+            if let Err(e) = fila_core::check_batch("receipts", receipts.len()) {
                 return Outcome::Answer(Response::Error(wire_error(&e)));
             }
             let parsed: Vec<Result<Receipt, Error>> = receipts.iter().map(receipt).collect();

@@ -133,23 +133,29 @@ impl Loop {
         self.close(slot, "evicted: not authenticated at max_connections");
     }
 
-    pub(super) fn adopt(&mut self, mut stream: TcpStream, peer: SocketAddr) {
-        let _ = stream.set_nodelay(true);
+    /// A free slot for a connection, its stream registered there with
+    /// `interest`; `None` (the connection forgotten) when registering
+    /// failed.
+    pub(super) fn register(&mut self, stream: &mut TcpStream, interest: Interest) -> Option<usize> {
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
             self.conns.len() - 1
         });
-        if let Err(e) = self
-            .poll
-            .registry()
-            .register(&mut stream, Token(slot), Interest::READABLE)
-        {
+        if let Err(e) = self.poll.registry().register(stream, Token(slot), interest) {
             warn!(error = %e, "register failed");
             self.free.push(slot);
             self.forget_connection();
-            return;
+            return None;
         }
         self.generation += 1;
+        Some(slot)
+    }
+
+    pub(super) fn adopt(&mut self, mut stream: TcpStream, peer: SocketAddr) {
+        let _ = stream.set_nodelay(true);
+        let Some(slot) = self.register(&mut stream, Interest::READABLE) else {
+            return;
+        };
         debug!(%peer, slot, "connection open");
         let now = Instant::now();
         let unauthenticated = !self.shared.config.tokens.is_empty();

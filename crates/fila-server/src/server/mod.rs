@@ -159,7 +159,6 @@ struct Loop {
     index: usize,
     /// The shards this loop owns: no other thread touches them.
     owner: Owner,
-    totals: Totals,
     /// A message taken from the inbox while checking it before sleeping.
     stash: Option<Inbox>,
     /// Jobs for other loops, gathered during a turn, by loop.
@@ -300,7 +299,7 @@ impl Server {
         }
         let shared = Arc::new(Shared {
             config: config.clone(),
-            totals: totals.clone(),
+            totals,
             handoff: (0..config.event_loops)
                 .map(|_| ArrayQueue::new(HANDOFF_CAPACITY))
                 .collect(),
@@ -332,7 +331,6 @@ impl Server {
             let mut l = Loop {
                 index,
                 owner,
-                totals: totals.clone(),
                 outgoing: (0..config.event_loops).map(|_| VecDeque::new()).collect(),
                 wake: vec![false; config.event_loops],
                 stash: None,
@@ -497,7 +495,7 @@ impl Loop {
                 timeout = Some(timeout.map_or(left, |t| t.min(left)));
             }
             if let Some(due) = self.owner.next_deadline() {
-                let left = Duration::from_millis(due.saturating_sub(self.totals.now_ms()));
+                let left = Duration::from_millis(due.saturating_sub(self.shared.totals.now_ms()));
                 timeout = Some(timeout.map_or(left, |t| t.min(left)));
             }
             if timeout != Some(Duration::ZERO) && self.going_to_sleep() {

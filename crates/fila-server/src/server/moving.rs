@@ -41,10 +41,9 @@ impl Loop {
         };
         let _ = self.poll.registry().deregister(&mut conn.stream);
         self.free.push(slot);
-        if conn.unauthenticated {
-            self.shared.unauthenticated[self.index].fetch_sub(1, Ordering::AcqRel);
-            self.shared.unauthenticated[dest].fetch_add(1, Ordering::AcqRel);
-        }
+        // Only an authenticated connection's requests reach a shard, so a
+        // moving one is not counted among the unauthenticated.
+        debug_assert!(!conn.unauthenticated);
         conn.moving_to = None;
         conn.streak = (usize::MAX, 0);
         conn.owners_paused = false;
@@ -66,36 +65,18 @@ impl Loop {
         let mut conn = *conn;
         if self.shared.stopping.load(Ordering::Acquire) && conn.buffered() == 0 {
             // Moved while the server began to stop: nothing is owed to it.
-            if conn.unauthenticated {
-                self.shared.unauthenticated[self.index].fetch_sub(1, Ordering::AcqRel);
-            }
             self.forget_connection();
             return;
         }
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.conns.push(None);
-            self.conns.len() - 1
-        });
         let interest = if conn.output.is_empty() {
             Interest::READABLE
         } else {
             Interest::READABLE | Interest::WRITABLE
         };
-        if let Err(e) = self
-            .poll
-            .registry()
-            .register(&mut conn.stream, Token(slot), interest)
-        {
-            warn!(error = %e, "register failed");
-            self.free.push(slot);
-            if conn.unauthenticated {
-                self.shared.unauthenticated[self.index].fetch_sub(1, Ordering::AcqRel);
-            }
-            self.forget_connection();
+        let Some(slot) = self.register(&mut conn.stream, interest) else {
             return;
-        }
+        };
         conn.writable_interest = !conn.output.is_empty();
-        self.generation += 1;
         conn.generation = self.generation;
         let holds = !conn.holds.is_empty();
         let log_paused = conn.log_paused;

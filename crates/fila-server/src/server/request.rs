@@ -9,7 +9,7 @@ impl Loop {
     /// Logs an unknown token at most once a second, with how many were
     /// left out since.
     fn warn_unknown_token(&self, peer: SocketAddr) {
-        let second = self.totals.now_ms() / 1000;
+        let second = self.shared.totals.now_ms() / 1000;
         let last = self.shared.auth_warned_at.load(Ordering::Acquire);
         if last != second
             && self
@@ -120,7 +120,7 @@ impl Loop {
         let nothing_away = conn.in_flight == 0;
         if let Request::ServerStats = req {
             return Some(Response::ServerStats(
-                shared.metrics.server_stats(&self.totals),
+                shared.metrics.server_stats(&shared.totals),
             ));
         }
         // A request that goes to another loop holds room for its answer

@@ -248,7 +248,7 @@ impl Loop {
     }
 
     fn owner_of_queue(&self, name: &str) -> usize {
-        self.owner_of(shard_of(name, self.totals.shard_count()))
+        self.owner_of(shard_of(name, self.shared.totals.shard_count()))
     }
 
     /// The loop a request goes to first: its dead-letter target's owner
@@ -388,7 +388,7 @@ impl Loop {
         for (notify, result) in self.owner.take_completions() {
             notify(result);
         }
-        let shards = self.totals.shard_count();
+        let shards = self.shared.totals.shard_count();
         for t in self.owner.take_transit() {
             let dest = self.owner_of(t.shard(shards));
             self.send_job(dest, Job::Transit(t));
