@@ -36,6 +36,28 @@ fn source_and_target(settings: QueueSettings) -> (ManualClock, String, String, V
     (clock, source, target, engine.into_owners(2, 16))
 }
 
+/// Puts `batches` batches of 20 one-byte messages.
+fn put_batches(o: &mut Owner, queue: &str, batches: usize) {
+    for _ in 0..batches {
+        let batch = (0..20)
+            .map(|_| NewMessage::new(Bytes::from_static(b"x")))
+            .collect();
+        assert!(o.put(queue, batch).unwrap().iter().all(|r| r.is_ok()));
+    }
+}
+
+/// Turns of `o` (each `advance(budget)`, its bookkeeping checked after)
+/// until it has caught up; fails past `max`.
+fn turns_to_catch_up(o: &mut Owner, budget: usize, max: usize) -> usize {
+    let mut turns = 0;
+    while !o.advance(budget) {
+        turns += 1;
+        assert!(turns < max, "{turns} turns and not caught up");
+        o.check_invariants().unwrap();
+    }
+    turns
+}
+
 #[test]
 fn a_dead_letter_for_another_owner_waits_in_transit_until_it_is_accepted() {
     let (_clock, source, target, mut owners) = source_and_target(QueueSettings::default());
@@ -121,12 +143,7 @@ fn an_owner_runs_due_timers_within_its_budget_a_turn() {
     let mut owners = engine.into_owners(1, 100);
     let o = &mut owners[0];
     // 1 000 leases ending at 50 instants, 20 at each.
-    for _ in 0..50 {
-        let batch = (0..20)
-            .map(|_| NewMessage::new(Bytes::from_static(b"x")))
-            .collect();
-        o.put("q", batch).unwrap();
-    }
+    put_batches(o, "q", 50);
     for _ in 0..50 {
         let opts = ReceiveOptions {
             max_messages: 20,
@@ -142,12 +159,7 @@ fn an_owner_runs_due_timers_within_its_budget_a_turn() {
     clock.advance(2_000);
     // A turn stops once 100 timers ran (after the instant that reached
     // it): 100 a turn, so about ten turns, not one, end every lease.
-    let mut turns = 0;
-    while !o.advance(100) {
-        turns += 1;
-        assert!(turns < 100, "advance never caught up");
-        o.check_invariants().unwrap();
-    }
+    let turns = turns_to_catch_up(o, 100, 100);
     assert!((9..=10).contains(&turns), "{turns} turns");
     let s = o.stats("q").unwrap();
     assert_eq!((s.visible, s.in_flight), (1_000, 0));
@@ -161,12 +173,7 @@ fn a_deleted_queue_is_gone_at_once_and_its_messages_are_swept_within_the_budget(
         ..QueueSettings::default()
     });
     let a = &mut owners[0];
-    for _ in 0..250 {
-        let batch = (0..20)
-            .map(|_| NewMessage::new(Bytes::from_static(b"x")))
-            .collect();
-        a.put(&source, batch).unwrap();
-    }
+    put_batches(a, &source, 250);
     // 100 leased: their leases end while the sweep is under way, and must
     // not dead-letter into the target.
     for _ in 0..5 {
@@ -183,12 +190,7 @@ fn a_deleted_queue_is_gone_at_once_and_its_messages_are_swept_within_the_budget(
     // trimmed only once the sweep is done.
     assert_eq!(a.message_slots(), slots);
     clock.advance(1_000);
-    let mut turns = 0;
-    while !a.advance(16) {
-        turns += 1;
-        assert!(turns < 1_000, "the sweep never ended");
-        a.check_invariants().unwrap();
-    }
+    let turns = turns_to_catch_up(a, 16, 1_000);
     // 5 000 messages, 16 a turn (and 16 timers a turn while leases end).
     assert!(turns >= 5_000 / 16 - 20, "{turns} turns");
     assert!(
