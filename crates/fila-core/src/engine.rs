@@ -172,19 +172,23 @@ impl Engine {
         result
     }
 
-    /// Delivers dead letters to their shards (bounces back to theirs),
-    /// then completes parked receives.
+    /// Delivers dead letters to their shards in the order they were
+    /// dead-lettered, across all shards; one a full target refuses goes
+    /// back to its source's DLQ before the next is delivered. Then
+    /// completes parked receives.
     fn hand_on(
         &self,
         mut completions: Vec<(Notify, Result<Vec<Message>, Error>)>,
         mut transit: Vec<Transit>,
     ) {
-        while !transit.is_empty() {
-            for t in std::mem::take(&mut transit) {
+        transit.sort_by(Transit::delivery_order);
+        for t in transit {
+            let mut pending = vec![t];
+            while let Some(t) = pending.pop() {
                 let mut owner = self.lock(t.shard(self.shards.len()));
                 owner.accept(t);
                 completions.extend(owner.take_completions());
-                transit.extend(owner.take_transit());
+                pending.extend(owner.take_transit());
             }
         }
         for (notify, result) in completions {

@@ -120,6 +120,12 @@ impl std::fmt::Debug for Transit {
 }
 
 impl Transit {
+    /// Orders dead letters on their way as they were dead-lettered: by
+    /// time, then source queue, then the source's sequence.
+    pub(crate) fn delivery_order(a: &Transit, b: &Transit) -> std::cmp::Ordering {
+        Outbound::delivery_order(&a.out, &b.out)
+    }
+
     /// The shard it is bound for, of `shards`.
     pub fn shard(&self, shards: usize) -> usize {
         if self.bounce {
@@ -184,6 +190,10 @@ pub struct Owner {
     shards: Vec<Option<Box<Shard>>>,
     completions: Completions,
     transit: Vec<Transit>,
+    /// Hand every dead letter out through [`Owner::take_transit`], even
+    /// one bound for a shard held here: the in-process [`crate::Engine`]
+    /// orders them across all its owners (as the model does).
+    hand_out_all: bool,
 }
 
 impl std::fmt::Debug for Owner {
@@ -201,12 +211,14 @@ impl Owner {
             core,
             completions: Vec::new(),
             transit: Vec::new(),
+            hand_out_all: false,
         }
     }
 
     /// A new empty shard `index` held here.
     pub(crate) fn with_shard(core: Arc<Core>, index: usize, key: ReceiptKey) -> Owner {
         let mut owner = Owner::new(core);
+        owner.hand_out_all = true;
         let now = owner.core.clock.now_ms();
         owner.shards[index] = Some(Box::new(Shard::new(
             index as u16,
@@ -291,17 +303,17 @@ impl Owner {
             return;
         }
         // A fixed order, whatever the order the timers ran in.
-        outbox.sort_by(|a, b| {
-            a.at_ms
-                .cmp(&b.at_ms)
-                .then_with(|| a.source.cmp(&b.source))
-                .then(a.source_seq.cmp(&b.source_seq))
-        });
+        outbox.sort_by(Outbound::delivery_order);
         self.core
             .in_transit
             .fetch_add(outbox.len() as u64, Ordering::AcqRel);
         for out in outbox {
-            self.route(Transit { out, bounce: false }, now);
+            let t = Transit { out, bounce: false };
+            if self.hand_out_all {
+                self.transit.push(t);
+            } else {
+                self.route(t, now);
+            }
         }
     }
 

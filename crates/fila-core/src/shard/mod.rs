@@ -220,6 +220,18 @@ pub(crate) struct Outbound {
     dead_letter: Arc<DeadLetter>,
 }
 
+impl Outbound {
+    /// The order dead letters are delivered in, whatever the order their
+    /// timers ran in: by time, then source queue, then the source's
+    /// sequence.
+    pub(crate) fn delivery_order(a: &Outbound, b: &Outbound) -> std::cmp::Ordering {
+        a.at_ms
+            .cmp(&b.at_ms)
+            .then_with(|| a.source.cmp(&b.source))
+            .then(a.source_seq.cmp(&b.source_seq))
+    }
+}
+
 /// Receive parameters resolved against the queue's settings.
 struct Take<'a> {
     max: u32,
