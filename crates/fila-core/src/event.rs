@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
+use crate::payload::Payload;
 
 use crate::types::{Attributes, DeadLetter, MessageId, QueueSettings};
 
@@ -135,7 +135,7 @@ pub struct MessageImage {
     /// Its id when not the one its queue and sequence number make.
     pub id: Option<MessageId>,
     /// The payload.
-    pub payload: Bytes,
+    pub payload: Payload,
     /// The attributes.
     pub attributes: Option<Attributes>,
     /// The channel.

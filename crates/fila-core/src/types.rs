@@ -7,6 +7,7 @@ use bytes::Bytes;
 
 use crate::error::{check_range, Error};
 use crate::limits::*;
+use crate::payload::Payload;
 use crate::receipt::Receipt;
 
 /// A queue's settings (SPEC §1). Times are milliseconds.
@@ -403,7 +404,7 @@ pub struct Message {
     /// Strictly increasing per queue.
     pub seq: u64,
     /// The body.
-    pub payload: Bytes,
+    pub payload: Payload,
     /// Key/value pairs (empty when none).
     pub attributes: Option<Attributes>,
     /// The channel, if any.

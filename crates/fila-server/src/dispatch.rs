@@ -124,7 +124,7 @@ fn fields_of(mut m: Message, fields: proto::Fields) -> proto::Message {
     proto::Message {
         id: m.id.0,
         seq: m.seq,
-        payload: m.payload,
+        payload: m.payload.to_bytes(),
         attributes: m
             .attributes
             .map(|a| {

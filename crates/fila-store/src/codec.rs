@@ -9,9 +9,8 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use fila_core::event::{EngineImage, Event, MessageImage, MessageView, QueueImage, Spot};
-use fila_core::{DeadLetter, DeadLetterReason, MessageId, QueueSettings};
+use fila_core::{DeadLetter, DeadLetterReason, MessageId, Payload, QueueSettings};
 
 /// Record kinds.
 pub mod kind {
@@ -450,11 +449,7 @@ impl<'a> Reader<'a> {
                 dlq: at.dlq,
                 seq: at.seq,
                 id,
-                payload: if payload.is_empty() {
-                    Bytes::new()
-                } else {
-                    Bytes::copy_from_slice(payload)
-                },
+                payload: Payload::copy_from_slice(payload),
                 attributes,
                 channel,
                 inserted_at_ms,

@@ -26,7 +26,7 @@ impl Shard {
                         dlq: sub == DLQ,
                         seq,
                         id: extra.and_then(|e| e.id),
-                        payload: r.payload.clone(),
+                        payload: r.payload(),
                         attributes: extra.and_then(|e| e.attributes.clone()),
                         channel: self.sub(q).channels[r.channel as usize].name.clone(),
                         inserted_at_ms: r.inserted_at,
@@ -103,7 +103,7 @@ impl Shard {
                 state,
                 delivery_count: m.delivery_count,
             };
-            self.store(new, SubId::of(qslot, m.dlq), m.channel.as_ref());
+            self.store(new, SubId::of(qslot, m.dlq), m.channel.as_deref());
         }
         Ok(())
     }

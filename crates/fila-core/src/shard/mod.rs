@@ -18,7 +18,6 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use hashbrown::HashMap;
 
 use crate::budget::{Budget, ShardBudget};
@@ -27,6 +26,7 @@ use crate::event::{Event, EventSink, MessageView, Spot};
 use crate::lease::StateWord;
 use crate::lease::{LeaseEnd, MessageState, Refused};
 use crate::limits::{PEEK_MAX, REDRIVE_BATCH_MAX};
+use crate::payload::{Payload, PayloadPool};
 use crate::receipt::{Receipt, ReceiptKey};
 use crate::ring::ReadyRing;
 use crate::types::*;
@@ -35,7 +35,7 @@ use crate::wheel::{TimerKey, TimingWheel};
 mod image;
 mod sub;
 
-use sub::{Channel, SeqIndex, SubQueue};
+use sub::{SeqIndex, SubQueue};
 
 const NIL: u32 = u32::MAX;
 const MAIN: u32 = 0;
@@ -120,7 +120,8 @@ struct Extra {
 
 /// One message slot.
 struct Record {
-    payload: Bytes,
+    /// The payload's buffer (its first `len` bytes); `None` when empty.
+    body: Option<Arc<[u8]>>,
     word: StateWord,
     seq: u64,
     inserted_at: u64,
@@ -131,12 +132,15 @@ struct Record {
     q: SubId,
     channel: u32,
     timer: u32,
+    /// The payload's length.
+    len: u32,
 }
 
 impl Record {
     fn empty() -> Record {
         Record {
-            payload: Bytes::new(),
+            body: None,
+            len: 0,
             word: StateWord::new(),
             seq: 0,
             inserted_at: 0,
@@ -212,7 +216,7 @@ pub(crate) struct Outbound {
     pub(crate) source_seq: u64,
     inserted_at: u64,
     pub(crate) at_ms: u64,
-    payload: Bytes,
+    payload: Payload,
     attributes: Option<Attributes>,
     channel: Option<Arc<str>>,
     id: MessageId,
@@ -270,6 +274,8 @@ pub struct Shard {
     sweep_batch: Vec<(u64, u32)>,
     completions: Vec<(Notify, Result<Vec<Message>, Error>)>,
     outbox: Vec<Outbound>,
+    /// Free payload buffers for reuse.
+    pool: PayloadPool,
     journal: Option<Box<dyn EventSink>>,
     /// Timers an operation may run before it starts ([`Shard::advance_within`]):
     /// unlimited in the in-process engine (exact time), a constant under a
@@ -308,8 +314,13 @@ fn attributes_bytes(attributes: Option<&Attributes>) -> u64 {
 }
 
 impl Record {
+    /// Its payload (a reference, no copy).
+    fn payload(&self) -> Payload {
+        Payload::from_parts(self.body.clone(), self.len)
+    }
+
     fn bytes(&self) -> u64 {
-        self.payload.len() as u64
+        u64::from(self.len)
             + attributes_bytes(self.extra.as_ref().and_then(|e| e.attributes.as_ref()))
     }
 }
@@ -347,6 +358,7 @@ impl Shard {
             sweep_batch: Vec::new(),
             completions: Vec::new(),
             outbox: Vec::new(),
+            pool: PayloadPool::default(),
             journal: None,
             timer_budget: usize::MAX,
         }
@@ -449,5 +461,18 @@ impl Shard {
         self.records.shrink_to_fit();
         self.free_slots.retain(|s| (*s as usize) < keep);
         self.free_slots.shrink_to_fit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record's size is most of a stored message's bookkeeping
+    /// (docs/benchmarks.md "Memory per resident message"): it must not grow
+    /// unnoticed.
+    #[test]
+    fn a_record_takes_80_bytes() {
+        assert_eq!(std::mem::size_of::<Record>(), 80);
     }
 }

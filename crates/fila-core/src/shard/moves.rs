@@ -107,7 +107,7 @@ impl Shard {
                 .shift(MessageState::Visible, MessageState::Visible)
                 .expect("owned");
             r.word.set_delivery_count(0);
-            self.attach(slot, SubId::main(qslot), channel.as_ref());
+            self.attach(slot, SubId::main(qslot), channel.as_deref());
             let from = Spot {
                 queue: self.queue(qslot).id,
                 dlq: true,
@@ -205,7 +205,7 @@ impl Shard {
             state: MessageState::Visible,
             delivery_count: count,
         };
-        let slot = self.store(new, q, out.channel.as_ref());
+        let slot = self.store(new, q, out.channel.as_deref());
         let from = Spot {
             queue: out.source_queue,
             dlq: false,

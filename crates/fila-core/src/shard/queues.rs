@@ -277,7 +277,6 @@ impl Shard {
             Availability::DelayMs(d) => now + d,
             Availability::At(at) => at.max(now),
         };
-        let channel: Option<Arc<str>> = m.channel.map(Arc::from);
         let extra = if m.attributes.is_empty() {
             None
         } else {
@@ -297,13 +296,10 @@ impl Shard {
         queue.counters.puts += 1;
         let queue_id = queue.id;
         // The payload may be a slice of a larger buffer (a connection's read
-        // buffer): keep a copy of its own bytes only, so a stored message
-        // never pins more memory than it is counted for.
-        let payload = if m.payload.is_empty() {
-            Bytes::new()
-        } else {
-            Bytes::copy_from_slice(&m.payload)
-        };
+        // buffer): keep a copy of its own bytes only (in a recycled buffer
+        // of its size class), so a stored message never pins more memory
+        // than it is counted for.
+        let payload = self.pool.store(&m.payload);
         let state = if visible_at > now {
             MessageState::Delayed
         } else {
@@ -319,7 +315,7 @@ impl Shard {
             state,
             delivery_count: 0,
         };
-        let slot = self.store(new, SubId::main(qslot), channel.as_ref());
+        let slot = self.store(new, SubId::main(qslot), m.channel.as_deref());
         self.log_stored(slot, None);
         Ok(PutReceipt {
             id: message_id(queue_id, seq),

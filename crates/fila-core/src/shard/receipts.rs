@@ -244,7 +244,7 @@ impl Shard {
         r.expires_at = t + retention;
         r.visible_at = t;
         r.extra.get_or_insert_with(Box::default).dead_letter = Some(info);
-        self.attach(slot, SubId::dlq(qslot), channel.as_ref());
+        self.attach(slot, SubId::dlq(qslot), channel.as_deref());
         self.log_stored(slot, Some(from));
         self.enter_visible(slot);
     }

@@ -61,7 +61,7 @@ impl Shard {
         let r = &self.records[slot as usize];
         let extra = r.extra.as_deref();
         answer_bytes(
-            r.payload.len(),
+            r.len as usize,
             extra.and_then(|e| e.attributes.as_ref()),
             self.sub(r.q).channels[r.channel as usize].name.as_deref(),
             extra.and_then(|e| e.dead_letter.as_deref()),

@@ -11,7 +11,7 @@ use super::*;
 
 /// A new message's record: what [`Shard::store`] writes into a slot.
 pub(super) struct NewRecord {
-    pub(super) payload: Bytes,
+    pub(super) payload: Payload,
     pub(super) seq: u64,
     pub(super) inserted_at: u64,
     pub(super) expires_at: u64,
@@ -27,10 +27,10 @@ impl Shard {
     /// channel, and its state entered — visible with its expiry timer,
     /// delayed with its timer, deferred without one. Logging it is the
     /// caller's (the event differs).
-    pub(super) fn store(&mut self, new: NewRecord, q: SubId, channel: Option<&Arc<str>>) -> u32 {
+    pub(super) fn store(&mut self, new: NewRecord, q: SubId, channel: Option<&str>) -> u32 {
         let slot = self.alloc();
         let r = &mut self.records[slot as usize];
-        r.payload = new.payload;
+        (r.body, r.len) = new.payload.into_parts();
         r.seq = new.seq;
         r.inserted_at = new.inserted_at;
         r.expires_at = new.expires_at;
@@ -113,7 +113,7 @@ impl Shard {
     }
 
     /// Adds a message to sub-queue `q`'s channel, totals and index.
-    pub(super) fn attach(&mut self, slot: u32, q: SubId, channel: Option<&Arc<str>>) {
+    pub(super) fn attach(&mut self, slot: u32, q: SubId, channel: Option<&str>) {
         let (seq, len) = {
             let r = &self.records[slot as usize];
             (r.seq, r.bytes())
@@ -151,9 +151,8 @@ impl Shard {
         c.bytes -= len;
         if c.held == 0 && channel != 0 {
             debug_assert_eq!(c.visible, 0);
-            let name = c.name.take().expect("named channel");
+            let name = c.vacate().expect("named channel");
             sub.channel_ids.remove(&name);
-            sub.channels[channel as usize] = Channel::new(None);
             sub.free_channels.push(channel);
         }
         self.maybe_compact(q, seq);
@@ -227,8 +226,11 @@ impl Shard {
         if r.word.load().state != MessageState::Free {
             r.word.free();
         }
-        r.payload = Bytes::new();
+        r.len = 0;
         r.extra = None;
+        if let Some(body) = r.body.take() {
+            self.pool.give(body);
+        }
         r.q = SubId::NONE;
         self.free_slots.push(slot);
     }
@@ -242,7 +244,7 @@ impl Shard {
                 .and_then(|e| e.id)
                 .unwrap_or_else(|| message_id(queue.id, r.seq)),
             seq: r.seq,
-            payload: r.payload.clone(),
+            payload: r.payload(),
             attributes: extra.and_then(|e| e.attributes.clone()),
             channel: queue.subs[r.q.half()].channels[r.channel as usize]
                 .name
@@ -274,7 +276,7 @@ impl Shard {
         MessageView {
             at: self.spot(slot),
             id: extra.and_then(|e| e.id),
-            payload: &r.payload,
+            payload: &r.body.as_deref().unwrap_or_default()[..r.len as usize],
             attributes: extra.and_then(|e| e.attributes.as_ref()),
             channel: self.sub(r.q).channels[r.channel as usize].name.as_deref(),
             inserted_at_ms: r.inserted_at,

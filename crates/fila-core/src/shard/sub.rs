@@ -20,6 +20,16 @@ pub(super) struct Channel {
 }
 
 impl Channel {
+    /// Frees an emptied channel's slot for the next channel made in it:
+    /// its name goes, its ring keeps its room (up to the ring's own bound),
+    /// so a channel that empties and refills allocates nothing.
+    pub(super) fn vacate(&mut self) -> Option<Arc<str>> {
+        debug_assert!(self.ring.is_empty() && self.front.is_none() && !self.in_round);
+        self.ring.shrink_if_empty();
+        (self.prev, self.next, self.visible, self.held, self.bytes) = (NIL, NIL, 0, 0, 0);
+        self.name.take()
+    }
+
     pub(super) fn new(name: Option<Arc<str>>) -> Channel {
         Channel {
             name,
@@ -170,14 +180,17 @@ impl SubQueue {
         }
     }
 
-    pub(super) fn channel_id(&mut self, name: Option<&Arc<str>>) -> u32 {
+    /// The id of channel `name` (0 for none), made when it is new: only a
+    /// new channel allocates its name.
+    pub(super) fn channel_id(&mut self, name: Option<&str>) -> u32 {
         let Some(name) = name else { return 0 };
         if let Some(id) = self.channel_ids.get(name) {
             return *id;
         }
+        let name: Arc<str> = Arc::from(name);
         let id = match self.free_channels.pop() {
             Some(id) => {
-                self.channels[id as usize] = Channel::new(Some(name.clone()));
+                self.channels[id as usize].name = Some(name.clone());
                 id
             }
             None => {
@@ -185,7 +198,7 @@ impl SubQueue {
                 (self.channels.len() - 1) as u32
             }
         };
-        self.channel_ids.insert(name.clone(), id);
+        self.channel_ids.insert(name, id);
         id
     }
 

@@ -198,7 +198,7 @@ impl Model {
         Message {
             id: m.id,
             seq: m.seq,
-            payload: m.payload.clone(),
+            payload: Payload::copy_from_slice(&m.payload),
             attributes: m.attributes.clone(),
             channel: m.channel.clone(),
             inserted_at_ms: m.inserted,
