@@ -404,6 +404,25 @@ proptest! {
     }
 
     #[test]
+    fn messages_encoded_from_views_are_the_owned_answer(ms in proptest::collection::vec(message(), 0..4), f in 0u8..16, id in any::<u64>()) {
+        let fields = Fields(f);
+        let mut borrowed = BytesMut::new();
+        encode_messages(Opcode::Receive as u8, id, fields, ms.iter().map(MessageRef::of), &mut borrowed);
+        let selected: Vec<Message> = ms.iter().map(|m| only(m.clone(), fields)).collect();
+        let owned = if fields == Fields::ALL {
+            Response::Messages(selected)
+        } else {
+            Response::Selected(fields, selected)
+        };
+        let mut want = BytesMut::new();
+        owned.encode(Opcode::Receive as u8, id, &mut want);
+        prop_assert_eq!(&borrowed[..], &want[..]);
+        let frames = frames_from_pieces(&borrowed, &[]);
+        let (header, body) = frames.into_iter().next().unwrap();
+        prop_assert_eq!(Response::decode(&header, body)?, owned);
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic_the_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..256), max in 0usize..512) {
         match decode_frame(&bytes, max) {
             Ok(Decoded::Frame { header, body, consumed }) => {

@@ -20,7 +20,7 @@ const ERROR_MESSAGE_MAX: usize = 4_096;
 /// What handling a request came to.
 pub(crate) enum Outcome {
     /// Answer now.
-    Answer(Response),
+    Answer(Answer),
     /// A receive parked in the engine; its `Notify` answers later.
     Parked(WaitId),
 }
@@ -107,56 +107,68 @@ fn settings_of(s: QueueSettings) -> proto::Settings {
     }
 }
 
-/// An engine message on the wire.
+/// An engine message as an owned wire message (a receive-deferred's
+/// entries; receives and peeks are encoded from views instead).
 pub(crate) fn message_of(m: Message) -> proto::Message {
-    fields_of(m, proto::Fields::ALL)
+    view_of(&m).to_message()
 }
 
-/// An engine message on the wire with the fields a receive asked for (the
-/// others are not converted at all).
-fn fields_of(mut m: Message, fields: proto::Fields) -> proto::Message {
-    if !fields.contains(proto::Fields::ATTRIBUTES) {
-        (m.attributes, m.channel) = (None, None);
+/// A receive's or peek's answer with the fields it asked for: the engine's
+/// messages, encoded from borrowed views when written.
+pub(crate) fn messages_of(ms: Vec<Message>, fields: proto::Fields) -> Answer {
+    Answer::Messages(fields, ms)
+}
+
+/// An answer to write: a wire response, or messages encoded straight from
+/// the engine's (no conversion to wire types: the payload is written from
+/// its stored buffer, attributes and names from their stored strings).
+pub(crate) enum Answer {
+    Wire(Response),
+    Messages(proto::Fields, Vec<Message>),
+}
+
+impl From<Response> for Answer {
+    fn from(r: Response) -> Answer {
+        Answer::Wire(r)
     }
-    if !fields.contains(proto::Fields::DELIVERY) {
-        m.dead_letter = None;
+}
+
+impl Answer {
+    /// Whether it is an error answer.
+    pub(crate) fn is_error(&self) -> bool {
+        matches!(self, Answer::Wire(Response::Error(_)))
     }
-    proto::Message {
+
+    /// Appends its whole frame, answering request `request_id` of
+    /// `opcode`, to `buf`.
+    pub(crate) fn encode(&self, opcode: u8, request_id: u64, buf: &mut bytes::BytesMut) {
+        match self {
+            Answer::Wire(r) => r.encode(opcode, request_id, buf),
+            Answer::Messages(fields, ms) => {
+                proto::encode_messages(opcode, request_id, *fields, ms.iter().map(view_of), buf)
+            }
+        }
+    }
+}
+
+/// An engine message as the wire shows it, borrowed.
+fn view_of(m: &Message) -> proto::MessageRef<'_, Box<str>> {
+    proto::MessageRef {
         id: m.id.0,
         seq: m.seq,
-        payload: m.payload.to_bytes(),
-        attributes: m
-            .attributes
-            .map(|a| {
-                a.iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        channel: m.channel.map(|c| c.to_string()),
+        payload: &m.payload,
+        attributes: m.attributes.as_deref().unwrap_or_default(),
+        channel: m.channel.as_deref(),
         inserted_at_ms: m.inserted_at_ms,
         expires_at_ms: m.expires_at_ms,
         next_visible_at_ms: m.next_visible_at_ms,
         delivery_count: m.delivery_count,
-        state: match m.state {
-            State::Visible => 1,
-            State::InFlight => 2,
-            State::Delayed => 3,
-            State::Deferred => 4,
-            State::DeadLettered => 5,
-        },
+        state: state_code(m.state),
         receipt: m.receipt.map(|r| r.to_bytes()),
-        dead_letter: m.dead_letter.map(|d| {
-            let (reason, consumer_reason, description) = match &d.reason {
-                fila_core::DeadLetterReason::MaxDeliveries => (1, String::new(), String::new()),
-                fila_core::DeadLetterReason::Expired => (2, String::new(), String::new()),
-                fila_core::DeadLetterReason::Consumer {
-                    reason,
-                    description,
-                } => (3, reason.clone(), description.clone()),
-            };
-            proto::DeadLetter {
-                source_queue: d.source_queue.to_string(),
+        dead_letter: m.dead_letter.as_deref().map(|d| {
+            let (reason, consumer_reason, description) = reason_of(&d.reason);
+            proto::DeadLetterRef {
+                source_queue: &d.source_queue,
                 at_ms: d.at_ms,
                 reason,
                 consumer_reason,
@@ -167,13 +179,25 @@ fn fields_of(mut m: Message, fields: proto::Fields) -> proto::Message {
     }
 }
 
-/// A receive's answer with the fields it asked for.
-pub(crate) fn messages_of(ms: Vec<Message>, fields: proto::Fields) -> Response {
-    let ms = ms.into_iter().map(|m| fields_of(m, fields)).collect();
-    if fields == proto::Fields::ALL {
-        Response::Messages(ms)
-    } else {
-        Response::Selected(fields, ms)
+fn state_code(s: State) -> u8 {
+    match s {
+        State::Visible => 1,
+        State::InFlight => 2,
+        State::Delayed => 3,
+        State::Deferred => 4,
+        State::DeadLettered => 5,
+    }
+}
+
+/// A dead-letter reason's code, and the consumer's reason and description.
+fn reason_of(r: &fila_core::DeadLetterReason) -> (u8, &str, &str) {
+    match r {
+        fila_core::DeadLetterReason::MaxDeliveries => (1, "", ""),
+        fila_core::DeadLetterReason::Expired => (2, "", ""),
+        fila_core::DeadLetterReason::Consumer {
+            reason,
+            description,
+        } => (3, reason, description),
     }
 }
 
@@ -219,11 +243,16 @@ fn address(q: &proto::QueueRef) -> Address<'_> {
     }
 }
 
-fn answer<T>(r: Result<T, Error>, f: impl FnOnce(T) -> Response) -> Outcome {
-    Outcome::Answer(match r {
-        Ok(v) => f(v),
-        Err(e) => Response::Error(wire_error(&e)),
-    })
+/// The error answer of `e`.
+fn failed(e: &Error) -> Outcome {
+    Outcome::Answer(Response::Error(wire_error(e)).into())
+}
+
+fn answer<T, A: Into<Answer>>(r: Result<T, Error>, f: impl FnOnce(T) -> A) -> Outcome {
+    match r {
+        Ok(v) => Outcome::Answer(f(v).into()),
+        Err(e) => failed(&e),
+    }
 }
 
 /// Receive-deferred of the entries whose messages fit `room`, in order;
@@ -343,10 +372,13 @@ pub(crate) fn run(
         Request::Hello { .. }
         | Request::Auth { .. }
         | Request::ServerStats
-        | Request::ListQueues { .. } => Outcome::Answer(error(
-            ErrorCode::INTERNAL,
-            "hello, auth, server stats and list are not a shard's",
-        )),
+        | Request::ListQueues { .. } => Outcome::Answer(
+            error(
+                ErrorCode::INTERNAL,
+                "hello, auth, server stats and list are not a shard's",
+            )
+            .into(),
+        ),
         Request::CreateQueue { name, settings } => {
             let s = update_of(settings).apply(&QueueSettings::default());
             answer(engine.create_queue(&name, s), Response::Created)
@@ -412,7 +444,7 @@ pub(crate) fn run(
         Request::Receive(r) => {
             let channel = match r.channel.as_deref().map(ChannelFilter::parse).transpose() {
                 Ok(c) => c,
-                Err(e) => return Outcome::Answer(Response::Error(wire_error(&e))),
+                Err(e) => return failed(&e),
             };
             let opts = ReceiveOptions {
                 max_messages: u32::from(r.max_messages),
@@ -424,7 +456,7 @@ pub(crate) fn run(
             match engine.receive(address(&r.queue), &opts, Some(notify())) {
                 Ok(Received::Ready(ms)) => Outcome::Answer(messages_of(ms, r.fields)),
                 Ok(Received::Parked(id)) => Outcome::Parked(id),
-                Err(e) => Outcome::Answer(Response::Error(wire_error(&e))),
+                Err(e) => failed(&e),
             }
         }
         Request::UpdateVisibility {
@@ -432,7 +464,7 @@ pub(crate) fn run(
             entries: changes,
         } => {
             if let Err(e) = fila_core::check_batch("entries", changes.len()) {
-                return Outcome::Answer(Response::Error(wire_error(&e)));
+                return failed(&e);
             }
             let parsed: Vec<Result<VisibilityChange, Error>> = changes
                 .iter()
@@ -452,7 +484,7 @@ pub(crate) fn run(
         }
         Request::Delete { queue, receipts } => {
             if let Err(e) = fila_core::check_batch("receipts", receipts.len()) {
-                return Outcome::Answer(Response::Error(wire_error(&e)));
+                return failed(&e);
             }
             let parsed: Vec<Result<Receipt, Error>> = receipts.iter().map(receipt).collect();
             answer(
@@ -462,7 +494,7 @@ pub(crate) fn run(
         }
         Request::Defer { queue, receipt: r } => match receipt(&r) {
             Ok(r) => answer(engine.defer(&queue, &r), |_| Response::Ok),
-            Err(e) => Outcome::Answer(Response::Error(wire_error(&e))),
+            Err(e) => failed(&e),
         },
         Request::ReceiveDeferred {
             queue,
@@ -482,7 +514,7 @@ pub(crate) fn run(
                 engine.dead_letter(&queue, &r, &reason, &description),
                 |_| Response::Ok,
             ),
-            Err(e) => Outcome::Answer(Response::Error(wire_error(&e))),
+            Err(e) => failed(&e),
         },
         Request::Peek {
             queue,

@@ -127,7 +127,8 @@ impl Loop {
             &error(
                 ErrorCode::UNAUTHENTICATED,
                 "unauthenticated: the server is at max_connections; connections that have not authenticated make room",
-            ),
+            )
+            .into(),
         );
         let _ = self.write_out(slot);
         self.close(slot, "evicted: not authenticated at max_connections");

@@ -289,7 +289,7 @@ impl Loop {
                     } else {
                         format!("{e} (before auth a frame is at most {PREAUTH_FRAME_MAX} bytes)")
                     };
-                    self.respond(slot, opcode, 0, &error(e.code(), message));
+                    self.respond(slot, opcode, 0, &error(e.code(), message).into());
                     return Stop::Closed;
                 }
             };
@@ -323,7 +323,7 @@ impl Loop {
                     );
                 }
                 let mark = self.hold_mark(opcode);
-                self.respond_held(slot, opcode, header.request_id, &response, mark);
+                self.respond_held(slot, opcode, header.request_id, &response.into(), mark);
             }
             // Else the shard's owner took it: `on_done` records and answers.
         }
@@ -341,13 +341,7 @@ impl Loop {
         }
     }
 
-    pub(super) fn respond(
-        &mut self,
-        slot: usize,
-        opcode: u8,
-        request_id: u64,
-        response: &Response,
-    ) {
+    pub(super) fn respond(&mut self, slot: usize, opcode: u8, request_id: u64, response: &Answer) {
         self.respond_held(slot, opcode, request_id, response, None);
     }
 
@@ -358,7 +352,7 @@ impl Loop {
         slot: usize,
         opcode: u8,
         request_id: u64,
-        response: &Response,
+        response: &Answer,
         mark: Option<u64>,
     ) {
         if let Some(conn) = self.conns[slot].as_mut() {

@@ -47,7 +47,7 @@ use tracing::{debug, info, warn};
 use crate::auth;
 use crate::auth::TokenId;
 use crate::config::{Config, Sync};
-use crate::dispatch::{self, error, Caller, Outcome};
+use crate::dispatch::{self, error, Answer, Caller, Outcome};
 use crate::metrics::{Metrics, MetricsEndpoint};
 
 mod accept;
@@ -652,7 +652,7 @@ impl Loop {
                     conn.reserved -= p.reserved;
                     let response = match result {
                         Ok(ms) => dispatch::messages_of(ms, p.fields),
-                        Err(e) => Response::Error(dispatch::wire_error(&e)),
+                        Err(e) => Response::Error(dispatch::wire_error(&e)).into(),
                     };
                     self.respond(slot, proto::Opcode::Receive as u8, request_id, &response);
                     self.dirty.push(slot);

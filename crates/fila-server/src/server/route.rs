@@ -95,7 +95,7 @@ pub(super) enum Job {
 
 /// What became of a request at its shard's owner.
 pub(super) enum Done {
-    Answer(Response),
+    Answer(Answer),
     Parked(WaitId),
     /// A parked receive was cancelled (the server is stopping): answer it
     /// with no messages.
@@ -406,20 +406,25 @@ impl Loop {
                     return None;
                 }
                 if let Err(answer) = dispatch::precheck(&run.req) {
-                    return Some(Done::Answer(answer));
+                    return Some(Done::Answer(answer.into()));
                 }
                 if !self.owner.has_queue(target) {
                     let e = fila_core::Error::QueueNotFound(target.to_owned());
-                    return Some(Done::Answer(Response::Error(dispatch::wire_error(&e))));
+                    return Some(Done::Answer(
+                        Response::Error(dispatch::wire_error(&e)).into(),
+                    ));
                 }
             }
             run.checked = true;
         }
         let Some((queue, _)) = auth::needs(&run.req) else {
-            return Some(Done::Answer(error(
-                ErrorCode::INTERNAL,
-                "internal: a request without a queue reached a shard",
-            )));
+            return Some(Done::Answer(
+                error(
+                    ErrorCode::INTERNAL,
+                    "internal: a request without a queue reached a shard",
+                )
+                .into(),
+            ));
         };
         let dest = self.owner_of_queue(queue);
         if dest != self.index {
@@ -479,10 +484,13 @@ impl Loop {
             // Never leave it parked: it would hold messages for nobody.
             // Nothing ran since it parked, so it is still there.
             if self.owner.cancel_wait(wait) {
-                return Done::Answer(error(
-                    ErrorCode::RESOURCE_EXHAUSTED,
-                    format!("resource_exhausted: {limit} of {max} parked receives reached"),
-                ));
+                return Done::Answer(
+                    error(
+                        ErrorCode::RESOURCE_EXHAUSTED,
+                        format!("resource_exhausted: {limit} of {max} parked receives reached"),
+                    )
+                    .into(),
+                );
             }
             if limit == "max_parked_per_connection" {
                 shared.parked.fetch_add(1, Ordering::AcqRel);
@@ -544,7 +552,7 @@ impl Loop {
         if let Some(token) = token {
             names.retain(|n| self.shared.config.tokens.sees(token, n));
         }
-        self.deliver(route, Done::Answer(Response::Queues { names, next }));
+        self.deliver(route, Done::Answer(Response::Queues { names, next }.into()));
     }
 
     /// An answer for one of this loop's connections, from whichever loop
@@ -596,7 +604,7 @@ impl Loop {
                         self.index,
                         op,
                         route.started.elapsed(),
-                        matches!(response, Response::Error(_)),
+                        response.is_error(),
                     );
                 }
                 let mark = self.hold_mark(route.opcode);
@@ -619,7 +627,7 @@ impl Loop {
                     route.slot,
                     proto::Opcode::Receive as u8,
                     p.request_id,
-                    &Response::Messages(Vec::new()),
+                    &Response::Messages(Vec::new()).into(),
                 );
             }
         }
