@@ -13,6 +13,17 @@
 //! most once per level, so the cost of expiring one stays flat however many
 //! are pending.
 //!
+//! Lanes: timers set a fixed delay after the current time (leases of one
+//! visibility timeout, expiries of one retention) come due in the order
+//! they were set. [`TimingWheel::insert_in_lane`] appends such a timer to
+//! the lane of its delay, a list in deadline order of which only the head is
+//! on the wheel; when the head fires or is cancelled the next one takes its
+//! place (placed once, near its deadline: no moves down the levels). A timer
+//! in a lane costs O(1) to set, cancel and fire whatever the number pending.
+//! A delay gets a lane the second time it is seen in a row of its hash slot
+//! (so one-off delays never take one), while one of [`LANES`] is idle; else
+//! its timers go on the wheel as any other.
+//!
 //! The wheel knows nothing of messages: a timer carries a `T: Copy` that the
 //! shard interprets (a message slot, a waiter, a redrive job).
 
@@ -28,6 +39,14 @@ const NIL: u32 = u32::MAX;
 const PLACE_FREE: u16 = u16::MAX;
 /// `Entry::place` of a timer already due when it was inserted.
 const PLACE_DUE: u16 = u16::MAX - 1;
+/// `Entry::place` of a timer waiting in a lane behind the lane's head.
+const PLACE_LANE: u16 = u16::MAX - 2;
+/// `Entry::lane` of a timer in no lane.
+const NO_LANE: u16 = u16::MAX;
+/// Lanes a wheel keeps at most.
+pub const LANES: usize = 64;
+/// Slots of the table of delays seen, by which a delay earns a lane.
+const SEEN: usize = 256;
 
 /// Names one inserted timer, for [`TimingWheel::cancel`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -52,7 +71,27 @@ struct Entry<T> {
     next: u32,
     /// `level * SLOTS + slot`, or one of the `PLACE_*` markers.
     place: u16,
+    /// The lane it belongs to (its head is on the wheel, the others wait
+    /// with `PLACE_LANE`), or `NO_LANE`.
+    lane: u16,
     value: T,
+}
+
+/// Timers of one delay in deadline order: `head` is on the wheel, the rest
+/// wait in `rest` (linked through their `prev` / `next`).
+#[derive(Clone, Copy)]
+struct Lane {
+    delay: u64,
+    head: u32,
+    rest: List,
+    /// The deadline of the last timer appended.
+    last: u64,
+}
+
+impl Lane {
+    fn is_empty(&self) -> bool {
+        self.head == NIL
+    }
 }
 
 /// One bit per slot of a level.
@@ -112,6 +151,12 @@ pub struct TimingWheel<T> {
     entries: Vec<Entry<T>>,
     free_head: u32,
     len: usize,
+    lanes: Vec<Lane>,
+    /// Lane of each delay that has one.
+    lane_of: hashbrown::HashMap<u64, u16>,
+    /// The last delay seen in each slot of its hash: a delay seen twice in a
+    /// row earns a lane.
+    seen: Box<[u64; SEEN]>,
 }
 
 impl<T: Copy + Default> TimingWheel<T> {
@@ -125,6 +170,9 @@ impl<T: Copy + Default> TimingWheel<T> {
             entries: Vec::new(),
             free_head: NIL,
             len: 0,
+            lanes: Vec::new(),
+            lane_of: hashbrown::HashMap::new(),
+            seen: Box::new([u64::MAX; SEEN]),
         }
     }
 
@@ -185,11 +233,80 @@ impl<T: Copy + Default> TimingWheel<T> {
     /// Adds a timer firing at `deadline`; a deadline already reached fires
     /// at the next advance.
     pub fn insert(&mut self, deadline: u64, value: T) -> TimerKey {
+        let index = self.alloc(deadline, value);
+        self.place(index);
+        TimerKey(index)
+    }
+
+    /// [`TimingWheel::insert`] for a timer set `delay` after the current
+    /// time (`deadline` is that time plus `delay`): into the lane of
+    /// `delay` when there is one or the delay earns one (see the module
+    /// docs), else on the wheel. The same firing either way.
+    pub fn insert_in_lane(&mut self, deadline: u64, delay: u64, value: T) -> TimerKey {
+        let Some(lane) = self.lane_for(delay, deadline) else {
+            return self.insert(deadline, value);
+        };
+        let index = self.alloc(deadline, value);
+        self.entries[index as usize].lane = lane;
+        let l = &mut self.lanes[lane as usize];
+        l.last = deadline;
+        if l.head == NIL {
+            l.head = index;
+            self.place(index);
+        } else {
+            self.entries[index as usize].place = PLACE_LANE;
+            let mut rest = l.rest;
+            Self::push_back(&mut self.entries, &mut rest, index);
+            self.lanes[lane as usize].rest = rest;
+        }
+        TimerKey(index)
+    }
+
+    /// The lane a timer of `delay` due at `deadline` joins, if any.
+    fn lane_for(&mut self, delay: u64, deadline: u64) -> Option<u16> {
+        if let Some(&lane) = self.lane_of.get(&delay) {
+            let l = &self.lanes[lane as usize];
+            // A lane holds deadlines in order; one set against an earlier
+            // time than the lane's last (never, with a monotonic clock)
+            // goes on the wheel.
+            return (l.is_empty() || deadline >= l.last).then_some(lane);
+        }
+        let seen =
+            &mut self.seen[(delay.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % SEEN];
+        if std::mem::replace(seen, delay) != delay {
+            return None;
+        }
+        let lane = if self.lanes.len() < LANES {
+            self.lanes.push(Lane {
+                delay,
+                head: NIL,
+                rest: EMPTY,
+                last: 0,
+            });
+            (self.lanes.len() - 1) as u16
+        } else {
+            // An idle lane changes hands; none idle: the wheel.
+            let idle = self.lanes.iter().position(Lane::is_empty)?;
+            self.lane_of.remove(&self.lanes[idle].delay);
+            self.lanes[idle].delay = delay;
+            idle as u16
+        };
+        self.lane_of.insert(delay, lane);
+        Some(lane)
+    }
+
+    /// Lanes in use (holding timers).
+    pub fn lanes_in_use(&self) -> usize {
+        self.lanes.iter().filter(|l| !l.is_empty()).count()
+    }
+
+    fn alloc(&mut self, deadline: u64, value: T) -> u32 {
         let entry = Entry {
             deadline,
             prev: NIL,
             next: NIL,
             place: PLACE_FREE,
+            lane: NO_LANE,
             value,
         };
         let index = if self.free_head != NIL {
@@ -204,8 +321,7 @@ impl<T: Copy + Default> TimingWheel<T> {
             index
         };
         self.len += 1;
-        self.place(index);
-        TimerKey(index)
+        index
     }
 
     /// Removes a pending timer and returns its value.
@@ -213,7 +329,7 @@ impl<T: Copy + Default> TimingWheel<T> {
         let index = key.0;
         let place = self.entries[index as usize].place;
         debug_assert!(place != PLACE_FREE, "cancel of a timer that is not pending");
-        self.unlink(index, place);
+        self.take_out(index, place);
         self.release(index)
     }
 
@@ -222,9 +338,54 @@ impl<T: Copy + Default> TimingWheel<T> {
         let index = key.0;
         let place = self.entries[index as usize].place;
         debug_assert!(place != PLACE_FREE, "reset of a timer that is not pending");
-        self.unlink(index, place);
+        self.take_out(index, place);
         self.entries[index as usize].deadline = deadline;
         self.place(index);
+    }
+
+    /// Takes a pending timer off the wheel or out of its lane (a lane's
+    /// head is followed by the next); it is then in no lane.
+    fn take_out(&mut self, index: u32, place: u16) {
+        let lane = std::mem::replace(&mut self.entries[index as usize].lane, NO_LANE);
+        if place == PLACE_LANE {
+            let l = &mut self.lanes[lane as usize];
+            let mut rest = l.rest;
+            Self::unlink_from(&mut self.entries, &mut rest, index);
+            self.lanes[lane as usize].rest = rest;
+            return;
+        }
+        self.unlink(index, place);
+        if lane != NO_LANE {
+            self.promote(lane, None);
+        }
+    }
+
+    /// Puts the next timer of a lane whose head left on the wheel. With
+    /// `fire_until`, the ones already due by then are fired into `fired`
+    /// instead (they come due at the same advance as the head).
+    fn promote(&mut self, lane: u16, mut fire_until: Option<(u64, &mut Vec<(u64, T)>)>) {
+        loop {
+            let l = &mut self.lanes[lane as usize];
+            let next = l.rest.head;
+            if next == NIL {
+                l.head = NIL;
+                return;
+            }
+            let mut rest = l.rest;
+            Self::unlink_from(&mut self.entries, &mut rest, next);
+            self.lanes[lane as usize].rest = rest;
+            let deadline = self.entries[next as usize].deadline;
+            if let Some((now, fired)) = fire_until.as_mut() {
+                if deadline <= *now {
+                    fired.push((deadline, self.entries[next as usize].value));
+                    self.release(next);
+                    continue;
+                }
+            }
+            self.lanes[lane as usize].head = next;
+            self.place(next);
+            return;
+        }
     }
 
     /// A lower bound of the earliest pending deadline (exact for timers that
@@ -265,6 +426,9 @@ impl<T: Copy + Default> TimingWheel<T> {
             if entry.deadline <= now {
                 fired.push((entry.deadline, entry.value));
                 self.release(index);
+                if entry.lane != NO_LANE {
+                    self.promote(entry.lane, Some((now, fired)));
+                }
             } else {
                 self.place(index);
             }
@@ -331,23 +495,27 @@ impl<T: Copy + Default> TimingWheel<T> {
         list.tail = index;
     }
 
+    fn unlink_from(entries: &mut [Entry<T>], list: &mut List, index: u32) {
+        let Entry { prev, next, .. } = entries[index as usize];
+        if prev == NIL {
+            list.head = next;
+        } else {
+            entries[prev as usize].next = next;
+        }
+        if next == NIL {
+            list.tail = prev;
+        } else {
+            entries[next as usize].prev = prev;
+        }
+    }
+
     fn unlink(&mut self, index: u32, place: u16) {
-        let Entry { prev, next, .. } = self.entries[index as usize];
         let list = if place == PLACE_DUE {
             &mut self.due
         } else {
             &mut self.slots[place as usize]
         };
-        if prev == NIL {
-            list.head = next;
-        } else {
-            self.entries[prev as usize].next = next;
-        }
-        if next == NIL {
-            list.tail = prev;
-        } else {
-            self.entries[next as usize].prev = prev;
-        }
+        Self::unlink_from(&mut self.entries, list, index);
         if place != PLACE_DUE && list.head == NIL {
             let level = place as usize / SLOTS as usize;
             let slot = place as usize % SLOTS as usize;
@@ -360,6 +528,7 @@ impl<T: Copy + Default> TimingWheel<T> {
         let value = entry.value;
         entry.value = T::default();
         entry.place = PLACE_FREE;
+        entry.lane = NO_LANE;
         entry.next = self.free_head;
         self.free_head = index;
         self.len -= 1;
@@ -459,14 +628,34 @@ mod tests {
             let mut w = TimingWheel::new(now);
             let mut model: BTreeMap<(u64, u64), TimerKey> = BTreeMap::new();
             for id in 0..5_000u64 {
-                match rand(10) {
-                    0..=4 => {
+                match rand(12) {
+                    0..=2 => {
                         let spans = [10, 100, 5_000, 400_000, 100_000_000, RANGE * 2];
                         let deadline = now + rand(spans[(id % 6) as usize]);
                         let key = w.insert(deadline, id);
                         model.insert((deadline, id), key);
                     }
-                    5 => {
+                    3..=5 => {
+                        // Streams of a few delays (lanes), and one-off ones.
+                        let delays = [0, 5, 300, 70_000, 3_000_000, RANGE + 9];
+                        let delay = match rand(8) {
+                            0 => rand(1 << 20),
+                            k => delays[(k % 6) as usize],
+                        };
+                        let key = w.insert_in_lane(now + delay, delay, id);
+                        model.insert((now + delay, id), key);
+                    }
+                    6 => {
+                        if let Some((&k, &key)) =
+                            model.iter().nth(rand(model.len() as u64 + 1) as usize)
+                        {
+                            let deadline = now + rand(100_000);
+                            w.reset(key, deadline);
+                            model.remove(&k);
+                            model.insert((deadline, k.1), key);
+                        }
+                    }
+                    7 => {
                         if let Some((&k, &key)) =
                             model.iter().nth(rand(model.len() as u64 + 1) as usize)
                         {
@@ -494,6 +683,43 @@ mod tests {
                 }
                 assert_eq!(w.len(), model.len());
             }
+            assert!(w.lanes.len() > 1, "streams took lanes");
         }
+    }
+
+    #[test]
+    fn a_lane_fires_in_order_and_survives_cancelling_its_head() {
+        let mut w = TimingWheel::new(0);
+        // The first timer of a delay goes on the wheel; the second earns
+        // the lane.
+        let keys: Vec<TimerKey> = (0..6u64)
+            .map(|i| w.insert_in_lane(i * 10 + 1_000, 1_000, i))
+            .collect();
+        assert_eq!(w.lanes_in_use(), 1);
+        assert_eq!(w.cancel(keys[1]), 1, "the lane's head");
+        assert_eq!(w.cancel(keys[3]), 3, "one behind the head");
+        assert_eq!(fire(&mut w, 1_000), vec![(1_000, 0)]);
+        // Timers of one lane due by the same advance all fire in it.
+        assert_eq!(
+            fire(&mut w, 1_050),
+            vec![(1_020, 2), (1_040, 4), (1_050, 5)]
+        );
+        assert!(w.is_empty());
+        assert_eq!(w.lanes_in_use(), 0);
+    }
+
+    #[test]
+    fn one_off_delays_never_take_a_lane_and_lanes_are_bounded() {
+        let mut w = TimingWheel::new(0);
+        for d in 1..=1_000u64 {
+            w.insert_in_lane(d * 7, d * 7, d);
+        }
+        assert_eq!(w.lanes_in_use(), 0);
+        for d in 1..=(LANES as u64 + 10) {
+            w.insert_in_lane(d, d, d);
+            w.insert_in_lane(d, d, d);
+        }
+        assert!(w.lanes_in_use() <= LANES);
+        assert_eq!(w.len(), 1_000 + 2 * (LANES + 10));
     }
 }

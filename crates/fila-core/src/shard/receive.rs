@@ -143,7 +143,7 @@ impl Shard {
             }
         } else {
             self.enter_state(slot, MessageState::InFlight);
-            self.set_timer(slot, now + visibility_ms);
+            self.set_stream_timer(slot, now + visibility_ms);
             State::InFlight
         };
         self.message(slot, state, Some(receipt))

@@ -43,10 +43,13 @@ impl Shard {
         match new.state {
             MessageState::Delayed => {
                 self.enter_state(slot, MessageState::Delayed);
-                self.set_timer(slot, new.visible_at);
+                self.set_stream_timer(slot, new.visible_at);
             }
             MessageState::Deferred => self.enter_state(slot, MessageState::Deferred),
-            _ => self.enter_visible(slot),
+            _ => {
+                self.enter_state(slot, MessageState::Visible);
+                self.set_stream_timer(slot, new.expires_at);
+            }
         }
         slot
     }

@@ -188,6 +188,19 @@ impl Shard {
         }
     }
 
+    /// [`Shard::set_timer`] for a timer set a fixed delay after the shard's
+    /// time (a lease of the visibility timeout, a new message's expiry or
+    /// delay): it joins the wheel's lane of that delay, where timers of
+    /// one delay come due in the order they were set at O(1) each.
+    pub(super) fn set_stream_timer(&mut self, slot: u32, deadline: u64) {
+        self.clear_timer(slot);
+        let delay = deadline.saturating_sub(self.now);
+        let key = self
+            .wheel
+            .insert_in_lane(deadline, delay, Timer::Message(slot));
+        self.records[slot as usize].timer = key.index();
+    }
+
     pub(super) fn clear_timer(&mut self, slot: u32) {
         let timer = std::mem::replace(&mut self.records[slot as usize].timer, NIL);
         if timer != NIL {
