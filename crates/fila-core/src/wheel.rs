@@ -687,6 +687,13 @@ mod tests {
         }
     }
 
+    /// A timer's entry is most of its memory (docs/benchmarks.md "Memory per
+    /// resident message"): with a 4-byte value, 24 bytes.
+    #[test]
+    fn an_entry_of_a_four_byte_timer_takes_24_bytes() {
+        assert_eq!(std::mem::size_of::<Entry<u32>>(), 24);
+    }
+
     #[test]
     fn a_lane_fires_in_order_and_survives_cancelling_its_head() {
         let mut w = TimingWheel::new(0);

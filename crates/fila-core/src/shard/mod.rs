@@ -260,8 +260,8 @@ pub struct Shard {
     free_queues: Vec<u32>,
     records: Vec<Record>,
     free_slots: Vec<u32>,
-    wheel: TimingWheel<Timer>,
-    fired: Vec<(u64, Timer)>,
+    wheel: TimingWheel<Packed>,
+    fired: Vec<(u64, Packed)>,
     waiters: Vec<WaiterSlot>,
     free_waiters: Vec<u32>,
     waiter_order: u64,
@@ -299,7 +299,7 @@ mod records;
 mod time;
 
 use records::NewRecord;
-use time::Timer;
+use time::{Packed, Timer};
 mod receipts;
 mod receive;
 
@@ -474,5 +474,18 @@ mod tests {
     #[test]
     fn a_record_takes_80_bytes() {
         assert_eq!(std::mem::size_of::<Record>(), 80);
+    }
+
+    #[test]
+    fn timers_pack_into_four_bytes_and_back() {
+        assert_eq!(std::mem::size_of::<Packed>(), 4);
+        for t in [
+            Timer::Message(0),
+            Timer::Message((1 << 30) - 2),
+            Timer::Redrive(7),
+            Timer::Waiter(123_456),
+        ] {
+            assert_eq!(Timer::from(Packed::from(t)), t);
+        }
     }
 }

@@ -43,7 +43,7 @@ impl Shard {
         let mut scheduled = 0;
         if moved == first && remaining != Some(0) && left > 0 {
             scheduled = remaining.map_or(left, |r| r.min(left));
-            let timer = self.wheel.insert(now + 1_000, Timer::Redrive(qslot));
+            let timer = self.wheel.insert(now + 1_000, Timer::Redrive(qslot).into());
             self.queue_mut(qslot).redrive = Some(RedriveJob {
                 remaining,
                 rate,
@@ -63,7 +63,7 @@ impl Shard {
         let remaining = job.remaining.map(|r| r - moved);
         if moved == batch && remaining != Some(0) && self.sub(SubId::dlq(qslot)).counts.visible > 0
         {
-            let timer = self.wheel.insert(t + 1_000, Timer::Redrive(qslot));
+            let timer = self.wheel.insert(t + 1_000, Timer::Redrive(qslot).into());
             self.queue_mut(qslot).redrive = Some(RedriveJob {
                 remaining,
                 rate: job.rate,

@@ -219,7 +219,9 @@ impl Shard {
                 (self.waiters.len() - 1) as u32
             }
         };
-        let timer = self.wheel.insert(self.now + wait_ms, Timer::Waiter(slot));
+        let timer = self
+            .wheel
+            .insert(self.now + wait_ms, Timer::Waiter(slot).into());
         self.waiter_order += 1;
         let w = &mut self.waiters[slot as usize];
         w.waiter = Some(Waiter {

@@ -18,13 +18,6 @@ pub(super) enum Timer {
     Waiter(u32),
 }
 
-impl Default for Timer {
-    /// The wheel's placeholder in free entries; never fires.
-    fn default() -> Timer {
-        Timer::Message(NIL)
-    }
-}
-
 impl Timer {
     /// Rank among timers due at one instant.
     pub(super) fn rank(self) -> u8 {
@@ -32,6 +25,44 @@ impl Timer {
             Timer::Message(_) => 0,
             Timer::Redrive(_) => 1,
             Timer::Waiter(_) => 2,
+        }
+    }
+}
+
+/// A [`Timer`] as the wheel keeps it: its kind in the top two bits, its
+/// slot in the other 30 (4 bytes a timer, not 8; slots stay below 2^30).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Packed(u32);
+
+const SLOT_BITS: u32 = 30;
+const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
+
+impl Default for Packed {
+    /// The wheel's placeholder in free entries; never fires.
+    fn default() -> Packed {
+        Packed(SLOT_MASK)
+    }
+}
+
+impl From<Timer> for Packed {
+    fn from(t: Timer) -> Packed {
+        let (kind, slot) = match t {
+            Timer::Message(s) => (0, s),
+            Timer::Redrive(s) => (1, s),
+            Timer::Waiter(s) => (2, s),
+        };
+        assert!(slot < SLOT_MASK, "slots stay below 2^30");
+        Packed(kind << SLOT_BITS | slot)
+    }
+}
+
+impl From<Packed> for Timer {
+    fn from(p: Packed) -> Timer {
+        let slot = p.0 & SLOT_MASK;
+        match p.0 >> SLOT_BITS {
+            0 => Timer::Message(slot),
+            1 => Timer::Redrive(slot),
+            _ => Timer::Waiter(slot),
         }
     }
 }
@@ -68,7 +99,7 @@ impl Shard {
             // The wheel let go of these timers: forget their keys first, so
             // that handling one event cannot cancel another's spent timer.
             for (_, timer) in &fired {
-                match *timer {
+                match Timer::from(*timer) {
                     Timer::Message(slot) => self.records[slot as usize].timer = NIL,
                     Timer::Waiter(slot) => {
                         if let Some(w) = self.waiters[slot as usize].waiter.as_mut() {
@@ -83,7 +114,7 @@ impl Shard {
             fired.sort_unstable_by(|a, b| self.timer_order(a, b));
             for (deadline, timer) in fired.drain(..) {
                 self.now = self.now.max(deadline);
-                match timer {
+                match Timer::from(timer) {
                     Timer::Message(slot) => self.message_timer(slot, deadline),
                     Timer::Redrive(qslot) => self.redrive_tick(qslot, deadline),
                     Timer::Waiter(slot) => self.waiter_deadline(slot),
@@ -98,10 +129,11 @@ impl Shard {
         true
     }
 
-    pub(super) fn timer_order(&self, a: &(u64, Timer), b: &(u64, Timer)) -> std::cmp::Ordering {
+    pub(super) fn timer_order(&self, a: &(u64, Packed), b: &(u64, Packed)) -> std::cmp::Ordering {
+        let (ta, tb) = (Timer::from(a.1), Timer::from(b.1));
         a.0.cmp(&b.0)
-            .then(a.1.rank().cmp(&b.1.rank()))
-            .then_with(|| match (a.1, b.1) {
+            .then(ta.rank().cmp(&tb.rank()))
+            .then_with(|| match (ta, tb) {
                 (Timer::Message(x), Timer::Message(y)) => {
                     let (ra, rb) = (&self.records[x as usize], &self.records[y as usize]);
                     self.queue(ra.q.queue())
@@ -181,7 +213,7 @@ impl Shard {
     pub(super) fn set_timer(&mut self, slot: u32, deadline: u64) {
         let timer = self.records[slot as usize].timer;
         if timer == NIL {
-            let key = self.wheel.insert(deadline, Timer::Message(slot));
+            let key = self.wheel.insert(deadline, Timer::Message(slot).into());
             self.records[slot as usize].timer = key.index();
         } else {
             self.wheel.reset(TimerKey::from_index(timer), deadline);
@@ -197,7 +229,7 @@ impl Shard {
         let delay = deadline.saturating_sub(self.now);
         let key = self
             .wheel
-            .insert_in_lane(deadline, delay, Timer::Message(slot));
+            .insert_in_lane(deadline, delay, Timer::Message(slot).into());
         self.records[slot as usize].timer = key.index();
     }
 
