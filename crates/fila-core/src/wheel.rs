@@ -78,7 +78,11 @@ struct Entry<T> {
 }
 
 /// Timers of one delay in deadline order: `head` is on the wheel, the rest
-/// wait in `rest` (linked through their `prev` / `next`).
+/// wait in `rest` (linked through their `prev` / `next`). When the head is
+/// cancelled the lane is left without one (`dirty`) until the next advance
+/// or insert puts its next timer on the wheel: a run of cancels at the front
+/// of a lane (the oldest messages received, the oldest leases deleted)
+/// places one timer, not one per cancel.
 #[derive(Clone, Copy)]
 struct Lane {
     delay: u64,
@@ -86,11 +90,13 @@ struct Lane {
     rest: List,
     /// The deadline of the last timer appended.
     last: u64,
+    /// Without a head while `rest` holds timers (listed in `dirty`).
+    dirty: bool,
 }
 
 impl Lane {
     fn is_empty(&self) -> bool {
-        self.head == NIL
+        self.head == NIL && self.rest.head == NIL
     }
 }
 
@@ -157,6 +163,11 @@ pub struct TimingWheel<T> {
     /// The last delay seen in each slot of its hash: a delay seen twice in a
     /// row earns a lane.
     seen: Box<[u64; SEEN]>,
+    /// The lanes of the last two timers put in a lane.
+    last_lanes: [u16; 2],
+    /// Lanes whose head was cancelled: their next goes on the wheel at the
+    /// next advance.
+    dirty: Vec<u16>,
 }
 
 impl<T: Copy + Default> TimingWheel<T> {
@@ -173,6 +184,8 @@ impl<T: Copy + Default> TimingWheel<T> {
             lanes: Vec::new(),
             lane_of: hashbrown::HashMap::new(),
             seen: Box::new([u64::MAX; SEEN]),
+            last_lanes: [0, 0],
+            dirty: Vec::new(),
         }
     }
 
@@ -250,7 +263,7 @@ impl<T: Copy + Default> TimingWheel<T> {
         self.entries[index as usize].lane = lane;
         let l = &mut self.lanes[lane as usize];
         l.last = deadline;
-        if l.head == NIL {
+        if l.is_empty() {
             l.head = index;
             self.place(index);
         } else {
@@ -264,7 +277,21 @@ impl<T: Copy + Default> TimingWheel<T> {
 
     /// The lane a timer of `delay` due at `deadline` joins, if any.
     fn lane_for(&mut self, delay: u64, deadline: u64) -> Option<u16> {
-        if let Some(&lane) = self.lane_of.get(&delay) {
+        // The last two lanes used (a put's expiry, a receive's lease), most
+        // often the same delay again.
+        let [a, b] = self.last_lanes;
+        let known = if self.lanes.get(a as usize).is_some_and(|l| l.delay == delay) {
+            Some(a)
+        } else if self.lanes.get(b as usize).is_some_and(|l| l.delay == delay) {
+            self.last_lanes = [b, a];
+            Some(b)
+        } else {
+            self.lane_of.get(&delay).copied()
+        };
+        if let Some(lane) = known {
+            if lane != self.last_lanes[0] {
+                self.last_lanes = [lane, self.last_lanes[0]];
+            }
             let l = &self.lanes[lane as usize];
             // A lane holds deadlines in order; one set against an earlier
             // time than the lane's last (never, with a monotonic clock)
@@ -282,6 +309,7 @@ impl<T: Copy + Default> TimingWheel<T> {
                 head: NIL,
                 rest: EMPTY,
                 last: 0,
+                dirty: false,
             });
             (self.lanes.len() - 1) as u16
         } else {
@@ -292,6 +320,7 @@ impl<T: Copy + Default> TimingWheel<T> {
             idle as u16
         };
         self.lane_of.insert(delay, lane);
+        self.last_lanes = [lane, self.last_lanes[0]];
         Some(lane)
     }
 
@@ -356,7 +385,24 @@ impl<T: Copy + Default> TimingWheel<T> {
         }
         self.unlink(index, place);
         if lane != NO_LANE {
-            self.promote(lane, None);
+            let l = &mut self.lanes[lane as usize];
+            l.head = NIL;
+            if l.rest.head != NIL && !l.dirty {
+                l.dirty = true;
+                self.dirty.push(lane);
+            }
+        }
+    }
+
+    /// Puts the next timer of every lane whose head was cancelled on the
+    /// wheel.
+    fn settle(&mut self) {
+        while let Some(lane) = self.dirty.pop() {
+            let l = &mut self.lanes[lane as usize];
+            l.dirty = false;
+            if l.head == NIL {
+                self.promote(lane, None);
+            }
         }
     }
 
@@ -394,12 +440,24 @@ impl<T: Copy + Default> TimingWheel<T> {
         if self.due.head != NIL {
             return Some(self.elapsed);
         }
-        self.next_slot().map(|(_, _, start)| start)
+        let waiting = self
+            .dirty
+            .iter()
+            .filter_map(|&lane| {
+                let first = self.lanes[lane as usize].rest.head;
+                (first != NIL).then(|| self.entries[first as usize].deadline.max(self.elapsed))
+            })
+            .min();
+        match (self.next_slot().map(|(_, _, start)| start), waiting) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Moves time to `now` and appends every timer whose deadline is at or
     /// before `now` to `fired` as `(deadline, value)`, in no particular order.
     pub fn advance(&mut self, now: u64, fired: &mut Vec<(u64, T)>) {
+        self.settle();
         let mut list = std::mem::replace(&mut self.due, EMPTY);
         self.drain_list(&mut list, now, fired);
         if now <= self.elapsed {
