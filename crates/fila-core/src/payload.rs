@@ -226,13 +226,10 @@ impl PayloadPool {
         }
         self.allocated += 1;
         if size <= POOLED_MAX {
-            // Room on the class's list for this buffer's return, made now
-            // (amid the puts) rather than when it is given back: a delete
-            // allocates nothing, and the list is never the last thing on
-            // the heap after a burst of removals (which would keep the
-            // allocator from giving their memory back to the system).
-            // Each miss makes room for at least one more, up to the pool's
-            // bound for the class.
+            // Room on the class's list for this buffer's return is made
+            // now, while putting, so that giving it back (a delete) never
+            // allocates: each miss makes room for at least one more, up to
+            // the pool's bound for the class.
             let list = &mut self.classes[class_index(size)];
             if list.capacity() < POOL_BYTES / size {
                 list.reserve(list.capacity() - list.len() + 1);
