@@ -219,9 +219,10 @@ impl Shard {
                 (self.waiters.len() - 1) as u32
             }
         };
-        let timer = self
-            .wheel
-            .insert(self.now + wait_ms, Timer::Waiter(slot).into());
+        // Consumers long-poll with one wait again and again: its lane.
+        let timer =
+            self.wheel
+                .insert_in_lane(self.now + wait_ms, wait_ms, Timer::Waiter(slot).into());
         self.waiter_order += 1;
         let w = &mut self.waiters[slot as usize];
         w.waiter = Some(Waiter {
