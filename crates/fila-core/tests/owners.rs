@@ -203,3 +203,76 @@ fn a_deleted_queue_is_gone_at_once_and_its_messages_are_swept_within_the_budget(
     a.check_invariants().unwrap();
     assert!(a.message_slots() < slots / 2, "the slab trimmed once swept");
 }
+
+#[test]
+fn a_purged_queue_is_empty_at_once_and_its_messages_are_swept_within_the_budget() {
+    let (clock, source, target, mut owners) = source_and_target(QueueSettings {
+        max_deliveries: 1,
+        visibility_timeout_ms: 1_000,
+        dead_letter_on_expiration: true,
+        ..QueueSettings::default()
+    });
+    let a = &mut owners[0];
+    put_batches(a, &source, 250);
+    // 100 leased: their leases end while the sweep is under way, and must
+    // neither come back nor dead-letter into the target.
+    let mut leased = Vec::new();
+    for _ in 0..5 {
+        let got = a
+            .receive(Address::queue(&source), &ReceiveOptions::now(20), None)
+            .unwrap();
+        let Received::Ready(ms) = got else {
+            panic!("messages are visible")
+        };
+        leased.extend(ms.iter().map(|m| m.receipt.unwrap()));
+    }
+    let slots = a.message_slots();
+    a.purge(Address::queue(&source)).unwrap();
+    // Empty for users at once: stats, receives, receipts; the call itself
+    // freed at most the budget (16 here).
+    let stats = a.stats(&source).unwrap();
+    assert_eq!((stats.visible, stats.in_flight, stats.bytes), (0, 0, 0));
+    assert_eq!(a.message_slots(), slots);
+    let answers = a.delete(Address::queue(&source), &leased[..20]).unwrap();
+    assert!(
+        answers
+            .iter()
+            .all(|r| matches!(r, Err(Error::ReceiptStale))),
+        "a purged message's receipt is stale"
+    );
+    // A second purge waits for the first one's sweep.
+    assert_eq!(
+        a.purge(Address::queue(&source)).unwrap_err().kind(),
+        ErrorKind::ResourceExhausted
+    );
+    // New messages are the queue's only ones.
+    put_batches(a, &source, 1);
+    let Received::Ready(got) = a
+        .receive(Address::queue(&source), &ReceiveOptions::now(20), None)
+        .unwrap()
+    else {
+        panic!("the new messages are visible")
+    };
+    assert_eq!(got.len(), 20);
+    let receipts: Vec<Receipt> = got.iter().map(|m| m.receipt.unwrap()).collect();
+    assert!(a
+        .delete(Address::queue(&source), &receipts)
+        .unwrap()
+        .iter()
+        .all(|r| r.is_ok()));
+    a.check_invariants().unwrap();
+    clock.advance(1_000);
+    let turns = turns_to_catch_up(a, 16, 1_000);
+    assert!(turns >= 5_000 / 16 - 20, "{turns} turns");
+    assert!(
+        a.take_transit().is_empty(),
+        "no purged message was dead-lettered"
+    );
+    assert_eq!(owners[1].stats(&target).unwrap().visible, 0);
+    let a = &mut owners[0];
+    let stats = a.stats(&source).unwrap();
+    assert_eq!((stats.visible, stats.in_flight), (0, 0));
+    a.check_invariants().unwrap();
+    assert!(a.message_slots() < slots / 2, "the slab trimmed once swept");
+    a.purge(Address::queue(&source)).unwrap();
+}

@@ -14,7 +14,7 @@ impl Shard {
             let slot = self.names[&queue.name];
             let mut messages = Vec::with_capacity(queue.messages as usize);
             for sub in [MAIN, DLQ] {
-                let q = SubId::of(slot, sub == DLQ);
+                let q = self.sub_id(slot, sub == DLQ);
                 for (seq, s) in self.sub(q).index.from(0) {
                     if !self.live(s, q, seq) {
                         continue;
@@ -103,7 +103,7 @@ impl Shard {
                 state,
                 delivery_count: m.delivery_count,
             };
-            self.store(new, SubId::of(qslot, m.dlq), m.channel.as_deref());
+            self.store(new, self.sub_id(qslot, m.dlq), m.channel.as_deref());
         }
         Ok(())
     }

@@ -34,16 +34,26 @@ impl Shard {
                 }
                 continue;
             }
-            let Some(queue) = self
+            if self
                 .queues
                 .get(r.q.queue() as usize)
                 .and_then(Option::as_ref)
-            else {
+                .is_none()
+            {
                 return fail(format!("slot {slot} belongs to no queue ({:?})", r.q));
-            };
-            let sub = &queue.subs[r.q.half()];
+            }
+            let sub = self.sub(r.q);
             if sub.index.get(r.seq) != Some(slot) {
                 return fail(format!("slot {slot} (seq {}) is not in its index", r.seq));
+            }
+            if self.is_purged(r.q) {
+                // A purged epoch's record, waiting for the sweep: it counts
+                // nowhere, but its timer is still pending.
+                if !self.purging.iter().any(|(q, _)| *q == r.q) {
+                    return fail(format!("slot {slot} is in a purged epoch nobody sweeps"));
+                }
+                timers += usize::from(r.timer != NIL);
+                continue;
             }
             let e = subs.entry(r.q).or_default();
             e.0[state as usize - 1] += 1;
@@ -81,7 +91,7 @@ impl Shard {
                 ));
             }
             for (s, sub) in queue.subs.iter().enumerate() {
-                let q = SubId::of(qslot, s == 1);
+                let q = self.sub_id(qslot, s == 1);
                 let (states, held) = subs.get(&q).copied().unwrap_or_default();
                 let kept = [
                     sub.counts.visible,

@@ -35,14 +35,16 @@ use crate::wheel::{TimerKey, TimingWheel};
 mod image;
 mod sub;
 
-use sub::{SeqIndex, SubQueue};
+use sub::{Links, SeqIndex, SubQueue};
 
 const NIL: u32 = u32::MAX;
 const MAIN: u32 = 0;
 const DLQ: u32 = 1;
 
-/// A sub-queue of this shard: a queue's slot and which half of it, the
-/// queue itself or its DLQ.
+/// A sub-queue of this shard: a queue's slot, which half of it (the queue
+/// itself or its DLQ) and the half's epoch. A purge starts a new epoch: the
+/// records of the old one are gone at once for everything but the sweep
+/// that frees them ([`Shard::sweep`]). Queue slots stay below 2^30.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct SubId(u32);
 
@@ -50,25 +52,23 @@ impl SubId {
     /// No sub-queue (a free slot's).
     const NONE: SubId = SubId(NIL);
 
-    fn of(queue: u32, dlq: bool) -> SubId {
-        SubId(queue << 1 | u32::from(dlq))
-    }
-    fn main(queue: u32) -> SubId {
-        SubId::of(queue, false)
-    }
-    fn dlq(queue: u32) -> SubId {
-        SubId::of(queue, true)
+    fn new(queue: u32, epoch: u32, dlq: bool) -> SubId {
+        debug_assert!(queue < 1 << 30 && epoch < 2);
+        SubId(queue << 2 | epoch << 1 | u32::from(dlq))
     }
     /// The queue's slot.
     fn queue(self) -> u32 {
-        self.0 >> 1
+        self.0 >> 2
     }
     fn is_dlq(self) -> bool {
         self.0 & 1 == DLQ
     }
-    /// Its index in the queue's `subs`.
+    /// Its half's index in the queue's `subs`.
     fn half(self) -> usize {
         (self.0 & 1) as usize
+    }
+    fn epoch(self) -> u32 {
+        (self.0 >> 1) & 1
     }
 }
 
@@ -174,7 +174,12 @@ struct Queue {
     id: u32,
     name: Arc<str>,
     settings: QueueSettings,
+    /// The queue and its DLQ, each in its current epoch.
     subs: [SubQueue; 2],
+    /// Each half's current epoch.
+    epochs: [u32; 2],
+    /// Each half's previous epoch while a purge's sweep frees its records.
+    purged: [Option<Box<SubQueue>>; 2],
     next_seq: u64,
     messages: u64,
     bytes: u64,
@@ -270,6 +275,9 @@ pub struct Shard {
     /// Deleted queues whose messages are still being swept out: the slot
     /// and, per sub-queue, the sequence number to go on from.
     dropping: Vec<(u32, [u64; 2])>,
+    /// Purged epochs whose records are still being freed, and the sequence
+    /// number to go on from.
+    purging: Vec<(SubId, u64)>,
     /// The sweep's batch (kept for its room).
     sweep_batch: Vec<(u64, u32)>,
     completions: Vec<(Notify, Result<Vec<Message>, Error>)>,
@@ -355,6 +363,7 @@ impl Shard {
             waiter_order: 0,
             gained: Vec::new(),
             dropping: Vec::new(),
+            purging: Vec::new(),
             sweep_batch: Vec::new(),
             completions: Vec::new(),
             outbox: Vec::new(),
@@ -424,11 +433,35 @@ impl Shard {
     }
 
     fn sub_mut(&mut self, q: SubId) -> &mut SubQueue {
-        &mut self.queue_mut(q.queue()).subs[q.half()]
+        let queue = self.queue_mut(q.queue());
+        if queue.epochs[q.half()] == q.epoch() {
+            &mut queue.subs[q.half()]
+        } else {
+            queue.purged[q.half()]
+                .as_deref_mut()
+                .expect("a purged epoch being swept")
+        }
     }
 
     fn sub(&self, q: SubId) -> &SubQueue {
-        &self.queue(q.queue()).subs[q.half()]
+        let queue = self.queue(q.queue());
+        if queue.epochs[q.half()] == q.epoch() {
+            &queue.subs[q.half()]
+        } else {
+            queue.purged[q.half()]
+                .as_deref()
+                .expect("a purged epoch being swept")
+        }
+    }
+
+    /// Queue `qslot`'s half (its DLQ when `dlq`) in its current epoch.
+    fn sub_id(&self, qslot: u32, dlq: bool) -> SubId {
+        SubId::new(qslot, self.queue(qslot).epochs[usize::from(dlq)], dlq)
+    }
+
+    /// Whether `q` is a purged epoch (its records are gone but for the sweep).
+    fn is_purged(&self, q: SubId) -> bool {
+        self.queue(q.queue()).epochs[q.half()] != q.epoch()
     }
 
     /// Whether `slot` holds message `seq` of sub-queue `q`.

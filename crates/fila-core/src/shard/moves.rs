@@ -38,7 +38,7 @@ impl Shard {
         let now = self.now;
         let first = max.unwrap_or(u64::MAX).min(u64::from(rate));
         let moved = self.redrive_move(qslot, first, now);
-        let left = self.sub(SubId::dlq(qslot)).counts.visible;
+        let left = self.sub(self.sub_id(qslot, true)).counts.visible;
         let remaining = max.map(|m| m - moved);
         let mut scheduled = 0;
         if moved == first && remaining != Some(0) && left > 0 {
@@ -61,7 +61,9 @@ impl Shard {
         let batch = job.remaining.unwrap_or(u64::MAX).min(u64::from(job.rate));
         let moved = self.redrive_move(qslot, batch, t);
         let remaining = job.remaining.map(|r| r - moved);
-        if moved == batch && remaining != Some(0) && self.sub(SubId::dlq(qslot)).counts.visible > 0
+        if moved == batch
+            && remaining != Some(0)
+            && self.sub(self.sub_id(qslot, true)).counts.visible > 0
         {
             let timer = self.wheel.insert(t + 1_000, Timer::Redrive(qslot).into());
             self.queue_mut(qslot).redrive = Some(RedriveJob {
@@ -73,7 +75,7 @@ impl Shard {
     }
 
     pub(super) fn redrive_move(&mut self, qslot: u32, max: u64, t: u64) -> u64 {
-        let dlq = SubId::dlq(qslot);
+        let dlq = self.sub_id(qslot, true);
         let slots: Vec<u32> = self
             .sub(dlq)
             .index
@@ -107,7 +109,7 @@ impl Shard {
                 .shift(MessageState::Visible, MessageState::Visible)
                 .expect("owned");
             r.word.set_delivery_count(0);
-            self.attach(slot, SubId::main(qslot), channel.as_deref());
+            self.attach(slot, self.sub_id(qslot, false), channel.as_deref());
             let from = Spot {
                 queue: self.queue(qslot).id,
                 dlq: true,
@@ -145,7 +147,7 @@ impl Shard {
         let retention = queue.settings.retention_ms;
         // It starts afresh in its target: no deliveries there yet (its
         // earlier count stays in its dead-letter record).
-        self.take_in(out, SubId::main(qslot), seq, now, now, retention, 0);
+        self.take_in(out, self.sub_id(qslot, false), seq, now, now, retention, 0);
         Ok(())
     }
 
@@ -168,7 +170,7 @@ impl Shard {
         );
         self.take_in(
             out,
-            SubId::dlq(qslot),
+            self.sub_id(qslot, true),
             seq,
             inserted_at,
             at,

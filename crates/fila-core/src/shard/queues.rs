@@ -55,6 +55,8 @@ impl Shard {
             name: name.clone(),
             settings,
             subs: [SubQueue::new(false), SubQueue::new(true)],
+            epochs: [0, 0],
+            purged: [None, None],
             next_seq,
             messages: 0,
             bytes: 0,
@@ -125,7 +127,7 @@ impl Shard {
         let slot = self.queue_slot(name)?;
         let id = self.queue(slot).id;
         for dlq in [MAIN, DLQ] {
-            while let Some(w) = self.first_waiter(SubId::of(slot, dlq == DLQ)) {
+            while let Some(w) = self.first_waiter(self.sub_id(slot, dlq == DLQ)) {
                 if let Some(waiter) = self.take_waiter(w) {
                     if let Some(notify) = waiter.notify {
                         self.completions
@@ -153,14 +155,41 @@ impl Shard {
     /// Removes every message of the queue or of its DLQ, in every state.
     pub fn purge(&mut self, addr: Address<'_>) -> Result<(), Error> {
         let slot = self.queue_slot(addr.queue)?;
-        let q = SubId::of(slot, addr.dlq);
-        self.purge_sub(q);
+        let half = usize::from(addr.dlq);
+        if self.queue(slot).purged[half].is_some() {
+            return Err(Error::ResourceExhausted {
+                limit: "purges of one queue at a time (the last purge's messages are still being removed: try again)",
+                max: 1,
+            });
+        }
+        let old = self.sub_id(slot, addr.dlq);
+        let new = SubId::new(slot, 1 - old.epoch(), addr.dlq);
+        // The half starts a new epoch, empty but for its parked receives;
+        // the old one's records are gone for everything but the sweep.
+        let queue = self.queue_mut(slot);
+        let mut fresh = SubQueue::new(addr.dlq);
+        fresh.waiters = std::mem::replace(&mut queue.subs[half].waiters, Links::EMPTY);
+        let gone = std::mem::replace(&mut queue.subs[half], fresh);
+        queue.epochs[half] = new.epoch();
+        queue.messages -= gone.held;
+        queue.bytes -= gone.channels.iter().map(|c| c.bytes).sum::<u64>();
+        queue.purged[half] = Some(Box::new(gone));
+        let mut w = self.sub(new).waiters.head;
+        while w != NIL {
+            let slot = &mut self.waiters[w as usize];
+            if let Some(waiter) = slot.waiter.as_mut() {
+                waiter.q = new;
+            }
+            w = slot.next;
+        }
+        self.gained.retain(|g| *g != old);
+        self.purging.push((old, 0));
         if addr.dlq {
             if let Some(job) = self.queue_mut(slot).redrive.take() {
                 self.wheel.cancel(job.timer);
             }
         }
-        self.trim();
+        self.sweep(self.timer_budget);
         emit!(
             self,
             Event::Purged {
@@ -174,7 +203,7 @@ impl Shard {
     /// A queue's stats.
     pub fn stats(&mut self, name: &str) -> Result<QueueStats, Error> {
         let slot = self.queue_slot(name)?;
-        let q = SubId::main(slot);
+        let q = self.sub_id(slot, false);
         let oldest = self
             .sub(q)
             .index
@@ -315,7 +344,7 @@ impl Shard {
             state,
             delivery_count: 0,
         };
-        let slot = self.store(new, SubId::main(qslot), m.channel.as_deref());
+        let slot = self.store(new, self.sub_id(qslot, false), m.channel.as_deref());
         self.log_stored(slot, None);
         Ok(PutReceipt {
             id: message_id(queue_id, seq),
@@ -327,7 +356,7 @@ impl Shard {
     pub fn cancel_scheduled(&mut self, name: &str, seq: u64, now: u64) -> Result<(), Error> {
         self.catch_up(now);
         let qslot = self.queue_slot(name)?;
-        let q = SubId::main(qslot);
+        let q = self.sub_id(qslot, false);
         let slot = self
             .sub(q)
             .index
@@ -353,31 +382,28 @@ impl Shard {
     /// Answers whether nothing is left to sweep.
     pub(crate) fn sweep(&mut self, budget: usize) -> bool {
         let mut left = budget;
+        // Purged epochs first: a deleted queue's slot is freed only once
+        // they are gone too.
+        while let Some(&(q, mut from)) = self.purging.last() {
+            let done = self.sweep_sub(q, &mut from, &mut left);
+            if !done {
+                if let Some(p) = self.purging.last_mut() {
+                    p.1 = from;
+                }
+                return false;
+            }
+            self.purging.pop();
+            self.queue_mut(q.queue()).purged[q.half()] = None;
+            self.trim();
+        }
         while let Some(&(slot, mut from)) = self.dropping.last() {
             for half in 0..2 {
-                let q = SubId::of(slot, half == 1);
-                loop {
-                    if left == 0 {
-                        if let Some(d) = self.dropping.last_mut() {
-                            d.1 = from;
-                        }
-                        return false;
+                let q = self.sub_id(slot, half == 1);
+                if !self.sweep_sub(q, &mut from[half], &mut left) {
+                    if let Some(d) = self.dropping.last_mut() {
+                        d.1 = from;
                     }
-                    let mut batch = std::mem::take(&mut self.sweep_batch);
-                    batch.clear();
-                    batch.extend(self.sub(q).index.from(from[half]).take(left.min(256)));
-                    if batch.is_empty() {
-                        self.sweep_batch = batch;
-                        break;
-                    }
-                    for &(seq, s) in &batch {
-                        from[half] = seq + 1;
-                        left -= 1;
-                        if self.live(s, q, seq) {
-                            self.remove(s);
-                        }
-                    }
-                    self.sweep_batch = batch;
+                    return false;
                 }
             }
             debug_assert_eq!(self.queue(slot).messages, 0, "every message swept");
@@ -387,5 +413,37 @@ impl Shard {
             self.trim();
         }
         true
+    }
+
+    /// Removes the messages of sub-queue `q` from sequence number `*from`
+    /// on, at most `*left` index entries (stale ones count too); answers
+    /// whether it reached the end. A purged epoch's records are only freed
+    /// (its counts go with it); a deleted queue's go through the ledger.
+    fn sweep_sub(&mut self, q: SubId, from: &mut u64, left: &mut usize) -> bool {
+        let purged = self.is_purged(q);
+        loop {
+            if *left == 0 {
+                return false;
+            }
+            let mut batch = std::mem::take(&mut self.sweep_batch);
+            batch.clear();
+            batch.extend(self.sub(q).index.from(*from).take((*left).min(256)));
+            if batch.is_empty() {
+                self.sweep_batch = batch;
+                return true;
+            }
+            for &(seq, s) in &batch {
+                *from = seq + 1;
+                *left -= 1;
+                if self.live(s, q, seq) {
+                    if purged {
+                        self.free(s);
+                    } else {
+                        self.remove(s);
+                    }
+                }
+            }
+            self.sweep_batch = batch;
+        }
     }
 }

@@ -47,7 +47,7 @@ impl Shard {
     ) -> Result<Vec<EntryResult<()>>, Error> {
         self.catch_up(now);
         let qslot = self.queue_slot(addr.queue)?;
-        let q = SubId::of(qslot, addr.dlq);
+        let q = self.sub_id(qslot, addr.dlq);
         let answers = receipts
             .iter()
             .map(|receipt| {
@@ -77,7 +77,7 @@ impl Shard {
     ) -> Result<Vec<EntryResult<u64>>, Error> {
         self.catch_up(now);
         let qslot = self.queue_slot(addr.queue)?;
-        let q = SubId::of(qslot, addr.dlq);
+        let q = self.sub_id(qslot, addr.dlq);
         let now = self.now;
         let answers = changes
             .iter()
@@ -120,7 +120,7 @@ impl Shard {
     pub fn defer(&mut self, name: &str, receipt: &Receipt, now: u64) -> Result<(), Error> {
         self.catch_up(now);
         let qslot = self.queue_slot(name)?;
-        let slot = self.end_lease(SubId::main(qslot), receipt, LeaseEnd::Defer)?;
+        let slot = self.end_lease(self.sub_id(qslot, false), receipt, LeaseEnd::Defer)?;
         self.clear_timer(slot);
         self.enter_state(slot, MessageState::Deferred);
         emit!(
@@ -164,7 +164,7 @@ impl Shard {
         }
         self.catch_up(now);
         let qslot = self.queue_slot(name)?;
-        let q = SubId::main(qslot);
+        let q = self.sub_id(qslot, false);
         let slot = self.resolve(q, receipt)?;
         self.records[slot as usize]
             .word
@@ -244,7 +244,7 @@ impl Shard {
         r.expires_at = t + retention;
         r.visible_at = t;
         r.extra.get_or_insert_with(Box::default).dead_letter = Some(info);
-        self.attach(slot, SubId::dlq(qslot), channel.as_deref());
+        self.attach(slot, self.sub_id(qslot, true), channel.as_deref());
         self.log_stored(slot, Some(from));
         self.enter_visible(slot);
     }
@@ -269,7 +269,7 @@ impl Shard {
         }
         self.catch_up(now);
         let qslot = self.queue_slot(name)?;
-        let q = SubId::main(qslot);
+        let q = self.sub_id(qslot, false);
         let settings = &self.queue(qslot).settings;
         let visibility_ms = visibility_ms.unwrap_or(settings.visibility_timeout_ms);
         let max_deliveries = settings.max_deliveries;
@@ -331,7 +331,7 @@ impl Shard {
         crate::error::check_range("max_messages", max.into(), 1, PEEK_MAX.into(), "")?;
         self.catch_up(now);
         let qslot = self.queue_slot(addr.queue)?;
-        let q = SubId::of(qslot, addr.dlq);
+        let q = self.sub_id(qslot, addr.dlq);
         let slots: Vec<u32> = self
             .sub(q)
             .index

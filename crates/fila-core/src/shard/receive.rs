@@ -162,7 +162,7 @@ impl Shard {
         opts.validate()?;
         self.catch_up(now);
         let qslot = self.queue_slot(addr.queue)?;
-        let q = SubId::of(qslot, addr.dlq);
+        let q = self.sub_id(qslot, addr.dlq);
         let settings = &self.queue(qslot).settings;
         let visibility_ms = opts.visibility_ms.unwrap_or(settings.visibility_timeout_ms);
         let wait_ms = opts.wait_ms.unwrap_or(settings.receive_wait_default_ms);

@@ -117,6 +117,7 @@ impl Shard {
 
     /// Adds a message to sub-queue `q`'s channel, totals and index.
     pub(super) fn attach(&mut self, slot: u32, q: SubId, channel: Option<&str>) {
+        debug_assert!(!self.is_purged(q), "messages join a current epoch only");
         let (seq, len) = {
             let r = &self.records[slot as usize];
             (r.seq, r.bytes())
@@ -139,6 +140,10 @@ impl Shard {
     /// Takes a message out of its sub-queue's channel, totals and index
     /// (its state count is [`Shard::leave_state`]'s business).
     pub(super) fn detach(&mut self, slot: u32) {
+        debug_assert!(
+            !self.is_purged(self.records[slot as usize].q),
+            "a purged epoch's records are only freed"
+        );
         let (q, channel, seq, len) = {
             let r = &self.records[slot as usize];
             (r.q, r.channel, r.seq, r.bytes())
@@ -329,27 +334,5 @@ impl Shard {
         if c.visible == 1 {
             sub.enter_round(channel, true);
         }
-    }
-
-    pub(super) fn purge_sub(&mut self, q: SubId) {
-        let slots: Vec<u32> = self
-            .sub(q)
-            .index
-            .from(0)
-            .filter(|(seq, slot)| self.live(*slot, q, *seq))
-            .map(|(_, slot)| slot)
-            .collect();
-        let mut bytes = 0;
-        for slot in &slots {
-            bytes += self.records[*slot as usize].bytes();
-            self.free(*slot);
-        }
-        let queue = self.queue_mut(q.queue());
-        queue.messages -= slots.len() as u64;
-        queue.bytes -= bytes;
-        let sub = &mut queue.subs[q.half()];
-        let waiters = sub.waiters;
-        *sub = SubQueue::new(q.is_dlq());
-        sub.waiters = waiters;
     }
 }

@@ -172,6 +172,11 @@ impl Shard {
             self.remove(slot);
             return;
         }
+        if self.is_purged(r.q) {
+            // Purged: it goes with no event, its epoch's counts with it.
+            self.free(slot);
+            return;
+        }
         let expired = r.expires_at <= t;
         match word.state {
             MessageState::Delayed | MessageState::InFlight if !expired => {
