@@ -1,0 +1,249 @@
+//! Messages as receive, peek and receive-deferred answer them, both ways:
+//! [`Message`] (owned, what a client decodes) and [`MessageRef`] (borrowed,
+//! what a server encodes its own messages through with no conversion). Both
+//! are written by one function, so they can never disagree.
+
+use super::*;
+
+pub(super) fn put_message(w: &mut Writer<'_>, m: &Message) {
+    put_fields(w, m, Fields::ALL);
+}
+
+/// A message with the groups of `f`, in the order of the full layout.
+pub(super) fn put_fields(w: &mut Writer<'_>, m: &Message, f: Fields) {
+    put_view(w, &MessageRef::of(m), f);
+}
+
+/// A message as an answer carries it, borrowed from wherever it lives: a
+/// server encodes its own messages through it with no conversion
+/// ([`encode_messages`]); [`Message`] is encoded through it too, so the two
+/// can never disagree. `K` is how attribute keys and values are held.
+#[derive(Clone, Copy, Debug)]
+pub struct MessageRef<'a, K: AsRef<str> = String> {
+    /// Unique on the server.
+    pub id: u128,
+    /// Sequence number.
+    pub seq: u64,
+    /// The body.
+    pub payload: &'a [u8],
+    /// Key/value pairs.
+    pub attributes: &'a [(K, K)],
+    /// The channel.
+    pub channel: Option<&'a str>,
+    /// ms since the epoch.
+    pub inserted_at_ms: u64,
+    /// ms since the epoch.
+    pub expires_at_ms: u64,
+    /// ms since the epoch.
+    pub next_visible_at_ms: u64,
+    /// Deliveries so far.
+    pub delivery_count: u32,
+    /// As [`Message::state`].
+    pub state: u8,
+    /// The lease's receipt, for a delivered message.
+    pub receipt: Option<Receipt>,
+    /// Where from and why, for a dead letter.
+    pub dead_letter: Option<DeadLetterRef<'a>>,
+}
+
+/// [`DeadLetter`], borrowed.
+#[derive(Clone, Copy, Debug)]
+pub struct DeadLetterRef<'a> {
+    /// Where from.
+    pub source_queue: &'a str,
+    /// When (ms since the epoch).
+    pub at_ms: u64,
+    /// As [`DeadLetter::reason`].
+    pub reason: u8,
+    /// The consumer's reason (empty otherwise).
+    pub consumer_reason: &'a str,
+    /// The consumer's description (empty otherwise).
+    pub description: &'a str,
+    /// Deliveries it had in its source queue when it was dead-lettered.
+    pub delivery_count: u32,
+}
+
+impl<'a> MessageRef<'a> {
+    /// A view of an owned message.
+    pub fn of(m: &'a Message) -> MessageRef<'a> {
+        MessageRef {
+            id: m.id,
+            seq: m.seq,
+            payload: &m.payload,
+            attributes: &m.attributes,
+            channel: m.channel.as_deref(),
+            inserted_at_ms: m.inserted_at_ms,
+            expires_at_ms: m.expires_at_ms,
+            next_visible_at_ms: m.next_visible_at_ms,
+            delivery_count: m.delivery_count,
+            state: m.state,
+            receipt: m.receipt,
+            dead_letter: m.dead_letter.as_ref().map(|d| DeadLetterRef {
+                source_queue: &d.source_queue,
+                at_ms: d.at_ms,
+                reason: d.reason,
+                consumer_reason: &d.consumer_reason,
+                description: &d.description,
+                delivery_count: d.delivery_count,
+            }),
+        }
+    }
+}
+
+impl<K: AsRef<str>> MessageRef<'_, K> {
+    /// An owned copy (the payload copied).
+    pub fn to_message(&self) -> Message {
+        Message {
+            id: self.id,
+            seq: self.seq,
+            payload: Bytes::copy_from_slice(self.payload),
+            attributes: self
+                .attributes
+                .iter()
+                .map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().to_owned()))
+                .collect(),
+            channel: self.channel.map(str::to_owned),
+            inserted_at_ms: self.inserted_at_ms,
+            expires_at_ms: self.expires_at_ms,
+            next_visible_at_ms: self.next_visible_at_ms,
+            delivery_count: self.delivery_count,
+            state: self.state,
+            receipt: self.receipt,
+            dead_letter: self.dead_letter.map(|d| DeadLetter {
+                source_queue: d.source_queue.to_owned(),
+                at_ms: d.at_ms,
+                reason: d.reason,
+                consumer_reason: d.consumer_reason.to_owned(),
+                description: d.description.to_owned(),
+                delivery_count: d.delivery_count,
+            }),
+        }
+    }
+}
+
+/// Appends the whole frame of a receive's or peek's answer (opcode
+/// `opcode`) with `messages`, carrying the groups of `fields` (all: the
+/// plain answer; fewer: the answer with the fields flag), exactly as
+/// [`Response::Messages`] or [`Response::Selected`] would.
+///
+/// # Panics
+/// On more than 65 535 messages (an answer carries at most 100).
+pub fn encode_messages<'a, K: AsRef<str> + 'a>(
+    opcode: u8,
+    request_id: u64,
+    fields: Fields,
+    messages: impl ExactSizeIterator<Item = MessageRef<'a, K>>,
+    buf: &mut BytesMut,
+) {
+    let all = fields == Fields::ALL;
+    let flags = if all {
+        flags::RESPONSE
+    } else {
+        flags::RESPONSE | flags::FIELDS
+    };
+    let start = begin_frame(buf, opcode, flags, request_id);
+    let w = &mut Writer(buf);
+    if !all {
+        w.u8(fields.0);
+    }
+    let n = u16::try_from(messages.len()).expect("an answer of at most 65 535 messages");
+    w.u16(n);
+    for m in messages {
+        put_view(w, &m, fields);
+    }
+    end_frame(buf, start);
+}
+
+/// A message view with the groups of `f`, in the order of the full layout.
+fn put_view<K: AsRef<str>>(w: &mut Writer<'_>, m: &MessageRef<'_, K>, f: Fields) {
+    if f.contains(Fields::ID) {
+        w.u128(m.id);
+        w.u64(m.seq);
+    }
+    w.bytes(m.payload);
+    if f.contains(Fields::ATTRIBUTES) {
+        w.list(m.attributes, |w, (k, v)| {
+            w.str(k.as_ref());
+            w.str(v.as_ref());
+        });
+        w.opt(&m.channel, |w, c| w.str(c));
+    }
+    if f.contains(Fields::TIMES) {
+        w.u64(m.inserted_at_ms);
+        w.u64(m.expires_at_ms);
+        w.u64(m.next_visible_at_ms);
+    }
+    if f.contains(Fields::DELIVERY) {
+        w.u32(m.delivery_count);
+        w.u8(m.state);
+    }
+    w.opt(&m.receipt, |w, r| w.array(r));
+    if f.contains(Fields::DELIVERY) {
+        w.opt(&m.dead_letter, |w, d| {
+            w.str(d.source_queue);
+            w.u64(d.at_ms);
+            w.u8(d.reason);
+            w.str(d.consumer_reason);
+            w.str(d.description);
+            w.u32(d.delivery_count);
+        });
+    }
+}
+
+pub(super) fn get_message(r: &mut Reader) -> Result<Message, ProtoError> {
+    get_fields(r, Fields::ALL)
+}
+
+/// A message laid out by [`put_fields`]; absent groups are zero or empty.
+pub(super) fn get_fields(r: &mut Reader, f: Fields) -> Result<Message, ProtoError> {
+    let (id, seq) = if f.contains(Fields::ID) {
+        (r.u128()?, r.u64()?)
+    } else {
+        (0, 0)
+    };
+    let payload = r.bytes()?;
+    let (attributes, channel) = if f.contains(Fields::ATTRIBUTES) {
+        (get_pairs(r)?, r.opt(Reader::str)?)
+    } else {
+        (Vec::new(), None)
+    };
+    let (inserted_at_ms, expires_at_ms, next_visible_at_ms) = if f.contains(Fields::TIMES) {
+        (r.u64()?, r.u64()?, r.u64()?)
+    } else {
+        (0, 0, 0)
+    };
+    let (delivery_count, state) = if f.contains(Fields::DELIVERY) {
+        (r.u32()?, r.u8()?)
+    } else {
+        (0, 0)
+    };
+    let receipt = r.opt(Reader::array::<RECEIPT_LEN>)?;
+    let dead_letter = if f.contains(Fields::DELIVERY) {
+        r.opt(|r| {
+            Ok(DeadLetter {
+                source_queue: r.str()?,
+                at_ms: r.u64()?,
+                reason: r.u8()?,
+                consumer_reason: r.str()?,
+                description: r.str()?,
+                delivery_count: r.u32()?,
+            })
+        })?
+    } else {
+        None
+    };
+    Ok(Message {
+        id,
+        seq,
+        payload,
+        attributes,
+        channel,
+        inserted_at_ms,
+        expires_at_ms,
+        next_visible_at_ms,
+        delivery_count,
+        state,
+        receipt,
+        dead_letter,
+    })
+}
