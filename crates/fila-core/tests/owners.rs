@@ -46,6 +46,42 @@ fn put_batches(o: &mut Owner, queue: &str, batches: usize) {
     }
 }
 
+/// A receive of up to 20 messages that must be ready now.
+fn receive_20(o: &mut Owner, queue: &str) -> Vec<Message> {
+    match o
+        .receive(Address::queue(queue), &ReceiveOptions::now(20), None)
+        .unwrap()
+    {
+        Received::Ready(ms) => ms,
+        Received::Parked(_) => panic!("messages are visible"),
+    }
+}
+
+/// 5 000 messages in `source`, 100 of them leased: their receipts.
+fn fill_and_lease(o: &mut Owner, source: &str) -> Vec<Receipt> {
+    put_batches(o, source, 250);
+    (0..5)
+        .flat_map(|_| receive_20(o, source))
+        .map(|m| m.receipt.unwrap())
+        .collect()
+}
+
+/// Lets the leases end and the owner of `source` sweep 16 a turn, then
+/// checks that the 5 000 messages went nowhere (not to `target`), that
+/// sweeping took the turns it should and the slab shrank below half of
+/// `slots`.
+fn sweep_out(clock: &ManualClock, owners: &mut [Owner], target: &str, slots: usize) {
+    clock.advance(1_000);
+    let a = &mut owners[0];
+    let turns = turns_to_catch_up(a, 16, 1_000);
+    // 5 000 messages, 16 a turn (and 16 timers a turn while leases end).
+    assert!(turns >= 5_000 / 16 - 20, "{turns} turns");
+    assert!(a.take_transit().is_empty(), "no dead letter left");
+    a.check_invariants().unwrap();
+    assert!(a.message_slots() < slots / 2, "the slab trimmed once swept");
+    assert_eq!(owners[1].stats(target).unwrap().visible, 0);
+}
+
 /// Turns of `o` (each `advance(budget)`, its bookkeeping checked after)
 /// until it has caught up; fails past `max`.
 fn turns_to_catch_up(o: &mut Owner, budget: usize, max: usize) -> usize {
@@ -173,13 +209,9 @@ fn a_deleted_queue_is_gone_at_once_and_its_messages_are_swept_within_the_budget(
         ..QueueSettings::default()
     });
     let a = &mut owners[0];
-    put_batches(a, &source, 250);
-    // 100 leased: their leases end while the sweep is under way, and must
-    // not dead-letter into the target.
-    for _ in 0..5 {
-        a.receive(Address::queue(&source), &ReceiveOptions::now(20), None)
-            .unwrap();
-    }
+    // The 100 leased: their leases end while the sweep is under way, and
+    // must not dead-letter into the target.
+    fill_and_lease(a, &source);
     let slots = a.message_slots();
     a.delete_queue(&source).unwrap();
     // Gone for users at once; its name can be taken again.
@@ -189,19 +221,8 @@ fn a_deleted_queue_is_gone_at_once_and_its_messages_are_swept_within_the_budget(
     // The call itself removed at most the budget (16 here): the slab is
     // trimmed only once the sweep is done.
     assert_eq!(a.message_slots(), slots);
-    clock.advance(1_000);
-    let turns = turns_to_catch_up(a, 16, 1_000);
-    // 5 000 messages, 16 a turn (and 16 timers a turn while leases end).
-    assert!(turns >= 5_000 / 16 - 20, "{turns} turns");
-    assert!(
-        a.take_transit().is_empty(),
-        "no dead letter left the deleted queue"
-    );
-    assert_eq!(owners[1].stats(&target).unwrap().visible, 0);
-    let a = &mut owners[0];
-    assert_eq!(a.stats(&source).unwrap().visible, 0);
-    a.check_invariants().unwrap();
-    assert!(a.message_slots() < slots / 2, "the slab trimmed once swept");
+    sweep_out(&clock, &mut owners, &target, slots);
+    assert_eq!(owners[0].stats(&source).unwrap().visible, 0);
 }
 
 #[test]
@@ -213,19 +234,9 @@ fn a_purged_queue_is_empty_at_once_and_its_messages_are_swept_within_the_budget(
         ..QueueSettings::default()
     });
     let a = &mut owners[0];
-    put_batches(a, &source, 250);
-    // 100 leased: their leases end while the sweep is under way, and must
-    // neither come back nor dead-letter into the target.
-    let mut leased = Vec::new();
-    for _ in 0..5 {
-        let got = a
-            .receive(Address::queue(&source), &ReceiveOptions::now(20), None)
-            .unwrap();
-        let Received::Ready(ms) = got else {
-            panic!("messages are visible")
-        };
-        leased.extend(ms.iter().map(|m| m.receipt.unwrap()));
-    }
+    // The 100 leased: their leases end while the sweep is under way, and
+    // must neither come back nor dead-letter into the target.
+    let leased = fill_and_lease(a, &source);
     let slots = a.message_slots();
     a.purge(Address::queue(&source)).unwrap();
     // Empty for users at once: stats, receives, receipts; the call itself
@@ -247,12 +258,7 @@ fn a_purged_queue_is_empty_at_once_and_its_messages_are_swept_within_the_budget(
     );
     // New messages are the queue's only ones.
     put_batches(a, &source, 1);
-    let Received::Ready(got) = a
-        .receive(Address::queue(&source), &ReceiveOptions::now(20), None)
-        .unwrap()
-    else {
-        panic!("the new messages are visible")
-    };
+    let got = receive_20(a, &source);
     assert_eq!(got.len(), 20);
     let receipts: Vec<Receipt> = got.iter().map(|m| m.receipt.unwrap()).collect();
     assert!(a
@@ -261,18 +267,9 @@ fn a_purged_queue_is_empty_at_once_and_its_messages_are_swept_within_the_budget(
         .iter()
         .all(|r| r.is_ok()));
     a.check_invariants().unwrap();
-    clock.advance(1_000);
-    let turns = turns_to_catch_up(a, 16, 1_000);
-    assert!(turns >= 5_000 / 16 - 20, "{turns} turns");
-    assert!(
-        a.take_transit().is_empty(),
-        "no purged message was dead-lettered"
-    );
-    assert_eq!(owners[1].stats(&target).unwrap().visible, 0);
+    sweep_out(&clock, &mut owners, &target, slots);
     let a = &mut owners[0];
     let stats = a.stats(&source).unwrap();
     assert_eq!((stats.visible, stats.in_flight), (0, 0));
-    a.check_invariants().unwrap();
-    assert!(a.message_slots() < slots / 2, "the slab trimmed once swept");
     a.purge(Address::queue(&source)).unwrap();
 }
