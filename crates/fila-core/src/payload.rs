@@ -183,9 +183,6 @@ pub(crate) struct PayloadPool {
     classes: Vec<VecDeque<Arc<[u8]>>>,
     /// Bytes of the buffers on the lists.
     bytes: usize,
-    /// Bodies stored in a reused buffer, and in a new one.
-    pub(crate) reused: u64,
-    pub(crate) allocated: u64,
 }
 
 impl Default for PayloadPool {
@@ -193,8 +190,6 @@ impl Default for PayloadPool {
         PayloadPool {
             classes: (0..CLASSES).map(|_| VecDeque::new()).collect(),
             bytes: 0,
-            reused: 0,
-            allocated: 0,
         }
     }
 }
@@ -217,14 +212,12 @@ impl PayloadPool {
                 self.bytes -= buf.len();
                 if let Some(free) = Arc::get_mut(&mut buf) {
                     free[..data.len()].copy_from_slice(data);
-                    self.reused += 1;
                     return Payload::from_parts(Some(buf), len);
                 }
                 // A reader still holds it: it is freed when the reader
                 // lets go.
             }
         }
-        self.allocated += 1;
         if size <= POOLED_MAX {
             // Room on the class's list for this buffer's return is made
             // now, while putting, so that giving it back (a delete) never
@@ -295,18 +288,23 @@ mod tests {
         let (buf, _) = a.into_parts();
         pool.give(buf.unwrap());
         assert_eq!(pool.bytes(), CLASS_MIN);
-        // The reader's clone is still alive: the buffer is not reused.
+        // The reader's clone is still alive: the buffer is not reused (a
+        // new buffer is zeroed past the body; a reused one keeps the old
+        // body's tail).
         let b = pool.store(b"second");
         assert_eq!(&held[..], b"first body");
         assert_eq!(&b[..], b"second");
-        assert_eq!((pool.reused, pool.allocated), (0, 2));
         assert_eq!(pool.bytes(), 0, "the held buffer left the pool");
-        drop(held);
         let (buf, _) = b.into_parts();
-        pool.give(buf.unwrap());
+        let buf = buf.unwrap();
+        assert_eq!(&buf[..10], b"second\0\0\0\0");
+        drop(held);
+        // Given back with nothing else holding it: the next store reuses it.
+        pool.give(buf);
         let c = pool.store(b"third");
         assert_eq!(&c[..], b"third");
-        assert_eq!((pool.reused, pool.allocated), (1, 2));
+        let (buf, _) = c.into_parts();
+        assert_eq!(&buf.unwrap()[..6], b"thirdd", "the same buffer, reused");
     }
 
     #[test]
