@@ -9,12 +9,13 @@
 //! drained by reading its vector: the deadlines of the timers it names are
 //! loaded in runs of `GATHER`, loads that do not wait on each other, so the
 //! cache misses of a large wheel overlap (an intrusive list would take them
-//! one link at a time). Each level keeps a 256-bit occupancy mask; the level of a
-//! timer is chosen from the highest bit in which its deadline differs from the
-//! wheel's current time (`now ^ deadline`), as in tokio's wheel (with wider
-//! levels: a lease of minutes or hours is moved down twice, not three or four
-//! times). Advancing finds the next occupied slot with `trailing_zeros`, fires the
-//! timers that are due and moves the others down a level. A timer is moved at
+//! one link at a time). Each level keeps a 256-bit occupancy mask; the
+//! level of a timer is chosen from the highest bit in which its deadline
+//! differs from the wheel's current time (`now ^ deadline`), as in tokio's
+//! wheel (with wider levels: a lease of minutes or hours is moved down twice,
+//! not three or four times). Advancing finds the next occupied slot with
+//! `trailing_zeros`, fires the timers that are due and moves the others down
+//! a level. A timer is moved at
 //! most once per level, so the cost of expiring one stays flat however many
 //! are pending.
 //!
@@ -185,10 +186,11 @@ impl<T: Copy + Default> TimingWheel<T> {
         }
     }
 
-    /// Gives back the slab room of timers long gone: when at most half of
-    /// the slab is pending, the free entries past the last pending one are
-    /// dropped and the allocation shrunk, and so is each slot's vector. Keys of pending timers are kept.
-    /// O(slab) when it trims, so callers use it after bulk removals only.
+    /// Gives back the room of timers long gone: when at most half of the
+    /// slab is pending, the free entries past the last pending one are
+    /// dropped and the allocation shrunk, and so is each slot's vector.
+    /// Keys of pending timers are kept. O(slab) when it trims, so callers
+    /// use it after bulk removals only.
     pub fn trim(&mut self) {
         if self.entries.len() < 1024 || self.len * 2 > self.entries.len() {
             return;
