@@ -2,8 +2,9 @@
 //! scratch: the counts kept as operations go (each sub-queue's state counts
 //! and held messages, each channel's held, visible and bytes, each queue's
 //! messages and bytes), each live message's place in its sequence index and
-//! its timer (visible: its expiry; leased or delayed: its next-visible
-//! time; deferred: none), the free slots, and the number of pending timers.
+//! its timer (visible: its expiry, or its queue's expiry cursor not past
+//! it and due no later; leased or delayed: its next-visible time;
+//! deferred: none), the free slots, and the number of pending timers.
 //! For tests and fuzzing: it walks everything, O(messages + timers).
 
 use super::*;
@@ -52,7 +53,7 @@ impl Shard {
                 if !self.purging.iter().any(|(q, _)| *q == r.q) {
                     return fail(format!("slot {slot} is in a purged epoch nobody sweeps"));
                 }
-                timers += usize::from(r.timer != NIL);
+                timers += usize::from(r.timer != NIL && r.timer != COVERED);
                 continue;
             }
             let e = subs.entry(r.q).or_default();
@@ -72,6 +73,10 @@ impl Shard {
                 MessageState::InFlight | MessageState::Delayed => Some(r.visible_at),
                 _ => None,
             };
+            if r.timer == COVERED {
+                self.check_cover(slot).or_else(fail)?;
+                continue;
+            }
             let has = (r.timer != NIL).then(|| self.wheel.deadline(TimerKey::from_index(r.timer)));
             if has != want {
                 return fail(format!(
@@ -122,6 +127,7 @@ impl Shard {
             }
             timers += usize::from(queue.redrive.is_some());
         }
+        timers += self.cursor_timers();
         timers += self
             .waiters
             .iter()

@@ -32,9 +32,11 @@ use crate::ring::ReadyRing;
 use crate::types::*;
 use crate::wheel::{TimerKey, TimingWheel};
 
+mod expiry;
 mod image;
 mod sub;
 
+use expiry::{ExpiryCursor, COVERED};
 use sub::{Links, SeqIndex, SubQueue};
 
 const NIL: u32 = u32::MAX;
@@ -517,6 +519,7 @@ mod tests {
             Timer::Message((1 << 30) - 2),
             Timer::Redrive(7),
             Timer::Waiter(123_456),
+            Timer::Expiry(9),
         ] {
             assert_eq!(Timer::from(Packed::from(t)), t);
         }

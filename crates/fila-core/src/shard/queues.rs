@@ -139,6 +139,7 @@ impl Shard {
         if let Some(job) = self.queue_mut(slot).redrive.take() {
             self.wheel.cancel(job.timer);
         }
+        self.stop_cursor(slot);
         self.names.remove(name);
         self.sorted_names.remove(name);
         self.gained.retain(|q| q.queue() != slot);
@@ -164,6 +165,9 @@ impl Shard {
         }
         let old = self.sub_id(slot, addr.dlq);
         let new = SubId::new(slot, 1 - old.epoch(), addr.dlq);
+        if !addr.dlq {
+            self.stop_cursor(slot);
+        }
         // The half starts a new epoch, empty but for its parked receives;
         // the old one's records are gone for everything but the sweep.
         let queue = self.queue_mut(slot);

@@ -48,7 +48,9 @@ impl Shard {
             MessageState::Deferred => self.enter_state(slot, MessageState::Deferred),
             _ => {
                 self.enter_state(slot, MessageState::Visible);
-                self.set_stream_timer(slot, new.expires_at);
+                if !self.cover(slot, q) {
+                    self.set_stream_timer(slot, new.expires_at);
+                }
             }
         }
         slot

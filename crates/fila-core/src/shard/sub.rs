@@ -140,6 +140,8 @@ pub(super) struct SubQueue {
     /// Parked receives, first come first served: a doubly linked list
     /// through [`WaiterSlot`]s, so any one leaves in O(1).
     pub(super) waiters: Links,
+    /// The expiries of its covered messages (the queue's own half only).
+    pub(super) expiry: ExpiryCursor,
 }
 
 /// Head and tail of an intrusive list (a sub-queue's round of channels, or
@@ -177,6 +179,7 @@ impl SubQueue {
             counts: Counts::default(),
             held: 0,
             waiters: Links::EMPTY,
+            expiry: ExpiryCursor::default(),
         }
     }
 

@@ -2,7 +2,8 @@
 //! deadline at a time; the timers due at one instant run in a fixed order
 //! (messages by queue name, sub-queue and sequence number, then redrive
 //! ticks, then long-poll deadlines), the order the reference model
-//! reproduces. A message's timer is its lease end, delay end or expiry.
+//! reproduces. A message's timer is its lease end, delay end or expiry
+//! (or, for most visible messages, its queue's expiry cursor: expiry.rs).
 
 use super::*;
 
@@ -16,13 +17,16 @@ pub(super) enum Timer {
     Redrive(u32),
     /// A parked receive's deadline: its waiter slot.
     Waiter(u32),
+    /// A queue's expiry cursor (shard/expiry.rs): its queue's slot. Turned
+    /// into the message timers it stands for before an instant's timers run.
+    Expiry(u32),
 }
 
 impl Timer {
     /// Rank among timers due at one instant.
     pub(super) fn rank(self) -> u8 {
         match self {
-            Timer::Message(_) => 0,
+            Timer::Message(_) | Timer::Expiry(_) => 0,
             Timer::Redrive(_) => 1,
             Timer::Waiter(_) => 2,
         }
@@ -50,6 +54,7 @@ impl From<Timer> for Packed {
             Timer::Message(s) => (0, s),
             Timer::Redrive(s) => (1, s),
             Timer::Waiter(s) => (2, s),
+            Timer::Expiry(s) => (3, s),
         };
         assert!(slot < SLOT_MASK, "slots stay below 2^30");
         Packed(kind << SLOT_BITS | slot)
@@ -62,7 +67,8 @@ impl From<Packed> for Timer {
         match p.0 >> SLOT_BITS {
             0 => Timer::Message(slot),
             1 => Timer::Redrive(slot),
-            _ => Timer::Waiter(slot),
+            2 => Timer::Waiter(slot),
+            _ => Timer::Expiry(slot),
         }
     }
 }
@@ -96,6 +102,18 @@ impl Shard {
             }
             let mut fired = std::mem::take(&mut self.fired);
             self.wheel.advance(next, &mut fired);
+            // Expiry cursors become the message timers they stand for.
+            let mut i = 0;
+            while i < fired.len() {
+                if let Timer::Expiry(qslot) = Timer::from(fired[i].1) {
+                    fired.swap_remove(i);
+                    let limit = budget.saturating_sub(ran).max(1);
+                    let walked = self.walk_expiries(qslot, next, limit, &mut fired);
+                    ran = ran.saturating_add(walked);
+                } else {
+                    i += 1;
+                }
+            }
             // The wheel let go of these timers: forget their keys first, so
             // that handling one event cannot cancel another's spent timer.
             for (_, timer) in &fired {
@@ -106,8 +124,9 @@ impl Shard {
                             w.timer = None;
                         }
                     }
-                    // The redrive job forgets its key when the tick runs.
-                    Timer::Redrive(_) => {}
+                    // The redrive job forgets its key when the tick runs;
+                    // cursors were walked above.
+                    Timer::Redrive(_) | Timer::Expiry(_) => {}
                 }
             }
             ran = ran.saturating_add(fired.len());
@@ -118,6 +137,7 @@ impl Shard {
                     Timer::Message(slot) => self.message_timer(slot, deadline),
                     Timer::Redrive(qslot) => self.redrive_tick(qslot, deadline),
                     Timer::Waiter(slot) => self.waiter_deadline(slot),
+                    Timer::Expiry(_) => debug_assert!(false, "cursors are walked first"),
                 }
                 self.serve_gained();
             }
@@ -217,7 +237,7 @@ impl Shard {
 
     pub(super) fn set_timer(&mut self, slot: u32, deadline: u64) {
         let timer = self.records[slot as usize].timer;
-        if timer == NIL {
+        if timer == NIL || timer == COVERED {
             let key = self.wheel.insert(deadline, Timer::Message(slot).into());
             self.records[slot as usize].timer = key.index();
         } else {
@@ -240,7 +260,7 @@ impl Shard {
 
     pub(super) fn clear_timer(&mut self, slot: u32) {
         let timer = std::mem::replace(&mut self.records[slot as usize].timer, NIL);
-        if timer != NIL {
+        if timer != NIL && timer != COVERED {
             self.wheel.cancel(TimerKey::from_index(timer));
         }
     }
