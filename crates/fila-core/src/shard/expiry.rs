@@ -14,7 +14,8 @@
 //! sets the timer again. A message that leaves the visible state loses its
 //! cover for good (when it becomes visible again it gets a timer of its
 //! own), so a cursor never has to walk back. A walk passes at most the
-//! entries its caller's timer budget allows, then goes on at the next turn.
+//! entries its caller's timer budget allows, then goes on at the next turn
+//! (at the same instant: the only way an instant's timers are split).
 
 use super::*;
 
@@ -68,9 +69,9 @@ impl Shard {
     }
 
     /// The cursor of queue `qslot` fired at `t`: pushes its covered
-    /// messages due by `t` onto `fired` as message timers, walking at most
-    /// `limit` log entries, and sets its timer again. Answers the entries
-    /// walked.
+    /// messages due by `t` onto `fired` as message timers, passing at most
+    /// `limit` other log entries, and sets its timer again. Answers the
+    /// entries passed.
     pub(super) fn walk_expiries(
         &mut self,
         qslot: u32,
@@ -86,14 +87,9 @@ impl Shard {
         let SeqIndex::Log { seqs, slots } = &sub.index else {
             unreachable!("a queue's own half keeps a log");
         };
-        let mut walked = 0;
+        let mut passed = 0;
         let mut again = None;
         for i in seqs.partition_point(|s| *s < sub.expiry.next)..seqs.len() {
-            if walked == limit {
-                // Out of budget: on at the next turn, at this same instant.
-                again = Some(t);
-                break;
-            }
             let (seq, slot) = (seqs[i], slots[i]);
             let r = &records[slot as usize];
             if r.q == q && r.seq == seq && r.timer == COVERED {
@@ -102,15 +98,23 @@ impl Shard {
                     again = Some(r.expires_at);
                     break;
                 }
+                // Due: it runs with the instant's other timers, counted as
+                // they are.
                 fired.push((r.expires_at, Timer::Message(slot).into()));
+            } else {
+                if passed == limit {
+                    // Out of budget: on at the next turn, at this instant.
+                    again = Some(t);
+                    break;
+                }
+                passed += 1;
             }
             sub.expiry.next = seq + 1;
-            walked += 1;
         }
         if let Some(at) = again {
             sub.expiry.timer = Some(self.wheel.insert(at, Timer::Expiry(qslot).into()));
         }
-        walked
+        passed
     }
 
     /// Cancels the timer of queue `qslot`'s cursor: the queue is deleted,
@@ -248,6 +252,17 @@ mod tests {
         assert!(turns >= 200 / 16, "{turns} turns");
         assert_eq!(visible(&mut s), 0, "the 10 expired");
         assert_eq!(s.stats("q").unwrap().in_flight, 200);
+        s.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn messages_due_at_one_instant_expire_together_whatever_the_budget() {
+        let mut s = shard_with_queue(60_000);
+        put(&mut s, 100, T0);
+        s.advance(T0 + 59_999);
+        assert!(s.advance_within(T0 + 60_000, 16), "one instant, one call");
+        assert_eq!(visible(&mut s), 0);
+        assert!(s.wheel.is_empty());
         s.check_invariants().unwrap();
     }
 

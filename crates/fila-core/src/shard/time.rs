@@ -86,10 +86,12 @@ impl Shard {
     }
 
     /// [`Shard::advance`], stopping after the instant at which `budget`
-    /// timers have run (an instant is never split: its timers run in their
-    /// fixed order). Answers whether the shard caught up with `now`; when
-    /// it did not, its time is the last instant run and the rest waits for
-    /// the next call.
+    /// timers have run (an instant is not split: its timers run in their
+    /// fixed order — unless an expiry cursor's walk passes more than the
+    /// budget's entries, when the messages it has not reached run at the
+    /// next call, still at that instant). Answers whether the shard caught
+    /// up with `now`; when it did not, its time is the last instant run and
+    /// the rest waits for the next call.
     pub fn advance_within(&mut self, now: u64, budget: usize) -> bool {
         let now = now.max(self.now);
         let mut ran = 0usize;
@@ -108,8 +110,8 @@ impl Shard {
                 if let Timer::Expiry(qslot) = Timer::from(fired[i].1) {
                     fired.swap_remove(i);
                     let limit = budget.saturating_sub(ran).max(1);
-                    let walked = self.walk_expiries(qslot, next, limit, &mut fired);
-                    ran = ran.saturating_add(walked);
+                    let passed = self.walk_expiries(qslot, next, limit, &mut fired);
+                    ran = ran.saturating_add(passed);
                 } else {
                     i += 1;
                 }
