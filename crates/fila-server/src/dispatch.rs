@@ -110,7 +110,7 @@ fn settings_of(s: QueueSettings) -> proto::Settings {
 /// An engine message as an owned wire message (a receive-deferred's
 /// entries; receives and peeks are encoded from views instead).
 pub(crate) fn message_of(m: Message) -> proto::Message {
-    view_of(&m).to_message()
+    view_of(&m).to_message(m.payload.to_bytes())
 }
 
 /// A receive's or peek's answer with the fields it asked for: the engine's
@@ -134,6 +134,11 @@ impl From<Response> for Answer {
 }
 
 impl Answer {
+    /// The error answer of `e`.
+    pub(crate) fn failed(e: &Error) -> Answer {
+        Answer::Wire(Response::Error(wire_error(e)))
+    }
+
     /// Whether it is an error answer.
     pub(crate) fn is_error(&self) -> bool {
         matches!(self, Answer::Wire(Response::Error(_)))
@@ -245,7 +250,7 @@ fn address(q: &proto::QueueRef) -> Address<'_> {
 
 /// The error answer of `e`.
 fn failed(e: &Error) -> Outcome {
-    Outcome::Answer(Response::Error(wire_error(e)).into())
+    Outcome::Answer(Answer::failed(e))
 }
 
 fn answer<T, A: Into<Answer>>(r: Result<T, Error>, f: impl FnOnce(T) -> A) -> Outcome {

@@ -91,12 +91,15 @@ impl<'a> MessageRef<'a> {
 }
 
 impl<K: AsRef<str>> MessageRef<'_, K> {
-    /// An owned copy (the payload copied).
-    pub fn to_message(&self) -> Message {
+    /// An owned copy whose payload is `payload`: the caller's owned handle
+    /// on the same bytes (`Bytes::copy_from_slice(view.payload)` when it has
+    /// none), so a stored body can be shared rather than copied.
+    pub fn to_message(&self, payload: Bytes) -> Message {
+        debug_assert_eq!(&payload[..], self.payload, "the view's own payload");
         Message {
             id: self.id,
             seq: self.seq,
-            payload: Bytes::copy_from_slice(self.payload),
+            payload,
             attributes: self
                 .attributes
                 .iter()

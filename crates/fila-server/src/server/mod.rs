@@ -652,7 +652,7 @@ impl Loop {
                     conn.reserved -= p.reserved;
                     let response = match result {
                         Ok(ms) => dispatch::messages_of(ms, p.fields),
-                        Err(e) => Response::Error(dispatch::wire_error(&e)).into(),
+                        Err(e) => Answer::failed(&e),
                     };
                     self.respond(slot, proto::Opcode::Receive as u8, request_id, &response);
                     self.dirty.push(slot);

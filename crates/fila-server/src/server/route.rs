@@ -410,9 +410,7 @@ impl Loop {
                 }
                 if !self.owner.has_queue(target) {
                     let e = fila_core::Error::QueueNotFound(target.to_owned());
-                    return Some(Done::Answer(
-                        Response::Error(dispatch::wire_error(&e)).into(),
-                    ));
+                    return Some(Done::Answer(Answer::failed(&e)));
                 }
             }
             run.checked = true;
