@@ -13,7 +13,10 @@
 //! the log, so a message moved out of another queue leaves a tombstone, and
 //! a later record storing that very message (same queue id, sub-queue and
 //! sequence number, which are never reused) is the put it overtook: it is
-//! skipped.
+//! skipped. For that to hold, a move advances its source queue's next
+//! sequence number past the message it moved, whether or not the put that
+//! stored it survived a crash (a torn tail can keep the move and lose the
+//! put).
 
 use std::collections::{HashMap, HashSet};
 
@@ -121,8 +124,15 @@ impl Replay {
                 from,
             } => {
                 if let Some(from) = from {
+                    self.saw_queue(from.queue);
                     if let Some(q) = self.queues.get_mut(&from.queue) {
                         q.messages.remove(&(from.dlq, from.seq));
+                        // The move says the source used this sequence
+                        // number, even when the put that used it was torn
+                        // off the log: it is never given out again (a later
+                        // put of it would be skipped as the put the move
+                        // overtook).
+                        q.next_seq = q.next_seq.max(from.seq + 1);
                     }
                     if from.queue != queue {
                         self.moved.insert(from);

@@ -304,3 +304,97 @@ fn a_restored_engine_keeps_logging_what_rebuilds_it() {
         }
     }
 }
+
+/// Keeps every event's record (kind and body), in order.
+struct Recorder(Arc<Mutex<Vec<(u8, Vec<u8>)>>>);
+
+impl EventSink for Recorder {
+    fn record(&mut self, event: &Event<'_>) {
+        let mut body = Vec::new();
+        let kind = encode_event(event, &mut body);
+        self.0.lock().unwrap().push((kind, body));
+    }
+}
+
+fn replayed(records: &[(u8, Vec<u8>)]) -> EngineImage {
+    let mut replay = Replay::default();
+    for (kind, body) in records {
+        replay.apply(decode(*kind, body).expect("a record decodes"));
+    }
+    replay.into_image()
+}
+
+/// A dead letter forwarded to a queue of another shard is one record in
+/// the target's stream; a crash can keep it and tear off the put before
+/// it. The source's later puts must not get the moved message's sequence
+/// number again, or the next replay skips them as the put the move
+/// overtook.
+#[test]
+fn a_move_whose_put_was_torn_off_never_gives_its_sequence_number_again() {
+    let clock = ManualClock::new(T0);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let engine = Engine::new(2, Arc::new(clock.clone()));
+    // "b" and "c" are on different shards of 2.
+    assert_ne!(
+        fila_core::shard_of("b", 2),
+        fila_core::shard_of("c", 2),
+        "the test needs the two queues on different shards"
+    );
+    for shard in 0..2 {
+        engine.set_journal(shard, Some(Box::new(Recorder(log.clone()))));
+    }
+    engine.create_queue("c", QueueSettings::default()).unwrap();
+    engine
+        .create_queue(
+            "b",
+            QueueSettings {
+                dead_letter_target: Some("c".into()),
+                ..QueueSettings::default()
+            },
+        )
+        .unwrap();
+    let put = log.lock().unwrap().len();
+    let first = engine.put("b", vec![NewMessage::new("first")]).unwrap()[0]
+        .clone()
+        .unwrap();
+    let got = engine
+        .receive_now(Address::queue("b"), &ReceiveOptions::now(1))
+        .unwrap();
+    engine
+        .dead_letter("b", &got[0].receipt.unwrap(), "r", "d")
+        .unwrap();
+    // The crash keeps the forward and loses the put.
+    let mut records = log.lock().unwrap().clone();
+    assert_eq!(records[put].0, fila_store::codec::kind::STORED);
+    records.remove(put);
+
+    // The restarted server takes and acknowledges new puts.
+    let engine = Engine::new(2, Arc::new(clock.clone()));
+    engine.restore(replayed(&records)).unwrap();
+    let log = Arc::new(Mutex::new(records));
+    for shard in 0..2 {
+        engine.set_journal(shard, Some(Box::new(Recorder(log.clone()))));
+    }
+    let later: Vec<_> = engine
+        .put(
+            "b",
+            (0..3)
+                .map(|i| NewMessage::new(format!("later {i}")))
+                .collect(),
+        )
+        .unwrap()
+        .into_iter()
+        .map(|a| a.unwrap())
+        .collect();
+    assert!(
+        later.iter().all(|a| a.seq > first.seq && a.id != first.id),
+        "a new put got the moved message's number again: {later:?} after {first:?}"
+    );
+
+    // The next restart keeps them all.
+    let image = replayed(&log.lock().unwrap());
+    let b = image.queues.iter().find(|q| q.name == "b").unwrap();
+    let mut seqs: Vec<u64> = b.messages.iter().map(|m| m.seq).collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, later.iter().map(|a| a.seq).collect::<Vec<_>>());
+}
