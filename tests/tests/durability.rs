@@ -248,3 +248,73 @@ fn a_snapshot_taken_across_the_loops_restores_everything() {
     // The 8 dead letters and at least one tick.
     assert!(poison.visible > 8);
 }
+
+/// Reads answers from a raw socket until `n` came (bounded by a timeout).
+fn read_answers(raw: &mut std::net::TcpStream, n: usize) -> Vec<(u64, fila_client::Response)> {
+    use std::io::Read;
+    raw.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut buf = bytes::BytesMut::new();
+    let mut chunk = [0u8; 4096];
+    let mut answers = Vec::new();
+    while answers.len() < n {
+        match fila_proto::split_frame(&mut buf, fila_proto::FRAME_LEN_LIMIT).unwrap() {
+            Some((h, body)) => answers.push((
+                h.request_id,
+                fila_client::Response::decode(&h, body).unwrap(),
+            )),
+            None => match raw.read(&mut chunk) {
+                Ok(0) | Err(_) => panic!("the connection ended after {answers:?}"),
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            },
+        }
+    }
+    answers
+}
+
+/// With `sync = always` no message reaches a consumer before its put is
+/// durable: a receive parked on a connection and filled by that same
+/// connection's put (pipelined behind it) is answered after the put,
+/// whose answer waits for the log.
+#[test]
+fn a_receive_filled_by_a_put_is_answered_only_once_the_put_is_durable() {
+    use fila_client::{Fields, Receive, Request, Response};
+    use std::io::Write;
+    let s = TestServer::start();
+    s.client()
+        .create_queue("durable-first", SettingsPatch::default())
+        .unwrap();
+    let mut raw = std::net::TcpStream::connect(s.addr).unwrap();
+    for round in 0..20u64 {
+        let mut frames = bytes::BytesMut::new();
+        Request::Receive(Receive {
+            queue: q("durable-first", false),
+            max_messages: 1,
+            visibility_ms: None,
+            wait_ms: Some(10_000),
+            channel: None,
+            fields: Fields::ALL,
+        })
+        .encode(2 * round + 1, &mut frames);
+        Request::Put {
+            queue: "durable-first".into(),
+            messages: vec![PutEntry {
+                payload: bytes::Bytes::from(format!("m{round}")),
+                ..Default::default()
+            }],
+        }
+        .encode(2 * round + 2, &mut frames);
+        raw.write_all(&frames).unwrap();
+        let answers = read_answers(&mut raw, 2);
+        let ids: Vec<u64> = answers.iter().map(|a| a.0).collect();
+        assert_eq!(
+            ids,
+            vec![2 * round + 2, 2 * round + 1],
+            "round {round}: the put's answer first, then the receive's: {answers:?}"
+        );
+        match &answers[1].1 {
+            Response::Messages(ms) => assert_eq!(ms.len(), 1, "round {round}"),
+            other => panic!("round {round}: {other:?}"),
+        }
+    }
+}

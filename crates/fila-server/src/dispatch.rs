@@ -139,6 +139,17 @@ impl Answer {
         Answer::Wire(Response::Error(wire_error(e)))
     }
 
+    /// Whether it hands out at least one message (a receive's, a peek's,
+    /// a receive-deferred's).
+    pub(crate) fn has_messages(&self) -> bool {
+        match self {
+            Answer::Messages(_, ms) => !ms.is_empty(),
+            Answer::Wire(Response::Messages(ms) | Response::Selected(_, ms)) => !ms.is_empty(),
+            Answer::Wire(Response::Deferred(entries)) => entries.iter().any(|e| e.is_ok()),
+            Answer::Wire(_) => false,
+        }
+    }
+
     /// Whether it is an error answer.
     pub(crate) fn is_error(&self) -> bool {
         matches!(self, Answer::Wire(Response::Error(_)))

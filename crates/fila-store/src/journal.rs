@@ -10,6 +10,11 @@
 //! the buffers, so no record is left waiting without a signal. Records are
 //! published before the operation's answer leaves (the owner publishes
 //! after every call), so a mark read after an answer covers its records.
+//!
+//! Each lane also counts the buffers published, taken and made durable,
+//! and the number of the last buffer that stored a message: an answer that
+//! hands out a message of that shard waits for the log only while that
+//! buffer is not durable ([`crate::Marks::stored_pending`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -35,6 +40,14 @@ struct Lane {
     spares: ArrayQueue<Vec<u8>>,
     /// Bytes published and not yet taken.
     buffered: AtomicU64,
+    /// The number (counting the shard's publishes from 1) of the last
+    /// buffer that holds a stored message (a put or a move in); set by the
+    /// shard's thread before it publishes that buffer.
+    last_store: AtomicU64,
+    /// Buffers taken by the writer (only the writer changes it).
+    taken: AtomicU64,
+    /// Buffers durable: `taken` as of the writer's last completed batch.
+    durable: AtomicU64,
 }
 
 /// The shards' buffers and the writer's wake-up signal.
@@ -53,6 +66,9 @@ impl Journal {
                         published: SegQueue::new(),
                         spares: ArrayQueue::new(SPARES),
                         buffered: AtomicU64::new(0),
+                        last_store: AtomicU64::new(0),
+                        taken: AtomicU64::new(0),
+                        durable: AtomicU64::new(0),
                     })
                 })
                 .collect(),
@@ -99,11 +115,28 @@ impl Journal {
         self.lanes.iter().all(|l| l.published.is_empty())
     }
 
+    /// Whether a message stored on shard `shard` (put or moved in) may not
+    /// be durable yet: a buffer holding one was published and the writer
+    /// has not completed the batch that took it.
+    pub(crate) fn stored_pending(&self, shard: usize) -> bool {
+        let lane = &self.lanes[shard];
+        lane.durable.load(Ordering::Acquire) < lane.last_store.load(Ordering::Acquire)
+    }
+
+    /// The writer's batch is durable: so is every buffer it took.
+    pub(crate) fn batch_durable(&self) {
+        for lane in self.lanes.iter() {
+            lane.durable
+                .store(lane.taken.load(Ordering::Relaxed), Ordering::Release);
+        }
+    }
+
     /// Hands each buffer shard `shard` published (in order) to `each`, then
     /// keeps it, emptied, for reuse.
     pub(crate) fn take(&self, shard: usize, mut each: impl FnMut(&[u8])) {
         let lane = &self.lanes[shard];
         while let Some(mut data) = lane.published.pop() {
+            lane.taken.fetch_add(1, Ordering::Relaxed);
             each(&data);
             lane.buffered
                 .fetch_sub(data.len() as u64, Ordering::Relaxed);
@@ -141,10 +174,19 @@ pub(crate) struct ShardSink {
     pub(crate) journal: std::sync::Arc<Journal>,
     pub(crate) shard: usize,
     pub(crate) local: Vec<u8>,
+    /// Buffers published so far.
+    pub(crate) published: u64,
 }
 
 impl EventSink for ShardSink {
     fn record(&mut self, event: &Event<'_>) {
+        if let Event::Stored { .. } = event {
+            // In the next buffer published: before it is, so whoever is
+            // answered with this message after the publish sees it.
+            self.journal.lanes[self.shard]
+                .last_store
+                .store(self.published + 1, Ordering::Release);
+        }
         let b = &mut self.local;
         let start = b.len();
         b.extend_from_slice(&[0; 5]);
@@ -165,6 +207,7 @@ impl EventSink for ShardSink {
         lane.buffered
             .fetch_add(full.len() as u64, Ordering::Relaxed);
         lane.published.push(full);
+        self.published += 1;
         // After the push: the writer clears the signal before it takes the
         // buffers, so either it sees this buffer or this sees the signal
         // clear and wakes it.

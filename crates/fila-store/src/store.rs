@@ -233,6 +233,14 @@ impl Marks {
         self.0.journal.buffered()
     }
 
+    /// Whether a message stored on shard `shard` (put, or moved in) may
+    /// not be durable yet. An answer that hands out a message of that
+    /// shard read after the message was stored is safe to send at once
+    /// when this is `false`; else it is held on a [`Marks::mark`] read now.
+    pub fn stored_pending(&self, shard: usize) -> bool {
+        self.0.journal.stored_pending(shard)
+    }
+
     /// Whether the log failed (nothing more becomes durable).
     pub fn failed(&self) -> bool {
         self.0.failed.load(Ordering::Acquire)
@@ -324,6 +332,7 @@ impl<S: Storage + 'static> Store<S> {
                     journal: journal.clone(),
                     shard,
                     local: Vec::new(),
+                    published: 0,
                 })),
             );
         }
@@ -523,6 +532,7 @@ impl<S: Storage> Writer<S> {
             self.drain()?;
         }
         self.log.commit()?;
+        self.shared.journal.batch_durable();
         self.shared.completed.store(number, Ordering::SeqCst);
         (self.hooks.durable)();
         if let Some((lsn, images)) = snapshot {

@@ -305,8 +305,11 @@ fn a_restored_engine_keeps_logging_what_rebuilds_it() {
     }
 }
 
-/// Keeps every event's record (kind and body), in order.
-struct Recorder(Arc<Mutex<Vec<(u8, Vec<u8>)>>>);
+/// Records as (kind, body).
+type Records = Vec<(u8, Vec<u8>)>;
+
+/// Keeps every event's record, in order.
+struct Recorder(Arc<Mutex<Records>>);
 
 impl EventSink for Recorder {
     fn record(&mut self, event: &Event<'_>) {
@@ -316,7 +319,7 @@ impl EventSink for Recorder {
     }
 }
 
-fn replayed(records: &[(u8, Vec<u8>)]) -> EngineImage {
+fn replayed(records: &Records) -> EngineImage {
     let mut replay = Replay::default();
     for (kind, body) in records {
         replay.apply(decode(*kind, body).expect("a record decodes"));

@@ -322,8 +322,9 @@ impl Loop {
                         matches!(response, Response::Error(_)),
                     );
                 }
-                let mark = self.hold_mark(opcode);
-                self.respond_held(slot, opcode, header.request_id, &response.into(), mark);
+                let answer = response.into();
+                let mark = self.hold_mark(opcode, &answer, None);
+                self.respond_held(slot, opcode, header.request_id, &answer, mark);
             }
             // Else the shard's owner took it: `on_done` records and answers.
         }

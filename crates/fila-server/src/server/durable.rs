@@ -5,9 +5,11 @@
 //! With `sync = always` an answer to a request that changed something is
 //! encoded at once into its connection's held buffer, in regions held on a
 //! mark, and moved to the output when the writer has synced the batch that
-//! holds its records. Other answers go out at once, ahead of held ones if
-//! need be (answers come in the order they finish). The writer wakes the
-//! loops that wait.
+//! holds its records. So is an answer that hands out messages (receive,
+//! peek, receive-deferred) while a message stored on their shard is not
+//! durable yet. Other answers go out at once, ahead of held ones if need
+//! be (answers come in the order they finish). The writer wakes the loops
+//! that wait.
 
 use std::fs::File;
 use std::net::SocketAddr;
@@ -166,9 +168,24 @@ pub(super) fn changes_state(opcode: u8) -> bool {
 }
 
 impl Loop {
-    /// The mark an answer to `opcode` is held on, if it is held.
-    pub(super) fn hold_mark(&self, opcode: u8) -> Option<u64> {
-        if !self.shared.hold || !changes_state(opcode) {
+    /// The mark an answer to `opcode` is held on, if it is held: the
+    /// answer to a change, and an answer that hands out messages of shard
+    /// `shard` while a message stored there may not be durable yet (no
+    /// message id or sequence number reaches anyone before its put is
+    /// durable: a crash would give them to the next put).
+    pub(super) fn hold_mark(
+        &self,
+        opcode: u8,
+        answer: &Answer,
+        shard: Option<usize>,
+    ) -> Option<u64> {
+        if !self.shared.hold {
+            return None;
+        }
+        let marks = self.shared.marks.as_ref()?;
+        let wait = changes_state(opcode)
+            || (answer.has_messages() && shard.is_some_and(|s| marks.stored_pending(s)));
+        if !wait {
             return None;
         }
         // Ask for the wake-up before the mark is read: a batch that
@@ -180,7 +197,7 @@ impl Loop {
         if !waiting.load(Ordering::Relaxed) {
             waiting.store(true, Ordering::SeqCst);
         }
-        self.shared.marks.as_ref().map(|m| m.mark())
+        Some(marks.mark())
     }
 
     /// Whether the log's backlog is full: then `slot` waits for the writer.

@@ -607,6 +607,7 @@ impl Loop {
                     room: 0,
                     park,
                     fields: proto::Fields::ALL,
+                    shard: 0,
                 };
                 self.cancel_wait(wait, Some(route));
             }
@@ -654,7 +655,11 @@ impl Loop {
                         Ok(ms) => dispatch::messages_of(ms, p.fields),
                         Err(e) => Answer::failed(&e),
                     };
-                    self.respond(slot, proto::Opcode::Receive as u8, request_id, &response);
+                    // Most often filled by a put not yet durable: held
+                    // until it is (after the put's own answer).
+                    let opcode = proto::Opcode::Receive as u8;
+                    let mark = self.hold_mark(opcode, &response, Some(p.wait.shard()));
+                    self.respond_held(slot, opcode, request_id, &response, mark);
                     self.dirty.push(slot);
                 }
                 Inbox::Done { route, done } => self.on_done(route, done),

@@ -152,6 +152,7 @@ impl Loop {
             room,
             park,
             fields,
+            shard: auth::needs(&req).map_or(0, |(q, _)| shared.totals.shard_of(q)),
         };
         // Counted as away until its answer comes (`on_done`), even when it
         // comes at once.

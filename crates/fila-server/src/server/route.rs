@@ -57,6 +57,8 @@ pub(super) struct Route {
     pub(super) park: u64,
     /// The fields a receive's answer carries.
     pub(super) fields: proto::Fields,
+    /// The shard of its queue (0 when it names none).
+    pub(super) shard: usize,
 }
 
 /// A request for a shard's owner.
@@ -605,7 +607,7 @@ impl Loop {
                         response.is_error(),
                     );
                 }
-                let mark = self.hold_mark(route.opcode);
+                let mark = self.hold_mark(route.opcode, &response, Some(route.shard));
                 self.respond_held(route.slot, route.opcode, route.request_id, &response, mark);
             }
             Done::Parked(wait) => {
