@@ -181,6 +181,54 @@ fn a_damaged_log_refuses_to_start_and_says_where() {
     assert_eq!(s.client().stats("jobs").unwrap().visible, 20);
 }
 
+/// A bit flipped in the last record of the log: the record is whole and
+/// its checksum fails, so it was damaged after it was written (and maybe
+/// acknowledged), not torn by a crash: the server refuses to start and
+/// `--check-data` says so, rather than cutting it off as a torn tail.
+#[test]
+fn a_bit_flipped_in_the_last_record_refuses_to_start() {
+    let mut s = TestServer::start();
+    let mut c = s.client();
+    c.create_queue("jobs", SettingsPatch::default()).unwrap();
+    for i in 0..5 {
+        c.put_one("jobs", format!("message {i}")).unwrap();
+    }
+    drop(c);
+    s.halt();
+    let dir = s.data.path().to_owned();
+    let segment = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .max()
+        .expect("a segment");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    // Walk the records (u32 length, then that many bytes) to the last one.
+    let mut at = 32;
+    let mut last = at;
+    while at + 4 <= bytes.len() {
+        last = at;
+        let len = u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        at += 4 + len;
+    }
+    assert_eq!(at, bytes.len(), "whole records");
+    // A bit of its checksum.
+    bytes[last + 5] ^= 0x04;
+    std::fs::write(&segment, &bytes).unwrap();
+    let e = fila_server::check_data(&dir).unwrap_err();
+    assert!(
+        e.contains(&format!("corrupt at byte {last}")) && e.contains(".seg"),
+        "{e}"
+    );
+    let e = s.resume().expect_err("refused").to_string();
+    assert!(e.contains("checksum does not match"), "{e}");
+    // Put back, it starts with everything.
+    bytes[last + 5] ^= 0x04;
+    std::fs::write(&segment, &bytes).unwrap();
+    s.resume().unwrap();
+    assert_eq!(s.client().stats("jobs").unwrap().visible, 5);
+}
+
 /// A snapshot stops every event loop at once (each owns shards): queues on
 /// both loops' shards, a dead-letter target on the other one, messages
 /// leased, deferred and dead-lettered while the snapshot is taken, and

@@ -35,6 +35,13 @@ fn main() {
                     r.queues,
                     r.messages
                 );
+                if let Some(t) = &r.torn {
+                    println!(
+                        "{dir}: a torn write ends the log: {} bytes at byte {} of {} ({}); \
+                         a start cuts it off (it was never synced, so never acknowledged)",
+                        t.bytes, t.offset, t.file, t.why
+                    );
+                }
                 return;
             }
             Err(e) => {

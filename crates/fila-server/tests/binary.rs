@@ -264,6 +264,34 @@ fn the_default_data_directory_is_made_and_check_data_reads_it() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(out.contains("1 queues, 0 messages"), "{out}");
+    assert!(!out.contains("torn"), "{out}");
+    // The last record cut short (a torn write): still ok, and said.
+    let segment = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .max()
+        .expect("a segment");
+    let len = std::fs::metadata(&segment).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap()
+        .set_len(len - 3)
+        .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_fila-server"))
+        .arg("--check-data")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("0 queues")
+            && out.contains("a torn write ends the log")
+            && out.contains(".seg"),
+        "{out}"
+    );
     let o = Command::new(env!("CARGO_BIN_EXE_fila-server"))
         .arg("--check-data")
         .arg(dir.join("nowhere"))

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use fila_core::event::EngineImage;
 use fila_core::Engine;
 use fila_wal::{Log, LogOptions, Storage};
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::codec::{decode, decode_snapshot, encode_snapshot};
 use crate::journal::{entries, Journal, ShardSink};
@@ -100,6 +100,9 @@ pub struct Recovery {
     pub queues: usize,
     /// Messages restored.
     pub messages: usize,
+    /// A torn write found at the end of the log (never acknowledged: its
+    /// sync never returned), cut off at start ([`check`] leaves it).
+    pub torn: Option<fila_wal::TornTail>,
 }
 
 /// Reads a data directory's snapshot and log into the state they hold.
@@ -115,7 +118,20 @@ fn recover<S: Storage>(
         elapsed_ms = began.elapsed().as_millis() as u64,
         "log read; replaying"
     );
-    let mut report = Recovery::default();
+    let mut report = Recovery {
+        torn: recovered.torn,
+        ..Recovery::default()
+    };
+    if let Some(t) = &report.torn {
+        warn!(
+            file = %t.file,
+            offset = t.offset,
+            bytes = t.bytes,
+            what = t.why,
+            "a torn write at the end of the log (a crash interrupted it before it was synced, \
+             so it was never acknowledged): cut off"
+        );
+    }
     let mut replay = match recovered.snapshot {
         Some(s) => {
             report.snapshot_lsn = Some(s.lsn);

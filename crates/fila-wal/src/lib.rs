@@ -36,7 +36,7 @@ mod storage;
 
 pub use log::{
     segment_header, segment_name, snapshot_name, Log, LogOptions, OwnedRecord, Recovered, Snapshot,
-    SEGMENT_HEADER,
+    TornTail, SEGMENT_HEADER,
 };
 pub use storage::{FsStorage, SimDisk, Storage, SECTOR};
 

@@ -21,8 +21,11 @@
 //! * records must be whole, checksummed and consecutive from one segment to
 //!   the next;
 //! * in the newest segment, what follows the last good record is a torn
-//!   write and is cut off — unless a good record of a later LSN comes after
-//!   it, which is corruption;
+//!   write and is cut off (and reported in [`Recovered::torn`]) when it
+//!   looks like one: a record cut short, or with sectors of zeros that were
+//!   never written; a last record whose whole length is there and whose
+//!   checksum fails was damaged after it was written, and is corruption,
+//!   as is a good record of a later LSN after the damage;
 //! * anything wrong in an older segment is corruption;
 //! * corruption refuses to open, naming the file and the offset: a log
 //!   never silently drops records that were acknowledged after the damage;
@@ -62,6 +65,23 @@ pub struct Recovered {
     pub snapshot: Option<Snapshot>,
     /// The records after it (after LSN 0 without one), in order.
     pub records: Vec<OwnedRecord>,
+    /// A torn write found at the end of the newest segment, and cut off
+    /// (or, through a storage that writes nothing, left as it is).
+    pub torn: Option<TornTail>,
+}
+
+/// A torn write at the end of the log: bytes of a record whose write a
+/// crash interrupted (never synced, so never acknowledged).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    /// The segment.
+    pub file: String,
+    /// Where the torn record starts.
+    pub offset: u64,
+    /// Bytes from there to the end of the segment.
+    pub bytes: u64,
+    /// What it looked like.
+    pub why: &'static str,
 }
 
 /// A snapshot: the user's state as of `lsn`.
@@ -278,6 +298,7 @@ impl<S: Storage> Log<S> {
         let mut expect_lsn: Option<u64> = None;
         let mut kept_segments = Vec::new();
         let mut current = None;
+        let mut torn_tail = None;
         // Headers first: which segments hold records after the snapshot.
         let mut heads: Vec<(u64, String, Vec<u8>, u64)> = Vec::new();
         let last = segments.len().saturating_sub(1);
@@ -374,6 +395,14 @@ impl<S: Storage> Log<S> {
                 if !newest || later_record_after(data, offset, next) {
                     return Err(corrupt(offset, why));
                 }
+                let why =
+                    torn_write(&data[offset..], offset).map_err(|why| corrupt(offset, why))?;
+                torn_tail = Some(TornTail {
+                    file: storage.describe(name),
+                    offset: offset as u64,
+                    bytes: (data.len() - offset) as u64,
+                    why,
+                });
                 storage
                     .truncate(name, offset as u64)
                     .map_err(io(name, &storage))?;
@@ -409,7 +438,11 @@ impl<S: Storage> Log<S> {
                 last_number,
                 failed: false,
             },
-            Recovered { snapshot, records },
+            Recovered {
+                snapshot,
+                records,
+                torn: torn_tail,
+            },
         ))
     }
 
@@ -626,6 +659,63 @@ impl<S: Storage> Log<S> {
     /// The storage, for tests that crash it.
     pub fn into_storage(self) -> S {
         self.storage
+    }
+}
+
+/// Tells a torn write from corruption at the end of the newest segment:
+/// `tail` is what follows the last good record, at `offset` in the file.
+/// Answers what the torn write looks like, or why it is corruption.
+///
+/// A write the crash interrupted leaves a prefix of its bytes: a record
+/// cut short (its length runs past the end of the file), or, where the
+/// file system had made room for it, sectors that were never written and
+/// read back as zeros. A record whose whole length is there, with no
+/// sector of zeros in it, and whose checksum fails was written whole and
+/// damaged afterwards: it may have been acknowledged, so it is never cut.
+/// A damaged length field that makes a record look longer than the file
+/// cannot be told from a torn write (docs/durability.md).
+fn torn_write(tail: &[u8], offset: usize) -> Result<&'static str, &'static str> {
+    if tail.iter().all(|b| *b == 0) {
+        return Ok("zeros: room never written");
+    }
+    match record::decode(tail) {
+        Decoded::Incomplete => Ok("a record cut short"),
+        Decoded::Record(..) => Ok("a record after a gap"),
+        Decoded::Bad(why) => {
+            if tail.len() < 4 {
+                return Ok("a record cut short");
+            }
+            let len = u32::from_be_bytes([tail[0], tail[1], tail[2], tail[3]]) as usize;
+            let end = tail.len().min(4usize.saturating_add(len));
+            // A sector of the record (aligned in the file) all zeros: its
+            // write did not reach the disk.
+            let first = (offset + crate::storage::SECTOR - 1) / crate::storage::SECTOR
+                * crate::storage::SECTOR;
+            let mut at = first - offset;
+            while at + crate::storage::SECTOR <= end {
+                if tail[at..at + crate::storage::SECTOR]
+                    .iter()
+                    .all(|b| *b == 0)
+                {
+                    return Ok("a record with a sector never written");
+                }
+                at += crate::storage::SECTOR;
+            }
+            // The last, partial sector of the file: zeros from some point
+            // to the end of the record.
+            if end == tail.len() && tail[end - 1] == 0 && end > 4 {
+                let zeros = tail[..end].iter().rev().take_while(|b| **b == 0).count();
+                if (offset + end - zeros) % crate::storage::SECTOR == 0 {
+                    return Ok("a record with a sector never written");
+                }
+            }
+            if why == "record checksum does not match" {
+                Err("the last record is whole and its checksum does not match: \
+                     damaged after it was written (not a torn write)")
+            } else {
+                Err(why)
+            }
+        }
     }
 }
 

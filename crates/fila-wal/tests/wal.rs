@@ -2,7 +2,7 @@
 //! fails syncs, and against the real file system.
 
 use fila_wal::record::{self, Decoded};
-use fila_wal::{segment_name, Error, FsStorage, Log, LogOptions, SimDisk, Storage};
+use fila_wal::{segment_name, Error, FsStorage, Log, LogOptions, SimDisk, Storage, SECTOR};
 use proptest::prelude::*;
 
 proptest! {
@@ -178,6 +178,9 @@ fn a_torn_last_record_is_cut_and_the_log_goes_on() {
     disk.truncate(&newest, len as u64 - 3).unwrap();
     let (mut log, recovered) = Log::open(disk, opts()).unwrap();
     assert_eq!(recovered.records.len(), 59);
+    let torn = recovered.torn.expect("the torn tail is reported");
+    assert_eq!(torn.file, format!("sim:{newest}"));
+    assert_eq!(torn.why, "a record cut short");
     assert_eq!(log.append(1, b"after").unwrap(), 60);
     log.commit().unwrap();
     let (_, recovered) = Log::open(log.into_storage(), opts()).unwrap();
@@ -276,4 +279,48 @@ fn an_older_segment_shorter_than_its_header_is_corruption_not_a_panic() {
         Log::open(disk, opts()),
         Err(Error::Corrupt { .. })
     ));
+}
+
+/// A bit flipped inside the last record of the newest segment: its whole
+/// length is there and its checksum fails, so it was damaged after it was
+/// written (maybe acknowledged), not torn by a crash: refused, never cut.
+#[test]
+fn a_bit_flipped_in_the_last_record_is_corruption_not_a_torn_write() {
+    let size = record::encoded_len(body(60).len());
+    // In the checksum, the LSN, the kind, the body, the last byte.
+    for at in [5, 10, 16, 40, size - 1] {
+        let mut disk = committed_log(60);
+        let newest = disk.list().unwrap().pop().unwrap();
+        let last = disk.len(&newest).unwrap() - size;
+        disk.flip_bit(&newest, last + at, 2);
+        match Log::open(disk, opts()) {
+            Err(Error::Corrupt { file, offset, why }) => {
+                assert_eq!(file, format!("sim:{newest}"));
+                assert_eq!(offset, last as u64, "{why}");
+            }
+            other => panic!("byte {at} of the record: expected corruption, got {other:?}"),
+        }
+    }
+}
+
+/// A large last record whose later sectors never reached the disk (read
+/// back as zeros, as a file system gives for room it allocated and never
+/// wrote): a torn write, cut.
+#[test]
+fn a_last_record_with_sectors_of_zeros_is_a_torn_write() {
+    let (mut log, _) = Log::open(SimDisk::new(3), opts()).unwrap();
+    log.append(1, b"first").unwrap();
+    log.append(1, &vec![0xAB; 3 * SECTOR]).unwrap();
+    log.commit().unwrap();
+    let mut disk = log.into_storage();
+    let newest = disk.list().unwrap().pop().unwrap();
+    let len = disk.len(&newest).unwrap();
+    // Zeros from the last sector boundary inside the record to its end.
+    let boundary = (len - SECTOR) / SECTOR * SECTOR;
+    disk.truncate(&newest, boundary as u64).unwrap();
+    disk.append(&newest, &vec![0; len - boundary]).unwrap();
+    let (_, recovered) = Log::open(disk, opts()).unwrap();
+    assert_eq!(recovered.records.len(), 1);
+    let torn = recovered.torn.expect("reported");
+    assert_eq!(torn.why, "a record with a sector never written");
 }
