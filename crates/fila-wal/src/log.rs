@@ -34,7 +34,7 @@
 //!   after it must follow on from its LSN; records it covers are skipped.
 
 use crate::record::{self, Decoded, RECORD_HEADER};
-use crate::storage::Storage;
+use crate::storage::{Storage, SECTOR};
 use crate::Error;
 
 /// Bytes of a segment header.
@@ -689,23 +689,22 @@ fn torn_write(tail: &[u8], offset: usize) -> Result<&'static str, &'static str> 
             let end = tail.len().min(4usize.saturating_add(len));
             // A sector of the record (aligned in the file) all zeros: its
             // write did not reach the disk.
-            let first = (offset + crate::storage::SECTOR - 1) / crate::storage::SECTOR
-                * crate::storage::SECTOR;
+            let first = offset.div_ceil(SECTOR) * SECTOR;
             let mut at = first - offset;
-            while at + crate::storage::SECTOR <= end {
-                if tail[at..at + crate::storage::SECTOR]
+            while at + SECTOR <= end {
+                if tail[at..at + SECTOR]
                     .iter()
                     .all(|b| *b == 0)
                 {
                     return Ok("a record with a sector never written");
                 }
-                at += crate::storage::SECTOR;
+                at += SECTOR;
             }
             // The last, partial sector of the file: zeros from some point
             // to the end of the record.
             if end == tail.len() && tail[end - 1] == 0 && end > 4 {
                 let zeros = tail[..end].iter().rev().take_while(|b| **b == 0).count();
-                if (offset + end - zeros) % crate::storage::SECTOR == 0 {
+                if (offset + end - zeros).is_multiple_of(SECTOR) {
                     return Ok("a record with a sector never written");
                 }
             }
