@@ -153,7 +153,7 @@ fn recover<S: Storage>(
     let total = recovered.records.len();
     for rec in recovered.records {
         report.records += 1;
-        if report.records % 1_000_000 == 0 {
+        if report.records.is_multiple_of(1_000_000) {
             info!(
                 replayed = report.records,
                 of = total,
