@@ -556,13 +556,15 @@ with one shard and one event loop per core. Flags override the file.
   --max-queues N            queues on the server             [100000]
   --metrics-max-queues N    queues listed one by one in /metrics [1000]
   --metrics-public          serve /metrics off loopback without a token
-  --data-dir DIR            where the log and snapshots live
+  --data-dir DIR            where the log and snapshots live (made 0700,
+                            its files 0600)
                             [$XDG_DATA_HOME/fila, ~/.local/share/fila,
                             or ./fila-data]
   --sync MODE               always: an answer waits until its change is
                             on disk (group commit); interval: the log is
                             synced every --sync-interval-ms and answers
-                            do not wait; none: memory only  [always]
+                            do not wait; none: memory only, no data
+                            directory used or locked  [always]
   --sync-interval-ms N      with --sync interval          [100]
   --check-data DIR          check a data directory and exit (0: it
                             would start; 1: it would not, and why)

@@ -49,6 +49,6 @@ pub fn check_data(dir: &std::path::Path) -> Result<fila_store::Recovery, String>
     if !dir.is_dir() {
         return Err(format!("{}: not a directory", dir.display()));
     }
-    let storage = fila_wal::FsStorage::new(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let storage = fila_wal::FsStorage::existing(dir);
     fila_store::check(storage).map_err(|e| format!("{}: {e}", dir.display()))
 }

@@ -300,3 +300,77 @@ fn the_default_data_directory_is_made_and_check_data_reads_it() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a directory"));
 }
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// The log holds every payload and attribute: the data directory is its
+/// owner's alone (0700) and so is every file in it (0600), even under a
+/// umask that would give them to everyone.
+#[test]
+fn the_data_directory_and_its_files_are_private_whatever_the_umask() {
+    let server = spawn("umask 000;", &[], &[]);
+    let mut c =
+        fila_client::Client::connect(fila_client::ClientOptions::new(server.addr.clone())).unwrap();
+    c.create_queue("q", fila_client::SettingsPatch::default())
+        .unwrap();
+    c.put_one("q", "secret").unwrap();
+    let dir = server.data.join("fila");
+    assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(files
+        .iter()
+        .any(|f| f.extension().is_some_and(|x| x == "seg")));
+    for f in &files {
+        assert_eq!(mode(f), 0o600, "{}", f.display());
+    }
+}
+
+/// A data directory others may read is used, with a warning that says so.
+#[test]
+fn a_data_directory_others_can_read_is_warned_of() {
+    use std::os::unix::fs::PermissionsExt;
+    let open = data_home().join("open");
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let server = spawn("", &["--data-dir", open.to_str().unwrap()], &[]);
+    assert!(
+        server
+            .log
+            .iter()
+            .any(|l| l.contains("open to its group or to everyone") && l.contains("755")),
+        "{:?}",
+        server.log
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(open.parent().unwrap());
+}
+
+/// `--sync none` keeps nothing: it uses no data directory (none is made,
+/// none is locked) and says so at start.
+#[test]
+fn sync_none_uses_no_data_directory_and_says_so() {
+    let home = data_home();
+    let dir = home.join("unused");
+    let server = spawn(
+        "",
+        &["--sync", "none", "--data-dir", dir.to_str().unwrap()],
+        &[],
+    );
+    assert!(
+        server
+            .log
+            .iter()
+            .any(|l| l.contains("no data directory is used or locked")),
+        "{:?}",
+        server.log
+    );
+    assert!(!dir.exists(), "a directory was made");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&home);
+}

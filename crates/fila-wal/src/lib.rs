@@ -38,7 +38,7 @@ pub use log::{
     segment_header, segment_name, snapshot_name, Log, LogOptions, OwnedRecord, Recovered, Snapshot,
     TornTail, SEGMENT_HEADER,
 };
-pub use storage::{FsStorage, SimDisk, Storage, SECTOR};
+pub use storage::{create_private_dir, FsStorage, SimDisk, Storage, DIR_MODE, FILE_MODE, SECTOR};
 
 /// What can go wrong with the log, in one line each.
 #[derive(Debug, thiserror::Error)]

@@ -692,10 +692,7 @@ fn torn_write(tail: &[u8], offset: usize) -> Result<&'static str, &'static str> 
             let first = offset.div_ceil(SECTOR) * SECTOR;
             let mut at = first - offset;
             while at + SECTOR <= end {
-                if tail[at..at + SECTOR]
-                    .iter()
-                    .all(|b| *b == 0)
-                {
+                if tail[at..at + SECTOR].iter().all(|b| *b == 0) {
                     return Ok("a record with a sector never written");
                 }
                 at += SECTOR;

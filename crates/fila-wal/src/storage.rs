@@ -39,15 +39,66 @@ pub struct FsStorage {
     open: HashMap<String, File>,
 }
 
+/// The mode of a data directory the log creates: its owner's alone.
+pub const DIR_MODE: u32 = 0o700;
+/// The mode of every file the log creates: its owner's alone (payloads and
+/// attributes are in them).
+pub const FILE_MODE: u32 = 0o600;
+
+/// Creates `dir` (and missing parents) readable by its owner alone,
+/// whatever the umask; an existing directory is left as it is.
+pub fn create_private_dir(dir: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)?;
+    // The umask may have taken bits off (or a racing creator made it):
+    // set exactly.
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
+}
+
+/// Sets a file the log owns to [`FILE_MODE`], whatever the umask.
+fn make_private(file: &File) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if file.metadata()?.permissions().mode() & 0o777 != FILE_MODE {
+        file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))?;
+    }
+    Ok(())
+}
+
 impl FsStorage {
-    /// The directory `dir`, created if missing.
+    /// The directory `dir`, created if missing (mode [`DIR_MODE`]). The
+    /// log's files in it (`wal-*.seg`, `snap-*.snap`, `snap.tmp`) are made
+    /// [`FILE_MODE`], those found there too.
     pub fn new(dir: impl Into<PathBuf>) -> io::Result<FsStorage> {
         let dir = dir.into();
-        std::fs::create_dir_all(&dir)?;
-        Ok(FsStorage {
+        create_private_dir(&dir)?;
+        let storage = FsStorage {
             dir,
             open: HashMap::new(),
-        })
+        };
+        for name in storage.list()? {
+            let ours = (name.starts_with("wal-") && name.ends_with(".seg"))
+                || (name.starts_with("snap")
+                    && (name.ends_with(".snap") || name.ends_with(".tmp")));
+            if ours {
+                make_private(&File::open(storage.dir.join(&name))?)?;
+            }
+        }
+        Ok(storage)
+    }
+
+    /// The existing directory `dir`, to read: nothing is created and no
+    /// file's mode changed (what `--check-data` reads through).
+    pub fn existing(dir: impl Into<PathBuf>) -> FsStorage {
+        FsStorage {
+            dir: dir.into(),
+            open: HashMap::new(),
+        }
     }
 
     fn file(&mut self, name: &str) -> io::Result<&mut File> {
@@ -80,10 +131,13 @@ impl Storage for FsStorage {
     }
 
     fn create(&mut self, name: &str) -> io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
         let f = OpenOptions::new()
             .append(true)
             .create_new(true)
+            .mode(FILE_MODE)
             .open(self.dir.join(name))?;
+        make_private(&f)?;
         self.open.insert(name.to_owned(), f);
         Ok(())
     }

@@ -70,7 +70,12 @@ pub(super) fn open(
     stopping: &Arc<AtomicBool>,
 ) -> Result<(Option<Store<FsStorage>>, Option<File>), StartError> {
     let sync = match config.sync {
-        Sync::None => return Ok((None, None)),
+        Sync::None => {
+            info!(
+                "sync = none: no data directory is used or locked, nothing is kept across a restart"
+            );
+            return Ok((None, None));
+        }
         Sync::Always => SyncMode::Always,
         Sync::Interval => SyncMode::Interval(Duration::from_millis(config.sync_interval_ms)),
     };
@@ -79,13 +84,18 @@ pub(super) fn open(
         dir: dir.clone(),
         why,
     };
-    std::fs::create_dir_all(&dir).map_err(|e| data_dir(format!("cannot create it: {e}")))?;
-    let lock = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(LOCK_FILE))
-        .map_err(|e| data_dir(format!("cannot open {LOCK_FILE}: {e}")))?;
+    fila_wal::create_private_dir(&dir).map_err(|e| data_dir(format!("cannot create it: {e}")))?;
+    warn_if_shared(&dir);
+    let lock = {
+        use std::os::unix::fs::OpenOptionsExt;
+        File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(fila_wal::FILE_MODE)
+            .open(dir.join(LOCK_FILE))
+            .map_err(|e| data_dir(format!("cannot open {LOCK_FILE}: {e}")))?
+    };
     match lock.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -145,6 +155,23 @@ pub(super) fn open(
         "data directory open"
     );
     Ok((Some(store), Some(lock)))
+}
+
+/// Warns when others than its owner may read or enter the data directory
+/// (the log holds every payload and attribute).
+fn warn_if_shared(dir: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(dir) {
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            warn!(
+                data_dir = %dir.display(),
+                mode = format!("{mode:o}"),
+                "the data directory is open to its group or to everyone: \
+                 others on this machine may read every message (chmod 700 it)"
+            );
+        }
+    }
 }
 
 /// Whether an answer to `opcode` waits for the log: the requests that
