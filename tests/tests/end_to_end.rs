@@ -540,3 +540,22 @@ fn a_put_pipelined_behind_a_create_with_a_target_finds_the_queue() {
         }
     }
 }
+
+/// server-stats shows what is stored: one 10-byte message is 10 bytes and
+/// its bookkeeping, not the room a shard took ahead (about 1 MiB); that
+/// room is shown apart.
+#[test]
+fn server_stats_shows_what_is_stored_and_the_reserve_apart() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    c.create_queue("q", SettingsPatch::default()).unwrap();
+    c.put_one("q", "0123456789").unwrap();
+    let counters = c.server_stats().unwrap();
+    let get = |name: &str| counters.iter().find(|(k, _)| k == name).unwrap().1;
+    assert_eq!(
+        get("stored_bytes"),
+        10 + fila_core::MESSAGE_OVERHEAD_BYTES,
+        "{counters:?}"
+    );
+    assert!(get("stored_bytes_reserved") >= get("stored_bytes"));
+}

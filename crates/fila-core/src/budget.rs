@@ -14,6 +14,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crossbeam_utils::CachePadded;
+
 use crate::error::Error;
 
 /// What one stored message costs the budget beyond its payload and
@@ -21,6 +23,16 @@ use crate::error::Error;
 /// sequence index, timer), rounded up from the figure in
 /// docs/benchmarks.md.
 pub const MESSAGE_OVERHEAD_BYTES: u64 = 192;
+
+/// What a dead letter's record costs the budget beyond its reason and
+/// description (a consumer's): the shared record and its place in the
+/// message's extras.
+pub const DEAD_LETTER_OVERHEAD_BYTES: u64 = 96;
+
+/// What a channel costs the budget beyond its name, while it holds
+/// messages: its slot (ring, counts, round links), its ring's first room,
+/// its entries in the name map and the name index.
+pub const CHANNEL_OVERHEAD_BYTES: u64 = 256;
 
 /// Limits an [`crate::Engine`] enforces across all of its shards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,12 +61,17 @@ pub const CREDIT_CHUNK: u64 = 1 << 20;
 /// Within this much of the limit, shards hold no credit.
 pub const CREDIT_SLACK: u64 = 64 * CREDIT_CHUNK;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Budget {
     max_stored_bytes: AtomicU64,
     max_queues: AtomicU64,
+    /// Stored bytes and the shards' unused credit: what the limit counts.
     stored_bytes: AtomicU64,
     queues: AtomicU64,
+    /// Each shard's unused credit, as it last set it (only that shard
+    /// writes its own, on a cache line of its own): what is stored is
+    /// `stored_bytes` less their sum.
+    credits: Box<[CachePadded<AtomicU64>]>,
 }
 
 fn reserve(used: &AtomicU64, max: u64, n: u64) -> bool {
@@ -65,8 +82,17 @@ fn reserve(used: &AtomicU64, max: u64, n: u64) -> bool {
 }
 
 impl Budget {
-    pub(crate) fn new(limits: EngineLimits) -> Budget {
-        let b = Budget::default();
+    /// A budget for `shards` shards.
+    pub(crate) fn new(limits: EngineLimits, shards: usize) -> Budget {
+        let b = Budget {
+            max_stored_bytes: AtomicU64::new(0),
+            max_queues: AtomicU64::new(0),
+            stored_bytes: AtomicU64::new(0),
+            queues: AtomicU64::new(0),
+            credits: (0..shards.max(1))
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+        };
         b.set_limits(limits);
         b
     }
@@ -124,8 +150,18 @@ impl Budget {
         max.saturating_sub(self.stored_bytes.load(Ordering::Acquire)) < CREDIT_SLACK
     }
 
-    pub(crate) fn stored_bytes(&self) -> u64 {
+    /// Bytes the limit counts: what is stored and the credit shards hold
+    /// for their next messages.
+    pub(crate) fn reserved_bytes(&self) -> u64 {
         self.stored_bytes.load(Ordering::Acquire)
+    }
+
+    /// Bytes held by what is stored (the reserved bytes less the shards'
+    /// unused credit; read without stopping the shards, so a moment's
+    /// figure).
+    pub(crate) fn stored_bytes(&self) -> u64 {
+        let credit: u64 = self.credits.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        self.reserved_bytes().saturating_sub(credit)
     }
 
     pub(crate) fn queues(&self) -> u64 {
@@ -138,28 +174,47 @@ impl Budget {
 #[derive(Debug)]
 pub(crate) struct ShardBudget {
     pub(crate) shared: std::sync::Arc<Budget>,
+    /// This shard's index in the budget's credits.
+    index: usize,
     credit: u64,
 }
 
 impl ShardBudget {
-    pub(crate) fn new(shared: std::sync::Arc<Budget>) -> ShardBudget {
-        ShardBudget { shared, credit: 0 }
+    pub(crate) fn new(shared: std::sync::Arc<Budget>, index: usize) -> ShardBudget {
+        ShardBudget {
+            index: index.min(shared.credits.len() - 1),
+            shared,
+            credit: 0,
+        }
+    }
+
+    /// Shows the credit to readers of [`Budget::stored_bytes`].
+    fn publish(&self) {
+        self.shared.credits[self.index].store(self.credit, Ordering::Relaxed);
     }
 
     /// Reserves room for one message of `bytes` payload and attributes.
     pub(crate) fn reserve_message(&mut self, bytes: u64) -> Result<(), Error> {
-        let n = bytes + MESSAGE_OVERHEAD_BYTES;
+        self.reserve(bytes + MESSAGE_OVERHEAD_BYTES)
+    }
+
+    /// Reserves `n` bytes, or fails `resource_exhausted` on
+    /// max_stored_bytes.
+    pub(crate) fn reserve(&mut self, n: u64) -> Result<(), Error> {
         if self.credit >= n {
             self.credit -= n;
+            self.publish();
             return Ok(());
         }
         let missing = n - self.credit;
         if !self.shared.near_limit() && self.shared.take(missing + CREDIT_CHUNK) {
             self.credit = CREDIT_CHUNK;
+            self.publish();
             return Ok(());
         }
         if self.shared.take(missing) {
             self.credit = 0;
+            self.publish();
             return Ok(());
         }
         Err(Error::ResourceExhausted {
@@ -171,7 +226,11 @@ impl ShardBudget {
     /// Counts a message that must be kept whatever the limit (a dead letter
     /// its target refused comes back to its source's DLQ).
     pub(crate) fn force_message(&mut self, bytes: u64) {
-        let n = bytes + MESSAGE_OVERHEAD_BYTES;
+        self.force(bytes + MESSAGE_OVERHEAD_BYTES);
+    }
+
+    /// Counts `n` bytes that must be kept whatever the limit.
+    pub(crate) fn force(&mut self, n: u64) {
         if self.credit >= n {
             self.credit -= n;
         } else {
@@ -180,15 +239,22 @@ impl ShardBudget {
                 .fetch_add(n - self.credit, Ordering::AcqRel);
             self.credit = 0;
         }
+        self.publish();
     }
 
     pub(crate) fn release_message(&mut self, bytes: u64) {
-        self.credit += bytes + MESSAGE_OVERHEAD_BYTES;
+        self.release(bytes + MESSAGE_OVERHEAD_BYTES);
+    }
+
+    /// Gives back `n` bytes.
+    pub(crate) fn release(&mut self, n: u64) {
+        self.credit += n;
         if self.shared.near_limit() {
             self.shared.give(std::mem::take(&mut self.credit));
         } else if self.credit > 2 * CREDIT_CHUNK {
             self.shared.give(self.credit - CREDIT_CHUNK);
             self.credit = CREDIT_CHUNK;
         }
+        self.publish();
     }
 }

@@ -56,7 +56,7 @@ impl Engine {
     pub fn with_receipt_key(shards: usize, clock: Arc<dyn Clock>, key: ReceiptKey) -> Engine {
         let shards = shards.clamp(1, usize::from(u16::MAX));
         let core = Arc::new(Core {
-            budget: Arc::new(Budget::new(EngineLimits::default())),
+            budget: Arc::new(Budget::new(EngineLimits::default(), shards)),
             clock,
             next_queue_id: AtomicU32::new(1),
             in_transit: AtomicU64::new(0),
@@ -106,10 +106,17 @@ impl Engine {
         self.core.budget.limits()
     }
 
-    /// Bytes the stored messages count against
-    /// [`EngineLimits::max_stored_bytes`].
+    /// Bytes held by the stored messages (payloads, attributes, the
+    /// engine's bookkeeping for each, dead-letter records, channels).
     pub fn stored_bytes(&self) -> u64 {
         self.core.budget.stored_bytes()
+    }
+
+    /// Bytes counted against [`EngineLimits::max_stored_bytes`]: what is
+    /// stored and the room shards took ahead for their next messages
+    /// (at most 2 MiB a shard, none near the limit).
+    pub fn reserved_bytes(&self) -> u64 {
+        self.core.budget.reserved_bytes()
     }
 
     /// Queues that exist.

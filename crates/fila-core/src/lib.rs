@@ -68,7 +68,9 @@ mod sync;
 mod types;
 pub mod wheel;
 
-pub use budget::{EngineLimits, MESSAGE_OVERHEAD_BYTES};
+pub use budget::{
+    EngineLimits, CHANNEL_OVERHEAD_BYTES, DEAD_LETTER_OVERHEAD_BYTES, MESSAGE_OVERHEAD_BYTES,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{page_of, Engine};
 pub use error::{Error, ErrorKind};

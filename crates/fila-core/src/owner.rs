@@ -69,9 +69,15 @@ impl std::fmt::Debug for Totals {
 }
 
 impl Totals {
-    /// Bytes the stored messages count against the server's limit.
+    /// Bytes held by the stored messages (payloads, attributes, the
+    /// engine's bookkeeping for each, dead-letter records, channels).
     pub fn stored_bytes(&self) -> u64 {
         self.0.budget.stored_bytes()
+    }
+    /// Bytes counted against the server's limit: what is stored and the
+    /// room shards took ahead for their next messages.
+    pub fn reserved_bytes(&self) -> u64 {
+        self.0.budget.reserved_bytes()
     }
     /// Queues that exist.
     pub fn queue_count(&self) -> u64 {

@@ -528,3 +528,135 @@ fn a_parked_receive_reports_the_room_it_holds() {
     };
     assert_eq!(free.reserved_bytes(), 0);
 }
+
+/// What is stored is what the messages hold, not the room shards take
+/// ahead for their next messages (one 10-byte message used to show as
+/// about 1 MiB); that room is `reserved_bytes`, apart.
+#[test]
+fn stored_bytes_is_what_is_stored_and_the_reserve_is_apart() {
+    let (_, e) = engine();
+    e.create_queue("q", QueueSettings::default()).unwrap();
+    put_n(&e, "q", 1, b"0123456789");
+    assert_eq!(e.stored_bytes(), 10 + MESSAGE_OVERHEAD_BYTES);
+    assert!(e.reserved_bytes() >= e.stored_bytes());
+    let got = recv(&e, "q", 30_000);
+    e.delete(Address::queue("q"), &[got[0].receipt.unwrap()])
+        .unwrap();
+    assert_eq!(e.stored_bytes(), 0);
+}
+
+/// A dead letter's reason and description (a consumer's, up to 4 352
+/// bytes) live as long as it does: they count against max_stored_bytes,
+/// a consumer's dead-letter that does not fit is refused (the message
+/// stays leased), and they are given back when the dead letter is
+/// redriven, forwarded or deleted.
+#[test]
+fn a_dead_letters_reason_and_description_count_against_the_server_budget() {
+    let (_, e) = engine();
+    let message = 100 + MESSAGE_OVERHEAD_BYTES;
+    let (reason, description) = ("r".repeat(256), "d".repeat(4096));
+    let record = DEAD_LETTER_OVERHEAD_BYTES + 256 + 4096;
+    e.set_limits(EngineLimits {
+        max_stored_bytes: 2 * message + record / 2,
+        ..EngineLimits::default()
+    });
+    e.create_queue("q", QueueSettings::default()).unwrap();
+    put_n(&e, "q", 2, &[1; 100]);
+    let got = recv(&e, "q", 30_000);
+    let r = got[0].receipt.unwrap();
+    let refused = e.dead_letter("q", &r, &reason, &description).unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::ResourceExhausted);
+    assert_eq!(e.stats("q").unwrap().in_flight, 2, "nothing changed");
+    // Room for it: kept, and counted.
+    e.set_limits(EngineLimits {
+        max_stored_bytes: 2 * message + record,
+        ..EngineLimits::default()
+    });
+    e.dead_letter("q", &r, &reason, &description).unwrap();
+    assert_eq!(e.stored_bytes(), 2 * message + record);
+    // Redriven, it is a plain message again.
+    e.redrive("q", None, None).unwrap();
+    assert_eq!(e.stored_bytes(), 2 * message);
+    // A dead letter forwarded to a target on another shard keeps its
+    // record there; deleted, everything is given back.
+    let target = (0..)
+        .map(|i| format!("t{i}"))
+        .find(|t| shard_of(t, 4) != shard_of("q", 4))
+        .unwrap();
+    e.create_queue(&target, QueueSettings::default()).unwrap();
+    e.update_queue(
+        "q",
+        &SettingsUpdate {
+            dead_letter_target: Some(Some(target.clone())),
+            ..SettingsUpdate::default()
+        },
+    )
+    .unwrap();
+    let got = recv(&e, "q", 30_000);
+    assert_eq!(got.len(), 1, "the redriven one");
+    e.dead_letter("q", &got[0].receipt.unwrap(), &reason, &description)
+        .unwrap();
+    assert_eq!(e.stored_bytes(), 2 * message + record);
+    let moved = recv(&e, &target, 30_000);
+    e.delete(Address::queue(&target), &[moved[0].receipt.unwrap()])
+        .unwrap();
+    e.delete_queue("q").unwrap();
+    assert_eq!(e.stored_bytes(), 0);
+}
+
+/// Each channel holds memory (its name, ring, map entries) while it has
+/// messages: counted against max_stored_bytes, so puts that would make
+/// new channels past the limit are refused while puts on a channel that
+/// exists still fit; all of it is given back when the messages go.
+#[test]
+fn channels_count_against_the_server_budget_while_they_hold_messages() {
+    let (_, e) = engine();
+    e.create_queue("q", QueueSettings::default()).unwrap();
+    let name = |i: usize| format!("{i:0128}");
+    let put = |e: &Engine, channel: String| {
+        e.put(
+            "q",
+            vec![NewMessage {
+                payload: Bytes::from_static(b"x"),
+                channel: Some(channel),
+                ..NewMessage::default()
+            }],
+        )
+        .unwrap()
+        .remove(0)
+    };
+    let message = 1 + MESSAGE_OVERHEAD_BYTES;
+    let channel = CHANNEL_OVERHEAD_BYTES + 128;
+    e.set_limits(EngineLimits {
+        max_stored_bytes: 10 * (message + channel) + message + channel / 2,
+        ..EngineLimits::default()
+    });
+    for i in 0..10 {
+        put(&e, name(i)).unwrap();
+    }
+    assert_eq!(e.stored_bytes(), 10 * (message + channel));
+    let refused = put(&e, name(10)).unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::ResourceExhausted);
+    put(&e, name(3)).unwrap();
+    // Dead-lettered, a message moves to a channel of the DLQ (made, and
+    // counted) and its old channel (emptied) is given back.
+    e.set_limits(EngineLimits::default());
+    let got = e
+        .receive_now(
+            Address::queue("q"),
+            &ReceiveOptions {
+                channel: Some(ChannelFilter::Exact(name(0))),
+                ..ReceiveOptions::now(1)
+            },
+        )
+        .unwrap();
+    e.dead_letter("q", &got[0].receipt.unwrap(), "", "")
+        .unwrap();
+    assert_eq!(
+        e.stored_bytes(),
+        11 * message + 10 * channel + DEAD_LETTER_OVERHEAD_BYTES
+    );
+    e.purge(Address::queue("q")).unwrap();
+    e.purge(Address::dlq("q")).unwrap();
+    assert_eq!(e.stored_bytes(), 0);
+}

@@ -62,7 +62,8 @@ pub struct Config {
     /// Receives parked on the whole server at once.
     pub max_parked: usize,
     /// Bytes all stored messages may hold (payload, attributes and 192
-    /// bytes of bookkeeping each); puts past it are refused.
+    /// bytes of bookkeeping each, dead-letter records, channels); puts
+    /// past it are refused.
     pub max_stored_bytes: u64,
     /// Queues the server may hold.
     pub max_queues: u64,
@@ -552,7 +553,8 @@ with one shard and one event loop per core. Flags override the file.
                             receives one connection may park [1000]
   --max-parked N            receives parked on the server    [100000]
   --max-stored-bytes N      bytes all stored messages may hold (payload,
-                            attributes, 192 per message)  [half the memory]
+                            attributes, 192 per message, dead-letter
+                            records, channels)  [half the memory]
   --max-queues N            queues on the server             [100000]
   --metrics-max-queues N    queues listed one by one in /metrics [1000]
   --metrics-public          serve /metrics off loopback without a token

@@ -167,6 +167,7 @@ impl Metrics {
             ("queues".into(), engine.queue_count()),
             ("max_queues".into(), engine.limits().max_queues),
             ("stored_bytes".into(), engine.stored_bytes()),
+            ("stored_bytes_reserved".into(), engine.reserved_bytes()),
             ("max_stored_bytes".into(), engine.limits().max_stored_bytes),
             ("shards".into(), engine.shard_count() as u64),
             (
@@ -282,8 +283,14 @@ impl Metrics {
         gauge(
             &mut o,
             "fila_stored_bytes",
-            "Bytes stored messages count against max_stored_bytes.",
+            "Bytes held by stored messages: payloads, attributes, bookkeeping, dead-letter records, channels.",
             engine.stored_bytes(),
+        );
+        gauge(
+            &mut o,
+            "fila_stored_bytes_reserved",
+            "Bytes counted against max_stored_bytes: stored, and room shards took ahead (at most 2 MiB a shard).",
+            engine.reserved_bytes(),
         );
         gauge(
             &mut o,

@@ -169,7 +169,7 @@ mod tests {
     const T0: u64 = 1_700_000_000_000;
 
     fn shard_with_queue(retention_ms: u64) -> Shard {
-        let budget = Arc::new(Budget::new(EngineLimits::default()));
+        let budget = Arc::new(Budget::new(EngineLimits::default(), 1));
         let mut s = Shard::new(0, T0, ReceiptKey::random(), budget);
         let settings = QueueSettings {
             retention_ms,

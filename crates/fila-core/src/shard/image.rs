@@ -75,7 +75,9 @@ impl Shard {
             if !m.dlq {
                 *next = (*next).max(m.seq + 1);
             }
-            let len = m.payload.len() as u64 + attributes_bytes(m.attributes.as_ref());
+            let len = m.payload.len() as u64
+                + attributes_bytes(m.attributes.as_ref())
+                + dead_letter_bytes(m.dead_letter.as_deref());
             self.budget.force_message(len);
             let extra = if m.attributes.is_none() && m.dead_letter.is_none() && m.id.is_none() {
                 None

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use hashbrown::HashMap;
 
-use crate::budget::{Budget, ShardBudget};
+use crate::budget::{Budget, ShardBudget, CHANNEL_OVERHEAD_BYTES, DEAD_LETTER_OVERHEAD_BYTES};
 use crate::error::Error;
 use crate::event::{Event, EventSink, MessageView, Spot};
 use crate::lease::StateWord;
@@ -329,10 +329,40 @@ impl Record {
         Payload::from_parts(self.body.clone(), self.len)
     }
 
+    /// What it counts against its queue's max_bytes: payload and
+    /// attributes.
     fn bytes(&self) -> u64 {
         u64::from(self.len)
             + attributes_bytes(self.extra.as_ref().and_then(|e| e.attributes.as_ref()))
     }
+
+    /// What it counts against the server's max_stored_bytes beyond
+    /// [`crate::budget::MESSAGE_OVERHEAD_BYTES`]: payload, attributes and its dead-letter
+    /// record.
+    fn budget_bytes(&self) -> u64 {
+        self.bytes() + dead_letter_bytes(self.extra.as_ref().and_then(|e| e.dead_letter.as_deref()))
+    }
+}
+
+/// What a dead letter's record holds: its reason and description (a
+/// consumer's, up to 4 352 bytes) and [`DEAD_LETTER_OVERHEAD_BYTES`].
+pub(crate) fn dead_letter_bytes(d: Option<&DeadLetter>) -> u64 {
+    d.map_or(0, |d| {
+        DEAD_LETTER_OVERHEAD_BYTES
+            + match &d.reason {
+                DeadLetterReason::Consumer {
+                    reason,
+                    description,
+                } => (reason.len() + description.len()) as u64,
+                _ => 0,
+            }
+    })
+}
+
+/// What a channel holds while it has messages: its name and
+/// [`CHANNEL_OVERHEAD_BYTES`].
+pub(crate) fn channel_bytes(name: &str) -> u64 {
+    CHANNEL_OVERHEAD_BYTES + name.len() as u64
 }
 
 fn message_id(queue_id: u32, seq: u64) -> MessageId {
@@ -350,7 +380,7 @@ impl Shard {
             id,
             now,
             key,
-            budget: ShardBudget::new(budget),
+            budget: ShardBudget::new(budget, usize::from(id)),
             generation_floor: 0,
             names: HashMap::new(),
             sorted_names: std::collections::BTreeSet::new(),

@@ -102,9 +102,12 @@ impl Shard {
             r.inserted_at = t;
             r.expires_at = t + retention;
             r.visible_at = t;
+            let before = r.budget_bytes();
             let extra = r.extra.get_or_insert_with(Box::default);
             extra.dead_letter = None;
             extra.id = Some(id);
+            let freed = before.saturating_sub(r.budget_bytes());
+            self.budget.release(freed);
             r.word
                 .shift(MessageState::Visible, MessageState::Visible)
                 .expect("owned");
@@ -132,10 +135,11 @@ impl Shard {
             return Err(out);
         };
         let len = out.payload.len() as u64 + attributes_bytes(out.attributes.as_ref());
+        let kept = len + dead_letter_bytes(Some(&out.dead_letter));
         if self
             .check_capacity(qslot, out.channel.as_deref(), len)
             .is_err()
-            || self.budget.reserve_message(len).is_err()
+            || self.budget.reserve_message(kept).is_err()
         {
             return Err(out);
         }
@@ -160,8 +164,11 @@ impl Shard {
         };
         let retention = self.queue(qslot).settings.retention_ms;
         // It was stored before it left: keep it whatever the budget says.
-        self.budget
-            .force_message(out.payload.len() as u64 + attributes_bytes(out.attributes.as_ref()));
+        self.budget.force_message(
+            out.payload.len() as u64
+                + attributes_bytes(out.attributes.as_ref())
+                + dead_letter_bytes(Some(&out.dead_letter)),
+        );
         let (seq, inserted_at, at, count) = (
             out.source_seq,
             out.inserted_at,

@@ -303,8 +303,15 @@ impl Shard {
             (m.payload.len() + attributes_len) as u64,
         )?;
         let lifetime = m.ttl_ms.unwrap_or(queue.settings.retention_ms);
+        // A new channel is counted when it is made (`attach`); it must
+        // fit with the message.
+        let new_channel = match m.channel.as_deref() {
+            Some(c) if !queue.subs[MAIN as usize].channel_ids.contains_key(c) => channel_bytes(c),
+            _ => 0,
+        };
         self.budget
-            .reserve_message((m.payload.len() + attributes_len) as u64)?;
+            .reserve_message((m.payload.len() + attributes_len) as u64 + new_channel)?;
+        self.budget.release(new_channel);
         let visible_at = match m.availability {
             Availability::Now => now,
             Availability::DelayMs(d) => now + d,
@@ -397,7 +404,11 @@ impl Shard {
                 return false;
             }
             self.purging.pop();
-            self.queue_mut(q.queue()).purged[q.half()] = None;
+            if let Some(gone) = self.queue_mut(q.queue()).purged[q.half()].take() {
+                // Its channels go with it.
+                let channels: u64 = gone.channel_ids.keys().map(|n| channel_bytes(n)).sum();
+                self.budget.release(channels);
+            }
             self.trim();
         }
         while let Some(&(slot, mut from)) = self.dropping.last() {

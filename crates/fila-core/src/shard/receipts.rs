@@ -166,6 +166,11 @@ impl Shard {
         let qslot = self.queue_slot(name)?;
         let q = self.sub_id(qslot, false);
         let slot = self.resolve(q, receipt)?;
+        // The reason and description are kept with the dead letter: they
+        // must fit the server's budget (counted when it is stored).
+        let kept = DEAD_LETTER_OVERHEAD_BYTES + (reason.len() + description.len()) as u64;
+        self.budget.reserve(kept)?;
+        self.budget.release(kept);
         self.records[slot as usize]
             .word
             .hold(receipt.generation)
@@ -243,7 +248,12 @@ impl Shard {
         r.word.shift(state, MessageState::Visible).expect("owned");
         r.expires_at = t + retention;
         r.visible_at = t;
+        let before = r.budget_bytes();
         r.extra.get_or_insert_with(Box::default).dead_letter = Some(info);
+        // Its dead-letter record is kept as long as it is: counted (a
+        // consumer's dead-letter checked there was room).
+        let grown = r.budget_bytes().saturating_sub(before);
+        self.budget.force(grown);
         self.attach(slot, self.sub_id(qslot, true), channel.as_deref());
         self.log_stored(slot, Some(from));
         self.enter_visible(slot);

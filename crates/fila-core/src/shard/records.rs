@@ -128,12 +128,20 @@ impl Shard {
         queue.messages += 1;
         queue.bytes += len;
         let sub = &mut queue.subs[q.half()];
+        let channels = sub.channel_ids.len();
         let id = sub.channel_id(channel);
+        let made = sub.channel_ids.len() > channels;
         let c = &mut sub.channels[id as usize];
         c.held += 1;
         c.bytes += len;
         sub.held += 1;
         sub.index.insert(seq, slot);
+        if made {
+            // A new channel holds memory while it has messages: counted
+            // (a put checked there was room; other arrivals must be kept).
+            self.budget
+                .force(channel_bytes(channel.unwrap_or_default()));
+        }
         let r = &mut self.records[slot as usize];
         r.q = q;
         r.channel = id;
@@ -164,6 +172,7 @@ impl Shard {
             let name = c.vacate().expect("named channel");
             sub.channel_ids.remove(&name);
             sub.free_channels.push(channel);
+            self.budget.release(channel_bytes(&name));
         }
         self.maybe_compact(q, seq);
     }
@@ -231,7 +240,7 @@ impl Shard {
     pub(super) fn free(&mut self, slot: u32) {
         self.clear_timer(slot);
         self.budget
-            .release_message(self.records[slot as usize].bytes());
+            .release_message(self.records[slot as usize].budget_bytes());
         let r = &mut self.records[slot as usize];
         if r.word.load().state != MessageState::Free {
             r.word.free();
