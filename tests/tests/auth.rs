@@ -115,3 +115,48 @@ fn permissions_are_per_queue_name_or_prefix_and_a_forbidden_request_changes_noth
     assert_eq!(admin.list_queues("").unwrap(), vec!["billing", "orders-eu"]);
     assert_eq!(admin.stats("orders-eu").unwrap().in_flight, 1);
 }
+
+/// A list pages over what the token may see: neither the page nor its
+/// cursor ever names a queue outside the token's grants (the cursor used
+/// to be the last name of the unfiltered page).
+#[test]
+fn a_list_and_its_cursor_name_only_queues_the_token_may_see() {
+    let s = server();
+    let mut admin = s.client_with_token("admin-token").unwrap();
+    for q in [
+        "a-secret",
+        "b-secret",
+        "orders-eu",
+        "orders-us",
+        "orders-zz",
+        "p-secret",
+        "zz-secret",
+    ] {
+        admin.create_queue(q, SettingsPatch::default()).unwrap();
+    }
+    for (token, want) in [
+        ("writer-token", vec!["orders-eu", "orders-us", "orders-zz"]),
+        ("reader-token", vec!["orders-eu"]),
+    ] {
+        let mut c = s.client_with_token(token).unwrap();
+        for limit in 1..=4u16 {
+            let mut seen = Vec::new();
+            let mut after = String::new();
+            for _ in 0..20 {
+                let (names, next) = c.list_queues_page("", &after, limit).unwrap();
+                for n in names.iter().chain(next.iter()) {
+                    assert!(!n.contains("secret"), "{token} limit {limit}: {n} leaked");
+                }
+                seen.extend(names);
+                match next {
+                    Some(n) => after = n,
+                    None => break,
+                }
+            }
+            assert_eq!(seen, want, "{token} limit {limit}");
+        }
+        // A prefix narrows what it may see.
+        let (names, next) = c.list_queues_page("orders-e", "", 0).unwrap();
+        assert_eq!((names, next), (vec!["orders-eu".to_string()], None));
+    }
+}

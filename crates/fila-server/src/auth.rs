@@ -120,6 +120,60 @@ impl TokenTable {
     pub fn sees(&self, token: TokenId, queue: &str) -> bool {
         self.tokens[token.0].1.iter().any(|g| g.covers(queue))
     }
+
+    /// The names starting with `prefix` that `token` may see, as ranges to
+    /// list: (a prefix every name of the range starts with, whether the
+    /// range is that one exact name). A list walks these and nothing else,
+    /// so its page and its cursor hold only names the token may see.
+    pub fn visible_ranges(&self, token: TokenId, prefix: &str) -> Vec<Range> {
+        let mut ranges: Vec<Range> = self.tokens[token.0]
+            .1
+            .iter()
+            .filter_map(|g| {
+                if !g.prefix {
+                    return g.pattern.starts_with(prefix).then(|| Range {
+                        prefix: g.pattern.clone(),
+                        exact: true,
+                    });
+                }
+                if g.pattern.starts_with(prefix) {
+                    Some(Range {
+                        prefix: g.pattern.clone(),
+                        exact: false,
+                    })
+                } else if prefix.starts_with(&g.pattern) {
+                    Some(Range {
+                        prefix: prefix.to_owned(),
+                        exact: false,
+                    })
+                } else {
+                    None
+                }
+            })
+            .collect();
+        ranges.sort_unstable_by(|a, b| a.prefix.cmp(&b.prefix));
+        ranges.dedup();
+        ranges
+    }
+}
+
+/// Queue names to list: those starting with `prefix`, or exactly it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Range {
+    /// Every name of the range starts with it.
+    pub prefix: String,
+    /// The range is this one name.
+    pub exact: bool,
+}
+
+impl Range {
+    /// Every name starting with `prefix`.
+    pub fn all(prefix: &str) -> Range {
+        Range {
+            prefix: prefix.to_owned(),
+            exact: false,
+        }
+    }
 }
 
 /// The queue and permission a request needs, if any.

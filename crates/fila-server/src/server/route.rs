@@ -75,12 +75,12 @@ pub(super) struct RunJob {
 /// names.
 pub(super) struct ListJob {
     route: Route,
-    prefix: String,
+    /// What the caller may see of the names it asked for.
+    ranges: Vec<auth::Range>,
     after: String,
     limit: usize,
     names: Vec<String>,
     left: usize,
-    token: Option<TokenId>,
 }
 
 /// What one loop hands another.
@@ -514,22 +514,37 @@ impl Loop {
             0 => dispatch::LIST_PAGE_MAX,
             n => n.min(dispatch::LIST_PAGE_MAX),
         };
+        // A token lists only what it may see (and so pages over it: the
+        // cursor is always a name it may see).
+        let ranges = match token {
+            Some(token) => self.shared.config.tokens.visible_ranges(token, &prefix),
+            None => vec![auth::Range::all(&prefix)],
+        };
         self.visit_list(Box::new(ListJob {
             route,
-            prefix,
+            ranges,
             after,
             limit,
             names: Vec::new(),
             left: self.peers.len(),
-            token,
         }));
     }
 
     fn visit_list(&mut self, mut list: Box<ListJob>) {
-        let mut mine = self
-            .owner
-            .list_queues(&list.prefix, &list.after, list.limit + 1);
-        list.names.append(&mut mine);
+        for range in &list.ranges {
+            let mut mine = self
+                .owner
+                .list_queues(&range.prefix, &list.after, list.limit + 1);
+            if range.exact {
+                mine.retain(|n| *n == range.prefix);
+            }
+            list.names.append(&mut mine);
+        }
+        if list.ranges.len() > 1 {
+            // Ranges may overlap ("a*" and "ab*").
+            list.names.sort_unstable();
+            list.names.dedup();
+        }
         // Keep what can still be on the page: memory stays O(limit).
         if list.names.len() > 2 * (list.limit + 1) {
             list.names.sort_unstable();
@@ -545,13 +560,9 @@ impl Loop {
             route,
             names,
             limit,
-            token,
             ..
         } = *list;
-        let (mut names, next) = fila_core::page_of(names, limit);
-        if let Some(token) = token {
-            names.retain(|n| self.shared.config.tokens.sees(token, n));
-        }
+        let (names, next) = fila_core::page_of(names, limit);
         self.deliver(route, Done::Answer(Response::Queues { names, next }.into()));
     }
 
