@@ -323,20 +323,32 @@ fn read_answers(raw: &mut std::net::TcpStream, n: usize) -> Vec<(u64, fila_clien
 /// With `sync = always` no message reaches a consumer before its put is
 /// durable: a receive parked on a connection and filled by that same
 /// connection's put (pipelined behind it) is answered after the put,
-/// whose answer waits for the log.
+/// whose answer waits for the log — for a queue of the connection's own
+/// loop and for one of the other loop's.
 #[test]
 fn a_receive_filled_by_a_put_is_answered_only_once_the_put_is_durable() {
     use fila_client::{Fields, Receive, Request, Response};
     use std::io::Write;
     let s = TestServer::start();
-    s.client()
-        .create_queue("durable-first", SettingsPatch::default())
-        .unwrap();
+    let names: Vec<String> = (0..2)
+        .map(|shard| {
+            (0..)
+                .map(|i| format!("durable-first-{i}"))
+                .find(|n| fila_core::shard_of(n, 2) == shard)
+                .unwrap()
+        })
+        .collect();
+    for n in &names {
+        s.client()
+            .create_queue(n, SettingsPatch::default())
+            .unwrap();
+    }
     let mut raw = std::net::TcpStream::connect(s.addr).unwrap();
     for round in 0..20u64 {
+        let queue = &names[(round % 2) as usize];
         let mut frames = bytes::BytesMut::new();
         Request::Receive(Receive {
-            queue: q("durable-first", false),
+            queue: q(queue, false),
             max_messages: 1,
             visibility_ms: None,
             wait_ms: Some(10_000),
@@ -345,7 +357,7 @@ fn a_receive_filled_by_a_put_is_answered_only_once_the_put_is_durable() {
         })
         .encode(2 * round + 1, &mut frames);
         Request::Put {
-            queue: "durable-first".into(),
+            queue: queue.clone(),
             messages: vec![PutEntry {
                 payload: bytes::Bytes::from(format!("m{round}")),
                 ..Default::default()

@@ -689,3 +689,79 @@ fn connections_that_never_authenticate_cannot_keep_a_client_with_a_token_out() {
     let evicted = idle.iter_mut().map(gone).filter(|g| *g).count();
     assert_eq!(evicted, 4, "one idle connection closed per client let in");
 }
+
+/// Connections that never send a request cannot hold the metrics
+/// endpoint: more idle connections than it takes, and than one address
+/// may hold, then every scrape is answered; the idle ones are closed by
+/// the head deadline (or made room).
+#[test]
+fn idle_connections_cannot_keep_scrapes_out_of_the_metrics_endpoint() {
+    let s = TestServer::start();
+    let addr = s.server().metrics_addr().unwrap();
+    let idle: Vec<TcpStream> = (0..100)
+        .map(|_| {
+            let mut t = TcpStream::connect(addr).unwrap();
+            let _ = t.write_all(b"G");
+            t
+        })
+        .collect();
+    for i in 0..24 {
+        let mut scrape = TcpStream::connect(addr).unwrap();
+        scrape
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        scrape
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut body = String::new();
+        scrape.read_to_string(&mut body).unwrap();
+        assert!(body.starts_with("HTTP/1.1 200 OK"), "scrape {i}: {body}");
+    }
+    let deadline = fila_server::scrape::HEAD_DEADLINE + Duration::from_secs(5);
+    for mut t in idle {
+        t.set_read_timeout(Some(deadline)).unwrap();
+        let mut b = [0u8; 16];
+        match t.read(&mut b) {
+            Ok(0) => {}
+            Err(e)
+                if e.kind() != std::io::ErrorKind::WouldBlock
+                    && e.kind() != std::io::ErrorKind::TimedOut => {}
+            other => panic!("an idle connection was kept: {other:?}"),
+        }
+    }
+}
+
+/// Wrong bearer tokens at the metrics endpoint count as failed
+/// authentications of the address: past the free ones it is answered 429
+/// at once, whatever it sends.
+#[test]
+fn guessing_tokens_at_the_metrics_endpoint_gets_the_address_refused() {
+    let s = TestServer::with(|c| {
+        c.tokens.add(
+            "scraper".into(),
+            vec![Grant::new("*", &[Permission::Manage])],
+        );
+    });
+    let addr = s.server().metrics_addr().unwrap();
+    let scrape = |token: &str| {
+        let mut t = TcpStream::connect(addr).unwrap();
+        t.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = write!(
+            t,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+        );
+        let mut body = String::new();
+        let _ = t.read_to_string(&mut body);
+        body
+    };
+    let mut refused = None;
+    for i in 0..40 {
+        if scrape(&format!("guess-{i}")).starts_with("HTTP/1.1 429") {
+            refused = Some(i);
+            break;
+        }
+    }
+    let i = refused.expect("refused once it guessed too often");
+    assert!(i as u32 >= fila_server::guard::FREE_FAILURES, "after {i}");
+    assert!(scrape("scraper").starts_with("HTTP/1.1 429"));
+}

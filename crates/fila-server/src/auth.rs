@@ -90,18 +90,13 @@ impl TokenTable {
         self.tokens.is_empty()
     }
 
-    /// The token with this text. Compares every token in full, so the time
-    /// taken does not depend on where a guess first differs.
+    /// The token with this text. Compares every token, each over every
+    /// byte presented whatever the lengths, so the time taken depends on
+    /// neither where a guess first differs nor whether its length is right.
     pub fn find(&self, presented: &str) -> Option<TokenId> {
         let mut found = None;
         for (i, (token, _)) in self.tokens.iter().enumerate() {
-            let same = token.len() == presented.len()
-                && token
-                    .bytes()
-                    .zip(presented.bytes())
-                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                    == 0;
-            if same && found.is_none() {
+            if constant_time_eq(token.as_bytes(), presented.as_bytes()) && found.is_none() {
                 found = Some(TokenId(i));
             }
         }
@@ -155,6 +150,22 @@ impl TokenTable {
         ranges.dedup();
         ranges
     }
+}
+
+/// Whether `secret` and `guess` are equal, in a time that depends only on
+/// the guess's length: every byte of the guess is compared (against the
+/// secret's bytes, cycled), with no early exit.
+fn constant_time_eq(secret: &[u8], guess: &[u8]) -> bool {
+    let mut diff = (secret.len() ^ guess.len()) as u64;
+    for (i, g) in guess.iter().enumerate() {
+        let s = if secret.is_empty() {
+            0
+        } else {
+            secret[i % secret.len()]
+        };
+        diff |= u64::from(s ^ g);
+    }
+    std::hint::black_box(diff) == 0
 }
 
 /// Queue names to list: those starting with `prefix`, or exactly it.
@@ -223,6 +234,12 @@ mod tests {
         assert!(!t.allows(id, "audit-2", Permission::Manage));
         assert!(t.find("b").is_none());
         assert!(t.find("").is_none());
+        assert!(t.find("aa").is_none(), "a longer guess");
+        assert!(constant_time_eq(b"secret", b"secret"));
+        for guess in ["", "s", "secre", "secreT", "secrets", "secretsecret"] {
+            assert!(!constant_time_eq(b"secret", guess.as_bytes()), "{guess}");
+        }
+        assert!(!constant_time_eq(b"", b"x") && constant_time_eq(b"", b""));
         assert!(t.sees(id, "orders-x") && !t.sees(id, "billing"));
     }
 }

@@ -33,7 +33,9 @@
 pub mod auth;
 pub mod config;
 mod dispatch;
+pub mod guard;
 pub mod metrics;
+pub mod scrape;
 mod server;
 
 pub use config::{default_data_dir, Config, ConfigError, Sync, HELP};

@@ -1,12 +1,9 @@
 //! Metrics: counters and latency histograms kept with relaxed atomics on the
-//! request path, rendered in the Prometheus text format on demand, and a
-//! small HTTP endpoint that serves them.
+//! request path, rendered in the Prometheus text format on demand (the HTTP
+//! endpoint that serves them is [`crate::scrape`]).
 
 use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use fila_core::{Engine, QueueStats, Totals};
@@ -378,187 +375,10 @@ impl Metrics {
     }
 }
 
-/// Scrapes served at once; more are answered 503 at once.
-const SCRAPES_MAX: usize = 8;
-/// How long a scraper has to send its request head, in all.
-const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
-
-/// Who may scrape, and what a scrape lists.
-struct Access {
-    tokens: crate::auth::TokenTable,
-    public: bool,
-    max_queues: usize,
-}
-
-/// The metrics HTTP endpoint: `GET /metrics`. One thread accepts; each
-/// scrape is served on its own short-lived thread (at most
-/// [`SCRAPES_MAX`] at once), with a deadline for its request, so a slow
-/// client never holds up another scrape.
-pub(crate) struct MetricsEndpoint {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl MetricsEndpoint {
-    pub(crate) fn start(
-        addr: SocketAddr,
-        config: &crate::Config,
-        metrics: Arc<Metrics>,
-        engine: Arc<dyn EngineView>,
-    ) -> std::io::Result<MetricsEndpoint> {
-        let listener = TcpListener::bind(addr)?;
-        let addr = listener.local_addr()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let access = Arc::new(Access {
-            tokens: config.tokens.clone(),
-            public: config.metrics_public,
-            max_queues: config.metrics_max_queues,
-        });
-        let busy = Arc::new(AtomicU64::new(0));
-        let thread = std::thread::Builder::new()
-            .name("fila-metrics".into())
-            .spawn(move || {
-                for stream in listener.incoming() {
-                    if flag.load(Ordering::Acquire) {
-                        break;
-                    }
-                    let Ok(mut stream) = stream else { continue };
-                    if busy.fetch_add(1, Ordering::AcqRel) >= SCRAPES_MAX as u64 {
-                        busy.fetch_sub(1, Ordering::AcqRel);
-                        let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-                        let _ = reply(
-                            &mut stream,
-                            "503 Service Unavailable",
-                            "too many scrapes at once\n",
-                        );
-                        continue;
-                    }
-                    let (metrics, engine, access, done) = (
-                        metrics.clone(),
-                        engine.clone(),
-                        access.clone(),
-                        busy.clone(),
-                    );
-                    let spawned = std::thread::Builder::new()
-                        .name("fila-scrape".into())
-                        .spawn(move || {
-                            serve(stream, &metrics, &*engine, &access);
-                            done.fetch_sub(1, Ordering::AcqRel);
-                        });
-                    if spawned.is_err() {
-                        busy.fetch_sub(1, Ordering::AcqRel);
-                    }
-                }
-            })?;
-        Ok(MetricsEndpoint {
-            addr,
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    pub(crate) fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    pub(crate) fn stop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        // Wake the blocking accept.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn reply(stream: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
-    write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-}
-
-/// Reads the request head, within [`REQUEST_DEADLINE`] in all.
-fn read_head(stream: &mut TcpStream) -> Option<String> {
-    let deadline = Instant::now() + REQUEST_DEADLINE;
-    let mut request = [0u8; 4096];
-    let mut n = 0;
-    while n < request.len() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return None;
-        }
-        let _ = stream.set_read_timeout(Some(left.min(Duration::from_secs(1))));
-        match stream.read(&mut request[n..]) {
-            Ok(0) => break,
-            Ok(k) => {
-                n += k;
-                if request[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                    break;
-                }
-            }
-            Err(e)
-                if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.kind() == std::io::ErrorKind::TimedOut
-                    || e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-    }
-    Some(String::from_utf8_lossy(&request[..n]).into_owned())
-}
-
-fn bearer(head: &str) -> Option<&str> {
-    head.lines().find_map(|l| {
-        let (name, value) = l.split_once(':')?;
-        if !name.trim().eq_ignore_ascii_case("authorization") {
-            return None;
-        }
-        value.trim().strip_prefix("Bearer ").map(str::trim)
-    })
-}
-
-fn serve(mut stream: TcpStream, metrics: &Metrics, engine: &dyn EngineView, access: &Access) {
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
-    let Some(head) = read_head(&mut stream) else {
-        return;
-    };
-    let local = stream.peer_addr().is_ok_and(|p| p.ip().is_loopback());
-    let allowed =
-        local || access.public || bearer(&head).is_some_and(|t| access.tokens.find(t).is_some());
-    let _ = if !(head.starts_with("GET /metrics ") || head.starts_with("GET /metrics?")) {
-        reply(&mut stream, "404 Not Found", "try GET /metrics\n")
-    } else if !allowed {
-        reply(
-            &mut stream,
-            "401 Unauthorized",
-            "a scrape from off loopback needs Authorization: Bearer <token> (or metrics_public)\n",
-        )
-    } else {
-        reply(
-            &mut stream,
-            "200 OK",
-            &metrics.render(engine, access.max_queues),
-        )
-    };
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_bearer_token_is_read_from_the_authorization_header() {
-        let head = "GET /metrics HTTP/1.1\r\nHost: x\r\nauthorization:  Bearer s3cret \r\n\r\n";
-        assert_eq!(bearer(head), Some("s3cret"));
-        assert_eq!(bearer("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), None);
-        assert_eq!(
-            bearer("GET /metrics HTTP/1.1\r\nAuthorization: Basic abc\r\n\r\n"),
-            None
-        );
-    }
+    use std::sync::Arc;
 
     #[test]
     fn each_loop_records_in_its_own_stripe_and_a_scrape_sums_them() {

@@ -188,8 +188,11 @@ fn a_bad_flag_is_one_line_and_exit_2() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("127.0.0.1:7700"));
 }
 
+/// Three wrong tokens close a connection; an address that keeps failing
+/// (reconnecting for more guesses) is refused at connect for a while, even
+/// with the right token; the warnings are rate limited.
 #[test]
-fn failed_auths_close_the_connection_and_their_warning_is_rate_limited() {
+fn failed_auths_close_the_connection_then_block_the_address_and_warn_rate_limited() {
     let dir = std::env::temp_dir().join(format!("fila-auth-log-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("fila.toml");
@@ -200,26 +203,45 @@ fn failed_auths_close_the_connection_and_their_warning_is_rate_limited() {
     .unwrap();
     let server = spawn("", &["--config", config.to_str().unwrap()], &[]);
     let started = Instant::now();
-    // 20 connections × 3 wrong tokens, as fast as they are answered.
-    let auth = |id: u64| {
+    let auth = |id: u64, token: &[u8; 5]| {
         let mut f = vec![0, 0, 0, 19, 1, 0x02, 0, 0];
         f.extend_from_slice(&id.to_be_bytes());
         f.extend_from_slice(&[0, 5]);
-        f.extend_from_slice(b"wrong");
+        f.extend_from_slice(token);
         f
     };
-    for _ in 0..20 {
+    let blocked = |all: &[u8]| all.windows(14).any(|w| w == b"too many faile");
+    // Connections of 3 wrong tokens each, as fast as they are answered,
+    // until the address is refused.
+    let mut refused_at = None;
+    for n in 0..40 {
         let mut s = TcpStream::connect(&server.addr).unwrap();
         for id in 1..=3 {
-            s.write_all(&auth(id)).unwrap();
+            // The server may have closed already (refused at connect).
+            let _ = s.write_all(&auth(id, b"wrong"));
         }
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut all = Vec::new();
-        s.read_to_end(&mut all)
-            .expect("the server closes after the third");
+        let _ = s.read_to_end(&mut all);
+        if blocked(&all) {
+            refused_at = Some(n);
+            break;
+        }
         assert!(all.len() >= 3 * 16, "three answers before the close");
     }
-    // 60 failures; at most one warning a second made it to the log.
+    let n = refused_at.expect("an address that keeps failing is refused");
+    assert!(
+        n * 3 >= fila_server::guard::FREE_FAILURES as usize,
+        "refused after {n} connections"
+    );
+    // Blocked means blocked, whatever token it brings now.
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    let _ = s.write_all(&auth(1, b"right"));
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut all = Vec::new();
+    let _ = s.read_to_end(&mut all);
+    assert!(blocked(&all), "{:?}", String::from_utf8_lossy(&all));
+    // At most one warning a second made it to the log.
     let mut warnings = 0;
     while let Ok(line) = server.lines.recv_timeout(Duration::from_millis(500)) {
         if line.contains("unknown token") {
@@ -229,7 +251,8 @@ fn failed_auths_close_the_connection_and_their_warning_is_rate_limited() {
     let seconds = started.elapsed().as_secs() + 2;
     assert!(
         (1..=seconds).contains(&warnings),
-        "{warnings} warnings for 60 failures"
+        "{warnings} warnings for {} failures",
+        3 * n
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

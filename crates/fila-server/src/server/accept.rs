@@ -13,6 +13,22 @@ impl Loop {
             };
             match listener.accept() {
                 Ok((stream, peer)) => {
+                    if !self.shared.config.tokens.is_empty() {
+                        if let Some(left) = self.guard.blocked(peer.ip(), Instant::now()) {
+                            self.shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                            debug!(%peer, "refused: too many failed authentications");
+                            refuse(
+                                stream,
+                                ErrorCode::UNAUTHENTICATED,
+                                &format!(
+                                    "unauthenticated: too many failed authentications from this address; \
+                                     try again in {} s",
+                                    left.as_secs().max(1)
+                                ),
+                            );
+                            continue;
+                        }
+                    }
                     let open = self.shared.connections.load(Ordering::Acquire);
                     if open as usize >= self.shared.config.max_connections
                         && !self.evict_for_newcomer()
@@ -21,6 +37,7 @@ impl Loop {
                         debug!(%peer, "refused: max_connections reached");
                         refuse(
                             stream,
+                            ErrorCode::RESOURCE_EXHAUSTED,
                             &format!(
                                 "resource_exhausted: the server is at its max_connections of {}",
                                 self.shared.config.max_connections
@@ -196,6 +213,22 @@ impl Loop {
         self.ready(slot);
     }
 
+    /// Counts a failed authentication from `ip` (the accepting loop's
+    /// table); says so once when it blocks the address.
+    pub(super) fn note_auth_failure(&mut self, ip: std::net::IpAddr) {
+        let now = Instant::now();
+        let was = self.guard.blocked(ip, now).is_some();
+        if let Some(block) = self.guard.failed(ip, now) {
+            if !was {
+                warn!(
+                    peer = %ip,
+                    block_secs = block.as_secs(),
+                    "too many failed authentications: new connections from this address are refused for a while"
+                );
+            }
+        }
+    }
+
     pub(super) fn forget_connection(&self) {
         self.shared.connections.fetch_sub(1, Ordering::AcqRel);
         self.shared
@@ -214,8 +247,8 @@ pub(super) fn open_files_limit() -> Option<u64> {
 
 /// Answers a connection the server will not take with one error frame
 /// (best effort: a fresh socket's send buffer takes it whole), then closes.
-pub(super) fn refuse(mut stream: TcpStream, message: &str) {
+pub(super) fn refuse(mut stream: TcpStream, code: ErrorCode, message: &str) {
     let mut out = BytesMut::new();
-    error(ErrorCode::RESOURCE_EXHAUSTED, message).encode(proto::Opcode::Hello as u8, 0, &mut out);
+    error(code, message).encode(proto::Opcode::Hello as u8, 0, &mut out);
     let _ = stream.write(&out);
 }

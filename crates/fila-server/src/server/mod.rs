@@ -48,7 +48,8 @@ use crate::auth;
 use crate::auth::TokenId;
 use crate::config::{Config, Sync};
 use crate::dispatch::{self, error, Answer, Caller, Outcome};
-use crate::metrics::{Metrics, MetricsEndpoint};
+use crate::metrics::Metrics;
+use crate::scrape::MetricsEndpoint;
 
 mod accept;
 mod conn;
@@ -114,6 +115,9 @@ enum Inbox {
     Scrape(ScrapeAsk),
     /// A connection moved here from another loop (whose shard it uses).
     Moved(Box<Conn>),
+    /// (To the accepting loop.) A connection from this address failed to
+    /// authenticate.
+    AuthFailed(std::net::IpAddr),
 }
 
 struct Shared {
@@ -189,6 +193,10 @@ struct Loop {
     holding: Vec<(usize, u64)>,
     /// Connections that stopped reading while the log's backlog is full.
     log_paused: Vec<(usize, u64)>,
+    /// Failed authentications per peer address (the accepting loop's:
+    /// every loop reports its failures there, and blocked peers are
+    /// refused when they connect).
+    guard: crate::guard::AuthGuard,
 }
 
 /// A running server.
@@ -350,6 +358,11 @@ impl Server {
                 high_water: 0,
                 holding: Vec::new(),
                 log_paused: Vec::new(),
+                guard: crate::guard::AuthGuard::with_capacity(if index == 0 {
+                    crate::guard::PEERS_MAX
+                } else {
+                    1
+                }),
             };
             if let Some(listener) = l.listener.as_mut() {
                 l.poll
@@ -658,7 +671,7 @@ impl Loop {
                     // Most often filled by a put not yet durable: held
                     // until it is (after the put's own answer).
                     let opcode = proto::Opcode::Receive as u8;
-                    let mark = self.hold_mark(opcode, &response, Some(p.wait.shard()));
+                    let mark = self.hold_mark(slot, opcode, &response, Some(p.wait.shard()));
                     self.respond_held(slot, opcode, request_id, &response, mark);
                     self.dirty.push(slot);
                 }
@@ -666,6 +679,7 @@ impl Loop {
                 Inbox::Pause(pause) => self.pause(pause),
                 Inbox::Scrape(ask) => self.scrape(ask),
                 Inbox::Moved(conn) => self.adopt_moved(conn),
+                Inbox::AuthFailed(ip) => self.note_auth_failure(ip),
             }
         }
     }

@@ -80,6 +80,15 @@ impl Loop {
                     conn.closing = true;
                 }
                 self.warn_unknown_token(peer);
+                // Counted per address by the accepting loop.
+                if self.index == 0 {
+                    self.note_auth_failure(peer.ip());
+                } else {
+                    let (tx, waker) = &self.peers[0];
+                    if tx.send(Inbox::AuthFailed(peer.ip())).is_ok() {
+                        let _ = waker.wake();
+                    }
+                }
                 return Some(if last {
                     error(
                         ErrorCode::UNAUTHENTICATED,
@@ -176,6 +185,7 @@ impl Loop {
             checked: false,
         }) {
             self.on_done(route, done);
+            self.hand_on();
         }
         None
     }

@@ -337,6 +337,9 @@ impl Loop {
                 if let Some(done) = self.serve(run) {
                     self.deliver(route, done);
                 }
+                // After the answer: a parked receive that a put filled is
+                // answered after the put (both through the inbox, in order).
+                self.hand_on();
             }
             Job::List(list) => self.visit_list(list),
             Job::Transit(t) => {
@@ -398,7 +401,8 @@ impl Loop {
     }
 
     /// Runs a request on a shard owned here, or passes it on to the loop
-    /// that owns it; answers the outcome when it ran here.
+    /// that owns it; answers the outcome when it ran here (then the caller
+    /// answers it and calls [`Loop::hand_on`]).
     pub(super) fn serve(&mut self, mut run: RunJob) -> Option<Done> {
         if !run.checked {
             if let Some(target) = dispatch::target_of(&run.req) {
@@ -455,7 +459,8 @@ impl Loop {
             Outcome::Answer(r) => Done::Answer(r),
             Outcome::Parked(wait) => self.confirm_park(wait, run.may_park),
         };
-        self.hand_on();
+        // The caller hands on what the call produced (`hand_on`) once the
+        // answer is on its way.
         Some(done)
     }
 
@@ -618,7 +623,7 @@ impl Loop {
                         response.is_error(),
                     );
                 }
-                let mark = self.hold_mark(route.opcode, &response, Some(route.shard));
+                let mark = self.hold_mark(route.slot, route.opcode, &response, Some(route.shard));
                 self.respond_held(route.slot, route.opcode, route.request_id, &response, mark);
             }
             Done::Parked(wait) => {
