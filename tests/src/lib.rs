@@ -126,6 +126,19 @@ impl TestServer {
         }
     }
 
+    /// Waits (at most 10 s) until at most `n` receives are parked.
+    pub fn wait_parked_at_most(&self, n: u64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let metrics = self.server().metrics();
+        while metrics.parked.load(std::sync::atomic::Ordering::Acquire) > n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "parked receives never ended"
+            );
+            std::thread::yield_now();
+        }
+    }
+
     /// The server itself.
     pub fn server(&self) -> &Server {
         self.server.as_ref().expect("running")

@@ -394,3 +394,48 @@ fn a_half_close_waits_for_the_answers_of_requests_at_other_loops() {
         assert_eq!(c.stats(n).unwrap().visible, 10);
     }
 }
+
+/// A consumer whose parked receive holds all its output room (so the
+/// server is not reading its socket) closes: its parked receive ends with
+/// it, and the messages put next go to a live consumer at once instead of
+/// being leased to a connection that no longer exists.
+#[test]
+fn a_closed_connections_parked_receive_leases_nothing() {
+    let s = TestServer::with(|c| c.max_output_bytes = fila_server::OUTPUT_BYTES_MIN);
+    let mut c = s.client();
+    c.create_queue(
+        "q",
+        SettingsPatch {
+            max_message_bytes: Some(1 << 20),
+            visibility_timeout_ms: Some(600_000),
+            ..SettingsPatch::default()
+        },
+    )
+    .unwrap();
+    for round in 0..5 {
+        let mut raw = TcpStream::connect(s.addr).unwrap();
+        let mut frames = BytesMut::new();
+        Request::Receive(fila_client::Receive {
+            queue: QueueRef {
+                name: "q".into(),
+                dlq: false,
+            },
+            max_messages: 20,
+            visibility_ms: None,
+            wait_ms: Some(20_000),
+            channel: None,
+            fields: fila_client::Fields::ALL,
+        })
+        .encode(1, &mut frames);
+        raw.write_all(&frames).unwrap();
+        s.wait_parked(1);
+        drop(raw);
+        // The server sees the close though it is not reading the socket.
+        s.wait_parked_at_most(0);
+        c.put_one("q", format!("m{round}")).unwrap();
+        let got = c.receive("q", 10, Some(10_000)).unwrap();
+        assert_eq!(got.len(), 1, "round {round}: the live consumer got it");
+        c.delete("q", &[got[0].receipt.unwrap()]).unwrap();
+        assert_eq!(c.stats("q").unwrap().in_flight, 0, "round {round}");
+    }
+}

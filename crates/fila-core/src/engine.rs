@@ -432,6 +432,15 @@ impl Engine {
         self.on_shard(name, |o| o.defer(name, receipt))
     }
 
+    /// Ends the leases of messages received from queue `name` (or its DLQ)
+    /// whose answer could not reach its consumer (a server's connection
+    /// closed before the answer was written): each lease still live ends,
+    /// the message visible again at once, its delivery not counted.
+    pub fn abandon(&self, name: &str, receipts: &[Receipt]) {
+        let shard = self.core.shard_of(name);
+        self.on_shard(name, |o| o.abandon(shard, receipts));
+    }
+
     /// Dead-letters a leased message with a reason and description.
     pub fn dead_letter(
         &self,

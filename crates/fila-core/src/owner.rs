@@ -571,6 +571,15 @@ impl Owner {
         self.on(addr.queue, |s, now| s.delete(addr, receipts, now))
     }
 
+    /// Ends the leases of an answer that could not be delivered (see
+    /// [`Shard::abandon`]); `shard` (held here) is the one their queue is
+    /// on.
+    pub fn abandon(&mut self, shard: usize, receipts: &[Receipt]) {
+        let now = self.core.clock.now_ms();
+        self.shard_mut(shard).abandon(receipts, now);
+        self.collect(shard, now);
+    }
+
     /// Defers a leased message.
     pub fn defer(&mut self, name: &str, receipt: &Receipt) -> Result<(), Error> {
         self.on(name, |s, now| s.defer(name, receipt, now))

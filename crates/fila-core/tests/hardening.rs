@@ -660,3 +660,39 @@ fn channels_count_against_the_server_budget_while_they_hold_messages() {
     e.purge(Address::dlq("q")).unwrap();
     assert_eq!(e.stored_bytes(), 0);
 }
+
+/// Leases handed out in an answer that never reached its consumer (a
+/// server's connection closed first) are abandoned: visible again at once,
+/// their delivery not counted; receipts of leases already ended are passed
+/// over.
+#[test]
+fn abandoned_leases_are_visible_again_at_once_and_not_counted() {
+    let (_, e) = engine();
+    e.create_queue(
+        "q",
+        QueueSettings {
+            max_deliveries: 1,
+            ..QueueSettings::default()
+        },
+    )
+    .unwrap();
+    put_n(&e, "q", 3, b"m");
+    let got = recv(&e, "q", 30_000);
+    assert_eq!(got.len(), 3);
+    e.delete(Address::queue("q"), &[got[0].receipt.unwrap()])
+        .unwrap();
+    let receipts: Vec<Receipt> = got.iter().map(|m| m.receipt.unwrap()).collect();
+    e.abandon("q", &receipts);
+    let st = e.stats("q").unwrap();
+    assert_eq!((st.visible, st.in_flight, st.dead_lettered), (2, 0, 0));
+    // Delivered once in all (max_deliveries 1): not dead-lettered.
+    let again = recv(&e, "q", 30_000);
+    assert_eq!(again.len(), 2);
+    assert!(again.iter().all(|m| m.delivery_count == 1));
+    // The abandoned receipts are stale now.
+    let stale = e.delete(Address::queue("q"), &receipts[1..]).unwrap();
+    assert!(stale
+        .iter()
+        .all(|r| r.as_ref().unwrap_err().kind() == ErrorKind::ReceiptStale));
+    e.check_invariants().unwrap();
+}

@@ -150,6 +150,25 @@ impl Answer {
         }
     }
 
+    /// The receipts of the leases it hands out (none for answers that
+    /// lease nothing).
+    pub(crate) fn receipts(&self) -> Vec<Receipt> {
+        match self {
+            Answer::Messages(_, ms) => ms.iter().filter_map(|m| m.receipt).collect(),
+            Answer::Wire(Response::Deferred(entries)) => entries
+                .iter()
+                .filter_map(|e| e.as_ref().ok()?.receipt.as_ref())
+                .filter_map(|r| Receipt::from_bytes(r).ok())
+                .collect(),
+            Answer::Wire(Response::Messages(ms) | Response::Selected(_, ms)) => ms
+                .iter()
+                .filter_map(|m| m.receipt.as_ref())
+                .filter_map(|r| Receipt::from_bytes(r).ok())
+                .collect(),
+            Answer::Wire(_) => Vec::new(),
+        }
+    }
+
     /// Whether it is an error answer.
     pub(crate) fn is_error(&self) -> bool {
         matches!(self, Answer::Wire(Response::Error(_)))

@@ -116,6 +116,50 @@ impl Shard {
         Ok(answers)
     }
 
+    /// Leases handed out in an answer that could not be delivered (its
+    /// connection closed first): each lease still live ends as a release
+    /// does (visible again at once) and its delivery is not counted. A
+    /// receipt that no longer names a live lease is passed over.
+    pub fn abandon(&mut self, receipts: &[Receipt], now: u64) {
+        self.catch_up(now);
+        let now = self.now;
+        for receipt in receipts {
+            if self.key.verify(receipt).is_err() {
+                continue;
+            }
+            let Some(r) = self.records.get(receipt.slot as usize) else {
+                continue;
+            };
+            let word = r.word.load();
+            if word.state != MessageState::InFlight || word.generation != receipt.generation {
+                continue;
+            }
+            let q = r.q;
+            let live_queue = self.queues.get(q.queue() as usize).is_some_and(|queue| {
+                queue
+                    .as_ref()
+                    .is_some_and(|queue| !queue.dropping && queue.id == receipt.queue_id)
+            });
+            if !live_queue || self.is_purged(q) {
+                continue;
+            }
+            let Ok(slot) = self.end_lease(q, receipt, LeaseEnd::Release) else {
+                continue;
+            };
+            let r = &mut self.records[slot as usize];
+            let count = r.word.load().delivery_count;
+            r.word.set_delivery_count(count.saturating_sub(1));
+            r.visible_at = now;
+            if r.expires_at <= now {
+                self.enter_state(slot, MessageState::Visible);
+                self.expire(slot, now);
+            } else {
+                self.enter_visible(slot);
+            }
+        }
+        self.serve_gained();
+    }
+
     /// Defers a leased message: only receive-deferred can take it again.
     pub fn defer(&mut self, name: &str, receipt: &Receipt, now: u64) -> Result<(), Error> {
         self.catch_up(now);

@@ -207,6 +207,7 @@ impl Loop {
             read_paused: false,
             queued: false,
             closing: false,
+            peer_closed: false,
             writable_interest: false,
         });
         // Data may have arrived before registration.

@@ -68,6 +68,10 @@ pub(super) struct Conn {
     pub(super) queued: bool,
     /// Close once the output is written.
     pub(super) closing: bool,
+    /// Its client closed its side (seen even while it is not read): its
+    /// parked receives were ended, and a late answer to one is not
+    /// written (what it leased goes back).
+    pub(super) peer_closed: bool,
     pub(super) writable_interest: bool,
 }
 

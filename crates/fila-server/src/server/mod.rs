@@ -102,6 +102,8 @@ enum Inbox {
         generation: u64,
         park: u64,
         request_id: u64,
+        /// The shard of the queue it waited on.
+        shard: usize,
         result: Result<Vec<Message>, fila_core::Error>,
     },
     /// What became of a request this loop sent to the owner of its shard.
@@ -526,7 +528,14 @@ impl Loop {
                 match event.token() {
                     LISTENER => self.accept(),
                     WAKER => {}
-                    Token(slot) => self.ready(slot),
+                    Token(slot) => {
+                        if event.is_read_closed() || event.is_error() {
+                            // Even while it is not being read (no output
+                            // room): nothing more is leased to it.
+                            self.peer_closed(slot);
+                        }
+                        self.ready(slot)
+                    }
                 }
             }
             if self.accept_retry.is_some_and(|at| Instant::now() >= at) {
@@ -599,32 +608,49 @@ impl Loop {
             let _ = self.poll.registry().deregister(&mut listener);
         }
         for slot in 0..self.conns.len() {
-            let parked: Vec<(u64, WaitId, u64, u64)> = match self.conns[slot].as_ref() {
-                Some(c) => c
-                    .parked
-                    .iter()
-                    .map(|(park, p)| (*park, p.wait, p.request_id, c.generation))
-                    .collect(),
-                None => continue,
-            };
-            for (park, wait, request_id, generation) in parked {
-                // One already answered keeps its entry: its answer is on its
-                // way through the inbox. One cancelled is answered empty.
-                let route = Route {
-                    lp: self.index,
-                    slot,
-                    generation,
-                    request_id,
-                    opcode: proto::Opcode::Receive as u8,
-                    started: Instant::now(),
-                    room: 0,
-                    park,
-                    fields: proto::Fields::ALL,
-                    shard: 0,
-                };
-                self.cancel_wait(wait, Some(route));
-            }
+            self.end_parked(slot);
             self.flush(slot);
+        }
+    }
+
+    /// Its client closed its side: its parked receives end (once).
+    fn peer_closed(&mut self, slot: usize) {
+        let Some(Some(c)) = self.conns.get_mut(slot) else {
+            return;
+        };
+        if !std::mem::replace(&mut c.peer_closed, true) {
+            self.end_parked(slot);
+        }
+    }
+
+    /// Ends a connection's parked receives now, each answered with no
+    /// messages: the server is stopping, or its client closed its side
+    /// (it sends no more, and may be gone: nothing more is leased to it).
+    pub(super) fn end_parked(&mut self, slot: usize) {
+        let parked: Vec<(u64, WaitId, u64, u64)> = match self.conns.get(slot) {
+            Some(Some(c)) => c
+                .parked
+                .iter()
+                .map(|(park, p)| (*park, p.wait, p.request_id, c.generation))
+                .collect(),
+            _ => return,
+        };
+        for (park, wait, request_id, generation) in parked {
+            // One already answered keeps its entry: its answer is on its
+            // way through the inbox. One cancelled is answered empty.
+            let route = Route {
+                lp: self.index,
+                slot,
+                generation,
+                request_id,
+                opcode: proto::Opcode::Receive as u8,
+                started: Instant::now(),
+                room: 0,
+                park,
+                fields: proto::Fields::ALL,
+                shard: wait.shard(),
+            };
+            self.cancel_wait(wait, Some(route));
         }
     }
 
@@ -649,21 +675,39 @@ impl Loop {
                     generation,
                     park,
                     request_id,
+                    shard,
                     result,
                 } => {
                     // The wait ended by its answer: it counts no more,
                     // whether or not its connection is still there.
                     self.unpark_count();
-                    let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+                    let parked = self
+                        .conns
+                        .get_mut(slot)
+                        .and_then(|c| c.as_mut())
+                        .filter(|c| c.generation == generation)
+                        .and_then(|c| c.parked.remove(&park));
+                    let Some(p) = parked else {
+                        // Its connection closed (or cancelled it) while the
+                        // answer was on its way: what it leased goes back.
+                        if let Ok(ms) = result {
+                            let receipts = ms.iter().filter_map(|m| m.receipt).collect();
+                            self.abandon(shard, receipts);
+                        }
                         continue;
                     };
-                    if conn.generation != generation {
-                        continue;
-                    }
-                    let Some(p) = conn.parked.remove(&park) else {
-                        continue;
-                    };
+                    let conn = self.conns[slot].as_mut().expect("just found");
                     conn.reserved -= p.reserved;
+                    let result = match result {
+                        // Filled as its client was closing (its cancel came
+                        // too late): answered empty, what it leased back.
+                        Ok(ms) if conn.peer_closed && !ms.is_empty() => {
+                            let receipts = ms.iter().filter_map(|m| m.receipt).collect();
+                            self.abandon(shard, receipts);
+                            Ok(Vec::new())
+                        }
+                        other => other,
+                    };
                     let response = match result {
                         Ok(ms) => dispatch::messages_of(ms, p.fields),
                         Err(e) => Answer::failed(&e),

@@ -93,6 +93,12 @@ pub(super) enum Job {
         wait: WaitId,
         reply: Option<Route>,
     },
+    /// Leases of an answer its connection closed before it could be
+    /// written: end them (visible again at once).
+    Abandon {
+        shard: usize,
+        receipts: Vec<fila_core::Receipt>,
+    },
 }
 
 /// What became of a request at its shard's owner.
@@ -347,6 +353,26 @@ impl Loop {
                 self.hand_on();
             }
             Job::Cancel { wait, reply } => self.cancel_here(wait, reply),
+            Job::Abandon { shard, receipts } => {
+                self.owner.abandon(shard, &receipts);
+                self.hand_on();
+            }
+        }
+    }
+
+    /// Ends the leases of an answer that can no longer be written (its
+    /// connection closed): the messages are visible again at once, on
+    /// whichever loop owns `shard`.
+    pub(super) fn abandon(&mut self, shard: usize, receipts: Vec<fila_core::Receipt>) {
+        if receipts.is_empty() {
+            return;
+        }
+        let dest = self.owner_of(shard);
+        if dest == self.index {
+            self.owner.abandon(shard, &receipts);
+            self.hand_on();
+        } else {
+            self.send_job(dest, Job::Abandon { shard, receipts });
         }
     }
 
@@ -447,6 +473,7 @@ impl Loop {
                         generation: route.generation,
                         park: route.park,
                         request_id: route.request_id,
+                        shard: route.shard,
                         result,
                     })
                     .is_ok()
@@ -581,9 +608,11 @@ impl Loop {
             .filter(|c| c.generation == route.generation)
         else {
             // Closed meanwhile: a receive that parked holds messages for
-            // nobody: cancel it.
-            if let Done::Parked(wait) = done {
-                self.cancel_wait(wait, None);
+            // nobody: cancel it; messages an answer leased go back.
+            match done {
+                Done::Parked(wait) => self.cancel_wait(wait, None),
+                Done::Answer(answer) => self.abandon(route.shard, answer.receipts()),
+                Done::Cancelled => {}
             }
             return;
         };
@@ -633,6 +662,13 @@ impl Loop {
                         .record(self.index, op, route.started.elapsed(), false);
                 }
                 self.park(route, wait);
+                if self.conns[route.slot]
+                    .as_ref()
+                    .is_some_and(|c| c.peer_closed)
+                {
+                    // Its client closed while it was parking.
+                    self.end_parked(route.slot);
+                }
             }
             Done::Cancelled => {
                 let Some(p) = conn.parked.remove(&route.park) else {
