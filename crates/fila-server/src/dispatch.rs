@@ -345,6 +345,14 @@ pub(crate) fn authorize(caller: &Caller<'_>, req: &Request) -> Option<Response> 
                 .to_lowercase(),
         ))
     };
+    // A queue's settings are read by anyone granted anything on it (a
+    // consumer needs its visibility timeout and dead-letter target, as a
+    // worker does at start).
+    if let Request::GetQueue { name } = req {
+        if caller.tokens.sees(token, name) {
+            return None;
+        }
+    }
     if let Some((queue, permission)) = auth::needs(req) {
         if !caller.tokens.allows(token, queue, permission) {
             return forbidden(queue, permission);

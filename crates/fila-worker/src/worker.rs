@@ -278,8 +278,17 @@ fn poison_of(queue: &str) -> String {
     format!("{queue}-poison")
 }
 
-/// Checks the queue and points its dead letters at `<queue>-poison`
-/// (created when missing), unless it already has a dead-letter target.
+/// The one-time set-up of a queue's poison queue, for an operator.
+fn setup_commands(queue: &str) -> String {
+    let poison = poison_of(queue);
+    format!("fila queue create {poison} && fila queue update {queue} --dead-letter-target {poison}")
+}
+
+/// Checks the queue (any grant on it reads its settings) and uses its
+/// dead-letter target when one is set; else points its dead letters at
+/// `<queue>-poison` (created when missing), which needs `manage` on the
+/// queue and `send` on the poison queue: without them the error says what
+/// an operator runs once.
 async fn prepare(work: &AsyncClient, b: &Binding) -> Result<(), WorkerError> {
     let queue = b.queue.to_string();
     let err = |why: String| WorkerError::Queue {
@@ -304,10 +313,22 @@ async fn prepare(work: &AsyncClient, b: &Binding) -> Result<(), WorkerError> {
         }
         None => {
             let poison = poison_of(&queue);
+            let unset = |e: &fila_client::ClientError| {
+                if e.code() == Some(ErrorCode::FORBIDDEN) {
+                    format!(
+                        "it has no dead-letter target and this token may not set one ({e}); \
+                         the worker needs only receive on {queue} and send on {poison} once an \
+                         operator has run: {}",
+                        setup_commands(&queue)
+                    )
+                } else {
+                    format!("pointing its dead letters at {poison}: {e}")
+                }
+            };
             match work.create_queue(&poison, SettingsPatch::default()).await {
                 Ok(_) => {}
                 Err(e) if e.code() == Some(ErrorCode::QUEUE_EXISTS) => {}
-                Err(e) => return Err(err(format!("creating {poison}: {e}"))),
+                Err(e) => return Err(err(unset(&e))),
             }
             work.update_queue(
                 &queue,
@@ -317,7 +338,7 @@ async fn prepare(work: &AsyncClient, b: &Binding) -> Result<(), WorkerError> {
                 },
             )
             .await
-            .map_err(|e| err(format!("pointing its dead letters at {poison}: {e}")))?;
+            .map_err(|e| err(unset(&e)))?;
         }
     }
     Ok(())

@@ -411,3 +411,95 @@ fn base64_payloads_are_decoded_for_the_handler_and_bad_ones_go_to_poison_at_once
     );
     assert!(dl.description.contains("base64"), "{}", dl.description);
 }
+
+/// A server with an operator's token and a worker's: receive on `jobs`,
+/// send on `jobs-poison`, nothing more.
+fn least_privilege_server() -> TestServer {
+    use fila_server::auth::{Grant, Permission};
+    TestServer::with(|c| {
+        c.sync = fila_server::Sync::None;
+        c.tokens.add(
+            "operator".into(),
+            vec![Grant::new(
+                "*",
+                &[Permission::Manage, Permission::Send, Permission::Receive],
+            )],
+        );
+        c.tokens.add(
+            "worker".into(),
+            vec![
+                Grant::new("jobs", &[Permission::Receive]),
+                Grant::new("jobs-poison", &[Permission::Send]),
+            ],
+        );
+    })
+}
+
+/// The worker needs no `manage`: with the queue's dead-letter target set
+/// once by an operator, a token with receive on the queue and send on the
+/// poison queue runs it, poison messages included.
+#[test]
+fn a_worker_needs_only_receive_and_send_on_its_poison_queue() {
+    let s = least_privilege_server();
+    let mut op = s.client_with_token("operator").unwrap();
+    op.create_queue("jobs-poison", SettingsPatch::default())
+        .unwrap();
+    op.create_queue(
+        "jobs",
+        SettingsPatch {
+            dead_letter_target: Some(Some("jobs-poison".into())),
+            ..SettingsPatch::default()
+        },
+    )
+    .unwrap();
+    op.put_one("jobs", "good").unwrap();
+    op.put_one("jobs", "bad").unwrap();
+    let worker = Worker::new(options(&s).token("worker")).queue(
+        "jobs",
+        Settings {
+            max_dequeue_count: 1,
+            ..quick()
+        },
+        |d: Delivery, text: String| async move {
+            if text == "bad" {
+                Err(HandlerError::msg(format!("bad on try {}", d.dequeue_count)))
+            } else {
+                Ok(())
+            }
+        },
+    );
+    let stats = worker.stats();
+    runtime()
+        .block_on(worker.run_until(until(stats.clone(), |s| {
+            s.processed == 1 && s.poisoned == 1
+        })))
+        .unwrap();
+    let st = stats.get();
+    assert_eq!((st.processed, st.poisoned), (1, 1));
+    let poisoned = op.receive("jobs-poison", 10, Some(0)).unwrap();
+    assert_eq!(poisoned.len(), 1);
+    assert_eq!(poisoned[0].payload, "bad");
+}
+
+/// Without the target set, a worker that may not set it says what an
+/// operator runs once.
+#[test]
+fn without_a_target_a_worker_without_manage_says_what_to_run_once() {
+    let s = least_privilege_server();
+    let mut op = s.client_with_token("operator").unwrap();
+    op.create_queue("jobs", SettingsPatch::default()).unwrap();
+    let e = runtime()
+        .block_on(
+            Worker::new(options(&s).token("worker"))
+                .queue("jobs", quick(), |_: Delivery| async {
+                    Ok::<(), String>(())
+                })
+                .run_until(async {}),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("fila queue create jobs-poison && fila queue update jobs --dead-letter-target jobs-poison"),
+        "{e}"
+    );
+}
