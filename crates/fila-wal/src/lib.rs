@@ -35,10 +35,12 @@ pub mod record;
 mod storage;
 
 pub use log::{
-    segment_header, segment_name, snapshot_name, Log, LogOptions, OwnedRecord, Recovered, Snapshot,
-    TornTail, SEGMENT_HEADER,
+    segment_header, segment_name, snapshot_name, Log, LogOptions, Opened, OwnedRecord, Recovered,
+    Snapshot, SnapshotFile, SnapshotReader, TornTail, SEGMENT_HEADER,
 };
-pub use storage::{create_private_dir, FsStorage, SimDisk, Storage, DIR_MODE, FILE_MODE, SECTOR};
+pub use storage::{
+    create_private_dir, out_of_room, FsStorage, SimDisk, Storage, DIR_MODE, FILE_MODE, SECTOR,
+};
 
 /// What can go wrong with the log, in one line each.
 #[derive(Debug, thiserror::Error)]
@@ -72,4 +74,22 @@ pub enum Error {
     /// An earlier write or sync failed; the log accepts nothing more.
     #[error("the log failed earlier and accepts nothing more")]
     Failed,
+    /// The disk is full or the directory closed to writing: nothing was
+    /// lost and nothing half written is left; what failed (a commit's
+    /// pending records, a snapshot) can be tried again once there is room.
+    #[error("{file}: {source} (nothing lost: tried again once there is room)")]
+    NoRoom {
+        /// The file.
+        file: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// Whether the log is still good and what failed may be tried again
+    /// ([`Error::NoRoom`]); every other error fails the log for good.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::NoRoom { .. })
+    }
 }

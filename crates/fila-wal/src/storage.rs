@@ -30,6 +30,52 @@ pub trait Storage: Send {
     fn rename(&mut self, from: &str, to: &str) -> io::Result<()>;
     /// Where the files are, for messages.
     fn describe(&self, name: &str) -> String;
+
+    /// Reads up to `buf.len()` bytes of a file from `offset`; answers how
+    /// many (0 at its end).
+    fn read_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let data = self.read(name)?;
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(data.len());
+        let n = buf.len().min(data.len() - start);
+        buf[..n].copy_from_slice(&data[start..start + n]);
+        Ok(n)
+    }
+    /// A file's length.
+    fn file_len(&self, name: &str) -> io::Result<u64> {
+        Ok(self.read(name)?.len() as u64)
+    }
+    /// Makes room on the disk for a file's first `len` bytes without
+    /// changing its length, so appends up to there cannot run out of space
+    /// (`fallocate` with `FALLOC_FL_KEEP_SIZE`). Where the file system
+    /// cannot, it does nothing; no room is `StorageFull`.
+    fn preallocate(&mut self, _name: &str, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+    /// Bytes free for this user on the disk the files are on, if known.
+    fn free_bytes(&self) -> io::Result<Option<u64>> {
+        Ok(None)
+    }
+    /// Whether files can be made in the directory (made and removed at
+    /// once): a directory made read-only is found at start, not when a
+    /// segment is due.
+    fn check_writable(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Whether `e` says the disk is full or the directory is closed to
+/// writing: conditions that can pass (space freed, permissions mended),
+/// after which what failed may be tried again.
+pub fn out_of_room(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::StorageFull
+            | io::ErrorKind::QuotaExceeded
+            | io::ErrorKind::PermissionDenied
+            | io::ErrorKind::ReadOnlyFilesystem
+    )
 }
 
 /// A directory of the file system.
@@ -174,6 +220,52 @@ impl Storage for FsStorage {
     fn describe(&self, name: &str) -> String {
         self.dir.join(name).display().to_string()
     }
+
+    fn read_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let f = File::open(self.dir.join(name))?;
+        let mut n = 0;
+        while n < buf.len() {
+            match f.read_at(&mut buf[n..], offset + n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
+    }
+
+    fn file_len(&self, name: &str) -> io::Result<u64> {
+        Ok(std::fs::metadata(self.dir.join(name))?.len())
+    }
+
+    fn preallocate(&mut self, name: &str, len: u64) -> io::Result<()> {
+        let f = self.file(name)?;
+        match rustix::fs::fallocate(&*f, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len) {
+            Ok(()) => Ok(()),
+            // The file system cannot: appends take room as they go.
+            Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn free_bytes(&self) -> io::Result<Option<u64>> {
+        let st = rustix::fs::statvfs(&self.dir)?;
+        Ok(Some(st.f_bavail.saturating_mul(st.f_frsize)))
+    }
+
+    fn check_writable(&mut self) -> io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let probe = self.dir.join(".write-probe");
+        let _ = std::fs::remove_file(&probe);
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(FILE_MODE)
+            .open(&probe)?;
+        std::fs::remove_file(&probe)
+    }
 }
 
 /// Bytes a torn write keeps whole: a write cut short by a crash keeps a
@@ -188,6 +280,15 @@ struct SimFile {
     synced: usize,
     /// Whether the directory entry is durable.
     entry_synced: bool,
+    /// Room preallocated for it (its length stays `data.len()`).
+    reserved: usize,
+}
+
+impl SimFile {
+    /// The room it takes on the disk.
+    fn room(&self) -> usize {
+        self.data.len().max(self.reserved)
+    }
 }
 
 /// A simulated disk for tests. Writes land in memory; only synced bytes
@@ -205,6 +306,10 @@ pub struct SimDisk {
     /// one fails until [`SimDisk::crash`].
     ops_left: Option<u32>,
     rng: u64,
+    /// Bytes the disk holds at most (`None`: no limit).
+    capacity: Option<usize>,
+    /// The directory refuses new entries, renames and removals.
+    read_only: bool,
 }
 
 impl SimDisk {
@@ -262,6 +367,37 @@ impl SimDisk {
                 self.files.insert(name, f);
             }
         }
+    }
+
+    /// Makes the disk hold at most `bytes` (every file's length or
+    /// preallocated room, whichever is more), or no limit: writes past it
+    /// fail `StorageFull` after writing what fits.
+    pub fn set_capacity(&mut self, bytes: Option<usize>) {
+        self.capacity = bytes;
+    }
+
+    /// Makes the directory read-only (its files stay writable), or not.
+    pub fn set_read_only(&mut self, read_only: bool) {
+        self.read_only = read_only;
+    }
+
+    /// Bytes the files take on the disk.
+    pub fn used(&self) -> usize {
+        self.files.values().map(SimFile::room).sum()
+    }
+
+    fn no_room() -> io::Error {
+        io::Error::new(io::ErrorKind::StorageFull, "simulated disk full")
+    }
+
+    fn refuse_entry(&self) -> io::Result<()> {
+        if self.read_only {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "simulated read-only directory",
+            ));
+        }
+        Ok(())
     }
 
     /// Flips one bit of a file (a bad sector, a cosmic ray).
@@ -322,6 +458,7 @@ impl Storage for SimDisk {
 
     fn create(&mut self, name: &str) -> io::Result<()> {
         self.op()?;
+        self.refuse_entry()?;
         if self.files.contains_key(name) {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
@@ -334,7 +471,18 @@ impl Storage for SimDisk {
 
     fn append(&mut self, name: &str, data: &[u8]) -> io::Result<()> {
         self.op()?;
-        self.get(name)?.data.extend_from_slice(data);
+        let free = self
+            .capacity
+            .map(|c| c.saturating_sub(self.used()))
+            .unwrap_or(usize::MAX);
+        let f = self.get(name)?;
+        // Room it holds already (preallocated) plus what the disk has.
+        let fits = f.reserved.saturating_sub(f.data.len()).saturating_add(free);
+        let n = data.len().min(fits);
+        f.data.extend_from_slice(&data[..n]);
+        if n < data.len() {
+            return Err(SimDisk::no_room());
+        }
         Ok(())
     }
 
@@ -372,6 +520,7 @@ impl Storage for SimDisk {
 
     fn remove(&mut self, name: &str) -> io::Result<()> {
         self.op()?;
+        self.refuse_entry()?;
         let f = self
             .files
             .remove(name)
@@ -384,6 +533,7 @@ impl Storage for SimDisk {
 
     fn rename(&mut self, from: &str, to: &str) -> io::Result<()> {
         self.op()?;
+        self.refuse_entry()?;
         let mut f = self
             .files
             .remove(from)
@@ -395,5 +545,47 @@ impl Storage for SimDisk {
 
     fn describe(&self, name: &str) -> String {
         format!("sim:{name}")
+    }
+
+    fn read_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let f = self
+            .files
+            .get(name)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, name.to_owned()))?;
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(f.data.len());
+        let n = buf.len().min(f.data.len() - start);
+        buf[..n].copy_from_slice(&f.data[start..start + n]);
+        Ok(n)
+    }
+
+    fn file_len(&self, name: &str) -> io::Result<u64> {
+        self.files
+            .get(name)
+            .map(|f| f.data.len() as u64)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, name.to_owned()))
+    }
+
+    fn preallocate(&mut self, name: &str, len: u64) -> io::Result<()> {
+        self.op()?;
+        let used = self.used();
+        let capacity = self.capacity;
+        let f = self.get(name)?;
+        let want = usize::try_from(len).unwrap_or(usize::MAX);
+        let more = want.saturating_sub(f.room());
+        if capacity.is_some_and(|c| used.saturating_add(more) > c) {
+            return Err(SimDisk::no_room());
+        }
+        f.reserved = f.reserved.max(want);
+        Ok(())
+    }
+
+    fn free_bytes(&self) -> io::Result<Option<u64>> {
+        Ok(self.capacity.map(|c| c.saturating_sub(self.used()) as u64))
+    }
+
+    fn check_writable(&mut self) -> io::Result<()> {
+        self.refuse_entry()
     }
 }

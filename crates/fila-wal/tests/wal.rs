@@ -4,6 +4,8 @@
 use fila_wal::record::{self, Decoded};
 use fila_wal::{segment_name, Error, FsStorage, Log, LogOptions, SimDisk, Storage, SECTOR};
 use proptest::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
@@ -323,4 +325,300 @@ fn a_last_record_with_sectors_of_zeros_is_a_torn_write() {
     assert_eq!(recovered.records.len(), 1);
     let torn = recovered.torn.expect("reported");
     assert_eq!(torn.why, "a record with a sector never written");
+}
+
+/// A snapshot in the first format (checksum in the header, no trailer)
+/// still reads back.
+#[test]
+fn a_version_1_snapshot_still_reads() {
+    let (mut log, _) = Log::open(SimDisk::new(12), opts()).unwrap();
+    log.append(1, b"a").unwrap();
+    log.append(1, b"b").unwrap();
+    log.commit().unwrap();
+    let mut disk = log.into_storage();
+    let body = b"state as of 1";
+    let mut v1 = Vec::new();
+    v1.extend_from_slice(b"FILASNP\0");
+    v1.extend_from_slice(&1u32.to_be_bytes());
+    v1.extend_from_slice(&[0; 4]);
+    v1.extend_from_slice(&1u64.to_be_bytes());
+    v1.extend_from_slice(&1u64.to_be_bytes());
+    v1.extend_from_slice(&(body.len() as u64).to_be_bytes());
+    v1.extend_from_slice(body);
+    let crc = crc32c_of(&v1[16..]);
+    v1[12..16].copy_from_slice(&crc.to_be_bytes());
+    let name = fila_wal::snapshot_name(1);
+    disk.create(&name).unwrap();
+    disk.append(&name, &v1).unwrap();
+    let (_, recovered) = Log::open(disk, opts()).unwrap();
+    assert_eq!(recovered.snapshot.unwrap().body, body);
+    assert_eq!(recovered.records.len(), 1, "the record after it");
+}
+
+/// CRC32C (Castagnoli), bit by bit: the test's own, to build a file in
+/// the old format.
+fn crc32c_of(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// On a full disk a commit fails `NoRoom`, leaves nothing half written and
+/// keeps its records pending: the log is still good, and once there is
+/// room the same records (and later ones) are committed; nothing is lost
+/// or doubled across a reopen.
+#[test]
+fn a_full_disk_keeps_records_pending_until_there_is_room() {
+    let (mut log, _) = Log::open(SimDisk::new(13), opts()).unwrap();
+    for lsn in 1..=10 {
+        log.append(1, &body(lsn)).unwrap();
+    }
+    log.commit().unwrap();
+    let mut disk = log.into_storage();
+    let used = disk.used();
+    disk.set_capacity(Some(used));
+    let (mut log, recovered) = Log::open(disk, opts()).unwrap();
+    assert_eq!(recovered.records.len(), 10);
+    let mut appended = 10;
+    let mut refused = 0;
+    for round in 0..40u64 {
+        for _ in 0..5 {
+            appended += 1;
+            log.append(1, &body(appended)).unwrap();
+        }
+        match log.commit() {
+            Ok(_) => {}
+            Err(e) if e.is_retryable() => refused += 1,
+            Err(e) => panic!("round {round}: {e}"),
+        }
+    }
+    assert!(refused > 0, "the disk never filled");
+    // Room again: everything pending is committed.
+    let mut disk = log.into_storage();
+    disk.set_capacity(None);
+    let (mut log, recovered) = Log::open(disk, opts()).unwrap();
+    let kept = recovered.records.len() as u64;
+    assert!(recovered
+        .records
+        .windows(2)
+        .all(|w| w[1].lsn == w[0].lsn + 1));
+    for (i, r) in recovered.records.iter().enumerate() {
+        assert_eq!(r.body, body(i as u64 + 1), "record {}", i + 1);
+    }
+    // What a reopen lost of the pending batch was never committed: the log
+    // goes on after what it kept.
+    assert_eq!(log.next_lsn(), kept + 1);
+    log.append(1, b"after").unwrap();
+    log.commit().unwrap();
+
+    // Pending records survive a full disk within one life too.
+    let mut disk = log.into_storage();
+    let used = disk.used();
+    disk.set_capacity(Some(used));
+    let (mut log, _) = Log::open(disk, opts()).unwrap();
+    let mut sent = Vec::new();
+    let mut failed = false;
+    for i in 0..200u64 {
+        let b = format!("pending {i}").into_bytes();
+        log.append(2, &b).unwrap();
+        sent.push(b);
+        if log.commit().is_err() {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed, "the disk never filled");
+    let mut disk = log.into_storage();
+    disk.set_capacity(None);
+    let (_, recovered) = Log::open(disk, opts()).unwrap();
+    let got: Vec<Vec<u8>> = recovered
+        .records
+        .iter()
+        .filter(|r| r.kind == 2)
+        .map(|r| r.body.clone())
+        .collect();
+    assert_eq!(
+        got,
+        sent[..got.len()],
+        "a prefix, in order, nothing doubled"
+    );
+}
+
+/// With room again in the same life, the pending records go out.
+#[test]
+fn a_commit_refused_for_room_goes_through_once_there_is_room() {
+    let mut disk = committed_log(5);
+    let used = disk.used();
+    disk.set_capacity(Some(used + 64));
+    let (mut log, _) = Log::open(disk, opts()).unwrap();
+    // Fill what is left, then some.
+    let mut n = 0;
+    let refused = loop {
+        n += 1;
+        log.append(3, &[7u8; 500]).unwrap();
+        match log.commit() {
+            Ok(_) => assert!(n < 100, "the disk never filled"),
+            Err(e) => break e,
+        }
+    };
+    assert!(refused.is_retryable(), "{refused}");
+    assert!(log.append(3, b"still taken").is_ok());
+    assert!(log.commit().unwrap_err().is_retryable());
+    // The disk grows: the same log commits everything pending.
+    let durable = {
+        let mut disk = log.into_storage();
+        disk.set_capacity(None);
+        let (mut log, recovered) = Log::open(disk, opts()).unwrap();
+        let before = recovered.records.len();
+        log.append(3, b"again").unwrap();
+        let lsn = log.commit().unwrap();
+        assert_eq!(lsn, before as u64 + 1);
+        lsn
+    };
+    assert!(durable >= 5);
+}
+
+/// The next segment is made ahead, once the current one is half full: a
+/// directory made read-only (or a full disk) shows then, while records
+/// still go into the current segment, not when a segment is due.
+#[test]
+fn the_next_segment_is_made_ahead_and_a_read_only_directory_shows_early() {
+    let (mut log, _) = Log::open(SimDisk::new(14), opts()).unwrap();
+    log.append(1, b"first").unwrap();
+    log.commit().unwrap();
+    assert!(log.room_problem().is_none());
+    let mut disk = log.into_storage();
+    disk.set_read_only(true);
+    // At start: refused, saying why.
+    let e = Log::open(disk.clone(), opts()).unwrap_err().to_string();
+    assert!(e.contains("new files cannot be made there"), "{e}");
+    disk.set_read_only(false);
+    // Made read-only while running, with the current segment far from
+    // full: the spare cannot be made and that shows at once.
+    let closed = Arc::new(AtomicBool::new(false));
+    let storage = Closable {
+        disk,
+        closed: closed.clone(),
+    };
+    let (mut log, _) = Log::open(storage, opts()).unwrap();
+    closed.store(true, Ordering::Release);
+    let mut i = 0;
+    while log.room_problem().is_none() {
+        i += 1;
+        assert!(
+            i < 100,
+            "the current segment filled before the spare was tried"
+        );
+        log.append(1, &[1u8; 100]).unwrap();
+        log.commit().unwrap();
+    }
+    assert!(
+        log.room_problem().unwrap().contains("read-only"),
+        "{:?}",
+        log.room_problem()
+    );
+    // Still taking records into the current segment.
+    log.append(1, b"more").unwrap();
+    log.commit().unwrap();
+}
+
+/// A simulated disk whose directory can be closed to new entries while a
+/// log has it.
+struct Closable {
+    disk: SimDisk,
+    closed: Arc<AtomicBool>,
+}
+
+impl Closable {
+    fn entry(&self) -> std::io::Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "read-only directory",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Storage for Closable {
+    fn list(&self) -> std::io::Result<Vec<String>> {
+        self.disk.list()
+    }
+    fn read(&self, name: &str) -> std::io::Result<Vec<u8>> {
+        self.disk.read(name)
+    }
+    fn create(&mut self, name: &str) -> std::io::Result<()> {
+        self.entry()?;
+        self.disk.create(name)
+    }
+    fn append(&mut self, name: &str, data: &[u8]) -> std::io::Result<()> {
+        self.disk.append(name, data)
+    }
+    fn sync(&mut self, name: &str) -> std::io::Result<()> {
+        self.disk.sync(name)
+    }
+    fn sync_dir(&mut self) -> std::io::Result<()> {
+        self.disk.sync_dir()
+    }
+    fn truncate(&mut self, name: &str, len: u64) -> std::io::Result<()> {
+        self.disk.truncate(name, len)
+    }
+    fn remove(&mut self, name: &str) -> std::io::Result<()> {
+        self.entry()?;
+        self.disk.remove(name)
+    }
+    fn rename(&mut self, from: &str, to: &str) -> std::io::Result<()> {
+        self.entry()?;
+        self.disk.rename(from, to)
+    }
+    fn describe(&self, name: &str) -> String {
+        self.disk.describe(name)
+    }
+}
+
+/// A snapshot with no room for it is given up (`NoRoom`): the log and the
+/// snapshot before it are as they were, and a later one goes through.
+#[test]
+fn a_snapshot_without_room_is_given_up_and_the_log_goes_on() {
+    let (mut log, _) = Log::open(SimDisk::new(15), opts()).unwrap();
+    log.append(1, b"a").unwrap();
+    log.commit().unwrap();
+    log.snapshot(1, b"small").unwrap();
+    log.append(1, b"b").unwrap();
+    log.commit().unwrap();
+    let mut disk = log.into_storage();
+    let used = disk.used();
+    disk.set_capacity(Some(used + 100));
+    let (mut log, _) = Log::open(disk, opts()).unwrap();
+    let e = log.snapshot(2, &[9u8; 4096]).unwrap_err();
+    assert!(e.is_retryable(), "{e}");
+    assert!(!log.snapshot_writing());
+    // Written in pieces, with too little room promised: given up too.
+    log.snapshot_begin(2, 10).unwrap();
+    let e = (0..10)
+        .find_map(|_| log.snapshot_write(&[9u8; 1 << 20]).err())
+        .expect("no room");
+    assert!(e.is_retryable(), "{e}");
+    assert!(!log.snapshot_writing());
+    log.append(1, b"c").unwrap();
+    log.commit().unwrap();
+    let mut disk = log.into_storage();
+    assert!(!disk.list().unwrap().contains(&"snap.tmp".to_string()));
+    disk.set_capacity(None);
+    let (mut log, recovered) = Log::open(disk, opts()).unwrap();
+    assert_eq!(recovered.snapshot.as_ref().unwrap().body, b"small");
+    assert_eq!(recovered.records.len(), 2);
+    log.snapshot(3, b"later").unwrap();
+    let (_, recovered) = Log::open(log.into_storage(), opts()).unwrap();
+    assert_eq!(recovered.snapshot.unwrap().body, b"later");
 }
