@@ -56,6 +56,29 @@ impl Default for EngineLimits {
     }
 }
 
+/// Whether the disk the log is on takes more messages (set by whoever
+/// writes the log; puts are refused while it does not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskState {
+    /// Room enough.
+    Ok,
+    /// Less free space than the reserve (and the next snapshot) needs, or
+    /// a write found the disk full.
+    Full,
+    /// The data directory refuses new files (made read-only).
+    NotWritable,
+}
+
+impl std::fmt::Display for DiskState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DiskState::Ok => "the disk has room",
+            DiskState::Full => "disk full: the data directory's disk has less free space than the reserve and the next snapshot need",
+            DiskState::NotWritable => "the data directory is not writable (no new log segment can be made)",
+        })
+    }
+}
+
 /// Stored-byte room a shard takes from the shared count at a time.
 pub const CREDIT_CHUNK: u64 = 1 << 20;
 /// Within this much of the limit, shards hold no credit.
@@ -72,6 +95,8 @@ pub(crate) struct Budget {
     /// writes its own, on a cache line of its own): what is stored is
     /// `stored_bytes` less their sum.
     credits: Box<[CachePadded<AtomicU64>]>,
+    /// A [`DiskState`] as a number.
+    disk: std::sync::atomic::AtomicU8,
 }
 
 fn reserve(used: &AtomicU64, max: u64, n: u64) -> bool {
@@ -92,6 +117,7 @@ impl Budget {
             credits: (0..shards.max(1))
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
+            disk: std::sync::atomic::AtomicU8::new(0),
         };
         b.set_limits(limits);
         b
@@ -166,6 +192,23 @@ impl Budget {
 
     pub(crate) fn queues(&self) -> u64 {
         self.queues.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_disk(&self, state: DiskState) {
+        let n = match state {
+            DiskState::Ok => 0,
+            DiskState::Full => 1,
+            DiskState::NotWritable => 2,
+        };
+        self.disk.store(n, Ordering::Release);
+    }
+
+    pub(crate) fn disk(&self) -> DiskState {
+        match self.disk.load(Ordering::Acquire) {
+            0 => DiskState::Ok,
+            1 => DiskState::Full,
+            _ => DiskState::NotWritable,
+        }
     }
 }
 

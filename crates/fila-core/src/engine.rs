@@ -250,6 +250,31 @@ impl Engine {
         })
     }
 
+    /// Runs `f` with every shard held (in order), so none changes meanwhile.
+    pub fn with_every_shard_held(&self, f: &mut dyn FnMut()) {
+        let _guards: Vec<MutexGuard<'_, Owner>> =
+            (0..self.shards.len()).map(|i| self.lock(i)).collect();
+        f();
+    }
+
+    /// The next piece of the state (see [`Owner::export_piece`]): shard by
+    /// shard, each held only while its piece is taken, so the engine keeps
+    /// serving between pieces. The cursor is done after the last shard.
+    pub fn export_piece(
+        &self,
+        cursor: &mut crate::event::ExportCursor,
+        max_messages: usize,
+        max_bytes: u64,
+    ) -> Vec<crate::event::ImagePart> {
+        let mut out = Vec::new();
+        if cursor.shard < self.shards.len() {
+            self.lock(cursor.shard)
+                .export_piece(cursor, max_messages, max_bytes, &mut out);
+        }
+        cursor.done = cursor.shard >= self.shards.len();
+        out
+    }
+
     /// Restores saved queues and messages into this engine, which must not
     /// have them already (`queue_exists`). Queue ids are kept, so message
     /// ids stay what they were; new queues get ids above every restored

@@ -125,6 +125,9 @@ pub enum Error {
         /// The limit's value.
         max: u64,
     },
+    /// The disk the log is on cannot take more messages now.
+    #[error("resource_exhausted: {0}; puts are refused until there is room again (receives, deletes and other changes go on)")]
+    Disk(crate::budget::DiskState),
 }
 
 impl Error {
@@ -141,7 +144,7 @@ impl Error {
             Error::ReceiptInvalid(_) => ErrorKind::ReceiptInvalid,
             Error::NotFound { .. } => ErrorKind::NotFound,
             Error::Expired { .. } => ErrorKind::Expired,
-            Error::ResourceExhausted { .. } => ErrorKind::ResourceExhausted,
+            Error::ResourceExhausted { .. } | Error::Disk(_) => ErrorKind::ResourceExhausted,
         }
     }
 

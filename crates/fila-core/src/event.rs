@@ -154,6 +154,50 @@ pub struct MessageImage {
     pub dead_letter: Option<Arc<DeadLetter>>,
 }
 
+/// A part of the state taken a piece at a time (a snapshot the engine
+/// keeps serving through): a queue with its settings as they were when the
+/// piece was taken, or one of its messages. The parts of different pieces
+/// are of different moments; the records logged since the snapshot began,
+/// replayed over them, make them one state again (every record is
+/// idempotent).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImagePart {
+    /// A queue (before its messages).
+    Queue {
+        /// Its id.
+        id: u32,
+        /// Its name.
+        name: String,
+        /// Its settings.
+        settings: QueueSettings,
+        /// The sequence number its next message gets.
+        next_seq: u64,
+    },
+    /// A message of queue `queue`.
+    Message {
+        /// The queue's id.
+        queue: u32,
+        /// The message.
+        message: MessageImage,
+    },
+}
+
+/// Where a state taken a piece at a time stands: the shard, and in it the
+/// queue (by name) and the sub-queue and sequence number to go on from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExportCursor {
+    /// The shard being taken.
+    pub shard: usize,
+    /// The queue to go on with (`None`: the shard's first).
+    pub queue: Option<String>,
+    /// In it: the DLQ.
+    pub dlq: bool,
+    /// In it: the first sequence number not taken yet.
+    pub seq: u64,
+    /// Every shard was taken.
+    pub done: bool,
+}
+
 /// The whole engine as saved.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineImage {

@@ -69,7 +69,8 @@ mod types;
 pub mod wheel;
 
 pub use budget::{
-    EngineLimits, CHANNEL_OVERHEAD_BYTES, DEAD_LETTER_OVERHEAD_BYTES, MESSAGE_OVERHEAD_BYTES,
+    DiskState, EngineLimits, CHANNEL_OVERHEAD_BYTES, DEAD_LETTER_OVERHEAD_BYTES,
+    MESSAGE_OVERHEAD_BYTES,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{page_of, Engine};

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use crate::budget::{Budget, EngineLimits};
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::event::{EventSink, QueueImage};
+use crate::event::{EventSink, ExportCursor, ImagePart, QueueImage};
 use crate::limits::BATCH_LEN_MAX;
 use crate::receipt::{Receipt, ReceiptKey};
 use crate::shard::{Notify, Outbound, Received, Shard, WaitId};
@@ -98,6 +98,15 @@ impl Totals {
     /// The clock's time.
     pub fn now_ms(&self) -> u64 {
         self.0.clock.now_ms()
+    }
+    /// Sets whether the log's disk takes more messages: puts are refused
+    /// (`resource_exhausted`) while it does not.
+    pub fn set_disk(&self, state: crate::budget::DiskState) {
+        self.0.budget.set_disk(state);
+    }
+    /// Whether the log's disk takes more messages.
+    pub fn disk(&self) -> crate::budget::DiskState {
+        self.0.budget.disk()
     }
     /// Dead letters between shards right now (a consistent image can be
     /// taken only when this is 0 with every owner stopped).
@@ -428,6 +437,23 @@ impl Owner {
             .flatten()
             .flat_map(|s| s.export())
             .collect()
+    }
+
+    /// The next piece of the state of shard `cursor.shard` (held here),
+    /// appended to `out` (see [`Shard::export_piece`]); marks the cursor
+    /// done past the last shard.
+    pub fn export_piece(
+        &self,
+        cursor: &mut ExportCursor,
+        max_messages: usize,
+        max_bytes: u64,
+        out: &mut Vec<ImagePart>,
+    ) {
+        if cursor.shard < self.shards.len() {
+            self.shard(cursor.shard)
+                .export_piece(cursor, max_messages, max_bytes, out);
+        }
+        cursor.done = cursor.shard >= self.shards.len();
     }
 
     pub(crate) fn restore_queue(&mut self, image: QueueImage) -> Result<(), Error> {

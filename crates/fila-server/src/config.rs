@@ -82,6 +82,12 @@ pub struct Config {
     pub sync: Sync,
     /// With `sync = "interval"`: how often the log is synced, ms.
     pub sync_interval_ms: u64,
+    /// Free space the data directory's disk keeps beyond the next
+    /// snapshot's size: below it puts are refused (`resource_exhausted`,
+    /// disk full) while receives, deletes and snapshots go on.
+    pub disk_reserve_bytes: u64,
+    /// The size of a log segment (each is made whole, ahead of need).
+    pub segment_bytes: u64,
 }
 
 /// When a change is on disk.
@@ -164,6 +170,8 @@ impl Default for Config {
             data_dir: default_data_dir(),
             sync: Sync::Always,
             sync_interval_ms: 100,
+            disk_reserve_bytes: 128 << 20,
+            segment_bytes: 64 << 20,
         }
     }
 }
@@ -191,6 +199,8 @@ struct FileConfig {
     data_dir: Option<String>,
     sync: Option<String>,
     sync_interval_ms: Option<u64>,
+    disk_reserve_bytes: Option<u64>,
+    segment_bytes: Option<u64>,
     #[serde(default)]
     tokens: Vec<FileToken>,
 }
@@ -306,6 +316,12 @@ impl Config {
         if let Some(v) = f.sync_interval_ms {
             self.sync_interval_ms = v;
         }
+        if let Some(v) = f.disk_reserve_bytes {
+            self.disk_reserve_bytes = v;
+        }
+        if let Some(v) = f.segment_bytes {
+            self.segment_bytes = v;
+        }
         for t in f.tokens {
             if t.token.trim().is_empty() {
                 return Err(ConfigError::Invalid(
@@ -412,6 +428,13 @@ impl Config {
                     self.sync_interval_ms =
                         number("--sync-interval-ms", value("--sync-interval-ms")?)?
                 }
+                "--disk-reserve-bytes" => {
+                    self.disk_reserve_bytes =
+                        number("--disk-reserve-bytes", value("--disk-reserve-bytes")?)?
+                }
+                "--segment-bytes" => {
+                    self.segment_bytes = number("--segment-bytes", value("--segment-bytes")?)?
+                }
                 other => {
                     return Err(ConfigError::Invalid(format!(
                         "unknown flag {other:?} (see fila-server --help)"
@@ -472,6 +495,12 @@ impl Config {
             return Err(ConfigError::Invalid(format!(
                 "sync_interval_ms must be 1..=60000 (got {})",
                 self.sync_interval_ms
+            )));
+        }
+        if !(1 << 20..=1 << 30).contains(&self.segment_bytes) {
+            return Err(ConfigError::Invalid(format!(
+                "segment_bytes must be 1 MiB..=1 GiB (got {})",
+                self.segment_bytes
             )));
         }
         if self.sync != Sync::None && self.data_dir.as_os_str().is_empty() {
@@ -568,6 +597,10 @@ with one shard and one event loop per core. Flags override the file.
                             do not wait; none: memory only, no data
                             directory used or locked  [always]
   --sync-interval-ms N      with --sync interval          [100]
+  --disk-reserve-bytes N    free space the data directory's disk keeps
+                            beyond the next snapshot's size; below it
+                            puts are refused (disk full)  [134217728]
+  --segment-bytes N         log segment size, 1 MiB..1 GiB [67108864]
   --check-data DIR          check a data directory and exit (0: it
                             would start; 1: it would not, and why)
   --log FILTER              log filter              [info]

@@ -74,3 +74,11 @@ pub enum Error {
         source: std::io::Error,
     },
 }
+
+impl Error {
+    /// Whether the log is still good and what failed waits for room
+    /// ([`fila_wal::Error::NoRoom`]).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Wal(e) if e.is_retryable())
+    }
+}

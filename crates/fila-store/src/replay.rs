@@ -1,5 +1,18 @@
 //! Rebuilding the engine's state from a snapshot and the records after it.
 //!
+//! A snapshot is taken a piece at a time while the engine keeps serving
+//! ([`Replay::apply_part`]): its parts are of different moments, all after
+//! the snapshot's LSN was taken, each reflecting every record up to that
+//! LSN and some later ones. The LSN is a consistent cut (the writer takes
+//! every shard's buffer while none changes), so no record up to it comes
+//! after one past it in the order the changes were made: a dead letter
+//! forwarded across shards is never before the snapshot and its put after. Replaying every record after the LSN over them
+//! brings each to the final state: every record sets what it is about
+//! (a message stored whole, removed, its count raised to at least, a flag
+//! set; a queue set or deleted; a half purged, the later puts replayed
+//! after it), so applying one whose effect a part already shows changes
+//! nothing in the end.
+//!
 //! [`Replay`] holds queues by id and their messages by (sub-queue, sequence
 //! number), and applies records in log order. Every record is idempotent and
 //! a record about something gone does nothing.
@@ -20,7 +33,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use fila_core::event::{EngineImage, MessageImage, QueueImage, Spot};
+use fila_core::event::{EngineImage, ImagePart, MessageImage, QueueImage, Spot};
 use fila_core::QueueSettings;
 
 use crate::codec::Op;
@@ -82,6 +95,44 @@ impl Replay {
 
     fn saw_queue(&mut self, id: u32) {
         self.next_queue_id = self.next_queue_id.max(id.saturating_add(1));
+    }
+
+    /// Notes the id the next queue gets, from a snapshot.
+    pub fn saw_next_queue_id(&mut self, next: u32) {
+        self.next_queue_id = self.next_queue_id.max(next);
+    }
+
+    /// Applies one part of a snapshot taken a piece at a time (a queue as
+    /// it was, or a message as it was): the records after the snapshot's
+    /// LSN, applied next, bring every part to the same moment.
+    pub fn apply_part(&mut self, part: ImagePart) {
+        match part {
+            ImagePart::Queue {
+                id,
+                name,
+                settings,
+                next_seq,
+            } => {
+                self.saw_queue(id);
+                let q = self.queues.entry(id).or_insert_with(|| Queue {
+                    name: name.clone(),
+                    settings: settings.clone(),
+                    next_seq,
+                    messages: HashMap::new(),
+                });
+                q.name = name;
+                q.settings = settings;
+                q.next_seq = q.next_seq.max(next_seq);
+            }
+            ImagePart::Message { queue, message } => {
+                if let Some(q) = self.queues.get_mut(&queue) {
+                    if !message.dlq {
+                        q.next_seq = q.next_seq.max(message.seq + 1);
+                    }
+                    q.messages.insert((message.dlq, message.seq), message);
+                }
+            }
+        }
     }
 
     fn message(&mut self, at: &Spot) -> Option<&mut MessageImage> {
@@ -160,6 +211,12 @@ impl Replay {
             Op::Deferred { at, deferred } => {
                 if let Some(m) = self.message(&at) {
                     m.deferred = deferred;
+                    if !deferred {
+                        // Taken back by receive-deferred: leased, so
+                        // visible at once after a restart (not at the time
+                        // its last lease would have ended).
+                        m.visible_at_ms = 0;
+                    }
                 }
             }
             Op::Delivered { at, count } => {

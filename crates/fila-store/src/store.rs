@@ -16,31 +16,58 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use fila_core::event::EngineImage;
-use fila_core::Engine;
+use fila_core::event::{ExportCursor, ImagePart};
+use fila_core::{DiskState, Engine, Totals};
 use fila_wal::{Log, LogOptions, Storage};
 use tracing::{error, info, warn};
 
-use crate::codec::{decode, decode_snapshot, encode_snapshot};
+use crate::codec::{
+    decode, encode_part, encode_snapshot_end, encode_snapshot_start, read_snapshot,
+};
 use crate::journal::{entries, Journal, ShardSink};
 use crate::replay::Replay;
 use crate::Error;
 
 /// What the writer snapshots: the engine, or whatever owns its shards.
 pub trait Source: Send + Sync {
-    /// Every queue with its messages as one consistent state, `during`
-    /// run while no shard changes (the writer drains the buffers there);
-    /// `None` when no consistent state can be had now (try again).
-    fn export(&self, during: &mut dyn FnMut()) -> Option<EngineImage>;
-    /// Bytes of the live data (for when to snapshot).
+    /// Runs `during` with no shard changing (every owner stopped, having
+    /// published what it logged): the writer drains the buffers there, so
+    /// a snapshot's LSN is a consistent cut. `false` when the owners could
+    /// not all stop now (try again).
+    fn quiesce(&self, during: &mut dyn FnMut()) -> bool;
+    /// The next piece of the state from `cursor` on, at most
+    /// `max_messages` messages or `max_bytes` of payloads (see
+    /// [`Engine::export_piece`]); `None` when it cannot be had now (try
+    /// again). The cursor is done after the last shard.
+    fn export_piece(
+        &self,
+        cursor: &mut ExportCursor,
+        max_messages: usize,
+        max_bytes: u64,
+    ) -> Option<Vec<ImagePart>>;
+    /// The id the next new queue gets.
+    fn next_queue_id(&self) -> u32;
+    /// Bytes of the live data (for when to snapshot, and how large).
     fn stored_bytes(&self) -> u64;
     /// The store stopped: stop logging to it.
     fn detach(&self) {}
 }
 
 impl Source for Engine {
-    fn export(&self, during: &mut dyn FnMut()) -> Option<EngineImage> {
-        Engine::export(self, during)
+    fn quiesce(&self, during: &mut dyn FnMut()) -> bool {
+        self.with_every_shard_held(during);
+        true
+    }
+    fn export_piece(
+        &self,
+        cursor: &mut ExportCursor,
+        max_messages: usize,
+        max_bytes: u64,
+    ) -> Option<Vec<ImagePart>> {
+        Some(Engine::export_piece(self, cursor, max_messages, max_bytes))
+    }
+    fn next_queue_id(&self) -> u32 {
+        self.totals().next_queue_id()
     }
     fn stored_bytes(&self) -> u64 {
         Engine::stored_bytes(self)
@@ -74,6 +101,14 @@ pub struct StoreOptions {
     pub compact_min_bytes: u64,
     /// See `compact_min_bytes`.
     pub compact_ratio: u64,
+    /// Free space the log's disk keeps beyond the next snapshot's size:
+    /// below it puts are refused (`resource_exhausted`, disk full) while
+    /// receives, deletes and snapshots go on in the room left (segments
+    /// and snapshots preallocated).
+    pub disk_reserve_bytes: u64,
+    /// Messages one piece of a snapshot takes at most (the owner of the
+    /// shard pauses for one piece at a time).
+    pub snapshot_piece_messages: usize,
 }
 
 impl Default for StoreOptions {
@@ -83,6 +118,8 @@ impl Default for StoreOptions {
             segment_bytes: 64 << 20,
             compact_min_bytes: 64 << 20,
             compact_ratio: 2,
+            disk_reserve_bytes: 0,
+            snapshot_piece_messages: PIECE_MESSAGES,
         }
     }
 }
@@ -105,22 +142,56 @@ pub struct Recovery {
     pub torn: Option<fila_wal::TornTail>,
 }
 
-/// Reads a data directory's snapshot and log into the state they hold.
+/// Reads a data directory's snapshot and log into the state they hold: the
+/// snapshot a frame at a time, then the records after it one segment at a
+/// time.
 fn recover<S: Storage>(
     storage: S,
     segment_bytes: u64,
 ) -> Result<(Log<S>, Replay, Recovery), Error> {
     let began = Instant::now();
-    let (log, recovered) = Log::open(storage, LogOptions { segment_bytes })?;
-    info!(
-        snapshot_bytes = recovered.snapshot.as_ref().map_or(0, |s| s.body.len()),
-        records = recovered.records.len(),
-        elapsed_ms = began.elapsed().as_millis() as u64,
-        "log read; replaying"
-    );
-    let mut report = Recovery {
-        torn: recovered.torn,
-        ..Recovery::default()
+    // The snapshot's and the records' callbacks both build it.
+    let replay = std::cell::RefCell::new(Replay::default());
+    let mut replayed = 0usize;
+    let (log, opened) = Log::open_with(
+        storage,
+        LogOptions { segment_bytes },
+        |file, body| {
+            read_snapshot(body, &mut replay.borrow_mut()).map_err(|e| Error::Snapshot {
+                lsn: file.lsn,
+                why: e.what,
+            })?;
+            info!(
+                lsn = file.lsn,
+                bytes = file.len,
+                messages = replay.borrow().message_count(),
+                elapsed_ms = began.elapsed().as_millis() as u64,
+                "snapshot loaded; replaying the log after it"
+            );
+            Ok::<(), Error>(())
+        },
+        |lsn, kind, body| {
+            replayed += 1;
+            if replayed.is_multiple_of(1_000_000) {
+                info!(
+                    replayed,
+                    elapsed_ms = began.elapsed().as_millis() as u64,
+                    "replaying the log"
+                );
+            }
+            let op = decode(kind, body).map_err(|e| Error::Record { lsn, why: e.what })?;
+            replay.borrow_mut().apply(op);
+            Ok(())
+        },
+    )?;
+    let replay = replay.into_inner();
+    let report = Recovery {
+        snapshot_lsn: opened.snapshot.as_ref().map(|s| s.lsn),
+        records: opened.records,
+        record_bytes: opened.record_bytes,
+        queues: replay.queue_count(),
+        messages: replay.message_count(),
+        torn: opened.torn,
     };
     if let Some(t) = &report.torn {
         warn!(
@@ -132,44 +203,6 @@ fn recover<S: Storage>(
              so it was never acknowledged): cut off"
         );
     }
-    let mut replay = match recovered.snapshot {
-        Some(s) => {
-            report.snapshot_lsn = Some(s.lsn);
-            let images = decode_snapshot(&s.body).map_err(|e| Error::Snapshot {
-                lsn: s.lsn,
-                why: e.what,
-            })?;
-            let replay = Replay::from_image(images);
-            info!(
-                lsn = s.lsn,
-                messages = replay.message_count(),
-                elapsed_ms = began.elapsed().as_millis() as u64,
-                "snapshot loaded"
-            );
-            replay
-        }
-        None => Replay::default(),
-    };
-    let total = recovered.records.len();
-    for rec in recovered.records {
-        report.records += 1;
-        if report.records.is_multiple_of(1_000_000) {
-            info!(
-                replayed = report.records,
-                of = total,
-                elapsed_ms = began.elapsed().as_millis() as u64,
-                "replaying the log"
-            );
-        }
-        report.record_bytes += rec.body.len() as u64 + fila_wal::record::RECORD_HEADER as u64;
-        let op = decode(rec.kind, &rec.body).map_err(|e| Error::Record {
-            lsn: rec.lsn,
-            why: e.what,
-        })?;
-        replay.apply(op);
-    }
-    report.queues = replay.queue_count();
-    report.messages = replay.message_count();
     Ok((log, replay, report))
 }
 
@@ -213,6 +246,15 @@ impl<S: Storage> Storage for ReadOnly<S> {
     }
     fn describe(&self, name: &str) -> String {
         self.0.describe(name)
+    }
+    fn read_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read_at(name, offset, buf)
+    }
+    fn file_len(&self, name: &str) -> std::io::Result<u64> {
+        self.0.file_len(name)
+    }
+    fn free_bytes(&self) -> std::io::Result<Option<u64>> {
+        self.0.free_bytes()
     }
 }
 
@@ -274,6 +316,9 @@ struct Shared {
     failed: AtomicBool,
     /// What snapshots are taken of (the writer reads it once a batch).
     source: Mutex<Arc<dyn Source>>,
+    /// The engine's figures: where the writer says whether the disk takes
+    /// more messages.
+    totals: Totals,
 }
 
 impl Shared {
@@ -360,6 +405,7 @@ impl<S: Storage + 'static> Store<S> {
             snapshots: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             failed: AtomicBool::new(false),
+            totals: engine.totals(),
             source: Mutex::new(engine),
         });
         let writer = Writer {
@@ -368,6 +414,12 @@ impl<S: Storage + 'static> Store<S> {
             options,
             hooks,
             since_snapshot: report.record_bytes,
+            taking: None,
+            snapshot_retry_at: None,
+            retry_at: None,
+            disk: DiskState::Ok,
+            looked_at: None,
+            frame: Vec::new(),
         };
         let handle = std::thread::Builder::new()
             .name("fila-wal-writer".into())
@@ -440,6 +492,18 @@ impl<S: Storage + 'static> Drop for Store<S> {
     }
 }
 
+/// A snapshot being taken, a piece at a time.
+struct Taking {
+    /// Records up to here are in it (every shard's buffer was drained and
+    /// synced before its first piece was taken).
+    lsn: u64,
+    cursor: ExportCursor,
+    /// Record bytes written after `lsn`.
+    since: u64,
+    began: Instant,
+    bytes: u64,
+}
+
 struct Writer<S: Storage> {
     shared: Arc<Shared>,
     log: Log<S>,
@@ -447,50 +511,113 @@ struct Writer<S: Storage> {
     hooks: Hooks,
     /// Record bytes written since the last snapshot.
     since_snapshot: u64,
+    taking: Option<Taking>,
+    /// A snapshot failed (no room): not tried again before then.
+    snapshot_retry_at: Option<Instant>,
+    /// A commit failed for want of room: tried again then.
+    retry_at: Option<Instant>,
+    /// The disk last said (to the engine), and when it was last looked at.
+    disk: DiskState,
+    looked_at: Option<Instant>,
+    /// A frame buffer, kept for its room.
+    frame: Vec<u8>,
 }
+
+/// Messages of one snapshot piece at most, by default.
+const PIECE_MESSAGES: usize = 4_096;
+/// Payload and attribute bytes of one snapshot piece at most (what the
+/// piece holds on to until it is written).
+const PIECE_BYTES: u64 = 8 << 20;
+/// How long the writer spends on a snapshot between two batches.
+const SNAPSHOT_TURN: Duration = Duration::from_millis(20);
+/// After a snapshot failed for want of room, how long before the next.
+const SNAPSHOT_RETRY: Duration = Duration::from_secs(1);
+/// After a commit failed for want of room, how long before the next try.
+const COMMIT_RETRY: Duration = Duration::from_millis(100);
+/// How often the disk's free space is looked at.
+const DISK_LOOK: Duration = Duration::from_millis(250);
 
 impl<S: Storage> Writer<S> {
     fn run(mut self) -> S {
         let mut next_sync = Instant::now();
         loop {
-            let stopping = self.wait(&mut next_sync);
-            if let Err(e) = self.batch() {
-                self.shared.failed.store(true, Ordering::Release);
-                error!(error = %e, "the log failed: nothing more is acknowledged");
-                (self.hooks.fatal)(&e);
-                // Nothing more is written; wait to be stopped.
-                while !self.shared.stop.load(Ordering::Acquire) {
-                    std::thread::park_timeout(Duration::from_millis(100));
+            let (stopping, commit) = self.wait(&mut next_sync);
+            match self.batch(commit) {
+                Ok(()) => self.retry_at = None,
+                Err(e) if e.is_retryable() => {
+                    // Nothing lost: the records stay pending in the log.
+                    if self.retry_at.is_none() {
+                        warn!(error = %e, "the log has no room: changes wait until there is (puts are refused)");
+                    }
+                    self.retry_at = Some(Instant::now() + COMMIT_RETRY);
+                    self.note_disk(Some(&e), true);
+                    if stopping {
+                        // What was not written is not acknowledged either.
+                        self.log.snapshot_abandon();
+                        return self.log.into_storage();
+                    }
                 }
-                return self.log.into_storage();
+                Err(e) => {
+                    self.shared.failed.store(true, Ordering::Release);
+                    error!(error = %e, "the log failed: nothing more is acknowledged");
+                    (self.hooks.fatal)(&e);
+                    // Nothing more is written; wait to be stopped.
+                    while !self.shared.stop.load(Ordering::Acquire) {
+                        std::thread::park_timeout(Duration::from_millis(100));
+                    }
+                    return self.log.into_storage();
+                }
             }
-            if stopping && self.shared.journal.is_empty() {
+            if stopping && self.shared.journal.is_empty() && self.log.pending_bytes() == 0 {
+                if self.taking.take().is_some() {
+                    self.log.snapshot_abandon();
+                }
                 return self.log.into_storage();
             }
         }
     }
 
     /// Waits for work (or the interval); answers whether to stop after
-    /// this batch.
-    fn wait(&mut self, next_sync: &mut Instant) -> bool {
+    /// this batch and whether it commits.
+    fn wait(&mut self, next_sync: &mut Instant) -> (bool, bool) {
         let journal = &self.shared.journal;
         loop {
             let stopping = self.shared.stop.load(Ordering::Acquire);
+            let now = Instant::now();
+            if let Some(at) = self.retry_at {
+                if now < at && !stopping {
+                    std::thread::park_timeout(at - now);
+                    continue;
+                }
+                journal.take_signal();
+                return (stopping, true);
+            }
+            // An idle writer still looks at the disk now and then.
+            let look = self.looked_at.is_none_or(|at| now - at >= DISK_LOOK);
             match self.options.sync {
                 SyncMode::Always => {
-                    if journal.take_signal() || stopping {
-                        return stopping;
+                    if journal.take_signal() || stopping || self.taking.is_some() {
+                        return (stopping, true);
                     }
-                    std::thread::park_timeout(Duration::from_millis(100));
+                    if self.shared.snapshot_asked.load(Ordering::Acquire) {
+                        return (stopping, true);
+                    }
+                    if look {
+                        return (stopping, false);
+                    }
+                    std::thread::park_timeout(DISK_LOOK);
                 }
                 SyncMode::Interval(every) => {
-                    let now = Instant::now();
                     if now >= *next_sync || stopping {
                         *next_sync = now + every;
                         journal.take_signal();
-                        return stopping;
+                        return (stopping, true);
                     }
-                    std::thread::park_timeout(*next_sync - now);
+                    if self.taking.is_some() || look {
+                        // A snapshot goes on between the syncs.
+                        return (stopping, false);
+                    }
+                    std::thread::park_timeout((*next_sync - now).min(DISK_LOOK));
                 }
             }
         }
@@ -511,60 +638,238 @@ impl<S: Storage> Writer<S> {
                         result = Err(e.into());
                         return;
                     }
-                    self.since_snapshot += (body.len() + fila_wal::record::RECORD_HEADER) as u64;
+                    let bytes = (body.len() + fila_wal::record::RECORD_HEADER) as u64;
+                    self.since_snapshot += bytes;
+                    if let Some(t) = self.taking.as_mut() {
+                        t.since += bytes;
+                    }
                 }
             });
         }
         result
     }
 
-    fn batch(&mut self) -> Result<(), Error> {
-        let threshold = self
-            .options
-            .compact_min_bytes
-            .max(self.options.compact_ratio * self.shared.source().stored_bytes());
-        let number = self.shared.started.fetch_add(1, Ordering::SeqCst) + 1;
-        let mut snapshot = None;
-        let asked = self.shared.snapshot_asked.swap(false, Ordering::AcqRel);
-        if self.since_snapshot >= threshold || asked {
-            // A consistent cut: every shard held while the buffers are
-            // taken and the state copied, so the snapshot is exactly the
-            // state after the records up to `lsn`.
-            let mut drained = Ok(());
-            let mut lsn = 0;
-            let source = self.shared.source();
-            let images = source.export(&mut || {
-                drained = self.drain();
-                lsn = self.log.next_lsn() - 1;
-            });
-            drained?;
-            if images.is_none() && asked {
-                // A dead letter was between shards: ask again next batch.
-                self.shared.snapshot_asked.store(true, Ordering::Release);
-            }
-            snapshot = images.map(|images| (lsn, images));
+    fn batch(&mut self, commit: bool) -> Result<(), Error> {
+        if commit {
+            self.commit_batch(false)?;
+        } else {
+            self.note_disk(None, false);
         }
-        if snapshot.is_none() {
+        if commit && self.taking.is_none() {
+            self.maybe_begin_snapshot()?;
+        }
+        if self.taking.is_some() {
+            self.snapshot_turn();
+        }
+        Ok(())
+    }
+
+    /// One batch: every shard's published buffers appended, one commit.
+    /// With `quiet`, the buffers are taken while no shard changes (see
+    /// [`Source::quiesce`]); answers `false` when they could not all stop
+    /// (nothing was taken then).
+    fn commit_batch(&mut self, quiet: bool) -> Result<bool, Error> {
+        let number = self.shared.started.fetch_add(1, Ordering::SeqCst) + 1;
+        let before = self.since_snapshot;
+        if quiet {
+            let source = self.shared.source();
+            let mut drained = Ok(());
+            if !source.quiesce(&mut || drained = self.drain()) {
+                // An empty batch: its number still completes.
+                self.finish_batch(number, before)?;
+                return Ok(false);
+            }
+            drained?;
+        } else {
             self.drain()?;
         }
+        self.finish_batch(number, before)?;
+        Ok(true)
+    }
+
+    fn finish_batch(&mut self, number: u64, before: u64) -> Result<(), Error> {
         self.log.commit()?;
         self.shared.journal.batch_durable();
         self.shared.completed.store(number, Ordering::SeqCst);
         (self.hooks.durable)();
-        if let Some((lsn, images)) = snapshot {
-            let began = Instant::now();
-            let body = encode_snapshot(&images);
-            drop(images);
-            self.log.snapshot(lsn, &body)?;
-            info!(
-                lsn,
-                bytes = body.len(),
-                elapsed_ms = began.elapsed().as_millis() as u64,
-                "snapshot written; the log before it is deleted"
-            );
-            self.since_snapshot = 0;
-            self.shared.snapshots.fetch_add(1, Ordering::AcqRel);
+        self.note_disk(None, self.since_snapshot != before);
+        Ok(())
+    }
+
+    /// Tells the engine whether its disk takes more messages: not after a
+    /// commit found no room, nor while making the next segment ahead
+    /// fails, nor while the free space is below the reserve and the next
+    /// snapshot's size (looked at after every batch that wrote, and every
+    /// [`DISK_LOOK`] besides: a `statvfs`, a microsecond).
+    fn note_disk(&mut self, failed: Option<&Error>, wrote: bool) {
+        let now = Instant::now();
+        if failed.is_none() && !wrote && self.looked_at.is_some_and(|at| now - at < DISK_LOOK) {
+            return;
+        }
+        self.looked_at = Some(now);
+        let closed = |why: &str| {
+            why.contains("ermission") || why.contains("ead-only") || why.contains("ead only")
+        };
+        let state = if let Some(e) = failed {
+            if closed(&e.to_string()) {
+                DiskState::NotWritable
+            } else {
+                DiskState::Full
+            }
+        } else if let Some(why) = self.log.room_problem() {
+            if closed(why) {
+                DiskState::NotWritable
+            } else {
+                DiskState::Full
+            }
+        } else {
+            let needed = self
+                .options
+                .disk_reserve_bytes
+                .saturating_add(self.shared.source().stored_bytes());
+            match self.log.free_bytes() {
+                Some(free) if free < needed => DiskState::Full,
+                _ => DiskState::Ok,
+            }
+        };
+        if state != self.disk {
+            match state {
+                DiskState::Ok => info!("the log's disk has room again: puts are taken"),
+                _ => warn!(
+                    state = %state,
+                    free_bytes = ?self.log.free_bytes(),
+                    reserve_bytes = self.options.disk_reserve_bytes,
+                    why = ?self.log.room_problem(),
+                    "puts are refused until the log's disk has room"
+                ),
+            }
+            self.disk = state;
+            self.shared.totals.set_disk(state);
+        }
+    }
+
+    /// Begins a snapshot when the log has grown past the threshold (or one
+    /// was asked for, or the disk is short of room and one would free
+    /// some): every shard's buffer is drained while no shard changes and
+    /// synced, so the state taken from now on reflects every record up to
+    /// the durable LSN, and no record up to it follows one after it (a
+    /// dead letter forwarded across shards never comes before the put it
+    /// moved).
+    fn maybe_begin_snapshot(&mut self) -> Result<(), Error> {
+        let stored = self.shared.source().stored_bytes();
+        let threshold = self
+            .options
+            .compact_min_bytes
+            .max(self.options.compact_ratio * stored);
+        let short = self.disk != DiskState::Ok
+            && self.since_snapshot > stored.max(self.options.segment_bytes);
+        let asked = self.shared.snapshot_asked.swap(false, Ordering::AcqRel);
+        if !(self.since_snapshot >= threshold || asked || short) {
+            return Ok(());
+        }
+        let waiting = self.snapshot_retry_at.is_some_and(|at| Instant::now() < at);
+        // Every shard's buffer taken while none changes, and synced.
+        if waiting || !self.commit_batch(true)? {
+            // Not now (a failed snapshot waits; the owners could not all
+            // stop): a later batch tries again.
+            if asked {
+                self.shared.snapshot_asked.store(true, Ordering::Release);
+            }
+            return Ok(());
+        }
+        let lsn = self.log.durable_lsn();
+        match self.log.snapshot_begin(lsn, stored) {
+            Ok(()) => {
+                let mut start = Vec::new();
+                encode_snapshot_start(&mut start);
+                if let Err(e) = self.log.snapshot_write(&start) {
+                    self.snapshot_failed(&e);
+                    return Ok(());
+                }
+                self.taking = Some(Taking {
+                    lsn,
+                    cursor: ExportCursor::default(),
+                    since: 0,
+                    began: Instant::now(),
+                    bytes: start.len() as u64,
+                });
+            }
+            Err(e) => {
+                if asked {
+                    self.shared.snapshot_asked.store(true, Ordering::Release);
+                }
+                self.snapshot_failed(&e);
+            }
         }
         Ok(())
+    }
+
+    fn snapshot_failed(&mut self, e: &fila_wal::Error) {
+        warn!(error = %e, "a snapshot could not be written; the log is kept whole and it is tried again later");
+        self.log.snapshot_abandon();
+        self.taking = None;
+        self.snapshot_retry_at = Some(Instant::now() + SNAPSHOT_RETRY);
+    }
+
+    /// Takes and writes pieces of the snapshot for up to
+    /// [`SNAPSHOT_TURN`]; finishes it after the last.
+    fn snapshot_turn(&mut self) {
+        let source = self.shared.source();
+        let turn = Instant::now();
+        while turn.elapsed() < SNAPSHOT_TURN {
+            let Some(t) = self.taking.as_mut() else {
+                return;
+            };
+            let max = self.options.snapshot_piece_messages.max(1);
+            let Some(parts) = source.export_piece(&mut t.cursor, max, PIECE_BYTES) else {
+                // The owners could not answer now (stopping): later.
+                return;
+            };
+            let done = t.cursor.done;
+            let mut written = 0u64;
+            let mut result = Ok(());
+            for part in &parts {
+                encode_part(part, &mut self.frame);
+                if self.frame.len() >= 1 << 20 {
+                    written += self.frame.len() as u64;
+                    result = result.and_then(|()| self.log.snapshot_write(&self.frame));
+                    self.frame.clear();
+                }
+            }
+            // The piece's payloads are let go before the next is taken.
+            drop(parts);
+            if done {
+                encode_snapshot_end(source.next_queue_id(), &mut self.frame);
+            }
+            written += self.frame.len() as u64;
+            result = result.and_then(|()| self.log.snapshot_write(&self.frame));
+            self.frame.clear();
+            if self.frame.capacity() > 4 << 20 {
+                self.frame = Vec::new();
+            }
+            if let Err(e) = result {
+                self.snapshot_failed(&e);
+                return;
+            }
+            let t = self.taking.as_mut().expect("taking");
+            t.bytes += written;
+            if done {
+                let t = self.taking.take().expect("taking");
+                if let Err(e) = self.log.snapshot_finish() {
+                    self.snapshot_failed(&e);
+                    return;
+                }
+                info!(
+                    lsn = t.lsn,
+                    bytes = t.bytes,
+                    elapsed_ms = t.began.elapsed().as_millis() as u64,
+                    "snapshot written; the log before it is deleted"
+                );
+                self.since_snapshot = t.since;
+                self.snapshot_retry_at = None;
+                self.shared.snapshots.fetch_add(1, Ordering::AcqRel);
+                return;
+            }
+        }
     }
 }

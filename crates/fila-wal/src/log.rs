@@ -84,10 +84,10 @@ pub struct Recovered {
     pub torn: Option<TornTail>,
 }
 
-/// What [`Log::open_with`] found besides the records it handed over.
+/// What [`Log::open_with`] found besides what it handed over.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Opened {
-    /// The newest snapshot, if any: read it with [`Log::snapshot_reader`].
+    /// The newest snapshot, if any (its body was handed over).
     pub snapshot: Option<SnapshotFile>,
     /// Records handed over (those after the snapshot).
     pub records: usize,
@@ -436,30 +436,31 @@ impl<S: Storage> Log<S> {
     /// cut off (durably); corruption is an error.
     pub fn open(storage: S, options: LogOptions) -> Result<(Log<S>, Recovered), Error> {
         let mut records = Vec::new();
-        let (log, opened) = Log::open_with(storage, options, |lsn, kind, body| {
-            records.push(OwnedRecord {
-                lsn,
-                kind,
-                body: body.to_vec(),
-            });
-            Ok::<(), Error>(())
-        })?;
-        let snapshot = match &opened.snapshot {
-            Some(file) => {
+        let mut snapshot = None;
+        let (log, opened) = Log::open_with(
+            storage,
+            options,
+            |file, reader| {
                 let mut body = Vec::with_capacity(file.len as usize);
-                std::io::Read::read_to_end(&mut log.snapshot_reader(file), &mut body).map_err(
-                    |source| Error::Io {
-                        file: log.storage.describe(&file.name),
-                        source,
-                    },
-                )?;
-                Some(Snapshot {
+                reader.read_to_end(&mut body).map_err(|source| Error::Io {
+                    file: file.name.clone(),
+                    source,
+                })?;
+                snapshot = Some(Snapshot {
                     lsn: file.lsn,
                     body,
-                })
-            }
-            None => None,
-        };
+                });
+                Ok::<(), Error>(())
+            },
+            |lsn, kind, body| {
+                records.push(OwnedRecord {
+                    lsn,
+                    kind,
+                    body: body.to_vec(),
+                });
+                Ok::<(), Error>(())
+            },
+        )?;
         Ok((
             log,
             Recovered {
@@ -471,13 +472,15 @@ impl<S: Storage> Log<S> {
     }
 
     /// Opens the log in `storage`, recovering what it holds: checks the
-    /// newest snapshot (read it with [`Log::snapshot_reader`]), and hands
-    /// each record after it to `each` in LSN order, reading one segment at
-    /// a time. A torn tail is cut off (durably); corruption is an error, as
-    /// is a directory new files cannot be made in.
+    /// newest snapshot and hands its body to `snapshot` as a stream (read
+    /// from its file a chunk at a time), then hands each record after it to
+    /// `each` in LSN order, reading one segment at a time. A torn tail is
+    /// cut off (durably); corruption is an error, as is a directory new
+    /// files cannot be made in.
     pub fn open_with<E: From<Error>>(
         mut storage: S,
         options: LogOptions,
+        mut snapshot: impl FnMut(&SnapshotFile, &mut dyn std::io::Read) -> Result<(), E>,
         mut each: impl FnMut(u64, u8, &[u8]) -> Result<(), E>,
     ) -> Result<(Log<S>, Opened), E> {
         let options = LogOptions {
@@ -507,6 +510,13 @@ impl<S: Storage> Log<S> {
                     why,
                 })?;
             last_number = number;
+            let mut reader = SnapshotReader {
+                storage: &storage,
+                name: file.name.clone(),
+                at: file.offset,
+                end: file.offset + file.len,
+            };
+            snapshot(&file, &mut reader)?;
             opened.snapshot = Some(file);
             for (_, older) in snapshots {
                 storage.remove(&older).map_err(io(&older, &storage))?;
@@ -799,7 +809,11 @@ impl<S: Storage> Log<S> {
                 self.room = None;
             }
             Err(e) => {
-                self.room = Some(format!("{}: {e}", self.storage.describe(&name)));
+                // Only want of room is news here; any other failure shows
+                // (and fails the log) when the segment is really needed.
+                if out_of_room(&e) {
+                    self.room = Some(format!("{}: {e}", self.storage.describe(&name)));
+                }
                 self.room_retry = Some(now + SPARE_RETRY);
             }
         }

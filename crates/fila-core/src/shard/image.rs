@@ -2,7 +2,7 @@
 //! snapshot, restored after a restart.
 
 use super::*;
-use crate::event::{MessageImage, QueueImage};
+use crate::event::{ExportCursor, ImagePart, MessageImage, QueueImage};
 
 impl Shard {
     /// Every queue of this shard with its messages. A leased message is
@@ -16,30 +16,9 @@ impl Shard {
             for sub in [MAIN, DLQ] {
                 let q = self.sub_id(slot, sub == DLQ);
                 for (seq, s) in self.sub(q).index.from(0) {
-                    if !self.live(s, q, seq) {
-                        continue;
+                    if self.live(s, q, seq) {
+                        messages.push(self.image_of(s, q, sub == DLQ, seq));
                     }
-                    let r = &self.records[s as usize];
-                    let word = r.word.load();
-                    let extra = r.extra.as_deref();
-                    messages.push(MessageImage {
-                        dlq: sub == DLQ,
-                        seq,
-                        id: extra.and_then(|e| e.id),
-                        payload: r.payload(),
-                        attributes: extra.and_then(|e| e.attributes.clone()),
-                        channel: self.sub(q).channels[r.channel as usize].name.clone(),
-                        inserted_at_ms: r.inserted_at,
-                        visible_at_ms: if word.state == MessageState::InFlight {
-                            self.now
-                        } else {
-                            r.visible_at
-                        },
-                        expires_at_ms: r.expires_at,
-                        delivery_count: word.delivery_count,
-                        deferred: word.state == MessageState::Deferred,
-                        dead_letter: extra.and_then(|e| e.dead_letter.clone()),
-                    });
                 }
             }
             images.push(QueueImage {
@@ -51,6 +30,103 @@ impl Shard {
             });
         }
         images
+    }
+
+    /// The next piece of this shard's state from `cursor` on: queues in
+    /// name order, each followed by its messages and its DLQ's in sequence
+    /// order, at most `max_messages` messages or `max_bytes` of payloads
+    /// and attributes (at least one message when any is left). Moves the
+    /// cursor on; at the end of the shard it points at the next shard.
+    pub fn export_piece(
+        &self,
+        cursor: &mut ExportCursor,
+        max_messages: usize,
+        max_bytes: u64,
+        out: &mut Vec<ImagePart>,
+    ) {
+        use std::ops::Bound;
+        let mut messages = 0usize;
+        let mut bytes = 0u64;
+        let start: Bound<&str> = match &cursor.queue {
+            Some(name) => Bound::Included(name.as_str()),
+            None => Bound::Unbounded,
+        };
+        for name in self.sorted_names.range::<str, _>((start, Bound::Unbounded)) {
+            let slot = self.names[name];
+            let queue = self.queue(slot);
+            let resuming = cursor.queue.as_deref() == Some(&**name);
+            if !resuming {
+                (cursor.dlq, cursor.seq) = (false, 0);
+            }
+            cursor.queue = Some(name.to_string());
+            if queue.dropping {
+                continue;
+            }
+            if !resuming || (!cursor.dlq && cursor.seq == 0) {
+                out.push(ImagePart::Queue {
+                    id: queue.id,
+                    name: name.to_string(),
+                    settings: queue.settings.clone(),
+                    next_seq: queue.next_seq,
+                });
+            }
+            for sub in [MAIN, DLQ] {
+                let dlq = sub == DLQ;
+                if cursor.dlq && !dlq {
+                    continue;
+                }
+                if dlq && !cursor.dlq {
+                    (cursor.dlq, cursor.seq) = (true, 0);
+                }
+                let q = self.sub_id(slot, dlq);
+                for (seq, s) in self.sub(q).index.from(cursor.seq) {
+                    if messages >= max_messages.max(1) || (messages > 0 && bytes >= max_bytes) {
+                        return;
+                    }
+                    cursor.seq = seq + 1;
+                    if !self.live(s, q, seq) {
+                        continue;
+                    }
+                    let message = self.image_of(s, q, dlq, seq);
+                    messages += 1;
+                    bytes += self.records[s as usize].budget_bytes();
+                    out.push(ImagePart::Message {
+                        queue: queue.id,
+                        message,
+                    });
+                }
+            }
+            // Past this queue: the next one starts afresh.
+            (cursor.dlq, cursor.seq) = (true, u64::MAX);
+        }
+        cursor.shard += 1;
+        cursor.queue = None;
+        (cursor.dlq, cursor.seq) = (false, 0);
+    }
+
+    /// A message as saved (a leased one visible now).
+    fn image_of(&self, s: u32, q: SubId, dlq: bool, seq: u64) -> MessageImage {
+        let r = &self.records[s as usize];
+        let word = r.word.load();
+        let extra = r.extra.as_deref();
+        MessageImage {
+            dlq,
+            seq,
+            id: extra.and_then(|e| e.id),
+            payload: r.payload(),
+            attributes: extra.and_then(|e| e.attributes.clone()),
+            channel: self.sub(q).channels[r.channel as usize].name.clone(),
+            inserted_at_ms: r.inserted_at,
+            visible_at_ms: if word.state == MessageState::InFlight {
+                self.now
+            } else {
+                r.visible_at
+            },
+            expires_at_ms: r.expires_at,
+            delivery_count: word.delivery_count,
+            deferred: word.state == MessageState::Deferred,
+            dead_letter: extra.and_then(|e| e.dead_letter.clone()),
+        }
     }
 
     /// Restores a queue and its messages into this (empty of that name)

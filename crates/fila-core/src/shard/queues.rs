@@ -279,6 +279,10 @@ impl Shard {
     ) -> Result<Vec<EntryResult<PutReceipt>>, Error> {
         self.catch_up(now);
         let qslot = self.queue_slot(name)?;
+        let disk = self.budget.shared.disk();
+        if disk != crate::budget::DiskState::Ok {
+            return Err(Error::Disk(disk));
+        }
         let now = self.now;
         let answers = batch
             .into_iter()

@@ -136,6 +136,8 @@ pub(super) fn open(
         engine.clone(),
         StoreOptions {
             sync,
+            segment_bytes: config.segment_bytes,
+            disk_reserve_bytes: config.disk_reserve_bytes,
             ..StoreOptions::default()
         },
         Hooks {

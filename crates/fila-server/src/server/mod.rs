@@ -111,8 +111,10 @@ enum Inbox {
         route: Route,
         done: Done,
     },
-    /// Stop until let go: a snapshot is being taken.
+    /// Stop until let go: a snapshot begins.
     Pause(Arc<Pause>),
+    /// The log writer asks for a piece of a shard for a snapshot.
+    Export(route::ExportAsk),
     /// A metrics scrape's question.
     Scrape(ScrapeAsk),
     /// A connection moved here from another loop (whose shard it uses).
@@ -721,6 +723,7 @@ impl Loop {
                 }
                 Inbox::Done { route, done } => self.on_done(route, done),
                 Inbox::Pause(pause) => self.pause(pause),
+                Inbox::Export(ask) => self.export(ask),
                 Inbox::Scrape(ask) => self.scrape(ask),
                 Inbox::Moved(conn) => self.adopt_moved(conn),
                 Inbox::AuthFailed(ip) => self.note_auth_failure(ip),

@@ -20,7 +20,7 @@
 use std::sync::mpsc::Sender as MpscSender;
 use std::sync::Condvar;
 
-use fila_core::event::{EngineImage, QueueImage};
+use fila_core::event::{ExportCursor, ImagePart};
 use fila_core::{shard_of, QueueStats, Totals, Transit};
 
 use super::*;
@@ -110,27 +110,31 @@ pub(super) enum Done {
     Cancelled,
 }
 
-/// Every loop stopped at once, for a consistent snapshot.
+/// Every loop stopped at once, for the moment a snapshot begins: the log
+/// writer drains every shard's buffer with none of them changing, so the
+/// snapshot's LSN is a consistent cut (no record before it follows one
+/// after it).
 pub(super) struct Pause {
-    arrived: Mutex<Vec<Option<Vec<QueueImage>>>>,
+    arrived: Mutex<usize>,
     all_in: Condvar,
     released: Mutex<bool>,
     release: Condvar,
 }
 
 impl Pause {
-    fn new(loops: usize) -> Pause {
+    fn new() -> Pause {
         Pause {
-            arrived: Mutex::new(vec![None; loops]),
+            arrived: Mutex::new(0),
             all_in: Condvar::new(),
             released: Mutex::new(false),
             release: Condvar::new(),
         }
     }
 
-    /// A loop's part: its shards' images; then it waits to be released.
-    fn arrive(&self, lp: usize, images: Vec<QueueImage>) {
-        lock(&self.arrived)[lp] = Some(images);
+    /// A loop's part: it is stopped (it published everything it logged);
+    /// then it waits to be let go.
+    fn arrive(&self) {
+        *lock(&self.arrived) += 1;
         self.all_in.notify_all();
         let mut released = lock(&self.released);
         while !*released {
@@ -149,6 +153,15 @@ impl Pause {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The log writer's question to one loop: the next piece of a shard's
+/// state for a snapshot.
+pub(super) struct ExportAsk {
+    cursor: ExportCursor,
+    max_messages: usize,
+    max_bytes: u64,
+    reply: MpscSender<(ExportCursor, Vec<ImagePart>)>,
 }
 
 /// A scrape's question to one loop.
@@ -178,14 +191,14 @@ impl LoopsView {
 }
 
 impl fila_store::Source for LoopsView {
-    fn export(&self, during: &mut dyn FnMut()) -> Option<EngineImage> {
+    fn quiesce(&self, during: &mut dyn FnMut()) -> bool {
         let n = self.loops.len();
-        let pause = Arc::new(Pause::new(n));
+        let pause = Arc::new(Pause::new());
         let deadline = Instant::now() + GATHER_DEADLINE;
         let all_in = self.ask(|| Inbox::Pause(pause.clone())) && {
             let mut arrived = lock(&pause.arrived);
             loop {
-                if arrived.iter().all(|a| a.is_some()) {
+                if *arrived == n {
                     break true;
                 }
                 let now = Instant::now();
@@ -201,18 +214,43 @@ impl fila_store::Source for LoopsView {
         };
         // Every loop is stopped: no shard changes and nothing is logged
         // until they are let go.
-        let image = (all_in && self.totals.in_transit() == 0).then(|| {
+        if all_in {
             during();
-            EngineImage {
-                next_queue_id: self.totals.next_queue_id(),
-                queues: lock(&pause.arrived)
-                    .iter_mut()
-                    .flat_map(|a| a.take().unwrap_or_default())
-                    .collect(),
-            }
-        });
+        }
         pause.let_go();
-        image
+        all_in
+    }
+
+    fn export_piece(
+        &self,
+        cursor: &mut ExportCursor,
+        max_messages: usize,
+        max_bytes: u64,
+    ) -> Option<Vec<ImagePart>> {
+        let shards = self.totals.shard_count();
+        if cursor.shard >= shards {
+            cursor.done = true;
+            return Some(Vec::new());
+        }
+        // The loop that owns the shard takes the piece between two of its
+        // turns: the others go on.
+        let (tx, waker) = &self.loops[cursor.shard % self.loops.len()];
+        let (reply, answer) = std::sync::mpsc::channel();
+        tx.send(Inbox::Export(ExportAsk {
+            cursor: cursor.clone(),
+            max_messages,
+            max_bytes,
+            reply,
+        }))
+        .ok()?;
+        let _ = waker.wake();
+        let (moved, parts) = answer.recv_timeout(GATHER_DEADLINE).ok()?;
+        *cursor = moved;
+        Some(parts)
+    }
+
+    fn next_queue_id(&self) -> u32 {
+        self.totals.next_queue_id()
     }
 
     fn stored_bytes(&self) -> u64 {
@@ -717,9 +755,18 @@ impl Loop {
         let _ = ask.reply.send(stats);
     }
 
-    /// Stops with every other loop for a snapshot (see [`Pause`]).
+    /// Stops with every other loop while the log writer drains the shards'
+    /// buffers (see [`Pause`]).
     pub(super) fn pause(&mut self, pause: Arc<Pause>) {
-        let images = self.owner.export();
-        pause.arrive(self.index, images);
+        pause.arrive();
+    }
+
+    /// The log writer's question: the next piece of one of this loop's
+    /// shards for a snapshot (a pause of this loop only, for one piece).
+    pub(super) fn export(&mut self, mut ask: ExportAsk) {
+        let mut parts = Vec::new();
+        self.owner
+            .export_piece(&mut ask.cursor, ask.max_messages, ask.max_bytes, &mut parts);
+        let _ = ask.reply.send((ask.cursor, parts));
     }
 }
