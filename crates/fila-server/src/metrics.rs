@@ -165,6 +165,10 @@ impl Metrics {
             ("max_queues".into(), engine.limits().max_queues),
             ("stored_bytes".into(), engine.stored_bytes()),
             ("stored_bytes_reserved".into(), engine.reserved_bytes()),
+            (
+                "puts_refused_disk".into(),
+                u64::from(engine.disk() != fila_core::DiskState::Ok),
+            ),
             ("max_stored_bytes".into(), engine.limits().max_stored_bytes),
             ("shards".into(), engine.shard_count() as u64),
             (
@@ -288,6 +292,12 @@ impl Metrics {
             "fila_stored_bytes_reserved",
             "Bytes counted against max_stored_bytes: stored, and room shards took ahead (at most 2 MiB a shard).",
             engine.reserved_bytes(),
+        );
+        gauge(
+            &mut o,
+            "fila_puts_refused_disk",
+            "1 while puts are refused because the data directory's disk is short of room or not writable.",
+            u64::from(engine.disk() != fila_core::DiskState::Ok),
         );
         gauge(
             &mut o,
