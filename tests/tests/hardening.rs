@@ -765,3 +765,54 @@ fn guessing_tokens_at_the_metrics_endpoint_gets_the_address_refused() {
     assert!(i as u32 >= fila_server::guard::FREE_FAILURES, "after {i}");
     assert!(scrape("scraper").starts_with("HTTP/1.1 429"));
 }
+
+/// One producer of big messages on a server whose log syncs every minute
+/// (`sync = interval`): its backlog is written as it passes the flush
+/// mark, not at the next interval, and another client is answered all the
+/// while (a backlog over 64 MiB used to pause every client until the
+/// writer's timer came).
+#[test]
+fn a_producer_of_big_messages_stalls_no_one_on_an_interval() {
+    let s = TestServer::with(|c| {
+        c.sync = fila_server::Sync::Interval;
+        c.sync_interval_ms = 60_000;
+    });
+    let mut c = s.client();
+    c.create_queue(
+        "big",
+        SettingsPatch {
+            max_message_bytes: Some(1 << 20),
+            ..SettingsPatch::default()
+        },
+    )
+    .unwrap();
+    let addr = s.addr.to_string();
+    let started = Instant::now();
+    let producer = std::thread::spawn(move || {
+        let mut p = fila_client::Client::connect(fila_client::ClientOptions::new(addr)).unwrap();
+        let body = Bytes::from(vec![9u8; 1 << 20]);
+        for _ in 0..100 {
+            p.put_one("big", body.clone()).unwrap();
+        }
+        started.elapsed()
+    });
+    let mut slowest = Duration::ZERO;
+    while !producer.is_finished() {
+        let t = Instant::now();
+        c.list_queues("").unwrap();
+        slowest = slowest.max(t.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(50),
+            "the producer stalled (waiting for the interval?)"
+        );
+    }
+    let took = producer.join().unwrap();
+    assert!(
+        took < Duration::from_secs(50),
+        "100 MiB took {took:?}: they waited for the interval"
+    );
+    assert!(
+        slowest < Duration::from_secs(10),
+        "another client waited {slowest:?}"
+    );
+}

@@ -55,10 +55,14 @@ pub(crate) struct Journal {
     lanes: Box<[CachePadded<Lane>]>,
     signalled: AtomicBool,
     writer: OnceLock<Thread>,
+    /// A publish wakes the writer only once this many bytes wait (0: at
+    /// every publish; a writer on an interval is woken when the backlog
+    /// passes its mark, not only by its timer).
+    wake_at: u64,
 }
 
 impl Journal {
-    pub(crate) fn new(shards: usize) -> Journal {
+    pub(crate) fn new(shards: usize, wake_at: u64) -> Journal {
         Journal {
             lanes: (0..shards)
                 .map(|_| {
@@ -74,6 +78,7 @@ impl Journal {
                 .collect(),
             signalled: AtomicBool::new(false),
             writer: OnceLock::new(),
+            wake_at,
         }
     }
 
@@ -211,7 +216,8 @@ impl EventSink for ShardSink {
         // After the push: the writer clears the signal before it takes the
         // buffers, so either it sees this buffer or this sees the signal
         // clear and wakes it.
-        if !journal.signalled.swap(true, Ordering::AcqRel) {
+        let due = journal.wake_at == 0 || journal.buffered() >= journal.wake_at;
+        if due && !journal.signalled.swap(true, Ordering::AcqRel) {
             if let Some(t) = journal.writer.get() {
                 t.unpark();
             }

@@ -40,7 +40,7 @@ mod journal;
 pub mod replay;
 mod store;
 
-pub use store::{check, Hooks, Marks, Recovery, Source, Store, StoreOptions, SyncMode};
+pub use store::{check, Hooks, Marks, Recovery, Source, Store, StoreOptions, SyncMode, FLUSH_MARK};
 
 /// What can go wrong with the store, in one line each.
 #[derive(Debug, thiserror::Error)]

@@ -385,7 +385,11 @@ impl<S: Storage + 'static> Store<S> {
             elapsed_ms = began.elapsed().as_millis() as u64,
             "recovered"
         );
-        let journal = Arc::new(Journal::new(engine.shard_count()));
+        let wake_at = match options.sync {
+            SyncMode::Always => 0,
+            SyncMode::Interval(_) => FLUSH_MARK,
+        };
+        let journal = Arc::new(Journal::new(engine.shard_count(), wake_at));
         for shard in 0..engine.shard_count() {
             engine.set_journal(
                 shard,
@@ -523,6 +527,12 @@ struct Writer<S: Storage> {
     frame: Vec<u8>,
 }
 
+/// With `sync = interval`, bytes of records waiting that make the writer
+/// write and sync at once rather than at its next interval: a burst never
+/// waits a whole interval to be written (nor makes the event loops pause
+/// reading for it).
+pub const FLUSH_MARK: u64 = 8 << 20;
+
 /// Messages of one snapshot piece at most, by default.
 const PIECE_MESSAGES: usize = 4_096;
 /// Payload and attribute bytes of one snapshot piece at most (what the
@@ -608,7 +618,9 @@ impl<S: Storage> Writer<S> {
                     std::thread::park_timeout(DISK_LOOK);
                 }
                 SyncMode::Interval(every) => {
-                    if now >= *next_sync || stopping {
+                    // The signal, on an interval: the backlog passed its
+                    // mark (or a snapshot was asked for).
+                    if now >= *next_sync || stopping || journal.take_signal() {
                         *next_sync = now + every;
                         journal.take_signal();
                         return (stopping, true);

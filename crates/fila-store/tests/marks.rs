@@ -138,3 +138,46 @@ fn only_a_stored_message_not_yet_durable_makes_an_answer_wait() {
     assert!(!marks.stored_pending(b) && !marks.stored_pending(c));
     store.stop();
 }
+
+/// With `sync = interval`, a burst of records past the flush mark is
+/// written and synced at once, not at the writer's next interval (here a
+/// minute away): a backlog never waits a whole interval.
+#[test]
+fn a_writer_on_an_interval_flushes_at_once_past_the_mark() {
+    let engine = Arc::new(Engine::new(
+        2,
+        Arc::new(ManualClock::new(1_700_000_000_000)),
+    ));
+    let options = StoreOptions {
+        sync: fila_store::SyncMode::Interval(Duration::from_secs(60)),
+        ..StoreOptions::default()
+    };
+    let (store, _) =
+        Store::open(SimDisk::new(8), engine.clone(), options, Hooks::default()).unwrap();
+    let marks = store.marks();
+    engine.create_queue("q", QueueSettings::default()).unwrap();
+    // The first batch comes at once; the next one a minute later.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while marks.durable() == 0 {
+        assert!(Instant::now() < deadline, "no first batch");
+        std::thread::yield_now();
+    }
+    let first = marks.durable();
+    let body = bytes::Bytes::from(vec![1u8; 256 << 10]);
+    let burst = fila_store::FLUSH_MARK / (256 << 10) + 4;
+    for _ in 0..burst {
+        engine
+            .put("q", vec![NewMessage::new(body.clone())])
+            .unwrap();
+    }
+    while marks.durable() <= first || marks.backlog_bytes() >= fila_store::FLUSH_MARK {
+        assert!(
+            Instant::now() < deadline,
+            "the burst waited for the interval (durable {}, backlog {})",
+            marks.durable(),
+            marks.backlog_bytes()
+        );
+        std::thread::yield_now();
+    }
+    store.stop();
+}

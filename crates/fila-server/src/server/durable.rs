@@ -20,8 +20,9 @@ use fila_wal::FsStorage;
 
 use super::*;
 
-/// Bytes of records the log writer may have waiting: past it, loops stop
-/// reading requests until it catches up.
+/// Bytes of records the log writer may have waiting: past it, requests
+/// that add payloads to the log (puts, redrives) wait until it catches up;
+/// past twice it, every request does.
 pub const LOG_BACKLOG_MAX: u64 = 64 << 20;
 
 /// Why the server did not start, in one line.
@@ -176,6 +177,12 @@ fn warn_if_shared(dir: &std::path::Path) {
     }
 }
 
+/// Whether a request of `opcode` adds payloads to the log (what makes a
+/// backlog): puts, and redrives (each moved message is logged whole).
+fn adds_payloads(opcode: u8) -> bool {
+    opcode == proto::Opcode::Put as u8 || opcode == proto::Opcode::Redrive as u8
+}
+
 /// Whether an answer to `opcode` waits for the log: the requests that
 /// change what a restart keeps.
 pub(super) fn changes_state(opcode: u8) -> bool {
@@ -242,12 +249,24 @@ impl Loop {
         Some(marks.mark())
     }
 
-    /// Whether the log's backlog is full: then `slot` waits for the writer.
+    /// Whether `slot`'s next request waits for the log writer: past
+    /// [`LOG_BACKLOG_MAX`] of records waiting, a request that adds
+    /// payloads to the log (a put, a redrive) waits — the connections that
+    /// make the backlog are throttled, the others' requests go on; past
+    /// twice that, every request waits.
     pub(super) fn log_full(&mut self, slot: usize) -> bool {
         let Some(marks) = self.shared.marks.as_ref() else {
             return false;
         };
-        if marks.backlog_bytes() <= LOG_BACKLOG_MAX {
+        let backlog = marks.backlog_bytes();
+        if backlog <= LOG_BACKLOG_MAX {
+            return false;
+        }
+        let heavy = self.conns[slot]
+            .as_ref()
+            .and_then(|c| c.input.get(5))
+            .is_some_and(|op| adds_payloads(*op));
+        if !heavy && backlog <= 2 * LOG_BACKLOG_MAX {
             return false;
         }
         if let Some(conn) = self.conns[slot].as_mut() {
