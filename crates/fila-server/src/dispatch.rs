@@ -139,14 +139,21 @@ impl Answer {
         Answer::Wire(Response::Error(wire_error(e)))
     }
 
-    /// Whether it hands out at least one message (a receive's, a peek's,
-    /// a receive-deferred's).
-    pub(crate) fn has_messages(&self) -> bool {
+    /// The latest insertion time of the messages it hands out (a
+    /// receive's, a peek's, a receive-deferred's); `None` when it hands
+    /// out none.
+    pub(crate) fn newest_message(&self) -> Option<u64> {
         match self {
-            Answer::Messages(_, ms) => !ms.is_empty(),
-            Answer::Wire(Response::Messages(ms) | Response::Selected(_, ms)) => !ms.is_empty(),
-            Answer::Wire(Response::Deferred(entries)) => entries.iter().any(|e| e.is_ok()),
-            Answer::Wire(_) => false,
+            Answer::Messages(_, ms) => ms.iter().map(|m| m.inserted_at_ms).max(),
+            Answer::Wire(Response::Messages(ms) | Response::Selected(_, ms)) => {
+                ms.iter().map(|m| m.inserted_at_ms).max()
+            }
+            Answer::Wire(Response::Deferred(entries)) => entries
+                .iter()
+                .filter_map(|e| e.as_ref().ok())
+                .map(|m| m.inserted_at_ms)
+                .max(),
+            Answer::Wire(_) => None,
         }
     }
 

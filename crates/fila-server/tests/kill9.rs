@@ -183,3 +183,127 @@ fn acknowledged_messages_survive_kill_9() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Nothing reaches a consumer before it is durable: a receive parked on a
+/// connection, filled by a put pipelined behind it, while other producers
+/// keep the log busy with large messages (so a sync takes a while); the
+/// moment the receive's answer arrives (whatever became of the put's), the
+/// server is killed with SIGKILL. After the restart the message is there
+/// with the id the consumer saw, and a new put gets another id.
+#[test]
+fn a_message_handed_out_is_durable_however_soon_the_server_dies() {
+    use fila_client::{Fields, PutEntry, Receive, Request, Response};
+    use std::io::{Read, Write};
+    let rounds: u64 = std::env::var("FILA_KILL_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    let dir = std::env::temp_dir().join(format!("fila-kill9-first-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut server = start(&dir);
+    client(&server.addr)
+        .create_queue("first", SettingsPatch::default())
+        .unwrap();
+    client(&server.addr)
+        .create_queue(
+            "flood",
+            SettingsPatch {
+                max_message_bytes: Some(1 << 20),
+                ..SettingsPatch::default()
+            },
+        )
+        .unwrap();
+    for round in 0..rounds {
+        // Producers of 512 KiB messages keep the writer busy, until the
+        // kill ends their connections.
+        let flood: Vec<_> = (0..2)
+            .map(|_| {
+                let addr = server.addr.clone();
+                std::thread::spawn(move || {
+                    let mut c = client(&addr);
+                    let body = bytes::Bytes::from(vec![0u8; 512 << 10]);
+                    for _ in 0..1_000 {
+                        if c.put_one("flood", body.clone()).is_err() {
+                            return;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut raw = std::net::TcpStream::connect(&server.addr).unwrap();
+        let mut frames = bytes::BytesMut::new();
+        Request::Receive(Receive {
+            queue: QueueRef {
+                name: "first".into(),
+                dlq: false,
+            },
+            max_messages: 1,
+            visibility_ms: None,
+            wait_ms: Some(10_000),
+            channel: None,
+            fields: Fields::ALL,
+        })
+        .encode(1, &mut frames);
+        Request::Put {
+            queue: "first".into(),
+            messages: vec![PutEntry {
+                payload: bytes::Bytes::from(format!("round {round}")),
+                ..Default::default()
+            }],
+        }
+        .encode(2, &mut frames);
+        raw.write_all(&frames).unwrap();
+        raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = bytes::BytesMut::new();
+        let mut chunk = [0u8; 4096];
+        let seen = 'read: loop {
+            while let Some((h, body)) =
+                fila_proto::split_frame(&mut buf, fila_proto::FRAME_LEN_LIMIT).unwrap()
+            {
+                if h.request_id == 1 {
+                    match Response::decode(&h, body).unwrap() {
+                        Response::Messages(ms) if ms.len() == 1 => break 'read ms[0].clone(),
+                        other => panic!("round {round}: {other:?}"),
+                    }
+                }
+            }
+            let n = raw.read(&mut chunk).expect("an answer");
+            assert!(n > 0, "round {round}: the connection closed");
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        // At once: the receive's answer may be all the client ever got.
+        server.child.kill().unwrap();
+        server.child.wait().unwrap();
+        for f in flood {
+            f.join().unwrap();
+        }
+        drop(server);
+        server = start(&dir);
+        let mut c = client(&server.addr);
+        c.purge("flood", false).unwrap();
+        let page = c
+            .peek(
+                QueueRef {
+                    name: "first".into(),
+                    dlq: false,
+                },
+                seen.seq,
+                1,
+            )
+            .unwrap();
+        assert!(
+            page.first()
+                .is_some_and(|m| m.id == seen.id && m.payload == seen.payload),
+            "round {round}: the message handed out ({:?}) is gone after the restart: {page:?}",
+            seen.id
+        );
+        let again = c.put_one("first", "next").unwrap();
+        assert_ne!(again.id, seen.id, "round {round}: its id was given again");
+        // Done with it.
+        let got = c.receive("first", 10, Some(0)).unwrap();
+        let receipts: Vec<_> = got.iter().filter_map(|m| m.receipt).collect();
+        c.delete("first", &receipts).unwrap();
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

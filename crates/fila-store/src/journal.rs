@@ -36,7 +36,9 @@ const SPARE_BYTES_MAX: usize = 16 << 10;
 
 /// One shard's queues: published buffers in order, and spares.
 struct Lane {
-    published: SegQueue<Vec<u8>>,
+    /// Published buffers, each with the latest insertion time (ms) of the
+    /// messages it stores (0: none).
+    published: SegQueue<(Vec<u8>, u64)>,
     spares: ArrayQueue<Vec<u8>>,
     /// Bytes published and not yet taken.
     buffered: AtomicU64,
@@ -48,6 +50,12 @@ struct Lane {
     taken: AtomicU64,
     /// Buffers durable: `taken` as of the writer's last completed batch.
     durable: AtomicU64,
+    /// The latest insertion time of a message stored by a buffer taken
+    /// (only the writer changes it), and of one made durable: every
+    /// message of the shard inserted before the latter is durable (a
+    /// shard stores messages in the order of their insertion times).
+    taken_time: AtomicU64,
+    durable_time: AtomicU64,
 }
 
 /// The shards' buffers and the writer's wake-up signal.
@@ -73,6 +81,8 @@ impl Journal {
                         last_store: AtomicU64::new(0),
                         taken: AtomicU64::new(0),
                         durable: AtomicU64::new(0),
+                        taken_time: AtomicU64::new(0),
+                        durable_time: AtomicU64::new(0),
                     })
                 })
                 .collect(),
@@ -128,9 +138,19 @@ impl Journal {
         lane.durable.load(Ordering::Acquire) < lane.last_store.load(Ordering::Acquire)
     }
 
+    /// Whether a message of shard `shard` inserted at `inserted_at_ms`
+    /// may not be durable yet: a message stored there is not, and this one
+    /// was not inserted before the latest durable one.
+    pub(crate) fn pending_since(&self, shard: usize, inserted_at_ms: u64) -> bool {
+        self.stored_pending(shard)
+            && inserted_at_ms >= self.lanes[shard].durable_time.load(Ordering::Acquire)
+    }
+
     /// The writer's batch is durable: so is every buffer it took.
     pub(crate) fn batch_durable(&self) {
         for lane in self.lanes.iter() {
+            lane.durable_time
+                .store(lane.taken_time.load(Ordering::Relaxed), Ordering::Release);
             lane.durable
                 .store(lane.taken.load(Ordering::Relaxed), Ordering::Release);
         }
@@ -140,8 +160,9 @@ impl Journal {
     /// keeps it, emptied, for reuse.
     pub(crate) fn take(&self, shard: usize, mut each: impl FnMut(&[u8])) {
         let lane = &self.lanes[shard];
-        while let Some(mut data) = lane.published.pop() {
+        while let Some((mut data, stored_at)) = lane.published.pop() {
             lane.taken.fetch_add(1, Ordering::Relaxed);
+            lane.taken_time.fetch_max(stored_at, Ordering::Relaxed);
             each(&data);
             lane.buffered
                 .fetch_sub(data.len() as u64, Ordering::Relaxed);
@@ -181,16 +202,19 @@ pub(crate) struct ShardSink {
     pub(crate) local: Vec<u8>,
     /// Buffers published so far.
     pub(crate) published: u64,
+    /// The latest insertion time of a message stored in `local`.
+    pub(crate) stored_at: u64,
 }
 
 impl EventSink for ShardSink {
     fn record(&mut self, event: &Event<'_>) {
-        if let Event::Stored { .. } = event {
+        if let Event::Stored { message, .. } = event {
             // In the next buffer published: before it is, so whoever is
             // answered with this message after the publish sees it.
             self.journal.lanes[self.shard]
                 .last_store
                 .store(self.published + 1, Ordering::Release);
+            self.stored_at = self.stored_at.max(message.inserted_at_ms);
         }
         let b = &mut self.local;
         let start = b.len();
@@ -211,7 +235,8 @@ impl EventSink for ShardSink {
         let full = std::mem::replace(&mut self.local, spare);
         lane.buffered
             .fetch_add(full.len() as u64, Ordering::Relaxed);
-        lane.published.push(full);
+        lane.published
+            .push((full, std::mem::take(&mut self.stored_at)));
         self.published += 1;
         // After the push: the writer clears the signal before it takes the
         // buffers, so either it sees this buffer or this sees the signal

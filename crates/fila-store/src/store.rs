@@ -299,6 +299,15 @@ impl Marks {
         self.0.journal.stored_pending(shard)
     }
 
+    /// Whether a message of shard `shard` inserted at `inserted_at_ms`
+    /// may not be durable yet ([`Marks::stored_pending`], and it was not
+    /// inserted before the latest message made durable there): a consumer
+    /// of a backlog is handed durable messages at once even while puts go
+    /// on.
+    pub fn pending_since(&self, shard: usize, inserted_at_ms: u64) -> bool {
+        self.0.journal.pending_since(shard, inserted_at_ms)
+    }
+
     /// Whether the log failed (nothing more becomes durable).
     pub fn failed(&self) -> bool {
         self.0.failed.load(Ordering::Acquire)
@@ -398,6 +407,7 @@ impl<S: Storage + 'static> Store<S> {
                     shard,
                     local: Vec::new(),
                     published: 0,
+                    stored_at: 0,
                 })),
             );
         }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fila_core::{Address, Engine, ManualClock, NewMessage, QueueSettings, ReceiveOptions};
+use fila_core::{Address, Clock, Engine, ManualClock, NewMessage, QueueSettings, ReceiveOptions};
 use fila_store::{Hooks, Marks, Store, StoreOptions};
 use fila_wal::{SimDisk, Storage};
 
@@ -179,5 +179,47 @@ fn a_writer_on_an_interval_flushes_at_once_past_the_mark() {
         );
         std::thread::yield_now();
     }
+    store.stop();
+}
+
+/// A message stored before the latest one made durable is durable: a
+/// backlog is handed out at once while newer puts are not durable yet.
+#[test]
+fn messages_older_than_the_latest_durable_one_need_no_wait() {
+    let held = Arc::new(AtomicBool::new(false));
+    let clock = ManualClock::new(1_700_000_000_000);
+    let engine = Arc::new(Engine::new(1, Arc::new(clock.clone())));
+    let storage = Slow {
+        disk: SimDisk::new(9),
+        held: held.clone(),
+    };
+    let (store, _) = Store::open(
+        storage,
+        engine.clone(),
+        StoreOptions::default(),
+        Hooks::default(),
+    )
+    .unwrap();
+    let marks = store.marks();
+    engine.create_queue("q", QueueSettings::default()).unwrap();
+    let t0 = clock.now_ms();
+    engine.put("q", vec![NewMessage::new("old")]).unwrap();
+    clock.advance(5);
+    engine.put("q", vec![NewMessage::new("durable")]).unwrap();
+    settle(&marks, &held);
+    assert!(!marks.pending_since(0, t0));
+    held.store(true, Ordering::Release);
+    clock.advance(5);
+    engine.put("q", vec![NewMessage::new("new")]).unwrap();
+    assert!(
+        !marks.pending_since(0, t0),
+        "older than the latest durable message"
+    );
+    assert!(
+        marks.pending_since(0, t0 + 10),
+        "the new one is not durable yet"
+    );
+    settle(&marks, &held);
+    assert!(!marks.pending_since(0, t0 + 10));
     store.stop();
 }

@@ -327,7 +327,7 @@ impl Loop {
                     );
                 }
                 let answer = response.into();
-                let mark = self.hold_mark(slot, opcode, &answer, None);
+                let mark = self.hold_mark(opcode, &answer, None);
                 self.respond_held(slot, opcode, header.request_id, &answer, mark);
             }
             // Else the shard's owner took it: `on_done` records and answers.

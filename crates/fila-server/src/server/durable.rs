@@ -204,17 +204,14 @@ pub(super) fn changes_state(opcode: u8) -> bool {
 }
 
 impl Loop {
-    /// The mark an answer to `opcode` for connection `slot` is held on,
-    /// if it is held: the answer to a change, and an answer that hands out
-    /// messages of shard `shard` while a message stored there may not be
-    /// durable yet (no message id or sequence number reaches anyone before
-    /// its put is durable: a crash would give them to the next put). An
-    /// answer that hands out messages never overtakes the connection's
-    /// held answers either (a put's answer comes before that of the
-    /// receive it filled).
+    /// The mark an answer to `opcode` is held on, if it is held: the
+    /// answer to a change, and an answer that hands out a message of shard
+    /// `shard` that may not be durable yet (stored there after the latest
+    /// message made durable): no message id or sequence number reaches
+    /// anyone before its put is durable (a crash would give them to the
+    /// next put). Messages of a backlog, durable long ago, go at once.
     pub(super) fn hold_mark(
         &self,
-        slot: usize,
         opcode: u8,
         answer: &Answer,
         shard: Option<usize>,
@@ -223,17 +220,10 @@ impl Loop {
             return None;
         }
         let marks = self.shared.marks.as_ref()?;
-        let messages = answer.has_messages();
-        if messages && !changes_state(opcode) {
-            let behind = self.conns[slot]
-                .as_ref()
-                .and_then(|c| c.holds.back().map(|h| h.1));
-            if let Some(mark) = behind {
-                return Some(mark);
-            }
-        }
-        let wait =
-            changes_state(opcode) || (messages && shard.is_some_and(|s| marks.stored_pending(s)));
+        let wait = changes_state(opcode)
+            || answer
+                .newest_message()
+                .is_some_and(|newest| shard.is_some_and(|s| marks.pending_since(s, newest)));
         if !wait {
             return None;
         }

@@ -717,7 +717,7 @@ impl Loop {
                     // Most often filled by a put not yet durable: held
                     // until it is (after the put's own answer).
                     let opcode = proto::Opcode::Receive as u8;
-                    let mark = self.hold_mark(slot, opcode, &response, Some(p.wait.shard()));
+                    let mark = self.hold_mark(opcode, &response, Some(p.wait.shard()));
                     self.respond_held(slot, opcode, request_id, &response, mark);
                     self.dirty.push(slot);
                 }

@@ -690,7 +690,7 @@ impl Loop {
                         response.is_error(),
                     );
                 }
-                let mark = self.hold_mark(route.slot, route.opcode, &response, Some(route.shard));
+                let mark = self.hold_mark(route.opcode, &response, Some(route.shard));
                 self.respond_held(route.slot, route.opcode, route.request_id, &response, mark);
             }
             Done::Parked(wait) => {
