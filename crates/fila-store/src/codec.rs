@@ -310,26 +310,7 @@ pub fn encode_snapshot(image: &EngineImage) -> Vec<u8> {
         u64_(&mut out, q.next_seq);
         u64_(&mut out, q.messages.len() as u64);
         for m in &q.messages {
-            message(
-                &mut out,
-                &MessageParts {
-                    at: Spot {
-                        queue: q.id,
-                        dlq: m.dlq,
-                        seq: m.seq,
-                    },
-                    id: m.id,
-                    payload: &m.payload,
-                    attributes: m.attributes.as_deref(),
-                    channel: m.channel.as_deref(),
-                    inserted_at_ms: m.inserted_at_ms,
-                    visible_at_ms: m.visible_at_ms,
-                    expires_at_ms: m.expires_at_ms,
-                    delivery_count: m.delivery_count,
-                    deferred: m.deferred,
-                    dead_letter: m.dead_letter.as_deref(),
-                },
-            );
+            message(&mut out, &image_parts(q.id, m));
         }
     }
     out

@@ -72,13 +72,11 @@ fn settle(marks: &Marks, held: &AtomicBool) {
     }
 }
 
-#[test]
-fn only_a_stored_message_not_yet_durable_makes_an_answer_wait() {
+/// An engine of `shards` logging to a slow simulated disk: its store and
+/// the disk's gate.
+fn slow_store(shards: usize, clock: &ManualClock) -> (Arc<Engine>, Store<Slow>, Arc<AtomicBool>) {
     let held = Arc::new(AtomicBool::new(false));
-    let engine = Arc::new(Engine::new(
-        2,
-        Arc::new(ManualClock::new(1_700_000_000_000)),
-    ));
+    let engine = Arc::new(Engine::new(shards, Arc::new(clock.clone())));
     let storage = Slow {
         disk: SimDisk::new(7),
         held: held.clone(),
@@ -90,6 +88,12 @@ fn only_a_stored_message_not_yet_durable_makes_an_answer_wait() {
         Hooks::default(),
     )
     .unwrap();
+    (engine, store, held)
+}
+
+#[test]
+fn only_a_stored_message_not_yet_durable_makes_an_answer_wait() {
+    let (engine, store, held) = slow_store(2, &ManualClock::new(1_700_000_000_000));
     let marks = store.marks();
     let (b, c) = (fila_core::shard_of("b", 2), fila_core::shard_of("c", 2));
     assert_ne!(b, c);

@@ -228,8 +228,7 @@ fn check_snapshot<S: Storage>(
         return Err("snapshot header names another LSN");
     }
     let version = be32(&h[8..]);
-    let last_segment = be64(&h[24..]);
-    match version {
+    let body = match version {
         1 => {
             if be64(&h[32..]) != len - SNAP_HEADER as u64 {
                 return Err("snapshot body length does not match");
@@ -238,16 +237,7 @@ fn check_snapshot<S: Storage>(
             if be32(&h[12..]) != crc {
                 return Err("snapshot checksum does not match");
             }
-            Ok((
-                last_segment,
-                SnapshotFile {
-                    lsn,
-                    name: name.to_owned(),
-                    version,
-                    offset: SNAP_HEADER as u64,
-                    len: len - SNAP_HEADER as u64,
-                },
-            ))
+            len - SNAP_HEADER as u64
         }
         2 => {
             if be32(&h[12..]) != crc32c::crc32c(&h[16..]) {
@@ -272,19 +262,20 @@ fn check_snapshot<S: Storage>(
             if be32(&t[8..]) != crc {
                 return Err("snapshot checksum does not match");
             }
-            Ok((
-                last_segment,
-                SnapshotFile {
-                    lsn,
-                    name: name.to_owned(),
-                    version,
-                    offset: SNAP_HEADER as u64,
-                    len: body,
-                },
-            ))
+            body
         }
-        _ => Err("unknown snapshot version"),
-    }
+        _ => return Err("unknown snapshot version"),
+    };
+    Ok((
+        be64(&h[24..]),
+        SnapshotFile {
+            lsn,
+            name: name.to_owned(),
+            version,
+            offset: SNAP_HEADER as u64,
+            len: body,
+        },
+    ))
 }
 
 /// A snapshot's body read from its file a chunk at a time.
