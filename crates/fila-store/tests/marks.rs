@@ -190,20 +190,8 @@ fn a_writer_on_an_interval_flushes_at_once_past_the_mark() {
 /// backlog is handed out at once while newer puts are not durable yet.
 #[test]
 fn messages_older_than_the_latest_durable_one_need_no_wait() {
-    let held = Arc::new(AtomicBool::new(false));
     let clock = ManualClock::new(1_700_000_000_000);
-    let engine = Arc::new(Engine::new(1, Arc::new(clock.clone())));
-    let storage = Slow {
-        disk: SimDisk::new(9),
-        held: held.clone(),
-    };
-    let (store, _) = Store::open(
-        storage,
-        engine.clone(),
-        StoreOptions::default(),
-        Hooks::default(),
-    )
-    .unwrap();
+    let (engine, store, held) = slow_store(1, &clock);
     let marks = store.marks();
     engine.create_queue("q", QueueSettings::default()).unwrap();
     let t0 = clock.now_ms();
