@@ -598,7 +598,19 @@ fn a_dead_letters_reason_and_description_count_against_the_server_budget() {
         .unwrap();
     assert_eq!(e.stored_bytes(), 2 * message + record);
     let moved = recv(&e, &target, 30_000);
-    e.delete(Address::queue(&target), &[moved[0].receipt.unwrap()])
+    // Dead-lettered again in its target, it stays in the target's DLQ with
+    // a shorter record: the longer one is given back.
+    e.set_limits(EngineLimits::default());
+    e.dead_letter(&target, &moved[0].receipt.unwrap(), "x", "y")
+        .unwrap();
+    assert_eq!(
+        e.stored_bytes(),
+        2 * message + DEAD_LETTER_OVERHEAD_BYTES + 2
+    );
+    let again = e
+        .receive_now(Address::dlq(&target), &ReceiveOptions::now(1))
+        .unwrap();
+    e.delete(Address::dlq(&target), &[again[0].receipt.unwrap()])
         .unwrap();
     e.delete_queue("q").unwrap();
     assert_eq!(e.stored_bytes(), 0);

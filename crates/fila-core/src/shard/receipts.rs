@@ -295,9 +295,14 @@ impl Shard {
         let before = r.budget_bytes();
         r.extra.get_or_insert_with(Box::default).dead_letter = Some(info);
         // Its dead-letter record is kept as long as it is: counted (a
-        // consumer's dead-letter checked there was room).
-        let grown = r.budget_bytes().saturating_sub(before);
-        self.budget.force(grown);
+        // consumer's dead-letter checked there was room); one it had (a
+        // forwarded dead letter that died again) is given back.
+        let after = r.budget_bytes();
+        if after >= before {
+            self.budget.force(after - before);
+        } else {
+            self.budget.release(before - after);
+        }
         self.attach(slot, self.sub_id(qslot, true), channel.as_deref());
         self.log_stored(slot, Some(from));
         self.enter_visible(slot);

@@ -715,7 +715,7 @@ impl Loop {
                         Err(e) => Answer::failed(&e),
                     };
                     // Most often filled by a put not yet durable: held
-                    // until it is (after the put's own answer).
+                    // until it is.
                     let opcode = proto::Opcode::Receive as u8;
                     let mark = self.hold_mark(opcode, &response, Some(p.wait.shard()));
                     self.respond_held(slot, opcode, request_id, &response, mark);
