@@ -82,7 +82,7 @@ impl Engine {
             let owner = CachePadded::into_inner(shard)
                 .into_inner()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            out[i % owners].absorb(owner);
+            out[crate::owner::owner_of_shard(i, owners)].absorb(owner);
         }
         for o in &mut out {
             o.set_timer_budget(timer_budget);

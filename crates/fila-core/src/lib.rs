@@ -75,7 +75,9 @@ pub use budget::{
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{page_of, Engine};
 pub use error::{Error, ErrorKind};
-pub use owner::{check_batch, precheck_create, precheck_update, shard_of, Owner, Totals, Transit};
+pub use owner::{
+    check_batch, owner_of_shard, precheck_create, precheck_update, shard_of, Owner, Totals, Transit,
+};
 pub use payload::Payload;
 pub use receipt::{Receipt, ReceiptKey, RECEIPT_LEN};
 pub use shard::{Notify, Received, Shard, WaitId};

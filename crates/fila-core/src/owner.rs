@@ -55,6 +55,13 @@ pub fn shard_of(name: &str, shards: usize) -> usize {
     (h % shards.max(1) as u64) as usize
 }
 
+/// Which of `owners` owners holds shard `shard` when an engine is split
+/// ([`crate::Engine::into_owners`]): the one place that says it, so a
+/// server routing requests and the split that gave out the shards agree.
+pub fn owner_of_shard(shard: usize, owners: usize) -> usize {
+    shard % owners.max(1)
+}
+
 /// The engine-wide figures any thread may read (all atomics): what a
 /// metrics scrape or a server-stats answer shows without asking an owner.
 #[derive(Clone)]

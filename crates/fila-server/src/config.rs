@@ -485,10 +485,10 @@ impl Config {
                 fila_proto::FRAME_LEN_LIMIT
             )));
         }
-        if self.max_output_bytes < crate::server::OUTPUT_BYTES_MIN {
+        if self.max_output_bytes < crate::limits::OUTPUT_BYTES_MIN {
             return Err(ConfigError::Invalid(format!(
                 "max_output_bytes must be at least {} (room for two of the largest answers)",
-                crate::server::OUTPUT_BYTES_MIN
+                crate::limits::OUTPUT_BYTES_MIN
             )));
         }
         if self.sync == Sync::Interval && !(1..=60_000).contains(&self.sync_interval_ms) {

@@ -34,6 +34,7 @@ pub mod auth;
 pub mod config;
 mod dispatch;
 pub mod guard;
+mod limits;
 pub mod metrics;
 pub mod scrape;
 mod server;

@@ -37,6 +37,7 @@ mod backoff;
 mod handler;
 mod renew;
 mod settings;
+mod stats;
 mod worker;
 
 pub use backoff::{Backoff, Jitter};
@@ -45,7 +46,8 @@ pub use handler::{
     INPUT_ID_ATTRIBUTE,
 };
 pub use settings::{Encoding, Settings};
-pub use worker::{StatsHandle, Worker, WorkerStats};
+pub use stats::{StatsHandle, WorkerStats};
+pub use worker::Worker;
 
 /// Why a worker could not start or run.
 #[derive(Debug, thiserror::Error)]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use fila_client::{AsyncClient, ClientOptions, QueueRef, Receipt};
 use tracing::warn;
 
-use crate::worker::Counters;
+use crate::stats::Counters;
 
 /// A message whose handler runs (or is about to).
 pub(crate) struct Lease {

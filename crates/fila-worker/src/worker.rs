@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,60 +19,8 @@ use crate::backoff::{Backoff, Jitter};
 use crate::handler::{base64_decode, time_of, Delivery, Erased, Failure, Handler, Outputs, Typed};
 use crate::renew::{self, Lease, Leases, Renewed};
 use crate::settings::{Encoding, Settings};
+use crate::stats::{Counters, StatsHandle};
 use crate::{WorkerError, INPUT_ID_ATTRIBUTE};
-
-/// The counters of a worker.
-#[derive(Default)]
-pub(crate) struct Counters {
-    processed: AtomicU64,
-    failed: AtomicU64,
-    poisoned: AtomicU64,
-    pub(crate) renewals: AtomicU64,
-    in_flight: AtomicU64,
-    released: AtomicU64,
-    poll_errors: AtomicU64,
-}
-
-/// What a worker has done so far.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WorkerStats {
-    /// Handlers that succeeded (their messages deleted).
-    pub processed: u64,
-    /// Handler runs that failed (their messages made visible again, or
-    /// poisoned when it was their last try).
-    pub failed: u64,
-    /// Messages sent to the poison queue.
-    pub poisoned: u64,
-    /// Leases renewed.
-    pub renewals: u64,
-    /// Handlers running now.
-    pub in_flight: u64,
-    /// Messages given back at a stop (visible again at once).
-    pub released: u64,
-    /// Polls that failed.
-    pub poll_errors: u64,
-}
-
-/// Reads a worker's counters, while it runs and after.
-#[derive(Clone)]
-pub struct StatsHandle(Arc<Counters>);
-
-impl StatsHandle {
-    /// The counters now.
-    pub fn get(&self) -> WorkerStats {
-        let c = &self.0;
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        WorkerStats {
-            processed: l(&c.processed),
-            failed: l(&c.failed),
-            poisoned: l(&c.poisoned),
-            renewals: l(&c.renewals),
-            in_flight: l(&c.in_flight),
-            released: l(&c.released),
-            poll_errors: l(&c.poll_errors),
-        }
-    }
-}
 
 struct Binding {
     queue: Arc<str>,

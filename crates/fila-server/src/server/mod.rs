@@ -58,6 +58,11 @@ mod moving;
 mod request;
 mod route;
 
+use crate::limits::READ_CHUNK;
+pub use crate::limits::{
+    ANSWER_ROOM_MIN, AUTH_FAILURES_MAX, FRAMES_PER_TURN, OUTPUT_BYTES_MIN, PREAUTH_FRAME_MAX,
+    READ_BYTES_PER_TURN, SMALL_ANSWER_ROOM,
+};
 use accept::open_files_limit;
 use conn::{Conn, Parked};
 pub use durable::{StartError, LOG_BACKLOG_MAX};
@@ -67,26 +72,7 @@ pub use route::{HANDOFF_CAPACITY, IN_FLIGHT_MAX, JOBS_PER_TURN, TIMERS_PER_TURN}
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
-const READ_CHUNK: usize = 64 << 10;
 
-/// Frames one connection may have answered in one turn of its loop.
-pub const FRAMES_PER_TURN: usize = 32;
-/// Bytes read from one connection in one turn of its loop.
-pub const READ_BYTES_PER_TURN: usize = 4 * READ_CHUNK;
-/// Output room a connection must have free before a request of it is
-/// handled: more than any one answer that is not a receive or a peek, and
-/// more than one largest message in a receive or peek answer.
-pub const ANSWER_ROOM_MIN: usize = 2 << 20;
-/// Output room a connection must have free before a request whose answer
-/// carries no messages (anything but receive, peek, receive-deferred) is
-/// handled: more than the largest such answer (a list page of 1 000 names).
-pub const SMALL_ANSWER_ROOM: usize = 256 << 10;
-/// The least `max_output_bytes` a config may set.
-pub const OUTPUT_BYTES_MIN: usize = 2 * ANSWER_ROOM_MIN;
-/// The largest frame accepted before a connection has authenticated.
-pub const PREAUTH_FRAME_MAX: usize = 4 << 10;
-/// Failed auths after which a connection is closed.
-pub const AUTH_FAILURES_MAX: u32 = 3;
 /// How long the listener waits before accepting again after the process
 /// ran out of file descriptors.
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);

@@ -234,7 +234,7 @@ impl fila_store::Source for LoopsView {
         }
         // The loop that owns the shard takes the piece between two of its
         // turns: the others go on.
-        let (tx, waker) = &self.loops[cursor.shard % self.loops.len()];
+        let (tx, waker) = &self.loops[fila_core::owner_of_shard(cursor.shard, self.loops.len())];
         let (reply, answer) = std::sync::mpsc::channel();
         tx.send(Inbox::Export(ExportAsk {
             cursor: cursor.clone(),
@@ -290,7 +290,7 @@ impl crate::metrics::EngineView for LoopsView {
 impl Loop {
     /// The loop that owns shard `shard`.
     pub(super) fn owner_of(&self, shard: usize) -> usize {
-        shard % self.peers.len()
+        fila_core::owner_of_shard(shard, self.peers.len())
     }
 
     fn owner_of_queue(&self, name: &str) -> usize {
