@@ -1,0 +1,152 @@
+//! ARCHITECTURE.md stays true: every file it names exists, and every type,
+//! function or constant it names (in backticks) is in the code.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .to_owned()
+}
+
+/// Every file below `dir` (but target and .git), relative to the root.
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        let name = e.file_name();
+        if name == "target" || name == ".git" || name == "node_modules" {
+            continue;
+        }
+        if p.is_dir() {
+            files(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+/// The words of the Rust sources.
+fn words(sources: &[PathBuf]) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for p in sources {
+        let Ok(text) = std::fs::read_to_string(p) else {
+            continue;
+        };
+        for w in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+            if !w.is_empty() {
+                out.insert(w.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// What the document puts in backticks.
+fn quoted(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_block = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        if in_block {
+            continue;
+        }
+        let mut parts = line.split('`');
+        parts.next();
+        while let (Some(q), Some(_)) = (parts.next(), parts.next()) {
+            out.push(q.to_owned());
+        }
+    }
+    out
+}
+
+fn is_identifier(s: &str) -> bool {
+    let s = s.strip_suffix("()").unwrap_or(s);
+    !s.is_empty()
+        && s.split("::").all(|seg| {
+            let mut chars = seg.chars();
+            chars
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+}
+
+/// Whether `s` reads as a name in code (not a plain English word): it has
+/// a `::`, an underscore or a capital (a type).
+fn looks_like_code(s: &str) -> bool {
+    s.contains("::") || s.contains('_') || s.chars().any(|c| c.is_ascii_uppercase())
+}
+
+#[test]
+fn every_file_and_name_architecture_md_quotes_exists() {
+    let root = root();
+    let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let mut all = Vec::new();
+    files(&root, &mut all);
+    let rust: Vec<PathBuf> = all
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .cloned()
+        .collect();
+    let known = words(&rust);
+    let relative: Vec<String> = all
+        .iter()
+        .filter_map(|p| p.strip_prefix(&root).ok())
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let mut missing = Vec::new();
+    for q in quoted(&doc) {
+        let q = q.trim();
+        if q.starts_with('/') {
+            // An HTTP path.
+            continue;
+        }
+        if let Some(dir) = q.strip_suffix('/') {
+            let found = relative
+                .iter()
+                .any(|r| r.starts_with(&format!("{dir}/")) || r.contains(&format!("/{dir}/")));
+            if !found {
+                missing.push(format!("directory {q}"));
+            }
+            continue;
+        }
+        let file_like = q.contains('/')
+            || [".rs", ".md", ".toml", ".sh"]
+                .iter()
+                .any(|ext| q.ends_with(ext));
+        if file_like && !q.contains(' ') {
+            // A path from the root, or the tail of one (a file named in its
+            // crate's table).
+            let found = relative.iter().any(|r| {
+                r == q || r.ends_with(&format!("/{q}")) || r.starts_with(&format!("{q}/"))
+            });
+            if !found {
+                missing.push(format!("file {q}"));
+            }
+            continue;
+        }
+        if is_identifier(q) && looks_like_code(q) {
+            let last = q
+                .strip_suffix("()")
+                .unwrap_or(q)
+                .rsplit("::")
+                .next()
+                .unwrap();
+            if !known.contains(last) {
+                missing.push(format!("name {q}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names what is not there: {missing:#?}"
+    );
+}
