@@ -315,7 +315,9 @@ impl Shard {
         };
         self.budget
             .reserve_message((m.payload.len() + attributes_len) as u64 + new_channel)?;
-        self.budget.release(new_channel);
+        if new_channel > 0 {
+            self.budget.release(new_channel);
+        }
         let visible_at = match m.availability {
             Availability::Now => now,
             Availability::DelayMs(d) => now + d,
