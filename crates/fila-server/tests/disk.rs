@@ -277,6 +277,13 @@ fn a_data_directory_made_read_only_is_found_at_start_and_before_a_segment_is_due
         eprintln!("skipped: running the server as another user needs root");
         return;
     }
+    let runs = as_nobody(&["--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !runs {
+        eprintln!("skipped: the binary cannot be run as nobody here (setpriv, or its path)");
+        return;
+    }
     let home = scratch("readonly");
     chmod(&home, 0o755);
     let dir = home.join("data");

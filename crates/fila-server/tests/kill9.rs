@@ -218,9 +218,10 @@ fn a_message_handed_out_is_durable_however_soon_the_server_dies() {
         // kill ends their connections.
         let flood: Vec<_> = (0..2)
             .map(|_| {
-                let addr = server.addr.clone();
+                // Connected before the round goes on: the kill may come at
+                // once.
+                let mut c = client(&server.addr);
                 std::thread::spawn(move || {
-                    let mut c = client(&addr);
                     let body = bytes::Bytes::from(vec![0u8; 512 << 10]);
                     for _ in 0..1_000 {
                         if c.put_one("flood", body.clone()).is_err() {
