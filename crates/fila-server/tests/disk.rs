@@ -73,7 +73,18 @@ impl Tmpfs {
             let _ = std::fs::remove_dir_all(&dir);
             return None;
         }
-        Some(Tmpfs { holder, dir })
+        let fs = Tmpfs { holder, dir };
+        let enters = Command::new("nsenter")
+            .arg("-t")
+            .arg(fs.holder.id().to_string())
+            .args(["-m", "--", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !enters {
+            eprintln!("skipped: nsenter cannot enter the test's mount namespace");
+            return None;
+        }
+        Some(fs)
     }
 
     /// The binary with `args`, run in the namespace.
