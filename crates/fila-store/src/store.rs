@@ -12,7 +12,7 @@
 //! and syncs nothing).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -324,7 +324,7 @@ struct Shared {
     stop: AtomicBool,
     failed: AtomicBool,
     /// What snapshots are taken of (the writer reads it once a batch).
-    source: Mutex<Arc<dyn Source>>,
+    source: Arc<dyn Source>,
     /// The engine's figures: where the writer says whether the disk takes
     /// more messages.
     totals: Totals,
@@ -332,10 +332,7 @@ struct Shared {
 
 impl Shared {
     fn source(&self) -> Arc<dyn Source> {
-        self.source
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+        self.source.clone()
     }
 }
 
@@ -375,10 +372,25 @@ impl Default for Hooks {
 
 impl<S: Storage + 'static> Store<S> {
     /// Recovers what `storage` holds into `engine` (which must be empty),
-    /// then logs every later change of it.
+    /// then logs every later change of it, and takes snapshots of it.
     pub fn open(
         storage: S,
         engine: Arc<Engine>,
+        options: StoreOptions,
+        hooks: Hooks,
+    ) -> Result<(Store<S>, Recovery), Error> {
+        let source: Arc<dyn Source> = engine.clone();
+        Store::open_with_source(storage, engine, source, options, hooks)
+    }
+
+    /// [`Store::open`] for an engine whose shards are taken over once it
+    /// is recovered (a server's loops own them): snapshots are taken of
+    /// `source` from the start, and the store keeps no handle on the
+    /// engine, so its owner may take it apart as soon as this returns.
+    pub fn open_with_source(
+        storage: S,
+        engine: Arc<Engine>,
+        source: Arc<dyn Source>,
         options: StoreOptions,
         hooks: Hooks,
     ) -> Result<(Store<S>, Recovery), Error> {
@@ -420,7 +432,7 @@ impl<S: Storage + 'static> Store<S> {
             stop: AtomicBool::new(false),
             failed: AtomicBool::new(false),
             totals: engine.totals(),
-            source: Mutex::new(engine),
+            source,
         });
         let writer = Writer {
             shared: shared.clone(),
@@ -448,17 +460,6 @@ impl<S: Storage + 'static> Store<S> {
             },
             report,
         ))
-    }
-
-    /// Takes snapshots of `source` from now on instead of the engine the
-    /// store was opened with (a server whose loops took the engine's
-    /// shards over); the store lets go of the engine.
-    pub fn set_source(&self, source: Arc<dyn Source>) {
-        *self
-            .shared
-            .source
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = source;
     }
 
     /// The marks answers are held on.

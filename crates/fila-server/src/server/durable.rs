@@ -61,10 +61,12 @@ pub enum StartError {
 pub const LOCK_FILE: &str = "LOCK";
 
 /// Locks and recovers the data directory into `engine` and starts the log
-/// writer; nothing with `sync = none`.
+/// writer, which snapshots `source` (the loops that take the engine's
+/// shards over); nothing with `sync = none`.
 pub(super) fn open(
     config: &Config,
     engine: &Arc<Engine>,
+    source: Arc<dyn fila_store::Source>,
     wakers: &[Arc<Waker>],
     waiting: &Arc<Vec<AtomicBool>>,
     fatal: &Arc<Mutex<Option<String>>>,
@@ -132,9 +134,10 @@ pub(super) fn open(
             }
         }
     };
-    let (store, recovery) = Store::open(
+    let (store, recovery) = Store::open_with_source(
         storage,
         engine.clone(),
+        source,
         StoreOptions {
             sync,
             segment_bytes: config.segment_bytes,

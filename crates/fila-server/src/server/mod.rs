@@ -259,19 +259,23 @@ impl Server {
         );
         let fatal: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
         let stopping = Arc::new(AtomicBool::new(false));
-        let (store, data_lock) =
-            durable::open(&config, &engine, &wakers, &waiting, &fatal, &stopping)?;
+        // Once recovered, the loops own the shards: the log writer and the
+        // metrics endpoint ask them, never the engine.
         let alive = Arc::new(AtomicU64::new(config.event_loops as u64));
         let view = Arc::new(LoopsView {
             loops: mes.clone(),
             totals: engine.totals(),
             alive: alive.clone(),
         });
-        // From here on the loops own the shards: the log writer and the
-        // metrics endpoint ask them.
-        if let Some(store) = &store {
-            store.set_source(view.clone());
-        }
+        let (store, data_lock) = durable::open(
+            &config,
+            &engine,
+            view.clone(),
+            &wakers,
+            &waiting,
+            &fatal,
+            &stopping,
+        )?;
         let engine = Arc::try_unwrap(engine)
             .map_err(|_| io::Error::other("the engine is still shared after recovery"))?;
         let totals = engine.totals();
