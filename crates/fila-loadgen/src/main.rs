@@ -64,6 +64,8 @@ usage: fila-loadgen [flags]
   --batch N            messages per put, 1-20         [20]
   --depth N            puts in flight per producer    [8]
   --ack-depth N        deletes in flight per consumer [4]
+                       (0: a delete is answered before the next receive
+                       is sent, one request in flight; fila and Redis)
   --rate N             messages a second (fixed-rate) [10000]
   --visibility MS      receive visibility timeout     [30000]
   --wait MS            receive long-poll wait         [100]
@@ -284,15 +286,8 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
     if load.queues == 0 || load.waiters == 0 {
         return Err("--queues and --waiters must be at least 1".into());
     }
-    if load.producers == 0
-        || load.consumers == 0
-        || load.depth == 0
-        || load.ack_depth == 0
-        || load.rate == 0
-    {
-        return Err(
-            "--producers, --consumers, --depth, --ack-depth and --rate must be at least 1".into(),
-        );
+    if load.producers == 0 || load.consumers == 0 || load.depth == 0 || load.rate == 0 {
+        return Err("--producers, --consumers, --depth and --rate must be at least 1".into());
     }
     if load.batch == 0 || load.batch > fila_client::limits::BATCH_LEN_MAX {
         return Err(format!(

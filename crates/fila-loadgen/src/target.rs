@@ -302,6 +302,14 @@ impl Consumer for FilaConsumer {
         depth: usize,
     ) -> Result<Got, String> {
         self.send_delete()?;
+        let mut deletes_us = Vec::new();
+        if depth == 0 {
+            // One request in flight: the delete is answered before the
+            // next receive is sent.
+            while !self.deletes.is_empty() {
+                deletes_us.push(self.confirm_delete()?);
+            }
+        }
         let receive = self
             .client
             .send(&ReceiveRef {
@@ -327,7 +335,6 @@ impl Consumer for FilaConsumer {
                 .extend(messages.iter().filter_map(|m| m.receipt));
         }
         self.queues.received(messages.len());
-        let mut deletes_us = Vec::new();
         while self.deletes.len() > depth.saturating_sub(1) {
             deletes_us.push(self.confirm_delete()?);
         }

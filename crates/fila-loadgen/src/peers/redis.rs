@@ -196,11 +196,20 @@ impl Consumer for RedisConsumer {
         max: u32,
         _visibility_ms: u64,
         wait_ms: u64,
-        _depth: usize,
+        depth: usize,
     ) -> Result<Got, String> {
         // Redis answers in order: a delete is confirmed before the read
         // after it, so no more than one is ever in flight.
         self.send_delete();
+        let mut deletes_us = Vec::new();
+        if depth == 0 {
+            // One request in flight: the delete is answered before the
+            // read is sent.
+            self.conn.flush()?;
+            while !self.deletes.is_empty() {
+                deletes_us.push(self.confirm_delete()?);
+            }
+        }
         let count = max.to_string();
         let block = wait_ms.max(1).to_string();
         let mut read_group: Vec<&[u8]> = vec![
@@ -220,7 +229,6 @@ impl Consumer for RedisConsumer {
         self.conn.flush()?;
         let sent = Instant::now();
         // Answers come in order: the deletes sent before this read first.
-        let mut deletes_us = Vec::new();
         while !self.deletes.is_empty() {
             deletes_us.push(self.confirm_delete()?);
         }

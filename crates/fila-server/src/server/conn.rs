@@ -169,6 +169,10 @@ impl Loop {
     pub(super) fn turn(&mut self, slot: usize) {
         let mut frames = FRAMES_PER_TURN;
         let mut read_left = READ_BYTES_PER_TURN;
+        // A read that came back short emptied the socket: the next bytes
+        // to arrive raise a new (edge-triggered) event, so no read is
+        // spent on the `WouldBlock` that would follow.
+        let mut drained = false;
         loop {
             match self.process(slot, &mut frames) {
                 Stop::NeedMore => {}
@@ -177,6 +181,9 @@ impl Loop {
                     return;
                 }
                 Stop::Throttled | Stop::Closed => return,
+            }
+            if drained {
+                return;
             }
             if read_left == 0 {
                 self.requeue(slot);
@@ -211,6 +218,7 @@ impl Loop {
                 Ok(n) => {
                     conn.input.extend_from_slice(&self.scratch[..n]);
                     read_left -= n;
+                    drained = n < want;
                 }
                 Err(e) if would_block(&e) => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -3,7 +3,7 @@
 //! Loop 0 owns the listener and deals accepted connections round-robin to
 //! every loop (itself included) through each loop's inbox and `Waker`. A
 //! loop keeps its connections in a slab indexed by mio `Token`, reads each
-//! until `WouldBlock`, answers every whole frame into the connection's
+//! until a read comes back short or would block, answers every whole frame into the connection's
 //! output buffer, and writes the buffer once per wake-up. A parked receive
 //! carries a `Notify` that posts the late answer to the owning loop's inbox
 //! and wakes it.
@@ -57,6 +57,7 @@ mod durable;
 mod moving;
 mod request;
 mod route;
+mod spin;
 
 use crate::limits::READ_CHUNK;
 pub use crate::limits::{
@@ -187,6 +188,8 @@ struct Loop {
     /// every loop reports its failures there, and blocked peers are
     /// refused when they connect).
     guard: crate::guard::AuthGuard,
+    /// Whether to poll a little before blocking.
+    spin: spin::Spin,
 }
 
 /// A running server.
@@ -357,6 +360,7 @@ impl Server {
                 } else {
                     1
                 }),
+                spin: spin::Spin::default(),
             };
             if let Some(listener) = l.listener.as_mut() {
                 l.poll
@@ -505,11 +509,11 @@ impl Loop {
                 let left = Duration::from_millis(due.saturating_sub(self.shared.totals.now_ms()));
                 timeout = Some(timeout.map_or(left, |t| t.min(left)));
             }
-            if timeout != Some(Duration::ZERO) && self.going_to_sleep() {
-                timeout = Some(Duration::ZERO);
-            }
-            let polled = self.poll.poll(&mut events, timeout);
-            self.shared.sleeping[self.index].awake();
+            let polled = if timeout == Some(Duration::ZERO) {
+                self.poll.poll(&mut events, timeout)
+            } else {
+                self.wait_for_work(&mut events, timeout)
+            };
             if let Err(e) = polled {
                 if e.kind() != io::ErrorKind::Interrupted {
                     warn!(error = %e, "poll failed");
@@ -578,6 +582,38 @@ impl Loop {
             let _ = waker.wake();
         }
         debug!(index = self.index, "event loop stopped");
+    }
+
+    /// Waits for events or work handed in: polls without blocking for
+    /// the spin window first when the last waits were all that short
+    /// (`spin.rs`), then blocks (up to `timeout`) once it has said it is
+    /// about to sleep.
+    fn wait_for_work(&mut self, events: &mut Events, timeout: Option<Duration>) -> io::Result<()> {
+        let started = Instant::now();
+        let window = timeout.map_or(self.spin.window(), |t| t.min(self.spin.window()));
+        if !window.is_zero() {
+            let until = started + window;
+            loop {
+                let polled = self.poll.poll(events, Some(Duration::ZERO));
+                if polled.is_err() || !events.is_empty() || self.work_handed_in() {
+                    self.spin.waited(started.elapsed());
+                    return polled;
+                }
+                if Instant::now() >= until {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        let timeout = if self.going_to_sleep() {
+            Some(Duration::ZERO)
+        } else {
+            timeout.map(|t| t.saturating_sub(started.elapsed()))
+        };
+        let polled = self.poll.poll(events, timeout);
+        self.shared.sleeping[self.index].awake();
+        self.spin.waited(started.elapsed());
+        polled
     }
 
     /// One more turn for each connection that had work left, in order.

@@ -350,14 +350,20 @@ impl Loop {
     /// is set, so a busy loop is not woken at all.
     pub(super) fn going_to_sleep(&mut self) -> bool {
         self.shared.sleeping[self.index].about_to_sleep();
-        if self.stash.is_none() {
-            self.stash = self.inbox.try_recv().ok();
-        }
-        let work = self.stash.is_some() || !self.shared.handoff[self.index].is_empty();
+        let work = self.work_handed_in();
         if work {
             self.shared.sleeping[self.index].awake();
         }
         work
+    }
+
+    /// Whether another thread handed this loop something (a message is
+    /// taken from the inbox into the stash to see).
+    pub(super) fn work_handed_in(&mut self) -> bool {
+        if self.stash.is_none() {
+            self.stash = self.inbox.try_recv().ok();
+        }
+        self.stash.is_some() || !self.shared.handoff[self.index].is_empty()
     }
 
     /// Takes this turn's jobs from the hand-off queue; answers whether
