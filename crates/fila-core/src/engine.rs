@@ -25,7 +25,7 @@ use crate::error::Error;
 use crate::event::{EngineImage, EventSink};
 use crate::owner::{precheck_update, Core, Owner, Totals, Transit};
 use crate::receipt::{Receipt, ReceiptKey};
-use crate::shard::{Notify, Received, WaitId};
+use crate::shard::{Completion, Received, WaitId, Wake};
 use crate::types::*;
 
 /// The in-process engine.
@@ -183,11 +183,7 @@ impl Engine {
     /// dead-lettered, across all shards; one a full target refuses goes
     /// back to its source's DLQ before the next is delivered. Then
     /// completes parked receives.
-    fn hand_on(
-        &self,
-        mut completions: Vec<(Notify, Result<Vec<Message>, Error>)>,
-        mut transit: Vec<Transit>,
-    ) {
+    fn hand_on(&self, mut completions: Vec<Completion>, mut transit: Vec<Transit>) {
         transit.sort_by(Transit::delivery_order);
         for t in transit {
             let mut pending = vec![t];
@@ -198,8 +194,11 @@ impl Engine {
                 pending.extend(owner.take_transit());
             }
         }
-        for (notify, result) in completions {
-            notify(result);
+        for c in completions {
+            // The engine parks only with a notify.
+            if let Wake::Call(notify) = c.wake {
+                notify(c.result);
+            }
         }
     }
 
@@ -409,7 +408,7 @@ impl Engine {
         notify: impl FnOnce(Result<Vec<Message>, Error>) + Send + 'static,
     ) -> Result<Received, Error> {
         self.on_shard(addr.queue, |o| {
-            o.receive(addr, opts, Some(Box::new(notify)))
+            o.receive(addr, opts, Some(Wake::Call(Box::new(notify))))
         })
     }
 
@@ -421,7 +420,7 @@ impl Engine {
     ) -> Result<Vec<Message>, Error> {
         match self.on_shard(addr.queue, |o| o.receive(addr, opts, None))? {
             Received::Ready(messages) => Ok(messages),
-            Received::Parked(_) => unreachable!("no notify, no parking"),
+            Received::Parked(_) => unreachable!("no wake, no parking"),
         }
     }
 

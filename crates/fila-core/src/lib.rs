@@ -80,7 +80,7 @@ pub use owner::{
 };
 pub use payload::Payload;
 pub use receipt::{Receipt, ReceiptKey, RECEIPT_LEN};
-pub use shard::{Notify, Received, Shard, WaitId};
+pub use shard::{Completion, Notify, Received, Shard, WaitId, Wake};
 pub use types::*;
 
 /// The README's examples compile and run as doc tests.

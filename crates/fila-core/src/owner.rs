@@ -24,7 +24,7 @@ use crate::error::Error;
 use crate::event::{EventSink, ExportCursor, ImagePart, QueueImage};
 use crate::limits::BATCH_LEN_MAX;
 use crate::receipt::{Receipt, ReceiptKey};
-use crate::shard::{Notify, Outbound, Received, Shard, WaitId};
+use crate::shard::{Completion, Outbound, Received, Shard, WaitId, Wake};
 use crate::types::*;
 
 /// What every owner of one engine shares: the budget, the clock, queue
@@ -158,7 +158,7 @@ impl Transit {
     }
 }
 
-type Completions = Vec<(Notify, Result<Vec<Message>, Error>)>;
+type Completions = Vec<Completion>;
 
 /// A batch's length is 1..=[`BATCH_LEN_MAX`], else `invalid_argument` on
 /// `field`.
@@ -373,8 +373,9 @@ impl Owner {
     }
 
     /// Parked receives completed since the last call, with their answers:
-    /// call each `Notify` (outside any lock).
-    pub fn take_completions(&mut self) -> Vec<(Notify, Result<Vec<Message>, Error>)> {
+    /// call each [`Wake::Call`] (outside any lock), deliver each
+    /// [`Wake::Report`] to whoever parked it.
+    pub fn take_completions(&mut self) -> Vec<Completion> {
         std::mem::take(&mut self.completions)
     }
 
@@ -564,18 +565,19 @@ impl Owner {
         self.on(name, |s, now| s.cancel_scheduled(name, seq, now))
     }
 
-    /// Receives up to `opts.max_messages`; parks (and calls `notify` later)
-    /// when none is visible, a wait applies and `notify` is given.
+    /// Receives up to `opts.max_messages`; parks (completed later as
+    /// `wake` says, see [`Owner::take_completions`]) when none is visible,
+    /// a wait applies and `wake` is given.
     pub fn receive(
         &mut self,
         addr: Address<'_>,
         opts: &ReceiveOptions,
-        notify: Option<Notify>,
+        wake: Option<Wake>,
     ) -> Result<Received, Error> {
-        self.on(addr.queue, |s, now| s.receive(addr, opts, notify, now))
+        self.on(addr.queue, |s, now| s.receive(addr, opts, wake, now))
     }
 
-    /// Forgets a parked receive without calling its notify. Returns whether
+    /// Forgets a parked receive; it is never completed. Returns whether
     /// it was still parked.
     pub fn cancel_wait(&mut self, id: WaitId) -> bool {
         match self.shards.get_mut(usize::from(id.shard)) {

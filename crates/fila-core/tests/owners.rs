@@ -273,3 +273,72 @@ fn a_purged_queue_is_empty_at_once_and_its_messages_are_swept_within_the_budget(
     assert_eq!((stats.visible, stats.in_flight), (0, 0));
     a.purge(Address::queue(&source)).unwrap();
 }
+
+/// A receive parked with `Wake::Report` (as an event loop parks) is handed
+/// back as a completion under the `WaitId` its parking answered: filled by
+/// a put, ended by its deadline, or failed by the queue's deletion; a
+/// cancelled one never comes back.
+#[test]
+fn a_reported_parked_receive_comes_back_under_its_wait_id() {
+    let clock = ManualClock::new(1_000_000);
+    let engine = Engine::new(1, Arc::new(clock.clone()));
+    engine.create_queue("q", QueueSettings::default()).unwrap();
+    let mut owners = engine.into_owners(1, 100);
+    let o = &mut owners[0];
+    let park = |o: &mut Owner, wait_ms: u64| {
+        let opts = ReceiveOptions {
+            max_messages: 5,
+            wait_ms: Some(wait_ms),
+            ..ReceiveOptions::default()
+        };
+        match o
+            .receive(Address::queue("q"), &opts, Some(Wake::Report))
+            .unwrap()
+        {
+            Received::Parked(id) => id,
+            Received::Ready(ms) => panic!("parked expected, got {} messages", ms.len()),
+        }
+    };
+    let taken = |o: &mut Owner| -> Vec<(WaitId, Result<Vec<Message>, Error>)> {
+        o.take_completions()
+            .into_iter()
+            .map(|c| {
+                assert!(matches!(c.wake, Wake::Report));
+                (c.wait, c.result)
+            })
+            .collect()
+    };
+
+    // Filled by a put: the first parked is served first.
+    let first = park(o, 10_000);
+    let second = park(o, 10_000);
+    assert_ne!(first, second);
+    assert!(taken(o).is_empty());
+    put_batches(o, "q", 1);
+    let done = taken(o);
+    assert_eq!(done.len(), 2);
+    assert_eq!(done[0].0, first);
+    assert_eq!(done[0].1.as_ref().unwrap().len(), 5);
+    assert_eq!(done[1].0, second);
+    assert_eq!(done[1].1.as_ref().unwrap().len(), 5);
+
+    // Drain what is left, then one ends by its deadline, empty.
+    while !receive_20(o, "q").is_empty() {}
+    let timed = park(o, 50);
+    clock.advance(50);
+    o.advance(100);
+    let done = taken(o);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].0, timed);
+    assert!(done[0].1.as_ref().unwrap().is_empty());
+
+    // A cancelled one never comes back; one on a deleted queue fails.
+    let cancelled = park(o, 10_000);
+    assert!(o.cancel_wait(cancelled));
+    let deleted = park(o, 10_000);
+    o.delete_queue("q").unwrap();
+    let done = taken(o);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].0, deleted);
+    assert!(matches!(done[0].1, Err(Error::QueueDeleted(_))));
+}

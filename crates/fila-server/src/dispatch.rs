@@ -3,9 +3,9 @@
 //! else.
 
 use fila_core::{
-    Address, Availability, ChannelFilter, Error, ErrorKind, Message, NewMessage, Notify, Owner,
+    Address, Availability, ChannelFilter, Error, ErrorKind, Message, NewMessage, Owner,
     QueueSettings, Receipt, ReceiveOptions, Received, SettingsUpdate, State, VisibilityChange,
-    WaitId,
+    WaitId, Wake,
 };
 use fila_proto::{self as proto, ErrorCode, Request, Response, WireError};
 
@@ -21,7 +21,8 @@ const ERROR_MESSAGE_MAX: usize = 4_096;
 pub(crate) enum Outcome {
     /// Answer now.
     Answer(Answer),
-    /// A receive parked in the engine; its `Notify` answers later.
+    /// A receive parked in the engine; its answer is a completion of the
+    /// owner's, reported under its `WaitId`.
     Parked(WaitId),
 }
 
@@ -406,18 +407,13 @@ pub(crate) fn precheck(req: &Request) -> Result<(), Response> {
 }
 
 /// Runs one request on the owner of its queue's shard (authorized, and a
-/// dead-letter target it names checked, beforehand). `notify` is used
-/// only when a receive parks.
+/// dead-letter target it names checked, beforehand). A receive that parks
+/// is completed later through [`Owner::take_completions`].
 ///
 /// `room` is the output the answer may take: receives and peeks answer
 /// only as many messages as fit (at least one always fits: the server keeps
 /// that much room before it handles a request).
-pub(crate) fn run(
-    engine: &mut Owner,
-    req: Request,
-    room: usize,
-    notify: impl FnOnce() -> Notify,
-) -> Outcome {
+pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
     match req {
         Request::Hello { .. }
         | Request::Auth { .. }
@@ -503,7 +499,7 @@ pub(crate) fn run(
                 channel,
                 max_answer_bytes: Some(room as u64),
             };
-            match engine.receive(address(&r.queue), &opts, Some(notify())) {
+            match engine.receive(address(&r.queue), &opts, Some(Wake::Report)) {
                 Ok(Received::Ready(ms)) => Outcome::Answer(messages_of(ms, r.fields)),
                 Ok(Received::Parked(id)) => Outcome::Parked(id),
                 Err(e) => failed(&e),

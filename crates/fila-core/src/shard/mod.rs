@@ -78,6 +78,27 @@ impl SubId {
 /// wait ended, or `queue_deleted`.
 pub type Notify = Box<dyn FnOnce(Result<Vec<Message>, Error>) + Send>;
 
+/// Who hears of a parked receive's answer.
+pub enum Wake {
+    /// Its `Notify` is called with the answer (by whoever takes the
+    /// completion: [`crate::Engine`] calls it, outside any lock).
+    Call(Notify),
+    /// Its answer is handed out as a [`Completion`] under its [`WaitId`]:
+    /// the caller keeps what it needs to deliver it (an event loop keeps
+    /// the connection and request) under that id.
+    Report,
+}
+
+/// A parked receive's answer, taken with `take_completions`.
+pub struct Completion {
+    /// The receive, as its parking named it.
+    pub wait: WaitId,
+    /// Who hears of it.
+    pub wake: Wake,
+    /// Messages, an empty list when its wait ended, or `queue_deleted`.
+    pub result: Result<Vec<Message>, Error>,
+}
+
 /// Names a parked receive, for [`crate::Engine::cancel_wait`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct WaitId {
@@ -107,7 +128,8 @@ impl WaitId {
 pub enum Received {
     /// Messages now, or an empty list when the receive did not wait.
     Ready(Vec<Message>),
-    /// Nothing yet: the receive is parked and its `Notify` will be called.
+    /// Nothing yet: the receive is parked and completed later (see
+    /// [`Wake`]).
     Parked(WaitId),
 }
 
@@ -199,7 +221,9 @@ struct Waiter {
     budget: u64,
     visibility_ms: u64,
     filter: Option<ChannelFilter>,
-    notify: Option<Notify>,
+    /// Its name, as its parking answered it.
+    id: WaitId,
+    wake: Wake,
     /// `None` once the deadline has fired.
     timer: Option<TimerKey>,
     /// Registration order, for a fixed order among deadlines at one instant.
@@ -282,7 +306,7 @@ pub struct Shard {
     purging: Vec<(SubId, u64)>,
     /// The sweep's batch (kept for its room).
     sweep_batch: Vec<(u64, u32)>,
-    completions: Vec<(Notify, Result<Vec<Message>, Error>)>,
+    completions: Vec<Completion>,
     outbox: Vec<Outbound>,
     /// Free payload buffers for reuse.
     pool: PayloadPool,
@@ -433,7 +457,7 @@ impl Shard {
         self.wheel.next_deadline()
     }
 
-    pub(crate) fn take_completions(&mut self) -> Vec<(Notify, Result<Vec<Message>, Error>)> {
+    pub(crate) fn take_completions(&mut self) -> Vec<Completion> {
         std::mem::take(&mut self.completions)
     }
 

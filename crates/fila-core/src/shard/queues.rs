@@ -129,10 +129,7 @@ impl Shard {
         for dlq in [MAIN, DLQ] {
             while let Some(w) = self.first_waiter(self.sub_id(slot, dlq == DLQ)) {
                 if let Some(waiter) = self.take_waiter(w) {
-                    if let Some(notify) = waiter.notify {
-                        self.completions
-                            .push((notify, Err(Error::QueueDeleted(name.to_owned()))));
-                    }
+                    self.complete(waiter, Err(Error::QueueDeleted(name.to_owned())));
                 }
             }
         }

@@ -150,13 +150,14 @@ impl Shard {
     }
 
     /// Receives from the queue or its DLQ. With nothing to give and a wait,
-    /// the receive is parked and `notify` is called later; otherwise `notify`
-    /// is dropped unused.
+    /// the receive is parked and completed later as `wake` says; without
+    /// `wake` it never parks (and `wake` is dropped unused when it does
+    /// not).
     pub fn receive(
         &mut self,
         addr: Address<'_>,
         opts: &ReceiveOptions,
-        notify: Option<Notify>,
+        wake: Option<Wake>,
         now: u64,
     ) -> Result<Received, Error> {
         opts.validate()?;
@@ -187,7 +188,7 @@ impl Shard {
             } else {
                 budget.min(largest.saturating_mul(u64::from(opts.max_messages)))
             };
-            notify.map(|notify| self.park(q, opts, visibility_ms, wait_ms, budget, notify))
+            wake.map(|wake| self.park(q, opts, visibility_ms, wait_ms, budget, wake))
         } else {
             None
         };
@@ -205,7 +206,7 @@ impl Shard {
         visibility_ms: u64,
         wait_ms: u64,
         budget: u64,
-        notify: Notify,
+        wake: Wake,
     ) -> WaitId {
         let slot = match self.free_waiters.pop() {
             Some(slot) => slot,
@@ -225,24 +226,34 @@ impl Shard {
                 .insert_in_lane(self.now + wait_ms, wait_ms, Timer::Waiter(slot).into());
         self.waiter_order += 1;
         let w = &mut self.waiters[slot as usize];
+        let id = WaitId {
+            shard: self.id,
+            slot,
+            stamp: w.stamp,
+            reserved: if budget == u64::MAX { 0 } else { budget },
+        };
         w.waiter = Some(Waiter {
             q,
             max: opts.max_messages,
             budget,
             visibility_ms,
             filter: opts.channel.clone(),
-            notify: Some(notify),
+            id,
+            wake,
             timer: Some(timer),
             order: self.waiter_order,
         });
-        let stamp = w.stamp;
         self.link_waiter(q, slot);
-        WaitId {
-            shard: self.id,
-            slot,
-            stamp,
-            reserved: if budget == u64::MAX { 0 } else { budget },
-        }
+        id
+    }
+
+    /// Completes a parked receive (taken out already) with `result`.
+    pub(super) fn complete(&mut self, waiter: Waiter, result: Result<Vec<Message>, Error>) {
+        self.completions.push(Completion {
+            wait: waiter.id,
+            wake: waiter.wake,
+            result,
+        });
     }
 
     pub(super) fn first_waiter(&self, q: SubId) -> Option<u32> {
@@ -287,7 +298,7 @@ impl Shard {
         }
     }
 
-    /// Unlinks and frees a parked receive; its `Notify` is the caller's.
+    /// Unlinks and frees a parked receive; completing it is the caller's.
     pub(super) fn take_waiter(&mut self, slot: u32) -> Option<Waiter> {
         let q = self.waiters[slot as usize].waiter.as_ref()?.q;
         if self
@@ -307,8 +318,8 @@ impl Shard {
         Some(waiter)
     }
 
-    /// Forgets a parked receive (its connection went away). Its `Notify` is
-    /// dropped uncalled. Returns whether it was still parked.
+    /// Forgets a parked receive (its connection went away). It is never
+    /// completed (a `Notify` is dropped uncalled). Returns whether it was still parked.
     pub fn cancel_wait(&mut self, id: WaitId) -> bool {
         let Some(w) = self.waiters.get(id.slot as usize) else {
             return false;
@@ -322,12 +333,10 @@ impl Shard {
 
     pub(super) fn waiter_deadline(&mut self, slot: u32) {
         // The deadline fired: the wheel already let go of the timer.
-        let Some(mut waiter) = self.take_waiter(slot) else {
+        let Some(waiter) = self.take_waiter(slot) else {
             return;
         };
-        if let Some(notify) = waiter.notify.take() {
-            self.completions.push((notify, Ok(Vec::new())));
-        }
+        self.complete(waiter, Ok(Vec::new()));
     }
 
     /// Serves parked receives of every sub-queue that gained visible
@@ -367,10 +376,8 @@ impl Shard {
                 if out.is_empty() {
                     continue;
                 }
-                let mut waiter = self.take_waiter(slot).expect("parked");
-                if let Some(notify) = waiter.notify.take() {
-                    self.completions.push((notify, Ok(out)));
-                }
+                let waiter = self.take_waiter(slot).expect("parked");
+                self.complete(waiter, Ok(out));
             }
         }
     }

@@ -51,15 +51,12 @@ impl Loop {
                         .metrics
                         .connections
                         .fetch_add(1, Ordering::Relaxed);
-                    let target = self.next_peer % self.peers.len();
+                    let target = self.next_peer % self.shared.loops.len();
                     self.next_peer += 1;
                     if target == self.index {
                         self.adopt(stream, peer);
                     } else {
-                        let (tx, waker) = &self.peers[target];
-                        if tx.send(Inbox::Accepted(stream, peer)).is_ok() {
-                            let _ = waker.wake();
-                        }
+                        self.send_to(target, Msg::Accepted(stream, peer));
                     }
                 }
                 Err(e) if would_block(&e) => return,
@@ -90,17 +87,17 @@ impl Loop {
         }
         let (loop_index, count) = self
             .shared
-            .unauthenticated
+            .loops
             .iter()
-            .map(|n| n.load(Ordering::Acquire))
+            .map(|l| l.unauthenticated.load(Ordering::Acquire))
             .enumerate()
             .max_by_key(|(_, n)| *n)
             .unwrap_or((0, 0));
         let total: u64 = self
             .shared
-            .unauthenticated
+            .loops
             .iter()
-            .map(|n| n.load(Ordering::Acquire))
+            .map(|l| l.unauthenticated.load(Ordering::Acquire))
             .sum();
         let pending = self.shared.evictions_pending.load(Ordering::Acquire);
         if count == 0 || total <= pending {
@@ -110,12 +107,7 @@ impl Loop {
         if loop_index == self.index {
             self.evict_unauthenticated();
         } else {
-            let (tx, waker) = &self.peers[loop_index];
-            if tx.send(Inbox::EvictUnauthenticated).is_ok() {
-                let _ = waker.wake();
-            } else {
-                self.shared.evictions_pending.fetch_sub(1, Ordering::AcqRel);
-            }
+            self.send_to(loop_index, Msg::EvictUnauthenticated);
         }
         true
     }
@@ -178,7 +170,11 @@ impl Loop {
         let now = Instant::now();
         let unauthenticated = !self.shared.config.tokens.is_empty();
         if unauthenticated {
-            self.shared.unauthenticated[self.index].fetch_add(1, Ordering::AcqRel);
+            self.shared
+                .loops
+                .get(self.index)
+                .unauthenticated
+                .fetch_add(1, Ordering::AcqRel);
         }
         self.conns[slot] = Some(Conn {
             stream,

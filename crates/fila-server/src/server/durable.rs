@@ -67,8 +67,7 @@ pub(super) fn open(
     config: &Config,
     engine: &Arc<Engine>,
     source: Arc<dyn fila_store::Source>,
-    wakers: &[Arc<Waker>],
-    waiting: &Arc<Vec<AtomicBool>>,
+    loops: &Loops,
     fatal: &Arc<Mutex<Option<String>>>,
     stopping: &Arc<AtomicBool>,
 ) -> Result<(Option<Store<FsStorage>>, Option<File>), StartError> {
@@ -110,18 +109,17 @@ pub(super) fn open(
     }
     let storage = FsStorage::new(&dir).map_err(|e| data_dir(e.to_string()))?;
     let wake = {
-        let wakers = wakers.to_vec();
-        let waiting = waiting.clone();
+        let loops = loops.clone();
         move || {
-            for (w, flag) in wakers.iter().zip(waiting.iter()) {
-                if flag.load(Ordering::SeqCst) {
-                    let _ = w.wake();
+            for index in 0..loops.len() {
+                if loops.get(index).waiting_for_log.load(Ordering::SeqCst) {
+                    loops.wake(index);
                 }
             }
         }
     };
     let on_fatal = {
-        let wakers = wakers.to_vec();
+        let loops = loops.clone();
         let fatal = fatal.clone();
         let stopping = stopping.clone();
         move |e: &fila_store::Error| {
@@ -129,8 +127,8 @@ pub(super) fn open(
                 "the log failed, nothing more can be acknowledged: {e}"
             ));
             stopping.store(true, Ordering::Release);
-            for w in &wakers {
-                let _ = w.wake();
+            for index in 0..loops.len() {
+                loops.wake(index);
             }
         }
     };
@@ -235,7 +233,7 @@ impl Loop {
         // still finds this loop waiting and wakes it.
         // Only this loop writes its flag, so a true it reads is its own
         // (stored SeqCst) and still stands.
-        let waiting = &self.shared.waiting[self.index];
+        let waiting = &self.shared.loops.get(self.index).waiting_for_log;
         if !waiting.load(Ordering::Relaxed) {
             waiting.store(true, Ordering::SeqCst);
         }
@@ -274,7 +272,11 @@ impl Loop {
     /// Asks the writer for a wake-up while anything waits for it.
     pub(super) fn want_wakeups(&self) {
         let want = !self.holding.is_empty() || !self.log_paused.is_empty();
-        self.shared.waiting[self.index].store(want, Ordering::SeqCst);
+        self.shared
+            .loops
+            .get(self.index)
+            .waiting_for_log
+            .store(want, Ordering::SeqCst);
     }
 
     /// Notes that `slot` has answers held (O(1): the connection knows

@@ -1,12 +1,12 @@
 //! The mio front end: event loops, connections, frames in and answers out.
 //!
 //! Loop 0 owns the listener and deals accepted connections round-robin to
-//! every loop (itself included) through each loop's inbox and `Waker`. A
-//! loop keeps its connections in a slab indexed by mio `Token`, reads each
-//! until a read comes back short or would block, answers every whole frame into the connection's
-//! output buffer, and writes the buffer once per wake-up. A parked receive
-//! carries a `Notify` that posts the late answer to the owning loop's inbox
-//! and wakes it.
+//! every loop (itself included) through each loop's mailbox (`mailbox.rs`,
+//! the one way into a loop). A loop keeps its connections in a slab
+//! indexed by mio `Token`, reads each until a read comes back short or
+//! would block, answers every whole frame into the connection's output
+//! buffer, and writes the buffer once per wake-up. A parked receive's late
+//! answer comes from the loop that owns its shard, through the mailbox.
 //!
 //! Limits, per connection:
 //! * A turn (one wake-up) answers at most [`FRAMES_PER_TURN`] frames and
@@ -30,15 +30,11 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use crossbeam_queue::ArrayQueue;
-use crossbeam_utils::CachePadded;
-use fila_core::doorbell::Doorbell;
-use fila_core::{Engine, EngineLimits, Message, Notify, Owner, Totals, WaitId};
+use fila_core::{Engine, EngineLimits, Owner, Totals, WaitId};
 use fila_proto::{self as proto, split_frame, ErrorCode, Request, Response};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -54,6 +50,7 @@ use crate::scrape::MetricsEndpoint;
 mod accept;
 mod conn;
 mod durable;
+mod mailbox;
 mod moving;
 mod request;
 mod route;
@@ -67,9 +64,11 @@ pub use crate::limits::{
 use accept::open_files_limit;
 use conn::{Conn, Parked};
 pub use durable::{StartError, LOG_BACKLOG_MAX};
+use mailbox::{Loops, Msg, Outbox};
+pub use mailbox::{MAILBOX_CAPACITY, MESSAGES_PER_TURN};
 pub use moving::MOVE_AFTER;
-use route::{Done, Job, LoopsView, Pause, Route, RunJob, ScrapeAsk};
-pub use route::{HANDOFF_CAPACITY, IN_FLIGHT_MAX, JOBS_PER_TURN, TIMERS_PER_TURN};
+use route::{LoopsView, Route, RunJob};
+pub use route::{IN_FLIGHT_MAX, TIMERS_PER_TURN};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
@@ -78,51 +77,12 @@ const WAKER: Token = Token(usize::MAX - 2);
 /// ran out of file descriptors.
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
 
-/// Messages to a loop.
-enum Inbox {
-    Accepted(TcpStream, SocketAddr),
-    /// Close your oldest connection that has not authenticated: the server
-    /// is at max_connections and a new one was let in in its place.
-    EvictUnauthenticated,
-    Answer {
-        slot: usize,
-        generation: u64,
-        park: u64,
-        request_id: u64,
-        /// The shard of the queue it waited on.
-        shard: usize,
-        result: Result<Vec<Message>, fila_core::Error>,
-    },
-    /// What became of a request this loop sent to the owner of its shard.
-    Done {
-        route: Route,
-        done: Done,
-    },
-    /// Stop until let go: a snapshot begins.
-    Pause(Arc<Pause>),
-    /// The log writer asks for a piece of a shard for a snapshot.
-    Export(route::ExportAsk),
-    /// A metrics scrape's question.
-    Scrape(ScrapeAsk),
-    /// A connection moved here from another loop (whose shard it uses).
-    Moved(Box<Conn>),
-    /// (To the accepting loop.) A connection from this address failed to
-    /// authenticate.
-    AuthFailed(std::net::IpAddr),
-}
-
 struct Shared {
     config: Config,
     /// Engine-wide figures (atomics).
     totals: Totals,
-    /// Each loop's hand-off queue: jobs for the shards it owns.
-    handoff: Box<[ArrayQueue<Job>]>,
-    /// Each loop's "nothing of mine is in progress" while stopping: the
-    /// loops stop together, since each owns shards the others need.
-    drained: Box<[AtomicBool]>,
-    /// Each loop's "about to block in poll": only then do other loops
-    /// wake it (an eventfd write) after handing it something.
-    sleeping: Box<[CachePadded<Doorbell>]>,
+    /// Every loop: its mailbox, doorbell and waker, and its flags.
+    loops: Loops,
     /// Loops running (a snapshot or scrape does not wait for one that
     /// stopped).
     alive: Arc<AtomicU64>,
@@ -130,9 +90,6 @@ struct Shared {
     marks: Option<fila_store::Marks>,
     /// Answers that changed something wait for the log (`sync = always`).
     hold: bool,
-    /// Per loop: it holds answers or connections for the log and wants a
-    /// wake-up when a batch is durable.
-    waiting: Arc<Vec<AtomicBool>>,
     /// The log failed: why (the server stops).
     fatal: Arc<Mutex<Option<String>>>,
     metrics: Arc<Metrics>,
@@ -140,9 +97,8 @@ struct Shared {
     connections: AtomicU64,
     /// Receives parked on the whole server.
     parked: AtomicU64,
-    /// With tokens: connections not yet authenticated, per loop, and
-    /// evictions asked for but not done yet.
-    unauthenticated: Vec<AtomicU64>,
+    /// With tokens: evictions of unauthenticated connections asked for
+    /// but not done yet.
     evictions_pending: AtomicU64,
     /// Rate limit of the "unknown token" warning: the second it was last
     /// logged, and how many were left out since.
@@ -154,12 +110,11 @@ struct Loop {
     index: usize,
     /// The shards this loop owns: no other thread touches them.
     owner: Owner,
-    /// A message taken from the inbox while checking it before sleeping.
-    stash: Option<Inbox>,
-    /// Jobs for other loops, gathered during a turn, by loop.
-    outgoing: Vec<VecDeque<Job>>,
-    /// Loops to wake at the end of this turn.
-    wake: Vec<bool>,
+    /// Messages for other loops, gathered during a turn.
+    outbox: Outbox,
+    /// Receives parked on the shards owned here, by their wait: where
+    /// each one's answer goes.
+    parked_here: HashMap<WaitId, Route>,
     /// Connections that got answers from other loops this turn.
     dirty: Vec<usize>,
     poll: Poll,
@@ -171,8 +126,7 @@ struct Loop {
     /// Connections whose turn ended with work left, round-robin.
     pending: VecDeque<usize>,
     generation: u64,
-    inbox: Receiver<Inbox>,
-    peers: Vec<(Sender<Inbox>, Arc<Waker>)>,
+    /// The next loop an accepted connection goes to.
     next_peer: usize,
     shared: Arc<Shared>,
     /// One read buffer per loop; bytes read are copied into the
@@ -199,8 +153,7 @@ pub struct Server {
     /// Held while running: no second server on the data directory.
     _data_lock: Option<std::fs::File>,
     shared: Arc<Shared>,
-    wakers: Vec<Arc<Waker>>,
-    loops: Vec<std::thread::JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
     metrics: Option<MetricsEndpoint>,
 }
 
@@ -208,7 +161,6 @@ pub struct Server {
 #[derive(Clone)]
 pub struct StopHandle {
     shared: Arc<Shared>,
-    wakers: Vec<Arc<Waker>>,
 }
 
 impl StopHandle {
@@ -218,8 +170,8 @@ impl StopHandle {
         if !self.shared.stopping.swap(true, Ordering::AcqRel) {
             info!("shutting down");
         }
-        for w in &self.wakers {
-            let _ = w.wake();
+        for index in 0..self.shared.loops.len() {
+            self.shared.loops.wake(index);
         }
     }
 }
@@ -244,41 +196,25 @@ impl Server {
         })?;
         // The loops' wakers exist before the log, whose writer wakes them.
         let mut polls = Vec::new();
-        let mut mes = Vec::new();
-        let mut inboxes = Vec::new();
+        let mut wakers = Vec::new();
         for _ in 0..config.event_loops {
             let poll = Poll::new()?;
-            let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-            let (tx, rx) = channel();
+            wakers.push(Arc::new(Waker::new(poll.registry(), WAKER)?));
             polls.push(poll);
-            mes.push((tx, waker));
-            inboxes.push(rx);
         }
-        let wakers: Vec<Arc<Waker>> = mes.iter().map(|(_, w)| w.clone()).collect();
-        let waiting: Arc<Vec<AtomicBool>> = Arc::new(
-            (0..config.event_loops)
-                .map(|_| AtomicBool::new(false))
-                .collect(),
-        );
+        let loops = Loops::new(wakers);
         let fatal: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
         let stopping = Arc::new(AtomicBool::new(false));
         // Once recovered, the loops own the shards: the log writer and the
         // metrics endpoint ask them, never the engine.
         let alive = Arc::new(AtomicU64::new(config.event_loops as u64));
         let view = Arc::new(LoopsView {
-            loops: mes.clone(),
+            loops: loops.clone(),
             totals: engine.totals(),
             alive: alive.clone(),
         });
-        let (store, data_lock) = durable::open(
-            &config,
-            &engine,
-            view.clone(),
-            &wakers,
-            &waiting,
-            &fatal,
-            &stopping,
-        )?;
+        let (store, data_lock) =
+            durable::open(&config, &engine, view.clone(), &loops, &fatal, &stopping)?;
         let engine = Arc::try_unwrap(engine)
             .map_err(|_| io::Error::other("the engine is still shared after recovery"))?;
         let totals = engine.totals();
@@ -305,40 +241,27 @@ impl Server {
         let shared = Arc::new(Shared {
             config: config.clone(),
             totals,
-            handoff: (0..config.event_loops)
-                .map(|_| ArrayQueue::new(HANDOFF_CAPACITY))
-                .collect(),
-            drained: (0..config.event_loops)
-                .map(|_| AtomicBool::new(false))
-                .collect(),
-            sleeping: (0..config.event_loops)
-                .map(|_| CachePadded::new(Doorbell::new()))
-                .collect(),
+            loops,
             alive,
             marks: store.as_ref().map(|s| s.marks()),
             hold: config.sync == Sync::Always,
-            waiting,
             fatal,
             metrics,
             stopping,
             connections: AtomicU64::new(0),
             parked: AtomicU64::new(0),
-            unauthenticated: (0..config.event_loops).map(|_| AtomicU64::new(0)).collect(),
             evictions_pending: AtomicU64::new(0),
             auth_warned_at: AtomicU64::new(0),
             auth_unlogged: AtomicU64::new(0),
         });
         let mut listener = Some(listener);
-        let mut loops = Vec::new();
-        for (index, ((poll, inbox), owner)) in
-            polls.into_iter().zip(inboxes).zip(owners).enumerate()
-        {
+        let mut threads = Vec::new();
+        for (index, (poll, owner)) in polls.into_iter().zip(owners).enumerate() {
             let mut l = Loop {
                 index,
                 owner,
-                outgoing: (0..config.event_loops).map(|_| VecDeque::new()).collect(),
-                wake: vec![false; config.event_loops],
-                stash: None,
+                outbox: Outbox::new(config.event_loops),
+                parked_here: HashMap::new(),
                 dirty: Vec::new(),
                 poll,
                 listener: if index == 0 { listener.take() } else { None },
@@ -347,8 +270,6 @@ impl Server {
                 free: Vec::new(),
                 pending: VecDeque::new(),
                 generation: 0,
-                inbox,
-                peers: mes.clone(),
                 next_peer: 0,
                 shared: shared.clone(),
                 scratch: vec![0; READ_CHUNK],
@@ -367,7 +288,7 @@ impl Server {
                     .registry()
                     .register(listener, LISTENER, Interest::READABLE)?;
             }
-            loops.push(
+            threads.push(
                 std::thread::Builder::new()
                     .name(format!("fila-loop-{index}"))
                     .spawn(move || l.run())?,
@@ -386,8 +307,7 @@ impl Server {
             store,
             _data_lock: data_lock,
             shared,
-            wakers,
-            loops,
+            threads,
             metrics: metrics_endpoint,
         })
     }
@@ -430,7 +350,6 @@ impl Server {
     pub fn stop_handle(&self) -> StopHandle {
         StopHandle {
             shared: self.shared.clone(),
-            wakers: self.wakers.clone(),
         }
     }
 
@@ -452,7 +371,7 @@ impl Server {
     }
 
     fn join_all(&mut self) {
-        for l in self.loops.drain(..) {
+        for l in self.threads.drain(..) {
             let _ = l.join();
         }
         if let Some(m) = self.metrics.as_mut() {
@@ -469,7 +388,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if !self.loops.is_empty() {
+        if !self.threads.is_empty() {
             self.stop_handle().stop();
             self.join_all();
         }
@@ -538,8 +457,7 @@ impl Loop {
                 self.accept_retry = None;
                 self.accept();
             }
-            self.drain_inbox();
-            busy = self.drain_handoff();
+            busy = self.drain_mailbox();
             self.release_held();
             self.run_pending();
             let mut dirty = std::mem::take(&mut self.dirty);
@@ -562,9 +480,10 @@ impl Loop {
                     .iter()
                     .flatten()
                     .any(|c| c.buffered() > 0 || c.in_flight > 0 || !c.parked.is_empty())
-                    || self.outgoing.iter().any(|o| !o.is_empty());
-                self.shared.drained[self.index].store(!mine, Ordering::SeqCst);
-                let all = self.shared.drained.iter().all(|d| d.load(Ordering::SeqCst));
+                    || !self.outbox.is_empty();
+                let loops = &self.shared.loops;
+                loops.get(self.index).drained.store(!mine, Ordering::SeqCst);
+                let all = loops.iter().all(|l| l.drained.load(Ordering::SeqCst));
                 if all || Instant::now() >= deadline {
                     break;
                 }
@@ -576,10 +495,11 @@ impl Loop {
             self.close(slot, "server stopped");
         }
         self.flush_outgoing();
+        self.outbox.clear();
         self.shared.alive.fetch_sub(1, Ordering::AcqRel);
         // The others may be waiting for this loop's word to stop.
-        for (_, waker) in &self.peers {
-            let _ = waker.wake();
+        for index in 0..self.shared.loops.len() {
+            self.shared.loops.wake(index);
         }
         debug!(index = self.index, "event loop stopped");
     }
@@ -611,7 +531,7 @@ impl Loop {
             timeout.map(|t| t.saturating_sub(started.elapsed()))
         };
         let polled = self.poll.poll(events, timeout);
-        self.shared.sleeping[self.index].awake();
+        self.shared.loops.get(self.index).awake();
         self.spin.waited(started.elapsed());
         polled
     }
@@ -665,7 +585,7 @@ impl Loop {
         };
         for (park, wait, request_id, generation) in parked {
             // One already answered keeps its entry: its answer is on its
-            // way through the inbox. One cancelled is answered empty.
+            // way through the mailbox. One cancelled is answered empty.
             let route = Route {
                 lp: self.index,
                 slot,
@@ -682,79 +602,39 @@ impl Loop {
         }
     }
 
-    fn unpark_count(&self) {
+    pub(super) fn unpark_count(&self) {
         self.shared.parked.fetch_sub(1, Ordering::AcqRel);
         self.shared.metrics.parked.fetch_sub(1, Ordering::Relaxed);
     }
 
-    fn drain_inbox(&mut self) {
-        while let Some(msg) = self.stash.take().or_else(|| self.inbox.try_recv().ok()) {
+    /// Takes this turn's messages from the mailbox (at most
+    /// [`MESSAGES_PER_TURN`]); answers whether more are waiting.
+    fn drain_mailbox(&mut self) -> bool {
+        let shared = self.shared.clone();
+        let me = shared.loops.get(self.index);
+        for _ in 0..MESSAGES_PER_TURN {
+            let Some(msg) = me.take() else {
+                return false;
+            };
             match msg {
-                Inbox::Accepted(stream, peer) => {
+                Msg::Accepted(stream, peer) => {
                     if self.shared.stopping.load(Ordering::Acquire) {
                         self.forget_connection();
                         continue;
                     }
                     self.adopt(stream, peer);
                 }
-                Inbox::EvictUnauthenticated => self.evict_unauthenticated(),
-                Inbox::Answer {
-                    slot,
-                    generation,
-                    park,
-                    request_id,
-                    shard,
-                    result,
-                } => {
-                    // The wait ended by its answer: it counts no more,
-                    // whether or not its connection is still there.
-                    self.unpark_count();
-                    let parked = self
-                        .conns
-                        .get_mut(slot)
-                        .and_then(|c| c.as_mut())
-                        .filter(|c| c.generation == generation)
-                        .and_then(|c| c.parked.remove(&park));
-                    let Some(p) = parked else {
-                        // Its connection closed (or cancelled it) while the
-                        // answer was on its way: what it leased goes back.
-                        if let Ok(ms) = result {
-                            let receipts = ms.iter().filter_map(|m| m.receipt).collect();
-                            self.abandon(shard, receipts);
-                        }
-                        continue;
-                    };
-                    let conn = self.conns[slot].as_mut().expect("just found");
-                    conn.reserved -= p.reserved;
-                    let result = match result {
-                        // Filled as its client was closing (its cancel came
-                        // too late): answered empty, what it leased back.
-                        Ok(ms) if conn.peer_closed && !ms.is_empty() => {
-                            let receipts = ms.iter().filter_map(|m| m.receipt).collect();
-                            self.abandon(shard, receipts);
-                            Ok(Vec::new())
-                        }
-                        other => other,
-                    };
-                    let response = match result {
-                        Ok(ms) => dispatch::messages_of(ms, p.fields),
-                        Err(e) => Answer::failed(&e),
-                    };
-                    // Most often filled by a put not yet durable: held
-                    // until it is.
-                    let opcode = proto::Opcode::Receive as u8;
-                    let mark = self.hold_mark(opcode, &response, Some(p.wait.shard()));
-                    self.respond_held(slot, opcode, request_id, &response, mark);
-                    self.dirty.push(slot);
-                }
-                Inbox::Done { route, done } => self.on_done(route, done),
-                Inbox::Pause(pause) => self.pause(pause),
-                Inbox::Export(ask) => self.export(ask),
-                Inbox::Scrape(ask) => self.scrape(ask),
-                Inbox::Moved(conn) => self.adopt_moved(conn),
-                Inbox::AuthFailed(ip) => self.note_auth_failure(ip),
+                Msg::Moved(conn) => self.adopt_moved(conn),
+                Msg::EvictUnauthenticated => self.evict_unauthenticated(),
+                Msg::AuthFailed(ip) => self.note_auth_failure(ip),
+                Msg::Done { route, done } => self.on_done(route, done),
+                Msg::Pause(pause) => self.pause(pause),
+                Msg::Export(ask) => self.export(ask),
+                Msg::Scrape(ask) => self.scrape(ask),
+                job => self.serve_job(job),
             }
         }
+        me.has_mail()
     }
 
     fn close_idle(&mut self) {
@@ -794,7 +674,11 @@ impl Loop {
             self.cancel_wait(p.wait, None);
         }
         if conn.unauthenticated {
-            self.shared.unauthenticated[self.index].fetch_sub(1, Ordering::AcqRel);
+            self.shared
+                .loops
+                .get(self.index)
+                .unauthenticated
+                .fetch_sub(1, Ordering::AcqRel);
         }
         let _ = self.poll.registry().deregister(&mut conn.stream);
         debug!(peer = %conn.peer, why, "connection closed");

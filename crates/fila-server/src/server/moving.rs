@@ -51,13 +51,7 @@ impl Loop {
         conn.in_holding = false;
         self.shared.metrics.moved.fetch_add(1, Ordering::Relaxed);
         debug!(peer = %conn.peer, from = self.index, to = dest, "connection moved");
-        let (tx, waker) = &self.peers[dest];
-        if tx.send(Inbox::Moved(Box::new(conn))).is_ok() {
-            let _ = waker.wake();
-        } else {
-            // The other loop is gone (the server is stopping).
-            self.forget_connection();
-        }
+        self.send_to(dest, Msg::Moved(Box::new(conn)));
     }
 
     /// Takes in a connection another loop moved here.

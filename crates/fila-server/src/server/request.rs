@@ -63,7 +63,11 @@ impl Loop {
                     conn.token = Some(id);
                     conn.last_active = Instant::now();
                     if std::mem::take(&mut conn.unauthenticated) {
-                        shared.unauthenticated[self.index].fetch_sub(1, Ordering::AcqRel);
+                        shared
+                            .loops
+                            .get(self.index)
+                            .unauthenticated
+                            .fetch_sub(1, Ordering::AcqRel);
                     }
                     return Some(Response::Ok);
                 }
@@ -71,7 +75,11 @@ impl Loop {
                 // whatever it presented before.
                 conn.token = None;
                 if !std::mem::replace(&mut conn.unauthenticated, true) {
-                    shared.unauthenticated[self.index].fetch_add(1, Ordering::AcqRel);
+                    shared
+                        .loops
+                        .get(self.index)
+                        .unauthenticated
+                        .fetch_add(1, Ordering::AcqRel);
                 }
                 conn.auth_failures += 1;
                 let peer = conn.peer;
@@ -84,10 +92,7 @@ impl Loop {
                 if self.index == 0 {
                     self.note_auth_failure(peer.ip());
                 } else {
-                    let (tx, waker) = &self.peers[0];
-                    if tx.send(Inbox::AuthFailed(peer.ip())).is_ok() {
-                        let _ = waker.wake();
-                    }
+                    self.send_to(0, Msg::AuthFailed(peer.ip()));
                 }
                 return Some(if last {
                     error(

@@ -2,32 +2,24 @@
 //! answers on their way back.
 //!
 //! Every shard is owned by one event loop (shard `i` by loop
-//! `i % event_loops`) and touched by no other thread. A request for a
-//! queue of a shard this loop owns runs here, at once; any other goes to
-//! its owner through the owner's hand-off queue (a bounded lock-free
-//! `ArrayQueue`), and its answer comes back through the connection's
-//! loop's inbox. Jobs are pushed once a turn and each loop with new jobs is
-//! woken once, so one wake-up carries a batch. Dead letters bound for a
-//! shard of another loop travel the same way.
-//!
-//! The inbox (a `std::sync::mpsc` channel, lock-free for senders that never
-//! block) carries answers from each owner in the order it sent them: a
-//! parked receive's late answer never overtakes the news that it parked.
-//! It is unbounded, and bounded in practice by what was asked: a
-//! connection has at most [`IN_FLIGHT_MAX`] requests at other loops, and
-//! parked receives are limited.
+//! `i % event_loops`, [`fila_core::owner_of_shard`]) and touched by no
+//! other thread. A request for a queue of a shard this loop owns runs
+//! here, at once; any other goes to its owner's mailbox (`mailbox.rs`),
+//! and its answer comes back through the connection's loop's mailbox, in
+//! the order the owner sent them: a parked receive's late answer never
+//! overtakes the news that it parked. Dead letters bound for a shard of
+//! another loop travel the same way. What is away is bounded by what was
+//! asked: a connection has at most [`IN_FLIGHT_MAX`] requests at other
+//! loops, and parked receives are limited.
 
 use std::sync::mpsc::Sender as MpscSender;
 use std::sync::Condvar;
 
 use fila_core::event::{ExportCursor, ImagePart};
-use fila_core::{shard_of, QueueStats, Totals, Transit};
+use fila_core::{shard_of, Message, QueueStats, Totals};
 
 use super::*;
 
-/// Jobs one loop's hand-off queue holds; a loop with more to hand over
-/// keeps them (in order) and tries again next turn.
-pub const HANDOFF_CAPACITY: usize = 4_096;
 /// Requests one connection may have at other loops' owners at once; past
 /// it the connection's turn stops until answers come back.
 pub const IN_FLIGHT_MAX: usize = 64;
@@ -35,10 +27,6 @@ pub const IN_FLIGHT_MAX: usize = 64;
 /// run before it starts: no request pays for a backlog beyond this (an
 /// instant is never split, so one instant's timers run together).
 pub const TIMERS_PER_TURN: usize = 1_024;
-/// Jobs a loop takes from its hand-off queue in one turn: requests of
-/// other loops' connections wait at most this many behind one another
-/// before this loop's own connections get their turns again.
-pub const JOBS_PER_TURN: usize = 256;
 /// How long a snapshot or a scrape waits for every loop.
 const GATHER_DEADLINE: Duration = Duration::from_secs(2);
 
@@ -74,7 +62,7 @@ pub(super) struct RunJob {
 /// A list of queues going from loop to loop, each adding its shards'
 /// names.
 pub(super) struct ListJob {
-    route: Route,
+    pub(super) route: Route,
     /// What the caller may see of the names it asked for.
     ranges: Vec<auth::Range>,
     after: String,
@@ -83,28 +71,13 @@ pub(super) struct ListJob {
     left: usize,
 }
 
-/// What one loop hands another.
-pub(super) enum Job {
-    Run(RunJob),
-    List(Box<ListJob>),
-    Transit(Transit),
-    /// Cancel a parked receive; answer `Cancelled` to `reply` if it was.
-    Cancel {
-        wait: WaitId,
-        reply: Option<Route>,
-    },
-    /// Leases of an answer its connection closed before it could be
-    /// written: end them (visible again at once).
-    Abandon {
-        shard: usize,
-        receipts: Vec<fila_core::Receipt>,
-    },
-}
-
 /// What became of a request at its shard's owner.
 pub(super) enum Done {
     Answer(Answer),
     Parked(WaitId),
+    /// A parked receive's answer: messages, none when its wait ended, or
+    /// `queue_deleted`.
+    Late(Result<Vec<Message>, fila_core::Error>),
     /// A parked receive was cancelled (the server is stopping): answer it
     /// with no messages.
     Cancelled,
@@ -172,21 +145,19 @@ pub(super) struct ScrapeAsk {
 
 /// The engine as the loops hold it, for the log writer (snapshots) and
 /// the metrics endpoint (per-queue series): both ask every loop through
-/// its inbox and never touch a shard themselves.
+/// its mailbox and never touch a shard themselves.
 pub(super) struct LoopsView {
-    pub(super) loops: Vec<(Sender<Inbox>, Arc<Waker>)>,
+    pub(super) loops: Loops,
     pub(super) totals: Totals,
     /// Loops still running.
     pub(super) alive: Arc<AtomicU64>,
 }
 
 impl LoopsView {
-    fn ask(&self, msg: impl Fn() -> Inbox) -> bool {
-        self.loops.iter().all(|(tx, waker)| {
-            let sent = tx.send(msg()).is_ok();
-            let _ = waker.wake();
-            sent
-        })
+    /// Sends `msg()` to every loop, each within the gathering deadline;
+    /// `false` when one's mailbox stayed full.
+    fn ask(&self, msg: impl Fn() -> Msg, deadline: Instant) -> bool {
+        (0..self.loops.len()).all(|dest| self.loops.push_within(dest, msg(), deadline))
     }
 }
 
@@ -195,7 +166,7 @@ impl fila_store::Source for LoopsView {
         let n = self.loops.len();
         let pause = Arc::new(Pause::new());
         let deadline = Instant::now() + GATHER_DEADLINE;
-        let all_in = self.ask(|| Inbox::Pause(pause.clone())) && {
+        let all_in = self.ask(|| Msg::Pause(pause.clone()), deadline) && {
             let mut arrived = lock(&pause.arrived);
             loop {
                 if *arrived == n {
@@ -234,17 +205,20 @@ impl fila_store::Source for LoopsView {
         }
         // The loop that owns the shard takes the piece between two of its
         // turns: the others go on.
-        let (tx, waker) = &self.loops[fila_core::owner_of_shard(cursor.shard, self.loops.len())];
+        let owner = fila_core::owner_of_shard(cursor.shard, self.loops.len());
         let (reply, answer) = std::sync::mpsc::channel();
-        tx.send(Inbox::Export(ExportAsk {
+        let ask = Msg::Export(ExportAsk {
             cursor: cursor.clone(),
             max_messages,
             max_bytes,
             reply,
-        }))
-        .ok()?;
-        let _ = waker.wake();
-        let (moved, parts) = answer.recv_timeout(GATHER_DEADLINE).ok()?;
+        });
+        let deadline = Instant::now() + GATHER_DEADLINE;
+        if !self.loops.push_within(owner, ask, deadline) {
+            return None;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (moved, parts) = answer.recv_timeout(left).ok()?;
         *cursor = moved;
         Some(parts)
     }
@@ -265,14 +239,17 @@ impl crate::metrics::EngineView for LoopsView {
 
     fn queue_stats(&self, max: usize) -> Vec<(String, QueueStats)> {
         let (reply, answers) = std::sync::mpsc::channel();
-        self.ask(|| {
-            Inbox::Scrape(ScrapeAsk {
-                max,
-                reply: reply.clone(),
-            })
-        });
-        drop(reply);
         let deadline = Instant::now() + GATHER_DEADLINE;
+        self.ask(
+            || {
+                Msg::Scrape(ScrapeAsk {
+                    max,
+                    reply: reply.clone(),
+                })
+            },
+            deadline,
+        );
+        drop(reply);
         let mut all = Vec::new();
         for _ in 0..self.loops.len() {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -290,7 +267,7 @@ impl crate::metrics::EngineView for LoopsView {
 impl Loop {
     /// The loop that owns shard `shard`.
     pub(super) fn owner_of(&self, shard: usize) -> usize {
-        fila_core::owner_of_shard(shard, self.peers.len())
+        fila_core::owner_of_shard(shard, self.shared.loops.len())
     }
 
     fn owner_of_queue(&self, name: &str) -> usize {
@@ -306,101 +283,61 @@ impl Loop {
         }
     }
 
-    /// Hands `job` to loop `dest` (another loop) at the end of this turn.
-    fn send_job(&mut self, dest: usize, job: Job) {
+    /// Sends `msg` to loop `dest` (another loop) at the end of this turn.
+    pub(super) fn send_to(&mut self, dest: usize, msg: Msg) {
         debug_assert_ne!(dest, self.index);
-        self.outgoing[dest].push_back(job);
+        self.outbox.send(dest, msg);
     }
 
-    /// Pushes the jobs of this turn to their loops, each woken once;
-    /// answers whether any is left (a hand-off queue was full).
+    /// Pushes what this turn sent to the other loops, each woken once;
+    /// answers whether any is left (a mailbox was full).
     pub(super) fn flush_outgoing(&mut self) -> bool {
-        let mut left = false;
-        for dest in 0..self.outgoing.len() {
-            let mut pushed = false;
-            while let Some(job) = self.outgoing[dest].pop_front() {
-                match self.shared.handoff[dest].push(job) {
-                    Ok(()) => pushed = true,
-                    Err(job) => {
-                        self.outgoing[dest].push_front(job);
-                        left = true;
-                        break;
-                    }
-                }
-            }
-            if pushed {
-                self.wake[dest] = true;
-            }
-        }
-        for dest in 0..self.wake.len() {
-            if std::mem::take(&mut self.wake[dest]) {
-                // After the hand-over: the doorbell (loom-checked) says
-                // whether that loop may be blocking without having seen it.
-                if self.shared.sleeping[dest].must_wake() {
-                    let _ = self.peers[dest].1.wake();
-                }
-            }
-        }
-        left
+        self.outbox.flush(&self.shared.loops)
     }
 
     /// Says this loop is about to block in poll, then looks once more for
-    /// work handed to it; answers whether there is some (then it must not
-    /// block). A loop handing work over wakes this one only when the flag
-    /// is set, so a busy loop is not woken at all.
+    /// mail; answers whether there is some (then it must not block). A
+    /// loop sending to this one wakes it only when the flag is set, so a
+    /// busy loop is not woken at all.
     pub(super) fn going_to_sleep(&mut self) -> bool {
-        self.shared.sleeping[self.index].about_to_sleep();
-        let work = self.work_handed_in();
+        let me = self.shared.loops.get(self.index);
+        me.about_to_sleep();
+        let work = me.has_mail();
         if work {
-            self.shared.sleeping[self.index].awake();
+            me.awake();
         }
         work
     }
 
-    /// Whether another thread handed this loop something (a message is
-    /// taken from the inbox into the stash to see).
-    pub(super) fn work_handed_in(&mut self) -> bool {
-        if self.stash.is_none() {
-            self.stash = self.inbox.try_recv().ok();
-        }
-        self.stash.is_some() || !self.shared.handoff[self.index].is_empty()
+    /// Whether another thread sent this loop something.
+    pub(super) fn work_handed_in(&self) -> bool {
+        self.shared.loops.get(self.index).has_mail()
     }
 
-    /// Takes this turn's jobs from the hand-off queue; answers whether
-    /// more are waiting.
-    pub(super) fn drain_handoff(&mut self) -> bool {
-        let shared = self.shared.clone();
-        let queue = &shared.handoff[self.index];
-        for _ in 0..JOBS_PER_TURN {
-            let Some(job) = queue.pop() else {
-                return false;
-            };
-            self.serve_job(job);
-        }
-        !queue.is_empty()
-    }
-
-    fn serve_job(&mut self, job: Job) {
-        match job {
-            Job::Run(run) => {
+    /// Serves a message for the shards owned here.
+    pub(super) fn serve_job(&mut self, msg: Msg) {
+        match msg {
+            Msg::Run(run) => {
                 let route = run.route;
                 if let Some(done) = self.serve(run) {
                     self.deliver(route, done);
                 }
                 // After the answer: a parked receive that a put filled is
-                // answered after the put (both through the inbox, in order).
+                // answered after the put (both through the same mailbox, in
+                // order).
                 self.hand_on();
             }
-            Job::List(list) => self.visit_list(list),
-            Job::Transit(t) => {
+            Msg::List(list) => self.visit_list(list),
+            Msg::Transit(t) => {
                 self.owner.accept(t);
                 self.hand_on();
             }
-            Job::Cancel { wait, reply } => self.cancel_here(wait, reply),
-            Job::Abandon { shard, receipts } => {
+            Msg::Cancel { wait, reply } => self.cancel_here(wait, reply),
+            Msg::Abandon { shard, receipts } => {
                 self.owner.abandon(shard, &receipts);
                 self.hand_on();
             }
+            _ => debug_assert!(false, "not a message for a shard's owner"),
         }
     }
 
@@ -416,19 +353,21 @@ impl Loop {
             self.owner.abandon(shard, &receipts);
             self.hand_on();
         } else {
-            self.send_job(dest, Job::Abandon { shard, receipts });
+            self.send_to(dest, Msg::Abandon { shard, receipts });
         }
     }
 
     /// Cancels a parked receive of a shard owned here.
     fn cancel_here(&mut self, wait: WaitId, reply: Option<Route>) {
         if self.owner.cancel_wait(wait) {
+            self.parked_here.remove(&wait);
             self.unpark_count();
             if let Some(route) = reply {
                 self.deliver(route, Done::Cancelled);
             }
         }
-        // Else it was answered: its answer is on its way to its loop.
+        // Else it was answered: its answer is on its way to its loop (or
+        // it was refused parking and never recorded).
     }
 
     /// Cancels a parked receive wherever its shard is owned.
@@ -437,7 +376,7 @@ impl Loop {
         if dest == self.index {
             self.cancel_here(wait, reply);
         } else {
-            self.send_job(dest, Job::Cancel { wait, reply });
+            self.send_to(dest, Msg::Cancel { wait, reply });
         }
     }
 
@@ -445,12 +384,8 @@ impl Loop {
     fn deliver(&mut self, route: Route, done: Done) {
         if route.lp == self.index {
             self.on_done(route, done);
-        } else if self.peers[route.lp]
-            .0
-            .send(Inbox::Done { route, done })
-            .is_ok()
-        {
-            self.wake[route.lp] = true;
+        } else {
+            self.send_to(route.lp, Msg::Done { route, done });
         }
     }
 
@@ -460,13 +395,20 @@ impl Loop {
         if !self.owner.has_output() {
             return;
         }
-        for (notify, result) in self.owner.take_completions() {
-            notify(result);
+        for c in self.owner.take_completions() {
+            // The wait ended by its answer: it counts no more, whether or
+            // not its connection is still there.
+            let Some(route) = self.parked_here.remove(&c.wait) else {
+                debug_assert!(false, "a completion for a receive not parked here");
+                continue;
+            };
+            self.unpark_count();
+            self.deliver(route, Done::Late(c.result));
         }
         let shards = self.shared.totals.shard_count();
         for t in self.owner.take_transit() {
             let dest = self.owner_of(t.shard(shards));
-            self.send_job(dest, Job::Transit(t));
+            self.send_to(dest, Msg::Transit(t));
         }
     }
 
@@ -478,7 +420,7 @@ impl Loop {
             if let Some(target) = dispatch::target_of(&run.req) {
                 let dest = self.owner_of_queue(target);
                 if dest != self.index {
-                    self.send_job(dest, Job::Run(run));
+                    self.send_to(dest, Msg::Run(run));
                     return None;
                 }
                 if let Err(answer) = dispatch::precheck(&run.req) {
@@ -502,42 +444,22 @@ impl Loop {
         };
         let dest = self.owner_of_queue(queue);
         if dest != self.index {
-            self.send_job(dest, Job::Run(run));
+            self.send_to(dest, Msg::Run(run));
             return None;
         }
         let route = run.route;
-        // Cloned only when the receive parks.
-        let peer = &self.peers[route.lp];
-        let notify = move || -> Notify {
-            let (tx, waker) = peer.clone();
-            Box::new(move |result| {
-                if tx
-                    .send(Inbox::Answer {
-                        slot: route.slot,
-                        generation: route.generation,
-                        park: route.park,
-                        request_id: route.request_id,
-                        shard: route.shard,
-                        result,
-                    })
-                    .is_ok()
-                {
-                    let _ = waker.wake();
-                }
-            })
-        };
-        let done = match dispatch::run(&mut self.owner, run.req, route.room, notify) {
+        let done = match dispatch::run(&mut self.owner, run.req, route.room) {
             Outcome::Answer(r) => Done::Answer(r),
-            Outcome::Parked(wait) => self.confirm_park(wait, run.may_park),
+            Outcome::Parked(wait) => self.confirm_park(wait, run.may_park, route),
         };
         // The caller hands on what the call produced (`hand_on`) once the
         // answer is on its way.
         Some(done)
     }
 
-    /// A receive parked here: kept if the limits allow, else cancelled and
-    /// answered `resource_exhausted`.
-    fn confirm_park(&mut self, wait: WaitId, may_park: bool) -> Done {
+    /// A receive parked here: kept (its answer to go to `route`) if the
+    /// limits allow, else cancelled and answered `resource_exhausted`.
+    fn confirm_park(&mut self, wait: WaitId, may_park: bool, route: Route) -> Done {
         let shared = self.shared.clone();
         let config = &shared.config;
         let refused = if !may_park {
@@ -573,6 +495,7 @@ impl Loop {
             }
         }
         shared.metrics.parked.fetch_add(1, Ordering::Relaxed);
+        self.parked_here.insert(wait, route);
         Done::Parked(wait)
     }
 
@@ -602,7 +525,7 @@ impl Loop {
             after,
             limit,
             names: Vec::new(),
-            left: self.peers.len(),
+            left: self.shared.loops.len(),
         }));
     }
 
@@ -628,8 +551,8 @@ impl Loop {
         }
         list.left -= 1;
         if list.left > 0 {
-            let next = (self.index + 1) % self.peers.len();
-            self.send_job(next, Job::List(list));
+            let next = (self.index + 1) % self.shared.loops.len();
+            self.send_to(next, Msg::List(list));
             return;
         }
         let ListJob {
@@ -645,6 +568,10 @@ impl Loop {
     /// An answer for one of this loop's connections, from whichever loop
     /// ran the request.
     pub(super) fn on_done(&mut self, route: Route, done: Done) {
+        let done = match done {
+            Done::Late(result) => return self.on_late(route, result),
+            other => other,
+        };
         let Some(conn) = self
             .conns
             .get_mut(route.slot)
@@ -656,7 +583,7 @@ impl Loop {
             match done {
                 Done::Parked(wait) => self.cancel_wait(wait, None),
                 Done::Answer(answer) => self.abandon(route.shard, answer.receipts()),
-                Done::Cancelled => {}
+                Done::Cancelled | Done::Late(_) => {}
             }
             return;
         };
@@ -714,6 +641,7 @@ impl Loop {
                     self.end_parked(route.slot);
                 }
             }
+            Done::Late(_) => {}
             Done::Cancelled => {
                 let Some(p) = conn.parked.remove(&route.park) else {
                     return;
@@ -727,6 +655,46 @@ impl Loop {
                 );
             }
         }
+        self.dirty.push(route.slot);
+    }
+
+    /// A parked receive's answer, for one of this loop's connections.
+    fn on_late(&mut self, route: Route, result: Result<Vec<Message>, fila_core::Error>) {
+        let parked = self
+            .conns
+            .get_mut(route.slot)
+            .and_then(|c| c.as_mut())
+            .filter(|c| c.generation == route.generation)
+            .and_then(|c| c.parked.remove(&route.park));
+        let Some(p) = parked else {
+            // Its connection closed (or cancelled it) while the answer was
+            // on its way: what it leased goes back.
+            if let Ok(ms) = result {
+                let receipts = ms.iter().filter_map(|m| m.receipt).collect();
+                self.abandon(route.shard, receipts);
+            }
+            return;
+        };
+        let conn = self.conns[route.slot].as_mut().expect("just found");
+        conn.reserved -= p.reserved;
+        let result = match result {
+            // Filled as its client was closing (its cancel came too late):
+            // answered empty, what it leased back.
+            Ok(ms) if conn.peer_closed && !ms.is_empty() => {
+                let receipts = ms.iter().filter_map(|m| m.receipt).collect();
+                self.abandon(route.shard, receipts);
+                Ok(Vec::new())
+            }
+            other => other,
+        };
+        let response = match result {
+            Ok(ms) => dispatch::messages_of(ms, p.fields),
+            Err(e) => Answer::failed(&e),
+        };
+        // Most often filled by a put not yet durable: held until it is.
+        let opcode = proto::Opcode::Receive as u8;
+        let mark = self.hold_mark(opcode, &response, Some(p.wait.shard()));
+        self.respond_held(route.slot, opcode, p.request_id, &response, mark);
         self.dirty.push(route.slot);
     }
 

@@ -1,0 +1,250 @@
+//! How the loops (and the log writer and the metrics endpoint) reach one
+//! another: one bounded mailbox per loop, of one closed message type.
+//!
+//! Every message a loop receives is a [`Msg`] in its mailbox, a bounded
+//! lock-free `ArrayQueue` of [`MAILBOX_CAPACITY`]: requests for the shards
+//! it owns, answers for its connections (late ones of parked receives
+//! too), dead letters in transit, connections accepted or moved to it,
+//! pauses, snapshot pieces and scrapes asked by other threads. The loop
+//! takes at most [`MESSAGES_PER_TURN`] a turn, then gives its own
+//! connections their turns (the shape of iggy's shard pump).
+//!
+//! A loop sends through its [`Outbox`]: messages gathered during a turn,
+//! kept in order per destination, pushed at the end of the turn, and each
+//! destination woken once — and only when it is about to block (its
+//! [`Doorbell`]). A full mailbox refuses a push: what did not fit stays in
+//! the outbox, in order, and is pushed again next turn, so nothing is
+//! lost and nothing overtakes what was sent before it from the same loop
+//! (a parked receive's late answer never overtakes the news that it
+//! parked). Other threads push with a deadline ([`Loops::push_within`]).
+//!
+//! [`Loops`] is the one handle to every loop: its mailbox, doorbell and
+//! waker, and the few flags other threads read.
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::CachePadded;
+use fila_core::doorbell::Doorbell;
+use fila_core::Transit;
+use mio::net::TcpStream;
+use mio::Waker;
+
+use super::conn::Conn;
+use super::route::{Done, ExportAsk, ListJob, Pause, Route, RunJob, ScrapeAsk};
+
+/// Messages one loop's mailbox holds; a loop with more for it keeps them
+/// (in order) and tries again next turn.
+pub const MAILBOX_CAPACITY: usize = 4_096;
+
+/// Messages a loop takes from its mailbox in one turn: what other loops
+/// (and threads) sent waits at most this many behind one another before
+/// this loop's own connections get their turns again.
+pub const MESSAGES_PER_TURN: usize = 256;
+
+/// Everything a loop is sent.
+pub(super) enum Msg {
+    /// A connection accepted for this loop.
+    Accepted(TcpStream, SocketAddr),
+    /// A connection moved here from another loop (whose shard it uses).
+    Moved(Box<Conn>),
+    /// Close your oldest connection that has not authenticated: the server
+    /// is at max_connections and a new one was let in in its place.
+    EvictUnauthenticated,
+    /// (To the accepting loop.) A connection from this address failed to
+    /// authenticate.
+    AuthFailed(IpAddr),
+    /// A request for a shard this loop owns.
+    Run(RunJob),
+    /// A list of queues visiting this loop's shards.
+    List(Box<ListJob>),
+    /// A dead letter for a shard this loop owns.
+    Transit(Transit),
+    /// Cancel a parked receive of a shard owned here; answer `Cancelled`
+    /// to `reply` if it was still parked.
+    Cancel {
+        wait: fila_core::WaitId,
+        reply: Option<Route>,
+    },
+    /// Leases of an answer its connection closed before it could be
+    /// written: end them (visible again at once).
+    Abandon {
+        shard: usize,
+        receipts: Vec<fila_core::Receipt>,
+    },
+    /// What became of a request of one of this loop's connections.
+    Done { route: Route, done: Done },
+    /// Stop until let go: a snapshot begins.
+    Pause(Arc<Pause>),
+    /// The log writer asks for a piece of a shard for a snapshot.
+    Export(ExportAsk),
+    /// A metrics scrape's question.
+    Scrape(ScrapeAsk),
+}
+
+/// What other threads see of one loop.
+pub(super) struct LoopShared {
+    mailbox: ArrayQueue<Msg>,
+    /// Set while the loop is about to block in poll: only then is it woken
+    /// (an eventfd write) after a push.
+    doorbell: CachePadded<Doorbell>,
+    waker: Arc<Waker>,
+    /// Nothing of this loop is in progress while the server stops: the
+    /// loops stop together, since each owns shards the others need.
+    pub(super) drained: AtomicBool,
+    /// The loop holds answers or connections for the log and wants a
+    /// wake-up when a batch is durable.
+    pub(super) waiting_for_log: AtomicBool,
+    /// With tokens: its connections not yet authenticated.
+    pub(super) unauthenticated: AtomicU64,
+}
+
+/// The one handle to every loop.
+#[derive(Clone)]
+pub(super) struct Loops(Arc<[LoopShared]>);
+
+impl Loops {
+    /// One loop for each waker.
+    pub(super) fn new(wakers: Vec<Arc<Waker>>) -> Loops {
+        Loops(
+            wakers
+                .into_iter()
+                .map(|waker| LoopShared {
+                    mailbox: ArrayQueue::new(MAILBOX_CAPACITY),
+                    doorbell: CachePadded::new(Doorbell::new()),
+                    waker,
+                    drained: AtomicBool::new(false),
+                    waiting_for_log: AtomicBool::new(false),
+                    unauthenticated: AtomicU64::new(0),
+                })
+                .collect(),
+        )
+    }
+
+    /// How many loops there are.
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub(super) fn get(&self, index: usize) -> &LoopShared {
+        &self.0[index]
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &LoopShared> {
+        self.0.iter()
+    }
+
+    /// Wakes loop `index` whatever it is doing (a stop, a durable batch).
+    pub(super) fn wake(&self, index: usize) {
+        let _ = self.0[index].waker.wake();
+    }
+
+    /// Pushes `msg` to loop `dest` from a thread that is not a loop,
+    /// retrying while its mailbox is full until `deadline`; wakes it.
+    /// `false` when it stayed full.
+    pub(super) fn push_within(&self, dest: usize, mut msg: Msg, deadline: Instant) -> bool {
+        let l = &self.0[dest];
+        loop {
+            match l.mailbox.push(msg) {
+                Ok(()) => {
+                    let _ = l.waker.wake();
+                    return true;
+                }
+                Err(back) if Instant::now() < deadline => {
+                    msg = back;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+impl LoopShared {
+    /// Takes the next message sent to this loop.
+    pub(super) fn take(&self) -> Option<Msg> {
+        self.mailbox.pop()
+    }
+
+    /// Whether anything was sent to this loop and not taken yet.
+    pub(super) fn has_mail(&self) -> bool {
+        !self.mailbox.is_empty()
+    }
+
+    /// This loop is about to block: see [`Doorbell::about_to_sleep`].
+    pub(super) fn about_to_sleep(&self) {
+        self.doorbell.about_to_sleep();
+    }
+
+    /// This loop is awake.
+    pub(super) fn awake(&self) {
+        self.doorbell.awake();
+    }
+}
+
+/// A loop's messages to other loops, gathered during a turn.
+pub(super) struct Outbox {
+    /// By destination, in the order sent.
+    pending: Vec<VecDeque<Msg>>,
+    /// Destinations pushed to this turn, to wake.
+    wake: Vec<bool>,
+}
+
+impl Outbox {
+    pub(super) fn new(loops: usize) -> Outbox {
+        Outbox {
+            pending: (0..loops).map(|_| VecDeque::new()).collect(),
+            wake: vec![false; loops],
+        }
+    }
+
+    /// Sends `msg` to loop `dest` at the end of this turn.
+    pub(super) fn send(&mut self, dest: usize, msg: Msg) {
+        self.pending[dest].push_back(msg);
+    }
+
+    /// Whether anything waits to be pushed.
+    pub(super) fn is_empty(&self) -> bool {
+        self.pending.iter().all(|p| p.is_empty())
+    }
+
+    /// Pushes what this turn sent, in order, each destination woken once
+    /// when it is about to block; answers whether some is left (a mailbox
+    /// was full: it goes next turn).
+    pub(super) fn flush(&mut self, loops: &Loops) -> bool {
+        let mut left = false;
+        for (dest, pending) in self.pending.iter_mut().enumerate() {
+            let l = loops.get(dest);
+            while let Some(msg) = pending.pop_front() {
+                match l.mailbox.push(msg) {
+                    Ok(()) => self.wake[dest] = true,
+                    Err(msg) => {
+                        pending.push_front(msg);
+                        left = true;
+                        break;
+                    }
+                }
+            }
+        }
+        for (dest, wake) in self.wake.iter_mut().enumerate() {
+            // After the push: the doorbell (loom-checked) says whether that
+            // loop may be blocking without having seen it.
+            if std::mem::take(wake) && loops.get(dest).doorbell.must_wake() {
+                loops.wake(dest);
+            }
+        }
+        left
+    }
+
+    /// Messages left for loops that stopped: dropped at the end (each
+    /// owner of a connection or request in them is stopping too).
+    pub(super) fn clear(&mut self) {
+        for p in &mut self.pending {
+            p.clear();
+        }
+    }
+}
