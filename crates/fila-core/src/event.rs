@@ -115,6 +115,25 @@ pub enum Event<'a> {
     },
 }
 
+impl Event<'_> {
+    /// Whether it is a delivery: a receive's new delivery count, or a
+    /// receive-deferred taking a message back from deferral. A delivery is
+    /// logged, but the answer that made it does not wait for the log (a
+    /// restart may lose the deliveries of the last moments,
+    /// docs/durability.md); every other change is what an answer
+    /// acknowledges.
+    pub fn is_delivery(&self) -> bool {
+        matches!(
+            self,
+            Event::Delivered { .. }
+                | Event::Deferred {
+                    deferred: false,
+                    ..
+                }
+        )
+    }
+}
+
 /// Receives a shard's events in order.
 pub trait EventSink: Send {
     /// Called once per state change, as it is made.

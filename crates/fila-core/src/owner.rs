@@ -212,6 +212,8 @@ pub struct Owner {
     shards: Vec<Option<Box<Shard>>>,
     completions: Completions,
     transit: Vec<Transit>,
+    /// Changes the calls here logged ([`Owner::changes`]).
+    changes: u64,
     /// Hand every dead letter out through [`Owner::take_transit`], even
     /// one bound for a shard held here: the in-process [`crate::Engine`]
     /// orders them across all its owners (as the model does).
@@ -233,6 +235,7 @@ impl Owner {
             core,
             completions: Vec::new(),
             transit: Vec::new(),
+            changes: 0,
             hand_out_all: false,
         }
     }
@@ -305,9 +308,22 @@ impl Owner {
     fn on<R>(&mut self, name: &str, f: impl FnOnce(&mut Shard, u64) -> R) -> R {
         let index = self.core.shard_of(name);
         let now = self.core.clock.now_ms();
-        let result = f(self.shard_mut(index), now);
+        let shard = self.shard_mut(index);
+        let before = shard.changes();
+        let result = f(shard, now);
+        let logged = shard.changes() - before;
+        self.changes += logged;
         self.collect(index, now);
         result
+    }
+
+    /// Changes the calls made here logged so far (dead letters delivered
+    /// here included; timers run by [`Owner::advance`] not), deliveries
+    /// aside: a call that moved it made a change its answer acknowledges,
+    /// and its answer waits for the log exactly then. Nothing counts
+    /// without a journal.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Moves a shard's completions and outbound dead letters out; delivers
@@ -348,6 +364,7 @@ impl Owner {
             return;
         }
         let shard = self.shard_mut(index);
+        let before = shard.changes();
         let bounced = if t.bounce {
             shard.accept_bounce(t.out, now);
             None
@@ -355,7 +372,9 @@ impl Owner {
             shard.accept_forward(t.out, now).err()
         };
         shard.publish_journal();
+        let logged = shard.changes() - before;
         let mut completions = shard.take_completions();
+        self.changes += logged;
         self.completions.append(&mut completions);
         match bounced {
             Some(out) => self.route(Transit { out, bounce: true }, now),

@@ -342,3 +342,53 @@ fn a_reported_parked_receive_comes_back_under_its_wait_id() {
     assert_eq!(done[0].0, deleted);
     assert!(matches!(done[0].1, Err(Error::QueueDeleted(_))));
 }
+
+/// An owner counts the changes its calls logged, deliveries aside: a call
+/// that moved the count made a change its answer acknowledges (a server
+/// holds exactly those answers for the log).
+#[test]
+fn an_owner_says_which_calls_logged_a_change() {
+    struct Sink;
+    impl fila_core::event::EventSink for Sink {
+        fn record(&mut self, _: &fila_core::event::Event<'_>) {}
+    }
+    let clock = ManualClock::new(1_000_000);
+    let engine = Engine::new(1, Arc::new(clock.clone()));
+    engine.create_queue("q", QueueSettings::default()).unwrap();
+    let mut owners = engine.into_owners(1, 100);
+    let o = &mut owners[0];
+    // Without a journal nothing is logged.
+    put_batches(o, "q", 1);
+    assert_eq!(o.changes(), 0);
+    o.set_journal(0, Some(Box::new(Sink)));
+    let logged = |o: &mut Owner, call: &dyn Fn(&mut Owner)| {
+        let before = o.changes();
+        call(o);
+        o.changes() != before
+    };
+    assert!(logged(o, &|o| put_batches(o, "q", 1)), "a put");
+    assert!(!logged(o, &|o| {
+        o.stats("q").unwrap();
+    }));
+    assert!(!logged(o, &|o| {
+        o.peek(Address::queue("q"), 0, 5).unwrap();
+    }));
+    // A receive logs its deliveries, which no answer waits for.
+    let got = std::cell::RefCell::new(Vec::new());
+    assert!(!logged(o, &|o| *got.borrow_mut() = receive_20(o, "q")));
+    let receipts: Vec<Receipt> = got.borrow().iter().map(|m| m.receipt.unwrap()).collect();
+    assert!(logged(o, &|o| {
+        o.delete(Address::queue("q"), &receipts).unwrap();
+    }));
+    // The same receipts again: nothing changes, nothing is logged.
+    assert!(!logged(o, &|o| {
+        let again = o.delete(Address::queue("q"), &receipts).unwrap();
+        assert!(again.iter().all(|r| r.is_err()));
+    }));
+    assert!(!logged(o, &|o| {
+        assert!(o
+            .put("missing", vec![NewMessage::new(Bytes::from_static(b"x"))])
+            .is_err());
+    }));
+    assert!(logged(o, &|o| o.purge(Address::queue("q")).unwrap()));
+}

@@ -189,28 +189,7 @@ impl Range {
 
 /// The queue and permission a request needs, if any.
 pub fn needs(req: &Request) -> Option<(&str, Permission)> {
-    use Permission::*;
-    Some(match req {
-        Request::Hello { .. }
-        | Request::Auth { .. }
-        | Request::ListQueues { .. }
-        | Request::ServerStats => return None,
-        Request::CreateQueue { name, .. }
-        | Request::GetQueue { name }
-        | Request::UpdateQueue { name, .. }
-        | Request::DeleteQueue { name, .. }
-        | Request::QueueStats { name } => (name, Manage),
-        Request::Purge { queue } => (&queue.name, Manage),
-        Request::Redrive { queue, .. } => (queue, Manage),
-        Request::Put { queue, .. } | Request::CancelScheduled { queue, .. } => (queue, Send),
-        Request::Receive(r) => (&r.queue.name, Receive),
-        Request::UpdateVisibility { queue, .. }
-        | Request::Delete { queue, .. }
-        | Request::Peek { queue, .. } => (&queue.name, Receive),
-        Request::Defer { queue, .. }
-        | Request::ReceiveDeferred { queue, .. }
-        | Request::DeadLetter { queue, .. } => (queue, Receive),
-    })
+    Some((crate::ops::queue_of(req)?, crate::ops::of(req).grant?))
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ mod dispatch;
 pub mod guard;
 mod limits;
 pub mod metrics;
+mod ops;
 pub mod scrape;
 mod server;
 

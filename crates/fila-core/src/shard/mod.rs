@@ -311,6 +311,8 @@ pub struct Shard {
     /// Free payload buffers for reuse.
     pool: PayloadPool,
     journal: Option<Box<dyn EventSink>>,
+    /// Changes logged so far, deliveries aside ([`Shard::changes`]).
+    changes: u64,
     /// Timers an operation may run before it starts ([`Shard::advance_within`]):
     /// unlimited in the in-process engine (exact time), a constant under a
     /// server's owner, which runs the rest between its turns.
@@ -320,7 +322,14 @@ pub struct Shard {
 macro_rules! emit {
     ($self:ident, $event:expr) => {
         if let Some(mut journal) = $self.journal.take() {
-            journal.record(&$event);
+            let change = {
+                let event = $event;
+                journal.record(&event);
+                !event.is_delivery()
+            };
+            if change {
+                $self.changes += 1;
+            }
             $self.journal = Some(journal);
         }
     };
@@ -425,8 +434,16 @@ impl Shard {
             outbox: Vec::new(),
             pool: PayloadPool::default(),
             journal: None,
+            changes: 0,
             timer_budget: usize::MAX,
         }
+    }
+
+    /// Changes this shard logged so far (to its journal; none without one),
+    /// deliveries aside ([`crate::event::Event::is_delivery`]): a call that
+    /// moved it made a change its answer acknowledges.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Lets the sink hand on what this shard recorded (after every call).

@@ -115,22 +115,16 @@ impl Conn {
     /// as its head is in): answers that carry messages need room for at
     /// least one largest message, the others far less.
     pub(super) fn room_needed(&self) -> usize {
-        if self.input.get(5).is_none_or(|op| carries_messages(*op)) {
+        if self
+            .input
+            .get(5)
+            .is_none_or(|op| crate::ops::carries_messages(*op))
+        {
             ANSWER_ROOM_MIN
         } else {
             SMALL_ANSWER_ROOM
         }
     }
-}
-
-/// Whether an answer to `opcode` carries messages (and may be large).
-pub(super) fn carries_messages(opcode: u8) -> bool {
-    [
-        proto::Opcode::Receive as u8,
-        proto::Opcode::Peek as u8,
-        proto::Opcode::ReceiveDeferred as u8,
-    ]
-    .contains(&opcode)
 }
 
 /// Why a turn of [`Loop::process`] stopped.
@@ -335,7 +329,8 @@ impl Loop {
                     );
                 }
                 let answer = response.into();
-                let mark = self.hold_mark(opcode, &answer, None);
+                // Answered here: nothing was logged.
+                let mark = self.hold_mark(false, &answer, None);
                 self.respond_held(slot, opcode, header.request_id, &answer, mark);
             }
             // Else the shard's owner took it: `on_done` records and answers.

@@ -178,42 +178,17 @@ fn warn_if_shared(dir: &std::path::Path) {
     }
 }
 
-/// Whether a request of `opcode` adds payloads to the log (what makes a
-/// backlog): puts, and redrives (each moved message is logged whole).
-fn adds_payloads(opcode: u8) -> bool {
-    opcode == proto::Opcode::Put as u8 || opcode == proto::Opcode::Redrive as u8
-}
-
-/// Whether an answer to `opcode` waits for the log: the requests that
-/// change what a restart keeps.
-pub(super) fn changes_state(opcode: u8) -> bool {
-    use proto::Opcode as O;
-    [
-        O::Put,
-        O::Delete,
-        O::Defer,
-        O::DeadLetter,
-        O::CancelScheduled,
-        O::Redrive,
-        O::CreateQueue,
-        O::UpdateQueue,
-        O::DeleteQueue,
-        O::Purge,
-    ]
-    .iter()
-    .any(|o| *o as u8 == opcode)
-}
-
 impl Loop {
-    /// The mark an answer to `opcode` is held on, if it is held: the
-    /// answer to a change, and an answer that hands out a message of shard
-    /// `shard` that may not be durable yet (stored there after the latest
-    /// message made durable): no message id or sequence number reaches
-    /// anyone before its put is durable (a crash would give them to the
-    /// next put). Messages of a backlog, durable long ago, go at once.
+    /// The mark an answer is held on, if it is held: the answer to a call
+    /// that `logged` a change (the engine says so: [`Owner::changes`]),
+    /// and an answer that hands out a message of shard `shard` that may
+    /// not be durable yet (stored there after the latest message made
+    /// durable): no message id or sequence number reaches anyone before
+    /// its put is durable (a crash would give them to the next put).
+    /// Messages of a backlog, durable long ago, go at once.
     pub(super) fn hold_mark(
         &self,
-        opcode: u8,
+        logged: bool,
         answer: &Answer,
         shard: Option<usize>,
     ) -> Option<u64> {
@@ -221,7 +196,7 @@ impl Loop {
             return None;
         }
         let marks = self.shared.marks.as_ref()?;
-        let wait = changes_state(opcode)
+        let wait = logged
             || answer
                 .newest_message()
                 .is_some_and(|newest| shard.is_some_and(|s| marks.pending_since(s, newest)));
@@ -256,7 +231,8 @@ impl Loop {
         let heavy = self.conns[slot]
             .as_ref()
             .and_then(|c| c.input.get(5))
-            .is_some_and(|op| adds_payloads(*op));
+            .and_then(|op| crate::ops::op(*op))
+            .is_some_and(|op| op.adds_payloads);
         if !heavy && backlog <= 2 * LOG_BACKLOG_MAX {
             return false;
         }

@@ -4,6 +4,7 @@
 //! answer may take held while it is away.
 
 use super::*;
+use crate::ops::{self, AnswerRoom, Place};
 
 impl Loop {
     /// Logs an unknown token at most once a second, with how many were
@@ -142,14 +143,15 @@ impl Loop {
         // else is away (as a request run here may use), else the least it
         // needs; any other answer the room such answers need, so the
         // connection's next requests keep the rest.
+        let op = ops::of(&req);
         let first = self.first_hop(&req);
         let local = first == self.index;
         self.note_streak(slot, first, local);
         // A list visits every loop: it is away even when it starts here.
-        let runs_here = local && !matches!(req, Request::ListQueues { .. });
+        let runs_here = local && op.place != Place::EveryLoop;
         let room = if runs_here {
             room
-        } else if !conn::carries_messages(opcode) {
+        } else if op.answer != AnswerRoom::Messages {
             room.min(SMALL_ANSWER_ROOM)
         } else if nothing_away {
             room
@@ -166,7 +168,7 @@ impl Loop {
             room,
             park,
             fields,
-            shard: auth::needs(&req).map_or(0, |(q, _)| shared.totals.shard_of(q)),
+            shard: ops::queue_of(&req).map_or(0, |q| shared.totals.shard_of(q)),
         };
         // Counted as away until its answer comes (`on_done`), even when it
         // comes at once.
@@ -176,11 +178,11 @@ impl Loop {
         if is_receive {
             conn.receives_out += 1;
         }
-        if let Request::ListQueues { .. } = req {
+        if op.place == Place::EveryLoop {
             self.start_list(route, req, token);
             return None;
         }
-        if dispatch::target_of(&req).is_some() {
+        if op.place == Place::TargetThenShard && dispatch::target_of(&req).is_some() {
             conn.barrier = Some(park);
         }
         if let Some(done) = self.serve(RunJob {

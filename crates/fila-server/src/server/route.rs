@@ -73,7 +73,9 @@ pub(super) struct ListJob {
 
 /// What became of a request at its shard's owner.
 pub(super) enum Done {
-    Answer(Answer),
+    /// The answer, and whether the call logged a change (then it waits
+    /// for the log when answers do).
+    Answer(Answer, bool),
     Parked(WaitId),
     /// A parked receive's answer: messages, none when its wait ended, or
     /// `queue_deleted`.
@@ -279,7 +281,7 @@ impl Loop {
     pub(super) fn first_hop(&self, req: &Request) -> usize {
         match dispatch::target_of(req) {
             Some(target) => self.owner_of_queue(target),
-            None => auth::needs(req).map_or(self.index, |(q, _)| self.owner_of_queue(q)),
+            None => crate::ops::queue_of(req).map_or(self.index, |q| self.owner_of_queue(q)),
         }
     }
 
@@ -424,22 +426,23 @@ impl Loop {
                     return None;
                 }
                 if let Err(answer) = dispatch::precheck(&run.req) {
-                    return Some(Done::Answer(answer.into()));
+                    return Some(Done::Answer(answer.into(), false));
                 }
                 if !self.owner.has_queue(target) {
                     let e = fila_core::Error::QueueNotFound(target.to_owned());
-                    return Some(Done::Answer(Answer::failed(&e)));
+                    return Some(Done::Answer(Answer::failed(&e), false));
                 }
             }
             run.checked = true;
         }
-        let Some((queue, _)) = auth::needs(&run.req) else {
+        let Some(queue) = crate::ops::queue_of(&run.req) else {
             return Some(Done::Answer(
                 error(
                     ErrorCode::INTERNAL,
                     "internal: a request without a queue reached a shard",
                 )
                 .into(),
+                false,
             ));
         };
         let dest = self.owner_of_queue(queue);
@@ -448,8 +451,9 @@ impl Loop {
             return None;
         }
         let route = run.route;
+        let before = self.owner.changes();
         let done = match dispatch::run(&mut self.owner, run.req, route.room) {
-            Outcome::Answer(r) => Done::Answer(r),
+            Outcome::Answer(r) => Done::Answer(r, self.owner.changes() != before),
             Outcome::Parked(wait) => self.confirm_park(wait, run.may_park, route),
         };
         // The caller hands on what the call produced (`hand_on`) once the
@@ -488,6 +492,7 @@ impl Loop {
                         format!("resource_exhausted: {limit} of {max} parked receives reached"),
                     )
                     .into(),
+                    false,
                 );
             }
             if limit == "max_parked_per_connection" {
@@ -562,7 +567,10 @@ impl Loop {
             ..
         } = *list;
         let (names, next) = fila_core::page_of(names, limit);
-        self.deliver(route, Done::Answer(Response::Queues { names, next }.into()));
+        self.deliver(
+            route,
+            Done::Answer(Response::Queues { names, next }.into(), false),
+        );
     }
 
     /// An answer for one of this loop's connections, from whichever loop
@@ -582,7 +590,7 @@ impl Loop {
             // nobody: cancel it; messages an answer leased go back.
             match done {
                 Done::Parked(wait) => self.cancel_wait(wait, None),
-                Done::Answer(answer) => self.abandon(route.shard, answer.receipts()),
+                Done::Answer(answer, _) => self.abandon(route.shard, answer.receipts()),
                 Done::Cancelled | Done::Late(_) => {}
             }
             return;
@@ -614,7 +622,7 @@ impl Loop {
         let op = proto::Opcode::from_u8(route.opcode).ok();
         let conn = self.conns[route.slot].as_mut().expect("open");
         match done {
-            Done::Answer(response) => {
+            Done::Answer(response, logged) => {
                 if let Some(op) = op {
                     self.shared.metrics.record(
                         self.index,
@@ -623,7 +631,7 @@ impl Loop {
                         response.is_error(),
                     );
                 }
-                let mark = self.hold_mark(route.opcode, &response, Some(route.shard));
+                let mark = self.hold_mark(logged, &response, Some(route.shard));
                 self.respond_held(route.slot, route.opcode, route.request_id, &response, mark);
             }
             Done::Parked(wait) => {
@@ -693,7 +701,7 @@ impl Loop {
         };
         // Most often filled by a put not yet durable: held until it is.
         let opcode = proto::Opcode::Receive as u8;
-        let mark = self.hold_mark(opcode, &response, Some(p.wait.shard()));
+        let mark = self.hold_mark(false, &response, Some(p.wait.shard()));
         self.respond_held(route.slot, opcode, p.request_id, &response, mark);
         self.dirty.push(route.slot);
     }
