@@ -1,29 +1,21 @@
-//! The server's side of durability: opening the data directory (its lock,
-//! recovery, the log writer), answers held until the log is durable up to
-//! them, and reading paused while the log's backlog is full.
-//!
-//! With `sync = always` an answer to a request that changed something is
-//! encoded at once into its connection's held buffer, in regions held on a
-//! mark, and moved to the output when the writer has synced the batch that
-//! holds its records. So is an answer that hands out messages (receive,
-//! peek, receive-deferred) while a message stored on their shard is not
-//! durable yet. Other answers go out at once, ahead of held ones if need
-//! be (answers come in the order they finish). The writer wakes the loops
-//! that wait.
+//! The data directory: its lock, recovery, the log writer and the hooks it
+//! wakes the loops by (what waits for the log in a loop is `log_wait.rs`).
 
 use std::fs::File;
+use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use fila_core::Engine;
 use fila_store::{Hooks, Store, StoreOptions, SyncMode};
 use fila_wal::FsStorage;
+use tracing::{info, warn};
 
-use super::*;
-
-/// Bytes of records the log writer may have waiting: past it, requests
-/// that add payloads to the log (puts, redrives) wait until it catches up;
-/// past twice it, every request does.
-pub const LOG_BACKLOG_MAX: u64 = 64 << 20;
+use super::mailbox::Loops;
+use crate::config::{Config, Sync};
 
 /// Why the server did not start, in one line.
 #[derive(Debug, thiserror::Error)]
@@ -175,141 +167,5 @@ fn warn_if_shared(dir: &std::path::Path) {
                  others on this machine may read every message (chmod 700 it)"
             );
         }
-    }
-}
-
-impl Loop {
-    /// The mark an answer is held on, if it is held: the answer to a call
-    /// that `logged` a change (the engine says so: [`Owner::changes`]),
-    /// and an answer that hands out a message of shard `shard` that may
-    /// not be durable yet (stored there after the latest message made
-    /// durable): no message id or sequence number reaches anyone before
-    /// its put is durable (a crash would give them to the next put).
-    /// Messages of a backlog, durable long ago, go at once.
-    pub(super) fn hold_mark(
-        &self,
-        logged: bool,
-        answer: &Answer,
-        shard: Option<usize>,
-    ) -> Option<u64> {
-        if !self.shared.hold {
-            return None;
-        }
-        let marks = self.shared.marks.as_ref()?;
-        let wait = logged
-            || answer
-                .newest_message()
-                .is_some_and(|newest| shard.is_some_and(|s| marks.pending_since(s, newest)));
-        if !wait {
-            return None;
-        }
-        // Ask for the wake-up before the mark is read: a batch that
-        // completes at once (its records were taken by the one before) then
-        // still finds this loop waiting and wakes it.
-        // Only this loop writes its flag, so a true it reads is its own
-        // (stored SeqCst) and still stands.
-        let waiting = &self.shared.loops.get(self.index).waiting_for_log;
-        if !waiting.load(Ordering::Relaxed) {
-            waiting.store(true, Ordering::SeqCst);
-        }
-        Some(marks.mark())
-    }
-
-    /// Whether `slot`'s next request waits for the log writer: past
-    /// [`LOG_BACKLOG_MAX`] of records waiting, a request that adds
-    /// payloads to the log (a put, a redrive) waits — the connections that
-    /// make the backlog are throttled, the others' requests go on; past
-    /// twice that, every request waits.
-    pub(super) fn log_full(&mut self, slot: usize) -> bool {
-        let Some(marks) = self.shared.marks.as_ref() else {
-            return false;
-        };
-        let backlog = marks.backlog_bytes();
-        if backlog <= LOG_BACKLOG_MAX {
-            return false;
-        }
-        let heavy = self.conns[slot]
-            .as_ref()
-            .and_then(|c| c.input.get(5))
-            .and_then(|op| crate::ops::op(*op))
-            .is_some_and(|op| op.adds_payloads);
-        if !heavy && backlog <= 2 * LOG_BACKLOG_MAX {
-            return false;
-        }
-        if let Some(conn) = self.conns[slot].as_mut() {
-            if !std::mem::replace(&mut conn.log_paused, true) {
-                self.log_paused.push((slot, conn.generation));
-            }
-        }
-        self.want_wakeups();
-        true
-    }
-
-    /// Asks the writer for a wake-up while anything waits for it.
-    pub(super) fn want_wakeups(&self) {
-        let want = !self.holding.is_empty() || !self.log_paused.is_empty();
-        self.shared
-            .loops
-            .get(self.index)
-            .waiting_for_log
-            .store(want, Ordering::SeqCst);
-    }
-
-    /// Notes that `slot` has answers held (O(1): the connection knows
-    /// whether it is listed).
-    pub(super) fn note_holding(&mut self, slot: usize) {
-        if let Some(conn) = self.conns[slot].as_mut() {
-            if !std::mem::replace(&mut conn.in_holding, true) {
-                self.holding.push((slot, conn.generation));
-                self.want_wakeups();
-            }
-        }
-    }
-
-    /// Lets out the answers whose records are durable, and resumes the
-    /// connections that waited for the backlog.
-    pub(super) fn release_held(&mut self) {
-        let Some(marks) = self.shared.marks.clone() else {
-            return;
-        };
-        if !self.holding.is_empty() {
-            let durable = marks.durable();
-            let holding = std::mem::take(&mut self.holding);
-            for (slot, generation) in holding {
-                // A closed connection's entry (its slot maybe reused since)
-                // is dropped.
-                let Some(conn) = self
-                    .conns
-                    .get_mut(slot)
-                    .and_then(|c| c.as_mut())
-                    .filter(|c| c.generation == generation)
-                else {
-                    continue;
-                };
-                let released = conn.release(durable);
-                let still = !conn.holds.is_empty();
-                conn.in_holding = still;
-                if released {
-                    self.flush(slot);
-                }
-                if still && self.conns[slot].is_some() {
-                    self.holding.push((slot, generation));
-                }
-            }
-        }
-        if !self.log_paused.is_empty() && marks.backlog_bytes() <= LOG_BACKLOG_MAX {
-            for (slot, generation) in std::mem::take(&mut self.log_paused) {
-                if let Some(conn) = self
-                    .conns
-                    .get_mut(slot)
-                    .and_then(|c| c.as_mut())
-                    .filter(|c| c.generation == generation)
-                {
-                    conn.log_paused = false;
-                    self.requeue(slot);
-                }
-            }
-        }
-        self.want_wakeups();
     }
 }

@@ -9,11 +9,11 @@
 //! takes at most [`MESSAGES_PER_TURN`] a turn, then gives its own
 //! connections their turns (the shape of iggy's shard pump).
 //!
-//! A loop sends through its [`Outbox`]: messages gathered during a turn,
+//! A loop sends through its [`Post`]: messages gathered during a turn,
 //! kept in order per destination, pushed at the end of the turn, and each
 //! destination woken once — and only when it is about to block (its
 //! [`Doorbell`]). A full mailbox refuses a push: what did not fit stays in
-//! the outbox, in order, and is pushed again next turn, so nothing is
+//! the post, in order, and is pushed again next turn, so nothing is
 //! lost and nothing overtakes what was sent before it from the same loop
 //! (a parked receive's late answer never overtakes the news that it
 //! parked). Other threads push with a deadline ([`Loops::push_within`]).
@@ -34,8 +34,9 @@ use fila_core::Transit;
 use mio::net::TcpStream;
 use mio::Waker;
 
-use super::conn::Conn;
-use super::route::{Done, ExportAsk, ListJob, Pause, Route, RunJob, ScrapeAsk};
+use super::front::Conn;
+use super::host::{Done, ListJob, Route, RunJob};
+use super::view::{ExportAsk, Pause, ScrapeAsk};
 
 /// Messages one loop's mailbox holds; a loop with more for it keeps them
 /// (in order) and tries again next turn.
@@ -47,7 +48,7 @@ pub const MAILBOX_CAPACITY: usize = 4_096;
 pub const MESSAGES_PER_TURN: usize = 256;
 
 /// Everything a loop is sent.
-pub(super) enum Msg {
+pub(in crate::server) enum Msg {
     /// A connection accepted for this loop.
     Accepted(TcpStream, SocketAddr),
     /// A connection moved here from another loop (whose shard it uses).
@@ -87,7 +88,7 @@ pub(super) enum Msg {
 }
 
 /// What other threads see of one loop.
-pub(super) struct LoopShared {
+pub(in crate::server) struct LoopShared {
     mailbox: ArrayQueue<Msg>,
     /// Set while the loop is about to block in poll: only then is it woken
     /// (an eventfd write) after a push.
@@ -95,21 +96,21 @@ pub(super) struct LoopShared {
     waker: Arc<Waker>,
     /// Nothing of this loop is in progress while the server stops: the
     /// loops stop together, since each owns shards the others need.
-    pub(super) drained: AtomicBool,
+    pub(in crate::server) drained: AtomicBool,
     /// The loop holds answers or connections for the log and wants a
     /// wake-up when a batch is durable.
-    pub(super) waiting_for_log: AtomicBool,
+    pub(in crate::server) waiting_for_log: AtomicBool,
     /// With tokens: its connections not yet authenticated.
-    pub(super) unauthenticated: AtomicU64,
+    pub(in crate::server) unauthenticated: AtomicU64,
 }
 
 /// The one handle to every loop.
 #[derive(Clone)]
-pub(super) struct Loops(Arc<[LoopShared]>);
+pub(in crate::server) struct Loops(Arc<[LoopShared]>);
 
 impl Loops {
     /// One loop for each waker.
-    pub(super) fn new(wakers: Vec<Arc<Waker>>) -> Loops {
+    pub(in crate::server) fn new(wakers: Vec<Arc<Waker>>) -> Loops {
         Loops(
             wakers
                 .into_iter()
@@ -126,27 +127,32 @@ impl Loops {
     }
 
     /// How many loops there are.
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::server) fn len(&self) -> usize {
         self.0.len()
     }
 
-    pub(super) fn get(&self, index: usize) -> &LoopShared {
+    pub(in crate::server) fn get(&self, index: usize) -> &LoopShared {
         &self.0[index]
     }
 
-    pub(super) fn iter(&self) -> impl Iterator<Item = &LoopShared> {
+    pub(in crate::server) fn iter(&self) -> impl Iterator<Item = &LoopShared> {
         self.0.iter()
     }
 
     /// Wakes loop `index` whatever it is doing (a stop, a durable batch).
-    pub(super) fn wake(&self, index: usize) {
+    pub(in crate::server) fn wake(&self, index: usize) {
         let _ = self.0[index].waker.wake();
     }
 
     /// Pushes `msg` to loop `dest` from a thread that is not a loop,
     /// retrying while its mailbox is full until `deadline`; wakes it.
     /// `false` when it stayed full.
-    pub(super) fn push_within(&self, dest: usize, mut msg: Msg, deadline: Instant) -> bool {
+    pub(in crate::server) fn push_within(
+        &self,
+        dest: usize,
+        mut msg: Msg,
+        deadline: Instant,
+    ) -> bool {
         let l = &self.0[dest];
         loop {
             match l.mailbox.push(msg) {
@@ -166,56 +172,65 @@ impl Loops {
 
 impl LoopShared {
     /// Takes the next message sent to this loop.
-    pub(super) fn take(&self) -> Option<Msg> {
+    pub(in crate::server) fn take(&self) -> Option<Msg> {
         self.mailbox.pop()
     }
 
     /// Whether anything was sent to this loop and not taken yet.
-    pub(super) fn has_mail(&self) -> bool {
+    pub(in crate::server) fn has_mail(&self) -> bool {
         !self.mailbox.is_empty()
     }
 
     /// This loop is about to block: see [`Doorbell::about_to_sleep`].
-    pub(super) fn about_to_sleep(&self) {
+    pub(in crate::server) fn about_to_sleep(&self) {
         self.doorbell.about_to_sleep();
     }
 
     /// This loop is awake.
-    pub(super) fn awake(&self) {
+    pub(in crate::server) fn awake(&self) {
         self.doorbell.awake();
     }
 }
 
 /// A loop's messages to other loops, gathered during a turn.
-pub(super) struct Outbox {
+pub(in crate::server) struct Post {
+    /// The loop sending.
+    index: usize,
+    loops: Loops,
     /// By destination, in the order sent.
     pending: Vec<VecDeque<Msg>>,
     /// Destinations pushed to this turn, to wake.
     wake: Vec<bool>,
 }
 
-impl Outbox {
-    pub(super) fn new(loops: usize) -> Outbox {
-        Outbox {
-            pending: (0..loops).map(|_| VecDeque::new()).collect(),
-            wake: vec![false; loops],
+impl Post {
+    /// Loop `index`'s post.
+    pub(in crate::server) fn new(index: usize, loops: Loops) -> Post {
+        let n = loops.len();
+        Post {
+            index,
+            loops,
+            pending: (0..n).map(|_| VecDeque::new()).collect(),
+            wake: vec![false; n],
         }
     }
 
-    /// Sends `msg` to loop `dest` at the end of this turn.
-    pub(super) fn send(&mut self, dest: usize, msg: Msg) {
+    /// Sends `msg` to loop `dest` (another loop) at the end of this turn.
+    pub(in crate::server) fn send(&mut self, dest: usize, msg: Msg) {
+        debug_assert_ne!(dest, self.index, "a loop does not post to itself");
         self.pending[dest].push_back(msg);
     }
 
     /// Whether anything waits to be pushed.
-    pub(super) fn is_empty(&self) -> bool {
+    pub(in crate::server) fn is_empty(&self) -> bool {
         self.pending.iter().all(|p| p.is_empty())
     }
 
     /// Pushes what this turn sent, in order, each destination woken once
     /// when it is about to block; answers whether some is left (a mailbox
     /// was full: it goes next turn).
-    pub(super) fn flush(&mut self, loops: &Loops) -> bool {
+    pub(in crate::server) fn flush(&mut self) -> bool {
+        let loops = &self.loops;
         let mut left = false;
         for (dest, pending) in self.pending.iter_mut().enumerate() {
             let l = loops.get(dest);
@@ -242,7 +257,7 @@ impl Outbox {
 
     /// Messages left for loops that stopped: dropped at the end (each
     /// owner of a connection or request in them is stopping too).
-    pub(super) fn clear(&mut self) {
+    pub(in crate::server) fn clear(&mut self) {
         for p in &mut self.pending {
             p.clear();
         }

@@ -26,57 +26,49 @@
 //!   `auth_timeout_secs` after it opened; [`AUTH_FAILURES_MAX`] failed
 //!   auths close it.
 
-use std::collections::{HashMap, VecDeque};
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
-use fila_core::{Engine, EngineLimits, Owner, Totals, WaitId};
-use fila_proto::{self as proto, split_frame, ErrorCode, Request, Response};
-use mio::net::{TcpListener, TcpStream};
-use mio::{Events, Interest, Poll, Token, Waker};
+use fila_core::{Engine, EngineLimits, Totals};
+use mio::net::TcpListener;
+use mio::{Events, Poll, Token, Waker};
 use tracing::{debug, info, warn};
 
-use crate::auth;
-use crate::auth::TokenId;
 use crate::config::{Config, Sync};
-use crate::dispatch::{self, error, Answer, Caller, Outcome};
 use crate::metrics::Metrics;
 use crate::scrape::MetricsEndpoint;
 
-mod accept;
-mod conn;
 mod durable;
+mod front;
+mod host;
+mod log_wait;
 mod mailbox;
-mod moving;
-mod request;
-mod route;
 mod spin;
+mod view;
 
-use crate::limits::READ_CHUNK;
 pub use crate::limits::{
     ANSWER_ROOM_MIN, AUTH_FAILURES_MAX, FRAMES_PER_TURN, OUTPUT_BYTES_MIN, PREAUTH_FRAME_MAX,
     READ_BYTES_PER_TURN, SMALL_ANSWER_ROOM,
 };
-use accept::open_files_limit;
-use conn::{Conn, Parked};
-pub use durable::{StartError, LOG_BACKLOG_MAX};
-use mailbox::{Loops, Msg, Outbox};
+pub use durable::StartError;
+use front::FrontEnd;
+pub use front::MOVE_AFTER;
+use host::ShardHost;
+pub use host::{IN_FLIGHT_MAX, TIMERS_PER_TURN};
+use log_wait::LogWait;
+pub use log_wait::LOG_BACKLOG_MAX;
+use mailbox::{Loops, Msg, Post};
 pub use mailbox::{MAILBOX_CAPACITY, MESSAGES_PER_TURN};
-pub use moving::MOVE_AFTER;
-use route::{LoopsView, Route, RunJob};
-pub use route::{IN_FLIGHT_MAX, TIMERS_PER_TURN};
+use view::LoopsView;
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
 
-/// How long the listener waits before accepting again after the process
-/// ran out of file descriptors.
-const ACCEPT_RETRY: Duration = Duration::from_millis(50);
-
+/// What every part of every loop reads: the configuration, the figures,
+/// the handle to the loops, the log's marks, the server-wide counts.
 struct Shared {
     config: Config,
     /// Engine-wide figures (atomics).
@@ -106,44 +98,30 @@ struct Shared {
     auth_unlogged: AtomicU64,
 }
 
+/// One event loop: its three parts, the poll that drives them, and its
+/// post to the other loops.
 struct Loop {
     index: usize,
-    /// The shards this loop owns: no other thread touches them.
-    owner: Owner,
-    /// Messages for other loops, gathered during a turn.
-    outbox: Outbox,
-    /// Receives parked on the shards owned here, by their wait: where
-    /// each one's answer goes.
-    parked_here: HashMap<WaitId, Route>,
-    /// Connections that got answers from other loops this turn.
-    dirty: Vec<usize>,
-    poll: Poll,
-    listener: Option<TcpListener>,
-    /// Accepting failed (out of descriptors): retry at this time.
-    accept_retry: Option<Instant>,
-    conns: Vec<Option<Conn>>,
-    free: Vec<usize>,
-    /// Connections whose turn ended with work left, round-robin.
-    pending: VecDeque<usize>,
-    generation: u64,
-    /// The next loop an accepted connection goes to.
-    next_peer: usize,
     shared: Arc<Shared>,
-    /// One read buffer per loop; bytes read are copied into the
-    /// connection's input, which frames are then split from without copies.
-    scratch: Vec<u8>,
-    /// The most answer bytes one of this loop's connections has held.
-    high_water: usize,
-    /// Connections with answers held for the log.
-    holding: Vec<(usize, u64)>,
-    /// Connections that stopped reading while the log's backlog is full.
-    log_paused: Vec<(usize, u64)>,
-    /// Failed authentications per peer address (the accepting loop's:
-    /// every loop reports its failures there, and blocked peers are
-    /// refused when they connect).
-    guard: crate::guard::AuthGuard,
+    poll: Poll,
+    /// Connections, frames in and answers out.
+    front: FrontEnd,
+    /// The shards this loop owns.
+    host: ShardHost,
+    /// What waits for the log.
+    wait: LogWait,
+    /// Messages for the other loops.
+    post: Post,
     /// Whether to poll a little before blocking.
     spin: spin::Spin,
+}
+
+/// The parts of a loop the front end calls on while it serves a
+/// connection: the shard host, the log wait, the post.
+struct Back<'a> {
+    host: &'a mut ShardHost,
+    wait: &'a mut LogWait,
+    post: &'a mut Post,
 }
 
 /// A running server.
@@ -228,7 +206,7 @@ impl Server {
             )?),
             None => None,
         };
-        if let Some(limit) = open_files_limit() {
+        if let Some(limit) = front::open_files_limit() {
             if limit < config.max_connections as u64 + 64 {
                 warn!(
                     open_files_limit = limit,
@@ -257,37 +235,18 @@ impl Server {
         let mut listener = Some(listener);
         let mut threads = Vec::new();
         for (index, (poll, owner)) in polls.into_iter().zip(owners).enumerate() {
-            let mut l = Loop {
+            let registry = poll.registry().try_clone()?;
+            let listener = if index == 0 { listener.take() } else { None };
+            let l = Loop {
                 index,
-                owner,
-                outbox: Outbox::new(config.event_loops),
-                parked_here: HashMap::new(),
-                dirty: Vec::new(),
-                poll,
-                listener: if index == 0 { listener.take() } else { None },
-                accept_retry: None,
-                conns: Vec::new(),
-                free: Vec::new(),
-                pending: VecDeque::new(),
-                generation: 0,
-                next_peer: 0,
                 shared: shared.clone(),
-                scratch: vec![0; READ_CHUNK],
-                high_water: 0,
-                holding: Vec::new(),
-                log_paused: Vec::new(),
-                guard: crate::guard::AuthGuard::with_capacity(if index == 0 {
-                    crate::guard::PEERS_MAX
-                } else {
-                    1
-                }),
+                front: FrontEnd::new(index, shared.clone(), registry, listener)?,
+                host: ShardHost::new(index, shared.clone(), owner),
+                wait: LogWait::new(index, shared.clone()),
+                post: Post::new(index, shared.loops.clone()),
+                poll,
                 spin: spin::Spin::default(),
             };
-            if let Some(listener) = l.listener.as_mut() {
-                l.poll
-                    .registry()
-                    .register(listener, LISTENER, Interest::READABLE)?;
-            }
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("fila-loop-{index}"))
@@ -395,11 +354,19 @@ impl Drop for Server {
     }
 }
 
-fn would_block(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::WouldBlock
-}
-
 impl Loop {
+    /// Splits the loop into the front end and what it calls on.
+    fn parts(&mut self) -> (&mut FrontEnd, Back<'_>) {
+        (
+            &mut self.front,
+            Back {
+                host: &mut self.host,
+                wait: &mut self.wait,
+                post: &mut self.post,
+            },
+        )
+    }
+
     fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         let mut stop_deadline: Option<Instant> = None;
@@ -408,10 +375,11 @@ impl Loop {
         let mut busy = false;
         loop {
             // The shards' time: due timers within the turn's budget.
-            let caught_up = self.owner.advance(TIMERS_PER_TURN);
-            self.hand_on();
-            busy |= self.flush_outgoing();
-            let mut timeout = if !self.pending.is_empty() || busy || !caught_up {
+            let caught_up = self.host.advance(&mut self.post);
+            let (front, mut back) = self.parts();
+            front.take_local(&mut back);
+            busy |= self.post.flush();
+            let mut timeout = if self.front.has_pending() || busy || !caught_up {
                 Some(Duration::ZERO)
             } else if stop_deadline.is_some() {
                 Some(Duration::from_millis(20))
@@ -420,11 +388,11 @@ impl Loop {
             } else {
                 None
             };
-            if let Some(at) = self.accept_retry {
+            if let Some(at) = self.front.accept_retry() {
                 let left = at.saturating_duration_since(Instant::now());
                 timeout = Some(timeout.map_or(left, |t| t.min(left)));
             }
-            if let Some(due) = self.owner.next_deadline() {
+            if let Some(due) = self.host.next_deadline() {
                 let left = Duration::from_millis(due.saturating_sub(self.shared.totals.now_ms()));
                 timeout = Some(timeout.map_or(left, |t| t.min(left)));
             }
@@ -439,48 +407,33 @@ impl Loop {
                 }
                 continue;
             }
+            let (front, mut back) = self.parts();
             for event in events.iter() {
                 match event.token() {
-                    LISTENER => self.accept(),
+                    LISTENER => front.accept(&mut back),
                     WAKER => {}
                     Token(slot) => {
-                        if event.is_read_closed() || event.is_error() {
-                            // Even while it is not being read (no output
-                            // room): nothing more is leased to it.
-                            self.peer_closed(slot);
-                        }
-                        self.ready(slot)
+                        let closed = event.is_read_closed() || event.is_error();
+                        front.event(slot, closed, &mut back);
                     }
                 }
             }
-            if self.accept_retry.is_some_and(|at| Instant::now() >= at) {
-                self.accept_retry = None;
-                self.accept();
-            }
+            front.retry_accept(&mut back);
             busy = self.drain_mailbox();
             self.release_held();
-            self.run_pending();
-            let mut dirty = std::mem::take(&mut self.dirty);
-            for &slot in &dirty {
-                self.flush(slot);
-            }
-            // The list's room is kept for the next turn.
-            dirty.clear();
-            self.dirty = dirty;
+            let (front, mut back) = self.parts();
+            front.run_pending(&mut back);
+            front.flush_dirty(&mut back);
             if self.shared.stopping.load(Ordering::Acquire) {
                 let deadline = *stop_deadline.get_or_insert_with(|| {
-                    self.begin_stop();
+                    let (front, mut back) = self.parts();
+                    front.begin_stop(&mut back);
                     Instant::now() + Duration::from_secs(self.shared.config.shutdown_grace_secs)
                 });
                 // Every loop owns shards the others' connections may still
                 // wait on: they stop together, once none has anything in
                 // progress (or at the deadline).
-                let mine = self
-                    .conns
-                    .iter()
-                    .flatten()
-                    .any(|c| c.buffered() > 0 || c.in_flight > 0 || !c.parked.is_empty())
-                    || !self.outbox.is_empty();
+                let mine = self.front.busy() || !self.post.is_empty();
                 let loops = &self.shared.loops;
                 loops.get(self.index).drained.store(!mine, Ordering::SeqCst);
                 let all = loops.iter().all(|l| l.drained.load(Ordering::SeqCst));
@@ -488,14 +441,14 @@ impl Loop {
                     break;
                 }
             } else if housekeeping {
-                self.close_idle();
+                let (front, mut back) = self.parts();
+                front.close_idle(&mut back);
             }
         }
-        for slot in 0..self.conns.len() {
-            self.close(slot, "server stopped");
-        }
-        self.flush_outgoing();
-        self.outbox.clear();
+        let (front, mut back) = self.parts();
+        front.close_all(&mut back);
+        self.post.flush();
+        self.post.clear();
         self.shared.alive.fetch_sub(1, Ordering::AcqRel);
         // The others may be waiting for this loop's word to stop.
         for index in 0..self.shared.loops.len() {
@@ -504,18 +457,19 @@ impl Loop {
         debug!(index = self.index, "event loop stopped");
     }
 
-    /// Waits for events or work handed in: polls without blocking for
-    /// the spin window first when the last waits were all that short
-    /// (`spin.rs`), then blocks (up to `timeout`) once it has said it is
-    /// about to sleep.
+    /// Waits for events or mail: polls without blocking for the spin
+    /// window first when the last waits were all that short (`spin.rs`),
+    /// then blocks (up to `timeout`) once it has said it is about to
+    /// sleep.
     fn wait_for_work(&mut self, events: &mut Events, timeout: Option<Duration>) -> io::Result<()> {
+        let me = self.shared.loops.get(self.index);
         let started = Instant::now();
         let window = timeout.map_or(self.spin.window(), |t| t.min(self.spin.window()));
         if !window.is_zero() {
             let until = started + window;
             loop {
                 let polled = self.poll.poll(events, Some(Duration::ZERO));
-                if polled.is_err() || !events.is_empty() || self.work_handed_in() {
+                if polled.is_err() || !events.is_empty() || me.has_mail() {
                     self.spin.waited(started.elapsed());
                     return polled;
                 }
@@ -525,86 +479,19 @@ impl Loop {
                 std::hint::spin_loop();
             }
         }
-        let timeout = if self.going_to_sleep() {
+        // Says this loop is about to block, then looks once more for mail:
+        // a loop sending to this one wakes it only when the flag is set, so
+        // a busy loop is not woken at all.
+        me.about_to_sleep();
+        let timeout = if me.has_mail() {
             Some(Duration::ZERO)
         } else {
             timeout.map(|t| t.saturating_sub(started.elapsed()))
         };
         let polled = self.poll.poll(events, timeout);
-        self.shared.loops.get(self.index).awake();
+        me.awake();
         self.spin.waited(started.elapsed());
         polled
-    }
-
-    /// One more turn for each connection that had work left, in order.
-    fn run_pending(&mut self) {
-        for _ in 0..self.pending.len() {
-            let Some(slot) = self.pending.pop_front() else {
-                return;
-            };
-            if let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) {
-                conn.queued = false;
-                self.ready(slot);
-            }
-        }
-    }
-
-    /// Stops accepting; answers parked receives with what they have
-    /// (nothing) so every request in progress gets its answer.
-    fn begin_stop(&mut self) {
-        if let Some(mut listener) = self.listener.take() {
-            let _ = self.poll.registry().deregister(&mut listener);
-        }
-        for slot in 0..self.conns.len() {
-            self.end_parked(slot);
-            self.flush(slot);
-        }
-    }
-
-    /// Its client closed its side: its parked receives end (once).
-    fn peer_closed(&mut self, slot: usize) {
-        let Some(Some(c)) = self.conns.get_mut(slot) else {
-            return;
-        };
-        if !std::mem::replace(&mut c.peer_closed, true) {
-            self.end_parked(slot);
-        }
-    }
-
-    /// Ends a connection's parked receives now, each answered with no
-    /// messages: the server is stopping, or its client closed its side
-    /// (it sends no more, and may be gone: nothing more is leased to it).
-    pub(super) fn end_parked(&mut self, slot: usize) {
-        let parked: Vec<(u64, WaitId, u64, u64)> = match self.conns.get(slot) {
-            Some(Some(c)) => c
-                .parked
-                .iter()
-                .map(|(park, p)| (*park, p.wait, p.request_id, c.generation))
-                .collect(),
-            _ => return,
-        };
-        for (park, wait, request_id, generation) in parked {
-            // One already answered keeps its entry: its answer is on its
-            // way through the mailbox. One cancelled is answered empty.
-            let route = Route {
-                lp: self.index,
-                slot,
-                generation,
-                request_id,
-                opcode: proto::Opcode::Receive as u8,
-                started: Instant::now(),
-                room: 0,
-                park,
-                fields: proto::Fields::ALL,
-                shard: wait.shard(),
-            };
-            self.cancel_wait(wait, Some(route));
-        }
-    }
-
-    pub(super) fn unpark_count(&self) {
-        self.shared.parked.fetch_sub(1, Ordering::AcqRel);
-        self.shared.metrics.parked.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Takes this turn's messages from the mailbox (at most
@@ -616,73 +503,37 @@ impl Loop {
             let Some(msg) = me.take() else {
                 return false;
             };
+            let (front, mut back) = self.parts();
             match msg {
-                Msg::Accepted(stream, peer) => {
-                    if self.shared.stopping.load(Ordering::Acquire) {
-                        self.forget_connection();
-                        continue;
-                    }
-                    self.adopt(stream, peer);
-                }
-                Msg::Moved(conn) => self.adopt_moved(conn),
-                Msg::EvictUnauthenticated => self.evict_unauthenticated(),
-                Msg::AuthFailed(ip) => self.note_auth_failure(ip),
-                Msg::Done { route, done } => self.on_done(route, done),
-                Msg::Pause(pause) => self.pause(pause),
-                Msg::Export(ask) => self.export(ask),
-                Msg::Scrape(ask) => self.scrape(ask),
-                job => self.serve_job(job),
+                Msg::Accepted(stream, peer) => front.adopt(stream, peer, &mut back),
+                Msg::Moved(conn) => front.adopt_moved(conn, &mut back),
+                Msg::EvictUnauthenticated => front.evict_unauthenticated(&mut back),
+                Msg::AuthFailed(ip) => front.note_auth_failure(ip),
+                Msg::Done { route, done } => front.on_done(route, done, &mut back),
+                Msg::Pause(pause) => back.host.pause(pause),
+                Msg::Export(ask) => back.host.export(ask),
+                Msg::Scrape(ask) => back.host.scrape(ask, back.post),
+                job => back.host.serve_msg(job, back.post),
             }
+            front.take_local(&mut back);
         }
         me.has_mail()
     }
 
-    fn close_idle(&mut self) {
-        let shared = self.shared.clone();
-        let config = &shared.config;
-        let idle = Duration::from_secs(config.idle_timeout_secs);
-        let auth = Duration::from_secs(config.auth_timeout_secs);
-        let need_auth = !config.tokens.is_empty();
-        let now = Instant::now();
-        for slot in 0..self.conns.len() {
-            let why = match &self.conns[slot] {
-                Some(c)
-                    if need_auth && c.token.is_none() && now.duration_since(c.opened) >= auth =>
-                {
-                    "not authenticated in time"
+    /// Lets out the answers whose records are durable, and resumes the
+    /// connections that waited for the log's backlog.
+    fn release_held(&mut self) {
+        let (front, mut back) = self.parts();
+        if let Some((durable, holding)) = back.wait.take_holding() {
+            for c in holding {
+                if front.release_held(c, durable, &mut back) == Some(true) {
+                    back.wait.holding(c);
                 }
-                Some(c)
-                    if config.idle_timeout_secs > 0
-                        && c.parked.is_empty()
-                        && c.in_flight == 0
-                        && now.duration_since(c.last_active) >= idle =>
-                {
-                    "idle timeout"
-                }
-                _ => continue,
-            };
-            self.close(slot, why);
+            }
         }
-    }
-
-    fn close(&mut self, slot: usize, why: &str) {
-        let Some(mut conn) = self.conns[slot].take() else {
-            return;
-        };
-        // Every receive it parked, whatever its request id.
-        for (_, p) in conn.parked.drain() {
-            self.cancel_wait(p.wait, None);
+        for c in back.wait.take_resumable() {
+            front.resume_after_log(c);
         }
-        if conn.unauthenticated {
-            self.shared
-                .loops
-                .get(self.index)
-                .unauthenticated
-                .fetch_sub(1, Ordering::AcqRel);
-        }
-        let _ = self.poll.registry().deregister(&mut conn.stream);
-        debug!(peer = %conn.peer, why, "connection closed");
-        self.free.push(slot);
-        self.forget_connection();
+        back.wait.settle();
     }
 }

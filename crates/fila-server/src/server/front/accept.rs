@@ -3,63 +3,33 @@
 //! room by closing the oldest unauthenticated connection, adopting a
 //! stream into a loop.
 
-use super::*;
+use std::io::{self, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
-impl Loop {
-    pub(super) fn accept(&mut self) {
+use bytes::BytesMut;
+use fila_proto::{self as proto, ErrorCode};
+use mio::net::TcpStream;
+use mio::{Interest, Token};
+use tracing::{debug, warn};
+
+use super::conn::{Auth, Conn};
+use super::{FrontEnd, ACCEPT_RETRY};
+use crate::dispatch::error;
+use crate::server::mailbox::Msg;
+use crate::server::Back;
+
+impl FrontEnd {
+    /// Accepts until the listener would block.
+    pub(in crate::server) fn accept(&mut self, back: &mut Back<'_>) {
         loop {
             let Some(listener) = self.listener.as_ref() else {
                 return;
             };
             match listener.accept() {
-                Ok((stream, peer)) => {
-                    if !self.shared.config.tokens.is_empty() {
-                        if let Some(left) = self.guard.blocked(peer.ip(), Instant::now()) {
-                            self.shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                            debug!(%peer, "refused: too many failed authentications");
-                            refuse(
-                                stream,
-                                ErrorCode::UNAUTHENTICATED,
-                                &format!(
-                                    "unauthenticated: too many failed authentications from this address; \
-                                     try again in {} s",
-                                    left.as_secs().max(1)
-                                ),
-                            );
-                            continue;
-                        }
-                    }
-                    let open = self.shared.connections.load(Ordering::Acquire);
-                    if open as usize >= self.shared.config.max_connections
-                        && !self.evict_for_newcomer()
-                    {
-                        self.shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                        debug!(%peer, "refused: max_connections reached");
-                        refuse(
-                            stream,
-                            ErrorCode::RESOURCE_EXHAUSTED,
-                            &format!(
-                                "resource_exhausted: the server is at its max_connections of {}",
-                                self.shared.config.max_connections
-                            ),
-                        );
-                        continue;
-                    }
-                    self.shared.connections.fetch_add(1, Ordering::AcqRel);
-                    self.shared.metrics.accepted.fetch_add(1, Ordering::Relaxed);
-                    self.shared
-                        .metrics
-                        .connections
-                        .fetch_add(1, Ordering::Relaxed);
-                    let target = self.next_peer % self.shared.loops.len();
-                    self.next_peer += 1;
-                    if target == self.index {
-                        self.adopt(stream, peer);
-                    } else {
-                        self.send_to(target, Msg::Accepted(stream, peer));
-                    }
-                }
-                Err(e) if would_block(&e) => return,
+                Ok((stream, peer)) => self.take_in(stream, peer, back),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     // Out of descriptors (EMFILE, ENFILE) or a transient
@@ -76,26 +46,71 @@ impl Loop {
         }
     }
 
+    /// One accepted stream: refused (a blocked address, max_connections),
+    /// or dealt to the next loop.
+    fn take_in(&mut self, stream: TcpStream, peer: SocketAddr, back: &mut Back<'_>) {
+        if !self.shared.config.tokens.is_empty() {
+            if let Some(left) = self.guard.blocked(peer.ip(), Instant::now()) {
+                self.shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                debug!(%peer, "refused: too many failed authentications");
+                refuse(
+                    stream,
+                    ErrorCode::UNAUTHENTICATED,
+                    &format!(
+                        "unauthenticated: too many failed authentications from this address; \
+                         try again in {} s",
+                        left.as_secs().max(1)
+                    ),
+                );
+                return;
+            }
+        }
+        let open = self.shared.connections.load(Ordering::Acquire);
+        if open as usize >= self.shared.config.max_connections && !self.evict_for_newcomer(back) {
+            self.shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+            debug!(%peer, "refused: max_connections reached");
+            refuse(
+                stream,
+                ErrorCode::RESOURCE_EXHAUSTED,
+                &format!(
+                    "resource_exhausted: the server is at its max_connections of {}",
+                    self.shared.config.max_connections
+                ),
+            );
+            return;
+        }
+        self.shared.connections.fetch_add(1, Ordering::AcqRel);
+        self.shared.metrics.accepted.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .metrics
+            .connections
+            .fetch_add(1, Ordering::Relaxed);
+        let target = self.next_peer % self.shared.loops.len();
+        self.next_peer += 1;
+        if target == self.index {
+            self.adopt(stream, peer, back);
+        } else {
+            back.post.send(target, Msg::Accepted(stream, peer));
+        }
+    }
+
     /// At max_connections with tokens configured: asks the loop with the
     /// most unauthenticated connections to close its oldest, so that the
     /// newcomer (who may hold a token) can come in; connections that never
     /// authenticate cannot keep clients that do out. `false` when there is
     /// none to evict.
-    pub(super) fn evict_for_newcomer(&mut self) -> bool {
+    fn evict_for_newcomer(&mut self, back: &mut Back<'_>) -> bool {
         if self.shared.config.tokens.is_empty() {
             return false;
         }
-        let (loop_index, count) = self
-            .shared
-            .loops
+        let loops = &self.shared.loops;
+        let (loop_index, count) = loops
             .iter()
             .map(|l| l.unauthenticated.load(Ordering::Acquire))
             .enumerate()
             .max_by_key(|(_, n)| *n)
             .unwrap_or((0, 0));
-        let total: u64 = self
-            .shared
-            .loops
+        let total: u64 = loops
             .iter()
             .map(|l| l.unauthenticated.load(Ordering::Acquire))
             .sum();
@@ -105,15 +120,15 @@ impl Loop {
         }
         self.shared.evictions_pending.fetch_add(1, Ordering::AcqRel);
         if loop_index == self.index {
-            self.evict_unauthenticated();
+            self.evict_unauthenticated(back);
         } else {
-            self.send_to(loop_index, Msg::EvictUnauthenticated);
+            back.post.send(loop_index, Msg::EvictUnauthenticated);
         }
         true
     }
 
     /// Closes this loop's oldest unauthenticated connection, telling it why.
-    pub(super) fn evict_unauthenticated(&mut self) {
+    pub(in crate::server) fn evict_unauthenticated(&mut self, back: &mut Back<'_>) {
         self.shared.evictions_pending.fetch_sub(1, Ordering::AcqRel);
         let oldest = self
             .conns
@@ -121,7 +136,7 @@ impl Loop {
             .enumerate()
             .filter_map(|(slot, c)| {
                 c.as_ref()
-                    .filter(|c| c.unauthenticated)
+                    .filter(|c| c.unauthenticated())
                     .map(|c| (slot, c.opened))
             })
             .min_by_key(|(_, opened)| *opened)
@@ -138,9 +153,10 @@ impl Loop {
                 "unauthenticated: the server is at max_connections; connections that have not authenticated make room",
             )
             .into(),
+            back,
         );
-        let _ = self.write_out(slot);
-        self.close(slot, "evicted: not authenticated at max_connections");
+        let _ = self.write_out(slot, back);
+        self.close(slot, "evicted: not authenticated at max_connections", back);
     }
 
     /// A free slot for a connection, its stream registered there with
@@ -151,7 +167,7 @@ impl Loop {
             self.conns.push(None);
             self.conns.len() - 1
         });
-        if let Err(e) = self.poll.registry().register(stream, Token(slot), interest) {
+        if let Err(e) = self.registry.register(stream, Token(slot), interest) {
             warn!(error = %e, "register failed");
             self.free.push(slot);
             self.forget_connection();
@@ -161,58 +177,35 @@ impl Loop {
         Some(slot)
     }
 
-    pub(super) fn adopt(&mut self, mut stream: TcpStream, peer: SocketAddr) {
+    /// Takes in a stream accepted for this loop (unless the server is
+    /// stopping).
+    pub(in crate::server) fn adopt(
+        &mut self,
+        mut stream: TcpStream,
+        peer: SocketAddr,
+        back: &mut Back<'_>,
+    ) {
+        if self.shared.stopping.load(Ordering::Acquire) {
+            self.forget_connection();
+            return;
+        }
         let _ = stream.set_nodelay(true);
         let Some(slot) = self.register(&mut stream, Interest::READABLE) else {
             return;
         };
         debug!(%peer, slot, "connection open");
-        let now = Instant::now();
-        let unauthenticated = !self.shared.config.tokens.is_empty();
-        if unauthenticated {
-            self.shared
-                .loops
-                .get(self.index)
-                .unauthenticated
-                .fetch_add(1, Ordering::AcqRel);
+        let auth = self.new_auth();
+        if auth == Auth::Pending {
+            self.count_unauthenticated(1);
         }
-        self.conns[slot] = Some(Conn {
-            stream,
-            peer,
-            generation: self.generation,
-            input: BytesMut::new(),
-            output: BytesMut::new(),
-            held: BytesMut::new(),
-            holds: VecDeque::new(),
-            in_holding: false,
-            log_paused: false,
-            token: None,
-            unauthenticated,
-            auth_failures: 0,
-            parked: HashMap::new(),
-            next_park: 0,
-            reserved: 0,
-            in_flight: 0,
-            receives_out: 0,
-            owners_paused: false,
-            streak: (usize::MAX, 0),
-            moving_to: None,
-            barrier: None,
-            opened: now,
-            last_active: now,
-            read_paused: false,
-            queued: false,
-            closing: false,
-            peer_closed: false,
-            writable_interest: false,
-        });
+        self.conns[slot] = Some(Conn::new(stream, peer, self.generation, auth));
         // Data may have arrived before registration.
-        self.ready(slot);
+        self.ready(slot, back);
     }
 
     /// Counts a failed authentication from `ip` (the accepting loop's
     /// table); says so once when it blocks the address.
-    pub(super) fn note_auth_failure(&mut self, ip: std::net::IpAddr) {
+    pub(in crate::server) fn note_auth_failure(&mut self, ip: IpAddr) {
         let now = Instant::now();
         let was = self.guard.blocked(ip, now).is_some();
         if let Some(block) = self.guard.failed(ip, now) {
@@ -236,7 +229,7 @@ impl Loop {
 }
 
 /// The soft limit of open files, from /proc/self/limits (Linux).
-pub(super) fn open_files_limit() -> Option<u64> {
+pub(in crate::server) fn open_files_limit() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/self/limits").ok()?;
     let line = text.lines().find(|l| l.starts_with("Max open files"))?;
     line.split_whitespace().nth(3)?.parse().ok()
@@ -244,7 +237,7 @@ pub(super) fn open_files_limit() -> Option<u64> {
 
 /// Answers a connection the server will not take with one error frame
 /// (best effort: a fresh socket's send buffer takes it whole), then closes.
-pub(super) fn refuse(mut stream: TcpStream, code: ErrorCode, message: &str) {
+fn refuse(mut stream: TcpStream, code: ErrorCode, message: &str) {
     let mut out = BytesMut::new();
     error(code, message).encode(proto::Opcode::Hello as u8, 0, &mut out);
     let _ = stream.write(&out);

@@ -1,12 +1,26 @@
 //! One decoded request on its connection's loop: hello and auth, the
 //! authentication and permission checks, server stats; everything else is
-//! routed to the owner of its queue's shard (`route.rs`), with the room its
-//! answer may take held while it is away.
+//! handed to the shard host (`host.rs`), which runs it on the loop that
+//! owns its queue's shard, with the room its answer may take held while it
+//! is away.
 
-use super::*;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use fila_proto::{self as proto, ErrorCode, Request, Response};
+use tracing::{debug, warn};
+
+use super::conn::{Auth, ConnRef};
+use super::FrontEnd;
+use crate::dispatch::{self, error, Caller};
+use crate::limits::{ANSWER_ROOM_MIN, AUTH_FAILURES_MAX, SMALL_ANSWER_ROOM};
 use crate::ops::{self, AnswerRoom, Place};
+use crate::server::host::{Route, RunJob};
+use crate::server::mailbox::Msg;
+use crate::server::Back;
 
-impl Loop {
+impl FrontEnd {
     /// Logs an unknown token at most once a second, with how many were
     /// left out since.
     fn warn_unknown_token(&self, peer: SocketAddr) {
@@ -26,17 +40,65 @@ impl Loop {
         }
     }
 
+    /// An auth request: the token's connection is authenticated, or not
+    /// (a failure leaves it unauthenticated, whatever it presented
+    /// before; the last allowed failure closes it).
+    fn authenticate(&mut self, slot: usize, token: &str, back: &mut Back<'_>) -> Response {
+        let shared = self.shared.clone();
+        let tokens = &shared.config.tokens;
+        let conn = self.conns[slot].as_mut().expect("open");
+        if tokens.is_empty() {
+            return Response::Ok;
+        }
+        if let Some(id) = tokens.find(token) {
+            let was_pending = conn.unauthenticated();
+            conn.auth = Auth::As(id);
+            conn.last_active = Instant::now();
+            if was_pending {
+                self.count_unauthenticated(-1);
+            }
+            return Response::Ok;
+        }
+        let was_pending = std::mem::replace(&mut conn.auth, Auth::Pending) == Auth::Pending;
+        conn.auth_failures += 1;
+        let peer = conn.peer;
+        let last = conn.auth_failures >= AUTH_FAILURES_MAX;
+        if last {
+            conn.close_when_written(false);
+        }
+        if !was_pending {
+            self.count_unauthenticated(1);
+        }
+        self.warn_unknown_token(peer);
+        // Counted per address by the accepting loop.
+        if self.index == 0 {
+            self.note_auth_failure(peer.ip());
+        } else {
+            back.post.send(0, Msg::AuthFailed(peer.ip()));
+        }
+        if last {
+            error(
+                ErrorCode::UNAUTHENTICATED,
+                format!(
+                    "unauthenticated: unknown token ({AUTH_FAILURES_MAX} failures: closing the connection)"
+                ),
+            )
+        } else {
+            error(ErrorCode::UNAUTHENTICATED, "unauthenticated: unknown token")
+        }
+    }
+
     /// Handles one decoded request: answers what the connection answers
     /// itself (hello, auth, refusals, server stats); `None` when the
-    /// request went to its shard's owner (`on_done` answers it).
+    /// request went to the shard host (`on_done` answers it).
     pub(super) fn request(
         &mut self,
         slot: usize,
         request_id: u64,
-        opcode: u8,
         started: Instant,
         req: Request,
         room: usize,
+        back: &mut Back<'_>,
     ) -> Option<Response> {
         let shared = self.shared.clone();
         if shared.stopping.load(Ordering::Acquire) {
@@ -45,10 +107,9 @@ impl Loop {
                 "shutting_down: the server is stopping",
             ));
         }
-        let tokens = &shared.config.tokens;
-        let conn = self.conns[slot].as_mut().expect("open");
         match &req {
             Request::Hello { client } => {
+                let conn = self.conns[slot].as_ref().expect("open");
                 debug!(peer = %conn.peer, client, "hello");
                 return Some(Response::Hello {
                     server: format!("fila-server/{}", env!("CARGO_PKG_VERSION")),
@@ -56,72 +117,31 @@ impl Loop {
                     max_frame_len: shared.config.max_frame_bytes as u32,
                 });
             }
-            Request::Auth { token } => {
-                if tokens.is_empty() {
-                    return Some(Response::Ok);
-                }
-                if let Some(id) = tokens.find(token) {
-                    conn.token = Some(id);
-                    conn.last_active = Instant::now();
-                    if std::mem::take(&mut conn.unauthenticated) {
-                        shared
-                            .loops
-                            .get(self.index)
-                            .unauthenticated
-                            .fetch_sub(1, Ordering::AcqRel);
-                    }
-                    return Some(Response::Ok);
-                }
-                // A failed auth leaves the connection unauthenticated,
-                // whatever it presented before.
-                conn.token = None;
-                if !std::mem::replace(&mut conn.unauthenticated, true) {
-                    shared
-                        .loops
-                        .get(self.index)
-                        .unauthenticated
-                        .fetch_add(1, Ordering::AcqRel);
-                }
-                conn.auth_failures += 1;
-                let peer = conn.peer;
-                let last = conn.auth_failures >= AUTH_FAILURES_MAX;
-                if last {
-                    conn.closing = true;
-                }
-                self.warn_unknown_token(peer);
-                // Counted per address by the accepting loop.
-                if self.index == 0 {
-                    self.note_auth_failure(peer.ip());
-                } else {
-                    self.send_to(0, Msg::AuthFailed(peer.ip()));
-                }
-                return Some(if last {
-                    error(
-                        ErrorCode::UNAUTHENTICATED,
-                        format!(
-                            "unauthenticated: unknown token ({AUTH_FAILURES_MAX} failures: closing the connection)"
-                        ),
-                    )
-                } else {
-                    error(ErrorCode::UNAUTHENTICATED, "unauthenticated: unknown token")
-                });
-            }
+            Request::Auth { token } => return Some(self.authenticate(slot, token, back)),
             _ => {}
         }
-        if !tokens.is_empty() && conn.token.is_none() {
+        let conn = self.conns[slot].as_mut().expect("open");
+        if conn.unauthenticated() {
             return Some(error(
                 ErrorCode::UNAUTHENTICATED,
                 "unauthenticated: send auth with a token first",
             ));
         }
+        let token = conn.token();
         let caller = Caller {
-            tokens,
-            token: conn.token,
+            tokens: &shared.config.tokens,
+            token,
         };
         if let Some(forbidden) = dispatch::authorize(&caller, &req) {
             return Some(forbidden);
         }
-        let token = conn.token;
+        if let Request::ServerStats = req {
+            return Some(Response::ServerStats(
+                shared.metrics.server_stats(&shared.totals),
+            ));
+        }
+        let op = ops::of(&req);
+        let opcode = op.opcode as u8;
         let fields = match &req {
             Request::Receive(r) => r.fields,
             _ => proto::Fields::ALL,
@@ -131,20 +151,17 @@ impl Loop {
             conn.parked.len() + conn.receives_out < shared.config.max_parked_per_connection;
         let park = conn.next_park;
         conn.next_park += 1;
-        let generation = conn.generation;
+        let c = ConnRef {
+            slot,
+            generation: conn.generation,
+        };
         let nothing_away = conn.in_flight == 0;
-        if let Request::ServerStats = req {
-            return Some(Response::ServerStats(
-                shared.metrics.server_stats(&shared.totals),
-            ));
-        }
         // A request that goes to another loop holds room for its answer
         // while it is away: an answer with messages all of it when nothing
         // else is away (as a request run here may use), else the least it
         // needs; any other answer the room such answers need, so the
         // connection's next requests keep the rest.
-        let op = ops::of(&req);
-        let first = self.first_hop(&req);
+        let first = back.host.first_hop(&req);
         let local = first == self.index;
         self.note_streak(slot, first, local);
         // A list visits every loop: it is away even when it starts here.
@@ -160,8 +177,7 @@ impl Loop {
         };
         let route = Route {
             lp: self.index,
-            slot,
-            generation,
+            conn: c,
             request_id,
             opcode,
             started,
@@ -179,21 +195,24 @@ impl Loop {
             conn.receives_out += 1;
         }
         if op.place == Place::EveryLoop {
-            self.start_list(route, req, token);
-            return None;
+            back.host.start_list(route, req, token, back.post);
+        } else {
+            if op.place == Place::TargetThenShard && dispatch::target_of(&req).is_some() {
+                conn.barrier = Some(park);
+            }
+            back.host.submit(
+                RunJob {
+                    route,
+                    req,
+                    may_park,
+                    checked: false,
+                },
+                back.post,
+            );
         }
-        if op.place == Place::TargetThenShard && dispatch::target_of(&req).is_some() {
-            conn.barrier = Some(park);
-        }
-        if let Some(done) = self.serve(RunJob {
-            route,
-            req,
-            may_park,
-            checked: false,
-        }) {
-            self.on_done(route, done);
-            self.hand_on();
-        }
+        // Its answer when it ran here, then what its call completed for
+        // others (a put fills a parked receive after it is answered).
+        self.take_local(back);
         None
     }
 }

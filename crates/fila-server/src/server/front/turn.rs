@@ -1,0 +1,383 @@
+//! A connection's turn: reading and answering whole frames within the
+//! turn's budgets, writing out, throttling and resuming.
+
+use std::io::{self, Read, Write};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use bytes::{Buf, BytesMut};
+use fila_proto::{self as proto, split_frame, Request, Response};
+use mio::{Interest, Token};
+use tracing::debug;
+
+use super::conn::{Conn, ConnRef, Phase};
+use super::FrontEnd;
+use crate::dispatch::{error, Answer};
+use crate::limits::{FRAMES_PER_TURN, PREAUTH_FRAME_MAX, READ_BYTES_PER_TURN, READ_CHUNK};
+use crate::server::host::IN_FLIGHT_MAX;
+use crate::server::Back;
+
+/// Why a turn of [`FrontEnd::process`] stopped.
+enum Stop {
+    /// No whole frame left in the input.
+    NeedMore,
+    /// The turn's frame budget is spent; more may be left.
+    Budget,
+    /// Reading stopped until something changes (output room, answers from
+    /// other loops, the log).
+    Throttled,
+    /// Closing, closed or moved away.
+    Closed,
+}
+
+fn would_block(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+}
+
+impl FrontEnd {
+    /// A turn for connection `slot`: what is buffered is written, frames
+    /// are answered, what that produced is written.
+    pub(super) fn ready(&mut self, slot: usize, back: &mut Back<'_>) {
+        if self.conns.get(slot).is_none_or(|c| c.is_none()) {
+            return;
+        }
+        self.flush(slot, back);
+        self.turn(slot, back);
+        self.flush(slot, back);
+    }
+
+    /// One turn: answers whole frames and reads, within the turn's budgets.
+    fn turn(&mut self, slot: usize, back: &mut Back<'_>) {
+        let mut frames = FRAMES_PER_TURN;
+        let mut read_left = READ_BYTES_PER_TURN;
+        // A read that came back short emptied the socket: the next bytes
+        // to arrive raise a new (edge-triggered) event, so no read is
+        // spent on the `WouldBlock` that would follow.
+        let mut drained = false;
+        loop {
+            match self.process(slot, &mut frames, back) {
+                Stop::NeedMore => {}
+                Stop::Budget => {
+                    self.requeue(slot);
+                    return;
+                }
+                Stop::Throttled | Stop::Closed => return,
+            }
+            if drained {
+                return;
+            }
+            if read_left == 0 {
+                self.requeue(slot);
+                return;
+            }
+            let max_frame = self.shared.config.max_frame_bytes;
+            let Some(conn) = self.conns[slot].as_mut() else {
+                return;
+            };
+            if conn.read_paused {
+                return;
+            }
+            if conn.input.len() > max_frame + proto::LEN_PREFIX {
+                // Whole frames are taken off as they complete, so this
+                // cannot happen; stop rather than grow.
+                conn.read_paused = true;
+                return;
+            }
+            let want = read_left.min(self.scratch.len());
+            match conn.stream.read(&mut self.scratch[..want]) {
+                Ok(0) => {
+                    // The peer is done sending; answers already due (and
+                    // those of requests at other loops) still go out before
+                    // the connection closes.
+                    if conn.buffered() == 0 && conn.in_flight == 0 {
+                        self.close(slot, "peer closed", back);
+                    } else {
+                        conn.close_when_written(true);
+                    }
+                    return;
+                }
+                Ok(n) => {
+                    conn.input.extend_from_slice(&self.scratch[..n]);
+                    read_left -= n;
+                    drained = n < want;
+                }
+                Err(e) if would_block(&e) => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.close(slot, &format!("read error: {e}"), back);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Whether the connection reads and answers its next frame now, and
+    /// why not.
+    fn may_go_on(&mut self, slot: usize, frames: usize, back: &mut Back<'_>) -> Option<Stop> {
+        let max_output = self.shared.config.max_output_bytes;
+        let conn = self.conns[slot].as_mut()?;
+        if conn.closing() {
+            return Some(Stop::Closed);
+        }
+        if frames == 0 {
+            return Some(Stop::Budget);
+        }
+        if conn.room(max_output) < conn.room_needed() {
+            conn.read_paused = true;
+            return Some(Stop::Throttled);
+        }
+        if conn.barrier.is_some() {
+            conn.owners_paused = true;
+            return Some(Stop::Throttled);
+        }
+        if let Phase::Moving { to } = conn.phase {
+            if !conn.parked.is_empty() {
+                // Parked receives stay where they are: no move.
+                conn.phase = Phase::Open;
+                conn.streak = (usize::MAX, 0);
+            } else if conn.in_flight == 0 {
+                self.move_conn(slot, to, back);
+                return Some(Stop::Closed);
+            } else {
+                // Nothing more is read here until what is away came back.
+                conn.owners_paused = true;
+                return Some(Stop::Throttled);
+            }
+        }
+        if conn.in_flight >= IN_FLIGHT_MAX {
+            conn.owners_paused = true;
+            return Some(Stop::Throttled);
+        }
+        // Past the log's backlog, the next request waits for the writer.
+        if back.wait.log_full(conn.input.get(5).copied()) {
+            if !std::mem::replace(&mut conn.listed_paused, true) {
+                back.wait.paused(ConnRef {
+                    slot,
+                    generation: conn.generation,
+                });
+            }
+            return Some(Stop::Throttled);
+        }
+        None
+    }
+
+    /// Answers whole frames in the input while there is output room and
+    /// frames left in this turn's budget.
+    fn process(&mut self, slot: usize, frames: &mut usize, back: &mut Back<'_>) -> Stop {
+        let max_output = self.shared.config.max_output_bytes;
+        loop {
+            if self.conns[slot].is_none() {
+                return Stop::Closed;
+            }
+            if let Some(stop) = self.may_go_on(slot, *frames, back) {
+                return stop;
+            }
+            let conn = self.conns[slot].as_mut().expect("open");
+            let room = conn.room(max_output);
+            let authenticated = !conn.unauthenticated();
+            let max_frame = if authenticated {
+                self.shared.config.max_frame_bytes
+            } else {
+                PREAUTH_FRAME_MAX
+            };
+            let (header, body) = match split_frame(&mut conn.input, max_frame) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return Stop::NeedMore,
+                Err(e) => {
+                    // The stream cannot be resynchronised: say why and close.
+                    self.shared
+                        .metrics
+                        .bad_frames
+                        .fetch_add(1, Ordering::Relaxed);
+                    debug!(peer = %conn.peer, error = %e, "broken frame");
+                    let opcode = conn.input.get(5).copied().unwrap_or(0);
+                    conn.close_when_written(false);
+                    let message = if authenticated {
+                        e.to_string()
+                    } else {
+                        format!("{e} (before auth a frame is at most {PREAUTH_FRAME_MAX} bytes)")
+                    };
+                    self.respond(slot, opcode, 0, &error(e.code(), message).into(), back);
+                    return Stop::Closed;
+                }
+            };
+            *frames -= 1;
+            if authenticated {
+                // Only an authenticated client's requests count as activity.
+                conn.last_active = Instant::now();
+            }
+            let started = Instant::now();
+            let opcode = header.opcode;
+            let response = match Request::decode(&header, body) {
+                Ok(req) => self.request(slot, header.request_id, started, req, room, back),
+                Err(e) => {
+                    self.shared
+                        .metrics
+                        .bad_frames
+                        .fetch_add(1, Ordering::Relaxed);
+                    if !e.is_recoverable() {
+                        self.conns[slot]
+                            .as_mut()
+                            .expect("open")
+                            .close_when_written(false);
+                    }
+                    Some(error(e.code(), e.to_string()))
+                }
+            };
+            if let Some(response) = response {
+                if let Ok(op) = proto::Opcode::from_u8(opcode) {
+                    self.shared.metrics.record(
+                        self.index,
+                        op,
+                        started.elapsed(),
+                        matches!(response, Response::Error(_)),
+                    );
+                }
+                self.respond(slot, opcode, header.request_id, &response.into(), back);
+            }
+            // Else the shard host took it: `on_done` records and answers.
+        }
+    }
+
+    /// Raises the high-water gauge of answer bytes held for one connection;
+    /// the shared atomic is touched only when this loop's own mark rises.
+    pub(super) fn note_held(&mut self, held: usize) {
+        if held > self.high_water {
+            self.high_water = held;
+            self.shared
+                .metrics
+                .output_high_water
+                .fetch_max(held as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// An answer no call logged anything for: held only if it hands out a
+    /// message not durable yet (it never does: answers made here carry no
+    /// messages).
+    pub(super) fn respond(
+        &mut self,
+        slot: usize,
+        opcode: u8,
+        request_id: u64,
+        response: &Answer,
+        back: &mut Back<'_>,
+    ) {
+        self.respond_held(slot, opcode, request_id, response, None, back);
+    }
+
+    /// Encodes an answer for connection `slot`, held until the log is
+    /// durable up to `mark` when there is one.
+    pub(super) fn respond_held(
+        &mut self,
+        slot: usize,
+        opcode: u8,
+        request_id: u64,
+        response: &Answer,
+        mark: Option<u64>,
+        back: &mut Back<'_>,
+    ) {
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        // An answer that waits for the log goes to the held buffer; the
+        // others go out at once, ahead of held ones if need be (answers
+        // come in the order they finish: docs/protocol.md).
+        match mark {
+            Some(mark) => {
+                let before = conn.held.len();
+                response.encode(opcode, request_id, &mut conn.held);
+                conn.held_on(conn.held.len() - before, mark);
+            }
+            None => response.encode(opcode, request_id, &mut conn.output),
+        }
+        let held = conn.buffered() + conn.reserved;
+        let newly_holding =
+            !conn.holds.is_empty() && !std::mem::replace(&mut conn.listed_holding, true);
+        let c = ConnRef {
+            slot,
+            generation: conn.generation,
+        };
+        self.note_held(held);
+        if newly_holding {
+            back.wait.holding(c);
+        }
+    }
+
+    /// Writes the output until `WouldBlock`; watches for writability while
+    /// some is left; resumes reading a throttled connection once it has
+    /// room again.
+    pub(super) fn flush(&mut self, slot: usize, back: &mut Back<'_>) {
+        let max_output = self.shared.config.max_output_bytes;
+        if !self.write_out(slot, back) {
+            return;
+        }
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        // Edge-triggered: a throttled connection's pending bytes raise no
+        // new event, so once its output has room again it takes a turn
+        // like any connection with work left.
+        if conn.read_paused
+            && !conn.closing()
+            && conn.output.len() < max_output / 2
+            && conn.room(max_output) >= conn.room_needed()
+        {
+            conn.read_paused = false;
+            self.requeue(slot);
+        }
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        if conn.buffered() == 0 && conn.in_flight == 0 && conn.closing() {
+            self.close(slot, "closed once its answers were written", back);
+            return;
+        }
+        let want_write = !conn.output.is_empty();
+        if want_write != conn.writable_interest {
+            let interest = if want_write {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            let _ = self
+                .registry
+                .reregister(&mut conn.stream, Token(slot), interest);
+            conn.writable_interest = want_write;
+        }
+    }
+
+    /// Writes until the output is empty or `WouldBlock`; `false` when the
+    /// connection failed and was closed.
+    pub(super) fn write_out(&mut self, slot: usize, back: &mut Back<'_>) -> bool {
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return false;
+        };
+        match write_all(conn) {
+            Ok(()) => true,
+            Err(why) => {
+                self.close(slot, &why, back);
+                false
+            }
+        }
+    }
+}
+
+/// Writes a connection's output until it is empty or the socket would
+/// block; the reason when the connection failed.
+fn write_all(conn: &mut Conn) -> Result<(), String> {
+    while !conn.output.is_empty() {
+        match conn.stream.write(&conn.output) {
+            Ok(0) => return Err("write returned 0".into()),
+            // Moves the start: no new handle on the buffer.
+            Ok(n) => conn.output.advance(n),
+            Err(e) if would_block(&e) => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("write error: {e}")),
+        }
+    }
+    if conn.output.is_empty() && conn.output.capacity() > READ_CHUNK {
+        // Give back what a burst of large answers grew.
+        conn.output = BytesMut::new();
+    }
+    Ok(())
+}

@@ -1,0 +1,474 @@
+//! The shard host of a loop: the shards it owns, their timers and budgets,
+//! requests for them from any loop, the receives parked on them, and what
+//! goes back.
+//!
+//! Every shard is owned by one event loop (shard `i` by loop
+//! `i % event_loops`, [`fila_core::owner_of_shard`]) and touched by no
+//! other thread. A request for a queue of a shard this loop owns runs
+//! here, at once; any other goes to its owner's mailbox (`mailbox.rs`),
+//! and its answer comes back through the connection's loop's mailbox, in
+//! the order the owner sent them: a parked receive's late answer never
+//! overtakes the news that it parked. Dead letters bound for a shard of
+//! another loop travel the same way. What is away is bounded by what was
+//! asked: a connection has at most [`IN_FLIGHT_MAX`] requests at other
+//! loops, and parked receives are limited.
+//!
+//! Answers for this loop's own connections are kept in order
+//! ([`ShardHost::next_local`]) for the front end to take.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use fila_core::{shard_of, Message, Owner, WaitId};
+use fila_proto::{self as proto, ErrorCode, Request, Response};
+
+use super::front::ConnRef;
+use super::mailbox::{Msg, Post};
+use super::view::{ExportAsk, Pause, ScrapeAsk};
+use super::Shared;
+use crate::auth::{self, TokenId};
+use crate::dispatch::{self, error, Answer, Outcome};
+
+/// Requests one connection may have at other loops' owners at once; past
+/// it the connection's turn stops until answers come back.
+pub const IN_FLIGHT_MAX: usize = 64;
+/// Timers a shard runs in one turn of its loop, and that an operation may
+/// run before it starts: no request pays for a backlog beyond this (an
+/// instant is never split, so one instant's timers run together).
+pub const TIMERS_PER_TURN: usize = 1_024;
+
+/// Where an answer goes: which loop, connection and request.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::server) struct Route {
+    pub(in crate::server) lp: usize,
+    pub(in crate::server) conn: ConnRef,
+    pub(in crate::server) request_id: u64,
+    pub(in crate::server) opcode: u8,
+    pub(in crate::server) started: Instant,
+    /// Output room held for the answer while the request is away.
+    pub(in crate::server) room: usize,
+    /// The connection's number for the receive if it parks.
+    pub(in crate::server) park: u64,
+    /// The fields a receive's answer carries.
+    pub(in crate::server) fields: proto::Fields,
+    /// The shard of its queue (0 when it names none).
+    pub(in crate::server) shard: usize,
+}
+
+/// A request for a shard's owner.
+pub(in crate::server) struct RunJob {
+    pub(in crate::server) route: Route,
+    pub(in crate::server) req: Request,
+    /// The connection is under its limit of parked receives.
+    pub(in crate::server) may_park: bool,
+    /// The dead-letter target it names was found (on its own shard).
+    pub(in crate::server) checked: bool,
+}
+
+/// A list of queues going from loop to loop, each adding its shards'
+/// names.
+pub(in crate::server) struct ListJob {
+    route: Route,
+    /// What the caller may see of the names it asked for.
+    ranges: Vec<auth::Range>,
+    after: String,
+    limit: usize,
+    names: Vec<String>,
+    left: usize,
+}
+
+/// What became of a request at its shard's owner.
+pub(in crate::server) enum Done {
+    /// The answer, and whether the call logged a change (then it waits
+    /// for the log when answers do).
+    Answer(Answer, bool),
+    Parked(WaitId),
+    /// A parked receive's answer: messages, none when its wait ended, or
+    /// `queue_deleted`.
+    Late(Result<Vec<Message>, fila_core::Error>),
+    /// A parked receive was cancelled (the server is stopping, its client
+    /// closed its side): answer it with no messages.
+    Cancelled,
+}
+
+/// A loop's shards (see the module docs).
+pub(in crate::server) struct ShardHost {
+    index: usize,
+    shared: Arc<Shared>,
+    /// The shards this loop owns: no other thread touches them.
+    owner: Owner,
+    /// Receives parked on the shards owned here, by their wait: where
+    /// each one's answer goes.
+    parked: HashMap<WaitId, Route>,
+    /// Answers for this loop's own connections, in order.
+    local: VecDeque<(Route, Done)>,
+}
+
+impl ShardHost {
+    pub(in crate::server) fn new(index: usize, shared: Arc<Shared>, owner: Owner) -> ShardHost {
+        ShardHost {
+            index,
+            shared,
+            owner,
+            parked: HashMap::new(),
+            local: VecDeque::new(),
+        }
+    }
+
+    /// The next answer for one of this loop's connections.
+    pub(in crate::server) fn next_local(&mut self) -> Option<(Route, Done)> {
+        self.local.pop_front()
+    }
+
+    /// The shards' time: due timers within the turn's budget; answers
+    /// whether every shard caught up.
+    pub(in crate::server) fn advance(&mut self, post: &mut Post) -> bool {
+        let caught_up = self.owner.advance(TIMERS_PER_TURN);
+        self.hand_on(post);
+        caught_up
+    }
+
+    /// When the next timer of a shard owned here is due.
+    pub(in crate::server) fn next_deadline(&self) -> Option<u64> {
+        self.owner.next_deadline()
+    }
+
+    /// The loop that owns shard `shard`.
+    fn owner_of(&self, shard: usize) -> usize {
+        fila_core::owner_of_shard(shard, self.shared.loops.len())
+    }
+
+    fn owner_of_queue(&self, name: &str) -> usize {
+        self.owner_of(shard_of(name, self.shared.totals.shard_count()))
+    }
+
+    /// The loop a request goes to first: its dead-letter target's owner
+    /// (to check the target exists), else its queue's.
+    pub(in crate::server) fn first_hop(&self, req: &Request) -> usize {
+        match dispatch::target_of(req) {
+            Some(target) => self.owner_of_queue(target),
+            None => crate::ops::queue_of(req).map_or(self.index, |q| self.owner_of_queue(q)),
+        }
+    }
+
+    /// A request of one of this loop's connections: run here (its answer,
+    /// then what its call completed for others, kept for
+    /// [`ShardHost::next_local`]) or sent to the loop that owns its shard.
+    pub(in crate::server) fn submit(&mut self, run: RunJob, post: &mut Post) {
+        let route = run.route;
+        if let Some(done) = self.serve(run, post) {
+            self.deliver(route, done, post);
+            self.hand_on(post);
+        }
+    }
+
+    /// Serves a message another loop sent for the shards owned here.
+    pub(in crate::server) fn serve_msg(&mut self, msg: Msg, post: &mut Post) {
+        match msg {
+            Msg::Run(run) => {
+                let route = run.route;
+                if let Some(done) = self.serve(run, post) {
+                    self.deliver(route, done, post);
+                }
+                // After the answer: a parked receive that a put filled is
+                // answered after the put (both through the same mailbox, in
+                // order).
+                self.hand_on(post);
+            }
+            Msg::List(list) => self.visit_list(list, post),
+            Msg::Transit(t) => {
+                self.owner.accept(t);
+                self.hand_on(post);
+            }
+            Msg::Cancel { wait, reply } => self.cancel_here(wait, reply, post),
+            Msg::Abandon { shard, receipts } => {
+                self.owner.abandon(shard, &receipts);
+                self.hand_on(post);
+            }
+            _ => debug_assert!(false, "not a message for a shard's owner"),
+        }
+    }
+
+    /// Ends the leases of an answer that can no longer be written (its
+    /// connection closed): the messages are visible again at once, on
+    /// whichever loop owns `shard`.
+    pub(in crate::server) fn abandon(
+        &mut self,
+        shard: usize,
+        receipts: Vec<fila_core::Receipt>,
+        post: &mut Post,
+    ) {
+        if receipts.is_empty() {
+            return;
+        }
+        let dest = self.owner_of(shard);
+        if dest == self.index {
+            self.owner.abandon(shard, &receipts);
+            self.hand_on(post);
+        } else {
+            post.send(dest, Msg::Abandon { shard, receipts });
+        }
+    }
+
+    fn unpark_count(&self) {
+        self.shared.parked.fetch_sub(1, Ordering::AcqRel);
+        self.shared.metrics.parked.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Cancels a parked receive of a shard owned here.
+    fn cancel_here(&mut self, wait: WaitId, reply: Option<Route>, post: &mut Post) {
+        if self.owner.cancel_wait(wait) {
+            self.parked.remove(&wait);
+            self.unpark_count();
+            if let Some(route) = reply {
+                self.deliver(route, Done::Cancelled, post);
+            }
+        }
+        // Else it was answered: its answer is on its way to its loop.
+    }
+
+    /// Cancels a parked receive wherever its shard is owned; `reply` (its
+    /// connection's) is answered `Cancelled` if it was still parked.
+    pub(in crate::server) fn cancel_wait(
+        &mut self,
+        wait: WaitId,
+        reply: Option<Route>,
+        post: &mut Post,
+    ) {
+        let dest = self.owner_of(wait.shard());
+        if dest == self.index {
+            self.cancel_here(wait, reply, post);
+        } else {
+            post.send(dest, Msg::Cancel { wait, reply });
+        }
+    }
+
+    /// Sends an answer to the loop of its connection (this one: kept for
+    /// [`ShardHost::next_local`]).
+    fn deliver(&mut self, route: Route, done: Done, post: &mut Post) {
+        if route.lp == self.index {
+            self.local.push_back((route, done));
+        } else {
+            post.send(route.lp, Msg::Done { route, done });
+        }
+    }
+
+    /// Hands on what the owner's last call produced: parked receives it
+    /// completed are answered, dead letters go to their shards' loops.
+    fn hand_on(&mut self, post: &mut Post) {
+        if !self.owner.has_output() {
+            return;
+        }
+        for c in self.owner.take_completions() {
+            // The wait ended by its answer: it counts no more, whether or
+            // not its connection is still there.
+            let Some(route) = self.parked.remove(&c.wait) else {
+                debug_assert!(false, "a completion for a receive not parked here");
+                continue;
+            };
+            self.unpark_count();
+            self.deliver(route, Done::Late(c.result), post);
+        }
+        let shards = self.shared.totals.shard_count();
+        for t in self.owner.take_transit() {
+            let dest = self.owner_of(t.shard(shards));
+            post.send(dest, Msg::Transit(t));
+        }
+    }
+
+    /// Runs a request on a shard owned here, or passes it on to the loop
+    /// that owns it; answers the outcome when it ran here (then the caller
+    /// delivers it and hands on what the call produced).
+    fn serve(&mut self, mut run: RunJob, post: &mut Post) -> Option<Done> {
+        if !run.checked {
+            if let Some(target) = dispatch::target_of(&run.req) {
+                let dest = self.owner_of_queue(target);
+                if dest != self.index {
+                    post.send(dest, Msg::Run(run));
+                    return None;
+                }
+                if let Err(answer) = dispatch::precheck(&run.req) {
+                    return Some(Done::Answer(answer.into(), false));
+                }
+                if !self.owner.has_queue(target) {
+                    let e = fila_core::Error::QueueNotFound(target.to_owned());
+                    return Some(Done::Answer(Answer::failed(&e), false));
+                }
+            }
+            run.checked = true;
+        }
+        let Some(queue) = crate::ops::queue_of(&run.req) else {
+            return Some(Done::Answer(
+                error(
+                    ErrorCode::INTERNAL,
+                    "internal: a request without a queue reached a shard",
+                )
+                .into(),
+                false,
+            ));
+        };
+        let dest = self.owner_of_queue(queue);
+        if dest != self.index {
+            post.send(dest, Msg::Run(run));
+            return None;
+        }
+        let route = run.route;
+        let before = self.owner.changes();
+        let done = match dispatch::run(&mut self.owner, run.req, route.room) {
+            Outcome::Answer(r) => Done::Answer(r, self.owner.changes() != before),
+            Outcome::Parked(wait) => self.confirm_park(wait, run.may_park, route),
+        };
+        Some(done)
+    }
+
+    /// A receive parked here: kept (its answer to go to `route`) if the
+    /// limits allow, else cancelled and answered `resource_exhausted`.
+    fn confirm_park(&mut self, wait: WaitId, may_park: bool, route: Route) -> Done {
+        let shared = self.shared.clone();
+        let config = &shared.config;
+        let refused = if !may_park {
+            Some((
+                "max_parked_per_connection",
+                config.max_parked_per_connection,
+            ))
+        } else if shared
+            .parked
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < config.max_parked as u64).then_some(n + 1)
+            })
+            .is_err()
+        {
+            Some(("max_parked", config.max_parked))
+        } else {
+            None
+        };
+        if let Some((limit, max)) = refused {
+            // Never leave it parked: it would hold messages for nobody.
+            // Nothing ran since it parked, so it is still there.
+            if self.owner.cancel_wait(wait) {
+                return Done::Answer(
+                    error(
+                        ErrorCode::RESOURCE_EXHAUSTED,
+                        format!("resource_exhausted: {limit} of {max} parked receives reached"),
+                    )
+                    .into(),
+                    false,
+                );
+            }
+            if limit == "max_parked_per_connection" {
+                shared.parked.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        shared.metrics.parked.fetch_add(1, Ordering::Relaxed);
+        self.parked.insert(wait, route);
+        Done::Parked(wait)
+    }
+
+    /// Starts a list of queues: this loop's shards, then each other loop's.
+    pub(in crate::server) fn start_list(
+        &mut self,
+        route: Route,
+        req: Request,
+        token: Option<TokenId>,
+        post: &mut Post,
+    ) {
+        let Request::ListQueues {
+            prefix,
+            after,
+            limit,
+        } = req
+        else {
+            return;
+        };
+        let limit = match usize::from(limit) {
+            0 => dispatch::LIST_PAGE_MAX,
+            n => n.min(dispatch::LIST_PAGE_MAX),
+        };
+        // A token lists only what it may see (and so pages over it: the
+        // cursor is always a name it may see).
+        let ranges = match token {
+            Some(token) => self.shared.config.tokens.visible_ranges(token, &prefix),
+            None => vec![auth::Range::all(&prefix)],
+        };
+        self.visit_list(
+            Box::new(ListJob {
+                route,
+                ranges,
+                after,
+                limit,
+                names: Vec::new(),
+                left: self.shared.loops.len(),
+            }),
+            post,
+        );
+    }
+
+    fn visit_list(&mut self, mut list: Box<ListJob>, post: &mut Post) {
+        for range in &list.ranges {
+            let mut mine = self
+                .owner
+                .list_queues(&range.prefix, &list.after, list.limit + 1);
+            if range.exact {
+                mine.retain(|n| *n == range.prefix);
+            }
+            list.names.append(&mut mine);
+        }
+        if list.ranges.len() > 1 {
+            // Ranges may overlap ("a*" and "ab*").
+            list.names.sort_unstable();
+            list.names.dedup();
+        }
+        // Keep what can still be on the page: memory stays O(limit).
+        if list.names.len() > 2 * (list.limit + 1) {
+            list.names.sort_unstable();
+            list.names.truncate(list.limit + 1);
+        }
+        list.left -= 1;
+        if list.left > 0 {
+            let next = (self.index + 1) % self.shared.loops.len();
+            post.send(next, Msg::List(list));
+            return;
+        }
+        let ListJob {
+            route,
+            names,
+            limit,
+            ..
+        } = *list;
+        let (names, next) = fila_core::page_of(names, limit);
+        self.deliver(
+            route,
+            Done::Answer(Response::Queues { names, next }.into(), false),
+            post,
+        );
+    }
+
+    /// A scrape's part: the first `max` queues of the shards owned here,
+    /// with their stats.
+    pub(in crate::server) fn scrape(&mut self, ask: ScrapeAsk, post: &mut Post) {
+        let names = self.owner.list_queues("", "", ask.max);
+        let stats = names
+            .into_iter()
+            .filter_map(|q| self.owner.stats(&q).ok().map(|s| (q, s)))
+            .collect();
+        self.hand_on(post);
+        let _ = ask.reply.send(stats);
+    }
+
+    /// Stops with every other loop while the log writer drains the shards'
+    /// buffers (see [`Pause`]).
+    pub(in crate::server) fn pause(&mut self, pause: Arc<Pause>) {
+        pause.arrive();
+    }
+
+    /// The log writer's question: the next piece of one of this loop's
+    /// shards for a snapshot (a pause of this loop only, for one piece).
+    pub(in crate::server) fn export(&mut self, mut ask: ExportAsk) {
+        let mut parts = Vec::new();
+        self.owner
+            .export_piece(&mut ask.cursor, ask.max_messages, ask.max_bytes, &mut parts);
+        let _ = ask.reply.send((ask.cursor, parts));
+    }
+}
