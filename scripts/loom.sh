@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Runs the loom model of the doorbell the event loops wake each other with
-# (the hand-off queues themselves are crossbeam's ArrayQueue), in
-# release mode and in their own target directory (loom changes what the
-# crate's atomics are). LOOM_MAX_PREEMPTIONS bounds the search so that the
-# run takes about a minute on two cores; raise it for a deeper search.
+# Runs the loom models where threads meet, through the code that runs:
+#   - fila-core: the doorbell the event loops wake each other with;
+#   - fila-store: the journal's publish / take / give-back and the writer's
+#     wake-up signal, and the wait for the log (an answer let go at its
+#     mark had its record synced);
+#   - fila-server: the hand-off between loops, receipt operations on one
+#     lease from two loops against the lease's end, through the posts, the
+#     mailbox and the shard host.
+# In release mode and in their own target directory (loom changes what the
+# crates' atomics and queues are: fila_core::sync). LOOM_MAX_PREEMPTIONS
+# bounds the search so that the run takes a minute or two on two cores;
+# raise it for a deeper search.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export RUSTFLAGS="--cfg loom ${RUSTFLAGS:-}"
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
-cargo test -p fila-core --release --locked --target-dir target/loom \
-  --test loom_doorbell
+common=(--release --locked --target-dir target/loom)
+cargo test -p fila-core "${common[@]}" --test loom_doorbell
+cargo test -p fila-store "${common[@]}" --lib loom_model
+cargo test -p fila-server "${common[@]}" --lib loom_model

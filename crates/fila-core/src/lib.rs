@@ -64,7 +64,7 @@ pub mod payload;
 mod receipt;
 pub mod ring;
 mod shard;
-mod sync;
+pub mod sync;
 mod types;
 pub mod wheel;
 

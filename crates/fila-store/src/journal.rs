@@ -16,15 +16,11 @@
 //! hands out a message of that shard waits for the log only while that
 //! buffer is not durable ([`crate::Marks::stored_pending`]).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
-use std::thread::Thread;
-
-use crossbeam_queue::{ArrayQueue, SegQueue};
 use crossbeam_utils::CachePadded;
 use fila_core::event::{Event, EventSink};
 
 use crate::codec::encode_event;
+use crate::sync::{AtomicBool, AtomicU64, Bounded, Fifo, Ordering, Thread, WriterCell};
 
 /// Empty buffers kept per shard for reuse: a shard publishes one buffer per
 /// call, so a batch of the writer's takes many; kept, they are reused by
@@ -38,8 +34,8 @@ const SPARE_BYTES_MAX: usize = 16 << 10;
 struct Lane {
     /// Published buffers, each with the latest insertion time (ms) of the
     /// messages it stores (0: none).
-    published: SegQueue<(Vec<u8>, u64)>,
-    spares: ArrayQueue<Vec<u8>>,
+    published: Fifo<(Vec<u8>, u64)>,
+    spares: Bounded<Vec<u8>>,
     /// Bytes published and not yet taken.
     buffered: AtomicU64,
     /// The number (counting the shard's publishes from 1) of the last
@@ -62,7 +58,7 @@ struct Lane {
 pub(crate) struct Journal {
     lanes: Box<[CachePadded<Lane>]>,
     signalled: AtomicBool,
-    writer: OnceLock<Thread>,
+    writer: WriterCell,
     /// A publish wakes the writer only once this many bytes wait (0: at
     /// every publish; a writer on an interval is woken when the backlog
     /// passes its mark, not only by its timer).
@@ -75,8 +71,8 @@ impl Journal {
             lanes: (0..shards)
                 .map(|_| {
                     CachePadded::new(Lane {
-                        published: SegQueue::new(),
-                        spares: ArrayQueue::new(SPARES),
+                        published: Fifo::new(),
+                        spares: Bounded::new(SPARES),
                         buffered: AtomicU64::new(0),
                         last_store: AtomicU64::new(0),
                         taken: AtomicU64::new(0),
@@ -87,11 +83,13 @@ impl Journal {
                 })
                 .collect(),
             signalled: AtomicBool::new(false),
-            writer: OnceLock::new(),
+            writer: WriterCell::new(),
             wake_at,
         }
     }
 
+    // (Under loom only the models set it.)
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn set_writer(&self, thread: Thread) {
         let _ = self.writer.set(thread);
     }
@@ -247,5 +245,100 @@ impl EventSink for ShardSink {
                 t.unpark();
             }
         }
+    }
+}
+
+/// Loom models of the journal as a shard's thread and the writer use it,
+/// through the code above (`crate::sync` puts its atomics, queues and the
+/// writer's handle under loom). Run with `scripts/loom.sh`.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use std::sync::Arc;
+
+    use fila_core::event::{Event, EventSink, MessageView, Spot};
+    use loom::sync::atomic::AtomicBool;
+    use loom::thread;
+
+    use super::*;
+
+    fn stored(seq: u64, inserted_at_ms: u64) -> Event<'static> {
+        Event::Stored {
+            message: MessageView {
+                at: Spot {
+                    queue: 1,
+                    dlq: false,
+                    seq,
+                },
+                id: None,
+                payload: b"x",
+                attributes: None,
+                channel: None,
+                inserted_at_ms,
+                visible_at_ms: inserted_at_ms,
+                expires_at_ms: u64::MAX,
+                delivery_count: 0,
+                dead_letter: None,
+            },
+            from: None,
+        }
+    }
+
+    /// A shard publishes two buffers (a put each) while the writer clears
+    /// its signal, takes what is published, gives the buffers back and
+    /// completes its batch, parking when it was not signalled. In every
+    /// interleaving: no publish is left without a wake-up (a writer parked
+    /// for ever is a loom deadlock), every record arrives, the buffers all
+    /// come back, and a message the shard finds no longer pending was made
+    /// durable first.
+    #[test]
+    fn no_record_waits_unseen_and_nothing_is_durable_before_its_batch() {
+        loom::model(|| {
+            let journal = Arc::new(Journal::new(1, 0));
+            // Set by the writer once a batch holding the first put is
+            // synced, before it says the batch is durable.
+            let first_synced = Arc::new(AtomicBool::new(false));
+            let writer = {
+                let (journal, first_synced) = (journal.clone(), first_synced.clone());
+                thread::spawn(move || {
+                    let mut records = 0;
+                    while records < 2 {
+                        let signalled = journal.take_signal();
+                        journal.take(0, |data| records += entries(data).count());
+                        if records > 0 {
+                            first_synced.store(true, Ordering::Release);
+                        }
+                        journal.batch_durable();
+                        if records < 2 && !signalled {
+                            thread::park();
+                        }
+                    }
+                    records
+                })
+            };
+            journal.set_writer(writer.thread().clone());
+            let mut sink = ShardSink {
+                journal: journal.clone(),
+                shard: 0,
+                local: Vec::new(),
+                published: 0,
+                stored_at: 0,
+            };
+            sink.record(&stored(1, 10));
+            sink.publish();
+            // The shard hands the message out only once it is not pending:
+            // then its batch must be synced.
+            if !journal.pending_since(0, 10) {
+                assert!(
+                    first_synced.load(Ordering::Acquire),
+                    "a message was handed out as durable before its batch was synced"
+                );
+            }
+            sink.record(&stored(2, 20));
+            sink.publish();
+            assert_eq!(writer.join().unwrap(), 2);
+            assert!(!journal.stored_pending(0), "every buffer taken is durable");
+            assert_eq!(journal.buffered(), 0);
+            assert!(journal.is_empty());
+        });
     }
 }

@@ -39,6 +39,7 @@ pub mod codec;
 mod journal;
 pub mod replay;
 mod store;
+mod sync;
 
 pub use store::{check, Hooks, Marks, Recovery, Source, Store, StoreOptions, SyncMode, FLUSH_MARK};
 

@@ -11,7 +11,6 @@
 //! even when the records were taken by the batch before (it is then empty
 //! and syncs nothing).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -26,6 +25,7 @@ use crate::codec::{
 };
 use crate::journal::{entries, Journal, ShardSink};
 use crate::replay::Replay;
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::Error;
 
 /// What the writer snapshots: the engine, or whatever owns its shards.
@@ -276,7 +276,14 @@ impl Marks {
     /// handled; the answer may go once [`Marks::durable`] reaches it. The
     /// writer is woken if it is idle, so that batch comes.
     pub fn mark(&self) -> u64 {
-        let mark = self.0.started.load(Ordering::SeqCst) + 1;
+        // A read-modify-write, not a load: the writer's numbering of its
+        // next batch (an RMW on the same count, later in its order) then
+        // reads from it, so what this thread published before (the
+        // answer's records) is seen by that batch's take. A plain load
+        // gives no such edge: loom found a batch that missed the records
+        // while the mark it was read for said they were in
+        // (`loom_model` below).
+        let mark = self.0.started.fetch_add(0, Ordering::SeqCst) + 1;
         self.0.journal.ensure_batch();
         mark
     }
@@ -451,6 +458,9 @@ impl<S: Storage + 'static> Store<S> {
             .name("fila-wal-writer".into())
             .spawn(move || writer.run())
             .map_err(|source| Error::Thread { source })?;
+        // (Under loom only the journal's own model runs: the store's
+        // writer is a std thread the model does not know.)
+        #[cfg(not(loom))]
         shared.journal.set_writer(handle.thread().clone());
         Ok((
             Store {
@@ -894,5 +904,87 @@ impl<S: Storage> Writer<S> {
                 return;
             }
         }
+    }
+}
+
+/// Loom model of the wait for the log, through the marks and the journal:
+/// a shard's thread publishes a record and holds the answer on a mark
+/// (`Marks::mark`) while the writer runs batches as `commit_batch` does
+/// (number the batch, take every published buffer, sync, make it durable).
+/// In every interleaving, an answer let go because its mark is durable
+/// (`Marks::durable`) had its record synced first. Run with
+/// `scripts/loom.sh`.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use fila_core::event::{Event, EventSink, Spot};
+    use loom::sync::atomic::AtomicBool as Flag;
+    use loom::thread;
+
+    use super::*;
+
+    #[test]
+    fn an_answer_let_go_at_its_mark_has_its_record_synced() {
+        loom::model(|| {
+            let engine = Arc::new(Engine::new(1, Arc::new(fila_core::ManualClock::new(1_000))));
+            let shared = Arc::new(Shared {
+                journal: Arc::new(Journal::new(1, 0)),
+                started: AtomicU64::new(0),
+                completed: AtomicU64::new(0),
+                snapshot_asked: AtomicBool::new(false),
+                snapshots: AtomicU64::new(0),
+                stop: AtomicBool::new(false),
+                failed: AtomicBool::new(false),
+                totals: engine.totals(),
+                source: engine,
+            });
+            let synced = Arc::new(Flag::new(false));
+            let writer = {
+                let (shared, synced) = (shared.clone(), synced.clone());
+                thread::spawn(move || {
+                    // Two batches, as `commit_batch` runs them.
+                    for _ in 0..2 {
+                        let number = shared.started.fetch_add(1, Ordering::SeqCst) + 1;
+                        let mut took = false;
+                        shared
+                            .journal
+                            .take(0, |data| took |= entries(data).count() > 0);
+                        if took {
+                            synced.store(true, Ordering::Release);
+                        }
+                        shared.journal.batch_durable();
+                        shared.completed.store(number, Ordering::SeqCst);
+                    }
+                })
+            };
+            let mut sink = ShardSink {
+                journal: shared.journal.clone(),
+                shard: 0,
+                local: Vec::new(),
+                published: 0,
+                stored_at: 0,
+            };
+            // A delete, say: a record, published after the call.
+            sink.record(&Event::Removed {
+                at: Spot {
+                    queue: 1,
+                    dlq: false,
+                    seq: 1,
+                },
+            });
+            sink.publish();
+            let marks = Marks(shared.clone());
+            let mark = marks.mark();
+            // The loop looks before it sleeps, and again once woken.
+            for _ in 0..2 {
+                if marks.durable() >= mark {
+                    assert!(
+                        synced.load(Ordering::Acquire),
+                        "an answer was let go at mark {mark} before its record was synced"
+                    );
+                }
+                thread::yield_now();
+            }
+            writer.join().unwrap();
+        });
     }
 }

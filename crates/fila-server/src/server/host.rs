@@ -117,6 +117,12 @@ impl ShardHost {
         }
     }
 
+    /// The owner, for the loom model's checks.
+    #[cfg(all(test, loom))]
+    pub(in crate::server) fn owner_for_model(&mut self) -> &mut Owner {
+        &mut self.owner
+    }
+
     /// The next answer for one of this loop's connections.
     pub(in crate::server) fn next_local(&mut self) -> Option<(Route, Done)> {
         self.local.pop_front()

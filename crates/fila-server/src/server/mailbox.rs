@@ -27,9 +27,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use fila_core::doorbell::Doorbell;
+use fila_core::sync::Bounded;
 use fila_core::Transit;
 use mio::net::TcpStream;
 use mio::Waker;
@@ -89,7 +89,7 @@ pub(in crate::server) enum Msg {
 
 /// What other threads see of one loop.
 pub(in crate::server) struct LoopShared {
-    mailbox: ArrayQueue<Msg>,
+    mailbox: Bounded<Msg>,
     /// Set while the loop is about to block in poll: only then is it woken
     /// (an eventfd write) after a push.
     doorbell: CachePadded<Doorbell>,
@@ -115,7 +115,7 @@ impl Loops {
             wakers
                 .into_iter()
                 .map(|waker| LoopShared {
-                    mailbox: ArrayQueue::new(MAILBOX_CAPACITY),
+                    mailbox: Bounded::new(MAILBOX_CAPACITY),
                     doorbell: CachePadded::new(Doorbell::new()),
                     waker,
                     drained: AtomicBool::new(false),

@@ -45,6 +45,8 @@ mod durable;
 mod front;
 mod host;
 mod log_wait;
+#[cfg(all(test, loom))]
+mod loom_model;
 mod mailbox;
 mod spin;
 mod view;
