@@ -12,8 +12,11 @@
 //!   that shard; there is no global lock.
 //! * An [`Owner`] holds the shards one thread owns ([`Engine::into_owners`]):
 //!   its calls take `&mut self`, run at most a budget of due timers first
-//!   ([`Owner::advance`] runs the rest between turns), and leave dead
-//!   letters for other owners' shards in [`Owner::take_transit`].
+//!   ([`Owner::advance`] runs the rest between turns), leave dead
+//!   letters for other owners' shards in [`Owner::take_transit`] and
+//!   completed parked receives in [`Owner::take_completions`], and count
+//!   the changes they logged ([`Owner::changes`]: an answer waits for the
+//!   log exactly when its call made one).
 //! * A [`Shard`] keeps its messages in a slab of compact records, each with a
 //!   [`lease::StateWord`] (state, lease generation, delivery count) that only
 //!   its transitions change. A [`Receipt`] carries the generation, so a
@@ -25,7 +28,9 @@
 //!   round-robin across channels. One thread at a time touches a shard, so
 //!   the ring and the state word are plain data; the only lock-free protocol
 //!   of the crate is the [`doorbell::Doorbell`] event loops wake each other
-//!   by (loom-checked).
+//!   by (loom-checked). [`sync`] is the one switch between `std` and `loom`
+//!   for what other crates share between threads too (the store's journal,
+//!   the server's mailboxes).
 //! * One [`wheel::TimingWheel`] per shard holds lease ends, delays and
 //!   schedules, expiries, redrive ticks and long-poll deadlines.
 //! * Time comes from a [`Clock`]; tests use [`ManualClock`] and never sleep.

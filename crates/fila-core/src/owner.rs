@@ -8,8 +8,8 @@
 //! same calls.
 //!
 //! What a call produced for others is left for the caller to hand on:
-//! parked receives it completed ([`Owner::take_completions`], to be
-//! notified outside any lock) and dead letters bound for a queue of a
+//! parked receives it completed ([`Owner::take_completions`]: a `Notify`
+//! to call outside any lock, or a completion reported under its `WaitId`) and dead letters bound for a queue of a
 //! shard this owner does not hold ([`Owner::take_transit`]). Dead letters
 //! between two shards of the same owner are delivered at once.
 //!

@@ -1,6 +1,9 @@
 //! # fila-server: the network front end
 //!
-//! fila-server owns the mio event loops and the connection state machines,
+//! fila-server owns the mio event loops — each the front end (connections
+//! as state machines), the shard host (the shards it owns) and the log wait
+//! (answers held for the log), reached by other threads only through its
+//! one bounded mailbox — and the table of operations (`ops.rs`),
 //! the configuration (embedded defaults, a TOML file, flags), access control
 //! (tokens with send / receive / manage permissions per queue name or
 //! prefix), the Prometheus metrics endpoint, and the `fila-server` binary.
@@ -12,8 +15,8 @@
 //!
 //! With a log (`sync = always` or `interval`, docs/durability.md) it opens
 //! and locks the data directory, recovers it into the engine before it
-//! listens, and holds each answer that changed something until the log is
-//! durable up to it (`fila-store` does the logging).
+//! listens, and (with `always`) holds each answer whose call logged a change
+//! until the log is durable up to it (`fila-store` does the logging).
 //!
 //! It also owns every limit a client meets on the way in: connections,
 //! frame size (smaller before authentication), work per turn of an event

@@ -82,7 +82,8 @@ struct Shared {
     alive: Arc<AtomicU64>,
     /// The log's marks, when there is a log.
     marks: Option<fila_store::Marks>,
-    /// Answers that changed something wait for the log (`sync = always`).
+    /// Answers to calls that logged a change wait for the log (`sync =
+    /// always`).
     hold: bool,
     /// The log failed: why (the server stops).
     fatal: Arc<Mutex<Option<String>>>,
