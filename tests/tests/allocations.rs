@@ -73,6 +73,7 @@ fn allocations_through_the_server_do_not_grow_with_the_messages_of_a_request() {
         c.event_loops = 1;
         c.shards = 1;
         c.metrics_listen = None;
+        c.sqs_listen = None;
         c.sync = fila_server::Sync::None;
     });
     let mut client = s.client();

@@ -39,6 +39,9 @@ pub struct Config {
     pub listen: SocketAddr,
     /// The metrics endpoint's address; `None` turns it off.
     pub metrics_listen: Option<SocketAddr>,
+    /// The SQS-compatible HTTP API's address (docs/sqs.md); `None` turns
+    /// it off.
+    pub sqs_listen: Option<SocketAddr>,
     /// Engine shards (one per core by default).
     pub shards: usize,
     /// Event loop threads (one per core by default).
@@ -151,6 +154,7 @@ impl Default for Config {
         Config {
             listen: "127.0.0.1:7700".parse().expect("literal"),
             metrics_listen: Some("127.0.0.1:7701".parse().expect("literal")),
+            sqs_listen: Some("127.0.0.1:9324".parse().expect("literal")),
             shards: cores(),
             event_loops: cores(),
             max_connections: 10_000,
@@ -181,6 +185,7 @@ impl Default for Config {
 struct FileConfig {
     listen: Option<String>,
     metrics_listen: Option<String>,
+    sqs_listen: Option<String>,
     shards: Option<usize>,
     event_loops: Option<usize>,
     max_connections: Option<usize>,
@@ -258,6 +263,9 @@ impl Config {
             self.listen = addr("listen", &v)?.ok_or_else(|| {
                 ConfigError::Invalid("listen: the server needs an address".into())
             })?;
+        }
+        if let Some(v) = f.sqs_listen {
+            self.sqs_listen = addr("sqs_listen", &v)?;
         }
         if let Some(v) = f.metrics_listen {
             self.metrics_listen = addr("metrics_listen", &v)?;
@@ -373,6 +381,10 @@ impl Config {
                 "--metrics-listen" => {
                     let v = value("--metrics-listen")?;
                     self.metrics_listen = addr("--metrics-listen", &v)?;
+                }
+                "--sqs-listen" => {
+                    let v = value("--sqs-listen")?;
+                    self.sqs_listen = addr("--sqs-listen", &v)?;
                 }
                 "--shards" => self.shards = number("--shards", value("--shards")?)? as usize,
                 "--event-loops" => {
@@ -545,6 +557,13 @@ impl Config {
                 )));
             }
         }
+        if self.tokens.is_empty() {
+            if let Some(a) = self.sqs_listen.filter(|a| !a.ip().is_loopback()) {
+                return Err(ConfigError::Invalid(format!(
+                    "sqs_listen {a}: without tokens the SQS API listens on loopback only (add [[tokens]] to the config)"
+                )));
+            }
+        }
         if self.tokens.is_empty() && !self.listen.ip().is_loopback() {
             return Err(ConfigError::Invalid(format!(
                 "listen {}: without tokens the server listens on loopback only (add [[tokens]] to the config)",
@@ -561,12 +580,15 @@ fila-server: the fila message-queue server
 
 usage: fila-server [--config FILE] [flags]
 
-With no arguments it listens on 127.0.0.1:7700 (metrics on 127.0.0.1:7701)
-with one shard and one event loop per core. Flags override the file.
+With no arguments it listens on 127.0.0.1:7700 (the SQS-compatible API on
+127.0.0.1:9324, metrics on 127.0.0.1:7701) with one shard and one event
+loop per core. Flags override the file.
 
   --config FILE             TOML file (keys as the flags, with underscores)
   --listen ADDR             protocol address        [127.0.0.1:7700]
   --metrics-listen ADDR     Prometheus /metrics, or \"off\" [127.0.0.1:7701]
+  --sqs-listen ADDR         the SQS-compatible HTTP API, or \"off\"
+                            [127.0.0.1:9324]
   --shards N                engine shards           [cores]
   --event-loops N           event loop threads      [cores]
   --max-connections N       open connections        [10000]

@@ -40,11 +40,13 @@ fn data_home() -> std::path::PathBuf {
     dir
 }
 
-const ARGS: [&str; 8] = [
+const ARGS: [&str; 10] = [
     "--listen",
     "127.0.0.1:0",
     "--metrics-listen",
     "off",
+    "--sqs-listen",
+    "127.0.0.1:0",
     "--shards",
     "2",
     "--event-loops",

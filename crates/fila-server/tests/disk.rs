@@ -140,11 +140,13 @@ fn start(mut cmd: Command) -> Result<Running, String> {
     }
 }
 
-const ARGS: [&str; 8] = [
+const ARGS: [&str; 10] = [
     "--listen",
     "127.0.0.1:0",
     "--metrics-listen",
     "off",
+    "--sqs-listen",
+    "127.0.0.1:0",
     "--shards",
     "2",
     "--event-loops",

@@ -103,7 +103,7 @@ pub(super) fn open(
     let wake = {
         let loops = loops.clone();
         move || {
-            for index in 0..loops.len() {
+            for index in 0..loops.endpoints() {
                 if loops.get(index).waiting_for_log.load(Ordering::SeqCst) {
                     loops.wake(index);
                 }
@@ -119,7 +119,7 @@ pub(super) fn open(
                 "the log failed, nothing more can be acknowledged: {e}"
             ));
             stopping.store(true, Ordering::Release);
-            for index in 0..loops.len() {
+            for index in 0..loops.endpoints() {
                 loops.wake(index);
             }
         }

@@ -79,6 +79,44 @@ pub(in crate::server) struct ListJob {
     left: usize,
 }
 
+impl ListJob {
+    /// A list of queues for `route` (a `ListQueues` request), to visit
+    /// every loop from loop 0 up, or from the loop that starts it.
+    pub(in crate::server) fn new(
+        shared: &Shared,
+        route: Route,
+        req: Request,
+        token: Option<TokenId>,
+    ) -> Option<Box<ListJob>> {
+        let Request::ListQueues {
+            prefix,
+            after,
+            limit,
+        } = req
+        else {
+            return None;
+        };
+        let limit = match usize::from(limit) {
+            0 => dispatch::LIST_PAGE_MAX,
+            n => n.min(dispatch::LIST_PAGE_MAX),
+        };
+        // A token lists only what it may see (and so pages over it: the
+        // cursor is always a name it may see).
+        let ranges = match token {
+            Some(token) => shared.config.tokens.visible_ranges(token, &prefix),
+            None => vec![auth::Range::all(&prefix)],
+        };
+        Some(Box::new(ListJob {
+            route,
+            ranges,
+            after,
+            limit,
+            names: Vec::new(),
+            left: shared.loops.owners(),
+        }))
+    }
+}
+
 /// What became of a request at its shard's owner.
 pub(in crate::server) enum Done {
     /// The answer, and whether the call logged a change (then it waits
@@ -143,7 +181,7 @@ impl ShardHost {
 
     /// The loop that owns shard `shard`.
     fn owner_of(&self, shard: usize) -> usize {
-        fila_core::owner_of_shard(shard, self.shared.loops.len())
+        fila_core::owner_of_shard(shard, self.shared.loops.owners())
     }
 
     fn owner_of_queue(&self, name: &str) -> usize {
@@ -380,35 +418,9 @@ impl ShardHost {
         token: Option<TokenId>,
         post: &mut Post,
     ) {
-        let Request::ListQueues {
-            prefix,
-            after,
-            limit,
-        } = req
-        else {
-            return;
-        };
-        let limit = match usize::from(limit) {
-            0 => dispatch::LIST_PAGE_MAX,
-            n => n.min(dispatch::LIST_PAGE_MAX),
-        };
-        // A token lists only what it may see (and so pages over it: the
-        // cursor is always a name it may see).
-        let ranges = match token {
-            Some(token) => self.shared.config.tokens.visible_ranges(token, &prefix),
-            None => vec![auth::Range::all(&prefix)],
-        };
-        self.visit_list(
-            Box::new(ListJob {
-                route,
-                ranges,
-                after,
-                limit,
-                names: Vec::new(),
-                left: self.shared.loops.len(),
-            }),
-            post,
-        );
+        if let Some(list) = ListJob::new(&self.shared, route, req, token) {
+            self.visit_list(list, post);
+        }
     }
 
     fn visit_list(&mut self, mut list: Box<ListJob>, post: &mut Post) {
@@ -433,7 +445,7 @@ impl ShardHost {
         }
         list.left -= 1;
         if list.left > 0 {
-            let next = (self.index + 1) % self.shared.loops.len();
+            let next = (self.index + 1) % self.shared.loops.owners();
             post.send(next, Msg::List(list));
             return;
         }

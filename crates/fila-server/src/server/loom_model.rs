@@ -130,7 +130,7 @@ fn receipt_operations_from_two_loops_and_the_lease_end_are_served_in_one_order()
             .iter()
             .map(|p| Arc::new(Waker::new(p.registry(), WAKER).unwrap()))
             .collect();
-        let loops = Loops::new(wakers);
+        let loops = Loops::new(wakers, Vec::new());
         let shared = shared_for(loops.clone(), totals);
         let queue = proto::QueueRef {
             name: "q".into(),

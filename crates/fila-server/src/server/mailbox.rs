@@ -93,7 +93,7 @@ pub(in crate::server) struct LoopShared {
     /// Set while the loop is about to block in poll: only then is it woken
     /// (an eventfd write) after a push.
     doorbell: CachePadded<Doorbell>,
-    waker: Arc<Waker>,
+    waker: Wake,
     /// Nothing of this loop is in progress while the server stops: the
     /// loops stop together, since each owns shards the others need.
     pub(in crate::server) drained: AtomicBool,
@@ -104,16 +104,48 @@ pub(in crate::server) struct LoopShared {
     pub(in crate::server) unauthenticated: AtomicU64,
 }
 
-/// The one handle to every loop.
+/// How an endpoint is woken: an event loop's poll, or a task of another
+/// front end's runtime (the SQS gateway's).
+pub(in crate::server) enum Wake {
+    Poll(Arc<Waker>),
+    Task(Arc<tokio::sync::Notify>),
+}
+
+impl Wake {
+    fn wake(&self) {
+        match self {
+            Wake::Poll(w) => {
+                let _ = w.wake();
+            }
+            Wake::Task(n) => n.notify_one(),
+        }
+    }
+}
+
+/// The one handle to every loop, and to the gateways (front ends that own
+/// no shard, as the SQS listener) that send them requests: each has a
+/// mailbox, numbered after the loops.
 #[derive(Clone)]
-pub(in crate::server) struct Loops(Arc<[LoopShared]>);
+pub(in crate::server) struct Loops {
+    all: Arc<[LoopShared]>,
+    /// The event loops (they own the shards): the first `owners`.
+    owners: usize,
+}
 
 impl Loops {
-    /// One loop for each waker.
-    pub(in crate::server) fn new(wakers: Vec<Arc<Waker>>) -> Loops {
-        Loops(
-            wakers
-                .into_iter()
+    /// One event loop for each of `wakers`, then one gateway for each of
+    /// `gateways`.
+    pub(in crate::server) fn new(
+        wakers: Vec<Arc<Waker>>,
+        gateways: Vec<Arc<tokio::sync::Notify>>,
+    ) -> Loops {
+        let owners = wakers.len();
+        let wakes = wakers
+            .into_iter()
+            .map(Wake::Poll)
+            .chain(gateways.into_iter().map(Wake::Task));
+        Loops {
+            all: wakes
                 .map(|waker| LoopShared {
                     mailbox: Bounded::new(MAILBOX_CAPACITY),
                     doorbell: CachePadded::new(Doorbell::new()),
@@ -123,25 +155,34 @@ impl Loops {
                     unauthenticated: AtomicU64::new(0),
                 })
                 .collect(),
-        )
+            owners,
+        }
     }
 
-    /// How many loops there are.
-    pub(in crate::server) fn len(&self) -> usize {
-        self.0.len()
+    /// How many event loops there are (shard `i` is loop `i mod owners`).
+    pub(in crate::server) fn owners(&self) -> usize {
+        self.owners
+    }
+
+    /// Every endpoint: the loops, then the gateways.
+    pub(in crate::server) fn endpoints(&self) -> usize {
+        self.all.len()
     }
 
     pub(in crate::server) fn get(&self, index: usize) -> &LoopShared {
-        &self.0[index]
+        &self.all[index]
     }
 
+    /// Every endpoint: the loops, then the gateways (the loops stop
+    /// together with the gateways, which have requests at their shards).
     pub(in crate::server) fn iter(&self) -> impl Iterator<Item = &LoopShared> {
-        self.0.iter()
+        self.all.iter()
     }
 
-    /// Wakes loop `index` whatever it is doing (a stop, a durable batch).
+    /// Wakes endpoint `index` whatever it is doing (a stop, a durable
+    /// batch).
     pub(in crate::server) fn wake(&self, index: usize) {
-        let _ = self.0[index].waker.wake();
+        self.all[index].waker.wake();
     }
 
     /// Pushes `msg` to loop `dest` from a thread that is not a loop,
@@ -153,11 +194,11 @@ impl Loops {
         mut msg: Msg,
         deadline: Instant,
     ) -> bool {
-        let l = &self.0[dest];
+        let l = &self.all[dest];
         loop {
             match l.mailbox.push(msg) {
                 Ok(()) => {
-                    let _ = l.waker.wake();
+                    l.waker.wake();
                     return true;
                 }
                 Err(back) if Instant::now() < deadline => {
@@ -206,7 +247,7 @@ pub(in crate::server) struct Post {
 impl Post {
     /// Loop `index`'s post.
     pub(in crate::server) fn new(index: usize, loops: Loops) -> Post {
-        let n = loops.len();
+        let n = loops.endpoints();
         Post {
             index,
             loops,

@@ -49,6 +49,7 @@ mod log_wait;
 mod loom_model;
 mod mailbox;
 mod spin;
+mod sqs;
 mod view;
 
 pub use crate::limits::{
@@ -136,6 +137,7 @@ pub struct Server {
     shared: Arc<Shared>,
     threads: Vec<std::thread::JoinHandle<()>>,
     metrics: Option<MetricsEndpoint>,
+    sqs: Option<sqs::SqsListener>,
 }
 
 /// Stops a server from another thread (a signal handler's, a test's).
@@ -151,7 +153,7 @@ impl StopHandle {
         if !self.shared.stopping.swap(true, Ordering::AcqRel) {
             info!("shutting down");
         }
-        for index in 0..self.shared.loops.len() {
+        for index in 0..self.shared.loops.endpoints() {
             self.shared.loops.wake(index);
         }
     }
@@ -176,6 +178,13 @@ impl Server {
             source,
         })?;
         // The loops' wakers exist before the log, whose writer wakes them.
+        let sqs_listener = match config.sqs_listen {
+            Some(addr) => Some(
+                sqs::SqsListener::bind(addr)
+                    .map_err(|source| StartError::Listen { addr, source })?,
+            ),
+            None => None,
+        };
         let mut polls = Vec::new();
         let mut wakers = Vec::new();
         for _ in 0..config.event_loops {
@@ -183,7 +192,11 @@ impl Server {
             wakers.push(Arc::new(Waker::new(poll.registry(), WAKER)?));
             polls.push(poll);
         }
-        let loops = Loops::new(wakers);
+        // The SQS gateway is the endpoint after the loops.
+        let sqs_notify = sqs_listener
+            .as_ref()
+            .map(|_| Arc::new(tokio::sync::Notify::new()));
+        let loops = Loops::new(wakers, sqs_notify.iter().cloned().collect());
         let fatal: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
         let stopping = Arc::new(AtomicBool::new(false));
         // Once recovered, the loops own the shards: the log writer and the
@@ -256,8 +269,18 @@ impl Server {
                     .spawn(move || l.run())?,
             );
         }
+        let sqs = match (sqs_listener, sqs_notify) {
+            (Some(l), Some(notify)) => Some(sqs::SqsListener::start(
+                l,
+                config.event_loops,
+                notify,
+                shared.clone(),
+            )?),
+            _ => None,
+        };
         info!(
             listen = %local_addr,
+            sqs = ?sqs.as_ref().map(|s| s.addr()),
             metrics = ?metrics_endpoint.as_ref().map(|m| m.addr()),
             shards = config.shards,
             event_loops = config.event_loops,
@@ -271,12 +294,18 @@ impl Server {
             shared,
             threads,
             metrics: metrics_endpoint,
+            sqs,
         })
     }
 
     /// The protocol's address (the real port when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The SQS API's address (the real port when 0 was asked for).
+    pub fn sqs_addr(&self) -> Option<SocketAddr> {
+        self.sqs.as_ref().map(|s| s.addr())
     }
 
     /// The metrics endpoint's address.
@@ -335,6 +364,9 @@ impl Server {
     fn join_all(&mut self) {
         for l in self.threads.drain(..) {
             let _ = l.join();
+        }
+        if let Some(s) = self.sqs.as_mut() {
+            s.join();
         }
         if let Some(m) = self.metrics.as_mut() {
             m.stop();
@@ -454,7 +486,7 @@ impl Loop {
         self.post.clear();
         self.shared.alive.fetch_sub(1, Ordering::AcqRel);
         // The others may be waiting for this loop's word to stop.
-        for index in 0..self.shared.loops.len() {
+        for index in 0..self.shared.loops.endpoints() {
             self.shared.loops.wake(index);
         }
         debug!(index = self.index, "event loop stopped");

@@ -91,13 +91,13 @@ impl LoopsView {
     /// Sends `msg()` to every loop, each within the gathering deadline;
     /// `false` when one's mailbox stayed full.
     fn ask(&self, msg: impl Fn() -> Msg, deadline: Instant) -> bool {
-        (0..self.loops.len()).all(|dest| self.loops.push_within(dest, msg(), deadline))
+        (0..self.loops.owners()).all(|dest| self.loops.push_within(dest, msg(), deadline))
     }
 }
 
 impl fila_store::Source for LoopsView {
     fn quiesce(&self, during: &mut dyn FnMut()) -> bool {
-        let n = self.loops.len();
+        let n = self.loops.owners();
         let pause = Arc::new(Pause::new());
         let deadline = Instant::now() + GATHER_DEADLINE;
         let all_in = self.ask(|| Msg::Pause(pause.clone()), deadline) && {
@@ -139,7 +139,7 @@ impl fila_store::Source for LoopsView {
         }
         // The loop that owns the shard takes the piece between two of its
         // turns: the others go on.
-        let owner = fila_core::owner_of_shard(cursor.shard, self.loops.len());
+        let owner = fila_core::owner_of_shard(cursor.shard, self.loops.owners());
         let (reply, answer) = std::sync::mpsc::channel();
         let ask = Msg::Export(ExportAsk {
             cursor: cursor.clone(),
@@ -185,7 +185,7 @@ impl crate::metrics::EngineView for LoopsView {
         );
         drop(reply);
         let mut all = Vec::new();
-        for _ in 0..self.loops.len() {
+        for _ in 0..self.loops.owners() {
             let left = deadline.saturating_duration_since(Instant::now());
             match answers.recv_timeout(left) {
                 Ok(mut part) => all.append(&mut part),

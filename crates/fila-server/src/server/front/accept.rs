@@ -85,7 +85,7 @@ impl FrontEnd {
             .metrics
             .connections
             .fetch_add(1, Ordering::Relaxed);
-        let target = self.next_peer % self.shared.loops.len();
+        let target = self.next_peer % self.shared.loops.owners();
         self.next_peer += 1;
         if target == self.index {
             self.adopt(stream, peer, back);

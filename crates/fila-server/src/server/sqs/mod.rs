@@ -1,0 +1,378 @@
+//! The SQS-compatible HTTP API: a second front end beside the binary one.
+//!
+//! One thread runs a single-threaded tokio runtime with hyper's HTTP/1.1
+//! server (keep-alive, one request at a time per connection). A request of
+//! the AWS JSON 1.0 protocol (`POST /`, `X-Amz-Target:
+//! AmazonSQS.<Operation>`) becomes one or more requests of the binary
+//! protocol's kind, which go to the shards' owners by the same path a
+//! binary request takes (`gateway.rs`); the answers become the SQS API's.
+//! docs/sqs.md is the user's reference.
+//!
+//! Limits, per connection: a request head of at most [`HEAD_BYTES_MAX`]
+//! and [`HEADERS_MAX`] headers, sent within [`HEAD_SECS`]; a body of at
+//! most [`BODY_BYTES_MAX`], sent within [`BODY_SECS`]; a connection idle
+//! for [`IDLE_SECS`] between requests is closed. Connections count against
+//! `max_connections` with the binary protocol's; past it a newcomer gets
+//! one `ServiceUnavailable` answer and is closed.
+
+use std::cell::Cell;
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::HeaderValue;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::sync::Notify;
+use tracing::{debug, warn};
+
+use super::Shared;
+
+mod actions;
+mod attrs;
+mod error;
+mod gateway;
+
+use error::{Kind, SqsError};
+use gateway::Gateway;
+
+/// The most bytes of a request's head.
+pub const HEAD_BYTES_MAX: usize = 16 << 10;
+/// The most headers of a request.
+pub const HEADERS_MAX: usize = 64;
+/// How long a client has to send a request's head.
+pub const HEAD_SECS: u64 = 10;
+/// The most bytes of a request's body: two of the largest messages and
+/// room for their attributes, as JSON.
+pub const BODY_BYTES_MAX: usize = 4 << 20;
+/// How long a client has to send a request's body.
+pub const BODY_SECS: u64 = 10;
+/// How long a keep-alive connection may stay idle between requests.
+pub const IDLE_SECS: u64 = 60;
+/// The bytes of messages one receive may carry at most.
+const ANSWER_ROOM: usize = 8 << 20;
+
+/// The running SQS listener.
+pub(in crate::server) struct SqsListener {
+    addr: SocketAddr,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SqsListener {
+    /// Binds `addr` (so a refused address fails the start).
+    pub(in crate::server) fn bind(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+        let l = std::net::TcpListener::bind(addr)?;
+        l.set_nonblocking(true)?;
+        Ok(l)
+    }
+
+    /// Serves `listener` on a thread of its own; the gateway is endpoint
+    /// `index` of the loops' post, woken through `notify`.
+    pub(in crate::server) fn start(
+        listener: std::net::TcpListener,
+        index: usize,
+        notify: Arc<Notify>,
+        shared: Arc<Shared>,
+    ) -> io::Result<SqsListener> {
+        let addr = listener.local_addr()?;
+        let thread = std::thread::Builder::new()
+            .name("fila-sqs".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_io()
+                    .enable_time()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        warn!(error = %e, "the SQS listener's runtime did not start");
+                        return;
+                    }
+                };
+                let local = tokio::task::LocalSet::new();
+                local.block_on(&rt, serve(listener, index, notify, shared));
+            })?;
+        Ok(SqsListener {
+            addr,
+            thread: Some(thread),
+        })
+    }
+
+    /// The address it listens on.
+    pub(in crate::server) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Waits for its thread (once the server stops).
+    pub(in crate::server) fn join(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Accepts and serves connections until the server stops and what is in
+/// progress is answered.
+async fn serve(
+    listener: std::net::TcpListener,
+    index: usize,
+    notify: Arc<Notify>,
+    shared: Arc<Shared>,
+) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            warn!(error = %e, "the SQS listener could not take its socket");
+            return;
+        }
+    };
+    let gateway = Rc::new(Gateway::new(index, shared.clone(), notify));
+    tokio::task::spawn_local(gateway.clone().mail());
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut stop_deadline: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            accepted = listener.accept(), if stop_deadline.is_none() => match accepted {
+                Ok((stream, peer)) => take_in(&gateway, stream, peer),
+                Err(e) => {
+                    // Out of descriptors or a transient failure: try again
+                    // shortly.
+                    warn!(error = %e, "SQS accept failed; retrying in 50 ms");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = tick.tick() => {}
+        }
+        if shared.stopping.load(Ordering::Acquire) {
+            let deadline = *stop_deadline.get_or_insert_with(|| {
+                gateway.end_parked();
+                Instant::now() + Duration::from_secs(shared.config.shutdown_grace_secs)
+            });
+            if gateway.in_progress() == 0 || Instant::now() >= deadline {
+                break;
+            }
+        }
+    }
+    shared
+        .loops
+        .get(index)
+        .drained
+        .store(true, Ordering::SeqCst);
+    debug!("SQS listener stopped");
+}
+
+/// One accepted connection: counted and served, or refused past
+/// max_connections.
+fn take_in(gateway: &Rc<Gateway>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+    let shared = &gateway.shared;
+    let open = shared.connections.load(Ordering::Acquire);
+    if open as usize >= shared.config.max_connections {
+        shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+        debug!(%peer, "SQS connection refused: max_connections reached");
+        tokio::task::spawn_local(refuse(stream, shared.config.max_connections));
+        return;
+    }
+    shared.connections.fetch_add(1, Ordering::AcqRel);
+    shared.metrics.accepted.fetch_add(1, Ordering::Relaxed);
+    shared.metrics.connections.fetch_add(1, Ordering::Relaxed);
+    let _ = stream.set_nodelay(true);
+    tokio::task::spawn_local(connection(gateway.clone(), stream, peer));
+}
+
+/// Answers a connection past max_connections with one error, then closes.
+async fn refuse(mut stream: tokio::net::TcpStream, max: usize) {
+    use tokio::io::AsyncWriteExt;
+    let e = SqsError::new(
+        Kind::ServiceUnavailable,
+        format!("The server is at its max_connections of {max}."),
+    );
+    let body = error_body(&e);
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/x-amz-json-1.0\r\nx-amzn-query-error: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        e.query_header(),
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream.write_all(head.as_bytes()).await;
+        let _ = stream.write_all(&body).await;
+    })
+    .await;
+}
+
+/// Serves one keep-alive connection until its client closes it, it idles
+/// past [`IDLE_SECS`], or it breaks a limit.
+async fn connection(gateway: Rc<Gateway>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+    // When its last request ended (`None` while one is in progress).
+    let idle_since: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(Some(Instant::now())));
+    let service = {
+        let (gateway, idle_since) = (gateway.clone(), idle_since.clone());
+        service_fn(move |req| {
+            let (gateway, idle_since) = (gateway.clone(), idle_since.clone());
+            async move {
+                idle_since.set(None);
+                let answer = handle(&gateway, req, peer).await;
+                idle_since.set(Some(Instant::now()));
+                Ok::<_, Infallible>(answer)
+            }
+        })
+    };
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(HEAD_SECS))
+        .max_buf_size(HEAD_BYTES_MAX.max(8192))
+        .max_headers(HEADERS_MAX)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let idle = Duration::from_secs(IDLE_SECS);
+    loop {
+        tokio::select! {
+            done = conn.as_mut() => {
+                if let Err(e) = done {
+                    debug!(%peer, error = %e, "SQS connection ended");
+                }
+                break;
+            }
+            _ = tick.tick() => {
+                let stopping = gateway.shared.stopping.load(Ordering::Acquire);
+                let idled = idle_since.get().is_some_and(|at| at.elapsed() >= idle);
+                if stopping || idled {
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+    gateway.shared.connections.fetch_sub(1, Ordering::AcqRel);
+    gateway
+        .shared
+        .metrics
+        .connections
+        .fetch_sub(1, Ordering::Relaxed);
+}
+
+/// One HTTP request: read within the limits, dispatched by protocol,
+/// answered.
+async fn handle(
+    gateway: &Gateway,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+) -> Response<Full<Bytes>> {
+    let (parts, body) = req.into_parts();
+    if parts.method != Method::POST {
+        return error_response(&SqsError::new(
+            Kind::InvalidAction,
+            "The SQS API takes POST requests.",
+        ));
+    }
+    let body = match tokio::time::timeout(
+        Duration::from_secs(BODY_SECS),
+        Limited::new(body, BODY_BYTES_MAX).collect(),
+    )
+    .await
+    {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            return error_response(&SqsError::new(
+                Kind::RequestTooLarge,
+                format!("A request body is at most {BODY_BYTES_MAX} bytes."),
+            ))
+        }
+        Ok(Err(e)) => {
+            debug!(%peer, error = %e, "SQS request body failed");
+            return error_response(&SqsError::invalid("The request body could not be read."));
+        }
+        Err(_) => {
+            return error_response(&SqsError::new(
+                Kind::RequestExpired,
+                format!("The request body was not sent within {BODY_SECS} s."),
+            ))
+        }
+    };
+    let target = parts
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok());
+    let Some(operation) = target.and_then(|t| t.strip_prefix("AmazonSQS.")) else {
+        return error_response(&SqsError::new(
+            Kind::InvalidAction,
+            "The request names no operation (X-Amz-Target: AmazonSQS.<Operation>).",
+        ));
+    };
+    let host = parts
+        .headers
+        .get(hyper::header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("localhost");
+    let input: serde_json::Value = if body.is_empty() {
+        serde_json::Value::Object(Default::default())
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(v @ serde_json::Value::Object(_)) => v,
+            Ok(_) => {
+                return error_response(&SqsError::invalid(
+                    "The request body must be a JSON object.",
+                ))
+            }
+            Err(e) => {
+                return error_response(&SqsError::invalid(format!(
+                    "The request body is not valid JSON: {e}"
+                )))
+            }
+        }
+    };
+    let started = Instant::now();
+    let context = actions::Context {
+        gateway,
+        token: None,
+        host,
+    };
+    let result = actions::run(&context, operation, &input).await;
+    debug!(%peer, operation, elapsed_us = started.elapsed().as_micros() as u64, ok = result.is_ok(), "SQS request");
+    match result {
+        Ok(output) => json_response(StatusCode::OK, output.to_string().into_bytes(), None),
+        Err(e) => error_response(&e),
+    }
+}
+
+fn error_body(e: &SqsError) -> Vec<u8> {
+    serde_json::json!({ "__type": e.json_type(), "message": e.message })
+        .to_string()
+        .into_bytes()
+}
+
+fn error_response(e: &SqsError) -> Response<Full<Bytes>> {
+    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
+    json_response(status, error_body(e), Some(e.query_header()))
+}
+
+fn json_response(
+    status: StatusCode,
+    body: Vec<u8>,
+    query_error: Option<String>,
+) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-amz-json-1.0"),
+    );
+    h.insert(
+        "x-amzn-requestid",
+        HeaderValue::from_static("00000000-0000-0000-0000-000000000000"),
+    );
+    if let Some(q) = query_error.and_then(|q| HeaderValue::from_str(&q).ok()) {
+        h.insert("x-amzn-query-error", q);
+    }
+    r
+}
