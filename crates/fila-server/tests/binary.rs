@@ -2,107 +2,12 @@
 
 mod common;
 
+use common::{data_home, exit_status, spawn};
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// A running `fila-server` process, killed when dropped.
-struct Child {
-    child: std::process::Child,
-    /// Its `XDG_DATA_HOME`, so its default data directory is its own.
-    data: std::path::PathBuf,
-    addr: String,
-    /// Log lines up to the listening line.
-    log: Vec<String>,
-    /// The log lines after it.
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.data);
-    }
-}
-
-/// A fresh `XDG_DATA_HOME` for one spawned server.
-fn data_home() -> std::path::PathBuf {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "fila-bin-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-const ARGS: [&str; 10] = [
-    "--listen",
-    "127.0.0.1:0",
-    "--metrics-listen",
-    "off",
-    "--sqs-listen",
-    "127.0.0.1:0",
-    "--shards",
-    "2",
-    "--event-loops",
-    "2",
-];
-
-/// Starts the binary through `sh -c "<prefix> exec fila-server ARGS..."`
-/// and waits (20 s at most) for its listening line.
-fn spawn(prefix: &str, extra: &[&str], env: &[(&str, &str)]) -> Child {
-    let mut cmd = format!("{prefix} exec \"$0\"");
-    for (i, _) in ARGS.iter().chain(extra).enumerate() {
-        // ${N}: sh reads $10 as $1 followed by 0.
-        cmd.push_str(&format!(" \"${{{}}}\"", i + 1));
-    }
-    let data = data_home();
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .arg(env!("CARGO_BIN_EXE_fila-server"))
-        .args(ARGS.iter().chain(extra))
-        .env("XDG_DATA_HOME", &data)
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("fila-server starts");
-    if let Some((addr, log, lines)) = common::listening(&mut child, 20) {
-        return Child {
-            child,
-            data,
-            addr,
-            log,
-            lines,
-        };
-    }
-    let _ = child.kill();
-    let mut err = String::new();
-    if let Some(mut stderr) = child.stderr.take() {
-        let _ = stderr.read_to_string(&mut err);
-    }
-    let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&data);
-    panic!("no listening line with the address: {err}");
-}
-
-/// Waits (20 s at most) for the process to exit.
-fn exit_status(child: &mut std::process::Child) -> std::process::ExitStatus {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return st;
-        }
-        assert!(Instant::now() < deadline, "the process did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 #[test]
 fn it_starts_serves_and_stops_gracefully_on_sigterm() {

@@ -280,8 +280,8 @@ impl Server {
         };
         info!(
             listen = %local_addr,
-            sqs = ?sqs.as_ref().map(|s| s.addr()),
-            metrics = ?metrics_endpoint.as_ref().map(|m| m.addr()),
+            sqs = %shown(sqs.as_ref().map(|s| s.addr())),
+            metrics = %shown(metrics_endpoint.as_ref().map(|m| m.addr())),
             shards = config.shards,
             event_loops = config.event_loops,
             auth = !config.tokens.is_empty(),
@@ -571,4 +571,9 @@ impl Loop {
         }
         back.wait.settle();
     }
+}
+
+/// An optional listener's address as the start-up line shows it: the address, or `off`.
+fn shown(addr: Option<SocketAddr>) -> String {
+    addr.map_or_else(|| "off".to_string(), |a| a.to_string())
 }

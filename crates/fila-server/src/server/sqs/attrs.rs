@@ -46,19 +46,30 @@ pub(in crate::server) fn queue_arn(name: &str) -> String {
     format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{name}")
 }
 
-/// The queue a URL names (its last path segment).
+/// The queue a URL names: its path is `/ACCOUNT/NAME` (the scheme and host
+/// are not looked at); another account's queue does not exist here.
 pub(in crate::server) fn name_of_url(url: &str) -> Result<String, SqsError> {
     let path = url
         .split_once("://")
         .map_or(url, |(_, rest)| rest.split_once('/').map_or("", |(_, p)| p));
-    let name = path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
-    if name.is_empty() {
-        return Err(SqsError::new(
-            Kind::QueueDoesNotExist,
-            "The specified queue does not exist.",
-        ));
+    let mut segments = path.split('/').filter(|s| !s.is_empty());
+    match (segments.next(), segments.next(), segments.next()) {
+        (Some(account), Some(name), None)
+            if account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            if account != ACCOUNT {
+                return Err(SqsError::new(
+                    Kind::QueueDoesNotExist,
+                    "The specified queue does not exist.",
+                ));
+            }
+            Ok(name.to_owned())
+        }
+        _ => Err(SqsError::new(
+            Kind::InvalidAddress,
+            format!("The address {url} is not valid for this endpoint (http://HOST:PORT/{ACCOUNT}/NAME)."),
+        )),
     }
-    Ok(name.to_owned())
 }
 
 /// The queue an ARN names.

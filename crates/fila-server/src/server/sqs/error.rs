@@ -11,6 +11,7 @@ use fila_core::{Error, ErrorKind};
 #[allow(dead_code)]
 pub(in crate::server) enum Kind {
     QueueDoesNotExist,
+    InvalidAddress,
     QueueNameExists,
     PurgeQueueInProgress,
     ReceiptHandleIsInvalid,
@@ -52,6 +53,7 @@ impl Kind {
                 400,
                 true,
             ),
+            InvalidAddress => ("InvalidAddress", "InvalidAddress", 404, true),
             QueueNameExists => ("QueueNameExists", "QueueAlreadyExists", 400, true),
             PurgeQueueInProgress => (
                 "PurgeQueueInProgress",

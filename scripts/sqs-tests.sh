@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The SQS API's suites against a real fila-server: pytest with boto3
+# (tests/sqs) and, when Node is there, the AWS SDK for JavaScript
+# (tests/sqs-js). Installs what they need from the registries: a Python
+# venv under target/sqs-venv, npm packages under tests/sqs-js/node_modules.
+#
+#   scripts/sqs-tests.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --locked -p fila-server -p fila-cli
+export FILA_BIN_DIR="$PWD/target/debug"
+
+venv=target/sqs-venv
+if ! "$venv/bin/python" -c "import boto3, pytest" 2>/dev/null; then
+    if ! python3 -m venv "$venv" 2>/dev/null; then
+        # Debian keeps venv in a package of its own.
+        sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+        $sudo apt-get install -y python3-venv
+        python3 -m venv "$venv"
+    fi
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/sqs/requirements.txt
+fi
+"$venv/bin/python" -m pytest -q -p no:cacheprovider tests/sqs "$@"

@@ -1,0 +1,187 @@
+"""Queues through the SQS API: create, URLs, list, attributes, purge,
+delete, and the operations fila refuses."""
+
+import json
+import uuid
+
+import pytest
+from botocore.exceptions import ClientError
+
+
+def code(e):
+    return e.value.response["Error"]["Code"]
+
+
+def fresh(prefix="q"):
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def test_create_is_idempotent_with_equal_attributes_and_refused_with_others(sqs):
+    name = fresh()
+    a = sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "45"})
+    b = sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "45"})
+    assert a["QueueUrl"] == b["QueueUrl"]
+    assert a["QueueUrl"].endswith("/000000000000/" + name)
+    with pytest.raises(ClientError) as e:
+        sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "46"})
+    assert code(e) == "QueueAlreadyExists"
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+
+
+@pytest.mark.parametrize("name", ["", "has space", "x" * 81, "dots.not.ok"])
+def test_a_bad_queue_name_is_refused(sqs, name):
+    with pytest.raises(ClientError) as e:
+        sqs.create_queue(QueueName=name)
+    assert code(e) in ("InvalidParameterValue", "MissingParameter")
+
+
+def test_a_fifo_queue_is_a_clear_error(sqs):
+    with pytest.raises(ClientError) as e:
+        sqs.create_queue(QueueName=fresh() + ".fifo", Attributes={"FifoQueue": "true"})
+    assert code(e) == "AWS.SimpleQueueService.UnsupportedOperation"
+    assert "FIFO" in e.value.response["Error"]["Message"]
+
+
+def test_get_queue_url_and_a_missing_queue(sqs, queue):
+    name = queue.rsplit("/", 1)[1]
+    assert sqs.get_queue_url(QueueName=name)["QueueUrl"] == queue
+    with pytest.raises(sqs.exceptions.QueueDoesNotExist) as e:
+        sqs.get_queue_url(QueueName=fresh("missing"))
+    assert code(e) == "AWS.SimpleQueueService.NonExistentQueue"
+
+
+def test_the_url_is_looked_up_by_its_path_whatever_its_host(sqs, queue):
+    name = queue.rsplit("/", 1)[1]
+    other = f"https://sqs.eu-west-1.amazonaws.com/000000000000/{name}"
+    sqs.send_message(QueueUrl=other, MessageBody="by path")
+    assert sqs.receive_message(QueueUrl=queue)["Messages"][0]["Body"] == "by path"
+    with pytest.raises(ClientError) as e:
+        sqs.send_message(QueueUrl="http://localhost/not-an-account/" + name, MessageBody="x")
+    assert code(e) == "InvalidAddress"
+    with pytest.raises(sqs.exceptions.QueueDoesNotExist):
+        sqs.send_message(QueueUrl="http://localhost/111122223333/" + name, MessageBody="x")
+
+
+def test_list_queues_by_prefix_in_pages(sqs):
+    prefix = fresh("list")
+    names = sorted(f"{prefix}-{i:02}" for i in range(7))
+    for n in names:
+        sqs.create_queue(QueueName=n)
+    everything = sqs.list_queues(QueueNamePrefix=prefix)
+    assert [u.rsplit("/", 1)[1] for u in everything["QueueUrls"]] == names
+    assert "NextToken" not in everything
+    seen, token = [], None
+    for _ in range(10):
+        kw = {"QueueNamePrefix": prefix, "MaxResults": 3}
+        if token:
+            kw["NextToken"] = token
+        page = sqs.list_queues(**kw)
+        assert len(page["QueueUrls"]) <= 3
+        seen += [u.rsplit("/", 1)[1] for u in page["QueueUrls"]]
+        token = page.get("NextToken")
+        if not token:
+            break
+    assert seen == names
+    assert "QueueUrls" not in sqs.list_queues(QueueNamePrefix=fresh("none"))
+
+
+def test_attributes_read_back_as_set(sqs, queue):
+    dlq = sqs.create_queue(QueueName=fresh("dlq"))["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    assert dlq_arn == "arn:aws:sqs:us-east-1:000000000000:" + dlq.rsplit("/", 1)[1]
+    sqs.set_queue_attributes(
+        QueueUrl=queue,
+        Attributes={
+            "VisibilityTimeout": "120",
+            "MessageRetentionPeriod": "3600",
+            "ReceiveMessageWaitTimeSeconds": "2",
+            "MaximumMessageSize": "2048",
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 3}),
+        },
+    )
+    a = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["All"])["Attributes"]
+    assert a["VisibilityTimeout"] == "120"
+    assert a["MessageRetentionPeriod"] == "3600"
+    assert a["ReceiveMessageWaitTimeSeconds"] == "2"
+    assert a["MaximumMessageSize"] == "2048"
+    assert json.loads(a["RedrivePolicy"]) == {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 3}
+    assert a["ApproximateNumberOfMessages"] == "0"
+    only = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["VisibilityTimeout"])["Attributes"]
+    assert only == {"VisibilityTimeout": "120"}
+
+
+def test_new_queues_take_sqs_defaults(sqs, queue):
+    a = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["All"])["Attributes"]
+    assert a["VisibilityTimeout"] == "30"
+    assert a["MessageRetentionPeriod"] == "345600"
+    assert a["ReceiveMessageWaitTimeSeconds"] == "0"
+    assert a["MaximumMessageSize"] == "1048576"
+    assert a["DelaySeconds"] == "0"
+    assert "RedrivePolicy" not in a
+
+
+def test_messages_past_max_receive_count_go_to_the_dead_letter_queue(sqs, queue):
+    dlq = sqs.create_queue(QueueName=fresh("dlq"))["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sqs.set_queue_attributes(QueueUrl=queue, Attributes={"RedrivePolicy": json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": "2"})})
+    sqs.send_message(QueueUrl=queue, MessageBody="poison")
+    for _ in range(2):
+        assert sqs.receive_message(QueueUrl=queue, VisibilityTimeout=0)["Messages"][0]["Body"] == "poison"
+    assert "Messages" not in sqs.receive_message(QueueUrl=queue)
+    assert sqs.receive_message(QueueUrl=dlq)["Messages"][0]["Body"] == "poison"
+
+
+@pytest.mark.parametrize(
+    "attributes, error",
+    [
+        ({"VisibilityTimeout": "43201"}, "InvalidAttributeValue"),
+        ({"VisibilityTimeout": "abc"}, "InvalidAttributeValue"),
+        ({"MessageRetentionPeriod": "59"}, "InvalidAttributeValue"),
+        ({"MaximumMessageSize": "1048577"}, "InvalidAttributeValue"),
+        ({"RedrivePolicy": "{not json"}, "InvalidAttributeValue"),
+        ({"NoSuchAttribute": "1"}, "InvalidAttributeName"),
+    ],
+)
+def test_bad_attributes_are_refused_and_change_nothing(sqs, queue, attributes, error):
+    with pytest.raises(ClientError) as e:
+        sqs.set_queue_attributes(QueueUrl=queue, Attributes=attributes)
+    assert code(e) == error
+    assert sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["VisibilityTimeout"])["Attributes"] == {"VisibilityTimeout": "30"}
+
+
+def test_unknown_attribute_names_are_refused(sqs, queue):
+    with pytest.raises(ClientError) as e:
+        sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["Bogus"])
+    assert code(e) == "InvalidAttributeName"
+
+
+def test_purge_empties_and_a_second_within_60_s_is_in_progress(sqs, queue):
+    sqs.send_message_batch(QueueUrl=queue, Entries=[{"Id": str(i), "MessageBody": "x"} for i in range(5)])
+    sqs.purge_queue(QueueUrl=queue)
+    assert "Messages" not in sqs.receive_message(QueueUrl=queue)
+    with pytest.raises(ClientError) as e:
+        sqs.purge_queue(QueueUrl=queue)
+    assert code(e) == "AWS.SimpleQueueService.PurgeQueueInProgress"
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+
+
+def test_delete_queue_then_it_does_not_exist(sqs):
+    url = sqs.create_queue(QueueName=fresh())["QueueUrl"]
+    sqs.delete_queue(QueueUrl=url)
+    with pytest.raises(sqs.exceptions.QueueDoesNotExist):
+        sqs.send_message(QueueUrl=url, MessageBody="x")
+    with pytest.raises(sqs.exceptions.QueueDoesNotExist):
+        sqs.delete_queue(QueueUrl=url)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda sqs, q: sqs.add_permission(QueueUrl=q, Label="l", AWSAccountIds=["111122223333"], Actions=["SendMessage"]),
+        lambda sqs, q: sqs.remove_permission(QueueUrl=q, Label="l"),
+    ],
+)
+def test_permissions_are_unsupported(sqs, queue, call):
+    with pytest.raises(ClientError) as e:
+        call(sqs, queue)
+    assert code(e) == "AWS.SimpleQueueService.UnsupportedOperation"
