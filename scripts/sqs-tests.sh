@@ -22,3 +22,10 @@ if ! "$venv/bin/python" -c "import boto3, pytest" 2>/dev/null; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/sqs/requirements.txt
 fi
 "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/sqs "$@"
+
+if command -v npm >/dev/null && command -v node >/dev/null; then
+    (cd tests/sqs-js && { [ -d node_modules/@aws-sdk/client-sqs ] || npm ci --no-audit --no-fund --loglevel=error; } && node --test)
+else
+    echo "node and npm are not installed: the AWS SDK for JavaScript suite is skipped" >&2
+    [ -z "${CI:-}" ] || exit 1
+fi
