@@ -73,6 +73,8 @@ impl Grant {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TokenTable {
     tokens: Vec<(String, Vec<Grant>)>,
+    /// Each token's access key id for SigV4 (the SQS API), if it has one.
+    ids: Vec<Option<String>>,
 }
 
 /// A token that a connection presented, by its index in the table.
@@ -82,7 +84,23 @@ pub struct TokenId(usize);
 impl TokenTable {
     /// Adds a token.
     pub fn add(&mut self, token: String, grants: Vec<Grant>) {
+        self.add_with_id(None, token, grants);
+    }
+
+    /// Adds a token with an access key id: an SQS request signed (SigV4)
+    /// with that id and the token as the secret acts with its grants.
+    pub fn add_with_id(&mut self, id: Option<String>, token: String, grants: Vec<Grant>) {
         self.tokens.push((token, grants));
+        self.ids.push(id);
+    }
+
+    /// The token whose access key id is `id`, and its secret (ids are not
+    /// secret: a plain comparison).
+    pub fn by_id(&self, id: &str) -> Option<(TokenId, &str)> {
+        self.ids
+            .iter()
+            .position(|i| i.as_deref() == Some(id))
+            .map(|i| (TokenId(i), self.tokens[i].0.as_str()))
     }
 
     /// Whether no token is configured (no authentication).
@@ -220,5 +238,21 @@ mod tests {
         }
         assert!(!constant_time_eq(b"", b"x") && constant_time_eq(b"", b""));
         assert!(t.sees(id, "orders-x") && !t.sees(id, "billing"));
+    }
+
+    #[test]
+    fn a_token_is_found_by_its_access_key_id() {
+        let mut t = TokenTable::default();
+        t.add("plain".into(), vec![]);
+        t.add_with_id(
+            Some("app".into()),
+            "secret".into(),
+            vec![Grant::new("*", &[Permission::Send])],
+        );
+        let (id, secret) = t.by_id("app").unwrap();
+        assert_eq!(secret, "secret");
+        assert_eq!(Some(id), t.find("secret"));
+        assert!(t.allows(id, "q", Permission::Send));
+        assert!(t.by_id("plain").is_none() && t.by_id("").is_none());
     }
 }

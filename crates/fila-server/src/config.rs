@@ -213,6 +213,8 @@ struct FileConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileToken {
+    /// The access key id that names the token in SigV4-signed SQS requests.
+    id: Option<String>,
     token: String,
     #[serde(default)]
     grants: Vec<FileGrant>,
@@ -348,7 +350,23 @@ impl Config {
                 }
                 grants.push(Grant::new(&g.queues, &perms));
             }
-            self.tokens.add(t.token, grants);
+            if let Some(id) = &t.id {
+                let ok = (1..=128).contains(&id.len())
+                    && id
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+                if !ok {
+                    return Err(ConfigError::Invalid(format!(
+                        "tokens: id {id:?} must be 1 to 128 letters, digits, '-', '_' or '.'"
+                    )));
+                }
+                if self.tokens.by_id(id).is_some() {
+                    return Err(ConfigError::Invalid(format!(
+                        "tokens: id {id:?} names two tokens"
+                    )));
+                }
+            }
+            self.tokens.add_with_id(t.id, t.token, grants);
         }
         Ok(())
     }
@@ -752,5 +770,27 @@ mod tests {
             .merge_toml("[[tokens]]\ntoken = \"t\"\n[[tokens.grants]]\nqueues = \"a\"\npermissions = [\"admin\"]\n")
             .unwrap_err();
         assert!(e.to_string().contains("\"admin\""));
+    }
+
+    #[test]
+    fn token_ids_are_checked_and_unique() {
+        let mut c = Config::default();
+        c.merge_toml("[[tokens]]\nid = \"app-1\"\ntoken = \"t\"\n")
+            .unwrap();
+        assert_eq!(c.tokens.by_id("app-1").map(|(_, s)| s), Some("t"));
+        for bad in ["", "has space", "slash/no"] {
+            let mut c = Config::default();
+            let e = c
+                .merge_toml(&format!("[[tokens]]\nid = {bad:?}\ntoken = \"t\"\n"))
+                .unwrap_err();
+            assert!(e.to_string().contains("tokens: id"), "{bad}: {e}");
+        }
+        let mut c = Config::default();
+        let e = c
+            .merge_toml(
+                "[[tokens]]\nid = \"a\"\ntoken = \"t\"\n[[tokens]]\nid = \"a\"\ntoken = \"u\"\n",
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("names two tokens"), "{e}");
     }
 }

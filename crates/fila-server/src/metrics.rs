@@ -96,6 +96,91 @@ pub struct Metrics {
     /// receives) any one connection has had at once since start: never
     /// above `max_output_bytes`.
     pub output_high_water: AtomicU64,
+    /// The SQS API's requests.
+    pub sqs: SqsMetrics,
+}
+
+/// The operations of the SQS API, as its metrics name them.
+pub const SQS_OPERATIONS: [&str; 23] = [
+    "AddPermission",
+    "CancelMessageMoveTask",
+    "ChangeMessageVisibility",
+    "ChangeMessageVisibilityBatch",
+    "CreateQueue",
+    "DeleteMessage",
+    "DeleteMessageBatch",
+    "DeleteQueue",
+    "GetQueueAttributes",
+    "GetQueueUrl",
+    "ListDeadLetterSourceQueues",
+    "ListMessageMoveTasks",
+    "ListQueueTags",
+    "ListQueues",
+    "PurgeQueue",
+    "ReceiveMessage",
+    "RemovePermission",
+    "SendMessage",
+    "SendMessageBatch",
+    "SetQueueAttributes",
+    "StartMessageMoveTask",
+    "TagQueue",
+    "UntagQueue",
+];
+
+/// Counters of the SQS API (one thread writes them; relaxed).
+#[derive(Default)]
+pub struct SqsMetrics {
+    requests: [AtomicU64; SQS_OPERATIONS.len()],
+    errors: [AtomicU64; SQS_OPERATIONS.len()],
+    sum_us: [AtomicU64; SQS_OPERATIONS.len()],
+    /// Requests naming no known operation.
+    pub unknown: AtomicU64,
+    /// Requests refused for their signature (or its absence).
+    pub auth_failures: AtomicU64,
+}
+
+impl SqsMetrics {
+    /// Records one answered request of operation `op`.
+    pub fn record(&self, op: &str, took: Duration, failed: bool) {
+        let Some(i) = SQS_OPERATIONS.iter().position(|o| *o == op) else {
+            self.unknown.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        self.requests[i].fetch_add(1, Ordering::Relaxed);
+        if failed {
+            self.errors[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.sum_us[i].fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    fn render(&self, o: &mut String) {
+        let _ = writeln!(o, "# HELP fila_sqs_requests_total SQS API requests answered, by operation.\n# TYPE fila_sqs_requests_total counter");
+        for (i, op) in SQS_OPERATIONS.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "fila_sqs_requests_total{{operation=\"{op}\"}} {}",
+                self.requests[i].load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(o, "# HELP fila_sqs_request_errors_total SQS API requests answered with an error, by operation.\n# TYPE fila_sqs_request_errors_total counter");
+        for (i, op) in SQS_OPERATIONS.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "fila_sqs_request_errors_total{{operation=\"{op}\"}} {}",
+                self.errors[i].load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(o, "# HELP fila_sqs_request_seconds_total Time spent answering SQS API requests (long polls included), by operation.\n# TYPE fila_sqs_request_seconds_total counter");
+        for (i, op) in SQS_OPERATIONS.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "fila_sqs_request_seconds_total{{operation=\"{op}\"}} {}",
+                self.sum_us[i].load(Ordering::Relaxed) as f64 / 1e6
+            );
+        }
+        let _ = writeln!(o, "# HELP fila_sqs_unknown_operations_total SQS API requests naming no operation of the API.\n# TYPE fila_sqs_unknown_operations_total counter\nfila_sqs_unknown_operations_total {}", self.unknown.load(Ordering::Relaxed));
+        let _ = writeln!(o, "# HELP fila_sqs_auth_failures_total SQS API requests refused for their signature.\n# TYPE fila_sqs_auth_failures_total counter\nfila_sqs_auth_failures_total {}", self.auth_failures.load(Ordering::Relaxed));
+    }
 }
 
 impl Default for Metrics {
@@ -110,6 +195,7 @@ impl Default for Metrics {
             moved: AtomicU64::new(0),
             parked: AtomicU64::new(0),
             output_high_water: AtomicU64::new(0),
+            sqs: SqsMetrics::default(),
         }
     }
 }
@@ -239,6 +325,7 @@ impl Metrics {
                 self.sum(i, |m| &m.requests)
             );
         }
+        self.sqs.render(&mut o);
         let _ = writeln!(o, "# HELP fila_request_errors_total Requests answered with an error, by operation.\n# TYPE fila_request_errors_total counter");
         for (i, op) in Opcode::ALL.iter().enumerate() {
             let _ = writeln!(

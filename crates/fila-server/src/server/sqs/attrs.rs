@@ -482,10 +482,14 @@ mod tests {
             "jobs"
         );
         assert_eq!(
-            name_of_url("https://sqs.eu-west-1.amazonaws.com/123/q").unwrap(),
+            name_of_url("https://sqs.eu-west-1.amazonaws.com/000000000000/q").unwrap(),
             "q"
         );
-        assert!(name_of_url("http://host/").is_err());
+        let kind = |u: &str| name_of_url(u).unwrap_err().kind;
+        assert_eq!(kind("http://host/"), Kind::InvalidAddress);
+        assert_eq!(kind("http://host/123/q"), Kind::InvalidAddress);
+        assert_eq!(kind("http://host/000000000000/q/more"), Kind::InvalidAddress);
+        assert_eq!(kind("http://host/111122223333/q"), Kind::QueueDoesNotExist);
         assert_eq!(
             name_of_arn("arn:aws:sqs:us-east-1:000000000000:dlq").unwrap(),
             "dlq"

@@ -15,7 +15,7 @@
 //! `max_connections` with the binary protocol's; past it a newcomer gets
 //! one `ServiceUnavailable` answer and is closed.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
@@ -36,11 +36,14 @@ use tokio::sync::Notify;
 use tracing::{debug, warn};
 
 use super::Shared;
+use crate::auth::TokenId;
+use crate::guard::AuthGuard;
 
 mod actions;
 mod attrs;
 mod error;
 mod gateway;
+mod sigv4;
 
 use error::{Kind, SqsError};
 use gateway::Gateway;
@@ -136,13 +139,16 @@ async fn serve(
         }
     };
     let gateway = Rc::new(Gateway::new(index, shared.clone(), notify));
+    let guard = Rc::new(RefCell::new(AuthGuard::with_capacity(
+        crate::guard::PEERS_MAX,
+    )));
     tokio::task::spawn_local(gateway.clone().mail());
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     let mut stop_deadline: Option<Instant> = None;
     loop {
         tokio::select! {
             accepted = listener.accept(), if stop_deadline.is_none() => match accepted {
-                Ok((stream, peer)) => take_in(&gateway, stream, peer),
+                Ok((stream, peer)) => take_in(&gateway, &guard, stream, peer),
                 Err(e) => {
                     // Out of descriptors or a transient failure: try again
                     // shortly.
@@ -172,7 +178,12 @@ async fn serve(
 
 /// One accepted connection: counted and served, or refused past
 /// max_connections.
-fn take_in(gateway: &Rc<Gateway>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+fn take_in(
+    gateway: &Rc<Gateway>,
+    guard: &Rc<RefCell<AuthGuard>>,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+) {
     let shared = &gateway.shared;
     let open = shared.connections.load(Ordering::Acquire);
     if open as usize >= shared.config.max_connections {
@@ -185,7 +196,7 @@ fn take_in(gateway: &Rc<Gateway>, stream: tokio::net::TcpStream, peer: SocketAdd
     shared.metrics.accepted.fetch_add(1, Ordering::Relaxed);
     shared.metrics.connections.fetch_add(1, Ordering::Relaxed);
     let _ = stream.set_nodelay(true);
-    tokio::task::spawn_local(connection(gateway.clone(), stream, peer));
+    tokio::task::spawn_local(connection(gateway.clone(), guard.clone(), stream, peer));
 }
 
 /// Answers a connection past max_connections with one error, then closes.
@@ -210,16 +221,21 @@ async fn refuse(mut stream: tokio::net::TcpStream, max: usize) {
 
 /// Serves one keep-alive connection until its client closes it, it idles
 /// past [`IDLE_SECS`], or it breaks a limit.
-async fn connection(gateway: Rc<Gateway>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+async fn connection(
+    gateway: Rc<Gateway>,
+    guard: Rc<RefCell<AuthGuard>>,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+) {
     // When its last request ended (`None` while one is in progress).
     let idle_since: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(Some(Instant::now())));
     let service = {
         let (gateway, idle_since) = (gateway.clone(), idle_since.clone());
         service_fn(move |req| {
-            let (gateway, idle_since) = (gateway.clone(), idle_since.clone());
+            let (gateway, guard, idle_since) = (gateway.clone(), guard.clone(), idle_since.clone());
             async move {
                 idle_since.set(None);
-                let answer = handle(&gateway, req, peer).await;
+                let answer = handle(&gateway, &guard, req, peer).await;
                 idle_since.set(Some(Instant::now()));
                 Ok::<_, Infallible>(answer)
             }
@@ -264,6 +280,7 @@ async fn connection(gateway: Rc<Gateway>, stream: tokio::net::TcpStream, peer: S
 /// answered.
 async fn handle(
     gateway: &Gateway,
+    guard: &RefCell<AuthGuard>,
     req: Request<Incoming>,
     peer: SocketAddr,
 ) -> Response<Full<Bytes>> {
@@ -297,6 +314,10 @@ async fn handle(
                 format!("The request body was not sent within {BODY_SECS} s."),
             ))
         }
+    };
+    let token = match authenticate(gateway, guard, &parts, &body, peer) {
+        Ok(t) => t,
+        Err(e) => return error_response(&e),
     };
     let target = parts
         .headers
@@ -333,15 +354,112 @@ async fn handle(
     let started = Instant::now();
     let context = actions::Context {
         gateway,
-        token: None,
+        token,
         host,
     };
     let result = actions::run(&context, operation, &input).await;
+    gateway
+        .shared
+        .metrics
+        .sqs
+        .record(operation, started.elapsed(), result.is_err());
     debug!(%peer, operation, elapsed_us = started.elapsed().as_micros() as u64, ok = result.is_ok(), "SQS request");
     match result {
         Ok(output) => json_response(StatusCode::OK, output.to_string().into_bytes(), None),
         Err(e) => error_response(&e),
     }
+}
+
+/// Who signed the request: without tokens anyone (`None`, whatever the
+/// credentials); with tokens a valid SigV4 signature by a token's access
+/// key id, or an error. Failures count against the peer's address as on
+/// the binary protocol; a blocked address is refused before any check.
+fn authenticate(
+    gateway: &Gateway,
+    guard: &RefCell<AuthGuard>,
+    parts: &hyper::http::request::Parts,
+    body: &[u8],
+    peer: SocketAddr,
+) -> Result<Option<TokenId>, SqsError> {
+    let tokens = &gateway.shared.config.tokens;
+    if tokens.is_empty() {
+        return Ok(None);
+    }
+    let now = Instant::now();
+    if let Some(left) = guard.borrow_mut().blocked(peer.ip(), now) {
+        return Err(SqsError::new(
+            Kind::RequestThrottled,
+            format!(
+                "Too many failed authentications from this address; try again in {} s.",
+                left.as_secs().max(1)
+            ),
+        ));
+    }
+    let result = check_signature(tokens, parts, body);
+    if let Err(e) = &result {
+        gateway
+            .shared
+            .metrics
+            .sqs
+            .auth_failures
+            .fetch_add(1, Ordering::Relaxed);
+        let was = guard.borrow_mut().blocked(peer.ip(), now).is_some();
+        if let (Some(block), false) = (guard.borrow_mut().failed(peer.ip(), now), was) {
+            warn!(
+                %peer,
+                block_secs = block.as_secs(),
+                "too many failed SQS authentications: requests from this address are refused for a while"
+            );
+        }
+        debug!(%peer, error = %e.message, "SQS request not authenticated");
+    }
+    result.map(Some)
+}
+
+fn check_signature(
+    tokens: &crate::auth::TokenTable,
+    parts: &hyper::http::request::Parts,
+    body: &[u8],
+) -> Result<TokenId, SqsError> {
+    let header = parts
+        .headers
+        .get(hyper::header::AUTHORIZATION)
+        .ok_or_else(|| {
+            SqsError::new(
+                Kind::MissingAuthenticationToken,
+                "Request is missing Authentication Token (sign it with SigV4: the access key id names a token, the token is the secret).",
+            )
+        })?
+        .to_str()
+        .map_err(|_| SqsError::new(Kind::IncompleteSignature, "The Authorization header is not text."))?;
+    let auth = sigv4::parse_authorization(header)?;
+    if auth.service != sigv4::SERVICE {
+        return Err(SqsError::new(
+            Kind::SignatureDoesNotMatch,
+            format!(
+                "Credential should be scoped to correct service: '{}'.",
+                sigv4::SERVICE
+            ),
+        ));
+    }
+    let (id, secret) = tokens.by_id(auth.key_id).ok_or_else(|| {
+        SqsError::new(
+            Kind::InvalidClientTokenId,
+            "The security token included in the request is invalid (no token has this access key id).",
+        )
+    })?;
+    let signed = sigv4::Signed {
+        method: parts.method.as_str(),
+        path: parts.uri.path(),
+        query: parts.uri.query().unwrap_or(""),
+        headers: &parts.headers,
+        body,
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    sigv4::verify(&signed, &auth, secret, now)?;
+    Ok(id)
 }
 
 fn error_body(e: &SqsError) -> Vec<u8> {
