@@ -140,9 +140,16 @@ fn malformed_requests_get_clear_errors_with_the_sdk_error_shape() {
         a.header("x-amzn-query-error"),
         Some("AWS.SimpleQueueService.NonExistentQueue;Sender")
     );
-    // A GET is no SQS request.
+    // A GET without an action is a query-protocol request missing one; a
+    // DELETE is no SQS request.
     let mut s = connect(&server.sqs);
     s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    let a = read_answer(&mut s, &mut Vec::new()).unwrap();
+    assert_eq!(a.status, 400);
+    assert_eq!(a.header("content-type"), Some("text/xml"));
+    assert!(a.body.contains("<Code>MissingParameter</Code>"), "{}", a.body);
+    s.write_all(b"DELETE / HTTP/1.1\r\nhost: x\r\nx-amz-target: AmazonSQS.ListQueues\r\n\r\n")
+        .unwrap();
     let a = read_answer(&mut s, &mut Vec::new()).unwrap();
     assert_eq!(a.status, 400);
     assert!(a.body.contains("InvalidAction"), "{}", a.body);

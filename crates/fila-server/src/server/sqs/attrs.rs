@@ -488,7 +488,10 @@ mod tests {
         let kind = |u: &str| name_of_url(u).unwrap_err().kind;
         assert_eq!(kind("http://host/"), Kind::InvalidAddress);
         assert_eq!(kind("http://host/123/q"), Kind::InvalidAddress);
-        assert_eq!(kind("http://host/000000000000/q/more"), Kind::InvalidAddress);
+        assert_eq!(
+            kind("http://host/000000000000/q/more"),
+            Kind::InvalidAddress
+        );
         assert_eq!(kind("http://host/111122223333/q"), Kind::QueueDoesNotExist);
         assert_eq!(
             name_of_arn("arn:aws:sqs:us-east-1:000000000000:dlq").unwrap(),

@@ -113,7 +113,7 @@ fn encode(s: &[u8], keep_slash: bool, out: &mut String) {
 
 /// Decodes `%XX` (and `+` as a space, as the form encoding and the SDKs'
 /// query parsers do).
-fn decode(s: &str) -> Vec<u8> {
+pub(in crate::server) fn decode(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
