@@ -110,6 +110,107 @@ def test_attributes_read_back_as_set(sqs, queue):
     assert only == {"VisibilityTimeout": "120"}
 
 
+def test_a_queue_delay_holds_messages_that_name_none(sqs):
+    url = sqs.create_queue(QueueName=fresh(), Attributes={"DelaySeconds": "900"})["QueueUrl"]
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DelaySeconds"])["Attributes"] == {"DelaySeconds": "900"}
+    sqs.send_message(QueueUrl=url, MessageBody="held")
+    sqs.send_message(QueueUrl=url, MessageBody="now", DelaySeconds=0)
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert [m["Body"] for m in got] == ["now"]
+    a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])["Attributes"]
+    assert a == {"ApproximateNumberOfMessagesDelayed": "1"}
+    with pytest.raises(ClientError) as e:
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"DelaySeconds": "901"})
+    assert code(e) == "InvalidAttributeValue"
+
+
+def test_created_and_last_modified_timestamps(sqs):
+    import time
+
+    before = int(time.time())
+    url = sqs.create_queue(QueueName=fresh())["QueueUrl"]
+    a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["CreatedTimestamp", "LastModifiedTimestamp"])["Attributes"]
+    created = int(a["CreatedTimestamp"])
+    assert before - 1 <= created <= int(time.time()) + 1
+    assert int(a["LastModifiedTimestamp"]) == created
+    sqs.tag_queue(QueueUrl=url, Tags={"a": "b"})
+    a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["LastModifiedTimestamp"])["Attributes"]
+    assert int(a["LastModifiedTimestamp"]) == created
+
+
+def test_tags_are_set_listed_and_removed(sqs):
+    url = sqs.create_queue(QueueName=fresh(), tags={"team": "core", "env": "test"})["QueueUrl"]
+    assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "core", "env": "test"}
+    sqs.tag_queue(QueueUrl=url, Tags={"env": "prod", "cost": "42"})
+    assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "core", "env": "prod", "cost": "42"}
+    sqs.untag_queue(QueueUrl=url, TagKeys=["team", "cost", "absent"])
+    assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"env": "prod"}
+    sqs.untag_queue(QueueUrl=url, TagKeys=["env"])
+    assert "Tags" not in sqs.list_queue_tags(QueueUrl=url)
+    with pytest.raises(ClientError) as e:
+        sqs.tag_queue(QueueUrl=url, Tags={f"k{i}": "v" for i in range(51)})
+    assert code(e) == "InvalidParameterValue"
+    with pytest.raises(ClientError) as e:
+        sqs.tag_queue(QueueUrl=url, Tags={"k" * 129: "v"})
+    assert code(e) == "InvalidParameterValue"
+    assert "Tags" not in sqs.list_queue_tags(QueueUrl=url)
+
+
+def test_redrive_allow_policy_decides_which_sources_may_use_a_dead_letter_queue(sqs):
+    dlq_name, allowed, other = fresh("dlq"), fresh("src"), fresh("src")
+    allowed_arn = "arn:aws:sqs:us-east-1:000000000000:" + allowed
+    dlq = sqs.create_queue(QueueName=dlq_name, Attributes={
+        "RedriveAllowPolicy": json.dumps({"redrivePermission": "byQueue", "sourceQueueArns": [allowed_arn]}),
+    })["QueueUrl"]
+    got = json.loads(sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["RedriveAllowPolicy"])["Attributes"]["RedriveAllowPolicy"])
+    assert got == {"redrivePermission": "byQueue", "sourceQueueArns": [allowed_arn]}
+    policy = json.dumps({"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:" + dlq_name, "maxReceiveCount": 3})
+    sqs.create_queue(QueueName=allowed, Attributes={"RedrivePolicy": policy})
+    with pytest.raises(ClientError) as e:
+        sqs.create_queue(QueueName=other, Attributes={"RedrivePolicy": policy})
+    assert code(e) == "InvalidParameterValue"
+    other_url = sqs.create_queue(QueueName=other)["QueueUrl"]
+    sqs.set_queue_attributes(QueueUrl=dlq, Attributes={"RedriveAllowPolicy": json.dumps({"redrivePermission": "denyAll"})})
+    with pytest.raises(ClientError) as e:
+        sqs.set_queue_attributes(QueueUrl=other_url, Attributes={"RedrivePolicy": policy})
+    assert code(e) == "InvalidParameterValue"
+    sqs.set_queue_attributes(QueueUrl=dlq, Attributes={"RedriveAllowPolicy": json.dumps({"redrivePermission": "allowAll"})})
+    sqs.set_queue_attributes(QueueUrl=other_url, Attributes={"RedrivePolicy": policy})
+    for bad in ["{", json.dumps({"redrivePermission": "some"}), json.dumps({"redrivePermission": "byQueue"}),
+                json.dumps({"redrivePermission": "allowAll", "sourceQueueArns": [allowed_arn]})]:
+        with pytest.raises(ClientError) as e:
+            sqs.set_queue_attributes(QueueUrl=dlq, Attributes={"RedriveAllowPolicy": bad})
+        assert code(e) == "InvalidAttributeValue", bad
+    missing = json.dumps({"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:" + fresh("nope"), "maxReceiveCount": 3})
+    with pytest.raises(ClientError) as e:
+        sqs.set_queue_attributes(QueueUrl=other_url, Attributes={"RedrivePolicy": missing})
+    assert code(e) == "InvalidParameterValue"
+
+
+def test_list_dead_letter_source_queues(sqs):
+    dlq_name = fresh("dlq")
+    dlq = sqs.create_queue(QueueName=dlq_name)["QueueUrl"]
+    policy = json.dumps({"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:" + dlq_name, "maxReceiveCount": 2})
+    sources = sorted(fresh("source") for _ in range(3))
+    for s in sources:
+        sqs.create_queue(QueueName=s, Attributes={"RedrivePolicy": policy})
+    sqs.create_queue(QueueName=fresh("unrelated"))
+    got = sqs.list_dead_letter_source_queues(QueueUrl=dlq)
+    assert sorted(u.rsplit("/", 1)[1] for u in got["queueUrls"]) == sources
+    seen, token = [], None
+    for _ in range(10):
+        kw = {"QueueUrl": dlq, "MaxResults": 2}
+        if token:
+            kw["NextToken"] = token
+        page = sqs.list_dead_letter_source_queues(**kw)
+        assert len(page["queueUrls"]) <= 2
+        seen += [u.rsplit("/", 1)[1] for u in page["queueUrls"]]
+        token = page.get("NextToken")
+        if not token:
+            break
+    assert sorted(seen) == sources
+
+
 def test_new_queues_take_sqs_defaults(sqs, queue):
     a = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["All"])["Attributes"]
     assert a["VisibilityTimeout"] == "30"

@@ -48,7 +48,8 @@ usage: fila [--addr HOST:PORT] [--token TOKEN] [--json] COMMAND ...
 settings: --visibility-timeout MS --max-deliveries N --retention MS
   --max-message-bytes N --receive-wait MS --dead-letter-on-expiration BOOL
   --dead-letter-target QUEUE|none --max-messages N --max-bytes N
-  --channel-capacity PCT
+  --channel-capacity PCT --queue-delay MS (a put without --delay waits
+  this long) --tag KEY=VALUE ... --untag KEY ...
 
 The address and token default to $FILA_ADDR (127.0.0.1:7700) and $FILA_TOKEN.
 Exit codes: 0 done, 1 refused by the server, 2 usage, 3 cannot reach it.
@@ -158,7 +159,7 @@ impl Args {
     }
 }
 
-const SETTINGS_FLAGS: [&str; 10] = [
+const SETTINGS_FLAGS: [&str; 13] = [
     "--visibility-timeout",
     "--max-deliveries",
     "--retention",
@@ -169,6 +170,9 @@ const SETTINGS_FLAGS: [&str; 10] = [
     "--max-messages",
     "--max-bytes",
     "--channel-capacity",
+    "--queue-delay",
+    "--tag",
+    "--untag",
 ];
 
 fn patch(a: &Args) -> Result<SettingsPatch, Failure> {
@@ -198,6 +202,18 @@ fn patch(a: &Args) -> Result<SettingsPatch, Failure> {
         max_messages: a.number("--max-messages")?,
         max_bytes: a.number("--max-bytes")?,
         channel_capacity_pct: a.number("--channel-capacity")?,
+        delay_ms: a.number("--queue-delay")?,
+        redrive_allow: None,
+        tags_set: a
+            .values("--tag")
+            .into_iter()
+            .map(|kv| {
+                kv.split_once('=')
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .ok_or_else(|| Failure::Usage(format!("--tag: {kv:?} is not KEY=VALUE")))
+            })
+            .collect::<Result<_, _>>()?,
+        tags_remove: a.values("--untag").into_iter().map(str::to_owned).collect(),
     })
 }
 

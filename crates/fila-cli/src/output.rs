@@ -172,7 +172,7 @@ pub(crate) fn print_messages(json: bool, ms: &[Message]) {
 }
 
 pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
-    let rows: [(&str, String); 10] = [
+    let rows: [(&str, String); 12] = [
         ("visibility_timeout_ms", s.visibility_timeout_ms.to_string()),
         ("max_deliveries", s.max_deliveries.to_string()),
         ("retention_ms", s.retention_ms.to_string()),
@@ -192,6 +192,15 @@ pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
         ("max_messages", s.max_messages.to_string()),
         ("max_bytes", s.max_bytes.to_string()),
         ("channel_capacity_pct", s.channel_capacity_pct.to_string()),
+        ("delay_ms", s.delay_ms.to_string()),
+        (
+            "tags",
+            s.tags
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
     ];
     if json {
         let fields: Vec<String> = rows
@@ -204,6 +213,14 @@ pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
                         .map_or("null".into(), json_str)
                 ),
                 "dead_letter_on_expiration" => format!("\"{k}\":{v}"),
+                "tags" => format!(
+                    "\"{k}\":{{{}}}",
+                    s.tags
+                        .iter()
+                        .map(|(k, v)| format!("{}:{}", json_str(k), json_str(v)))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
                 _ => format!("\"{k}\":{v}"),
             })
             .collect();
@@ -213,10 +230,10 @@ pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
         for (k, v) in rows {
             println!(
                 "  {k:<26} {}",
-                if v.is_empty() {
-                    "(built-in DLQ)".into()
-                } else {
-                    v
+                match (k, v.is_empty()) {
+                    ("dead_letter_target", true) => "(built-in DLQ)".into(),
+                    ("tags", true) => "(none)".into(),
+                    _ => v,
                 }
             );
         }

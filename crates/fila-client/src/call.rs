@@ -124,7 +124,7 @@ pub(crate) fn create_queue(name: &str, settings: SettingsPatch) -> Call<Request,
 
 fn settings(r: Response) -> std::result::Result<Settings, Response> {
     match r {
-        Response::Queue(s) => Ok(s),
+        Response::Queue(s) => Ok(*s),
         other => Err(other),
     }
 }
@@ -186,7 +186,7 @@ pub(crate) fn stats(name: &str) -> Call<Request, Stats> {
     Call {
         req: Request::QueueStats { name: name.into() },
         parse: |r| match r {
-            Response::Stats(s) => Ok(s),
+            Response::Stats(s) => Ok(*s),
             other => Err(other),
         },
     }

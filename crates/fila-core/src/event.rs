@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use crate::payload::Payload;
 
-use crate::types::{Attributes, DeadLetter, MessageId, QueueSettings};
+use crate::types::{Attributes, DeadLetter, MessageId, QueueSettings, QueueTimes};
 
 /// Where a message is: queue id, sub-queue, sequence number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -71,6 +71,8 @@ pub enum Event<'a> {
         name: &'a str,
         /// Its settings.
         settings: &'a QueueSettings,
+        /// When it was created and last changed.
+        times: QueueTimes,
     },
     /// A queue and its messages were deleted.
     QueueDeleted {
@@ -189,6 +191,8 @@ pub enum ImagePart {
         name: String,
         /// Its settings.
         settings: QueueSettings,
+        /// When it was created and last changed.
+        times: QueueTimes,
         /// The sequence number its next message gets.
         next_seq: u64,
     },
@@ -236,6 +240,8 @@ pub struct QueueImage {
     pub name: String,
     /// Its settings.
     pub settings: QueueSettings,
+    /// When it was created and last changed.
+    pub times: QueueTimes,
     /// The sequence number its next message gets.
     pub next_seq: u64,
     /// Its messages and its DLQ's, in any order.

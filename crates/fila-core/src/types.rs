@@ -34,6 +34,16 @@ pub struct QueueSettings {
     pub max_bytes: u64,
     /// Share (percent) of max_messages and max_bytes one channel may hold.
     pub channel_capacity_pct: u8,
+    /// How long a message put without a delay of its own waits before it
+    /// is visible (0 ..= 15 min).
+    pub delay_ms: u64,
+    /// Which queues may use this one as their dead-letter target, as the
+    /// SQS API's RedriveAllowPolicy (JSON text, kept as given; the SQS API
+    /// checks it). `None`: any queue.
+    pub redrive_allow: Option<String>,
+    /// Labels (key, value), sorted by key; not part of what makes two
+    /// settings differ.
+    pub tags: Vec<(String, String)>,
 }
 
 impl Default for QueueSettings {
@@ -49,6 +59,9 @@ impl Default for QueueSettings {
             max_messages: 10_000_000,
             max_bytes: 1 << 30,
             channel_capacity_pct: 100,
+            delay_ms: 0,
+            redrive_allow: None,
+            tags: Vec::new(),
         }
     }
 }
@@ -111,12 +124,50 @@ impl QueueSettings {
             100,
             " %",
         )?;
+        check_range("delay_ms", self.delay_ms, 0, DELAY_MS_MAX, " ms")?;
+        if let Some(p) = &self.redrive_allow {
+            if p.len() > REDRIVE_ALLOW_LEN_MAX {
+                return Err(Error::invalid(
+                    "redrive_allow",
+                    format!(
+                        "must be at most {REDRIVE_ALLOW_LEN_MAX} bytes (got {})",
+                        p.len()
+                    ),
+                ));
+            }
+        }
+        if self.tags.len() > TAGS_MAX {
+            return Err(Error::invalid(
+                "tags",
+                format!(
+                    "a queue has at most {TAGS_MAX} tags (got {})",
+                    self.tags.len()
+                ),
+            ));
+        }
+        for (k, v) in &self.tags {
+            if k.is_empty() || k.len() > TAG_KEY_LEN_MAX {
+                return Err(Error::invalid(
+                    "tags",
+                    format!("a tag key is 1..={TAG_KEY_LEN_MAX} bytes (got {})", k.len()),
+                ));
+            }
+            if v.len() > TAG_VALUE_LEN_MAX {
+                return Err(Error::invalid(
+                    "tags",
+                    format!(
+                        "a tag value is at most {TAG_VALUE_LEN_MAX} bytes (got {})",
+                        v.len()
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
     /// The first field in which `self` and `other` differ.
     pub(crate) fn first_difference(&self, other: &QueueSettings) -> Option<&'static str> {
-        let fields: [(&'static str, bool); 10] = [
+        let fields: [(&'static str, bool); 12] = [
             (
                 "visibility_timeout_ms",
                 self.visibility_timeout_ms != other.visibility_timeout_ms,
@@ -148,12 +199,24 @@ impl QueueSettings {
                 "channel_capacity_pct",
                 self.channel_capacity_pct != other.channel_capacity_pct,
             ),
+            ("delay_ms", self.delay_ms != other.delay_ms),
+            ("redrive_allow", self.redrive_allow != other.redrive_allow),
         ];
         fields
             .into_iter()
             .find(|(_, differs)| *differs)
             .map(|(name, _)| name)
     }
+}
+
+/// When a queue was made and last changed (ms since the epoch; 0 when not
+/// known: made by a version that did not keep them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueTimes {
+    /// When it was created.
+    pub created_at_ms: u64,
+    /// When its settings last changed (tags aside), or it was created.
+    pub modified_at_ms: u64,
 }
 
 /// A change to some of a queue's settings; `None` keeps the current value.
@@ -179,6 +242,14 @@ pub struct SettingsUpdate {
     pub max_bytes: Option<u64>,
     /// See [`QueueSettings::channel_capacity_pct`].
     pub channel_capacity_pct: Option<u8>,
+    /// See [`QueueSettings::delay_ms`].
+    pub delay_ms: Option<u64>,
+    /// `Some(None)` allows any queue again.
+    pub redrive_allow: Option<Option<String>>,
+    /// Tags to add or change.
+    pub tags_set: Vec<(String, String)>,
+    /// Tag keys to remove (after `tags_set`).
+    pub tags_remove: Vec<String>,
 }
 
 impl SettingsUpdate {
@@ -206,7 +277,61 @@ impl SettingsUpdate {
             channel_capacity_pct: self
                 .channel_capacity_pct
                 .unwrap_or(base.channel_capacity_pct),
+            delay_ms: self.delay_ms.unwrap_or(base.delay_ms),
+            redrive_allow: self
+                .redrive_allow
+                .clone()
+                .unwrap_or_else(|| base.redrive_allow.clone()),
+            tags: self.tags_of(&base.tags),
         }
+    }
+
+    /// `base` tags with this update's set and removed.
+    fn tags_of(&self, base: &[(String, String)]) -> Vec<(String, String)> {
+        if self.tags_set.is_empty() && self.tags_remove.is_empty() {
+            return base.to_vec();
+        }
+        let mut tags: std::collections::BTreeMap<String, String> = base.iter().cloned().collect();
+        for (k, v) in &self.tags_set {
+            tags.insert(k.clone(), v.clone());
+        }
+        for k in &self.tags_remove {
+            tags.remove(k);
+        }
+        tags.into_iter().collect()
+    }
+
+    /// Whether it changes anything but tags (what a queue's last-modified
+    /// time follows).
+    pub fn changes_settings(&self) -> bool {
+        let SettingsUpdate {
+            visibility_timeout_ms,
+            max_deliveries,
+            retention_ms,
+            max_message_bytes,
+            receive_wait_default_ms,
+            dead_letter_on_expiration,
+            dead_letter_target,
+            max_messages,
+            max_bytes,
+            channel_capacity_pct,
+            delay_ms,
+            redrive_allow,
+            tags_set: _,
+            tags_remove: _,
+        } = self;
+        visibility_timeout_ms.is_some()
+            || max_deliveries.is_some()
+            || retention_ms.is_some()
+            || max_message_bytes.is_some()
+            || receive_wait_default_ms.is_some()
+            || dead_letter_on_expiration.is_some()
+            || dead_letter_target.is_some()
+            || max_messages.is_some()
+            || max_bytes.is_some()
+            || channel_capacity_pct.is_some()
+            || delay_ms.is_some()
+            || redrive_allow.is_some()
     }
 }
 
@@ -608,6 +733,8 @@ pub struct QueueStats {
     pub dead_letterings: u64,
     /// Messages redriven from the DLQ since start.
     pub redriven: u64,
+    /// When it was created and last changed.
+    pub times: QueueTimes,
 }
 
 /// What a redrive did.

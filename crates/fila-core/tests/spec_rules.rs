@@ -1876,3 +1876,123 @@ fn every_durable_state_change_is_an_explicit_event_in_order() {
         ]
     );
 }
+
+#[test]
+fn a_queue_delay_holds_back_puts_that_name_no_delay_of_their_own() {
+    let f = Fixture::with_queue(
+        "q",
+        QueueSettings {
+            delay_ms: 5_000,
+            ..QueueSettings::default()
+        },
+    );
+    f.put("q", "queue's delay");
+    f.put_msg(
+        "q",
+        NewMessage {
+            availability: Availability::DelayMs(0),
+            ..NewMessage::new(Bytes::from_static(b"no delay"))
+        },
+    );
+    let got = f.recv_vis("q", 10, 60_000);
+    assert_eq!(got.len(), 1);
+    assert_eq!(&got[0].payload[..], b"no delay");
+    assert_eq!(f.engine.stats("q").unwrap().delayed, 1);
+    f.advance(4_999);
+    assert!(f.recv("q", 10).is_empty());
+    f.advance(1);
+    let got = f.recv("q", 10);
+    assert_eq!(got.len(), 1);
+    assert_eq!(&got[0].payload[..], b"queue's delay");
+    let e = f
+        .engine
+        .update_queue(
+            "q",
+            &SettingsUpdate {
+                delay_ms: Some(15 * 60_000 + 1),
+                ..SettingsUpdate::default()
+            },
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+}
+
+#[test]
+fn a_queue_keeps_when_it_was_created_and_last_changed_but_tags_do_not_change_it() {
+    let f = Fixture::with_queue("q", QueueSettings::default());
+    let times = f.engine.stats("q").unwrap().times;
+    assert_eq!(times.created_at_ms, T0);
+    assert_eq!(times.modified_at_ms, T0);
+    f.advance(1_000);
+    let tagged = f
+        .engine
+        .update_queue(
+            "q",
+            &SettingsUpdate {
+                tags_set: vec![("team".into(), "a".into()), ("env".into(), "prod".into())],
+                ..SettingsUpdate::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        tagged.tags,
+        vec![("env".into(), "prod".into()), ("team".into(), "a".into())]
+    );
+    assert_eq!(f.engine.stats("q").unwrap().times.modified_at_ms, T0);
+    f.advance(1_000);
+    let changed = f
+        .engine
+        .update_queue(
+            "q",
+            &SettingsUpdate {
+                visibility_timeout_ms: Some(1_000),
+                tags_set: vec![("team".into(), "b".into())],
+                tags_remove: vec!["env".into()],
+                ..SettingsUpdate::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(changed.tags, vec![("team".into(), "b".into())]);
+    let times = f.engine.stats("q").unwrap().times;
+    assert_eq!(
+        (times.created_at_ms, times.modified_at_ms),
+        (T0, T0 + 2_000)
+    );
+    // Creating it again with other tags is no conflict (tags are not
+    // settings) and changes nothing.
+    let same = QueueSettings {
+        visibility_timeout_ms: 1_000,
+        tags: vec![("other".into(), "x".into())],
+        ..QueueSettings::default()
+    };
+    assert!(!f.engine.create_queue("q", same).unwrap());
+    assert_eq!(
+        f.engine.queue_settings("q").unwrap().tags,
+        vec![("team".into(), "b".into())]
+    );
+}
+
+#[test]
+fn tags_are_bounded_in_number_and_size() {
+    let f = Fixture::with_queue("q", QueueSettings::default());
+    let many: Vec<(String, String)> = (0..51).map(|i| (format!("k{i}"), "v".into())).collect();
+    for (tags, what) in [
+        (many, "51 tags"),
+        (vec![(String::new(), "v".into())], "an empty key"),
+        (vec![("k".repeat(129), "v".into())], "a long key"),
+        (vec![("k".into(), "v".repeat(257))], "a long value"),
+    ] {
+        let e = f
+            .engine
+            .update_queue(
+                "q",
+                &SettingsUpdate {
+                    tags_set: tags,
+                    ..SettingsUpdate::default()
+                },
+            )
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{what}");
+    }
+    assert!(f.engine.queue_settings("q").unwrap().tags.is_empty());
+}

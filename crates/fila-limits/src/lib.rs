@@ -32,6 +32,14 @@ pub const MAX_BYTES_MIN: u64 = 1 << 10;
 pub const MAX_BYTES_MAX: u64 = 64 << 30;
 /// Longest delay of a put: 15 minutes.
 pub const DELAY_MS_MAX: u64 = 15 * 60_000;
+/// Tags one queue may carry.
+pub const TAGS_MAX: usize = 50;
+/// The longest tag key, in bytes.
+pub const TAG_KEY_LEN_MAX: usize = 128;
+/// The longest tag value, in bytes.
+pub const TAG_VALUE_LEN_MAX: usize = 256;
+/// The longest redrive-allow policy a queue keeps, in bytes.
+pub const REDRIVE_ALLOW_LEN_MAX: usize = 8 << 10;
 /// Attributes on one message.
 pub const ATTRIBUTES_MAX: usize = 16;
 /// Bytes of all attribute keys and values of one message.

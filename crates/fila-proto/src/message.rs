@@ -127,6 +127,14 @@ pub struct SettingsPatch {
     pub max_bytes: Option<u64>,
     /// Percent.
     pub channel_capacity_pct: Option<u8>,
+    /// Milliseconds a put without a delay of its own waits.
+    pub delay_ms: Option<u64>,
+    /// `Some(None)` clears the redrive-allow policy.
+    pub redrive_allow: Option<Option<String>>,
+    /// Tags to add or change.
+    pub tags_set: Vec<(String, String)>,
+    /// Tag keys to remove.
+    pub tags_remove: Vec<String>,
 }
 
 /// A queue's settings, all of them, as an answer carries them.
@@ -152,6 +160,13 @@ pub struct Settings {
     pub max_bytes: u64,
     /// Percent.
     pub channel_capacity_pct: u8,
+    /// Milliseconds a put without a delay of its own waits.
+    pub delay_ms: u64,
+    /// Which queues may use this one as their dead-letter target (the SQS
+    /// API's RedriveAllowPolicy, as given).
+    pub redrive_allow: Option<String>,
+    /// Tags, sorted by key.
+    pub tags: Vec<(String, String)>,
 }
 
 /// When a put message becomes visible.
@@ -458,6 +473,10 @@ pub struct Stats {
     pub dead_letterings: u64,
     /// Redriven messages since start.
     pub redriven: u64,
+    /// When the queue was created, ms since the epoch (0: not known).
+    pub created_at_ms: u64,
+    /// When its settings last changed, ms since the epoch (0: not known).
+    pub modified_at_ms: u64,
 }
 
 /// An error answer, or one failed entry of a batch.
@@ -501,7 +520,7 @@ pub enum Response {
     /// To create: whether it was created (false: it existed, same settings).
     Created(bool),
     /// To get and update: the settings in force.
-    Queue(Settings),
+    Queue(Box<Settings>),
     /// To list: one page of names, sorted, and the cursor of the next
     /// page when more remain.
     Queues {
@@ -511,7 +530,7 @@ pub enum Response {
         next: Option<String>,
     },
     /// To queue stats.
-    Stats(Stats),
+    Stats(Box<Stats>),
     /// To put: per entry.
     Put(Vec<Entry<PutAck>>),
     /// To receive and peek.
@@ -562,6 +581,10 @@ pub(super) fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
     w.opt(&p.max_messages, |w, v| w.u64(*v));
     w.opt(&p.max_bytes, |w, v| w.u64(*v));
     w.opt(&p.channel_capacity_pct, |w, v| w.u8(*v));
+    w.opt(&p.delay_ms, |w, v| w.u64(*v));
+    w.opt(&p.redrive_allow, |w, v| w.opt(v, |w, s| w.str(s)));
+    put_pairs(w, &p.tags_set);
+    w.list(&p.tags_remove, |w, k| w.str(k));
 }
 
 pub(super) fn get_patch(r: &mut Reader) -> Result<SettingsPatch, ProtoError> {
@@ -576,6 +599,10 @@ pub(super) fn get_patch(r: &mut Reader) -> Result<SettingsPatch, ProtoError> {
         max_messages: r.opt(Reader::u64)?,
         max_bytes: r.opt(Reader::u64)?,
         channel_capacity_pct: r.opt(Reader::u8)?,
+        delay_ms: r.opt(Reader::u64)?,
+        redrive_allow: r.opt(|r| r.opt(Reader::str))?,
+        tags_set: get_pairs(r)?,
+        tags_remove: r.list(2, Reader::str)?,
     })
 }
 
@@ -590,6 +617,9 @@ pub(super) fn put_settings(w: &mut Writer<'_>, s: &Settings) {
     w.u64(s.max_messages);
     w.u64(s.max_bytes);
     w.u8(s.channel_capacity_pct);
+    w.u64(s.delay_ms);
+    w.opt(&s.redrive_allow, |w, v| w.str(v));
+    put_pairs(w, &s.tags);
 }
 
 pub(super) fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
@@ -604,6 +634,9 @@ pub(super) fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
         max_messages: r.u64()?,
         max_bytes: r.u64()?,
         channel_capacity_pct: r.u8()?,
+        delay_ms: r.u64()?,
+        redrive_allow: r.opt(Reader::str)?,
+        tags: get_pairs(r)?,
     })
 }
 

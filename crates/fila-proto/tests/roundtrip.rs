@@ -33,19 +33,31 @@ fn patch() -> impl Strategy<Value = SettingsPatch> {
             any::<Option<u64>>(),
             any::<Option<u8>>(),
         ),
+        (
+            any::<Option<u64>>(),
+            proptest::option::of(proptest::option::of(s())),
+            pairs(),
+            proptest::collection::vec(s(), 0..4),
+        ),
     )
-        .prop_map(|((a, b, c, d, e), (f, g, h, i, j))| SettingsPatch {
-            visibility_timeout_ms: a,
-            max_deliveries: b,
-            retention_ms: c,
-            max_message_bytes: d,
-            receive_wait_default_ms: e,
-            dead_letter_on_expiration: f,
-            dead_letter_target: g,
-            max_messages: h,
-            max_bytes: i,
-            channel_capacity_pct: j,
-        })
+        .prop_map(
+            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m, n))| SettingsPatch {
+                visibility_timeout_ms: a,
+                max_deliveries: b,
+                retention_ms: c,
+                max_message_bytes: d,
+                receive_wait_default_ms: e,
+                dead_letter_on_expiration: f,
+                dead_letter_target: g,
+                max_messages: h,
+                max_bytes: i,
+                channel_capacity_pct: j,
+                delay_ms: k,
+                redrive_allow: l,
+                tags_set: m,
+                tags_remove: n,
+            },
+        )
 }
 
 fn settings() -> impl Strategy<Value = Settings> {
@@ -64,8 +76,9 @@ fn settings() -> impl Strategy<Value = Settings> {
             any::<u64>(),
             any::<u8>(),
         ),
+        (any::<u64>(), proptest::option::of(s()), pairs()),
     )
-        .prop_map(|((a, b, c, d, e), (f, g, h, i, j))| Settings {
+        .prop_map(|((a, b, c, d, e), (f, g, h, i, j), (k, l, m))| Settings {
             visibility_timeout_ms: a,
             max_deliveries: b,
             retention_ms: c,
@@ -76,6 +89,9 @@ fn settings() -> impl Strategy<Value = Settings> {
             max_messages: h,
             max_bytes: i,
             channel_capacity_pct: j,
+            delay_ms: k,
+            redrive_allow: l,
+            tags: m,
         })
 }
 
@@ -305,15 +321,15 @@ fn response() -> impl Strategy<Value = (Opcode, Response)> {
             prop_oneof![Just(Opcode::GetQueue), Just(Opcode::UpdateQueue)],
             settings()
         )
-            .prop_map(|(op, s)| (op, Response::Queue(s))),
+            .prop_map(|(op, s)| (op, Response::Queue(Box::new(s)))),
         (
             proptest::collection::vec(s(), 0..4),
             proptest::option::of(s())
         )
             .prop_map(|(names, next)| (Opcode::ListQueues, Response::Queues { names, next })),
-        proptest::collection::vec(any::<u64>(), 13).prop_map(|v| (
+        proptest::collection::vec(any::<u64>(), 15).prop_map(|v| (
             Opcode::QueueStats,
-            Response::Stats(Stats {
+            Response::Stats(Box::new(Stats {
                 visible: v[0],
                 in_flight: v[1],
                 delayed: v[2],
@@ -327,7 +343,9 @@ fn response() -> impl Strategy<Value = (Opcode, Response)> {
                 expiries: v[10],
                 dead_letterings: v[11],
                 redriven: v[12],
-            })
+                created_at_ms: v[13],
+                modified_at_ms: v[14],
+            }))
         )),
         entries((any::<u128>(), any::<u64>()).prop_map(|(id, seq)| PutAck { id, seq }))
             .prop_map(|e| (Opcode::Put, Response::Put(e))),

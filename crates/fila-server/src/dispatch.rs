@@ -90,6 +90,10 @@ fn update_of(p: proto::SettingsPatch) -> SettingsUpdate {
         max_messages: p.max_messages,
         max_bytes: p.max_bytes,
         channel_capacity_pct: p.channel_capacity_pct,
+        delay_ms: p.delay_ms,
+        redrive_allow: p.redrive_allow,
+        tags_set: p.tags_set,
+        tags_remove: p.tags_remove,
     }
 }
 
@@ -105,6 +109,9 @@ fn settings_of(s: QueueSettings) -> proto::Settings {
         max_messages: s.max_messages,
         max_bytes: s.max_bytes,
         channel_capacity_pct: s.channel_capacity_pct,
+        delay_ms: s.delay_ms,
+        redrive_allow: s.redrive_allow,
+        tags: s.tags,
     }
 }
 
@@ -430,11 +437,11 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
             answer(engine.create_queue(&name, s), Response::Created)
         }
         Request::GetQueue { name } => answer(engine.queue_settings(&name), |s| {
-            Response::Queue(settings_of(s))
+            Response::Queue(Box::new(settings_of(s)))
         }),
         Request::UpdateQueue { name, settings } => {
             answer(engine.update_queue(&name, &update_of(settings)), |s| {
-                Response::Queue(settings_of(s))
+                Response::Queue(Box::new(settings_of(s)))
             })
         }
         Request::DeleteQueue { name, if_exists } => answer(
@@ -446,7 +453,7 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
         ),
         Request::Purge { queue } => answer(engine.purge(address(&queue)), |_| Response::Ok),
         Request::QueueStats { name } => answer(engine.stats(&name), |s| {
-            Response::Stats(proto::Stats {
+            Response::Stats(Box::new(proto::Stats {
                 visible: s.visible,
                 in_flight: s.in_flight,
                 delayed: s.delayed,
@@ -460,7 +467,9 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
                 expiries: s.expiries,
                 dead_letterings: s.dead_letterings,
                 redriven: s.redriven,
-            })
+                created_at_ms: s.times.created_at_ms,
+                modified_at_ms: s.times.modified_at_ms,
+            }))
         }),
         Request::Put { queue, messages } => {
             let batch = messages

@@ -18,7 +18,7 @@ use fila_core::event::{
 };
 
 use crate::replay::Replay;
-use fila_core::{DeadLetter, DeadLetterReason, MessageId, Payload, QueueSettings};
+use fila_core::{DeadLetter, DeadLetterReason, MessageId, Payload, QueueSettings, QueueTimes};
 
 /// Record kinds.
 pub mod kind {
@@ -36,6 +36,9 @@ pub mod kind {
     pub const DEFERRED: u8 = 6;
     /// A message delivered: spot, count.
     pub const DELIVERED: u8 = 7;
+    /// A queue created or changed: id, name, settings and their extension
+    /// (what [`QUEUE_SET`], read only now, did not carry).
+    pub const QUEUE_SET_2: u8 = 8;
 }
 
 /// The snapshot body written before frames (read only).
@@ -44,9 +47,12 @@ const SNAPSHOT_VERSION_1: u32 = 1;
 pub const SNAPSHOT_VERSION: u32 = 2;
 /// A snapshot frame's kinds.
 mod frame {
+    /// Read only: a queue without the settings' extension.
     pub const QUEUE: u8 = 1;
     pub const MESSAGE: u8 = 2;
     pub const END: u8 = 3;
+    /// A queue: id, name, settings, next sequence number, extension.
+    pub const QUEUE_2: u8 = 4;
 }
 /// The largest snapshot frame read (a message of 1 MiB with its
 /// attributes and dead-letter record is far smaller).
@@ -75,6 +81,8 @@ pub enum Op {
         name: String,
         /// Settings.
         settings: QueueSettings,
+        /// When it was created and last changed.
+        times: QueueTimes,
     },
     /// See [`Event::QueueDeleted`].
     QueueDeleted {
@@ -164,6 +172,20 @@ fn settings(out: &mut Vec<u8>, s: &QueueSettings) {
     u8_(out, s.channel_capacity_pct);
 }
 
+/// What settings gained after the first record format: the queue delay,
+/// the redrive-allow policy, the tags, and the queue's times.
+fn extension(out: &mut Vec<u8>, s: &QueueSettings, times: QueueTimes) {
+    u64_(out, s.delay_ms);
+    opt_str(out, s.redrive_allow.as_deref());
+    u32_(out, s.tags.len() as u32);
+    for (k, v) in &s.tags {
+        bytes_(out, k.as_bytes());
+        bytes_(out, v.as_bytes());
+    }
+    u64_(out, times.created_at_ms);
+    u64_(out, times.modified_at_ms);
+}
+
 /// The parts of a message both records and snapshots carry.
 struct MessageParts<'a> {
     at: Spot,
@@ -247,11 +269,13 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
             queue,
             name,
             settings: s,
+            times,
         } => {
             u32_(out, *queue);
             bytes_(out, name.as_bytes());
             settings(out, s);
-            kind::QUEUE_SET
+            extension(out, s, *times);
+            kind::QUEUE_SET_2
         }
         Event::QueueDeleted { queue } => {
             u32_(out, *queue);
@@ -330,13 +354,15 @@ pub fn encode_part(part: &ImagePart, out: &mut Vec<u8>) {
             id,
             name,
             settings: s,
+            times,
             next_seq,
         } => {
             u32_(out, *id);
             bytes_(out, name.as_bytes());
             settings(out, s);
             u64_(out, *next_seq);
-            frame::QUEUE
+            extension(out, s, *times);
+            frame::QUEUE_2
         }
         ImagePart::Message { queue, message: m } => {
             message(out, &image_parts(*queue, m));
@@ -409,15 +435,21 @@ pub fn read_snapshot(body: &mut dyn std::io::Read, replay: &mut Replay) -> Resul
                     .map_err(|_| bad("a snapshot frame runs past the end"))?;
                 let mut r = Reader::new(&buf);
                 match head[0] {
-                    frame::QUEUE => {
+                    kind @ (frame::QUEUE | frame::QUEUE_2) => {
                         let id = r.u32()?;
                         let name = r.str()?.to_owned();
-                        let settings = r.settings()?;
+                        let mut settings = r.settings()?;
                         let next_seq = r.u64()?;
+                        let times = if kind == frame::QUEUE_2 {
+                            r.extension(&mut settings)?
+                        } else {
+                            QueueTimes::default()
+                        };
                         replay.apply_part(ImagePart::Queue {
                             id,
                             name,
                             settings,
+                            times,
                             next_seq,
                         });
                     }
@@ -516,6 +548,24 @@ impl<'a> Reader<'a> {
             max_messages: self.u64()?,
             max_bytes: self.u64()?,
             channel_capacity_pct: self.u8()?,
+            ..QueueSettings::default()
+        })
+    }
+    /// Reads the settings' [`extension`] into `s`; answers the times.
+    fn extension(&mut self, s: &mut QueueSettings) -> Result<QueueTimes, CodecError> {
+        s.delay_ms = self.u64()?;
+        s.redrive_allow = self.opt_str()?.map(str::to_owned);
+        let n = self.u32()? as usize;
+        // A tag takes at least 8 bytes.
+        if n > (self.data.len() - self.at) / 8 {
+            return Err(bad("more tags than bytes"));
+        }
+        s.tags = (0..n)
+            .map(|_| Ok((self.str()?.to_owned(), self.str()?.to_owned())))
+            .collect::<Result<_, CodecError>>()?;
+        Ok(QueueTimes {
+            created_at_ms: self.u64()?,
+            modified_at_ms: self.u64()?,
         })
     }
     /// A message; answers its queue id and image.
@@ -608,7 +658,20 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
             queue: r.u32()?,
             name: r.str()?.to_owned(),
             settings: r.settings()?,
+            times: QueueTimes::default(),
         },
+        kind::QUEUE_SET_2 => {
+            let queue = r.u32()?;
+            let name = r.str()?.to_owned();
+            let mut settings = r.settings()?;
+            let times = r.extension(&mut settings)?;
+            Op::QueueSet {
+                queue,
+                name,
+                settings,
+                times,
+            }
+        }
         kind::QUEUE_DELETED => Op::QueueDeleted { queue: r.u32()? },
         kind::PURGED => Op::Purged {
             queue: r.u32()?,
@@ -673,6 +736,7 @@ pub fn decode_snapshot(body: &[u8]) -> Result<EngineImage, CodecError> {
             id,
             name,
             settings,
+            times: QueueTimes::default(),
             next_seq,
             messages,
         });

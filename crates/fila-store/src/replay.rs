@@ -34,13 +34,14 @@
 use std::collections::{HashMap, HashSet};
 
 use fila_core::event::{EngineImage, ImagePart, MessageImage, QueueImage, Spot};
-use fila_core::QueueSettings;
+use fila_core::{QueueSettings, QueueTimes};
 
 use crate::codec::Op;
 
 struct Queue {
     name: String,
     settings: QueueSettings,
+    times: QueueTimes,
     next_seq: u64,
     messages: HashMap<(bool, u64), MessageImage>,
 }
@@ -77,6 +78,7 @@ impl Replay {
                 Queue {
                     name: q.name,
                     settings: q.settings,
+                    times: q.times,
                     next_seq: q.next_seq,
                     messages: q
                         .messages
@@ -111,17 +113,20 @@ impl Replay {
                 id,
                 name,
                 settings,
+                times,
                 next_seq,
             } => {
                 self.saw_queue(id);
                 let q = self.queues.entry(id).or_insert_with(|| Queue {
                     name: name.clone(),
                     settings: settings.clone(),
+                    times,
                     next_seq,
                     messages: HashMap::new(),
                 });
                 q.name = name;
                 q.settings = settings;
+                q.times = times;
                 q.next_seq = q.next_seq.max(next_seq);
             }
             ImagePart::Message { queue, message } => {
@@ -149,16 +154,19 @@ impl Replay {
                 queue,
                 name,
                 settings,
+                times,
             } => {
                 self.saw_queue(queue);
                 let q = self.queues.entry(queue).or_insert_with(|| Queue {
                     name: name.clone(),
                     settings: settings.clone(),
+                    times,
                     next_seq: 1,
                     messages: HashMap::new(),
                 });
                 q.name = name;
                 q.settings = settings;
+                q.times = times;
             }
             Op::QueueDeleted { queue } => {
                 self.saw_queue(queue);
@@ -247,6 +255,7 @@ impl Replay {
                 id,
                 name: q.name,
                 settings: q.settings,
+                times: q.times,
                 next_seq: q.next_seq,
                 messages: q.messages.into_values().collect(),
             })

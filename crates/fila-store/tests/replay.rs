@@ -60,6 +60,17 @@ fn settings(rng: &mut Rng) -> QueueSettings {
         retention_ms: 60_000 + rng.below(3) * 30_000,
         dead_letter_on_expiration: rng.below(2) == 0,
         channel_capacity_pct: 100,
+        delay_ms: if rng.below(4) == 0 {
+            rng.below(3) * 500
+        } else {
+            0
+        },
+        redrive_allow: (rng.below(4) == 0).then(|| r#"{"redrivePermission":"allowAll"}"#.into()),
+        tags: if rng.below(3) == 0 {
+            vec![("team".into(), format!("t{}", rng.below(3)))]
+        } else {
+            Vec::new()
+        },
         ..QueueSettings::default()
     }
 }
@@ -82,6 +93,16 @@ fn step(
             let update = SettingsUpdate {
                 dead_letter_target: Some((target != q && rng.below(2) == 0).then(|| target.into())),
                 max_deliveries: Some(rng.below(3) as u32),
+                tags_set: if rng.below(2) == 0 {
+                    vec![(format!("k{}", rng.below(3)), "v".into())]
+                } else {
+                    Vec::new()
+                },
+                tags_remove: if rng.below(3) == 0 {
+                    vec![format!("k{}", rng.below(3))]
+                } else {
+                    Vec::new()
+                },
                 ..SettingsUpdate::default()
             };
             let _ = engine.update_queue(q, &update);
@@ -487,4 +508,68 @@ fn a_snapshot_taken_in_pieces_while_the_engine_changes_rebuilds_it() {
         let got = normal(replay.into_image(), now);
         assert_eq!(got, want, "seed {seed}");
     }
+}
+
+#[test]
+fn a_queue_record_of_the_first_format_reads_with_the_new_fields_empty() {
+    // kind 1 (QUEUE_SET) as versions before the settings' extension wrote
+    // it: id, name, then the ten settings fields.
+    let mut body = Vec::new();
+    body.extend_from_slice(&7u32.to_be_bytes());
+    body.extend_from_slice(&1u32.to_be_bytes());
+    body.push(b'q');
+    body.extend_from_slice(&30_000u64.to_be_bytes());
+    body.extend_from_slice(&5u32.to_be_bytes());
+    body.extend_from_slice(&604_800_000u64.to_be_bytes());
+    body.extend_from_slice(&(256u32 << 10).to_be_bytes());
+    body.extend_from_slice(&30_000u64.to_be_bytes());
+    body.push(0);
+    body.push(0);
+    body.extend_from_slice(&10_000_000u64.to_be_bytes());
+    body.extend_from_slice(&(1u64 << 30).to_be_bytes());
+    body.push(100);
+    let op = decode(fila_store::codec::kind::QUEUE_SET, &body).unwrap();
+    let fila_store::codec::Op::QueueSet {
+        queue,
+        name,
+        settings,
+        times,
+    } = op
+    else {
+        panic!("not a queue record: {op:?}");
+    };
+    assert_eq!((queue, name.as_str()), (7, "q"));
+    assert_eq!(settings, QueueSettings::default());
+    assert_eq!(times, fila_core::QueueTimes::default());
+    // A record of the new format carries what the old one could not.
+    let s = QueueSettings {
+        delay_ms: 900,
+        redrive_allow: Some("{}".into()),
+        tags: vec![("a".into(), "b".into())],
+        ..QueueSettings::default()
+    };
+    let t = fila_core::QueueTimes {
+        created_at_ms: 1,
+        modified_at_ms: 2,
+    };
+    let mut out = Vec::new();
+    let kind = encode_event(
+        &Event::QueueSet {
+            queue: 7,
+            name: "q",
+            settings: &s,
+            times: t,
+        },
+        &mut out,
+    );
+    assert_eq!(kind, fila_store::codec::kind::QUEUE_SET_2);
+    assert_eq!(
+        decode(kind, &out).unwrap(),
+        fila_store::codec::Op::QueueSet {
+            queue: 7,
+            name: "q".into(),
+            settings: s,
+            times: t,
+        }
+    );
 }

@@ -25,6 +25,7 @@ impl Shard {
                 id: queue.id,
                 name: queue.name.to_string(),
                 settings: queue.settings.clone(),
+                times: queue.times,
                 next_seq: queue.next_seq,
                 messages,
             });
@@ -67,6 +68,7 @@ impl Shard {
                     id: queue.id,
                     name: name.to_string(),
                     settings: queue.settings.clone(),
+                    times: queue.times,
                     next_seq: queue.next_seq,
                 });
             }
@@ -142,7 +144,13 @@ impl Shard {
             });
         }
         self.budget.shared.force_queue();
-        let qslot = self.install_queue(image.id, &image.name, image.settings, image.next_seq);
+        let qslot = self.install_queue(
+            image.id,
+            &image.name,
+            image.settings,
+            image.times,
+            image.next_seq,
+        );
         let mut messages = image.messages;
         messages.sort_unstable_by_key(|m| (m.dlq, m.seq));
         let now = self.now;

@@ -198,6 +198,7 @@ struct Queue {
     id: u32,
     name: Arc<str>,
     settings: QueueSettings,
+    times: QueueTimes,
     /// The queue and its DLQ, each in its current epoch.
     subs: [SubQueue; 2],
     /// Each half's current epoch.

@@ -23,7 +23,11 @@ impl Shard {
             };
         }
         self.budget.shared.reserve_queue()?;
-        let slot = self.install_queue(id(), name, settings, 1);
+        let times = QueueTimes {
+            created_at_ms: self.now,
+            modified_at_ms: self.now,
+        };
+        let slot = self.install_queue(id(), name, settings, times, 1);
         self.log_queue(slot);
         Ok(true)
     }
@@ -36,6 +40,7 @@ impl Shard {
                 queue: self.queue(slot).id,
                 name: &self.queue(slot).name,
                 settings: &self.queue(slot).settings,
+                times: self.queue(slot).times,
             }
         );
     }
@@ -47,6 +52,7 @@ impl Shard {
         id: u32,
         name: &str,
         settings: QueueSettings,
+        times: QueueTimes,
         next_seq: u64,
     ) -> u32 {
         let name: Arc<str> = Arc::from(name);
@@ -54,6 +60,7 @@ impl Shard {
             id,
             name: name.clone(),
             settings,
+            times,
             subs: [SubQueue::new(false), SubQueue::new(true)],
             epochs: [0, 0],
             purged: [None, None],
@@ -99,7 +106,12 @@ impl Shard {
         let slot = self.queue_slot(name)?;
         let next = update.apply(&self.queue(slot).settings);
         next.validate()?;
-        self.queue_mut(slot).settings = next.clone();
+        let now = self.now;
+        let queue = self.queue_mut(slot);
+        queue.settings = next.clone();
+        if update.changes_settings() {
+            queue.times.modified_at_ms = now;
+        }
         self.log_queue(slot);
         Ok(next)
     }
@@ -228,6 +240,7 @@ impl Shard {
             expiries: queue.counters.expiries,
             dead_letterings: queue.counters.dead_letterings,
             redriven: queue.counters.redriven,
+            times: queue.times,
         })
     }
 
@@ -304,6 +317,7 @@ impl Shard {
             (m.payload.len() + attributes_len) as u64,
         )?;
         let lifetime = m.ttl_ms.unwrap_or(queue.settings.retention_ms);
+        let queue_delay = queue.settings.delay_ms;
         // A new channel is counted when it is made (`attach`); it must
         // fit with the message.
         let new_channel = match m.channel.as_deref() {
@@ -316,7 +330,8 @@ impl Shard {
             self.budget.release(new_channel);
         }
         let visible_at = match m.availability {
-            Availability::Now => now,
+            // A put that names no delay takes the queue's.
+            Availability::Now => now + queue_delay,
             Availability::DelayMs(d) => now + d,
             Availability::At(at) => at.max(now),
         };

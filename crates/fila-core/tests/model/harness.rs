@@ -198,6 +198,9 @@ impl Harness {
                     dead_letter_on_expiration: dloe,
                     dead_letter_target: target.and_then(|t| self.settings(t)),
                     receive_wait_default_ms: u64::from(wait),
+                    // A third of the queues delay puts that name no delay
+                    // (by as long as they wait: no new field in the ops).
+                    delay_ms: if pct % 3 == 0 { u64::from(wait) } else { 0 },
                     ..QueueSettings::default()
                 };
                 let e = engine.create_queue(name, s.clone());

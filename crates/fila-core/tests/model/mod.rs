@@ -320,7 +320,13 @@ impl Model {
                 settings,
                 subs: [Sub::default(), Sub::default()],
                 next_seq: 1,
-                stats: QueueStats::default(),
+                stats: QueueStats {
+                    times: QueueTimes {
+                        created_at_ms: self.now,
+                        modified_at_ms: self.now,
+                    },
+                    ..QueueStats::default()
+                },
                 redrive: None,
             },
         );
@@ -344,7 +350,12 @@ impl Model {
         }
         let next = u.apply(&self.q(name)?.settings);
         next.validate()?;
-        self.q_mut(name)?.settings = next.clone();
+        let now = self.now;
+        let q = self.q_mut(name)?;
+        q.settings = next.clone();
+        if u.changes_settings() {
+            q.stats.times.modified_at_ms = now;
+        }
         Ok(next)
     }
 
@@ -473,7 +484,7 @@ impl Model {
         self.capacity(q, &channel, (m.payload.len() + attributes_len) as u64)?;
         let lifetime = m.ttl_ms.unwrap_or(q.settings.retention_ms);
         let visible_at = match m.availability {
-            Availability::Now => now,
+            Availability::Now => now + q.settings.delay_ms,
             Availability::DelayMs(d) => now + d,
             Availability::At(at) => at.max(now),
         };

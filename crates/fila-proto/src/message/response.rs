@@ -65,6 +65,8 @@ impl Response {
                     s.expiries,
                     s.dead_letterings,
                     s.redriven,
+                    s.created_at_ms,
+                    s.modified_at_ms,
                 ] {
                     w.u64(v);
                 }
@@ -131,12 +133,12 @@ impl Response {
             | Opcode::DeadLetter => Response::Ok,
             Opcode::ServerStats => Response::ServerStats(r.list(10, |r| Ok((r.str()?, r.u64()?)))?),
             Opcode::CreateQueue => Response::Created(r.bool()?),
-            Opcode::GetQueue | Opcode::UpdateQueue => Response::Queue(get_settings(r)?),
+            Opcode::GetQueue | Opcode::UpdateQueue => Response::Queue(Box::new(get_settings(r)?)),
             Opcode::ListQueues => Response::Queues {
                 names: r.list(2, Reader::str)?,
                 next: r.opt(Reader::str)?,
             },
-            Opcode::QueueStats => Response::Stats(Stats {
+            Opcode::QueueStats => Response::Stats(Box::new(Stats {
                 visible: r.u64()?,
                 in_flight: r.u64()?,
                 delayed: r.u64()?,
@@ -150,7 +152,9 @@ impl Response {
                 expiries: r.u64()?,
                 dead_letterings: r.u64()?,
                 redriven: r.u64()?,
-            }),
+                created_at_ms: r.u64()?,
+                modified_at_ms: r.u64()?,
+            })),
             Opcode::Put => Response::Put(get_entries(r, |r| {
                 Ok(PutAck {
                     id: r.u128()?,

@@ -94,16 +94,16 @@ pub(in crate::server) async fn run(
             Kind::UnsupportedOperation,
             format!("{op} is not supported: fila grants access with tokens (docs/sqs.md)."),
         )),
-        "TagQueue"
-        | "UntagQueue"
-        | "ListQueueTags"
-        | "ListDeadLetterSourceQueues"
-        | "StartMessageMoveTask"
-        | "ListMessageMoveTasks"
-        | "CancelMessageMoveTask" => Err(SqsError::new(
-            Kind::UnsupportedOperation,
-            format!("{op} is not supported yet (docs/sqs.md)."),
-        )),
+        "TagQueue" => tag_queue(cx, input).await,
+        "UntagQueue" => untag_queue(cx, input).await,
+        "ListQueueTags" => list_queue_tags(cx, input).await,
+        "ListDeadLetterSourceQueues" => list_dead_letter_source_queues(cx, input).await,
+        "StartMessageMoveTask" | "ListMessageMoveTasks" | "CancelMessageMoveTask" => {
+            Err(SqsError::new(
+                Kind::UnsupportedOperation,
+                format!("{op} is not supported yet (docs/sqs.md)."),
+            ))
+        }
         _ => Err(SqsError::new(
             Kind::InvalidAction,
             format!("{op} is not an operation of the SQS API."),
@@ -216,13 +216,19 @@ fn settings_of(attributes: &Value, patch: &mut SettingsPatch) -> Result<(), SqsE
                 patch.receive_wait_default_ms = Some(secs(0, WAIT_SECS_MAX)? * 1000)
             }
             "MaximumMessageSize" => patch.max_message_bytes = Some(secs(1024, 1 << 20)? as u32),
-            "DelaySeconds" => {
-                if secs(0, DELAY_SECS_MAX)? != 0 {
-                    return Err(SqsError::new(
-                        Kind::InvalidAttributeValue,
-                        "A queue-level DelaySeconds is not supported yet (give DelaySeconds per message).",
-                    ));
+            "DelaySeconds" => patch.delay_ms = Some(secs(0, DELAY_SECS_MAX)? * 1000),
+            "RedriveAllowPolicy" => {
+                if value.is_empty() {
+                    patch.redrive_allow = Some(None);
+                    continue;
                 }
+                let policy = RedriveAllow::parse(&value).map_err(|why| {
+                    SqsError::new(
+                        Kind::InvalidAttributeValue,
+                        format!("Value {value} for parameter RedriveAllowPolicy is invalid. Reason: {why}"),
+                    )
+                })?;
+                patch.redrive_allow = Some(Some(policy.to_json()));
             }
             "RedrivePolicy" => {
                 if value.is_empty() {
@@ -257,7 +263,7 @@ fn settings_of(attributes: &Value, patch: &mut SettingsPatch) -> Result<(), SqsE
                     format!("{name}: FIFO queues are not supported yet (docs/sqs.md)."),
                 ))
             }
-            "Policy" | "KmsMasterKeyId" | "KmsDataKeyReusePeriodSeconds" | "RedriveAllowPolicy" => {
+            "Policy" | "KmsMasterKeyId" | "KmsDataKeyReusePeriodSeconds" => {
                 return Err(SqsError::new(
                     Kind::InvalidAttributeName,
                     format!("The attribute {name} is not supported (docs/sqs.md)."),
@@ -272,6 +278,132 @@ fn settings_of(attributes: &Value, patch: &mut SettingsPatch) -> Result<(), SqsE
         }
     }
     Ok(())
+}
+
+/// A queue's RedriveAllowPolicy: which source queues may dead-letter into
+/// it.
+#[derive(Debug, PartialEq, Eq)]
+enum RedriveAllow {
+    All,
+    None,
+    /// These source queues (by name), 1 to 10.
+    ByQueue(Vec<String>),
+}
+
+impl RedriveAllow {
+    fn parse(text: &str) -> Result<RedriveAllow, String> {
+        let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        let permission = v
+            .get("redrivePermission")
+            .and_then(Value::as_str)
+            .ok_or("redrivePermission is missing")?;
+        let arns = v.get("sourceQueueArns");
+        match permission {
+            "allowAll" | "denyAll" if arns.is_some() => {
+                Err("sourceQueueArns is only for redrivePermission byQueue".into())
+            }
+            "allowAll" => Ok(RedriveAllow::All),
+            "denyAll" => Ok(RedriveAllow::None),
+            "byQueue" => {
+                let list = arns
+                    .and_then(Value::as_array)
+                    .filter(|a| (1..=10).contains(&a.len()))
+                    .ok_or("byQueue needs sourceQueueArns, a list of 1 to 10 ARNs")?;
+                let names = list
+                    .iter()
+                    .map(|a| {
+                        a.as_str()
+                            .ok_or_else(|| "an ARN is not a string".to_owned())
+                            .and_then(|a| attrs::name_of_arn(a).map_err(|e| e.message))
+                    })
+                    .collect::<Result<_, _>>()?;
+                Ok(RedriveAllow::ByQueue(names))
+            }
+            other => Err(format!(
+                "redrivePermission {other:?} is not allowAll, denyAll or byQueue"
+            )),
+        }
+    }
+
+    /// As the attribute shows it.
+    fn to_json(&self) -> String {
+        match self {
+            RedriveAllow::All => json!({ "redrivePermission": "allowAll" }),
+            RedriveAllow::None => json!({ "redrivePermission": "denyAll" }),
+            RedriveAllow::ByQueue(names) => json!({
+                "redrivePermission": "byQueue",
+                "sourceQueueArns": names.iter().map(|n| attrs::queue_arn(n)).collect::<Vec<_>>(),
+            }),
+        }
+        .to_string()
+    }
+
+    fn allows(&self, source: &str) -> bool {
+        match self {
+            RedriveAllow::All => true,
+            RedriveAllow::None => false,
+            RedriveAllow::ByQueue(names) => names.iter().any(|n| n == source),
+        }
+    }
+}
+
+/// Checks that queue `source` may name `target` as its dead-letter queue:
+/// the target exists and its RedriveAllowPolicy lets `source` in.
+async fn check_redrive(cx: &Context<'_>, source: &str, target: &str) -> Result<(), SqsError> {
+    let refuse = |why: &str| {
+        SqsError::invalid(format!(
+            "Value for parameter RedrivePolicy is invalid. Reason: {why}"
+        ))
+    };
+    if source == target {
+        return Err(refuse("A queue cannot be its own dead-letter queue."));
+    }
+    let settings = match cx
+        .wire(Request::GetQueue {
+            name: target.to_owned(),
+        })
+        .await
+    {
+        Ok(Response::Queue(s)) => *s,
+        Ok(_) => return Err(SqsError::new(Kind::InternalError, "an unexpected answer")),
+        Err(e) if e.kind == Kind::QueueDoesNotExist => {
+            return Err(refuse("Dead letter target does not exist."))
+        }
+        Err(e) => return Err(e),
+    };
+    let policy = match settings.redrive_allow.as_deref() {
+        None => RedriveAllow::All,
+        Some(text) => RedriveAllow::parse(text).unwrap_or(RedriveAllow::All),
+    };
+    if !policy.allows(source) {
+        return Err(refuse(&format!(
+            "The dead-letter queue {target}'s RedriveAllowPolicy does not allow {source}."
+        )));
+    }
+    Ok(())
+}
+
+/// Tags as the request gives them (a map of strings), checked.
+fn tags_of(v: Option<&Value>) -> Result<Vec<(String, String)>, SqsError> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let map = v
+        .as_object()
+        .ok_or_else(|| SqsError::invalid("Tags must be a map of strings."))?;
+    map.iter()
+        .map(|(k, v)| {
+            let v = v.as_str().ok_or_else(|| {
+                SqsError::invalid(format!("The tag {k:?} must have a string value."))
+            })?;
+            if k.is_empty() || k.len() > 128 || v.len() > 256 {
+                return Err(SqsError::invalid(format!(
+                    "The tag {k:?}: a key is 1 to 128 characters, a value at most 256."
+                )));
+            }
+            Ok((k.clone(), v.to_owned()))
+        })
+        .collect()
 }
 
 async fn create_queue(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
@@ -304,14 +436,9 @@ async fn create_queue(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError
     if let Some(a) = input.get("Attributes").filter(|a| !a.is_null()) {
         settings_of(a, &mut settings)?;
     }
-    if input
-        .get("tags")
-        .is_some_and(|t| t.as_object().is_some_and(|m| !m.is_empty()))
-    {
-        return Err(SqsError::new(
-            Kind::UnsupportedOperation,
-            "Queue tags are not supported yet (docs/sqs.md).",
-        ));
+    settings.tags_set = tags_of(input.get("tags"))?;
+    if let Some(Some(target)) = &settings.dead_letter_target {
+        check_redrive(cx, name, target).await?;
     }
     let req = Request::CreateQueue {
         name: name.to_owned(),
@@ -397,7 +524,7 @@ async fn get_queue_attributes(cx: &Context<'_>, input: &Value) -> Result<Value, 
     let asked = strings(input, "AttributeNames")?;
     let all = asked.iter().any(|a| a == "All");
     let want = |n: &str| all || asked.iter().any(|a| a == n);
-    const KNOWN: [&str; 14] = [
+    const KNOWN: [&str; 15] = [
         "All",
         "QueueArn",
         "ApproximateNumberOfMessages",
@@ -412,6 +539,7 @@ async fn get_queue_attributes(cx: &Context<'_>, input: &Value) -> Result<Value, 
         "SqsManagedSseEnabled",
         "CreatedTimestamp",
         "LastModifiedTimestamp",
+        "RedriveAllowPolicy",
     ];
     if let Some(bad) = asked.iter().find(|a| !KNOWN.contains(&a.as_str())) {
         return Err(SqsError::new(
@@ -438,7 +566,7 @@ async fn get_queue_attributes(cx: &Context<'_>, input: &Value) -> Result<Value, 
         "MessageRetentionPeriod",
         (s.retention_ms / 1000).to_string(),
     );
-    put("DelaySeconds", "0".into());
+    put("DelaySeconds", (s.delay_ms / 1000).to_string());
     put(
         "ReceiveMessageWaitTimeSeconds",
         (s.receive_wait_default_ms / 1000).to_string(),
@@ -451,10 +579,15 @@ async fn get_queue_attributes(cx: &Context<'_>, input: &Value) -> Result<Value, 
                 .to_string(),
         );
     }
+    if let Some(policy) = &s.redrive_allow {
+        put("RedriveAllowPolicy", policy.clone());
+    }
     let counts = [
         "ApproximateNumberOfMessages",
         "ApproximateNumberOfMessagesNotVisible",
         "ApproximateNumberOfMessagesDelayed",
+        "CreatedTimestamp",
+        "LastModifiedTimestamp",
     ];
     if counts.iter().any(|c| want(c)) {
         let Response::Stats(st) = cx.wire(Request::QueueStats { name }).await? else {
@@ -466,6 +599,11 @@ async fn get_queue_attributes(cx: &Context<'_>, input: &Value) -> Result<Value, 
             st.in_flight.to_string(),
         );
         put("ApproximateNumberOfMessagesDelayed", st.delayed.to_string());
+        put("CreatedTimestamp", (st.created_at_ms / 1000).to_string());
+        put(
+            "LastModifiedTimestamp",
+            (st.modified_at_ms / 1000).to_string(),
+        );
     }
     if out.is_empty() {
         return Ok(json!({}));
@@ -481,8 +619,109 @@ async fn set_queue_attributes(cx: &Context<'_>, input: &Value) -> Result<Value, 
         .ok_or_else(|| SqsError::missing("Attributes"))?;
     let mut settings = SettingsPatch::default();
     settings_of(attributes, &mut settings)?;
+    if let Some(Some(target)) = &settings.dead_letter_target {
+        check_redrive(cx, &name, target).await?;
+    }
     cx.wire(Request::UpdateQueue { name, settings }).await?;
     Ok(json!({}))
+}
+
+async fn tag_queue(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
+    let name = queue_of(input)?;
+    let tags = tags_of(input.get("Tags"))?;
+    if tags.is_empty() {
+        return Err(SqsError::missing("Tags"));
+    }
+    let settings = SettingsPatch {
+        tags_set: tags,
+        ..SettingsPatch::default()
+    };
+    cx.wire(Request::UpdateQueue { name, settings }).await?;
+    Ok(json!({}))
+}
+
+async fn untag_queue(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
+    let name = queue_of(input)?;
+    let keys = strings(input, "TagKeys")?;
+    if keys.is_empty() {
+        return Err(SqsError::missing("TagKeys"));
+    }
+    let settings = SettingsPatch {
+        tags_remove: keys,
+        ..SettingsPatch::default()
+    };
+    cx.wire(Request::UpdateQueue { name, settings }).await?;
+    Ok(json!({}))
+}
+
+async fn list_queue_tags(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
+    let name = queue_of(input)?;
+    let Response::Queue(s) = cx.wire(Request::GetQueue { name }).await? else {
+        return Err(SqsError::new(Kind::InternalError, "an unexpected answer"));
+    };
+    if s.tags.is_empty() {
+        return Ok(json!({}));
+    }
+    let tags: Map<String, Value> = s
+        .tags
+        .into_iter()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+    Ok(json!({ "Tags": tags }))
+}
+
+/// Queues a dead-letter-source scan looks at per request at most.
+const SOURCE_SCAN_MAX: usize = 1000;
+
+async fn list_dead_letter_source_queues(
+    cx: &Context<'_>,
+    input: &Value,
+) -> Result<Value, SqsError> {
+    let target = queue_of(input)?;
+    let max = number(input, "MaxResults", 1, 1000)?;
+    let mut after = text(input, "NextToken")?.unwrap_or("").to_owned();
+    // The target must exist.
+    cx.wire(Request::GetQueue {
+        name: target.clone(),
+    })
+    .await?;
+    let want = max.unwrap_or(1000) as usize;
+    let mut found = Vec::new();
+    let mut scanned = 0usize;
+    let mut next = None;
+    'pages: loop {
+        let page = Request::ListQueues {
+            prefix: String::new(),
+            after: after.clone(),
+            limit: 100,
+        };
+        let Response::Queues { names, next: more } = cx.wire(page).await? else {
+            return Err(SqsError::new(Kind::InternalError, "an unexpected answer"));
+        };
+        for name in names {
+            scanned += 1;
+            after.clone_from(&name);
+            if let Ok(Response::Queue(s)) = cx.wire(Request::GetQueue { name: name.clone() }).await
+            {
+                if s.dead_letter_target.as_deref() == Some(target.as_str()) {
+                    found.push(Value::String(attrs::queue_url(cx.host, &name)));
+                }
+            }
+            if found.len() == want || scanned == SOURCE_SCAN_MAX {
+                next = Some(name);
+                break 'pages;
+            }
+        }
+        if more.is_none() {
+            break;
+        }
+    }
+    let mut out = Map::new();
+    out.insert("queueUrls".into(), Value::Array(found));
+    if let Some(n) = next {
+        out.insert("NextToken".into(), Value::String(n));
+    }
+    Ok(Value::Object(out))
 }
 
 // ----- messages -------------------------------------------------------------
@@ -569,9 +808,11 @@ impl Outgoing {
             payload: Bytes::from(self.body.clone().into_bytes()),
             attributes: attrs::to_fila(&self.attributes, self.trace.as_deref()),
             channel: None,
+            // No DelaySeconds: the queue's delay; an explicit one, even 0,
+            // overrides it (as SQS).
             availability: match self.delay_secs {
-                Some(d) if d > 0 => Availability::DelayMs(d * 1000),
-                _ => Availability::Now,
+                Some(d) => Availability::DelayMs(d * 1000),
+                None => Availability::Now,
             },
             ttl_ms: None,
         }
