@@ -29,7 +29,9 @@ fila-loadgen: load a fila server and measure it
 
 usage: fila-loadgen [flags]
 
-  --system NAME        fila, redis (Streams), beanstalkd, nats (JetStream)
+  --system NAME        fila, sqs (fila's SQS API: --addr is its listener,
+                       127.0.0.1:9324), redis (Streams), beanstalkd,
+                       nats (JetStream)
                                                       [fila]
   --addr ADDR          the server                     [127.0.0.1:7700]
   --nats-storage KIND  memory or file (JetStream)     [memory]
@@ -312,6 +314,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
     let target: Box<dyn Target> = match system.as_str() {
         "fila" => Box::new(target),
         "redis" => Box::new(peers::redis::Redis { addr, label }),
+        "sqs" => Box::new(peers::sqs::Sqs { addr, label }),
         "beanstalkd" => Box::new(peers::beanstalkd::Beanstalkd {
             addr,
             label,
@@ -332,7 +335,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
         }
         other => {
             return Err(format!(
-                "--system: {other:?} is not one of fila, redis, beanstalkd, nats"
+                "--system: {other:?} is not one of fila, sqs, redis, beanstalkd, nats"
             ))
         }
     };

@@ -46,6 +46,9 @@ pub struct Config {
     pub shards: usize,
     /// Event loop threads (one per core by default).
     pub event_loops: usize,
+    /// Threads of the SQS API, each a runtime of its own (0: half the
+    /// cores, at least one).
+    pub sqs_threads: usize,
     /// Open connections at most; more are accepted and closed at once.
     pub max_connections: usize,
     /// The largest frame a client may send.
@@ -157,6 +160,7 @@ impl Default for Config {
             sqs_listen: Some("127.0.0.1:9324".parse().expect("literal")),
             shards: cores(),
             event_loops: cores(),
+            sqs_threads: 0,
             max_connections: 10_000,
             max_frame_bytes: fila_proto::FRAME_LEN_DEFAULT,
             max_output_bytes: 8 << 20,
@@ -188,6 +192,7 @@ struct FileConfig {
     sqs_listen: Option<String>,
     shards: Option<usize>,
     event_loops: Option<usize>,
+    sqs_threads: Option<usize>,
     max_connections: Option<usize>,
     max_frame_bytes: Option<usize>,
     max_output_bytes: Option<usize>,
@@ -277,6 +282,9 @@ impl Config {
         }
         if let Some(v) = f.event_loops {
             self.event_loops = v;
+        }
+        if let Some(v) = f.sqs_threads {
+            self.sqs_threads = v;
         }
         if let Some(v) = f.max_connections {
             self.max_connections = v;
@@ -408,6 +416,9 @@ impl Config {
                 "--event-loops" => {
                     self.event_loops = number("--event-loops", value("--event-loops")?)? as usize
                 }
+                "--sqs-threads" => {
+                    self.sqs_threads = number("--sqs-threads", value("--sqs-threads")?)? as usize
+                }
                 "--max-connections" => {
                     self.max_connections =
                         number("--max-connections", value("--max-connections")?)? as usize
@@ -499,9 +510,12 @@ impl Config {
         if self.event_loops == 0 {
             self.event_loops = cores();
         }
-        if self.shards > 1024 || self.event_loops > 1024 {
+        if self.sqs_threads == 0 {
+            self.sqs_threads = cores().div_ceil(2);
+        }
+        if self.shards > 1024 || self.event_loops > 1024 || self.sqs_threads > 1024 {
             return Err(ConfigError::Invalid(
-                "shards and event_loops are at most 1024".into(),
+                "shards, event_loops and sqs_threads are at most 1024".into(),
             ));
         }
         if self.max_connections == 0 {
@@ -609,6 +623,7 @@ loop per core. Flags override the file.
                             [127.0.0.1:9324]
   --shards N                engine shards           [cores]
   --event-loops N           event loop threads      [cores]
+  --sqs-threads N           threads of the SQS API  [half the cores]
   --max-connections N       open connections        [10000]
   --max-frame-bytes N       largest frame accepted  [25165824]
   --max-output-bytes N      answers buffered (and room held for parked
@@ -792,5 +807,14 @@ mod tests {
             )
             .unwrap_err();
         assert!(e.to_string().contains("names two tokens"), "{e}");
+    }
+
+    #[test]
+    fn sqs_threads_default_to_half_the_cores() {
+        let c = Config::from_args(&args(&["--sqs-threads", "3"])).unwrap();
+        assert_eq!(c.sqs_threads, 3);
+        let c = Config::from_args(&args(&[])).unwrap();
+        assert_eq!(c.sqs_threads, cores().div_ceil(2));
+        assert!(Config::from_args(&args(&["--sqs-threads", "2000"])).is_err());
     }
 }

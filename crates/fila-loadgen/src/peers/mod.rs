@@ -1,4 +1,5 @@
-//! The peers fila is measured against, each speaking its own protocol over
+//! The peers fila is measured against (and fila's own SQS-compatible API),
+//! each speaking its own protocol over
 //! a plain blocking socket, pipelined like fila's client, behind the same
 //! [`crate::target`] traits. What each lacks next to fila is in
 //! docs/benchmarks.md ("What the peers do not do").
@@ -6,6 +7,7 @@
 pub mod beanstalkd;
 pub mod nats;
 pub mod redis;
+pub mod sqs;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -65,6 +67,16 @@ impl Conn {
             line.pop();
         }
         Ok(line)
+    }
+
+    /// Exactly `n` bytes.
+    pub fn exact(&mut self, n: usize) -> Result<Vec<u8>, String> {
+        self.flush()?;
+        let mut data = vec![0u8; n];
+        self.reader
+            .read_exact(&mut data)
+            .map_err(|e| e.to_string())?;
+        Ok(data)
     }
 
     /// Exactly `n` bytes, then the CR LF after them.

@@ -192,11 +192,14 @@ impl Server {
             wakers.push(Arc::new(Waker::new(poll.registry(), WAKER)?));
             polls.push(poll);
         }
-        // The SQS gateway is the endpoint after the loops.
-        let sqs_notify = sqs_listener
-            .as_ref()
-            .map(|_| Arc::new(tokio::sync::Notify::new()));
-        let loops = Loops::new(wakers, sqs_notify.iter().cloned().collect());
+        // The SQS gateways are the endpoints after the loops.
+        let sqs_notifies: Vec<Arc<tokio::sync::Notify>> = match &sqs_listener {
+            Some(_) => (0..config.sqs_threads)
+                .map(|_| Arc::new(tokio::sync::Notify::new()))
+                .collect(),
+            None => Vec::new(),
+        };
+        let loops = Loops::new(wakers, sqs_notifies.clone());
         let fatal: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
         let stopping = Arc::new(AtomicBool::new(false));
         // Once recovered, the loops own the shards: the log writer and the
@@ -269,14 +272,14 @@ impl Server {
                     .spawn(move || l.run())?,
             );
         }
-        let sqs = match (sqs_listener, sqs_notify) {
-            (Some(l), Some(notify)) => Some(sqs::SqsListener::start(
+        let sqs = match sqs_listener {
+            Some(l) => Some(sqs::SqsListener::start(
                 l,
                 config.event_loops,
-                notify,
+                sqs_notifies,
                 shared.clone(),
             )?),
-            _ => None,
+            None => None,
         };
         info!(
             listen = %local_addr,

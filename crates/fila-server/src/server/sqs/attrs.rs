@@ -83,15 +83,22 @@ pub(in crate::server) fn name_of_arn(arn: &str) -> Result<String, SqsError> {
 
 /// A message id as SQS shows it.
 pub(in crate::server) fn message_id(id: u128) -> String {
-    let h = format!("{id:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
+    let bytes = id.to_be_bytes();
+    let mut out = String::with_capacity(36);
+    for (i, b) in bytes.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            out.push('-');
+        }
+        push_hex(*b, &mut out);
+    }
+    out
+}
+
+/// Appends a byte as two lower-case hex digits.
+fn push_hex(b: u8, out: &mut String) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    out.push(DIGITS[usize::from(b >> 4)] as char);
+    out.push(DIGITS[usize::from(b & 15)] as char);
 }
 
 /// A receipt as a receipt handle.
@@ -115,7 +122,11 @@ pub(in crate::server) fn receipt_of(handle: &str) -> Result<fila_proto::Receipt,
 /// The MD5 of a message body, in hex.
 pub(in crate::server) fn md5_hex(bytes: &[u8]) -> String {
     let digest = Md5::digest(bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    let mut out = String::with_capacity(32);
+    for b in digest {
+        push_hex(b, &mut out);
+    }
+    out
 }
 
 /// A message attribute as SQS carries it.

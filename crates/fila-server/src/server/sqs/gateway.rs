@@ -62,9 +62,11 @@ struct State {
     next: u64,
     pending: HashMap<u64, Pending>,
     held: Vec<Held>,
-    /// Queues purged through this gateway in the last [`PURGE_SPACING`].
-    purges: HashMap<String, Instant>,
 }
+
+/// Queues purged through the SQS API in the last [`PURGE_SPACING`], shared
+/// by every gateway (at most one entry per queue).
+pub(in crate::server) type Purges = Arc<std::sync::Mutex<HashMap<String, Instant>>>;
 
 /// A queue is purged at most once in this long through the SQS API
 /// (`PurgeQueueInProgress`, as SQS).
@@ -75,6 +77,7 @@ pub(in crate::server) struct Gateway {
     pub(in crate::server) index: usize,
     pub(in crate::server) shared: Arc<Shared>,
     notify: Arc<Notify>,
+    purges: Purges,
     log: LogWait,
     state: RefCell<State>,
 }
@@ -105,6 +108,7 @@ impl Gateway {
         index: usize,
         shared: Arc<Shared>,
         notify: Arc<Notify>,
+        purges: Purges,
     ) -> Gateway {
         Gateway {
             index,
@@ -114,34 +118,35 @@ impl Gateway {
                 next: 0,
                 pending: HashMap::new(),
                 held: Vec::new(),
-                purges: HashMap::new(),
             }),
             shared,
             notify,
+            purges,
         }
     }
 
     /// Notes a purge of `queue`; `PurgeQueueInProgress` when one was made
     /// within [`PURGE_SPACING`].
     pub(in crate::server) fn begin_purge(&self, queue: &str) -> Result<(), SqsError> {
-        let mut state = self.state.borrow_mut();
+        let mut purges = self.purges.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        state
-            .purges
-            .retain(|_, at| now.duration_since(*at) < PURGE_SPACING);
-        if state.purges.contains_key(queue) {
+        purges.retain(|_, at| now.duration_since(*at) < PURGE_SPACING);
+        if purges.contains_key(queue) {
             return Err(SqsError::new(
                 Kind::PurgeQueueInProgress,
                 format!("Only one PurgeQueue operation on {queue} is allowed every 60 seconds."),
             ));
         }
-        state.purges.insert(queue.to_owned(), now);
+        purges.insert(queue.to_owned(), now);
         Ok(())
     }
 
     /// Forgets a purge that failed.
     pub(in crate::server) fn forget_purge(&self, queue: &str) {
-        self.state.borrow_mut().purges.remove(queue);
+        self.purges
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(queue);
     }
 
     /// Requests away at the shards' owners, and answers held for the log.

@@ -15,7 +15,7 @@
 //! `max_connections` with the binary protocol's; past it a newcomer gets
 //! one `ServiceUnavailable` answer and is closed.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
@@ -65,10 +65,30 @@ pub const IDLE_SECS: u64 = 60;
 /// The bytes of messages one receive may carry at most.
 const ANSWER_ROOM: usize = 8 << 20;
 
-/// The running SQS listener.
+/// The running SQS listener: its threads.
 pub(in crate::server) struct SqsListener {
     addr: SocketAddr,
-    thread: Option<std::thread::JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// What the listener's threads share: the failed authentications by
+/// address and the recent purges.
+struct Common {
+    guard: std::sync::Mutex<AuthGuard>,
+    purges: gateway::Purges,
+    /// Connections each thread serves now.
+    served: Vec<std::sync::atomic::AtomicUsize>,
+}
+
+impl Common {
+    /// Whether thread `k` takes new connections now: every thread accepts
+    /// from the same socket, and one serving two more than the least
+    /// loaded leaves them to the others (the least loaded always accepts).
+    fn may_accept(&self, k: usize) -> bool {
+        let load = |i: usize| self.served[i].load(Ordering::Relaxed);
+        let least = (0..self.served.len()).map(load).min().unwrap_or(0);
+        load(k) <= least + 2
+    }
 }
 
 impl SqsListener {
@@ -79,36 +99,46 @@ impl SqsListener {
         Ok(l)
     }
 
-    /// Serves `listener` on a thread of its own; the gateway is endpoint
-    /// `index` of the loops' post, woken through `notify`.
+    /// Serves `listener` on one thread per notifier, each a runtime of
+    /// its own accepting from the same socket; thread `k`'s gateway is
+    /// endpoint `first + k` of the loops' post, woken through its notifier.
     pub(in crate::server) fn start(
         listener: std::net::TcpListener,
-        index: usize,
-        notify: Arc<Notify>,
+        first: usize,
+        notifies: Vec<Arc<Notify>>,
         shared: Arc<Shared>,
     ) -> io::Result<SqsListener> {
         let addr = listener.local_addr()?;
-        let thread = std::thread::Builder::new()
-            .name("fila-sqs".into())
-            .spawn(move || {
-                let rt = match tokio::runtime::Builder::new_current_thread()
-                    .enable_io()
-                    .enable_time()
-                    .build()
-                {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        warn!(error = %e, "the SQS listener's runtime did not start");
-                        return;
-                    }
-                };
-                let local = tokio::task::LocalSet::new();
-                local.block_on(&rt, serve(listener, index, notify, shared));
-            })?;
-        Ok(SqsListener {
-            addr,
-            thread: Some(thread),
-        })
+        let common = Arc::new(Common {
+            guard: std::sync::Mutex::new(AuthGuard::with_capacity(crate::guard::PEERS_MAX)),
+            purges: Arc::default(),
+            served: (0..notifies.len()).map(|_| Default::default()).collect(),
+        });
+        let mut threads = Vec::with_capacity(notifies.len());
+        for (k, notify) in notifies.into_iter().enumerate() {
+            let listener = listener.try_clone()?;
+            let (shared, common) = (shared.clone(), common.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("fila-sqs-{k}"))
+                    .spawn(move || {
+                        let rt = match tokio::runtime::Builder::new_current_thread()
+                            .enable_io()
+                            .enable_time()
+                            .build()
+                        {
+                            Ok(rt) => rt,
+                            Err(e) => {
+                                warn!(error = %e, "an SQS listener's runtime did not start");
+                                return;
+                            }
+                        };
+                        let local = tokio::task::LocalSet::new();
+                        local.block_on(&rt, serve(listener, k, first + k, notify, shared, common));
+                    })?,
+            );
+        }
+        Ok(SqsListener { addr, threads })
     }
 
     /// The address it listens on.
@@ -116,9 +146,9 @@ impl SqsListener {
         self.addr
     }
 
-    /// Waits for its thread (once the server stops).
+    /// Waits for its threads (once the server stops).
     pub(in crate::server) fn join(&mut self) {
-        if let Some(t) = self.thread.take() {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
@@ -128,9 +158,11 @@ impl SqsListener {
 /// progress is answered.
 async fn serve(
     listener: std::net::TcpListener,
+    thread: usize,
     index: usize,
     notify: Arc<Notify>,
     shared: Arc<Shared>,
+    common: Arc<Common>,
 ) {
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
@@ -139,17 +171,20 @@ async fn serve(
             return;
         }
     };
-    let gateway = Rc::new(Gateway::new(index, shared.clone(), notify));
-    let guard = Rc::new(RefCell::new(AuthGuard::with_capacity(
-        crate::guard::PEERS_MAX,
-    )));
+    let gateway = Rc::new(Gateway::new(
+        index,
+        shared.clone(),
+        notify,
+        common.purges.clone(),
+    ));
     tokio::task::spawn_local(gateway.clone().mail());
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     let mut stop_deadline: Option<Instant> = None;
     loop {
+        let accepting = stop_deadline.is_none() && common.may_accept(thread);
         tokio::select! {
-            accepted = listener.accept(), if stop_deadline.is_none() => match accepted {
-                Ok((stream, peer)) => take_in(&gateway, &guard, stream, peer),
+            accepted = listener.accept(), if accepting => match accepted {
+                Ok((stream, peer)) => take_in(&gateway, &common, thread, stream, peer),
                 Err(e) => {
                     // Out of descriptors or a transient failure: try again
                     // shortly.
@@ -181,7 +216,8 @@ async fn serve(
 /// max_connections.
 fn take_in(
     gateway: &Rc<Gateway>,
-    guard: &Rc<RefCell<AuthGuard>>,
+    common: &Arc<Common>,
+    thread: usize,
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
 ) {
@@ -197,7 +233,14 @@ fn take_in(
     shared.metrics.accepted.fetch_add(1, Ordering::Relaxed);
     shared.metrics.connections.fetch_add(1, Ordering::Relaxed);
     let _ = stream.set_nodelay(true);
-    tokio::task::spawn_local(connection(gateway.clone(), guard.clone(), stream, peer));
+    common.served[thread].fetch_add(1, Ordering::Relaxed);
+    tokio::task::spawn_local(connection(
+        gateway.clone(),
+        common.clone(),
+        thread,
+        stream,
+        peer,
+    ));
 }
 
 /// Answers a connection past max_connections with one error, then closes.
@@ -224,19 +267,21 @@ async fn refuse(mut stream: tokio::net::TcpStream, max: usize) {
 /// past [`IDLE_SECS`], or it breaks a limit.
 async fn connection(
     gateway: Rc<Gateway>,
-    guard: Rc<RefCell<AuthGuard>>,
+    common: Arc<Common>,
+    thread: usize,
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
 ) {
     // When its last request ended (`None` while one is in progress).
     let idle_since: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(Some(Instant::now())));
     let service = {
-        let (gateway, idle_since) = (gateway.clone(), idle_since.clone());
+        let (gateway, common, idle_since) = (gateway.clone(), common.clone(), idle_since.clone());
         service_fn(move |req| {
-            let (gateway, guard, idle_since) = (gateway.clone(), guard.clone(), idle_since.clone());
+            let (gateway, common, idle_since) =
+                (gateway.clone(), common.clone(), idle_since.clone());
             async move {
                 idle_since.set(None);
-                let answer = handle(&gateway, &guard, req, peer).await;
+                let answer = handle(&gateway, &common.guard, req, peer).await;
                 idle_since.set(Some(Instant::now()));
                 Ok::<_, Infallible>(answer)
             }
@@ -269,6 +314,7 @@ async fn connection(
             }
         }
     }
+    common.served[thread].fetch_sub(1, Ordering::Relaxed);
     gateway.shared.connections.fetch_sub(1, Ordering::AcqRel);
     gateway
         .shared
@@ -318,7 +364,7 @@ fn request_id() -> String {
 /// protocol, answered.
 async fn handle(
     gateway: &Gateway,
-    guard: &RefCell<AuthGuard>,
+    guard: &std::sync::Mutex<AuthGuard>,
     req: Request<Incoming>,
     peer: SocketAddr,
 ) -> Response<Full<Bytes>> {
@@ -450,7 +496,7 @@ fn json_input(
 /// the binary protocol; a blocked address is refused before any check.
 fn authenticate(
     gateway: &Gateway,
-    guard: &RefCell<AuthGuard>,
+    guard: &std::sync::Mutex<AuthGuard>,
     parts: &hyper::http::request::Parts,
     body: &[u8],
     peer: SocketAddr,
@@ -460,7 +506,11 @@ fn authenticate(
         return Ok(None);
     }
     let now = Instant::now();
-    if let Some(left) = guard.borrow_mut().blocked(peer.ip(), now) {
+    let blocked = guard
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .blocked(peer.ip(), now);
+    if let Some(left) = blocked {
         return Err(SqsError::new(
             Kind::RequestThrottled,
             format!(
@@ -477,8 +527,14 @@ fn authenticate(
             .sqs
             .auth_failures
             .fetch_add(1, Ordering::Relaxed);
-        let was = guard.borrow_mut().blocked(peer.ip(), now).is_some();
-        if let (Some(block), false) = (guard.borrow_mut().failed(peer.ip(), now), was) {
+        let (was, block) = {
+            let mut g = guard.lock().unwrap_or_else(|p| p.into_inner());
+            (
+                g.blocked(peer.ip(), now).is_some(),
+                g.failed(peer.ip(), now),
+            )
+        };
+        if let (Some(block), false) = (block, was) {
             warn!(
                 %peer,
                 block_secs = block.as_secs(),
