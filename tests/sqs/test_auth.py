@@ -48,6 +48,12 @@ def test_a_token_signs_and_acts_within_its_grants(secured):
     admin = secured.client("admin", "admin secret")
     url = admin.create_queue(QueueName="orders-eu")["QueueUrl"]
     producer = secured.client("producer", "producer secret")
+    # A producer finds its queue by name, and not another's.
+    assert producer.get_queue_url(QueueName="orders-eu")["QueueUrl"] == url
+    admin.create_queue(QueueName="hidden")
+    with pytest.raises(ClientError) as e:
+        producer.get_queue_url(QueueName="hidden")
+    assert code(e) == "AWS.SimpleQueueService.NonExistentQueue"
     producer.send_message(QueueUrl=url, MessageBody="signed")
     with pytest.raises(ClientError) as e:
         producer.receive_message(QueueUrl=url)

@@ -6,7 +6,10 @@
 //! one bounded mailbox — and the table of operations (`ops.rs`),
 //! the configuration (embedded defaults, a TOML file, flags), access control
 //! (tokens with send / receive / manage permissions per queue name or
-//! prefix), the Prometheus metrics endpoint, and the `fila-server` binary.
+//! prefix), the Prometheus metrics endpoint, the SQS-compatible HTTP API
+//! (`server/sqs/`: AWS JSON 1.0 and the query protocol on hyper, each of its
+//! threads one more endpoint of the loops' mailboxes, docs/sqs.md), and the
+//! `fila-server` binary.
 //! It speaks `fila-proto` to clients and runs `fila-core`'s engine split
 //! into owners: each event loop owns some shards and is the only thread that
 //! touches them; a request for another loop's shard is handed to that loop

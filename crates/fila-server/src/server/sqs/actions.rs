@@ -457,11 +457,23 @@ async fn create_queue(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError
 
 async fn get_queue_url(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
     let name = required(input, "QueueName")?;
-    cx.wire(Request::GetQueue {
-        name: name.to_owned(),
-    })
-    .await?;
-    Ok(json!({ "QueueUrl": attrs::queue_url(cx.host, name) }))
+    // Any grant on the queue will do (a producer looks its queue up): a
+    // list, which shows only what the token sees, finds it.
+    let req = Request::ListQueues {
+        prefix: name.to_owned(),
+        after: String::new(),
+        limit: 1,
+    };
+    match cx.wire(req).await? {
+        Response::Queues { names, .. } if names.first().map(String::as_str) == Some(name) => {
+            Ok(json!({ "QueueUrl": attrs::queue_url(cx.host, name) }))
+        }
+        Response::Queues { .. } => Err(SqsError::new(
+            Kind::QueueDoesNotExist,
+            "The specified queue does not exist.",
+        )),
+        _ => Err(SqsError::new(Kind::InternalError, "an unexpected answer")),
+    }
 }
 
 async fn list_queues(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
