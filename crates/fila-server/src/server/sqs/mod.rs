@@ -293,8 +293,6 @@ async fn connection(
         .max_buf_size(HEAD_BYTES_MAX.max(8192))
         .max_headers(HEADERS_MAX)
         .keep_alive(true)
-        // Answers to pipelined requests go out together.
-        .pipeline_flush(true)
         .serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
