@@ -501,6 +501,33 @@ impl Engine {
     ) -> Result<RedriveOutcome, Error> {
         self.on_shard(name, |o| o.redrive(name, max, rate_per_second))
     }
+
+    /// Starts moving the visible messages of queue `name` (another queue's
+    /// dead-letter target, say) out: each to `to`, or back to the queue it
+    /// was dead-lettered from; `rate_per_second` a second (1..=10 000, all
+    /// of that now), up to `max`, messages put after the start left. A
+    /// task running on the queue (a move or a redrive) is cancelled. A
+    /// destination that refuses a message (gone, full) fails the task and
+    /// the message stays.
+    pub fn start_move(
+        &self,
+        name: &str,
+        to: Option<String>,
+        max: Option<u64>,
+        rate_per_second: Option<u32>,
+    ) -> Result<MoveTask, Error> {
+        self.on_shard(name, |o| o.start_move(name, to, max, rate_per_second))
+    }
+
+    /// Cancels move task `id` of queue `name` if it runs; answers it.
+    pub fn cancel_move(&self, name: &str, id: u64) -> Result<MoveTask, Error> {
+        self.on_shard(name, |o| o.cancel_move(name, id))
+    }
+
+    /// The move tasks (redrives included) queue `name` keeps, oldest first.
+    pub fn moves(&self, name: &str) -> Result<Vec<MoveTask>, Error> {
+        self.on_shard(name, |o| o.moves(name))
+    }
 }
 
 /// Names gathered from several shards (each up to `limit + 1`) as one

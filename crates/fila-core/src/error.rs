@@ -111,6 +111,9 @@ pub enum Error {
         /// The state it was looked for in (`deferred`, `scheduled`, ...).
         what: &'static str,
     },
+    /// The queue keeps no move task of that number.
+    #[error("not_found: the queue keeps no move task {0}")]
+    MoveTaskNotFound(u64),
     /// The message expired before it could be taken.
     #[error("expired: message {seq} expired")]
     Expired {
@@ -142,7 +145,7 @@ impl Error {
             Error::MessageTooLarge { .. } => ErrorKind::MessageTooLarge,
             Error::ReceiptStale => ErrorKind::ReceiptStale,
             Error::ReceiptInvalid(_) => ErrorKind::ReceiptInvalid,
-            Error::NotFound { .. } => ErrorKind::NotFound,
+            Error::NotFound { .. } | Error::MoveTaskNotFound(_) => ErrorKind::NotFound,
             Error::Expired { .. } => ErrorKind::Expired,
             Error::ResourceExhausted { .. } | Error::Disk(_) => ErrorKind::ResourceExhausted,
         }

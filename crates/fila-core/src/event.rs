@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use crate::payload::Payload;
 
-use crate::types::{Attributes, DeadLetter, MessageId, QueueSettings, QueueTimes};
+use crate::types::{Attributes, DeadLetter, MessageId, MoveTask, QueueSettings, QueueTimes};
 
 /// Where a message is: queue id, sub-queue, sequence number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -115,6 +115,14 @@ pub enum Event<'a> {
         /// Its delivery count.
         count: u32,
     },
+    /// A queue's move tasks changed (one began, moved a batch, ended):
+    /// they are whole here.
+    MovesSet {
+        /// The queue's id.
+        queue: u32,
+        /// Its tasks, oldest first.
+        tasks: &'a [MoveTask],
+    },
 }
 
 impl Event<'_> {
@@ -195,6 +203,8 @@ pub enum ImagePart {
         times: QueueTimes,
         /// The sequence number its next message gets.
         next_seq: u64,
+        /// Its move tasks, oldest first.
+        moves: Vec<MoveTask>,
     },
     /// A message of queue `queue`.
     Message {
@@ -244,6 +254,8 @@ pub struct QueueImage {
     pub times: QueueTimes,
     /// The sequence number its next message gets.
     pub next_seq: u64,
+    /// Its move tasks, oldest first (a running one resumes).
+    pub moves: Vec<MoveTask>,
     /// Its messages and its DLQ's, in any order.
     pub messages: Vec<MessageImage>,
 }

@@ -686,4 +686,28 @@ impl Owner {
     ) -> Result<RedriveOutcome, Error> {
         self.on(name, |s, now| s.redrive(name, max, rate_per_second, now))
     }
+
+    /// Starts a move task out of queue `name` (see
+    /// [`crate::Engine::start_move`]).
+    pub fn start_move(
+        &mut self,
+        name: &str,
+        to: Option<String>,
+        max: Option<u64>,
+        rate_per_second: Option<u32>,
+    ) -> Result<MoveTask, Error> {
+        self.on(name, |s, now| {
+            s.start_move(name, to, max, rate_per_second, now)
+        })
+    }
+
+    /// Cancels a move task (see [`crate::Engine::cancel_move`]).
+    pub fn cancel_move(&mut self, name: &str, id: u64) -> Result<MoveTask, Error> {
+        self.on(name, |s, now| s.cancel_move(name, id, now))
+    }
+
+    /// A queue's move tasks, oldest first.
+    pub fn moves(&mut self, name: &str) -> Result<Vec<MoveTask>, Error> {
+        self.on(name, |s, _| s.moves(name))
+    }
 }

@@ -1996,3 +1996,164 @@ fn tags_are_bounded_in_number_and_size() {
     }
     assert!(f.engine.queue_settings("q").unwrap().tags.is_empty());
 }
+
+/// Dead letters of `a` and `b` forwarded to their target `dlq`.
+fn two_sources_and_a_target() -> Fixture {
+    let f = Fixture::with_queue("dlq", QueueSettings::default());
+    for q in ["a", "b"] {
+        f.engine
+            .create_queue(
+                q,
+                QueueSettings {
+                    dead_letter_target: Some("dlq".into()),
+                    ..QueueSettings::default()
+                },
+            )
+            .unwrap();
+        for i in 0..2 {
+            f.put(q, &format!("{q}{i}"));
+        }
+        for m in f.recv(q, 10) {
+            f.engine
+                .dead_letter(q, &m.receipt.unwrap(), "bad", "")
+                .unwrap();
+        }
+    }
+    f.engine.tick();
+    assert_eq!(f.engine.stats("dlq").unwrap().visible, 4);
+    f
+}
+
+fn bodies(ms: &[Message]) -> Vec<String> {
+    let mut b: Vec<String> = ms
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m.payload).into_owned())
+        .collect();
+    b.sort();
+    b
+}
+
+#[test]
+fn a_move_task_sends_dead_letters_back_to_their_sources_at_its_rate() {
+    let f = two_sources_and_a_target();
+    let task = f.engine.start_move("dlq", None, None, Some(3)).unwrap();
+    f.engine.tick();
+    assert_eq!((task.id, task.from_dlq, task.to.clone()), (1, false, None));
+    assert_eq!(
+        (task.moved, task.to_move, task.status),
+        (3, 4, MoveStatus::Running)
+    );
+    assert_eq!(f.engine.stats("dlq").unwrap().visible, 1);
+    f.advance(1_000);
+    let done = f.engine.moves("dlq").unwrap().pop().unwrap();
+    assert_eq!((done.moved, done.status), (4, MoveStatus::Completed));
+    let a = f.recv("a", 10);
+    assert_eq!(bodies(&a), ["a0", "a1"]);
+    // Back as new messages: no dead-letter record, no deliveries yet.
+    assert!(a
+        .iter()
+        .all(|m| m.dead_letter.is_none() && m.delivery_count == 1));
+    assert_eq!(bodies(&f.recv("b", 10)), ["b0", "b1"]);
+}
+
+#[test]
+fn a_move_to_a_named_queue_leaves_later_puts_and_can_be_cancelled() {
+    let f = two_sources_and_a_target();
+    f.engine
+        .create_queue("elsewhere", QueueSettings::default())
+        .unwrap();
+    let task = f
+        .engine
+        .start_move("dlq", Some("elsewhere".into()), None, Some(1))
+        .unwrap();
+    f.put("dlq", "put after the start");
+    f.engine.tick();
+    assert_eq!(f.engine.stats("elsewhere").unwrap().visible, 1);
+    f.advance(1_000);
+    assert_eq!(f.engine.stats("elsewhere").unwrap().visible, 2);
+    let cancelled = f.engine.cancel_move("dlq", task.id).unwrap();
+    assert_eq!(
+        (cancelled.moved, cancelled.status),
+        (2, MoveStatus::Cancelled)
+    );
+    f.advance(5_000);
+    assert_eq!(f.engine.stats("elsewhere").unwrap().visible, 2);
+    assert_eq!(f.engine.stats("dlq").unwrap().visible, 3);
+    // Cancelling an ended task changes nothing; an unknown one is an error.
+    assert_eq!(
+        f.engine.cancel_move("dlq", task.id).unwrap().status,
+        MoveStatus::Cancelled
+    );
+    assert_eq!(
+        f.engine.cancel_move("dlq", 99).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    // A new task takes what is there at its start (the message put after
+    // the first one's start too), not what comes after.
+    f.engine
+        .start_move("dlq", Some("elsewhere".into()), None, None)
+        .unwrap();
+    f.put("dlq", "put after the second start");
+    f.engine.tick();
+    assert_eq!(f.engine.stats("elsewhere").unwrap().visible, 5);
+    assert_eq!(bodies(&f.recv("dlq", 10)), ["put after the second start"]);
+    let tasks = f.engine.moves("dlq").unwrap();
+    assert_eq!(tasks.iter().map(|t| t.id).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(tasks[1].status, MoveStatus::Completed);
+}
+
+#[test]
+fn a_destination_that_refuses_fails_the_task_and_the_message_stays() {
+    let f = two_sources_and_a_target();
+    let task = f
+        .engine
+        .start_move("dlq", Some("missing".into()), None, Some(1))
+        .unwrap();
+    f.engine.tick();
+    let failed = f.engine.moves("dlq").unwrap().pop().unwrap();
+    assert_eq!(failed.id, task.id);
+    assert_eq!(failed.status, MoveStatus::Failed);
+    assert_eq!(failed.moved, 0);
+    assert!(failed.failure.unwrap().contains("missing"));
+    f.advance(5_000);
+    // All four still there, the one that came back with its record.
+    let back = f.recv("dlq", 10);
+    assert_eq!(back.len(), 4);
+    assert!(back.iter().all(|m| m.dead_letter.is_some()));
+}
+
+#[test]
+fn a_redrive_is_a_move_task_with_its_progress() {
+    let f = Fixture::with_queue(
+        "q",
+        QueueSettings {
+            max_deliveries: 1,
+            ..QueueSettings::default()
+        },
+    );
+    for i in 0..5 {
+        f.put("q", &format!("m{i}"));
+    }
+    for m in f.recv("q", 10) {
+        f.engine
+            .dead_letter("q", &m.receipt.unwrap(), "bad", "")
+            .unwrap();
+    }
+    let out = f.engine.redrive("q", None, Some(2)).unwrap();
+    assert_eq!((out.moved, out.scheduled), (2, 3));
+    let t = f.engine.moves("q").unwrap().pop().unwrap();
+    assert_eq!(
+        (t.from_dlq, t.moved, t.to_move, t.status),
+        (true, 2, 5, MoveStatus::Running)
+    );
+    f.advance(1_000);
+    f.advance(1_000);
+    let t = f.engine.moves("q").unwrap().pop().unwrap();
+    assert_eq!((t.moved, t.status), (5, MoveStatus::Completed));
+    // Ten tasks are kept.
+    for _ in 0..12 {
+        f.engine.redrive("q", None, None).unwrap();
+    }
+    let ids: Vec<u64> = f.engine.moves("q").unwrap().iter().map(|t| t.id).collect();
+    assert_eq!(ids, (4..=13).collect::<Vec<_>>());
+}

@@ -18,7 +18,10 @@ use fila_core::event::{
 };
 
 use crate::replay::Replay;
-use fila_core::{DeadLetter, DeadLetterReason, MessageId, Payload, QueueSettings, QueueTimes};
+use fila_core::{
+    DeadLetter, DeadLetterReason, MessageId, MoveStatus, MoveTask, Payload, QueueSettings,
+    QueueTimes,
+};
 
 /// Record kinds.
 pub mod kind {
@@ -39,6 +42,8 @@ pub mod kind {
     /// A queue created or changed: id, name, settings and their extension
     /// (what [`QUEUE_SET`], read only now, did not carry).
     pub const QUEUE_SET_2: u8 = 8;
+    /// A queue's move tasks, whole: id, tasks.
+    pub const MOVES_SET: u8 = 9;
 }
 
 /// The snapshot body written before frames (read only).
@@ -51,7 +56,8 @@ mod frame {
     pub const QUEUE: u8 = 1;
     pub const MESSAGE: u8 = 2;
     pub const END: u8 = 3;
-    /// A queue: id, name, settings, next sequence number, extension.
+    /// A queue: id, name, settings, next sequence number, extension, move
+    /// tasks.
     pub const QUEUE_2: u8 = 4;
 }
 /// The largest snapshot frame read (a message of 1 MiB with its
@@ -83,6 +89,13 @@ pub enum Op {
         settings: QueueSettings,
         /// When it was created and last changed.
         times: QueueTimes,
+    },
+    /// See [`Event::MovesSet`].
+    MovesSet {
+        /// Id.
+        queue: u32,
+        /// Its tasks, oldest first.
+        tasks: Vec<MoveTask>,
     },
     /// See [`Event::QueueDeleted`].
     QueueDeleted {
@@ -170,6 +183,31 @@ fn settings(out: &mut Vec<u8>, s: &QueueSettings) {
     u64_(out, s.max_messages);
     u64_(out, s.max_bytes);
     u8_(out, s.channel_capacity_pct);
+}
+
+/// A queue's move tasks.
+fn tasks(out: &mut Vec<u8>, tasks: &[MoveTask]) {
+    u32_(out, tasks.len() as u32);
+    for t in tasks {
+        u64_(out, t.id);
+        u8_(out, u8::from(t.from_dlq));
+        opt_str(out, t.to.as_deref());
+        u32_(out, t.rate);
+        u64_(out, t.started_at_ms);
+        u64_(out, t.moved);
+        u64_(out, t.to_move);
+        match t.max {
+            None => u8_(out, 0),
+            Some(m) => {
+                u8_(out, 1);
+                u64_(out, m);
+            }
+        }
+        u8_(out, t.status.code());
+        opt_str(out, t.failure.as_deref());
+        u64_(out, t.cursor);
+        u64_(out, t.end);
+    }
 }
 
 /// What settings gained after the first record format: the queue delay,
@@ -281,6 +319,11 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
             u32_(out, *queue);
             kind::QUEUE_DELETED
         }
+        Event::MovesSet { queue, tasks: t } => {
+            u32_(out, *queue);
+            tasks(out, t);
+            kind::MOVES_SET
+        }
         Event::Purged { queue, dlq } => {
             u32_(out, *queue);
             u8_(out, u8::from(*dlq));
@@ -356,12 +399,14 @@ pub fn encode_part(part: &ImagePart, out: &mut Vec<u8>) {
             settings: s,
             times,
             next_seq,
+            moves,
         } => {
             u32_(out, *id);
             bytes_(out, name.as_bytes());
             settings(out, s);
             u64_(out, *next_seq);
             extension(out, s, *times);
+            tasks(out, moves);
             frame::QUEUE_2
         }
         ImagePart::Message { queue, message: m } => {
@@ -440,10 +485,10 @@ pub fn read_snapshot(body: &mut dyn std::io::Read, replay: &mut Replay) -> Resul
                         let name = r.str()?.to_owned();
                         let mut settings = r.settings()?;
                         let next_seq = r.u64()?;
-                        let times = if kind == frame::QUEUE_2 {
-                            r.extension(&mut settings)?
+                        let (times, moves) = if kind == frame::QUEUE_2 {
+                            (r.extension(&mut settings)?, r.tasks()?)
                         } else {
-                            QueueTimes::default()
+                            (QueueTimes::default(), Vec::new())
                         };
                         replay.apply_part(ImagePart::Queue {
                             id,
@@ -451,6 +496,7 @@ pub fn read_snapshot(body: &mut dyn std::io::Read, replay: &mut Replay) -> Resul
                             settings,
                             times,
                             next_seq,
+                            moves,
                         });
                     }
                     frame::MESSAGE => {
@@ -550,6 +596,37 @@ impl<'a> Reader<'a> {
             channel_capacity_pct: self.u8()?,
             ..QueueSettings::default()
         })
+    }
+    /// Reads a queue's move [`tasks`].
+    fn tasks(&mut self) -> Result<Vec<MoveTask>, CodecError> {
+        let n = self.u32()? as usize;
+        // A task takes at least 57 bytes.
+        if n > (self.data.len() - self.at) / 57 {
+            return Err(bad("more move tasks than bytes"));
+        }
+        (0..n)
+            .map(|_| {
+                Ok(MoveTask {
+                    id: self.u64()?,
+                    from_dlq: self.flag()?,
+                    to: self.opt_str()?.map(str::to_owned),
+                    rate: self.u32()?,
+                    started_at_ms: self.u64()?,
+                    moved: self.u64()?,
+                    to_move: self.u64()?,
+                    max: if self.flag()? {
+                        Some(self.u64()?)
+                    } else {
+                        None
+                    },
+                    status: MoveStatus::of_code(self.u8()?)
+                        .ok_or(bad("unknown move task status"))?,
+                    failure: self.opt_str()?.map(str::to_owned),
+                    cursor: self.u64()?,
+                    end: self.u64()?,
+                })
+            })
+            .collect()
     }
     /// Reads the settings' [`extension`] into `s`; answers the times.
     fn extension(&mut self, s: &mut QueueSettings) -> Result<QueueTimes, CodecError> {
@@ -673,6 +750,10 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
             }
         }
         kind::QUEUE_DELETED => Op::QueueDeleted { queue: r.u32()? },
+        kind::MOVES_SET => Op::MovesSet {
+            queue: r.u32()?,
+            tasks: r.tasks()?,
+        },
         kind::PURGED => Op::Purged {
             queue: r.u32()?,
             dlq: r.flag()?,
@@ -738,6 +819,7 @@ pub fn decode_snapshot(body: &[u8]) -> Result<EngineImage, CodecError> {
             settings,
             times: QueueTimes::default(),
             next_seq,
+            moves: Vec::new(),
             messages,
         });
     }

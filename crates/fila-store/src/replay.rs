@@ -34,7 +34,7 @@
 use std::collections::{HashMap, HashSet};
 
 use fila_core::event::{EngineImage, ImagePart, MessageImage, QueueImage, Spot};
-use fila_core::{QueueSettings, QueueTimes};
+use fila_core::{MoveTask, QueueSettings, QueueTimes};
 
 use crate::codec::Op;
 
@@ -43,6 +43,7 @@ struct Queue {
     settings: QueueSettings,
     times: QueueTimes,
     next_seq: u64,
+    moves: Vec<MoveTask>,
     messages: HashMap<(bool, u64), MessageImage>,
 }
 
@@ -80,6 +81,7 @@ impl Replay {
                     settings: q.settings,
                     times: q.times,
                     next_seq: q.next_seq,
+                    moves: q.moves,
                     messages: q
                         .messages
                         .into_iter()
@@ -115,6 +117,7 @@ impl Replay {
                 settings,
                 times,
                 next_seq,
+                moves,
             } => {
                 self.saw_queue(id);
                 let q = self.queues.entry(id).or_insert_with(|| Queue {
@@ -122,11 +125,13 @@ impl Replay {
                     settings: settings.clone(),
                     times,
                     next_seq,
+                    moves: Vec::new(),
                     messages: HashMap::new(),
                 });
                 q.name = name;
                 q.settings = settings;
                 q.times = times;
+                q.moves = moves;
                 q.next_seq = q.next_seq.max(next_seq);
             }
             ImagePart::Message { queue, message } => {
@@ -162,11 +167,17 @@ impl Replay {
                     settings: settings.clone(),
                     times,
                     next_seq: 1,
+                    moves: Vec::new(),
                     messages: HashMap::new(),
                 });
                 q.name = name;
                 q.settings = settings;
                 q.times = times;
+            }
+            Op::MovesSet { queue, tasks } => {
+                if let Some(q) = self.queues.get_mut(&queue) {
+                    q.moves = tasks;
+                }
             }
             Op::QueueDeleted { queue } => {
                 self.saw_queue(queue);
@@ -257,6 +268,7 @@ impl Replay {
                 settings: q.settings,
                 times: q.times,
                 next_seq: q.next_seq,
+                moves: q.moves,
                 messages: q.messages.into_values().collect(),
             })
             .collect();

@@ -197,6 +197,22 @@ fn step(
         17 => {
             let _ = engine.redrive(q, Some(1 + rng.below(3)), None);
         }
+        18 if rng.below(2) == 0 => {
+            // A move out of the queue: back to each message's source, or
+            // to another queue, paced so it runs across ticks (and
+            // restarts).
+            let to = (rng.below(2) == 0)
+                .then(|| QUEUES[rng.below(QUEUES.len() as u64) as usize].to_owned())
+                .filter(|t| t != q);
+            let _ = engine.start_move(q, to, None, Some(1 + rng.below(2) as u32));
+        }
+        18 => {
+            if let Ok(tasks) = engine.moves(q) {
+                if let Some(t) = tasks.last() {
+                    let _ = engine.cancel_move(q, t.id);
+                }
+            }
+        }
         _ => {
             clock.advance(rng.below(40_000));
             engine.tick();
@@ -572,4 +588,63 @@ fn a_queue_record_of_the_first_format_reads_with_the_new_fields_empty() {
             times: t,
         }
     );
+}
+
+#[test]
+fn a_running_move_task_survives_a_restart_and_finishes() {
+    let clock = ManualClock::new(T0);
+    let disk = SimDisk::new(7);
+    let options = StoreOptions::default();
+    let engine = Arc::new(Engine::new(3, Arc::new(clock.clone())));
+    let (store, _) = Store::open(disk, engine.clone(), options, Hooks::default()).unwrap();
+    engine
+        .create_queue("dlq", QueueSettings::default())
+        .unwrap();
+    engine
+        .create_queue(
+            "src",
+            QueueSettings {
+                dead_letter_target: Some("dlq".into()),
+                ..QueueSettings::default()
+            },
+        )
+        .unwrap();
+    let batch = (0..3)
+        .map(|i| NewMessage::new(Bytes::from(format!("m{i}"))))
+        .collect();
+    engine.put("src", batch).unwrap();
+    for m in engine
+        .receive_now(Address::queue("src"), &ReceiveOptions::now(10))
+        .unwrap()
+    {
+        engine
+            .dead_letter("src", &m.receipt.unwrap(), "bad", "")
+            .unwrap();
+    }
+    engine.tick();
+    let task = engine.start_move("dlq", None, None, Some(1)).unwrap();
+    engine.tick();
+    assert_eq!(task.moved, 1);
+    let mut disk = store.stop().expect("writer ran");
+    disk.crash();
+    let again = Arc::new(Engine::new(3, Arc::new(clock.clone())));
+    let (store, _) = Store::open(disk, again.clone(), options, Hooks::default()).unwrap();
+    let kept = again.moves("dlq").unwrap();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(
+        (kept[0].moved, kept[0].status),
+        (1, fila_core::MoveStatus::Running)
+    );
+    for _ in 0..3 {
+        clock.advance(1_000);
+        again.tick();
+    }
+    let done = again.moves("dlq").unwrap().pop().unwrap();
+    assert_eq!(
+        (done.moved, done.status),
+        (3, fila_core::MoveStatus::Completed)
+    );
+    assert_eq!(again.stats("src").unwrap().visible, 3);
+    assert_eq!(again.stats("dlq").unwrap().visible, 0);
+    store.stop().expect("writer ran");
 }

@@ -27,6 +27,7 @@ impl Shard {
                 settings: queue.settings.clone(),
                 times: queue.times,
                 next_seq: queue.next_seq,
+                moves: queue.moves.clone(),
                 messages,
             });
         }
@@ -70,6 +71,7 @@ impl Shard {
                     settings: queue.settings.clone(),
                     times: queue.times,
                     next_seq: queue.next_seq,
+                    moves: queue.moves.clone(),
                 });
             }
             for sub in [MAIN, DLQ] {
@@ -151,6 +153,7 @@ impl Shard {
             image.times,
             image.next_seq,
         );
+        self.queue_mut(qslot).moves = image.moves;
         let mut messages = image.messages;
         messages.sort_unstable_by_key(|m| (m.dlq, m.seq));
         let now = self.now;
@@ -191,6 +194,7 @@ impl Shard {
             };
             self.store(new, self.sub_id(qslot, m.dlq), m.channel.as_deref());
         }
+        self.resume_moves(qslot);
         Ok(())
     }
 }

@@ -210,6 +210,9 @@ struct Queue {
     bytes: u64,
     counters: Counters,
     redrive: Option<RedriveJob>,
+    /// Its move tasks, oldest first: the last ones ended and the one
+    /// running (whose timer is `redrive`).
+    moves: Vec<MoveTask>,
     /// Deleted: no longer named, its messages swept out a budget at a time
     /// ([`Shard::sweep`]); its slot is free once they are all gone.
     dropping: bool,
@@ -253,7 +256,17 @@ pub(crate) struct Outbound {
     channel: Option<Arc<str>>,
     id: MessageId,
     delivery_count: u32,
-    dead_letter: Arc<DeadLetter>,
+    dead_letter: Option<Arc<DeadLetter>>,
+    /// A move task's message (not a dead letter): its task, and whether
+    /// it left its source's DLQ.
+    pub(crate) moving: Option<MoveRef>,
+}
+
+/// Which move task a message in transit belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MoveRef {
+    pub(crate) task: u64,
+    pub(crate) from_dlq: bool,
 }
 
 impl Outbound {

@@ -3,13 +3,32 @@
 
 use super::*;
 
+/// Checks a redrive's or move's maximum and rate.
+fn check_move(max: Option<u64>, rate: Option<u32>) -> Result<(), Error> {
+    if max == Some(0) {
+        return Err(Error::invalid(
+            "max_messages",
+            "must be at least 1 when given",
+        ));
+    }
+    if rate.is_some_and(|r| r == 0 || r > REDRIVE_BATCH_MAX) {
+        return Err(Error::invalid(
+            "rate_per_second",
+            format!("must be 1..={REDRIVE_BATCH_MAX} when given"),
+        ));
+    }
+    Ok(())
+}
+
 impl Shard {
-    // ----- redrive ----------------------------------------------------------
+    // ----- redrive and move tasks -------------------------------------------
 
     /// Moves visible dead letters back to the queue in sequence order: up to
     /// `max` (all when `None`), `rate` now and `rate` a second after
     /// ([`REDRIVE_BATCH_MAX`] when not given, the most a rate may be), so
-    /// one call never moves an unbounded DLQ.
+    /// one call never moves an unbounded DLQ. It is a move task (its
+    /// progress listed by [`Shard::moves`]); one running on the queue is
+    /// cancelled.
     pub fn redrive(
         &mut self,
         name: &str,
@@ -17,25 +36,30 @@ impl Shard {
         rate: Option<u32>,
         now: u64,
     ) -> Result<RedriveOutcome, Error> {
-        if max == Some(0) {
-            return Err(Error::invalid(
-                "max_messages",
-                "must be at least 1 when given",
-            ));
-        }
-        if rate.is_some_and(|r| r == 0 || r > REDRIVE_BATCH_MAX) {
-            return Err(Error::invalid(
-                "rate_per_second",
-                format!("must be 1..={REDRIVE_BATCH_MAX} when given"),
-            ));
-        }
+        check_move(max, rate)?;
         let rate = rate.unwrap_or(REDRIVE_BATCH_MAX);
         self.catch_up(now);
         let qslot = self.queue_slot(name)?;
-        if let Some(job) = self.queue_mut(qslot).redrive.take() {
-            self.wheel.cancel(job.timer);
-        }
+        self.end_running(qslot, MoveStatus::Cancelled, None);
         let now = self.now;
+        let left = self.sub(self.sub_id(qslot, true)).counts.visible;
+        self.begin_task(
+            qslot,
+            MoveTask {
+                id: 0,
+                from_dlq: true,
+                to: None,
+                rate,
+                started_at_ms: now,
+                moved: 0,
+                to_move: max.map_or(left, |m| m.min(left)),
+                max,
+                status: MoveStatus::Running,
+                failure: None,
+                cursor: 0,
+                end: u64::MAX,
+            },
+        );
         let first = max.unwrap_or(u64::MAX).min(u64::from(rate));
         let moved = self.redrive_move(qslot, first, now);
         let left = self.sub(self.sub_id(qslot, true)).counts.visible;
@@ -49,15 +73,174 @@ impl Shard {
                 rate,
                 timer,
             });
+            self.note_moved(qslot, moved, None);
+        } else {
+            self.note_moved(qslot, moved, Some(MoveStatus::Completed));
         }
         self.serve_gained();
         Ok(RedriveOutcome { moved, scheduled })
+    }
+
+    /// Starts moving the visible messages of queue `name` (that is another
+    /// queue's dead-letter target) out: each to `to`, or back to the queue
+    /// it was dead-lettered from when `to` is `None` (a message with no
+    /// record of one stays); `rate` a second ([`REDRIVE_BATCH_MAX`] when not
+    /// given), up to `max`; messages put after the start stay. One running
+    /// on the queue is cancelled. Answers the task.
+    pub fn start_move(
+        &mut self,
+        name: &str,
+        to: Option<String>,
+        max: Option<u64>,
+        rate: Option<u32>,
+        now: u64,
+    ) -> Result<MoveTask, Error> {
+        check_move(max, rate)?;
+        if let Some(t) = &to {
+            validate_queue_name("to", t)?;
+            if t == name {
+                return Err(Error::invalid(
+                    "to",
+                    "a queue cannot move its messages to itself",
+                ));
+            }
+        }
+        let rate = rate.unwrap_or(REDRIVE_BATCH_MAX);
+        self.catch_up(now);
+        let qslot = self.queue_slot(name)?;
+        self.end_running(qslot, MoveStatus::Cancelled, None);
+        let now = self.now;
+        let main = self.sub(self.sub_id(qslot, false)).counts.visible;
+        let end = self.queue(qslot).next_seq;
+        self.begin_task(
+            qslot,
+            MoveTask {
+                id: 0,
+                from_dlq: false,
+                to,
+                rate,
+                started_at_ms: now,
+                moved: 0,
+                to_move: max.map_or(main, |m| m.min(main)),
+                max,
+                status: MoveStatus::Running,
+                failure: None,
+                cursor: 0,
+                end,
+            },
+        );
+        self.move_tick(qslot, now);
+        Ok(self.running_or_last(qslot))
+    }
+
+    /// Cancels task `id` of queue `name` if it runs; answers it as it now
+    /// is (`not_found` when the queue keeps no such task).
+    pub fn cancel_move(&mut self, name: &str, id: u64, now: u64) -> Result<MoveTask, Error> {
+        self.catch_up(now);
+        let qslot = self.queue_slot(name)?;
+        let task = self.queue(qslot).moves.iter().find(|t| t.id == id).cloned();
+        match task {
+            None => Err(Error::MoveTaskNotFound(id)),
+            Some(t) if t.status == MoveStatus::Running => {
+                self.end_running(qslot, MoveStatus::Cancelled, None);
+                Ok(self
+                    .queue(qslot)
+                    .moves
+                    .iter()
+                    .find(|t| t.id == id)
+                    .cloned()
+                    .expect("kept"))
+            }
+            Some(t) => Ok(t),
+        }
+    }
+
+    /// The move tasks queue `name` keeps, oldest first.
+    pub fn moves(&self, name: &str) -> Result<Vec<MoveTask>, Error> {
+        Ok(self.queue(self.queue_slot(name)?).moves.clone())
+    }
+
+    /// Adds a running task (numbered after the queue's last), forgetting
+    /// the oldest ended ones past [`MOVE_TASKS_KEPT`]; logged.
+    fn begin_task(&mut self, qslot: u32, mut task: MoveTask) {
+        let queue = self.queue_mut(qslot);
+        task.id = queue.moves.last().map_or(1, |t| t.id + 1);
+        queue.moves.push(task);
+        if queue.moves.len() > MOVE_TASKS_KEPT {
+            let extra = queue.moves.len() - MOVE_TASKS_KEPT;
+            queue.moves.drain(..extra);
+        }
+        self.log_moves(qslot);
+    }
+
+    /// The running task, or the last one.
+    fn running_or_last(&self, qslot: u32) -> MoveTask {
+        self.queue(qslot)
+            .moves
+            .last()
+            .cloned()
+            .expect("a task was begun")
+    }
+
+    /// Adds `moved` to the running task and, when `end` is given, ends it
+    /// so; logged.
+    fn note_moved(&mut self, qslot: u32, moved: u64, end: Option<MoveStatus>) {
+        let queue = self.queue_mut(qslot);
+        if let Some(t) = queue
+            .moves
+            .last_mut()
+            .filter(|t| t.status == MoveStatus::Running)
+        {
+            t.moved += moved;
+            if let Some(status) = end {
+                t.status = status;
+            }
+        }
+        self.log_moves(qslot);
+    }
+
+    /// Ends the running task of queue `qslot`, if any, as `status` (with a
+    /// failure's reason), its timer cancelled; logged.
+    pub(super) fn end_running(&mut self, qslot: u32, status: MoveStatus, failure: Option<String>) {
+        if let Some(job) = self.queue_mut(qslot).redrive.take() {
+            self.wheel.cancel(job.timer);
+        }
+        let queue = self.queue_mut(qslot);
+        let Some(t) = queue
+            .moves
+            .last_mut()
+            .filter(|t| t.status == MoveStatus::Running)
+        else {
+            return;
+        };
+        t.status = status;
+        t.failure = failure;
+        self.log_moves(qslot);
+    }
+
+    fn log_moves(&mut self, qslot: u32) {
+        emit!(
+            self,
+            Event::MovesSet {
+                queue: self.queue(qslot).id,
+                tasks: &self.queue(qslot).moves,
+            }
+        );
     }
 
     pub(super) fn redrive_tick(&mut self, qslot: u32, t: u64) {
         let Some(job) = self.queue_mut(qslot).redrive.take() else {
             return;
         };
+        let from_dlq = self
+            .queue(qslot)
+            .moves
+            .last()
+            .is_none_or(|task| task.from_dlq);
+        if !from_dlq {
+            self.move_tick(qslot, t);
+            return;
+        }
         let batch = job.remaining.unwrap_or(u64::MAX).min(u64::from(job.rate));
         let moved = self.redrive_move(qslot, batch, t);
         let remaining = job.remaining.map(|r| r - moved);
@@ -71,7 +254,124 @@ impl Shard {
                 rate: job.rate,
                 timer,
             });
+            self.note_moved(qslot, moved, None);
+        } else {
+            self.note_moved(qslot, moved, Some(MoveStatus::Completed));
         }
+    }
+
+    /// One batch of the running task that moves messages out of queue
+    /// `qslot`: its next visible messages in sequence order (up to its
+    /// rate, and the end it had at its start), each on its way to its
+    /// destination; the next batch a second later, or the task completed.
+    fn move_tick(&mut self, qslot: u32, t: u64) {
+        let Some(task) = self.queue(qslot).moves.last().cloned() else {
+            return;
+        };
+        if task.status != MoveStatus::Running {
+            return;
+        }
+        let main = self.sub_id(qslot, false);
+        let budget = task
+            .max
+            .map_or(u64::MAX, |m| m.saturating_sub(task.moved))
+            .min(u64::from(task.rate));
+        let mut chosen: Vec<(u32, String)> = Vec::new();
+        let mut cursor = task.cursor;
+        // Bounded work a tick: at most this many index entries looked at
+        // (leased messages and gone ones are passed over).
+        let look_max = budget.saturating_mul(4).max(4_096);
+        let mut reached_end = true;
+        for (looked, (seq, slot)) in (0u64..).zip(self.sub(main).index.from(task.cursor)) {
+            if seq >= task.end {
+                break;
+            }
+            if chosen.len() as u64 >= budget || looked >= look_max {
+                reached_end = false;
+                break;
+            }
+            cursor = seq + 1;
+            // The main half's index holds candidates: entries of messages
+            // gone (their slot maybe another's now) are skipped.
+            if !self.live(slot, main, seq) {
+                continue;
+            }
+            let r = &self.records[slot as usize];
+            if r.word.load().state != MessageState::Visible {
+                continue;
+            }
+            let source = r
+                .extra
+                .as_ref()
+                .and_then(|e| e.dead_letter.as_ref())
+                .map(|d| d.source_queue.to_string());
+            if let Some(dest) = task.to.clone().or(source) {
+                chosen.push((slot, dest));
+            }
+        }
+        let moved = chosen.len() as u64;
+        for (slot, target) in chosen {
+            let message = self.message(slot, State::Visible, None);
+            let queue = self.queue(qslot);
+            let dead_letter = self.records[slot as usize]
+                .extra
+                .as_ref()
+                .and_then(|e| e.dead_letter.clone());
+            self.outbox.push(Outbound {
+                target,
+                source_queue: queue.id,
+                source: queue.name.clone(),
+                source_seq: message.seq,
+                inserted_at: message.inserted_at_ms,
+                at_ms: t,
+                payload: message.payload,
+                attributes: message.attributes,
+                channel: message.channel,
+                id: message.id,
+                delivery_count: message.delivery_count,
+                dead_letter,
+                moving: Some(MoveRef {
+                    task: task.id,
+                    from_dlq: false,
+                }),
+            });
+            self.leave_state(slot, MessageState::Visible);
+            self.remove_uncounted(slot);
+        }
+        if let Some(running) = self.queue_mut(qslot).moves.last_mut() {
+            running.cursor = cursor;
+        }
+        let done = reached_end || task.max.is_some_and(|m| task.moved + moved >= m);
+        if done {
+            self.note_moved(qslot, moved, Some(MoveStatus::Completed));
+        } else {
+            let timer = self.wheel.insert(t + 1_000, Timer::Redrive(qslot).into());
+            self.queue_mut(qslot).redrive = Some(RedriveJob {
+                remaining: None,
+                rate: task.rate,
+                timer,
+            });
+            self.note_moved(qslot, moved, None);
+        }
+    }
+
+    /// Restarts the running task of a queue restored from the log: its
+    /// next batch in a second.
+    pub(super) fn resume_moves(&mut self, qslot: u32) {
+        let Some(task) = self.queue(qslot).moves.last().cloned() else {
+            return;
+        };
+        if task.status != MoveStatus::Running {
+            return;
+        }
+        let timer = self
+            .wheel
+            .insert(self.now + 1_000, Timer::Redrive(qslot).into());
+        self.queue_mut(qslot).redrive = Some(RedriveJob {
+            remaining: task.max.map(|m| m.saturating_sub(task.moved)),
+            rate: task.rate,
+            timer,
+        });
     }
 
     pub(super) fn redrive_move(&mut self, qslot: u32, max: u64, t: u64) -> u64 {
@@ -126,16 +426,23 @@ impl Shard {
 
     // ----- dead-letter targets ------------------------------------------------
 
-    /// Takes in a dead letter from another queue as a new visible message.
+    /// Takes in a dead letter from another queue as a new visible message
+    /// (a move task's message: without its dead-letter record, as a
+    /// redriven one).
     // The dead letter comes back whole when refused; it is moved, not copied.
     #[allow(clippy::result_large_err)]
-    pub(crate) fn accept_forward(&mut self, out: Outbound, now: u64) -> Result<(), Outbound> {
+    pub(crate) fn accept_forward(&mut self, mut out: Outbound, now: u64) -> Result<(), Outbound> {
         self.catch_up(now);
         let Ok(qslot) = self.queue_slot(&out.target) else {
             return Err(out);
         };
         let len = out.payload.len() as u64 + attributes_bytes(out.attributes.as_ref());
-        let kept = len + dead_letter_bytes(Some(&out.dead_letter));
+        let record = if out.moving.is_some() {
+            0
+        } else {
+            dead_letter_bytes(out.dead_letter.as_deref())
+        };
+        let kept = len + record;
         if self
             .check_capacity(qslot, out.channel.as_deref(), len)
             .is_err()
@@ -149,6 +456,10 @@ impl Shard {
         queue.next_seq += 1;
         queue.counters.puts += 1;
         let retention = queue.settings.retention_ms;
+        if out.moving.is_some() {
+            queue.counters.redriven += 1;
+            out.dead_letter = None;
+        }
         // It starts afresh in its target: no deliveries there yet (its
         // earlier count stays in its dead-letter record).
         self.take_in(out, self.sub_id(qslot, false), seq, now, now, retention, 0);
@@ -156,7 +467,9 @@ impl Shard {
     }
 
     /// Takes back a dead letter that its target could not take, into the
-    /// source queue's own DLQ. Dropped if the source is gone too.
+    /// source queue's own DLQ; a move task's message back where it was (at
+    /// the end of its queue), its task failed. Dropped if the source is
+    /// gone too.
     pub(crate) fn accept_bounce(&mut self, out: Outbound, now: u64) {
         self.catch_up(now);
         let Ok(qslot) = self.queue_slot(&out.source) else {
@@ -167,8 +480,40 @@ impl Shard {
         self.budget.force_message(
             out.payload.len() as u64
                 + attributes_bytes(out.attributes.as_ref())
-                + dead_letter_bytes(Some(&out.dead_letter)),
+                + dead_letter_bytes(out.dead_letter.as_deref()),
         );
+        if let Some(m) = out.moving {
+            let queue = self.queue_mut(qslot);
+            let seq = queue.next_seq;
+            queue.next_seq += 1;
+            if let Some(task) = queue.moves.iter_mut().find(|t| t.id == m.task) {
+                task.moved = task.moved.saturating_sub(1);
+            }
+            let running = queue
+                .moves
+                .last()
+                .is_some_and(|t| t.id == m.task && t.status == MoveStatus::Running);
+            let failure = format!(
+                "the queue {} refused a message (it does not exist, or is full)",
+                out.target
+            );
+            let (inserted_at, count) = (out.inserted_at, out.delivery_count);
+            self.take_in(
+                out,
+                self.sub_id(qslot, m.from_dlq),
+                seq,
+                inserted_at,
+                self.now,
+                retention,
+                count,
+            );
+            if running {
+                self.end_running(qslot, MoveStatus::Failed, Some(failure));
+            } else {
+                self.log_moves(qslot);
+            }
+            return;
+        }
         let (seq, inserted_at, at, count) = (
             out.source_seq,
             out.inserted_at,
@@ -208,7 +553,7 @@ impl Shard {
             visible_at: at,
             extra: Some(Box::new(Extra {
                 attributes: out.attributes,
-                dead_letter: Some(out.dead_letter),
+                dead_letter: out.dead_letter,
                 id: Some(out.id),
             })),
             state: MessageState::Visible,

@@ -69,6 +69,7 @@ impl Shard {
             bytes: 0,
             counters: Counters::default(),
             redrive: None,
+            moves: Vec::new(),
             dropping: false,
         };
         let slot = match self.free_queues.pop() {

@@ -278,7 +278,8 @@ impl Shard {
                 channel: message.channel,
                 id: message.id,
                 delivery_count: message.delivery_count,
-                dead_letter: info,
+                dead_letter: Some(info),
+                moving: None,
             });
             self.remove_uncounted(slot);
             return;
