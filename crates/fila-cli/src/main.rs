@@ -42,6 +42,12 @@ usage: fila [--addr HOST:PORT] [--token TOKEN] [--json] COMMAND ...
   peek QUEUE [--from SEQ] [--max N] [--dlq]
   dead-letter QUEUE RECEIPT [--reason R] [--description D]
   redrive QUEUE [--max N] [--rate PER_SECOND]   (rate 1-10000; without: 10000 now, the rest 10000 a second)
+  move QUEUE [--to Q] [--max N] [--rate PER_SECOND]
+                                   move the queue's visible messages out (a
+                                   dead-letter target's: each back to the
+                                   queue it came from, or all to --to)
+  moves QUEUE                      its move tasks and redrives, with progress
+  move-cancel QUEUE ID             cancel a running move task
   cancel QUEUE SEQ                 cancel a scheduled message
   server-stats
 
@@ -528,6 +534,36 @@ fn run(a: Args) -> Out {
             } else {
                 println!("moved {moved}, {scheduled} more scheduled");
             }
+            Ok(true)
+        }
+        "move" => {
+            a.check_known(&["--to", "--max", "--rate"])?;
+            let queue = a.pos(1, "a queue name")?;
+            let task = connect(&a)?.start_move(
+                queue,
+                a.value("--to"),
+                a.number("--max")?,
+                a.number("--rate")?,
+            )?;
+            output::print_moves(json, &[task]);
+            Ok(true)
+        }
+        "moves" => {
+            a.check_known(&[])?;
+            let queue = a.pos(1, "a queue name")?;
+            let tasks = connect(&a)?.list_moves(queue)?;
+            output::print_moves(json, &tasks);
+            Ok(true)
+        }
+        "move-cancel" => {
+            a.check_known(&[])?;
+            let queue = a.pos(1, "a queue name")?;
+            let id: u64 = a
+                .pos(2, "a task number")?
+                .parse()
+                .map_err(|_| Failure::Usage("not a task number".into()))?;
+            let task = connect(&a)?.cancel_move(queue, id)?;
+            output::print_moves(json, &[task]);
             Ok(true)
         }
         "cancel" => {

@@ -297,3 +297,61 @@ pub(crate) fn print_entries<T>(
     }
     ok
 }
+
+/// Move tasks, a line each (or JSON).
+pub(crate) fn print_moves(json: bool, tasks: &[fila_client::MoveInfo]) {
+    let status = |s: u8| match s {
+        0 => "running",
+        1 => "completed",
+        2 => "cancelled",
+        3 => "failed",
+        _ => "unknown",
+    };
+    if json {
+        let items: Vec<String> = tasks
+            .iter()
+            .map(|t| {
+                format!(
+                    "{{\"id\":{},\"from_dlq\":{},\"to\":{},\"rate_per_second\":{},\"started_at_ms\":{},\"moved\":{},\"to_move\":{},\"max\":{},\"status\":\"{}\",\"failure\":{}}}",
+                    t.id,
+                    t.from_dlq,
+                    t.to.as_deref().map_or("null".into(), json_str),
+                    t.rate_per_second,
+                    t.started_at_ms,
+                    t.moved,
+                    t.to_move,
+                    t.max_messages.map_or("null".into(), |m| m.to_string()),
+                    status(t.status),
+                    t.failure.as_deref().map_or("null".into(), json_str),
+                )
+            })
+            .collect();
+        println!("[{}]", items.join(","));
+        return;
+    }
+    if tasks.is_empty() {
+        println!("(no move tasks)");
+    }
+    for t in tasks {
+        let what = if t.from_dlq {
+            "redrive from the DLQ".to_owned()
+        } else {
+            match &t.to {
+                Some(q) => format!("move to {q}"),
+                None => "move back to the sources".to_owned(),
+            }
+        };
+        println!(
+            "task {}: {what}, {} ({} of {} moved, {}/s, started at {} ms){}",
+            t.id,
+            status(t.status),
+            t.moved,
+            t.to_move,
+            t.rate_per_second,
+            t.started_at_ms,
+            t.failure
+                .as_deref()
+                .map_or(String::new(), |f| format!(": {f}"))
+        );
+    }
+}

@@ -406,4 +406,26 @@ impl Client {
     ) -> Result<(u64, u64)> {
         self.run(call::redrive(queue, max, rate_per_second))
     }
+
+    /// Starts moving a queue's visible messages out (a move task): to
+    /// `to`, or each back to the queue it was dead-lettered from.
+    pub fn start_move(
+        &mut self,
+        queue: &str,
+        to: Option<&str>,
+        max: Option<u64>,
+        rate_per_second: Option<u32>,
+    ) -> Result<MoveInfo> {
+        self.run(call::start_move(queue, to, max, rate_per_second))
+    }
+
+    /// A queue's move tasks (redrives included), oldest first.
+    pub fn list_moves(&mut self, queue: &str) -> Result<Vec<MoveInfo>> {
+        self.run(call::list_moves(queue))
+    }
+
+    /// Cancels a running move task; answers it as it now is.
+    pub fn cancel_move(&mut self, queue: &str, id: u64) -> Result<MoveInfo> {
+        self.run(call::cancel_move(queue, id))
+    }
 }

@@ -6,9 +6,9 @@
 
 use bytes::Bytes;
 use fila_proto::{
-    limits::BATCH_LEN_MAX, DeferredRef, DeleteRef, Encode, Entry, Message, Opcode, PayloadsRef,
-    PutAck, PutEntry, PutRef, QueueRef, Receipt, ReceiveRef, Request, Response, Settings,
-    SettingsPatch, Stats, VisibilityRef,
+    limits::BATCH_LEN_MAX, DeferredRef, DeleteRef, Encode, Entry, Message, MoveInfo, Opcode,
+    PayloadsRef, PutAck, PutEntry, PutRef, QueueRef, Receipt, ReceiveRef, Request, Response,
+    Settings, SettingsPatch, Stats, VisibilityRef,
 };
 
 use crate::{ClientError, EntryResult, Result};
@@ -337,6 +337,51 @@ pub(crate) fn redrive(
         },
         parse: |r| match r {
             Response::Redrive { moved, scheduled } => Ok((moved, scheduled)),
+            other => Err(other),
+        },
+    }
+}
+
+pub(crate) fn start_move(
+    queue: &str,
+    to: Option<&str>,
+    max: Option<u64>,
+    rate_per_second: Option<u32>,
+) -> Call<Request, MoveInfo> {
+    Call {
+        req: Request::StartMove {
+            queue: queue.into(),
+            to: to.map(str::to_owned),
+            max_messages: max,
+            rate_per_second,
+        },
+        parse: |r| match r {
+            Response::Move(m) => Ok(*m),
+            other => Err(other),
+        },
+    }
+}
+
+pub(crate) fn list_moves(queue: &str) -> Call<Request, Vec<MoveInfo>> {
+    Call {
+        req: Request::ListMoves {
+            queue: queue.into(),
+        },
+        parse: |r| match r {
+            Response::Moves(ms) => Ok(ms),
+            other => Err(other),
+        },
+    }
+}
+
+pub(crate) fn cancel_move(queue: &str, id: u64) -> Call<Request, MoveInfo> {
+    Call {
+        req: Request::CancelMove {
+            queue: queue.into(),
+            id,
+        },
+        parse: |r| match r {
+            Response::Move(m) => Ok(*m),
             other => Err(other),
         },
     }

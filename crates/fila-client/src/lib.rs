@@ -36,8 +36,8 @@ use std::time::Duration;
 
 use fila_proto::ProtoError;
 pub use fila_proto::{
-    limits, Availability, DeferredRef, DeleteRef, Encode, ErrorCode, Fields, Message, Opcode,
-    PayloadsRef, PutAck, PutEntry, PutRef, QueueRef, Receipt, Receive, ReceiveRef, Request,
+    limits, Availability, DeferredRef, DeleteRef, Encode, ErrorCode, Fields, Message, MoveInfo,
+    Opcode, PayloadsRef, PutAck, PutEntry, PutRef, QueueRef, Receipt, Receive, ReceiveRef, Request,
     Response, Settings, SettingsPatch, Stats, VisibilityRef, WireError, RECEIPT_LEN,
 };
 

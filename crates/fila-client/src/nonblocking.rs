@@ -520,4 +520,27 @@ impl AsyncClient {
     ) -> Result<(u64, u64)> {
         self.run(call::redrive(queue, max, rate_per_second)).await
     }
+
+    /// Starts moving a queue's visible messages out (a move task): to
+    /// `to`, or each back to the queue it was dead-lettered from.
+    pub async fn start_move(
+        &self,
+        queue: &str,
+        to: Option<&str>,
+        max: Option<u64>,
+        rate_per_second: Option<u32>,
+    ) -> Result<MoveInfo> {
+        self.run(call::start_move(queue, to, max, rate_per_second))
+            .await
+    }
+
+    /// A queue's move tasks (redrives included), oldest first.
+    pub async fn list_moves(&self, queue: &str) -> Result<Vec<MoveInfo>> {
+        self.run(call::list_moves(queue)).await
+    }
+
+    /// Cancels a running move task; answers it as it now is.
+    pub async fn cancel_move(&self, queue: &str, id: u64) -> Result<MoveInfo> {
+        self.run(call::cancel_move(queue, id)).await
+    }
 }

@@ -57,11 +57,17 @@ pub enum Opcode {
     Peek = 0x28,
     /// Move dead letters back.
     Redrive = 0x29,
+    /// Start moving a queue's messages out (a move task).
+    StartMove = 0x2a,
+    /// A queue's move tasks.
+    ListMoves = 0x2b,
+    /// Cancel a move task.
+    CancelMove = 0x2c,
 }
 
 impl Opcode {
     /// Every opcode.
-    pub const ALL: [Opcode; 20] = [
+    pub const ALL: [Opcode; 23] = [
         Opcode::Hello,
         Opcode::Auth,
         Opcode::ServerStats,
@@ -82,6 +88,9 @@ impl Opcode {
         Opcode::DeadLetter,
         Opcode::Peek,
         Opcode::Redrive,
+        Opcode::StartMove,
+        Opcode::ListMoves,
+        Opcode::CancelMove,
     ];
 
     /// The opcode with this byte.
@@ -387,6 +396,55 @@ pub enum Request {
         /// At most this many a second.
         rate_per_second: Option<u32>,
     },
+    /// Start moving the queue's visible messages out: to `to`, or each
+    /// back to the queue it was dead-lettered from.
+    StartMove {
+        /// Queue name.
+        queue: String,
+        /// Where to (`None`: each message's source).
+        to: Option<String>,
+        /// At most this many (all there are when `None`).
+        max_messages: Option<u64>,
+        /// At most this many a second.
+        rate_per_second: Option<u32>,
+    },
+    /// A queue's move tasks, oldest first.
+    ListMoves {
+        /// Queue name.
+        queue: String,
+    },
+    /// Cancel a running move task.
+    CancelMove {
+        /// Queue name.
+        queue: String,
+        /// The task's number.
+        id: u64,
+    },
+}
+
+/// A move task as answers show it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MoveInfo {
+    /// Its number in its queue.
+    pub id: u64,
+    /// A redrive from the queue's own DLQ.
+    pub from_dlq: bool,
+    /// Where to (`None`: each message's source).
+    pub to: Option<String>,
+    /// Messages a second.
+    pub rate_per_second: u32,
+    /// When it started, ms since the epoch.
+    pub started_at_ms: u64,
+    /// Moved so far.
+    pub moved: u64,
+    /// There were to move when it started.
+    pub to_move: u64,
+    /// Its maximum.
+    pub max_messages: Option<u64>,
+    /// 0 running, 1 completed, 2 cancelled, 3 failed.
+    pub status: u8,
+    /// Why it failed.
+    pub failure: Option<String>,
 }
 
 /// What put answers per entry.
@@ -552,6 +610,10 @@ pub enum Response {
         /// Left to move at the rate.
         scheduled: u64,
     },
+    /// To start or cancel a move task: the task.
+    Move(Box<MoveInfo>),
+    /// To list move tasks.
+    Moves(Vec<MoveInfo>),
     /// The request failed.
     Error(WireError),
 }
@@ -637,6 +699,34 @@ pub(super) fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
         delay_ms: r.u64()?,
         redrive_allow: r.opt(Reader::str)?,
         tags: get_pairs(r)?,
+    })
+}
+
+pub(super) fn put_move(w: &mut Writer<'_>, m: &MoveInfo) {
+    w.u64(m.id);
+    w.bool(m.from_dlq);
+    w.opt(&m.to, |w, v| w.str(v));
+    w.u32(m.rate_per_second);
+    w.u64(m.started_at_ms);
+    w.u64(m.moved);
+    w.u64(m.to_move);
+    w.opt(&m.max_messages, |w, v| w.u64(*v));
+    w.u8(m.status);
+    w.opt(&m.failure, |w, v| w.str(v));
+}
+
+pub(super) fn get_move(r: &mut Reader) -> Result<MoveInfo, ProtoError> {
+    Ok(MoveInfo {
+        id: r.u64()?,
+        from_dlq: r.bool()?,
+        to: r.opt(Reader::str)?,
+        rate_per_second: r.u32()?,
+        started_at_ms: r.u64()?,
+        moved: r.u64()?,
+        to_move: r.u64()?,
+        max_messages: r.opt(Reader::u64)?,
+        status: r.u8()?,
+        failure: r.opt(Reader::str)?,
     })
 }
 

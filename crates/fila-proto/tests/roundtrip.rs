@@ -208,7 +208,61 @@ fn request() -> impl Strategy<Value = Request> {
                 rate_per_second
             }
         ),
+        (
+            s(),
+            proptest::option::of(s()),
+            any::<Option<u64>>(),
+            any::<Option<u32>>()
+        )
+            .prop_map(|(queue, to, max_messages, rate_per_second)| {
+                Request::StartMove {
+                    queue,
+                    to,
+                    max_messages,
+                    rate_per_second,
+                }
+            }),
+        s().prop_map(|queue| Request::ListMoves { queue }),
+        (s(), any::<u64>()).prop_map(|(queue, id)| Request::CancelMove { queue, id }),
     ]
+}
+
+fn move_info() -> impl Strategy<Value = MoveInfo> {
+    (
+        (
+            any::<u64>(),
+            any::<bool>(),
+            proptest::option::of(s()),
+            any::<u32>(),
+            any::<u64>(),
+        ),
+        (
+            any::<u64>(),
+            any::<u64>(),
+            any::<Option<u64>>(),
+            any::<u8>(),
+            proptest::option::of(s()),
+        ),
+    )
+        .prop_map(
+            |(
+                (id, from_dlq, to, rate_per_second, started_at_ms),
+                (moved, to_move, max_messages, status, failure),
+            )| {
+                MoveInfo {
+                    id,
+                    from_dlq,
+                    to,
+                    rate_per_second,
+                    started_at_ms,
+                    moved,
+                    to_move,
+                    max_messages,
+                    status,
+                    failure,
+                }
+            },
+        )
 }
 
 fn wire_error() -> impl Strategy<Value = WireError> {
@@ -366,6 +420,13 @@ fn response() -> impl Strategy<Value = (Opcode, Response)> {
             Opcode::Redrive,
             Response::Redrive { moved, scheduled }
         )),
+        (
+            prop_oneof![Just(Opcode::StartMove), Just(Opcode::CancelMove)],
+            move_info()
+        )
+            .prop_map(|(op, m)| (op, Response::Move(Box::new(m)))),
+        proptest::collection::vec(move_info(), 0..3)
+            .prop_map(|ms| (Opcode::ListMoves, Response::Moves(ms))),
         (proptest::sample::select(Opcode::ALL.to_vec()), wire_error())
             .prop_map(|(op, e)| (op, Response::Error(e))),
     ]

@@ -609,5 +609,36 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
                 scheduled: o.scheduled,
             }
         }),
+        Request::StartMove {
+            queue,
+            to,
+            max_messages,
+            rate_per_second,
+        } => answer(
+            engine.start_move(&queue, to, max_messages, rate_per_second),
+            |t| Response::Move(Box::new(move_of(t))),
+        ),
+        Request::ListMoves { queue } => answer(engine.moves(&queue), |ts| {
+            Response::Moves(ts.into_iter().map(move_of).collect())
+        }),
+        Request::CancelMove { queue, id } => answer(engine.cancel_move(&queue, id), |t| {
+            Response::Move(Box::new(move_of(t)))
+        }),
+    }
+}
+
+/// A move task as the wire shows it.
+fn move_of(t: fila_core::MoveTask) -> proto::MoveInfo {
+    proto::MoveInfo {
+        id: t.id,
+        from_dlq: t.from_dlq,
+        to: t.to,
+        rate_per_second: t.rate,
+        started_at_ms: t.started_at_ms,
+        moved: t.moved,
+        to_move: t.to_move,
+        max_messages: t.max,
+        status: t.status.code(),
+        failure: t.failure,
     }
 }

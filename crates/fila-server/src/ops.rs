@@ -71,7 +71,7 @@ use Permission::{Manage, Receive, Send};
 use Place::{Connection, EveryLoop, Shard, TargetThenShard};
 
 /// Every operation.
-pub(crate) const OPS: [Op; 20] = [
+pub(crate) const OPS: [Op; 23] = [
     row(Opcode::Hello, None, Connection, Small, false),
     row(Opcode::Auth, None, Connection, Small, false),
     row(Opcode::ServerStats, None, Connection, Small, false),
@@ -110,6 +110,9 @@ pub(crate) const OPS: [Op; 20] = [
     row(Opcode::DeadLetter, Some(Receive), Shard, Small, false),
     row(Opcode::Peek, Some(Receive), Shard, Messages, false),
     row(Opcode::Redrive, Some(Manage), Shard, Small, true),
+    row(Opcode::StartMove, Some(Manage), Shard, Small, true),
+    row(Opcode::ListMoves, Some(Manage), Shard, Small, false),
+    row(Opcode::CancelMove, Some(Manage), Shard, Small, false),
 ];
 
 /// The row of `opcode` (a byte off the wire: `None` when it is none).
@@ -142,6 +145,9 @@ pub(crate) fn queue_of(req: &Request) -> Option<&str> {
         | Request::QueueStats { name } => name,
         Request::Purge { queue } => &queue.name,
         Request::Redrive { queue, .. }
+        | Request::StartMove { queue, .. }
+        | Request::ListMoves { queue }
+        | Request::CancelMove { queue, .. }
         | Request::Put { queue, .. }
         | Request::CancelScheduled { queue, .. }
         | Request::Defer { queue, .. }

@@ -26,6 +26,9 @@ impl Request {
             Request::DeadLetter { .. } => Opcode::DeadLetter,
             Request::Peek { .. } => Opcode::Peek,
             Request::Redrive { .. } => Opcode::Redrive,
+            Request::StartMove { .. } => Opcode::StartMove,
+            Request::ListMoves { .. } => Opcode::ListMoves,
+            Request::CancelMove { .. } => Opcode::CancelMove,
         }
     }
 
@@ -128,6 +131,22 @@ impl Request {
                 w.str(queue);
                 w.opt(max_messages, |w, v| w.u64(*v));
                 w.opt(rate_per_second, |w, v| w.u32(*v));
+            }
+            Request::StartMove {
+                queue,
+                to,
+                max_messages,
+                rate_per_second,
+            } => {
+                w.str(queue);
+                w.opt(to, |w, v| w.str(v));
+                w.opt(max_messages, |w, v| w.u64(*v));
+                w.opt(rate_per_second, |w, v| w.u32(*v));
+            }
+            Request::ListMoves { queue } => w.str(queue),
+            Request::CancelMove { queue, id } => {
+                w.str(queue);
+                w.u64(*id);
             }
             Request::Put { .. }
             | Request::Receive(_)
@@ -232,6 +251,17 @@ impl Request {
                 queue: r.str()?,
                 max_messages: r.opt(Reader::u64)?,
                 rate_per_second: r.opt(Reader::u32)?,
+            },
+            Opcode::StartMove => Request::StartMove {
+                queue: r.str()?,
+                to: r.opt(Reader::str)?,
+                max_messages: r.opt(Reader::u64)?,
+                rate_per_second: r.opt(Reader::u32)?,
+            },
+            Opcode::ListMoves => Request::ListMoves { queue: r.str()? },
+            Opcode::CancelMove => Request::CancelMove {
+                queue: r.str()?,
+                id: r.u64()?,
             },
         };
         r.finish()?;

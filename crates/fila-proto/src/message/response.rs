@@ -87,6 +87,8 @@ impl Response {
                 w.u64(*moved);
                 w.u64(*scheduled);
             }
+            Response::Move(m) => put_move(w, m),
+            Response::Moves(ms) => w.list(ms, put_move),
             Response::Error(e) => put_error(w, e),
         }
         end_frame(buf, start);
@@ -169,6 +171,8 @@ impl Response {
                 moved: r.u64()?,
                 scheduled: r.u64()?,
             },
+            Opcode::StartMove | Opcode::CancelMove => Response::Move(Box::new(get_move(r)?)),
+            Opcode::ListMoves => Response::Moves(r.list(41, get_move)?),
         };
         r.finish()?;
         Ok(resp)

@@ -106,6 +106,11 @@ pub(in crate::server) fn receipt_handle(receipt: &[u8]) -> String {
     B64.encode(receipt)
 }
 
+/// The bytes of a handle made by [`receipt_handle`], if it is one.
+pub(in crate::server) fn bytes_of_handle(handle: &str) -> Option<Vec<u8>> {
+    B64.decode(handle).ok()
+}
+
 /// A receipt handle back to a receipt; `ReceiptHandleIsInvalid` when it is
 /// not one.
 pub(in crate::server) fn receipt_of(handle: &str) -> Result<fila_proto::Receipt, SqsError> {

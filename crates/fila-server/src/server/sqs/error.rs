@@ -7,8 +7,7 @@ use fila_core::{Error, ErrorKind};
 
 /// What went wrong, as the SQS API names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-// (Signatures and move tasks use the kinds not constructed yet.)
-#[allow(dead_code)]
+
 pub(in crate::server) enum Kind {
     QueueDoesNotExist,
     InvalidAddress,

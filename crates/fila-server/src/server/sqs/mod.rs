@@ -14,6 +14,10 @@
 //! for [`IDLE_SECS`] between requests is closed. Connections count against
 //! `max_connections` with the binary protocol's; past it a newcomer gets
 //! one `ServiceUnavailable` answer and is closed.
+//!
+//! Under `--cfg loom` (the loom models) tokio has no sockets: the listener
+//! is not built and a start fails.
+#![cfg_attr(loom, allow(dead_code, unused_imports))]
 
 use std::cell::Cell;
 use std::convert::Infallible;
@@ -99,6 +103,7 @@ impl SqsListener {
         Ok(l)
     }
 
+    #[cfg(not(loom))]
     /// Serves `listener` on one thread per notifier, each a runtime of
     /// its own accepting from the same socket; thread `k`'s gateway is
     /// endpoint `first + k` of the loops' post, woken through its notifier.
@@ -141,6 +146,17 @@ impl SqsListener {
         Ok(SqsListener { addr, threads })
     }
 
+    /// No SQS listener under `--cfg loom`.
+    #[cfg(loom)]
+    pub(in crate::server) fn start(
+        _listener: std::net::TcpListener,
+        _first: usize,
+        _notifies: Vec<Arc<Notify>>,
+        _shared: Arc<Shared>,
+    ) -> io::Result<SqsListener> {
+        Err(io::Error::other("the SQS API is not built with --cfg loom"))
+    }
+
     /// The address it listens on.
     pub(in crate::server) fn addr(&self) -> SocketAddr {
         self.addr
@@ -154,6 +170,7 @@ impl SqsListener {
     }
 }
 
+#[cfg(not(loom))]
 /// Accepts and serves connections until the server stops and what is in
 /// progress is answered.
 async fn serve(
@@ -212,6 +229,7 @@ async fn serve(
     debug!("SQS listener stopped");
 }
 
+#[cfg(not(loom))]
 /// One accepted connection: counted and served, or refused past
 /// max_connections.
 fn take_in(
@@ -243,6 +261,7 @@ fn take_in(
     ));
 }
 
+#[cfg(not(loom))]
 /// Answers a connection past max_connections with one error, then closes.
 async fn refuse(mut stream: tokio::net::TcpStream, max: usize) {
     use tokio::io::AsyncWriteExt;
@@ -263,6 +282,7 @@ async fn refuse(mut stream: tokio::net::TcpStream, max: usize) {
     .await;
 }
 
+#[cfg(not(loom))]
 /// Serves one keep-alive connection until its client closes it, it idles
 /// past [`IDLE_SECS`], or it breaks a limit.
 async fn connection(
