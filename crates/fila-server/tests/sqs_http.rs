@@ -350,3 +350,41 @@ fn ten_thousand_idle_keep_alive_connections_are_held_within_bounds() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn request_bodies_held_at_once_are_bounded_across_connections() {
+    let server = spawn("", &[], &[]);
+    // Heads that declare the largest body and send none of it: each holds
+    // its room until it ends.
+    let declared = 4 << 20;
+    let head = format!(
+        "POST / HTTP/1.1\r\nhost: x\r\nx-amz-target: AmazonSQS.ListQueues\r\ncontent-length: {declared}\r\n\r\n"
+    );
+    let mut holding = Vec::new();
+    for _ in 0..(256 << 20) / declared {
+        let mut s = connect(&server.sqs);
+        s.write_all(head.as_bytes()).unwrap();
+        holding.push(s);
+    }
+    // One more body does not fit, whatever its size: a clear 503 at once.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        let a = call(&server.sqs, "ListQueues", "{}");
+        if a.status == 503 {
+            break a;
+        }
+        // The heads above may not all be read yet.
+        assert!(Instant::now() < deadline, "never refused: {}", a.body);
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(refused.body.contains("request bodies"), "{}", refused.body);
+    // The binary protocol is not affected.
+    assert!(binary_round_trip(&server.addr) < Duration::from_secs(5));
+    // Once a holder goes away, its room is given back.
+    holding.truncate(holding.len() - 1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while call(&server.sqs, "ListQueues", "{}").status != 200 {
+        assert!(Instant::now() < deadline, "the room was not given back");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -64,6 +64,10 @@ pub const HEAD_SECS: u64 = 10;
 pub const BODY_BYTES_MAX: usize = 4 << 20;
 /// How long a client has to send a request's body.
 pub const BODY_SECS: u64 = 10;
+/// The bytes of request bodies the listener holds at once, every
+/// connection together (a body counts its declared length, or
+/// [`BODY_BYTES_MAX`] when chunked, from its head until its answer).
+pub const BODIES_BYTES_MAX: usize = 256 << 20;
 /// How long a keep-alive connection may stay idle between requests.
 pub const IDLE_SECS: u64 = 60;
 /// The bytes of messages one receive may carry at most.
@@ -82,6 +86,20 @@ struct Common {
     purges: gateway::Purges,
     /// Connections each thread serves now.
     served: Vec<std::sync::atomic::AtomicUsize>,
+    /// Request body bytes held now (at most [`BODIES_BYTES_MAX`]).
+    bodies: std::sync::atomic::AtomicUsize,
+}
+
+/// Room for one request's body, given back when dropped.
+struct BodyRoom<'a> {
+    common: &'a Common,
+    bytes: usize,
+}
+
+impl Drop for BodyRoom<'_> {
+    fn drop(&mut self) {
+        self.common.bodies.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
 }
 
 impl Common {
@@ -92,6 +110,19 @@ impl Common {
         let load = |i: usize| self.served[i].load(Ordering::Relaxed);
         let least = (0..self.served.len()).map(load).min().unwrap_or(0);
         load(k) <= least + 2
+    }
+
+    /// Room for a body of `bytes`, if the listener's bodies leave it.
+    fn body_room(&self, bytes: usize) -> Option<BodyRoom<'_>> {
+        self.bodies
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n + bytes <= BODIES_BYTES_MAX).then_some(n + bytes)
+            })
+            .ok()
+            .map(|_| BodyRoom {
+                common: self,
+                bytes,
+            })
     }
 }
 
@@ -118,6 +149,7 @@ impl SqsListener {
             guard: std::sync::Mutex::new(AuthGuard::with_capacity(crate::guard::PEERS_MAX)),
             purges: Arc::default(),
             served: (0..notifies.len()).map(|_| Default::default()).collect(),
+            bodies: Default::default(),
         });
         let mut threads = Vec::with_capacity(notifies.len());
         for (k, notify) in notifies.into_iter().enumerate() {
@@ -301,7 +333,7 @@ async fn connection(
                 (gateway.clone(), common.clone(), idle_since.clone());
             async move {
                 idle_since.set(None);
-                let answer = handle(&gateway, &common.guard, req, peer).await;
+                let answer = handle(&gateway, &common, req, peer).await;
                 idle_since.set(Some(Instant::now()));
                 Ok::<_, Infallible>(answer)
             }
@@ -384,7 +416,7 @@ fn request_id() -> String {
 /// protocol, answered.
 async fn handle(
     gateway: &Gateway,
-    guard: &std::sync::Mutex<AuthGuard>,
+    common: &Common,
     req: Request<Incoming>,
     peer: SocketAddr,
 ) -> Response<Full<Bytes>> {
@@ -397,6 +429,31 @@ async fn handle(
             "The SQS API takes POST requests (or GET with the query protocol).",
         ));
     }
+    // The body's room first: its declared length (refused at once past the
+    // limit), or the most a chunked one may be.
+    let declared = match parts.headers.get(hyper::header::CONTENT_LENGTH) {
+        Some(v) => match v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) {
+            Some(n) if n > BODY_BYTES_MAX as u64 => {
+                return protocol.error(&SqsError::new(
+                    Kind::RequestTooLarge,
+                    format!("A request body is at most {BODY_BYTES_MAX} bytes."),
+                ))
+            }
+            Some(n) => n as usize,
+            None => return protocol.error(&SqsError::invalid("Content-Length is not a number.")),
+        },
+        None if parts.headers.contains_key(hyper::header::TRANSFER_ENCODING) => BODY_BYTES_MAX,
+        None => 0,
+    };
+    let Some(_room) = common.body_room(declared) else {
+        return protocol.error(&SqsError::new(
+            Kind::ServiceUnavailable,
+            format!(
+                "The server holds {BODIES_BYTES_MAX} bytes of request bodies at most, and has them now; try again."
+            ),
+        ));
+    };
+    let guard = &common.guard;
     let body = match tokio::time::timeout(
         Duration::from_secs(BODY_SECS),
         Limited::new(body, BODY_BYTES_MAX).collect(),
