@@ -559,3 +559,51 @@ fn server_stats_shows_what_is_stored_and_the_reserve_apart() {
     );
     assert!(get("stored_bytes_reserved") >= get("stored_bytes"));
 }
+
+#[test]
+fn move_tasks_over_the_wire() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    c.create_queue("dlq", SettingsPatch::default()).unwrap();
+    c.create_queue(
+        "src",
+        SettingsPatch {
+            dead_letter_target: Some(Some("dlq".into())),
+            ..SettingsPatch::default()
+        },
+    )
+    .unwrap();
+    for i in 0..4 {
+        c.put_one("src", format!("m{i}")).unwrap();
+    }
+    for m in c.receive("src", 10, Some(0)).unwrap() {
+        c.dead_letter("src", m.receipt.unwrap(), "bad", "").unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.stats("dlq").unwrap().visible < 4 {
+        assert!(Instant::now() < deadline, "the dead letters never arrived");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Paced at one a second: one now, then cancelled.
+    let task = c.start_move("dlq", None, None, Some(1)).unwrap();
+    assert_eq!(
+        (task.id, task.moved, task.to_move, task.status),
+        (1, 1, 4, 0)
+    );
+    let listed = c.list_moves("dlq").unwrap();
+    assert_eq!(listed, vec![task.clone()]);
+    let cancelled = c.cancel_move("dlq", task.id).unwrap();
+    assert_eq!(cancelled.status, 2);
+    let e = c.cancel_move("dlq", 9).unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::NOT_FOUND), "{e:?}");
+    // The rest to a named queue at once.
+    c.create_queue("other", SettingsPatch::default()).unwrap();
+    let all = c.start_move("dlq", Some("other"), None, None).unwrap();
+    assert_eq!((all.moved, all.status), (3, 1));
+    assert_eq!(c.stats("src").unwrap().visible, 1);
+    assert_eq!(c.stats("other").unwrap().visible, 3);
+    assert_eq!(c.list_moves("dlq").unwrap().len(), 2);
+    // A queue that does not exist.
+    let e = c.start_move("nope", None, None, None).unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::QUEUE_NOT_FOUND), "{e:?}");
+}
