@@ -2157,3 +2157,21 @@ fn a_redrive_is_a_move_task_with_its_progress() {
     let ids: Vec<u64> = f.engine.moves("q").unwrap().iter().map(|t| t.id).collect();
     assert_eq!(ids, (4..=13).collect::<Vec<_>>());
 }
+
+#[test]
+fn purging_the_half_a_task_moves_from_ends_it_and_no_other() {
+    let f = two_sources_and_a_target();
+    let task = f.engine.start_move("dlq", None, None, Some(1)).unwrap();
+    // The DLQ half is not where this task moves from.
+    f.engine.purge(Address::dlq("dlq")).unwrap();
+    assert_eq!(
+        f.engine.moves("dlq").unwrap()[0].status,
+        MoveStatus::Running
+    );
+    f.engine.purge(Address::queue("dlq")).unwrap();
+    let ended = f.engine.moves("dlq").unwrap().pop().unwrap();
+    assert_eq!((ended.id, ended.status), (task.id, MoveStatus::Cancelled));
+    assert_eq!(ended.failure.as_deref(), Some("the queue was purged"));
+    f.advance(5_000);
+    assert_eq!(f.engine.moves("dlq").unwrap()[0].moved, 1);
+}

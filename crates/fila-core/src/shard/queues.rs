@@ -198,10 +198,19 @@ impl Shard {
         }
         self.gained.retain(|g| *g != old);
         self.purging.push((old, 0));
-        if addr.dlq {
-            if let Some(job) = self.queue_mut(slot).redrive.take() {
-                self.wheel.cancel(job.timer);
-            }
+        // A move task running out of the half purged has nothing left to
+        // move: it ends.
+        let moving_here = self
+            .queue(slot)
+            .moves
+            .last()
+            .is_some_and(|t| t.status == MoveStatus::Running && t.from_dlq == addr.dlq);
+        if moving_here {
+            self.end_running(
+                slot,
+                MoveStatus::Cancelled,
+                Some("the queue was purged".into()),
+            );
         }
         self.sweep(self.timer_budget);
         emit!(
