@@ -32,7 +32,8 @@
 //!   for what other crates share between threads too (the store's journal,
 //!   the server's mailboxes).
 //! * One [`wheel::TimingWheel`] per shard holds lease ends, delays and
-//!   schedules, expiries, redrive ticks and long-poll deadlines.
+//!   schedules, expiries, move-task ticks (redrives and moves out of a
+//!   dead-letter target, [`MoveTask`]) and long-poll deadlines.
 //! * Time comes from a [`Clock`]; tests use [`ManualClock`] and never sleep.
 //! * Every durable state change is an [`event::Event`] given to an optional
 //!   [`event::EventSink`], the hook for a write-ahead log;
