@@ -1,19 +1,22 @@
 //! The SQS-compatible HTTP API: a second front end beside the binary one.
 //!
-//! One thread runs a single-threaded tokio runtime with hyper's HTTP/1.1
-//! server (keep-alive, one request at a time per connection). A request of
-//! the AWS JSON 1.0 protocol (`POST /`, `X-Amz-Target:
-//! AmazonSQS.<Operation>`) becomes one or more requests of the binary
-//! protocol's kind, which go to the shards' owners by the same path a
-//! binary request takes (`gateway.rs`); the answers become the SQS API's.
-//! docs/sqs.md is the user's reference.
+//! `--sqs-threads` threads each run a single-threaded tokio runtime with
+//! hyper's HTTP/1.1 server (keep-alive, one request at a time per
+//! connection), all accepting from one socket (the least loaded takes new
+//! connections). A request of the AWS JSON 1.0 protocol (`POST /`,
+//! `X-Amz-Target: AmazonSQS.<Operation>`) or of the query protocol
+//! (`query.rs`) becomes one or more requests of the binary protocol's kind,
+//! which go to the shards' owners by the same path a binary request takes
+//! (`gateway.rs`); the answers become the SQS API's. docs/sqs.md is the
+//! user's reference.
 //!
 //! Limits, per connection: a request head of at most [`HEAD_BYTES_MAX`]
 //! and [`HEADERS_MAX`] headers, sent within [`HEAD_SECS`]; a body of at
 //! most [`BODY_BYTES_MAX`], sent within [`BODY_SECS`]; a connection idle
-//! for [`IDLE_SECS`] between requests is closed. Connections count against
-//! `max_connections` with the binary protocol's; past it a newcomer gets
-//! one `ServiceUnavailable` answer and is closed.
+//! for [`IDLE_SECS`] between requests is closed. For the listener: request
+//! bodies held at once at most [`BODIES_BYTES_MAX`]. Connections count
+//! against `max_connections` with the binary protocol's; past it a
+//! newcomer gets one `ServiceUnavailable` answer and is closed.
 //!
 //! Under `--cfg loom` (the loom models) tokio has no sockets: the listener
 //! is not built and a start fails.
