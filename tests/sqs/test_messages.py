@@ -88,10 +88,17 @@ def test_system_attributes_count_receives_and_carry_the_trace_header(sqs, queue)
     assert before - 1000 <= int(a["SentTimestamp"]) <= int(time.time() * 1000) + 1000
     assert int(a["ApproximateFirstReceiveTimestamp"]) >= int(a["SentTimestamp"])
     assert a["AWSTraceHeader"] == "Root=1-5759e988-bd862e3fe1be46a994272793"
+    # The first receive's time stays (to the second after the send).
+    first = int(a["ApproximateFirstReceiveTimestamp"])
+    assert int(a["SentTimestamp"]) <= first <= int(time.time() * 1000) + 1000
     second = sqs.receive_message(
-        QueueUrl=queue, AttributeNames=["ApproximateReceiveCount"]
+        QueueUrl=queue, VisibilityTimeout=0, AttributeNames=["ApproximateReceiveCount"]
     )["Messages"][0]
     assert second["Attributes"] == {"ApproximateReceiveCount": "2"}
+    third = sqs.receive_message(
+        QueueUrl=queue, MessageSystemAttributeNames=["ApproximateFirstReceiveTimestamp", "ApproximateReceiveCount"]
+    )["Messages"][0]
+    assert third["Attributes"] == {"ApproximateFirstReceiveTimestamp": str(first), "ApproximateReceiveCount": "3"}
 
 
 def test_a_delete_with_the_handle_of_an_ended_lease_succeeds_and_deletes_nothing(sqs, queue):

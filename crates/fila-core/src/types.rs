@@ -542,6 +542,9 @@ pub struct Message {
     pub next_visible_at_ms: u64,
     /// Deliveries so far, this one included.
     pub delivery_count: u32,
+    /// When it was first delivered, to the second after its put (`None`
+    /// before; also after a restart, which does not keep it).
+    pub first_received_at_ms: Option<u64>,
     /// Its state.
     pub state: State,
     /// For a delivered message, the lease's receipt.

@@ -2175,3 +2175,26 @@ fn purging_the_half_a_task_moves_from_ends_it_and_no_other() {
     f.advance(5_000);
     assert_eq!(f.engine.moves("dlq").unwrap()[0].moved, 1);
 }
+
+#[test]
+fn a_message_keeps_when_it_was_first_received_to_the_second() {
+    let f = Fixture::with_queue(
+        "q",
+        QueueSettings {
+            max_deliveries: 0,
+            ..QueueSettings::default()
+        },
+    );
+    f.put("q", "m");
+    assert_eq!(
+        f.engine.peek(Address::queue("q"), 0, 1).unwrap()[0].first_received_at_ms,
+        None
+    );
+    f.advance(2_500);
+    let first = f.recv_vis("q", 1, 0);
+    assert_eq!(first[0].first_received_at_ms, Some(T0 + 2_000));
+    f.advance(7_000);
+    let again = f.recv_vis("q", 1, 0);
+    assert_eq!(again[0].delivery_count, 2);
+    assert_eq!(again[0].first_received_at_ms, Some(T0 + 2_000));
+}

@@ -120,7 +120,7 @@ impl Shard {
             payload: r.payload(),
             attributes: extra.and_then(|e| e.attributes.clone()),
             channel: self.sub(q).channels[r.channel as usize].name.clone(),
-            inserted_at_ms: r.inserted_at,
+            inserted_at_ms: r.inserted(),
             visible_at_ms: if word.state == MessageState::InFlight {
                 self.now
             } else {

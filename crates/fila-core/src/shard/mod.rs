@@ -148,6 +148,10 @@ struct Record {
     body: Option<Arc<[u8]>>,
     word: StateWord,
     seq: u64,
+    /// When it was put (its low [`INSERTED_BITS`] bits, ms since the epoch)
+    /// and, in the bits above, when it was first received: seconds after
+    /// that, plus one (0: not yet, or not known — a restart forgets it).
+    /// Read through [`Record::inserted`] and [`Record::first_received`].
     inserted_at: u64,
     expires_at: u64,
     visible_at: u64,
@@ -160,7 +164,38 @@ struct Record {
     len: u32,
 }
 
+/// Bits of [`Record::inserted_at`] that hold the put time (until 2109).
+const INSERTED_BITS: u32 = 42;
+const INSERTED_MASK: u64 = (1 << INSERTED_BITS) - 1;
+/// The most seconds after its put a first receive is kept as (48 days,
+/// more than the longest retention).
+const FIRST_RECEIVE_SECS_MAX: u64 = (1 << (64 - INSERTED_BITS)) - 2;
+
 impl Record {
+    /// When it was put.
+    fn inserted(&self) -> u64 {
+        self.inserted_at & INSERTED_MASK
+    }
+
+    /// Sets when it was put (forgetting a first receive).
+    fn set_inserted(&mut self, at: u64) {
+        self.inserted_at = at & INSERTED_MASK;
+    }
+
+    /// When it was first received, to the second after its put.
+    fn first_received(&self) -> Option<u64> {
+        let stored = self.inserted_at >> INSERTED_BITS;
+        (stored != 0).then(|| self.inserted() + (stored - 1) * 1000)
+    }
+
+    /// Notes a receive at `now`: the first one is kept.
+    fn note_received(&mut self, now: u64) {
+        if self.inserted_at >> INSERTED_BITS == 0 {
+            let secs = (now.saturating_sub(self.inserted()) / 1000).min(FIRST_RECEIVE_SECS_MAX);
+            self.inserted_at |= (secs + 1) << INSERTED_BITS;
+        }
+    }
+
     fn empty() -> Record {
         Record {
             body: None,

@@ -399,7 +399,7 @@ impl Shard {
             let r = &mut self.records[slot as usize];
             let from_seq = r.seq;
             r.seq = seq;
-            r.inserted_at = t;
+            r.set_inserted(t);
             r.expires_at = t + retention;
             r.visible_at = t;
             let before = r.budget_bytes();

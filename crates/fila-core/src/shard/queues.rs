@@ -232,7 +232,7 @@ impl Shard {
             .index
             .from(0)
             .find(|(seq, s)| self.live(*s, q, *seq))
-            .map(|(_, s)| self.records[s as usize].inserted_at);
+            .map(|(_, s)| self.records[s as usize].inserted());
         let queue = self.queue(slot);
         let main = &queue.subs[MAIN as usize];
         let dlq = &queue.subs[DLQ as usize];

@@ -123,6 +123,7 @@ impl Shard {
             .expect("the shard owns the message");
         let r = &mut self.records[slot as usize];
         r.visible_at = now + visibility_ms;
+        r.note_received(now);
         let q = r.q;
         let queue = self.queue_mut(q.queue());
         queue.counters.deliveries += 1;

@@ -32,7 +32,7 @@ impl Shard {
         let r = &mut self.records[slot as usize];
         (r.body, r.len) = new.payload.into_parts();
         r.seq = new.seq;
-        r.inserted_at = new.inserted_at;
+        r.set_inserted(new.inserted_at);
         r.expires_at = new.expires_at;
         r.visible_at = new.visible_at;
         r.extra = new.extra;
@@ -268,10 +268,11 @@ impl Shard {
             channel: queue.subs[r.q.half()].channels[r.channel as usize]
                 .name
                 .clone(),
-            inserted_at_ms: r.inserted_at,
+            inserted_at_ms: r.inserted(),
             expires_at_ms: r.expires_at,
             next_visible_at_ms: r.visible_at,
             delivery_count: r.word.load().delivery_count,
+            first_received_at_ms: r.first_received(),
             state,
             receipt,
             dead_letter: extra.and_then(|e| e.dead_letter.clone()),
@@ -298,7 +299,7 @@ impl Shard {
             payload: &r.body.as_deref().unwrap_or_default()[..r.len as usize],
             attributes: extra.and_then(|e| e.attributes.as_ref()),
             channel: self.sub(r.q).channels[r.channel as usize].name.as_deref(),
-            inserted_at_ms: r.inserted_at,
+            inserted_at_ms: r.inserted(),
             visible_at_ms: r.visible_at,
             expires_at_ms: r.expires_at,
             delivery_count: r.word.load().delivery_count,

@@ -55,6 +55,9 @@ struct M {
     expires: u64,
     visible_at: u64,
     count: u32,
+    /// When it was first delivered (the engine keeps it to the second
+    /// after its put).
+    first: Option<u64>,
     st: St,
     stamp: u64,
     dead_letter: Option<Arc<DeadLetter>>,
@@ -205,6 +208,9 @@ impl Model {
             expires_at_ms: m.expires,
             next_visible_at_ms: m.visible_at,
             delivery_count: m.count,
+            first_received_at_ms: m
+                .first
+                .map(|f| m.inserted + ((f - m.inserted) / 1000).min((1 << 22) - 2) * 1000),
             state,
             receipt: None,
             dead_letter: m.dead_letter.clone(),
@@ -515,6 +521,7 @@ impl Model {
                 expires: now + lifetime,
                 visible_at,
                 count: 0,
+                first: None,
                 st: St::Delayed,
                 stamp: 0,
                 dead_letter: None,
@@ -620,6 +627,7 @@ impl Model {
             self.next_lease += 1;
             let m = q.subs[idx(dlq)].msgs.get_mut(&seq).unwrap();
             m.count = (m.count + 1).min(DELIVERY_COUNT_MAX);
+            m.first.get_or_insert(now);
             m.visible_at = now + vis;
             if vis == 0 {
                 looks.push(seq);
@@ -919,6 +927,7 @@ impl Model {
                 let qid = q.id;
                 let m = q.subs[0].msgs.get_mut(&seq).unwrap();
                 m.count = (m.count + 1).min(DELIVERY_COUNT_MAX);
+                m.first.get_or_insert(now);
                 m.visible_at = now + vis;
                 m.st = if vis == 0 {
                     St::Looking
@@ -1024,6 +1033,7 @@ impl Model {
             m.expires = t + q.settings.retention_ms;
             m.visible_at = t;
             m.count = 0;
+            m.first = None;
             m.dead_letter = None;
             q.subs[0].msgs.insert(seq, m);
             self.enter_visible(name, false, seq);
@@ -1128,11 +1138,14 @@ impl Model {
                 m.expires = now + q.settings.retention_ms;
                 m.visible_at = now;
                 m.count = 0;
+                m.first = None;
                 q.subs[0].msgs.insert(seq, m);
                 self.enter_visible(&out.target.clone(), false, seq);
             } else if let Some(q) = self.queues.get_mut(out.source.as_ref()) {
                 let mut m = out.msg;
                 m.seq = out.source_seq;
+                // Stored afresh: the engine's new record knows no receive.
+                m.first = None;
                 m.expires = out.at + q.settings.retention_ms;
                 m.visible_at = out.at;
                 let expired = m.expires <= now;

@@ -3,7 +3,6 @@
 //! answers turned into SQS's. docs/sqs.md lists what differs.
 
 use std::collections::{BTreeMap, HashSet};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use fila_proto::{
@@ -171,12 +170,6 @@ fn no_fifo(input: &Value) -> Result<(), SqsError> {
         }
     }
     Ok(())
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 // ----- queues ---------------------------------------------------------------
@@ -1014,16 +1007,15 @@ async fn receive_message(cx: &Context<'_>, input: &Value) -> Result<Value, SqsEr
     if messages.is_empty() {
         return Ok(json!({}));
     }
-    let now = now_ms();
     let out: Vec<Value> = messages
         .iter()
-        .map(|m| received(m, &system, &user, now))
+        .map(|m| received(m, &system, &user))
         .collect();
     Ok(json!({ "Messages": out }))
 }
 
 /// A received message as ReceiveMessage answers it.
-fn received(m: &fila_core::Message, system: &[String], user: &[String], now: u64) -> Value {
+fn received(m: &fila_core::Message, system: &[String], user: &[String]) -> Value {
     // A payload a binary-protocol client put that is not UTF-8 is shown
     // with replacement characters (docs/sqs.md).
     let body = String::from_utf8_lossy(&m.payload).into_owned();
@@ -1058,10 +1050,13 @@ fn received(m: &fila_core::Message, system: &[String], user: &[String], now: u64
             Value::String(m.delivery_count.to_string()),
         );
     }
-    if want("ApproximateFirstReceiveTimestamp") && m.delivery_count <= 1 {
+    if let (true, Some(at)) = (
+        want("ApproximateFirstReceiveTimestamp"),
+        m.first_received_at_ms,
+    ) {
         sys.insert(
             "ApproximateFirstReceiveTimestamp".into(),
-            Value::String(now.to_string()),
+            Value::String(at.to_string()),
         );
     }
     if let (true, Some(t)) = (want("AWSTraceHeader"), &trace) {
