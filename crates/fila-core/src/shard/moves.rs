@@ -1,5 +1,6 @@
-//! Messages moving between queues: redrive from the DLQ, dead letters
-//! forwarded to a target queue and bounced back.
+//! Messages moving between queues: move tasks (a redrive from the DLQ, a
+//! move out of a queue back to the sources or to a named queue), dead
+//! letters forwarded to a target queue and bounced back.
 
 use super::*;
 
