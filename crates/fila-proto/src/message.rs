@@ -112,72 +112,6 @@ pub struct QueueRef {
     pub dlq: bool,
 }
 
-/// Queue settings on the wire; in a create or update, `None` means "the
-/// default" or "unchanged".
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SettingsPatch {
-    /// Milliseconds.
-    pub visibility_timeout_ms: Option<u64>,
-    /// 0 = unlimited.
-    pub max_deliveries: Option<u32>,
-    /// Milliseconds.
-    pub retention_ms: Option<u64>,
-    /// Bytes.
-    pub max_message_bytes: Option<u32>,
-    /// Milliseconds.
-    pub receive_wait_default_ms: Option<u64>,
-    /// Expired messages to the DLQ.
-    pub dead_letter_on_expiration: Option<bool>,
-    /// `Some(None)` clears the target.
-    pub dead_letter_target: Option<Option<String>>,
-    /// Messages.
-    pub max_messages: Option<u64>,
-    /// Bytes.
-    pub max_bytes: Option<u64>,
-    /// Percent.
-    pub channel_capacity_pct: Option<u8>,
-    /// Milliseconds a put without a delay of its own waits.
-    pub delay_ms: Option<u64>,
-    /// `Some(None)` clears the redrive-allow policy.
-    pub redrive_allow: Option<Option<String>>,
-    /// Tags to add or change.
-    pub tags_set: Vec<(String, String)>,
-    /// Tag keys to remove.
-    pub tags_remove: Vec<String>,
-}
-
-/// A queue's settings, all of them, as an answer carries them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Settings {
-    /// Milliseconds.
-    pub visibility_timeout_ms: u64,
-    /// 0 = unlimited.
-    pub max_deliveries: u32,
-    /// Milliseconds.
-    pub retention_ms: u64,
-    /// Bytes.
-    pub max_message_bytes: u32,
-    /// Milliseconds.
-    pub receive_wait_default_ms: u64,
-    /// Expired messages to the DLQ.
-    pub dead_letter_on_expiration: bool,
-    /// Another queue for dead letters.
-    pub dead_letter_target: Option<String>,
-    /// Messages.
-    pub max_messages: u64,
-    /// Bytes.
-    pub max_bytes: u64,
-    /// Percent.
-    pub channel_capacity_pct: u8,
-    /// Milliseconds a put without a delay of its own waits.
-    pub delay_ms: u64,
-    /// Which queues may use this one as their dead-letter target (the SQS
-    /// API's RedriveAllowPolicy, as given).
-    pub redrive_allow: Option<String>,
-    /// Tags, sorted by key.
-    pub tags: Vec<(String, String)>,
-}
-
 /// When a put message becomes visible.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Availability {
@@ -422,31 +356,6 @@ pub enum Request {
     },
 }
 
-/// A move task as answers show it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MoveInfo {
-    /// Its number in its queue.
-    pub id: u64,
-    /// A redrive from the queue's own DLQ.
-    pub from_dlq: bool,
-    /// Where to (`None`: each message's source).
-    pub to: Option<String>,
-    /// Messages a second.
-    pub rate_per_second: u32,
-    /// When it started, ms since the epoch.
-    pub started_at_ms: u64,
-    /// Moved so far.
-    pub moved: u64,
-    /// There were to move when it started.
-    pub to_move: u64,
-    /// Its maximum.
-    pub max_messages: Option<u64>,
-    /// 0 running, 1 completed, 2 cancelled, 3 failed.
-    pub status: u8,
-    /// Why it failed.
-    pub failure: Option<String>,
-}
-
 /// What put answers per entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PutAck {
@@ -632,104 +541,6 @@ pub(super) fn get_queue_ref(r: &mut Reader) -> Result<QueueRef, ProtoError> {
     })
 }
 
-pub(super) fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
-    w.opt(&p.visibility_timeout_ms, |w, v| w.u64(*v));
-    w.opt(&p.max_deliveries, |w, v| w.u32(*v));
-    w.opt(&p.retention_ms, |w, v| w.u64(*v));
-    w.opt(&p.max_message_bytes, |w, v| w.u32(*v));
-    w.opt(&p.receive_wait_default_ms, |w, v| w.u64(*v));
-    w.opt(&p.dead_letter_on_expiration, |w, v| w.bool(*v));
-    w.opt(&p.dead_letter_target, |w, v| w.opt(v, |w, s| w.str(s)));
-    w.opt(&p.max_messages, |w, v| w.u64(*v));
-    w.opt(&p.max_bytes, |w, v| w.u64(*v));
-    w.opt(&p.channel_capacity_pct, |w, v| w.u8(*v));
-    w.opt(&p.delay_ms, |w, v| w.u64(*v));
-    w.opt(&p.redrive_allow, |w, v| w.opt(v, |w, s| w.str(s)));
-    put_pairs(w, &p.tags_set);
-    w.list(&p.tags_remove, |w, k| w.str(k));
-}
-
-pub(super) fn get_patch(r: &mut Reader) -> Result<SettingsPatch, ProtoError> {
-    Ok(SettingsPatch {
-        visibility_timeout_ms: r.opt(Reader::u64)?,
-        max_deliveries: r.opt(Reader::u32)?,
-        retention_ms: r.opt(Reader::u64)?,
-        max_message_bytes: r.opt(Reader::u32)?,
-        receive_wait_default_ms: r.opt(Reader::u64)?,
-        dead_letter_on_expiration: r.opt(Reader::bool)?,
-        dead_letter_target: r.opt(|r| r.opt(Reader::str))?,
-        max_messages: r.opt(Reader::u64)?,
-        max_bytes: r.opt(Reader::u64)?,
-        channel_capacity_pct: r.opt(Reader::u8)?,
-        delay_ms: r.opt(Reader::u64)?,
-        redrive_allow: r.opt(|r| r.opt(Reader::str))?,
-        tags_set: get_pairs(r)?,
-        tags_remove: r.list(2, Reader::str)?,
-    })
-}
-
-pub(super) fn put_settings(w: &mut Writer<'_>, s: &Settings) {
-    w.u64(s.visibility_timeout_ms);
-    w.u32(s.max_deliveries);
-    w.u64(s.retention_ms);
-    w.u32(s.max_message_bytes);
-    w.u64(s.receive_wait_default_ms);
-    w.bool(s.dead_letter_on_expiration);
-    w.opt(&s.dead_letter_target, |w, v| w.str(v));
-    w.u64(s.max_messages);
-    w.u64(s.max_bytes);
-    w.u8(s.channel_capacity_pct);
-    w.u64(s.delay_ms);
-    w.opt(&s.redrive_allow, |w, v| w.str(v));
-    put_pairs(w, &s.tags);
-}
-
-pub(super) fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
-    Ok(Settings {
-        visibility_timeout_ms: r.u64()?,
-        max_deliveries: r.u32()?,
-        retention_ms: r.u64()?,
-        max_message_bytes: r.u32()?,
-        receive_wait_default_ms: r.u64()?,
-        dead_letter_on_expiration: r.bool()?,
-        dead_letter_target: r.opt(Reader::str)?,
-        max_messages: r.u64()?,
-        max_bytes: r.u64()?,
-        channel_capacity_pct: r.u8()?,
-        delay_ms: r.u64()?,
-        redrive_allow: r.opt(Reader::str)?,
-        tags: get_pairs(r)?,
-    })
-}
-
-pub(super) fn put_move(w: &mut Writer<'_>, m: &MoveInfo) {
-    w.u64(m.id);
-    w.bool(m.from_dlq);
-    w.opt(&m.to, |w, v| w.str(v));
-    w.u32(m.rate_per_second);
-    w.u64(m.started_at_ms);
-    w.u64(m.moved);
-    w.u64(m.to_move);
-    w.opt(&m.max_messages, |w, v| w.u64(*v));
-    w.u8(m.status);
-    w.opt(&m.failure, |w, v| w.str(v));
-}
-
-pub(super) fn get_move(r: &mut Reader) -> Result<MoveInfo, ProtoError> {
-    Ok(MoveInfo {
-        id: r.u64()?,
-        from_dlq: r.bool()?,
-        to: r.opt(Reader::str)?,
-        rate_per_second: r.u32()?,
-        started_at_ms: r.u64()?,
-        moved: r.u64()?,
-        to_move: r.u64()?,
-        max_messages: r.opt(Reader::u64)?,
-        status: r.u8()?,
-        failure: r.opt(Reader::str)?,
-    })
-}
-
 pub(super) fn put_pairs(w: &mut Writer<'_>, pairs: &[(String, String)]) {
     w.list(pairs, |w, (k, v)| {
         w.str(k);
@@ -816,9 +627,12 @@ pub(super) fn get_entries<T>(
 
 mod borrowed;
 mod messages;
+mod queue;
 mod request;
 mod response;
 
 pub use borrowed::*;
 pub use messages::{encode_messages, DeadLetterRef, MessageRef};
 use messages::{get_fields, get_message, put_fields, put_message};
+use queue::{get_move, get_patch, get_settings, put_move, put_patch, put_settings};
+pub use queue::{MoveInfo, Settings, SettingsPatch};

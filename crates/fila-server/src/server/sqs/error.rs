@@ -196,6 +196,12 @@ impl SqsError {
         )
     }
 
+    /// An answer of the shards' owners of another kind than its request's
+    /// (a bug).
+    pub(in crate::server) fn unexpected() -> SqsError {
+        SqsError::new(Kind::InternalError, "an unexpected answer")
+    }
+
     pub(in crate::server) fn invalid(message: impl Into<String>) -> SqsError {
         SqsError::new(Kind::InvalidParameterValue, message)
     }
