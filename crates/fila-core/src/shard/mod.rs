@@ -305,6 +305,33 @@ pub(crate) struct MoveRef {
 }
 
 impl Outbound {
+    /// Message `m`, leaving queue `source` (its id and name) at `at_ms`,
+    /// on its way to `target`.
+    pub(super) fn of(
+        m: Message,
+        target: String,
+        (source_queue, source): (u32, Arc<str>),
+        at_ms: u64,
+        dead_letter: Option<Arc<DeadLetter>>,
+        moving: Option<MoveRef>,
+    ) -> Outbound {
+        Outbound {
+            target,
+            source_queue,
+            source,
+            source_seq: m.seq,
+            inserted_at: m.inserted_at_ms,
+            at_ms,
+            payload: m.payload,
+            attributes: m.attributes,
+            channel: m.channel,
+            id: m.id,
+            delivery_count: m.delivery_count,
+            dead_letter,
+            moving,
+        }
+    }
+
     /// The order dead letters are delivered in, whatever the order their
     /// timers ran in: by time, then source queue, then the source's
     /// sequence.

@@ -312,30 +312,22 @@ impl Shard {
         }
         let moved = chosen.len() as u64;
         for (slot, target) in chosen {
-            let message = self.message(slot, State::Visible, None);
+            let mut message = self.message(slot, State::Visible, None);
             let queue = self.queue(qslot);
-            let dead_letter = self.records[slot as usize]
-                .extra
-                .as_ref()
-                .and_then(|e| e.dead_letter.clone());
-            self.outbox.push(Outbound {
-                target,
-                source_queue: queue.id,
-                source: queue.name.clone(),
-                source_seq: message.seq,
-                inserted_at: message.inserted_at_ms,
-                at_ms: t,
-                payload: message.payload,
-                attributes: message.attributes,
-                channel: message.channel,
-                id: message.id,
-                delivery_count: message.delivery_count,
-                dead_letter,
-                moving: Some(MoveRef {
-                    task: task.id,
-                    from_dlq: false,
-                }),
+            let dead_letter = message.dead_letter.take();
+            let source = (queue.id, queue.name.clone());
+            let moving = Some(MoveRef {
+                task: task.id,
+                from_dlq: false,
             });
+            self.outbox.push(Outbound::of(
+                message,
+                target,
+                source,
+                t,
+                dead_letter,
+                moving,
+            ));
             self.leave_state(slot, MessageState::Visible);
             self.remove_uncounted(slot);
         }

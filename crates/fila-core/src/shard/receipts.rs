@@ -266,21 +266,9 @@ impl Shard {
         let state = self.records[slot as usize].word.load().state;
         if let Some(target) = target.filter(|t| **t != *source && !forwarded) {
             let message = self.message(slot, State::DeadLettered, None);
-            self.outbox.push(Outbound {
-                target,
-                source_queue: self.queue(qslot).id,
-                source,
-                source_seq: message.seq,
-                inserted_at: message.inserted_at_ms,
-                at_ms: t,
-                payload: message.payload,
-                attributes: message.attributes,
-                channel: message.channel,
-                id: message.id,
-                delivery_count: message.delivery_count,
-                dead_letter: Some(info),
-                moving: None,
-            });
+            let source = (self.queue(qslot).id, source);
+            self.outbox
+                .push(Outbound::of(message, target, source, t, Some(info), None));
             self.remove_uncounted(slot);
             return;
         }

@@ -383,47 +383,67 @@ pub(super) async fn delete_message(cx: &Context<'_>, input: &Value) -> Result<Va
     Ok(json!({}))
 }
 
-pub(super) async fn delete_message_batch(
+/// A batch of operations on receipts: each entry read by `parse` (a bad
+/// one fails alone), the others sent as one request made by `request`,
+/// whose answer `entries` takes apart and `judge` reads entry by entry.
+async fn receipt_batch<P: Copy, A>(
     cx: &Context<'_>,
     input: &Value,
+    parse: impl Fn(&Value) -> Result<P, SqsError>,
+    request: impl FnOnce(QueueRef, Vec<P>) -> Request,
+    entries: impl FnOnce(Response) -> Option<Vec<A>>,
+    judge: impl Fn(A) -> Result<(), SqsError>,
 ) -> Result<Value, SqsError> {
-    let queue = queue_of(input)?;
-    let entries = batch_entries(input)?;
+    let queue = QueueRef {
+        name: queue_of(input)?,
+        dlq: false,
+    };
     let mut good = Vec::new();
     let mut failures = Vec::new();
-    for (id, e) in &entries {
-        let receipt = e
-            .get("ReceiptHandle")
-            .and_then(Value::as_str)
-            .ok_or_else(|| SqsError::missing("ReceiptHandle"))
-            .and_then(attrs::receipt_of);
-        match receipt {
-            Ok(r) => good.push((id.clone(), r)),
-            Err(err) => failures.push(failed(id, &err)),
+    for (id, e) in batch_entries(input)? {
+        match parse(e) {
+            Ok(p) => good.push((id, p)),
+            Err(err) => failures.push(failed(&id, &err)),
         }
     }
     let mut successful = Vec::new();
     if !good.is_empty() {
-        let Response::Deleted(results) = cx
-            .wire(Request::Delete {
-                queue: QueueRef {
-                    name: queue,
-                    dlq: false,
-                },
-                receipts: good.iter().map(|(_, r)| *r).collect(),
-            })
-            .await?
-        else {
-            return Err(SqsError::unexpected());
-        };
+        let req = request(queue, good.iter().map(|(_, p)| *p).collect());
+        let results = entries(cx.wire(req).await?).ok_or_else(SqsError::unexpected)?;
         for ((id, _), r) in good.iter().zip(results) {
-            match deleted(r) {
+            match judge(r) {
                 Ok(()) => successful.push(json!({ "Id": id })),
                 Err(e) => failures.push(failed(id, &e)),
             }
         }
     }
     Ok(batch_result(successful, failures))
+}
+
+/// An entry's receipt handle.
+fn handle_of(e: &Value) -> Result<proto::Receipt, SqsError> {
+    e.get("ReceiptHandle")
+        .and_then(Value::as_str)
+        .ok_or_else(|| SqsError::missing("ReceiptHandle"))
+        .and_then(attrs::receipt_of)
+}
+
+pub(super) async fn delete_message_batch(
+    cx: &Context<'_>,
+    input: &Value,
+) -> Result<Value, SqsError> {
+    receipt_batch(
+        cx,
+        input,
+        handle_of,
+        |queue, receipts| Request::Delete { queue, receipts },
+        |r| match r {
+            Response::Deleted(results) => Some(results),
+            _ => None,
+        },
+        deleted,
+    )
+    .await
 }
 
 /// What a change of visibility came to: an ended lease is
@@ -464,46 +484,21 @@ pub(super) async fn change_visibility_batch(
     cx: &Context<'_>,
     input: &Value,
 ) -> Result<Value, SqsError> {
-    let queue = queue_of(input)?;
-    let entries = batch_entries(input)?;
-    let mut good = Vec::new();
-    let mut failures = Vec::new();
-    for (id, e) in &entries {
-        let parsed = e
-            .get("ReceiptHandle")
-            .and_then(Value::as_str)
-            .ok_or_else(|| SqsError::missing("ReceiptHandle"))
-            .and_then(attrs::receipt_of)
-            .and_then(|r| {
-                number(e, "VisibilityTimeout", 0, VISIBILITY_SECS_MAX)?
-                    .map(|s| (r, s * 1000))
-                    .ok_or_else(|| SqsError::missing("VisibilityTimeout"))
-            });
-        match parsed {
-            Ok(p) => good.push((id.clone(), p)),
-            Err(err) => failures.push(failed(id, &err)),
-        }
-    }
-    let mut successful = Vec::new();
-    if !good.is_empty() {
-        let Response::Visibility(results) = cx
-            .wire(Request::UpdateVisibility {
-                queue: QueueRef {
-                    name: queue,
-                    dlq: false,
-                },
-                entries: good.iter().map(|(_, p)| *p).collect(),
-            })
-            .await?
-        else {
-            return Err(SqsError::unexpected());
-        };
-        for ((id, _), r) in good.iter().zip(results) {
-            match changed(r) {
-                Ok(()) => successful.push(json!({ "Id": id })),
-                Err(e) => failures.push(failed(id, &e)),
-            }
-        }
-    }
-    Ok(batch_result(successful, failures))
+    receipt_batch(
+        cx,
+        input,
+        |e| {
+            let r = handle_of(e)?;
+            number(e, "VisibilityTimeout", 0, VISIBILITY_SECS_MAX)?
+                .map(|s| (r, s * 1000))
+                .ok_or_else(|| SqsError::missing("VisibilityTimeout"))
+        },
+        |queue, entries| Request::UpdateVisibility { queue, entries },
+        |r| match r {
+            Response::Visibility(results) => Some(results),
+            _ => None,
+        },
+        changed,
+    )
+    .await
 }
