@@ -1,0 +1,432 @@
+//! Generators of every request and answer the round trips use.
+
+use bytes::Bytes;
+use fila_proto::*;
+use proptest::prelude::*;
+
+pub fn s() -> impl Strategy<Value = String> {
+    "[a-zA-Z0-9_*é -]{0,12}"
+}
+
+pub fn payload() -> impl Strategy<Value = Bytes> {
+    proptest::collection::vec(any::<u8>(), 0..64).prop_map(Bytes::from)
+}
+
+pub fn queue_ref() -> impl Strategy<Value = QueueRef> {
+    (s(), any::<bool>()).prop_map(|(name, dlq)| QueueRef { name, dlq })
+}
+
+pub fn patch() -> impl Strategy<Value = SettingsPatch> {
+    (
+        (
+            any::<Option<u64>>(),
+            any::<Option<u32>>(),
+            any::<Option<u64>>(),
+            any::<Option<u32>>(),
+            any::<Option<u64>>(),
+        ),
+        (
+            any::<Option<bool>>(),
+            proptest::option::of(proptest::option::of(s())),
+            any::<Option<u64>>(),
+            any::<Option<u64>>(),
+            any::<Option<u8>>(),
+        ),
+        (
+            any::<Option<u64>>(),
+            proptest::option::of(proptest::option::of(s())),
+            pairs(),
+            proptest::collection::vec(s(), 0..4),
+        ),
+    )
+        .prop_map(
+            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m, n))| SettingsPatch {
+                visibility_timeout_ms: a,
+                max_deliveries: b,
+                retention_ms: c,
+                max_message_bytes: d,
+                receive_wait_default_ms: e,
+                dead_letter_on_expiration: f,
+                dead_letter_target: g,
+                max_messages: h,
+                max_bytes: i,
+                channel_capacity_pct: j,
+                delay_ms: k,
+                redrive_allow: l,
+                tags_set: m,
+                tags_remove: n,
+            },
+        )
+}
+
+pub fn settings() -> impl Strategy<Value = Settings> {
+    (
+        (
+            any::<u64>(),
+            any::<u32>(),
+            any::<u64>(),
+            any::<u32>(),
+            any::<u64>(),
+        ),
+        (
+            any::<bool>(),
+            proptest::option::of(s()),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u8>(),
+        ),
+        (any::<u64>(), proptest::option::of(s()), pairs()),
+    )
+        .prop_map(|((a, b, c, d, e), (f, g, h, i, j), (k, l, m))| Settings {
+            visibility_timeout_ms: a,
+            max_deliveries: b,
+            retention_ms: c,
+            max_message_bytes: d,
+            receive_wait_default_ms: e,
+            dead_letter_on_expiration: f,
+            dead_letter_target: g,
+            max_messages: h,
+            max_bytes: i,
+            channel_capacity_pct: j,
+            delay_ms: k,
+            redrive_allow: l,
+            tags: m,
+        })
+}
+
+pub fn pairs() -> impl Strategy<Value = Vec<(String, String)>> {
+    proptest::collection::vec((s(), s()), 0..4)
+}
+
+pub fn availability() -> impl Strategy<Value = Availability> {
+    prop_oneof![
+        Just(Availability::Now),
+        any::<u64>().prop_map(Availability::DelayMs),
+        any::<u64>().prop_map(Availability::At)
+    ]
+}
+
+pub fn put_entry() -> impl Strategy<Value = PutEntry> {
+    (
+        payload(),
+        pairs(),
+        proptest::option::of(s()),
+        availability(),
+        any::<Option<u64>>(),
+    )
+        .prop_map(
+            |(payload, attributes, channel, availability, ttl_ms)| PutEntry {
+                payload,
+                attributes,
+                channel,
+                availability,
+                ttl_ms,
+            },
+        )
+}
+
+pub fn request() -> impl Strategy<Value = Request> {
+    prop_oneof![
+        s().prop_map(|client| Request::Hello { client }),
+        s().prop_map(|token| Request::Auth { token }),
+        Just(Request::ServerStats),
+        (s(), patch()).prop_map(|(name, settings)| Request::CreateQueue { name, settings }),
+        s().prop_map(|name| Request::GetQueue { name }),
+        (s(), patch()).prop_map(|(name, settings)| Request::UpdateQueue { name, settings }),
+        (s(), s(), any::<u16>()).prop_map(|(prefix, after, limit)| Request::ListQueues {
+            prefix,
+            after,
+            limit
+        }),
+        (s(), any::<bool>()).prop_map(|(name, if_exists)| Request::DeleteQueue { name, if_exists }),
+        queue_ref().prop_map(|queue| Request::Purge { queue }),
+        s().prop_map(|name| Request::QueueStats { name }),
+        (s(), proptest::collection::vec(put_entry(), 0..4))
+            .prop_map(|(queue, messages)| Request::Put { queue, messages }),
+        (s(), any::<u64>()).prop_map(|(queue, seq)| Request::CancelScheduled { queue, seq }),
+        (
+            queue_ref(),
+            any::<u8>(),
+            any::<Option<u64>>(),
+            any::<Option<u64>>(),
+            proptest::option::of(s()),
+            0u8..16,
+        )
+            .prop_map(
+                |(queue, max_messages, visibility_ms, wait_ms, channel, f)| {
+                    Request::Receive(Receive {
+                        queue,
+                        max_messages,
+                        visibility_ms,
+                        wait_ms,
+                        channel,
+                        fields: Fields(f),
+                    })
+                }
+            ),
+        (
+            queue_ref(),
+            proptest::collection::vec((any::<[u8; 32]>(), any::<u64>()), 0..4)
+        )
+            .prop_map(|(queue, entries)| Request::UpdateVisibility { queue, entries }),
+        (
+            queue_ref(),
+            proptest::collection::vec(any::<[u8; 32]>(), 0..4)
+        )
+            .prop_map(|(queue, receipts)| Request::Delete { queue, receipts }),
+        (s(), any::<[u8; 32]>()).prop_map(|(queue, receipt)| Request::Defer { queue, receipt }),
+        (
+            s(),
+            proptest::collection::vec(any::<u64>(), 0..4),
+            any::<Option<u64>>()
+        )
+            .prop_map(|(queue, seqs, visibility_ms)| Request::ReceiveDeferred {
+                queue,
+                seqs,
+                visibility_ms
+            }),
+        (s(), any::<[u8; 32]>(), s(), s()).prop_map(|(queue, receipt, reason, description)| {
+            Request::DeadLetter {
+                queue,
+                receipt,
+                reason,
+                description,
+            }
+        }),
+        (queue_ref(), any::<u64>(), any::<u8>()).prop_map(|(queue, from_seq, max_messages)| {
+            Request::Peek {
+                queue,
+                from_seq,
+                max_messages,
+            }
+        }),
+        (s(), any::<Option<u64>>(), any::<Option<u32>>()).prop_map(
+            |(queue, max_messages, rate_per_second)| Request::Redrive {
+                queue,
+                max_messages,
+                rate_per_second
+            }
+        ),
+        (
+            s(),
+            proptest::option::of(s()),
+            any::<Option<u64>>(),
+            any::<Option<u32>>()
+        )
+            .prop_map(|(queue, to, max_messages, rate_per_second)| {
+                Request::StartMove {
+                    queue,
+                    to,
+                    max_messages,
+                    rate_per_second,
+                }
+            }),
+        s().prop_map(|queue| Request::ListMoves { queue }),
+        (s(), any::<u64>()).prop_map(|(queue, id)| Request::CancelMove { queue, id }),
+    ]
+}
+
+pub fn move_info() -> impl Strategy<Value = MoveInfo> {
+    (
+        (
+            any::<u64>(),
+            any::<bool>(),
+            proptest::option::of(s()),
+            any::<u32>(),
+            any::<u64>(),
+        ),
+        (
+            any::<u64>(),
+            any::<u64>(),
+            any::<Option<u64>>(),
+            any::<u8>(),
+            proptest::option::of(s()),
+        ),
+    )
+        .prop_map(
+            |(
+                (id, from_dlq, to, rate_per_second, started_at_ms),
+                (moved, to_move, max_messages, status, failure),
+            )| {
+                MoveInfo {
+                    id,
+                    from_dlq,
+                    to,
+                    rate_per_second,
+                    started_at_ms,
+                    moved,
+                    to_move,
+                    max_messages,
+                    status,
+                    failure,
+                }
+            },
+        )
+}
+
+pub fn wire_error() -> impl Strategy<Value = WireError> {
+    (any::<u16>(), s()).prop_map(|(code, message)| WireError {
+        code: ErrorCode(code),
+        message,
+    })
+}
+
+pub fn message() -> impl Strategy<Value = Message> {
+    (
+        (
+            any::<u128>(),
+            any::<u64>(),
+            payload(),
+            pairs(),
+            proptest::option::of(s()),
+        ),
+        (
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u32>(),
+            any::<u8>(),
+            any::<Option<[u8; 32]>>(),
+        ),
+        proptest::option::of((s(), any::<u64>(), any::<u8>(), s(), s())),
+    )
+        .prop_map(
+            |(
+                (id, seq, payload, attributes, channel),
+                (ins, exp, vis, count, state, receipt),
+                dl,
+            )| Message {
+                id,
+                seq,
+                payload,
+                attributes,
+                channel,
+                inserted_at_ms: ins,
+                expires_at_ms: exp,
+                next_visible_at_ms: vis,
+                delivery_count: count,
+                state,
+                receipt,
+                dead_letter: dl.map(
+                    |(source_queue, at_ms, reason, consumer_reason, description)| DeadLetter {
+                        source_queue,
+                        at_ms,
+                        reason,
+                        consumer_reason,
+                        description,
+                        delivery_count: at_ms as u32,
+                    },
+                ),
+            },
+        )
+}
+
+pub fn entries<T: std::fmt::Debug + Clone>(
+    v: impl Strategy<Value = T>,
+) -> impl Strategy<Value = Vec<Entry<T>>> {
+    proptest::collection::vec(
+        prop_oneof![v.prop_map(Ok), wire_error().prop_map(Err)],
+        0..4,
+    )
+}
+
+/// `m` with the groups outside `f` zero or empty, as they decode.
+pub fn only(mut m: Message, f: Fields) -> Message {
+    if !f.contains(Fields::ID) {
+        (m.id, m.seq) = (0, 0);
+    }
+    if !f.contains(Fields::ATTRIBUTES) {
+        (m.attributes, m.channel) = (Vec::new(), None);
+    }
+    if !f.contains(Fields::TIMES) {
+        (m.inserted_at_ms, m.expires_at_ms, m.next_visible_at_ms) = (0, 0, 0);
+    }
+    if !f.contains(Fields::DELIVERY) {
+        (m.delivery_count, m.state, m.dead_letter) = (0, 0, None);
+    }
+    m
+}
+
+/// An answer and the opcode it answers.
+pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
+    prop_oneof![
+        (s(), any::<u8>(), any::<u32>()).prop_map(|(server, protocol_version, max_frame_len)| (
+            Opcode::Hello,
+            Response::Hello {
+                server,
+                protocol_version,
+                max_frame_len
+            }
+        )),
+        prop_oneof![
+            Just(Opcode::Auth),
+            Just(Opcode::DeleteQueue),
+            Just(Opcode::Purge),
+            Just(Opcode::CancelScheduled),
+            Just(Opcode::Defer),
+            Just(Opcode::DeadLetter)
+        ]
+        .prop_map(|op| (op, Response::Ok)),
+        proptest::collection::vec((s(), any::<u64>()), 0..4)
+            .prop_map(|p| (Opcode::ServerStats, Response::ServerStats(p))),
+        any::<bool>().prop_map(|c| (Opcode::CreateQueue, Response::Created(c))),
+        (
+            prop_oneof![Just(Opcode::GetQueue), Just(Opcode::UpdateQueue)],
+            settings()
+        )
+            .prop_map(|(op, s)| (op, Response::Queue(Box::new(s)))),
+        (
+            proptest::collection::vec(s(), 0..4),
+            proptest::option::of(s())
+        )
+            .prop_map(|(names, next)| (Opcode::ListQueues, Response::Queues { names, next })),
+        proptest::collection::vec(any::<u64>(), 15).prop_map(|v| (
+            Opcode::QueueStats,
+            Response::Stats(Box::new(Stats {
+                visible: v[0],
+                in_flight: v[1],
+                delayed: v[2],
+                deferred: v[3],
+                dead_lettered: v[4],
+                bytes: v[5],
+                oldest_age_ms: v[6],
+                puts: v[7],
+                deliveries: v[8],
+                deletes: v[9],
+                expiries: v[10],
+                dead_letterings: v[11],
+                redriven: v[12],
+                created_at_ms: v[13],
+                modified_at_ms: v[14],
+            }))
+        )),
+        entries((any::<u128>(), any::<u64>()).prop_map(|(id, seq)| PutAck { id, seq }))
+            .prop_map(|e| (Opcode::Put, Response::Put(e))),
+        (
+            prop_oneof![Just(Opcode::Receive), Just(Opcode::Peek)],
+            proptest::collection::vec(message(), 0..3)
+        )
+            .prop_map(|(op, m)| (op, Response::Messages(m))),
+        (0u8..16, proptest::collection::vec(message(), 0..3)).prop_map(|(f, ms)| {
+            let f = Fields(f);
+            let ms = ms.into_iter().map(|m| only(m, f)).collect();
+            (Opcode::Receive, Response::Selected(f, ms))
+        }),
+        entries(any::<u64>()).prop_map(|e| (Opcode::UpdateVisibility, Response::Visibility(e))),
+        entries(Just(())).prop_map(|e| (Opcode::Delete, Response::Deleted(e))),
+        entries(message()).prop_map(|e| (Opcode::ReceiveDeferred, Response::Deferred(e))),
+        (any::<u64>(), any::<u64>()).prop_map(|(moved, scheduled)| (
+            Opcode::Redrive,
+            Response::Redrive { moved, scheduled }
+        )),
+        (
+            prop_oneof![Just(Opcode::StartMove), Just(Opcode::CancelMove)],
+            move_info()
+        )
+            .prop_map(|(op, m)| (op, Response::Move(Box::new(m)))),
+        proptest::collection::vec(move_info(), 0..3)
+            .prop_map(|ms| (Opcode::ListMoves, Response::Moves(ms))),
+        (proptest::sample::select(Opcode::ALL.to_vec()), wire_error())
+            .prop_map(|(op, e)| (op, Response::Error(e))),
+    ]
+}
