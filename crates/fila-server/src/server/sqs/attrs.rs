@@ -94,6 +94,15 @@ pub(in crate::server) fn message_id(id: u128) -> String {
     out
 }
 
+/// Bytes as lower-case hex.
+pub(in crate::server) fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        push_hex(*b, &mut out);
+    }
+    out
+}
+
 /// Appends a byte as two lower-case hex digits.
 fn push_hex(b: u8, out: &mut String) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -126,12 +135,7 @@ pub(in crate::server) fn receipt_of(handle: &str) -> Result<fila_proto::Receipt,
 
 /// The MD5 of a message body, in hex.
 pub(in crate::server) fn md5_hex(bytes: &[u8]) -> String {
-    let digest = Md5::digest(bytes);
-    let mut out = String::with_capacity(32);
-    for b in digest {
-        push_hex(b, &mut out);
-    }
-    out
+    hex(&Md5::digest(bytes))
 }
 
 /// A message attribute as SQS carries it.

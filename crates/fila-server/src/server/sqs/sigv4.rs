@@ -7,6 +7,7 @@
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
+use super::attrs::hex;
 use super::error::{Kind, SqsError};
 
 /// How far a request's timestamp may be from the server's clock.
@@ -220,14 +221,6 @@ pub(in crate::server) fn canonical_request(
     out.push('\n');
     out.push_str(&hex(&Sha256::digest(req.body)));
     Ok(out)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
 }
 
 fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
