@@ -326,21 +326,88 @@ fn a_client_that_half_closes_after_its_requests_still_gets_the_answers() {
         }
         .encode(id, &mut frames);
     }
-    let ids: Vec<u64> = send_then_half_close(raw, &frames)
+    let ids: Vec<u64> = send_then_half_close(raw, &frames, &[])
         .into_iter()
         .map(|(id, _)| id)
         .collect();
     assert_eq!(ids, vec![1, 2, 3], "every answer, then the close");
 }
 
+/// A client throttled for output room sends its last request and closes
+/// its writing half together, so the server learns of the close in the
+/// same event as it learns of the request, and reads that request only
+/// after the event, in a read that comes back short: it must still read
+/// on to the end of the stream, answer, and close (it once waited for an
+/// event that never comes, until the idle timeout).
+#[test]
+fn a_throttled_client_that_half_closes_gets_every_answer_then_the_close() {
+    let s = TestServer::with(|c| c.max_output_bytes = fila_server::OUTPUT_BYTES_MIN);
+    let mut c = s.client();
+    c.create_queue("q", SettingsPatch::default()).unwrap();
+    let payload = bytes::Bytes::from(vec![1u8; 10 << 10]);
+    c.put(
+        "q",
+        (0..20)
+            .map(|_| fila_client::PutEntry {
+                payload: payload.clone(),
+                ..Default::default()
+            })
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let peek = |id: u64, frames: &mut BytesMut| {
+        Request::Peek {
+            queue: QueueRef {
+                name: "q".into(),
+                dlq: false,
+            },
+            from_seq: 0,
+            max_messages: 20,
+        }
+        .encode(id, frames)
+    };
+    // ~40 MiB of answers: more than the socket buffers and the output room
+    // hold, so the server is throttled while the client does not read.
+    let mut raw = TcpStream::connect(s.addr).unwrap();
+    let mut frames = BytesMut::new();
+    for id in 1..=200u64 {
+        peek(id, &mut frames);
+    }
+    raw.write_all(&frames).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut first = [0u8; 1];
+    raw.read_exact(&mut first).expect("the first answer starts");
+    // A small request, answered in the turn that reads it.
+    let mut last = BytesMut::new();
+    Request::ListQueues {
+        prefix: String::new(),
+        after: String::new(),
+        limit: 0,
+    }
+    .encode(201, &mut last);
+    let answers: Vec<u64> = send_then_half_close(raw, &last, &first)
+        .into_iter()
+        .map(|(id, r)| match r {
+            Response::Messages(ms) => {
+                assert_eq!(ms.len(), 20);
+                id
+            }
+            Response::Queues { .. } => id,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(answers, (1..=201).collect::<Vec<u64>>());
+}
+
 /// Writes `frames`, closes the writing half, and reads every answer until
-/// the server closes the connection.
-fn send_then_half_close(mut raw: TcpStream, frames: &[u8]) -> Vec<(u64, Response)> {
+/// the server closes the connection (`read` is what was read before).
+fn send_then_half_close(mut raw: TcpStream, frames: &[u8], read: &[u8]) -> Vec<(u64, Response)> {
     raw.write_all(frames).unwrap();
     raw.shutdown(std::net::Shutdown::Write).unwrap();
-    let mut all = Vec::new();
+    let mut all = read.to_vec();
     raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    raw.read_to_end(&mut all).unwrap();
+    raw.read_to_end(&mut all)
+        .expect("every answer, then the close, within 10 s");
     let mut buf = BytesMut::from(&all[..]);
     let mut answers = Vec::new();
     while let Some((h, body)) = split_frame(&mut buf, FRAME_LEN_LIMIT).unwrap() {
@@ -377,7 +444,7 @@ fn a_half_close_waits_for_the_answers_of_requests_at_other_loops() {
         .encode(id, &mut frames);
     }
     let mut ids = Vec::new();
-    for (id, answer) in send_then_half_close(raw, &frames) {
+    for (id, answer) in send_then_half_close(raw, &frames, &[]) {
         match answer {
             Response::Put(entries) => assert!(entries[0].is_ok()),
             other => panic!("{other:?}"),

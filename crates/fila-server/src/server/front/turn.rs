@@ -52,7 +52,9 @@ impl FrontEnd {
         let mut read_left = READ_BYTES_PER_TURN;
         // A read that came back short emptied the socket: the next bytes
         // to arrive raise a new (edge-triggered) event, so no read is
-        // spent on the `WouldBlock` that would follow.
+        // spent on the `WouldBlock` that would follow. Not so once the
+        // client's close was seen (`peer_gone`): that event is spent, and
+        // only a read of 0 bytes ends the stream, so reading goes on.
         let mut drained = false;
         loop {
             match self.process(slot, &mut frames, back) {
@@ -63,7 +65,7 @@ impl FrontEnd {
                 }
                 Stop::Throttled | Stop::Closed => return,
             }
-            if drained {
+            if drained && !self.conns[slot].as_ref().is_some_and(|c| c.peer_gone()) {
                 return;
             }
             if read_left == 0 {
