@@ -2,6 +2,8 @@
 //! ephemeral port and a data directory of its own, stopped (and the
 //! directory removed) when dropped.
 
+pub mod pki;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -20,7 +20,8 @@ use output::{json_str, print_entries, print_messages, print_pairs, print_setting
 const USAGE: &str = "\
 fila: the fila command-line tool
 
-usage: fila [--addr HOST:PORT] [--token TOKEN] [--json] COMMAND ...
+usage: fila [--addr ADDR] [--token TOKEN] [--tls] [--ca FILE]
+            [--cert FILE --key FILE] [--json] COMMAND ...
 
   queue create NAME [settings]     create a queue (idempotent)
   queue get NAME                   show its settings
@@ -50,6 +51,8 @@ usage: fila [--addr HOST:PORT] [--token TOKEN] [--json] COMMAND ...
   move-cancel QUEUE ID             cancel a running move task
   cancel QUEUE SEQ                 cancel a scheduled message
   server-stats
+  reload                           the server reads its tokens and TLS
+                                   files again (manage on every queue)
 
 settings: --visibility-timeout MS --max-deliveries N --retention MS
   --max-message-bytes N --receive-wait MS --dead-letter-on-expiration BOOL
@@ -58,6 +61,11 @@ settings: --visibility-timeout MS --max-deliveries N --retention MS
   this long) --tag KEY=VALUE ... --untag KEY ...
 
 The address and token default to $FILA_ADDR (127.0.0.1:7700) and $FILA_TOKEN.
+ADDR is HOST:PORT, fila://HOST:PORT, or filas://HOST:PORT (TLS, as --tls).
+TLS: --ca (or $FILA_CA) is the CA the server's certificate must chain to;
+the name checked is the address's host (--server-name to name another);
+--cert and --key ($FILA_CERT, $FILA_KEY) present a client certificate.
+$FILA_TLS=1 is --tls.
 Exit codes: 0 done, 1 refused by the server, 2 usage, 3 cannot reach it.
 ";
 
@@ -86,7 +94,19 @@ struct Args {
     options: Vec<(String, Option<String>)>,
 }
 
-const SWITCHES: [&str; 3] = ["--dlq", "--json", "--if-exists"];
+const SWITCHES: [&str; 4] = ["--dlq", "--json", "--if-exists", "--tls"];
+
+/// Options every command takes.
+const CONNECTION_FLAGS: [&str; 8] = [
+    "--addr",
+    "--token",
+    "--json",
+    "--tls",
+    "--ca",
+    "--cert",
+    "--key",
+    "--server-name",
+];
 
 impl Args {
     fn parse(raw: Vec<String>) -> Result<Args, Failure> {
@@ -155,9 +175,7 @@ impl Args {
 
     fn check_known(&self, known: &[&str]) -> Result<(), Failure> {
         for (k, _) in &self.options {
-            if !known.contains(&k.as_str())
-                && !["--addr", "--token", "--json"].contains(&k.as_str())
-            {
+            if !known.contains(&k.as_str()) && !CONNECTION_FLAGS.contains(&k.as_str()) {
                 return Err(Failure::Usage(format!("unknown option {k}")));
             }
         }
@@ -247,6 +265,27 @@ fn connect(a: &Args) -> Result<Client, Failure> {
         .or_else(|| std::env::var("FILA_ADDR").ok())
         .unwrap_or_else(|| "127.0.0.1:7700".into());
     let mut options = ClientOptions::new(addr);
+    let setting = |flag: &str, var: &str| {
+        a.value(flag)
+            .map(str::to_owned)
+            .or_else(|| std::env::var(var).ok().filter(|v| !v.is_empty()))
+    };
+    let env_tls = std::env::var("FILA_TLS").is_ok_and(|v| v == "1" || v == "true");
+    if a.flag("--tls") || env_tls || options.tls.is_some() {
+        options.tls = Some(fila_client::TlsOptions {
+            ca: setting("--ca", "FILA_CA").map(Into::into),
+            cert: setting("--cert", "FILA_CERT").map(Into::into),
+            key: setting("--key", "FILA_KEY").map(Into::into),
+            server_name: a.value("--server-name").map(str::to_owned),
+        });
+    } else if ["--ca", "--cert", "--key", "--server-name"]
+        .iter()
+        .any(|f| a.value(f).is_some())
+    {
+        return Err(Failure::Usage(
+            "--ca, --cert, --key and --server-name need TLS (--tls, or a filas:// address)".into(),
+        ));
+    }
     if let Some(t) = a
         .value("--token")
         .map(str::to_owned)
@@ -583,6 +622,24 @@ fn run(a: Args) -> Out {
             a.check_known(&[])?;
             let pairs = connect(&a)?.server_stats()?;
             print_pairs(json, &pairs);
+            Ok(true)
+        }
+        "reload" => {
+            a.check_known(&[])?;
+            let r = connect(&a)?.reload()?;
+            if json {
+                println!(
+                    "{{\"generation\":{},\"tokens\":{},\"tls\":{}}}",
+                    r.generation, r.tokens, r.tls
+                );
+            } else {
+                println!(
+                    "reloaded (generation {}): {} tokens, TLS {}",
+                    r.generation,
+                    r.tokens,
+                    if r.tls { "on" } else { "off" }
+                );
+            }
             Ok(true)
         }
         other => Err(Failure::Usage(format!(

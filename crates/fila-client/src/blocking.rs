@@ -9,10 +9,11 @@ use bytes::{Bytes, BytesMut};
 use fila_proto::{split_frame, Encode, FRAME_LEN_LIMIT};
 
 use crate::call::{self, Call, WINDOW};
+use crate::tls::Transport;
 use crate::*;
 
 struct Connection {
-    stream: TcpStream,
+    stream: Transport,
     input: BytesMut,
     output: BytesMut,
     /// Answers read while waiting for another.
@@ -52,11 +53,15 @@ impl Client {
                 source,
             })?
             .collect();
+        let tls = self.options.tls_setup()?;
         let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
         for a in addrs {
             match TcpStream::connect_timeout(&a, self.options.connect_timeout) {
                 Ok(stream) => {
                     let _ = stream.set_nodelay(true);
+                    let tls = tls.as_ref().map(|(c, n)| (c, n.clone()));
+                    let mut stream = Transport::new(stream, tls)?;
+                    self.handshake(&mut stream)?;
                     self.conn = Some(Connection {
                         stream,
                         input: BytesMut::with_capacity(64 << 10),
@@ -76,6 +81,22 @@ impl Client {
             addr: addr.clone(),
             source: last,
         })
+    }
+
+    /// Completes a TLS handshake within the connect timeout, so that a
+    /// refused certificate is reported as such.
+    fn handshake(&self, stream: &mut Transport) -> Result<()> {
+        let Transport::Tls(t) = stream else {
+            return Ok(());
+        };
+        let _ = t.sock.set_read_timeout(Some(self.options.connect_timeout));
+        let _ = t.sock.set_write_timeout(Some(self.options.connect_timeout));
+        while t.conn.is_handshaking() {
+            t.conn.complete_io(&mut t.sock).map_err(|e| {
+                ClientError::Tls(format!("handshake with {}: {e}", self.options.addr))
+            })?;
+        }
+        Ok(())
     }
 
     fn lose(&mut self, e: io::Error) -> ClientError {
@@ -109,8 +130,12 @@ impl Client {
         }
         let _ = conn
             .stream
+            .tcp()
             .set_write_timeout(Some(self.options.request_timeout));
-        let written = conn.stream.write_all(&conn.output);
+        let written = conn
+            .stream
+            .write_all(&conn.output)
+            .and_then(|()| conn.stream.flush());
         conn.output.clear();
         if let Err(e) = written {
             return Err(self.lose(e));
@@ -161,6 +186,7 @@ impl Client {
             }
             let _ = conn
                 .stream
+                .tcp()
                 .set_read_timeout(Some((deadline - now).max(Duration::from_millis(1))));
             let mut chunk = [0u8; 64 << 10];
             match conn.stream.read(&mut chunk) {
@@ -223,6 +249,13 @@ impl Client {
     /// Server-wide counters.
     pub fn server_stats(&mut self) -> Result<Vec<(String, u64)>> {
         self.run(call::server_stats())
+    }
+
+    /// Asks the server to read its tokens and TLS files again (needs
+    /// manage on every queue); a file that fails keeps what is in use and
+    /// is answered as an error.
+    pub fn reload(&mut self) -> Result<Reloaded> {
+        self.run(call::reload())
     }
 
     /// Creates a queue; `false` when it existed with the same settings.

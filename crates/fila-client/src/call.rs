@@ -109,6 +109,24 @@ pub(crate) fn server_stats() -> Call<Request, Vec<(String, u64)>> {
     }
 }
 
+pub(crate) fn reload() -> Call<Request, crate::Reloaded> {
+    Call {
+        req: Request::Reload,
+        parse: |r| match r {
+            Response::Reloaded {
+                generation,
+                tokens,
+                tls,
+            } => Ok(crate::Reloaded {
+                generation,
+                tokens,
+                tls,
+            }),
+            other => Err(other),
+        },
+    }
+}
+
 pub(crate) fn create_queue(name: &str, settings: SettingsPatch) -> Call<Request, bool> {
     Call {
         req: Request::CreateQueue {

@@ -45,10 +45,24 @@ mod blocking;
 mod call;
 #[cfg(feature = "async")]
 mod nonblocking;
+mod tls;
+
+pub use tls::TlsOptions;
 
 pub use blocking::Client;
 #[cfg(feature = "async")]
 pub use nonblocking::AsyncClient;
+
+/// What a reload put in place on the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reloaded {
+    /// Which reload since the server started (from 1).
+    pub generation: u64,
+    /// Tokens configured now.
+    pub tokens: u32,
+    /// Whether TLS is on.
+    pub tls: bool,
+}
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +83,9 @@ pub enum ClientError {
         /// Why.
         source: io::Error,
     },
+    /// TLS could not be set up: a file, a name, or the handshake.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The connection broke with this request unanswered; it was not sent
     /// again.
     #[error("connection lost before the answer: {0}")]
@@ -116,20 +133,34 @@ pub struct ClientOptions {
     pub addr: String,
     /// A token to present after connecting.
     pub token: Option<String>,
-    /// Connection timeout.
+    /// Connection timeout (the TLS handshake included).
     pub connect_timeout: Duration,
     /// How long a call waits for its answer beyond its own long-poll wait.
     pub request_timeout: Duration,
+    /// Speak TLS (`None`: clear text).
+    pub tls: Option<TlsOptions>,
 }
 
 impl ClientOptions {
-    /// Defaults: no token, 5 s to connect, 30 s per answer.
+    /// Defaults: no token, 5 s to connect, 30 s per answer. `addr` is
+    /// `host:port`, `fila://host:port` (the same), or `filas://host:port`
+    /// (TLS, the certificate checked against the CA of
+    /// [`ClientOptions::tls`], which must then be set).
     pub fn new(addr: impl Into<String>) -> ClientOptions {
+        let addr: String = addr.into();
+        let (addr, tls) = if let Some(rest) = addr.strip_prefix("filas://") {
+            (rest.to_owned(), Some(TlsOptions::default()))
+        } else if let Some(rest) = addr.strip_prefix("fila://") {
+            (rest.to_owned(), None)
+        } else {
+            (addr, None)
+        };
         ClientOptions {
-            addr: addr.into(),
+            addr: addr.trim_end_matches('/').to_owned(),
             token: None,
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
+            tls,
         }
     }
 
@@ -137,6 +168,28 @@ impl ClientOptions {
     pub fn token(mut self, token: impl Into<String>) -> ClientOptions {
         self.token = Some(token.into());
         self
+    }
+
+    /// Over TLS.
+    pub fn tls(mut self, tls: TlsOptions) -> ClientOptions {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// The TLS configuration and server name to connect with, if TLS.
+    fn tls_setup(
+        &self,
+    ) -> std::result::Result<
+        Option<(
+            std::sync::Arc<rustls::ClientConfig>,
+            rustls::pki_types::ServerName<'static>,
+        )>,
+        ClientError,
+    > {
+        match &self.tls {
+            None => Ok(None),
+            Some(t) => Ok(Some((t.config()?, t.name_for(&self.addr)?))),
+        }
     }
 }
 

@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use fila_proto::{split_frame, Encode, FRAME_LEN_LIMIT};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinHandle;
@@ -158,7 +157,7 @@ impl Sent {
     }
 }
 
-async fn write_loop(shared: Arc<Shared>, mut w: OwnedWriteHalf) {
+async fn write_loop<W: AsyncWrite + Unpin>(shared: Arc<Shared>, mut w: W) {
     let mut buf = BytesMut::new();
     loop {
         shared.wake_writer.notified().await;
@@ -172,7 +171,13 @@ async fn write_loop(shared: Arc<Shared>, mut w: OwnedWriteHalf) {
         if buf.is_empty() {
             continue;
         }
-        if let Err(e) = w.write_all(&buf).await {
+        // TLS holds what it encrypted until flushed.
+        if let Err(e) = async {
+            w.write_all(&buf).await?;
+            w.flush().await
+        }
+        .await
+        {
             shared.lose(format!("write failed: {e}"));
             return;
         }
@@ -180,7 +185,7 @@ async fn write_loop(shared: Arc<Shared>, mut w: OwnedWriteHalf) {
     }
 }
 
-async fn read_loop(shared: Arc<Shared>, mut r: OwnedReadHalf) {
+async fn read_loop<R: AsyncRead + Unpin>(shared: Arc<Shared>, mut r: R) {
     let mut input = BytesMut::with_capacity(64 << 10);
     loop {
         if input.capacity() - input.len() < 16 << 10 {
@@ -264,7 +269,7 @@ impl AsyncClient {
             .map_err(|_| connect_error(io::Error::new(io::ErrorKind::TimedOut, "timed out")))?
             .map_err(connect_error)?;
         let _ = stream.set_nodelay(true);
-        let (r, w) = stream.into_split();
+        let tls = o.tls_setup()?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 output: BytesMut::with_capacity(64 << 10),
@@ -274,13 +279,28 @@ impl AsyncClient {
             }),
             wake_writer: Notify::new(),
         });
-        let conn = Conn {
-            tasks: [
-                tokio::spawn(read_loop(shared.clone(), r)),
-                tokio::spawn(write_loop(shared.clone(), w)),
-            ],
-            shared,
+        let tasks = match tls {
+            None => {
+                let (r, w) = stream.into_split();
+                [
+                    tokio::spawn(read_loop(shared.clone(), r)),
+                    tokio::spawn(write_loop(shared.clone(), w)),
+                ]
+            }
+            Some((config, name)) => {
+                let connector = tokio_rustls::TlsConnector::from(config);
+                let tls = tokio::time::timeout(o.connect_timeout, connector.connect(name, stream))
+                    .await
+                    .map_err(|_| ClientError::Tls(format!("handshake with {}: timed out", o.addr)))?
+                    .map_err(|e| ClientError::Tls(format!("handshake with {}: {e}", o.addr)))?;
+                let (r, w) = tokio::io::split(tls);
+                [
+                    tokio::spawn(read_loop(shared.clone(), r)),
+                    tokio::spawn(write_loop(shared.clone(), w)),
+                ]
+            }
         };
+        let conn = Conn { tasks, shared };
         if let Some(token) = &o.token {
             let c = call::auth(token);
             let r = register(&conn.shared, &c.req)?
@@ -340,6 +360,13 @@ impl AsyncClient {
     /// Server-wide counters.
     pub async fn server_stats(&self) -> Result<Vec<(String, u64)>> {
         self.run(call::server_stats()).await
+    }
+
+    /// Asks the server to read its tokens and TLS files again (needs
+    /// manage on every queue); a file that fails keeps what is in use and
+    /// is answered as an error.
+    pub async fn reload(&self) -> Result<Reloaded> {
+        self.run(call::reload()).await
     }
 
     /// Creates a queue; `false` when it existed with the same settings.

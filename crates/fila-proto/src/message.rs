@@ -23,6 +23,8 @@ pub enum Opcode {
     Auth = 0x02,
     /// Server-wide stats.
     ServerStats = 0x03,
+    /// Re-read the tokens and TLS files (manage on every queue).
+    Reload = 0x04,
     /// Create a queue.
     CreateQueue = 0x10,
     /// A queue's settings.
@@ -67,10 +69,11 @@ pub enum Opcode {
 
 impl Opcode {
     /// Every opcode.
-    pub const ALL: [Opcode; 23] = [
+    pub const ALL: [Opcode; 24] = [
         Opcode::Hello,
         Opcode::Auth,
         Opcode::ServerStats,
+        Opcode::Reload,
         Opcode::CreateQueue,
         Opcode::GetQueue,
         Opcode::UpdateQueue,
@@ -209,6 +212,9 @@ pub enum Request {
     },
     /// Server-wide stats.
     ServerStats,
+    /// Re-read the server's tokens and TLS files (needs manage on every
+    /// queue, a grant on `*`).
+    Reload,
     /// Create a queue (idempotent with equal settings).
     CreateQueue {
         /// Name.
@@ -484,6 +490,15 @@ pub enum Response {
     Ok,
     /// To server stats: named counters.
     ServerStats(Vec<(String, u64)>),
+    /// To reload: what is in place now.
+    Reloaded {
+        /// Which reload (0: none since the start).
+        generation: u64,
+        /// Tokens configured.
+        tokens: u32,
+        /// Whether TLS is on.
+        tls: bool,
+    },
     /// To create: whether it was created (false: it existed, same settings).
     Created(bool),
     /// To get and update: the settings in force.

@@ -69,12 +69,24 @@ impl Grant {
     }
 }
 
+/// One configured token: its secret, its access key id, the certificate
+/// names that stand for it, its grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Entry {
+    /// What a client presents in an auth frame (none: only a client
+    /// certificate stands for it).
+    secret: Option<String>,
+    /// The access key id for SigV4 (the SQS API), if it has one.
+    id: Option<String>,
+    /// Names a verified client certificate may carry to stand for it.
+    certificates: Vec<String>,
+    grants: Vec<Grant>,
+}
+
 /// The configured tokens.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TokenTable {
-    tokens: Vec<(String, Vec<Grant>)>,
-    /// Each token's access key id for SigV4 (the SQS API), if it has one.
-    ids: Vec<Option<String>>,
+    entries: Vec<Entry>,
 }
 
 /// A token that a connection presented, by its index in the table.
@@ -90,22 +102,55 @@ impl TokenTable {
     /// Adds a token with an access key id: an SQS request signed (SigV4)
     /// with that id and the token as the secret acts with its grants.
     pub fn add_with_id(&mut self, id: Option<String>, token: String, grants: Vec<Grant>) {
-        self.tokens.push((token, grants));
-        self.ids.push(id);
+        self.add_entry(id, Some(token), Vec::new(), grants);
+    }
+
+    /// Adds a token that a client certificate carrying one of
+    /// `certificates` (a DNS or URI subject alternative name, or the
+    /// subject's common name) stands for; `secret`, if any, works too.
+    pub fn add_entry(
+        &mut self,
+        id: Option<String>,
+        secret: Option<String>,
+        certificates: Vec<String>,
+        grants: Vec<Grant>,
+    ) {
+        self.entries.push(Entry {
+            secret,
+            id,
+            certificates,
+            grants,
+        });
     }
 
     /// The token whose access key id is `id`, and its secret (ids are not
     /// secret: a plain comparison).
     pub fn by_id(&self, id: &str) -> Option<(TokenId, &str)> {
-        self.ids
+        self.entries.iter().enumerate().find_map(|(i, e)| {
+            (e.id.as_deref() == Some(id))
+                .then_some(e.secret.as_deref())
+                .flatten()
+                .map(|s| (TokenId(i), s))
+        })
+    }
+
+    /// The first token that one of a client certificate's names stands
+    /// for.
+    pub fn by_certificate(&self, names: &[String]) -> Option<TokenId> {
+        self.entries
             .iter()
-            .position(|i| i.as_deref() == Some(id))
-            .map(|i| (TokenId(i), self.tokens[i].0.as_str()))
+            .position(|e| e.certificates.iter().any(|c| names.contains(c)))
+            .map(TokenId)
     }
 
     /// Whether no token is configured (no authentication).
     pub fn is_empty(&self) -> bool {
-        self.tokens.is_empty()
+        self.entries.is_empty()
+    }
+
+    /// How many tokens are configured.
+    pub fn len(&self) -> usize {
+        self.entries.len()
     }
 
     /// The token with this text. Compares every token, each over every
@@ -113,7 +158,10 @@ impl TokenTable {
     /// neither where a guess first differs nor whether its length is right.
     pub fn find(&self, presented: &str) -> Option<TokenId> {
         let mut found = None;
-        for (i, (token, _)) in self.tokens.iter().enumerate() {
+        for (i, e) in self.entries.iter().enumerate() {
+            let Some(token) = &e.secret else {
+                continue;
+            };
             if constant_time_eq(token.as_bytes(), presented.as_bytes()) && found.is_none() {
                 found = Some(TokenId(i));
             }
@@ -121,17 +169,26 @@ impl TokenTable {
         found
     }
 
+    /// Whether `token` may do `p` on every queue (a grant on `*`): what
+    /// server-wide actions (a reload) need.
+    pub fn allows_all(&self, token: TokenId, p: Permission) -> bool {
+        self.entries[token.0]
+            .grants
+            .iter()
+            .any(|g| g.prefix && g.pattern.is_empty() && g.allows(p))
+    }
+
     /// Whether `token` may do `p` on `queue`.
     pub fn allows(&self, token: TokenId, queue: &str, p: Permission) -> bool {
-        self.tokens[token.0]
-            .1
+        self.entries[token.0]
+            .grants
             .iter()
             .any(|g| g.covers(queue) && g.allows(p))
     }
 
     /// Whether `token` may see `queue` at all (for listing).
     pub fn sees(&self, token: TokenId, queue: &str) -> bool {
-        self.tokens[token.0].1.iter().any(|g| g.covers(queue))
+        self.entries[token.0].grants.iter().any(|g| g.covers(queue))
     }
 
     /// The names starting with `prefix` that `token` may see, as ranges to
@@ -139,8 +196,8 @@ impl TokenTable {
     /// range is that one exact name). A list walks these and nothing else,
     /// so its page and its cursor hold only names the token may see.
     pub fn visible_ranges(&self, token: TokenId, prefix: &str) -> Vec<Range> {
-        let mut ranges: Vec<Range> = self.tokens[token.0]
-            .1
+        let mut ranges: Vec<Range> = self.entries[token.0]
+            .grants
             .iter()
             .filter_map(|g| {
                 if !g.prefix {
@@ -254,5 +311,26 @@ mod tests {
         assert_eq!(Some(id), t.find("secret"));
         assert!(t.allows(id, "q", Permission::Send));
         assert!(t.by_id("plain").is_none() && t.by_id("").is_none());
+    }
+
+    #[test]
+    fn a_certificate_name_stands_for_its_token_and_a_secretless_token_is_never_found_by_text() {
+        let mut t = TokenTable::default();
+        t.add("plain".into(), vec![]);
+        t.add_entry(
+            None,
+            None,
+            vec!["worker-1.example".into(), "spiffe://fila/w".into()],
+            vec![Grant::new("*", &[Permission::Manage])],
+        );
+        let id = t
+            .by_certificate(&["other".into(), "spiffe://fila/w".into()])
+            .unwrap();
+        assert!(t.allows(id, "q", Permission::Manage) && t.allows_all(id, Permission::Manage));
+        assert!(t.by_certificate(&["worker-2.example".into()]).is_none());
+        assert!(t.by_certificate(&[]).is_none());
+        assert!(t.find("").is_none(), "no secret is not an empty secret");
+        let plain = t.find("plain").unwrap();
+        assert!(!t.allows_all(plain, Permission::Manage));
     }
 }

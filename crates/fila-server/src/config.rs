@@ -5,8 +5,14 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use crate::auth::TokenTable;
+use crate::tls::{ClientAuth, TlsFiles};
 
 mod file;
+mod flags;
+#[cfg(test)]
+mod tests;
+
+pub use flags::HELP;
 
 /// A configuration that could not be used, in one line.
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +100,56 @@ pub struct Config {
     pub disk_reserve_bytes: u64,
     /// The size of a log segment (each is made whole, ahead of need).
     pub segment_bytes: u64,
+    /// With `tls_key`: every listener speaks TLS with this certificate
+    /// chain (PEM).
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    pub tls_key: Option<PathBuf>,
+    /// CAs whose client certificates stand for tokens (PEM).
+    pub tls_client_ca: Option<PathBuf>,
+    /// With a client CA: whether clients must present a certificate.
+    pub tls_client_auth: ClientAuth,
+    /// A TLS connection that has not finished its handshake this many
+    /// seconds after it opened is closed.
+    pub tls_handshake_timeout_secs: u64,
+    /// Listen off loopback without TLS (a warning is logged).
+    pub allow_plaintext: bool,
+    /// How log lines are written.
+    pub log_format: LogFormat,
+    /// The command line this configuration came from (what a reload reads
+    /// again); empty when it was built in code.
+    pub args: Vec<String>,
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object a line (the fields of each event).
+    Json,
+}
+
+impl LogFormat {
+    fn parse(field: &str, v: &str) -> Result<LogFormat, ConfigError> {
+        match v {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(ConfigError::Invalid(format!(
+                "{field}: {v:?} is not one of text, json"
+            ))),
+        }
+    }
+}
+
+fn client_auth(field: &str, v: &str) -> Result<ClientAuth, ConfigError> {
+    match v {
+        "optional" => Ok(ClientAuth::Optional),
+        "required" => Ok(ClientAuth::Required),
+        _ => Err(ConfigError::Invalid(format!(
+            "{field}: {v:?} is not one of optional, required"
+        ))),
+    }
 }
 
 /// When a change is on disk.
@@ -180,6 +236,14 @@ impl Default for Config {
             sync_interval_ms: 100,
             disk_reserve_bytes: 128 << 20,
             segment_bytes: 64 << 20,
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
+            tls_client_auth: ClientAuth::Optional,
+            tls_handshake_timeout_secs: 10,
+            allow_plaintext: false,
+            log_format: LogFormat::Text,
+            args: Vec::new(),
         }
     }
 }
@@ -196,113 +260,6 @@ fn addr(field: &str, value: &str) -> Result<Option<SocketAddr>, ConfigError> {
 }
 
 impl Config {
-    /// Applies command-line flags (after the program name) over `self`.
-    /// Returns the config file named by `--config`, which the caller merges
-    /// first and then applies the flags again over.
-    pub fn merge_flags(&mut self, args: &[String]) -> Result<(), ConfigError> {
-        let mut it = args.iter();
-        while let Some(flag) = it.next() {
-            let mut value = |name: &str| {
-                it.next()
-                    .cloned()
-                    .ok_or_else(|| ConfigError::Invalid(format!("{name} needs a value")))
-            };
-            let number = |name: &str, v: String| {
-                v.parse::<u64>().map_err(|_| {
-                    ConfigError::Invalid(format!("{name}: {v:?} is not a whole number"))
-                })
-            };
-            match flag.as_str() {
-                "--config" => {
-                    value("--config")?;
-                }
-                "--listen" => {
-                    let v = value("--listen")?;
-                    self.listen = addr("--listen", &v)?
-                        .ok_or_else(|| ConfigError::Invalid("--listen needs an address".into()))?;
-                }
-                "--metrics-listen" => {
-                    let v = value("--metrics-listen")?;
-                    self.metrics_listen = addr("--metrics-listen", &v)?;
-                }
-                "--sqs-listen" => {
-                    let v = value("--sqs-listen")?;
-                    self.sqs_listen = addr("--sqs-listen", &v)?;
-                }
-                "--shards" => self.shards = number("--shards", value("--shards")?)? as usize,
-                "--event-loops" => {
-                    self.event_loops = number("--event-loops", value("--event-loops")?)? as usize
-                }
-                "--sqs-threads" => {
-                    self.sqs_threads = number("--sqs-threads", value("--sqs-threads")?)? as usize
-                }
-                "--max-connections" => {
-                    self.max_connections =
-                        number("--max-connections", value("--max-connections")?)? as usize
-                }
-                "--max-frame-bytes" => {
-                    self.max_frame_bytes =
-                        number("--max-frame-bytes", value("--max-frame-bytes")?)? as usize
-                }
-                "--max-output-bytes" => {
-                    self.max_output_bytes =
-                        number("--max-output-bytes", value("--max-output-bytes")?)? as usize
-                }
-                "--idle-timeout-secs" => {
-                    self.idle_timeout_secs =
-                        number("--idle-timeout-secs", value("--idle-timeout-secs")?)?
-                }
-                "--shutdown-grace-secs" => {
-                    self.shutdown_grace_secs =
-                        number("--shutdown-grace-secs", value("--shutdown-grace-secs")?)?
-                }
-                "--auth-timeout-secs" => {
-                    self.auth_timeout_secs =
-                        number("--auth-timeout-secs", value("--auth-timeout-secs")?)?
-                }
-                "--max-parked-per-connection" => {
-                    self.max_parked_per_connection = number(
-                        "--max-parked-per-connection",
-                        value("--max-parked-per-connection")?,
-                    )? as usize
-                }
-                "--max-parked" => {
-                    self.max_parked = number("--max-parked", value("--max-parked")?)? as usize
-                }
-                "--max-stored-bytes" => {
-                    self.max_stored_bytes =
-                        number("--max-stored-bytes", value("--max-stored-bytes")?)?
-                }
-                "--max-queues" => self.max_queues = number("--max-queues", value("--max-queues")?)?,
-                "--metrics-max-queues" => {
-                    self.metrics_max_queues =
-                        number("--metrics-max-queues", value("--metrics-max-queues")?)? as usize
-                }
-                "--metrics-public" => self.metrics_public = true,
-                "--log" => self.log = value("--log")?,
-                "--data-dir" => self.data_dir = PathBuf::from(value("--data-dir")?),
-                "--sync" => self.sync = Sync::parse("--sync", &value("--sync")?)?,
-                "--sync-interval-ms" => {
-                    self.sync_interval_ms =
-                        number("--sync-interval-ms", value("--sync-interval-ms")?)?
-                }
-                "--disk-reserve-bytes" => {
-                    self.disk_reserve_bytes =
-                        number("--disk-reserve-bytes", value("--disk-reserve-bytes")?)?
-                }
-                "--segment-bytes" => {
-                    self.segment_bytes = number("--segment-bytes", value("--segment-bytes")?)?
-                }
-                other => {
-                    return Err(ConfigError::Invalid(format!(
-                        "unknown flag {other:?} (see fila-server --help)"
-                    )))
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// The whole configuration from a command line: defaults, then the
     /// `--config` file if any, then the flags.
     pub fn from_args(args: &[String]) -> Result<Config, ConfigError> {
@@ -315,7 +272,75 @@ impl Config {
         }
         config.merge_flags(args)?;
         config.validate()?;
+        config.args = args.to_vec();
         Ok(config)
+    }
+
+    /// The TLS files, when TLS is configured.
+    pub fn tls_files(&self) -> Option<TlsFiles> {
+        Some(TlsFiles {
+            cert: self.tls_cert.clone()?,
+            key: self.tls_key.clone()?,
+            client_ca: self.tls_client_ca.clone(),
+            client_auth: self.tls_client_auth,
+        })
+    }
+
+    /// Every listener's address, by its setting's name.
+    fn listeners(&self) -> [(&'static str, Option<SocketAddr>); 3] {
+        [
+            ("listen", Some(self.listen)),
+            ("sqs_listen", self.sqs_listen),
+            ("metrics_listen", self.metrics_listen),
+        ]
+    }
+
+    /// The TLS settings' rules, and the rule that a listener off loopback
+    /// speaks TLS unless `allow_plaintext`.
+    fn validate_tls(&self) -> Result<(), ConfigError> {
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err(ConfigError::Invalid(
+                "tls_cert and tls_key go together: set both, or neither".into(),
+            ));
+        }
+        if self.tls_client_ca.is_some() && self.tls_cert.is_none() {
+            return Err(ConfigError::Invalid(
+                "tls_client_ca needs TLS: set tls_cert and tls_key too".into(),
+            ));
+        }
+        if self.tls_client_auth == ClientAuth::Required && self.tls_client_ca.is_none() {
+            return Err(ConfigError::Invalid(
+                "tls_client_auth = \"required\" needs tls_client_ca".into(),
+            ));
+        }
+        if !(1..=300).contains(&self.tls_handshake_timeout_secs) {
+            return Err(ConfigError::Invalid(format!(
+                "tls_handshake_timeout_secs must be 1..=300 (got {})",
+                self.tls_handshake_timeout_secs
+            )));
+        }
+        if self.tls_cert.is_none() && !self.allow_plaintext {
+            for (name, a) in self.listeners() {
+                if let Some(a) = a.filter(|a| !a.ip().is_loopback()) {
+                    return Err(ConfigError::Invalid(format!(
+                        "{name} {a}: off loopback fila speaks TLS (set tls_cert and tls_key), or set allow_plaintext = true"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Listeners off loopback in clear text (allowed by `allow_plaintext`;
+    /// the server warns of each at start).
+    pub fn plaintext_off_loopback(&self) -> Vec<(&'static str, SocketAddr)> {
+        if self.tls_cert.is_some() {
+            return Vec::new();
+        }
+        self.listeners()
+            .into_iter()
+            .filter_map(|(n, a)| Some((n, a.filter(|a| !a.ip().is_loopback())?)))
+            .collect()
     }
 
     /// Checks values that have no meaning, and the rule that a server
@@ -413,6 +438,7 @@ impl Config {
                 )));
             }
         }
+        self.validate_tls()?;
         if self.tokens.is_empty() && !self.listen.ip().is_loopback() {
             return Err(ConfigError::Invalid(format!(
                 "listen {}: without tokens the server listens on loopback only (add [[tokens]] to the config)",
@@ -420,218 +446,5 @@ impl Config {
             )));
         }
         Ok(())
-    }
-}
-
-/// The text of `fila-server --help`.
-pub const HELP: &str = "\
-fila-server: the fila message-queue server
-
-usage: fila-server [--config FILE] [flags]
-
-With no arguments it listens on 127.0.0.1:7700 (the SQS-compatible API on
-127.0.0.1:9324, metrics on 127.0.0.1:7701) with one shard and one event
-loop per core. Flags override the file.
-
-  --config FILE             TOML file (keys as the flags, with underscores)
-  --listen ADDR             protocol address        [127.0.0.1:7700]
-  --metrics-listen ADDR     Prometheus /metrics, or \"off\" [127.0.0.1:7701]
-  --sqs-listen ADDR         the SQS-compatible HTTP API, or \"off\"
-                            [127.0.0.1:9324]
-  --shards N                engine shards           [cores]
-  --event-loops N           event loop threads      [cores]
-  --sqs-threads N           threads of the SQS API  [half the cores]
-  --max-connections N       open connections        [10000]
-  --max-frame-bytes N       largest frame accepted  [25165824]
-  --max-output-bytes N      answers buffered (and room held for parked
-                            receives) per connection before it is
-                            throttled               [8388608]
-  --idle-timeout-secs N     close idle connections, 0 never [300]
-  --auth-timeout-secs N     with tokens, close connections not
-                            authenticated this long after opening [10]
-  --shutdown-grace-secs N   how long a stop waits for answers to go out [10]
-  --max-parked-per-connection N
-                            receives one connection may park [1000]
-  --max-parked N            receives parked on the server    [100000]
-  --max-stored-bytes N      bytes all stored messages may hold (payload,
-                            attributes, 192 per message, dead-letter
-                            records, channels)  [half the memory]
-  --max-queues N            queues on the server             [100000]
-  --metrics-max-queues N    queues listed one by one in /metrics [1000]
-  --metrics-public          serve /metrics off loopback without a token
-  --data-dir DIR            where the log and snapshots live (made 0700,
-                            its files 0600)
-                            [$XDG_DATA_HOME/fila, ~/.local/share/fila,
-                            or ./fila-data]
-  --sync MODE               always: an answer waits until its change is
-                            on disk (group commit); interval: the log is
-                            synced every --sync-interval-ms and answers
-                            do not wait; none: memory only, no data
-                            directory used or locked  [always]
-  --sync-interval-ms N      with --sync interval          [100]
-  --disk-reserve-bytes N    free space the data directory's disk keeps
-                            beyond the next snapshot's size; below it
-                            puts are refused (disk full)  [134217728]
-  --segment-bytes N         log segment size, 1 MiB..1 GiB [67108864]
-  --check-data DIR          check a data directory and exit (0: it
-                            would start; 1: it would not, and why)
-  --log FILTER              log filter              [info]
-  --help, --version
-";
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn defaults_listen_on_loopback_7700() {
-        let c = Config::from_args(&[]).unwrap();
-        assert_eq!(c.listen.to_string(), "127.0.0.1:7700");
-        assert_eq!(c.metrics_listen.unwrap().to_string(), "127.0.0.1:7701");
-        assert!(c.shards >= 1 && c.event_loops >= 1);
-    }
-
-    #[test]
-    fn flags_override_the_file_which_overrides_defaults() {
-        let mut c = Config::default();
-        c.merge_toml(
-            "listen = \"127.0.0.1:9000\"\nmax_connections = 5\nmetrics_listen = \"off\"\n",
-        )
-        .unwrap();
-        c.merge_flags(&args(&["--max-connections", "7"])).unwrap();
-        assert_eq!(
-            (c.listen.port(), c.max_connections, c.metrics_listen),
-            (9000, 7, None)
-        );
-    }
-
-    #[test]
-    fn durability_settings_come_from_the_file_and_the_flags() {
-        let c = Config::from_args(&[]).unwrap();
-        assert_eq!(c.sync, Sync::Always);
-        assert!(c.data_dir.ends_with("fila") || c.data_dir.ends_with("fila-data"));
-        let mut c = Config::default();
-        c.merge_toml("sync = \"interval\"\nsync_interval_ms = 20\ndata_dir = \"/x\"\n")
-            .unwrap();
-        assert_eq!(
-            (c.sync, c.sync_interval_ms, c.data_dir.to_str()),
-            (Sync::Interval, 20, Some("/x"))
-        );
-        c.merge_flags(&args(&["--sync", "none", "--data-dir", "/y"]))
-            .unwrap();
-        assert_eq!((c.sync, c.data_dir.to_str()), (Sync::None, Some("/y")));
-        let e = Config::from_args(&args(&["--sync", "sometimes"]))
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            e,
-            "--sync: \"sometimes\" is not one of always, interval, none"
-        );
-        let e = Config::from_args(&args(&["--sync", "interval", "--sync-interval-ms", "0"]))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("sync_interval_ms must be 1..=60000"), "{e}");
-    }
-
-    #[test]
-    fn bad_input_is_one_clear_line() {
-        let e = Config::from_args(&args(&["--shards", "many"]))
-            .unwrap_err()
-            .to_string();
-        assert_eq!(e, "--shards: \"many\" is not a whole number");
-        let e = Config::from_args(&args(&["--frobnicate"]))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("unknown flag"), "{e}");
-        let mut c = Config::default();
-        let e = c.merge_toml("lisen = 1").unwrap_err().to_string();
-        assert!(e.contains("lisen") && !e.contains('\n'), "{e}");
-    }
-
-    #[test]
-    fn without_tokens_only_loopback_is_allowed() {
-        let e = Config::from_args(&args(&["--listen", "0.0.0.0:7700"])).unwrap_err();
-        assert!(e.to_string().contains("loopback only"));
-        let mut c = Config::default();
-        c.merge_toml("listen = \"0.0.0.0:7700\"\n[[tokens]]\ntoken = \"t\"\n[[tokens.grants]]\nqueues = \"*\"\npermissions = [\"send\"]\n")
-            .unwrap();
-        c.validate().unwrap();
-    }
-
-    #[test]
-    fn metrics_off_loopback_need_tokens_and_tokens_may_not_be_empty() {
-        let e = Config::from_args(&args(&["--metrics-listen", "0.0.0.0:7701"])).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("metrics are served on loopback only"),
-            "{e}"
-        );
-        let mut c = Config::default();
-        let e = c.merge_toml("[[tokens]]\ntoken = \"\"\n").unwrap_err();
-        assert!(e.to_string().contains("may not be empty"), "{e}");
-    }
-
-    #[test]
-    fn values_that_would_overflow_a_timer_are_refused() {
-        for flag in [
-            "--shutdown-grace-secs",
-            "--idle-timeout-secs",
-            "--auth-timeout-secs",
-        ] {
-            let e = Config::from_args(&args(&[flag, &u64::MAX.to_string()])).unwrap_err();
-            assert!(e.to_string().contains("must be 0..="), "{flag}: {e}");
-        }
-        let mut c = Config::default();
-        let e = c
-            .merge_toml(&format!("shutdown_grace_secs = {}\n", i64::MAX))
-            .and_then(|()| c.validate())
-            .unwrap_err();
-        assert!(e.to_string().contains("shutdown_grace_secs"), "{e}");
-        let e = Config::from_args(&args(&["--max-output-bytes", "65536"])).unwrap_err();
-        assert!(e.to_string().contains("max_output_bytes"), "{e}");
-    }
-
-    #[test]
-    fn unknown_permissions_are_refused() {
-        let mut c = Config::default();
-        let e = c
-            .merge_toml("[[tokens]]\ntoken = \"t\"\n[[tokens.grants]]\nqueues = \"a\"\npermissions = [\"admin\"]\n")
-            .unwrap_err();
-        assert!(e.to_string().contains("\"admin\""));
-    }
-
-    #[test]
-    fn token_ids_are_checked_and_unique() {
-        let mut c = Config::default();
-        c.merge_toml("[[tokens]]\nid = \"app-1\"\ntoken = \"t\"\n")
-            .unwrap();
-        assert_eq!(c.tokens.by_id("app-1").map(|(_, s)| s), Some("t"));
-        for bad in ["", "has space", "slash/no"] {
-            let mut c = Config::default();
-            let e = c
-                .merge_toml(&format!("[[tokens]]\nid = {bad:?}\ntoken = \"t\"\n"))
-                .unwrap_err();
-            assert!(e.to_string().contains("tokens: id"), "{bad}: {e}");
-        }
-        let mut c = Config::default();
-        let e = c
-            .merge_toml(
-                "[[tokens]]\nid = \"a\"\ntoken = \"t\"\n[[tokens]]\nid = \"a\"\ntoken = \"u\"\n",
-            )
-            .unwrap_err();
-        assert!(e.to_string().contains("names two tokens"), "{e}");
-    }
-
-    #[test]
-    fn sqs_threads_default_to_half_the_cores() {
-        let c = Config::from_args(&args(&["--sqs-threads", "3"])).unwrap();
-        assert_eq!(c.sqs_threads, 3);
-        let c = Config::from_args(&args(&[])).unwrap();
-        assert_eq!(c.sqs_threads, cores().div_ceil(2));
-        assert!(Config::from_args(&args(&["--sqs-threads", "2000"])).is_err());
     }
 }

@@ -425,10 +425,11 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
         Request::Hello { .. }
         | Request::Auth { .. }
         | Request::ServerStats
+        | Request::Reload
         | Request::ListQueues { .. } => Outcome::Answer(
             error(
                 ErrorCode::INTERNAL,
-                "hello, auth, server stats and list are not a shard's",
+                "hello, auth, server stats, reload and list are not a shard's",
             )
             .into(),
         ),

@@ -9,7 +9,10 @@
 //! prefix), the Prometheus metrics endpoint, the SQS-compatible HTTP API
 //! (`server/sqs/`: AWS JSON 1.0 and the query protocol on hyper, each of its
 //! threads one more endpoint of the loops' mailboxes, docs/sqs.md), and the
-//! `fila-server` binary.
+//! `fila-server` binary; TLS on every listener (`tls.rs`: rustls with the
+//! ring provider, a readiness-driven stream on the mio loops, client
+//! certificates standing for tokens) and reloading tokens and certificates
+//! while running (`live.rs`).
 //! It speaks `fila-proto` to clients and runs `fila-core`'s engine split
 //! into owners: each event loop owns some shards and is the only thread that
 //! touches them; a request for another loop's shard is handed to that loop
@@ -41,12 +44,15 @@ pub mod config;
 mod dispatch;
 pub mod guard;
 mod limits;
+pub mod live;
 pub mod metrics;
 mod ops;
 pub mod scrape;
 mod server;
+pub mod tls;
 
-pub use config::{default_data_dir, Config, ConfigError, Sync, HELP};
+pub use config::{default_data_dir, Config, ConfigError, LogFormat, Sync, HELP};
+pub use live::{ReloadError, Reloaded};
 pub use server::{
     Server, StartError, StopHandle, ANSWER_ROOM_MIN, AUTH_FAILURES_MAX, FRAMES_PER_TURN,
     IN_FLIGHT_MAX, LOG_BACKLOG_MAX, MAILBOX_CAPACITY, MESSAGES_PER_TURN, MOVE_AFTER,

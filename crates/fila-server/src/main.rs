@@ -1,12 +1,14 @@
-//! `fila-server`: runs the server until SIGINT or SIGTERM.
+//! `fila-server`: runs the server until SIGINT or SIGTERM; SIGHUP reloads
+//! the tokens and the TLS files (a failed reload keeps what is in use and
+//! logs why in one line).
 //!
 //! A panic on any thread (an event loop, the log writer, the metrics endpoint)
 //! is a bug that may have left state half-changed: the process prints it
 //! and exits with status 70 rather than go on half alive. A failed write or
 //! sync of the log stops the server with status 74.
 
-use fila_server::{Config, Server, HELP};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use fila_server::{Config, LogFormat, Server, HELP};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use tracing_subscriber::EnvFilter;
 
@@ -64,12 +66,20 @@ fn main() {
         std::process::exit(70);
     }));
     let filter = EnvFilter::try_new(&config.log).unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
-    let mut signals = match Signals::new([SIGINT, SIGTERM]) {
+    match config.log_format {
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_target(false)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .init(),
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .with_target(false)
+            .with_current_span(false)
+            .init(),
+    }
+    let mut signals = match Signals::new([SIGINT, SIGTERM, SIGHUP]) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("fila-server: cannot watch signals: {e}");
@@ -91,8 +101,14 @@ fn main() {
     }
     let stop = server.stop_handle();
     std::thread::spawn(move || {
-        if signals.forever().next().is_some() {
+        for signal in signals.forever() {
+            if signal == SIGHUP {
+                // A failure is logged where it happens; the server goes on.
+                let _ = stop.reload();
+                continue;
+            }
             stop.stop();
+            return;
         }
     });
     if let Some(why) = server.wait() {

@@ -87,6 +87,12 @@ pub struct Metrics {
     pub refused: AtomicU64,
     /// Frames refused as broken (malformed, too large, bad version).
     pub bad_frames: AtomicU64,
+    /// TLS connections closed for a TLS error (a bad handshake, a wrong
+    /// certificate, a broken record), and those closed for not finishing
+    /// their handshake in time.
+    pub tls_errors: AtomicU64,
+    /// Reloads of tokens and TLS files that took effect.
+    pub reloads: AtomicU64,
     /// Receives parked now.
     pub parked: AtomicU64,
     /// Connections moved to the event loop that owns the shard of the
@@ -192,6 +198,8 @@ impl Default for Metrics {
             accepted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             bad_frames: AtomicU64::new(0),
+            tls_errors: AtomicU64::new(0),
+            reloads: AtomicU64::new(0),
             moved: AtomicU64::new(0),
             parked: AtomicU64::new(0),
             output_high_water: AtomicU64::new(0),
@@ -315,6 +323,8 @@ impl Metrics {
         let _ = writeln!(o, "# HELP fila_connections_accepted_total Connections accepted.\n# TYPE fila_connections_accepted_total counter\nfila_connections_accepted_total {}", self.accepted.load(Ordering::Relaxed));
         let _ = writeln!(o, "# HELP fila_connections_refused_total Connections refused at max_connections.\n# TYPE fila_connections_refused_total counter\nfila_connections_refused_total {}", self.refused.load(Ordering::Relaxed));
         let _ = writeln!(o, "# HELP fila_bad_frames_total Frames refused as broken.\n# TYPE fila_bad_frames_total counter\nfila_bad_frames_total {}", self.bad_frames.load(Ordering::Relaxed));
+        let _ = writeln!(o, "# HELP fila_tls_errors_total TLS connections closed for a TLS error or an unfinished handshake.\n# TYPE fila_tls_errors_total counter\nfila_tls_errors_total {}", self.tls_errors.load(Ordering::Relaxed));
+        let _ = writeln!(o, "# HELP fila_reloads_total Reloads of tokens and TLS files that took effect.\n# TYPE fila_reloads_total counter\nfila_reloads_total {}", self.reloads.load(Ordering::Relaxed));
         let _ = writeln!(o, "# HELP fila_connections_moved_total Connections moved to the event loop that owns their queue's shard.\n# TYPE fila_connections_moved_total counter\nfila_connections_moved_total {}", self.moved.load(Ordering::Relaxed));
         let _ = writeln!(o, "# HELP fila_requests_total Requests answered, by operation.\n# TYPE fila_requests_total counter");
         for (i, op) in Opcode::ALL.iter().enumerate() {

@@ -71,10 +71,11 @@ use Permission::{Manage, Receive, Send};
 use Place::{Connection, EveryLoop, Shard, TargetThenShard};
 
 /// Every operation.
-pub(crate) const OPS: [Op; 23] = [
+pub(crate) const OPS: [Op; 24] = [
     row(Opcode::Hello, None, Connection, Small, false),
     row(Opcode::Auth, None, Connection, Small, false),
     row(Opcode::ServerStats, None, Connection, Small, false),
+    row(Opcode::Reload, None, Connection, Small, false),
     row(
         Opcode::CreateQueue,
         Some(Manage),
@@ -137,7 +138,8 @@ pub(crate) fn queue_of(req: &Request) -> Option<&str> {
         Request::Hello { .. }
         | Request::Auth { .. }
         | Request::ListQueues { .. }
-        | Request::ServerStats => return None,
+        | Request::ServerStats
+        | Request::Reload => return None,
         Request::CreateQueue { name, .. }
         | Request::GetQueue { name }
         | Request::UpdateQueue { name, .. }

@@ -16,20 +16,26 @@
 //!   ([`crate::guard`]): a blocked address is answered 429 at once.
 //!
 //! Scrapes from loopback need no token; from elsewhere
-//! `Authorization: Bearer <token>` (any configured token) unless
-//! `metrics_public`.
+//! `Authorization: Bearer <token>` (any configured token, as of the last
+//! reload) unless `metrics_public`.
+//!
+//! With TLS configured the endpoint speaks HTTPS only, with the server's
+//! certificate (the one of the last reload for each new connection); the
+//! TLS handshake counts in the [`HEAD_DEADLINE`].
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::BytesMut;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::guard::AuthGuard;
 use crate::metrics::{EngineView, Metrics};
+use crate::tls::Stream;
 
 /// Connections the endpoint holds at once.
 pub const CONNECTIONS_MAX: usize = 64;
@@ -47,7 +53,7 @@ const WAKER: Token = Token(usize::MAX - 2);
 
 /// Who may scrape, and what a scrape lists.
 struct Access {
-    tokens: crate::auth::TokenTable,
+    live: Arc<crate::live::Live>,
     public: bool,
     max_queues: usize,
 }
@@ -64,6 +70,7 @@ impl MetricsEndpoint {
     pub(crate) fn start(
         addr: SocketAddr,
         config: &crate::Config,
+        live: Arc<crate::live::Live>,
         metrics: Arc<Metrics>,
         engine: Arc<dyn EngineView>,
     ) -> std::io::Result<MetricsEndpoint> {
@@ -80,7 +87,7 @@ impl MetricsEndpoint {
             conns: Vec::new(),
             guard: AuthGuard::default(),
             access: Access {
-                tokens: config.tokens.clone(),
+                live,
                 public: config.metrics_public,
                 max_queues: config.metrics_max_queues,
             },
@@ -115,12 +122,12 @@ impl MetricsEndpoint {
 enum Stage {
     /// Reading the request head.
     Head(Vec<u8>),
-    /// Writing the answer from this offset.
-    Answer(Vec<u8>, usize),
+    /// Writing the answer: what is left of it.
+    Answer(BytesMut),
 }
 
 struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     ip: IpAddr,
     /// When its current stage began (its deadline counts from there).
     since: Instant,
@@ -217,7 +224,8 @@ impl Endpoint {
 
     fn close(&mut self, slot: usize) {
         if let Some(mut c) = self.conns[slot].take() {
-            let _ = self.poll.registry().deregister(&mut c.stream);
+            c.stream.close_notify();
+            let _ = self.poll.registry().deregister(c.stream.socket());
         }
     }
 
@@ -234,9 +242,12 @@ impl Endpoint {
             .map(|(slot, _)| slot)
     }
 
-    /// Best effort, on a fresh socket: the answer fits its send buffer.
-    fn refuse(mut stream: TcpStream, status: &str, body: &str) {
-        let _ = stream.write(&answer(status, body));
+    /// Best effort, on a fresh socket: the answer fits its send buffer
+    /// (over TLS the socket is only closed: no handshake for a refusal).
+    fn refuse(&self, mut stream: TcpStream, status: &str, body: &str) {
+        if self.access.live.load().tls.is_none() {
+            let _ = stream.write(&answer(status, body));
+        }
     }
 
     fn accept(&mut self) {
@@ -253,7 +264,7 @@ impl Endpoint {
             let ip = peer.ip();
             let now = Instant::now();
             if let Some(left) = self.guard.blocked(ip, now) {
-                Self::refuse(
+                self.refuse(
                     stream,
                     "429 Too Many Requests",
                     &format!(
@@ -269,7 +280,7 @@ impl Endpoint {
                 match self.oldest_reading(Some(ip)) {
                     Some(slot) => self.close(slot),
                     None => {
-                        Self::refuse(
+                        self.refuse(
                             stream,
                             "503 Service Unavailable",
                             "too many scrapes from this address at once\n",
@@ -281,7 +292,7 @@ impl Endpoint {
                 match self.oldest_reading(None) {
                     Some(slot) => self.close(slot),
                     None => {
-                        Self::refuse(
+                        self.refuse(
                             stream,
                             "503 Service Unavailable",
                             "too many scrapes at once\n",
@@ -297,14 +308,27 @@ impl Endpoint {
                     self.conns.len() - 1
                 }
             };
+            let tls = self.access.live.load().tls.clone();
+            // A TLS handshake writes before the request comes.
+            let interest = match tls {
+                Some(_) => Interest::READABLE | Interest::WRITABLE,
+                None => Interest::READABLE,
+            };
             if self
                 .poll
                 .registry()
-                .register(&mut stream, Token(slot), Interest::READABLE)
+                .register(&mut stream, Token(slot), interest)
                 .is_err()
             {
                 continue;
             }
+            let stream = match tls {
+                None => Stream::Plain(stream),
+                Some(config) => match Stream::tls(stream, config) {
+                    Ok(s) => s,
+                    Err(_) => continue,
+                },
+            };
             self.conns[slot] = Some(Conn {
                 stream,
                 ip,
@@ -343,7 +367,13 @@ impl Endpoint {
                                 return;
                             }
                         }
-                        Err(e) if would_block(&e) => return,
+                        Err(e) if would_block(&e) => {
+                            // What a TLS handshake has to send.
+                            if c.stream.write_from(&mut BytesMut::new()).is_err() {
+                                self.close(slot);
+                            }
+                            return;
+                        }
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                         Err(_) => {
                             self.close(slot);
@@ -366,7 +396,7 @@ impl Endpoint {
             return answer("404 Not Found", "try GET /metrics\n");
         }
         let token_ok = match bearer(head) {
-            Some(t) if self.access.tokens.find(t).is_some() => true,
+            Some(t) if self.access.live.load().tokens.find(t).is_some() => true,
             Some(_) => {
                 if let Some(block) = self.guard.failed(ip, Instant::now()) {
                     tracing::warn!(
@@ -394,12 +424,12 @@ impl Endpoint {
 
     fn respond(&mut self, slot: usize, reply: Vec<u8>) {
         if let Some(c) = self.conns[slot].as_mut() {
-            c.stage = Stage::Answer(reply, 0);
+            c.stage = Stage::Answer(BytesMut::from(&reply[..]));
             c.since = Instant::now();
-            let _ = self
-                .poll
-                .registry()
-                .reregister(&mut c.stream, Token(slot), Interest::WRITABLE);
+            let _ =
+                self.poll
+                    .registry()
+                    .reregister(c.stream.socket(), Token(slot), Interest::WRITABLE);
         }
         self.write(slot);
     }
@@ -408,17 +438,12 @@ impl Endpoint {
         let Some(c) = self.conns[slot].as_mut() else {
             return;
         };
-        let Stage::Answer(reply, at) = &mut c.stage else {
+        let Stage::Answer(reply) = &mut c.stage else {
             return;
         };
-        while *at < reply.len() {
-            match c.stream.write(&reply[*at..]) {
-                Ok(0) => break,
-                Ok(n) => *at += n,
-                Err(e) if would_block(&e) => return,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
-            }
+        match c.stream.write_from(reply) {
+            Ok(()) if !reply.is_empty() || c.stream.wants_write() => return,
+            _ => {}
         }
         self.close(slot);
     }

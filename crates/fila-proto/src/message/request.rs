@@ -9,6 +9,7 @@ impl Request {
             Request::Hello { .. } => Opcode::Hello,
             Request::Auth { .. } => Opcode::Auth,
             Request::ServerStats => Opcode::ServerStats,
+            Request::Reload => Opcode::Reload,
             Request::CreateQueue { .. } => Opcode::CreateQueue,
             Request::GetQueue { .. } => Opcode::GetQueue,
             Request::UpdateQueue { .. } => Opcode::UpdateQueue,
@@ -75,7 +76,7 @@ impl Request {
         match self {
             Request::Hello { client } => w.str(client),
             Request::Auth { token } => w.str(token),
-            Request::ServerStats => {}
+            Request::ServerStats | Request::Reload => {}
             Request::CreateQueue { name, settings } | Request::UpdateQueue { name, settings } => {
                 w.str(name);
                 put_patch(w, settings);
@@ -171,6 +172,7 @@ impl Request {
             Opcode::Hello => Request::Hello { client: r.str()? },
             Opcode::Auth => Request::Auth { token: r.str()? },
             Opcode::ServerStats => Request::ServerStats,
+            Opcode::Reload => Request::Reload,
             Opcode::CreateQueue => Request::CreateQueue {
                 name: r.str()?,
                 settings: get_patch(r)?,

@@ -44,6 +44,15 @@ impl Response {
                 w.str(k);
                 w.u64(*v);
             }),
+            Response::Reloaded {
+                generation,
+                tokens,
+                tls,
+            } => {
+                w.u64(*generation);
+                w.u32(*tokens);
+                w.bool(*tls);
+            }
             Response::Created(created) => w.bool(*created),
             Response::Queue(s) => put_settings(w, s),
             Response::Queues { names, next } => {
@@ -134,6 +143,11 @@ impl Response {
             | Opcode::Defer
             | Opcode::DeadLetter => Response::Ok,
             Opcode::ServerStats => Response::ServerStats(r.list(10, |r| Ok((r.str()?, r.u64()?)))?),
+            Opcode::Reload => Response::Reloaded {
+                generation: r.u64()?,
+                tokens: r.u32()?,
+                tls: r.bool()?,
+            },
             Opcode::CreateQueue => Response::Created(r.bool()?),
             Opcode::GetQueue | Opcode::UpdateQueue => Response::Queue(Box::new(get_settings(r)?)),
             Opcode::ListQueues => Response::Queues {

@@ -130,6 +130,7 @@ pub fn request() -> impl Strategy<Value = Request> {
         s().prop_map(|client| Request::Hello { client }),
         s().prop_map(|token| Request::Auth { token }),
         Just(Request::ServerStats),
+        Just(Request::Reload),
         (s(), patch()).prop_map(|(name, settings)| Request::CreateQueue { name, settings }),
         s().prop_map(|name| Request::GetQueue { name }),
         (s(), patch()).prop_map(|(name, settings)| Request::UpdateQueue { name, settings }),
@@ -370,6 +371,14 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
         proptest::collection::vec((s(), any::<u64>()), 0..4)
             .prop_map(|p| (Opcode::ServerStats, Response::ServerStats(p))),
         any::<bool>().prop_map(|c| (Opcode::CreateQueue, Response::Created(c))),
+        (any::<u64>(), any::<u32>(), any::<bool>()).prop_map(|(generation, tokens, tls)| (
+            Opcode::Reload,
+            Response::Reloaded {
+                generation,
+                tokens,
+                tls
+            }
+        )),
         (
             prop_oneof![Just(Opcode::GetQueue), Just(Opcode::UpdateQueue)],
             settings()

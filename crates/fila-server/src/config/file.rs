@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{addr, Config, ConfigError, Sync};
+use super::{addr, client_auth, Config, ConfigError, LogFormat, Sync};
 use crate::auth::{Grant, Permission};
 
 #[derive(Deserialize, Default)]
@@ -35,6 +35,13 @@ struct FileConfig {
     sync_interval_ms: Option<u64>,
     disk_reserve_bytes: Option<u64>,
     segment_bytes: Option<u64>,
+    tls_cert: Option<String>,
+    tls_key: Option<String>,
+    tls_client_ca: Option<String>,
+    tls_client_auth: Option<String>,
+    tls_handshake_timeout_secs: Option<u64>,
+    allow_plaintext: Option<bool>,
+    log_format: Option<String>,
     #[serde(default)]
     tokens: Vec<FileToken>,
 }
@@ -44,7 +51,13 @@ struct FileConfig {
 struct FileToken {
     /// The access key id that names the token in SigV4-signed SQS requests.
     id: Option<String>,
-    token: String,
+    /// The secret a client presents (may be left out when `certificates`
+    /// names the client certificates that stand for it).
+    token: Option<String>,
+    /// Names (DNS or URI subject alternative names, or the subject's
+    /// common name) of client certificates that stand for this token.
+    #[serde(default)]
+    certificates: Vec<String>,
     #[serde(default)]
     grants: Vec<FileGrant>,
 }
@@ -153,11 +166,55 @@ impl Config {
         if let Some(v) = f.segment_bytes {
             self.segment_bytes = v;
         }
+        let path = |v: String| Some(PathBuf::from(v));
+        if let Some(v) = f.tls_cert {
+            self.tls_cert = path(v);
+        }
+        if let Some(v) = f.tls_key {
+            self.tls_key = path(v);
+        }
+        if let Some(v) = f.tls_client_ca {
+            self.tls_client_ca = path(v);
+        }
+        if let Some(v) = f.tls_client_auth {
+            self.tls_client_auth = client_auth("tls_client_auth", &v)?;
+        }
+        if let Some(v) = f.tls_handshake_timeout_secs {
+            self.tls_handshake_timeout_secs = v;
+        }
+        if let Some(v) = f.allow_plaintext {
+            self.allow_plaintext = v;
+        }
+        if let Some(v) = f.log_format {
+            self.log_format = LogFormat::parse("log_format", &v)?;
+        }
         for t in f.tokens {
-            if t.token.trim().is_empty() {
-                return Err(ConfigError::Invalid(
-                    "tokens: a token may not be empty".into(),
-                ));
+            match &t.token {
+                Some(secret) if secret.trim().is_empty() => {
+                    return Err(ConfigError::Invalid(
+                        "tokens: a token may not be empty".into(),
+                    ));
+                }
+                None if t.certificates.is_empty() => {
+                    return Err(ConfigError::Invalid(
+                        "tokens: each needs a token, or certificates naming the client certificates that stand for it".into(),
+                    ));
+                }
+                None if t.id.is_some() => {
+                    return Err(ConfigError::Invalid(
+                        "tokens: an id needs a token (the secret SigV4 signs with)".into(),
+                    ));
+                }
+                _ => {}
+            }
+            if let Some(c) = t
+                .certificates
+                .iter()
+                .find(|c| c.is_empty() || c.len() > 1024)
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "tokens: certificate name {c:?} must be 1 to 1024 characters"
+                )));
             }
             let mut grants = Vec::new();
             for g in t.grants {
@@ -187,7 +244,7 @@ impl Config {
                     )));
                 }
             }
-            self.tokens.add_with_id(t.id, t.token, grants);
+            self.tokens.add_entry(t.id, t.token, t.certificates, grants);
         }
         Ok(())
     }

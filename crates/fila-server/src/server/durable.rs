@@ -44,6 +44,9 @@ pub enum StartError {
         /// Why.
         source: fila_store::Error,
     },
+    /// A TLS file could not be used.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     /// Anything else the operating system refused.
     #[error(transparent)]
     Io(#[from] io::Error),

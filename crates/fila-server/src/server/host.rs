@@ -86,7 +86,7 @@ impl ListJob {
         shared: &Shared,
         route: Route,
         req: Request,
-        token: Option<TokenId>,
+        token: Option<(&auth::TokenTable, TokenId)>,
     ) -> Option<Box<ListJob>> {
         let Request::ListQueues {
             prefix,
@@ -103,7 +103,7 @@ impl ListJob {
         // A token lists only what it may see (and so pages over it: the
         // cursor is always a name it may see).
         let ranges = match token {
-            Some(token) => shared.config.tokens.visible_ranges(token, &prefix),
+            Some((tokens, token)) => tokens.visible_ranges(token, &prefix),
             None => vec![auth::Range::all(&prefix)],
         };
         Some(Box::new(ListJob {
@@ -415,7 +415,7 @@ impl ShardHost {
         &mut self,
         route: Route,
         req: Request,
-        token: Option<TokenId>,
+        token: Option<(&auth::TokenTable, TokenId)>,
         post: &mut Post,
     ) {
         if let Some(list) = ListJob::new(&self.shared, route, req, token) {

@@ -74,6 +74,8 @@ const WAKER: Token = Token(usize::MAX - 2);
 /// the handle to the loops, the log's marks, the server-wide counts.
 struct Shared {
     config: Config,
+    /// The tokens and TLS configuration, swapped by reloads.
+    live: Arc<crate::live::Live>,
     /// Engine-wide figures (atomics).
     totals: Totals,
     /// Every loop: its mailbox, doorbell and waker, and its flags.
@@ -100,6 +102,21 @@ struct Shared {
     /// logged, and how many were left out since.
     auth_warned_at: AtomicU64,
     auth_unlogged: AtomicU64,
+}
+
+impl Shared {
+    /// Reads the tokens and TLS files again (SIGHUP, `fila reload`, a
+    /// test), counted in the metrics when it takes effect.
+    fn reload(&self) -> Result<crate::Reloaded, crate::ReloadError> {
+        let r = self.live.reload();
+        match &r {
+            Ok(_) => {
+                self.metrics.reloads.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => warn!("{e}"),
+        }
+        r
+    }
 }
 
 /// One event loop: its three parts, the poll that drives them, and its
@@ -147,6 +164,12 @@ pub struct StopHandle {
 }
 
 impl StopHandle {
+    /// Reads the tokens and TLS files again (SIGHUP): see
+    /// [`Server::reload`].
+    pub fn reload(&self) -> Result<crate::Reloaded, crate::ReloadError> {
+        self.shared.reload()
+    }
+
     /// Begins a graceful shutdown: stop accepting, answer what is in
     /// progress, close.
     pub fn stop(&self) {
@@ -163,6 +186,11 @@ impl Server {
     /// Recovers the data directory, binds, starts the loops (each given
     /// the shards it owns), the log writer and the metrics endpoint.
     pub fn start(config: Config) -> Result<Server, StartError> {
+        crate::tls::install_provider();
+        let live = Arc::new(crate::live::Live::new(&config)?);
+        for (name, addr) in config.plaintext_off_loopback() {
+            warn!(%addr, "{name} is off loopback without TLS (allow_plaintext): tokens and messages cross the network in clear text");
+        }
         let engine = Arc::new(Engine::new(config.shards, Arc::new(fila_core::SystemClock)));
         engine.set_limits(EngineLimits {
             max_stored_bytes: config.max_stored_bytes,
@@ -220,6 +248,7 @@ impl Server {
             Some(addr) => Some(MetricsEndpoint::start(
                 addr,
                 &config,
+                live.clone(),
                 metrics.clone(),
                 view,
             )?),
@@ -237,6 +266,7 @@ impl Server {
         }
         let shared = Arc::new(Shared {
             config: config.clone(),
+            live: live.clone(),
             totals,
             loops,
             alive,
@@ -288,6 +318,7 @@ impl Server {
             shards = config.shards,
             event_loops = config.event_loops,
             auth = !config.tokens.is_empty(),
+            tls = config.tls_cert.is_some(),
             "fila-server listening"
         );
         Ok(Server {
@@ -299,6 +330,12 @@ impl Server {
             metrics: metrics_endpoint,
             sqs,
         })
+    }
+
+    /// Reads the tokens and the TLS files again (as SIGHUP does) and puts
+    /// them in place, or changes nothing and says why.
+    pub fn reload(&self) -> Result<crate::Reloaded, crate::ReloadError> {
+        self.shared.reload()
     }
 
     /// The protocol's address (the real port when 0 was asked for).
@@ -408,8 +445,9 @@ impl Loop {
     fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         let mut stop_deadline: Option<Instant> = None;
-        let housekeeping =
-            self.shared.config.idle_timeout_secs > 0 || !self.shared.config.tokens.is_empty();
+        let housekeeping = self.shared.config.idle_timeout_secs > 0
+            || !self.shared.config.tokens.is_empty()
+            || self.shared.config.tls_cert.is_some();
         let mut busy = false;
         loop {
             // The shards' time: due timers within the turn's budget.

@@ -19,6 +19,7 @@ use super::{FrontEnd, ACCEPT_RETRY};
 use crate::dispatch::error;
 use crate::server::mailbox::Msg;
 use crate::server::Back;
+use crate::tls::Stream;
 
 impl FrontEnd {
     /// Accepts until the listener would block.
@@ -49,12 +50,15 @@ impl FrontEnd {
     /// One accepted stream: refused (a blocked address, max_connections),
     /// or dealt to the next loop.
     fn take_in(&mut self, stream: TcpStream, peer: SocketAddr, back: &mut Back<'_>) {
+        self.refresh_access();
+        let tls = self.access.tls.is_some();
         if !self.shared.config.tokens.is_empty() {
             if let Some(left) = self.guard.blocked(peer.ip(), Instant::now()) {
                 self.shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
                 debug!(%peer, "refused: too many failed authentications");
                 refuse(
                     stream,
+                    tls,
                     ErrorCode::UNAUTHENTICATED,
                     &format!(
                         "unauthenticated: too many failed authentications from this address; \
@@ -71,6 +75,7 @@ impl FrontEnd {
             debug!(%peer, "refused: max_connections reached");
             refuse(
                 stream,
+                tls,
                 ErrorCode::RESOURCE_EXHAUSTED,
                 &format!(
                     "resource_exhausted: the server is at its max_connections of {}",
@@ -193,12 +198,27 @@ impl FrontEnd {
         let Some(slot) = self.register(&mut stream, Interest::READABLE) else {
             return;
         };
-        debug!(%peer, slot, "connection open");
+        self.refresh_access();
+        let stream = match &self.access.tls {
+            None => Stream::Plain(stream),
+            Some(config) => match Stream::tls(stream, config.clone()) {
+                Ok(s) => s,
+                Err(e) => {
+                    warn!(%peer, error = %e, "TLS session refused");
+                    self.free.push(slot);
+                    self.forget_connection();
+                    return;
+                }
+            },
+        };
+        debug!(%peer, slot, tls = stream.is_tls(), "connection open");
         let auth = self.new_auth();
         if auth == Auth::Pending {
             self.count_unauthenticated(1);
         }
-        self.conns[slot] = Some(Conn::new(stream, peer, self.generation, auth));
+        let mut conn = Conn::new(stream, peer, self.generation, auth);
+        conn.auth_generation = self.access.generation;
+        self.conns[slot] = Some(conn);
         // Data may have arrived before registration.
         self.ready(slot, back);
     }
@@ -236,8 +256,12 @@ pub(in crate::server) fn open_files_limit() -> Option<u64> {
 }
 
 /// Answers a connection the server will not take with one error frame
-/// (best effort: a fresh socket's send buffer takes it whole), then closes.
-fn refuse(mut stream: TcpStream, code: ErrorCode, message: &str) {
+/// (best effort: a fresh socket's send buffer takes it whole), then closes;
+/// over TLS it only closes (no handshake is made for a refusal).
+fn refuse(mut stream: TcpStream, tls: bool, code: ErrorCode, message: &str) {
+    if tls {
+        return;
+    }
     let mut out = BytesMut::new();
     error(code, message).encode(proto::Opcode::Hello as u8, 0, &mut out);
     let _ = stream.write(&out);

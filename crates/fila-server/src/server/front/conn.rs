@@ -12,13 +12,12 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use crate::auth::TokenId;
+use crate::limits::{ANSWER_ROOM_MIN, SMALL_ANSWER_ROOM};
+use crate::tls::Stream;
 use bytes::{Buf, BytesMut};
 use fila_core::WaitId;
 use fila_proto as proto;
-use mio::net::TcpStream;
-
-use crate::auth::TokenId;
-use crate::limits::{ANSWER_ROOM_MIN, SMALL_ANSWER_ROOM};
 
 /// A connection of a loop: its slot and the generation of the connection
 /// that holds it.
@@ -60,6 +59,15 @@ pub(super) enum Auth {
     As(TokenId),
 }
 
+/// What a connection authenticated with, to find its token again after a
+/// reload.
+pub(super) enum Credential {
+    /// A token's text, from an auth frame.
+    Secret(Box<str>),
+    /// The names of its verified client certificate.
+    Certificate(Box<[String]>),
+}
+
 /// A parked receive of a connection.
 pub(super) struct Parked {
     pub(super) wait: WaitId,
@@ -71,11 +79,15 @@ pub(super) struct Parked {
 }
 
 pub(in crate::server) struct Conn {
-    pub(super) stream: TcpStream,
+    pub(super) stream: Stream,
     pub(super) peer: SocketAddr,
     pub(super) generation: u64,
     pub(super) phase: Phase,
     pub(super) auth: Auth,
+    /// What it authenticated with, and the reload its token was found in
+    /// (a later reload finds it again, or takes its grants away).
+    pub(super) credential: Option<Credential>,
+    pub(super) auth_generation: u64,
     pub(super) auth_failures: u32,
     pub(super) input: BytesMut,
     pub(super) output: BytesMut,
@@ -120,7 +132,7 @@ pub(in crate::server) struct Conn {
 }
 
 impl Conn {
-    pub(super) fn new(stream: TcpStream, peer: SocketAddr, generation: u64, auth: Auth) -> Conn {
+    pub(super) fn new(stream: Stream, peer: SocketAddr, generation: u64, auth: Auth) -> Conn {
         let now = Instant::now();
         Conn {
             stream,
@@ -128,6 +140,8 @@ impl Conn {
             generation,
             phase: Phase::Open,
             auth,
+            credential: None,
+            auth_generation: 0,
             auth_failures: 0,
             input: BytesMut::new(),
             output: BytesMut::new(),
@@ -210,9 +224,10 @@ impl Conn {
         bytes > 0
     }
 
-    /// Answer bytes buffered: to be written, and held for the log.
+    /// Answer bytes buffered: to be written (here and in TLS's hands), and
+    /// held for the log.
     pub(super) fn buffered(&self) -> usize {
-        self.output.len() + self.held.len()
+        self.output.len() + self.stream.unsent() + self.held.len()
     }
 
     pub(super) fn room(&self, max_output: usize) -> usize {

@@ -70,6 +70,9 @@ pub(in crate::server) struct FrontEnd {
     /// every loop reports its failures there, and blocked peers are
     /// refused when they connect).
     guard: crate::guard::AuthGuard,
+    /// The tokens and TLS configuration of the last reload seen (checked
+    /// at each connection's turn).
+    access: Arc<crate::live::Access>,
 }
 
 impl FrontEnd {
@@ -86,6 +89,7 @@ impl FrontEnd {
         }
         Ok(FrontEnd {
             index,
+            access: shared.live.load(),
             shared,
             registry,
             listener,
@@ -130,6 +134,14 @@ impl FrontEnd {
     /// requests away, receives parked).
     pub(in crate::server) fn busy(&self) -> bool {
         self.conns.iter().flatten().any(|c| c.busy())
+    }
+
+    /// Takes the tokens and TLS configuration of a reload that happened
+    /// since the last look (one atomic load when none did).
+    fn refresh_access(&mut self) {
+        if self.shared.live.generation() != self.access.generation {
+            self.access = self.shared.live.load();
+        }
     }
 
     /// A socket event for connection `slot`.
@@ -239,9 +251,13 @@ impl FrontEnd {
         let config = &shared.config;
         let idle = Duration::from_secs(config.idle_timeout_secs);
         let auth = Duration::from_secs(config.auth_timeout_secs);
+        let handshake = Duration::from_secs(config.tls_handshake_timeout_secs);
         let now = Instant::now();
         for slot in 0..self.conns.len() {
             let why = match &self.conns[slot] {
+                Some(c) if c.stream.handshaking() && now.duration_since(c.opened) >= handshake => {
+                    "TLS handshake not finished in time"
+                }
                 Some(c) if c.unauthenticated() && now.duration_since(c.opened) >= auth => {
                     "not authenticated in time"
                 }
@@ -270,7 +286,8 @@ impl FrontEnd {
         if conn.unauthenticated() {
             self.count_unauthenticated(-1);
         }
-        let _ = self.registry.deregister(&mut conn.stream);
+        conn.stream.close_notify();
+        let _ = self.registry.deregister(conn.stream.socket());
         debug!(peer = %conn.peer, why, "connection closed");
         self.free.push(slot);
         self.forget_connection();
@@ -344,7 +361,7 @@ impl FrontEnd {
     /// The token of a new connection's state: pending when tokens are
     /// configured.
     fn new_auth(&self) -> Auth {
-        if self.shared.config.tokens.is_empty() {
+        if self.access.tokens.is_empty() {
             Auth::NotNeeded
         } else {
             Auth::Pending

@@ -47,7 +47,7 @@ impl FrontEnd {
         let Some(mut conn) = self.conns[slot].take() else {
             return;
         };
-        let _ = self.registry.deregister(&mut conn.stream);
+        let _ = self.registry.deregister(conn.stream.socket());
         self.free.push(slot);
         // Only an authenticated connection's requests reach a shard, so a
         // moving one is not counted among the unauthenticated.
@@ -70,15 +70,15 @@ impl FrontEnd {
             self.forget_connection();
             return;
         }
-        let interest = if conn.output.is_empty() {
+        let interest = if conn.output.is_empty() && !conn.stream.wants_write() {
             Interest::READABLE
         } else {
             Interest::READABLE | Interest::WRITABLE
         };
-        let Some(slot) = self.register(&mut conn.stream, interest) else {
+        let Some(slot) = self.register(conn.stream.socket(), interest) else {
             return;
         };
-        conn.writable_interest = !conn.output.is_empty();
+        conn.writable_interest = interest.is_writable();
         conn.generation = self.generation;
         let c = ConnRef {
             slot,

@@ -11,7 +11,7 @@ use std::time::Instant;
 use fila_proto::{self as proto, ErrorCode, Request, Response};
 use tracing::{debug, warn};
 
-use super::conn::{Auth, ConnRef};
+use super::conn::{Auth, ConnRef, Credential};
 use super::FrontEnd;
 use crate::dispatch::{self, error, Caller};
 use crate::limits::{ANSWER_ROOM_MIN, AUTH_FAILURES_MAX, SMALL_ANSWER_ROOM};
@@ -19,6 +19,7 @@ use crate::ops::{self, AnswerRoom, Place};
 use crate::server::host::{Route, RunJob};
 use crate::server::mailbox::Msg;
 use crate::server::Back;
+use crate::tls::CertNames;
 
 impl FrontEnd {
     /// Logs an unknown token at most once a second, with how many were
@@ -44,8 +45,8 @@ impl FrontEnd {
     /// (a failure leaves it unauthenticated, whatever it presented
     /// before; the last allowed failure closes it).
     fn authenticate(&mut self, slot: usize, token: &str, back: &mut Back<'_>) -> Response {
-        let shared = self.shared.clone();
-        let tokens = &shared.config.tokens;
+        let access = self.access.clone();
+        let tokens = &access.tokens;
         let conn = self.conns[slot].as_mut().expect("open");
         if tokens.is_empty() {
             return Response::Ok;
@@ -53,6 +54,8 @@ impl FrontEnd {
         if let Some(id) = tokens.find(token) {
             let was_pending = conn.unauthenticated();
             conn.auth = Auth::As(id);
+            conn.credential = Some(Credential::Secret(token.into()));
+            conn.auth_generation = access.generation;
             conn.last_active = Instant::now();
             if was_pending {
                 self.count_unauthenticated(-1);
@@ -60,6 +63,7 @@ impl FrontEnd {
             return Response::Ok;
         }
         let was_pending = std::mem::replace(&mut conn.auth, Auth::Pending) == Auth::Pending;
+        conn.credential = None;
         conn.auth_failures += 1;
         let peer = conn.peer;
         let last = conn.auth_failures >= AUTH_FAILURES_MAX;
@@ -85,6 +89,91 @@ impl FrontEnd {
             )
         } else {
             error(ErrorCode::UNAUTHENTICATED, "unauthenticated: unknown token")
+        }
+    }
+
+    /// A TLS handshake ended: a verified client certificate that names a
+    /// token authenticates the connection as that token.
+    pub(super) fn on_handshake(&mut self, slot: usize, names: Option<CertNames>) {
+        let Some(names) = names else {
+            return;
+        };
+        let access = self.access.clone();
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        let Some(id) = access.tokens.by_certificate(&names.names) else {
+            debug!(peer = %conn.peer, names = ?names.names, "client certificate names no token");
+            return;
+        };
+        debug!(peer = %conn.peer, names = ?names.names, "authenticated by client certificate");
+        let was_pending = conn.unauthenticated();
+        conn.auth = Auth::As(id);
+        conn.credential = Some(Credential::Certificate(names.names.into_boxed_slice()));
+        conn.auth_generation = access.generation;
+        if was_pending {
+            self.count_unauthenticated(-1);
+        }
+    }
+
+    /// After a reload, finds an authenticated connection's token again
+    /// (its secret or its certificate's names) in the new tokens; a token
+    /// no longer there takes the connection's grants with it (`false`).
+    fn recheck_token(&mut self, slot: usize) -> bool {
+        let access = self.access.clone();
+        let conn = self.conns[slot].as_mut().expect("open");
+        if conn.auth_generation == access.generation || !matches!(conn.auth, Auth::As(_)) {
+            return true;
+        }
+        let found = match &conn.credential {
+            Some(Credential::Secret(s)) => access.tokens.find(s),
+            Some(Credential::Certificate(names)) => access.tokens.by_certificate(names),
+            None => None,
+        };
+        conn.auth_generation = access.generation;
+        match found {
+            Some(id) => {
+                conn.auth = Auth::As(id);
+                true
+            }
+            None => {
+                debug!(peer = %conn.peer, "its token was removed by a reload");
+                conn.auth = Auth::Pending;
+                conn.credential = None;
+                // Its time to authenticate again counts from now.
+                conn.opened = Instant::now();
+                self.count_unauthenticated(1);
+                false
+            }
+        }
+    }
+
+    /// A reload asked over the protocol (manage on every queue, or no
+    /// tokens configured).
+    fn reload(&mut self, slot: usize) -> Response {
+        let conn = self.conns[slot].as_ref().expect("open");
+        if let Some(token) = conn.token() {
+            if !self
+                .access
+                .tokens
+                .allows_all(token, crate::auth::Permission::Manage)
+            {
+                return error(
+                    ErrorCode::FORBIDDEN,
+                    "forbidden: a reload needs manage on every queue (a grant on \"*\")",
+                );
+            }
+        }
+        match self.shared.reload() {
+            Ok(r) => {
+                self.refresh_access();
+                Response::Reloaded {
+                    generation: r.generation,
+                    tokens: u32::try_from(r.tokens).unwrap_or(u32::MAX),
+                    tls: r.tls,
+                }
+            }
+            Err(e) => error(ErrorCode::INVALID_ARGUMENT, e.to_string()),
         }
     }
 
@@ -120,6 +209,13 @@ impl FrontEnd {
             Request::Auth { token } => return Some(self.authenticate(slot, token, back)),
             _ => {}
         }
+        if !self.recheck_token(slot) {
+            return Some(error(
+                ErrorCode::UNAUTHENTICATED,
+                "unauthenticated: this connection's token was removed by a reload; send auth with a token",
+            ));
+        }
+        let access = self.access.clone();
         let conn = self.conns[slot].as_mut().expect("open");
         if conn.unauthenticated() {
             return Some(error(
@@ -127,9 +223,13 @@ impl FrontEnd {
                 "unauthenticated: send auth with a token first",
             ));
         }
+        if let Request::Reload = req {
+            return Some(self.reload(slot));
+        }
+        let conn = self.conns[slot].as_mut().expect("open");
         let token = conn.token();
         let caller = Caller {
-            tokens: &shared.config.tokens,
+            tokens: &access.tokens,
             token,
         };
         if let Some(forbidden) = dispatch::authorize(&caller, &req) {
@@ -195,7 +295,8 @@ impl FrontEnd {
             conn.receives_out += 1;
         }
         if op.place == Place::EveryLoop {
-            back.host.start_list(route, req, token, back.post);
+            back.host
+                .start_list(route, req, token.map(|t| (&access.tokens, t)), back.post);
         } else {
             if op.place == Place::TargetThenShard && dispatch::target_of(&req).is_some() {
                 conn.barrier = Some(park);

@@ -1,11 +1,11 @@
 //! A connection's turn: reading and answering whole frames within the
 //! turn's budgets, writing out, throttling and resuming.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use fila_proto::{self as proto, split_frame, Request, Response};
 use mio::{Interest, Token};
 use tracing::debug;
@@ -41,6 +41,7 @@ impl FrontEnd {
         if self.conns.get(slot).is_none_or(|c| c.is_none()) {
             return;
         }
+        self.refresh_access();
         self.flush(slot, back);
         self.turn(slot, back);
         self.flush(slot, back);
@@ -86,7 +87,14 @@ impl FrontEnd {
                 return;
             }
             let want = read_left.min(self.scratch.len());
-            match conn.stream.read(&mut self.scratch[..want]) {
+            let read = conn.stream.read(&mut self.scratch[..want]);
+            if let Some(names) = conn.stream.handshake_done() {
+                self.on_handshake(slot, names);
+            }
+            let Some(conn) = self.conns[slot].as_mut() else {
+                return;
+            };
+            match read {
                 Ok(0) => {
                     // The peer is done sending; answers already due (and
                     // those of requests at other loops) still go out before
@@ -101,10 +109,23 @@ impl FrontEnd {
                 Ok(n) => {
                     conn.input.extend_from_slice(&self.scratch[..n]);
                     read_left -= n;
-                    drained = n < want;
+                    // TLS hands out a record at a time: a short read
+                    // says nothing of the socket.
+                    drained = n < want && !conn.stream.is_tls();
                 }
                 Err(e) if would_block(&e) => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    // A TLS error: the alert saying why goes out as the
+                    // connection closes.
+                    debug!(peer = %conn.peer, error = %e, "TLS error");
+                    self.shared
+                        .metrics
+                        .tls_errors
+                        .fetch_add(1, Ordering::Relaxed);
+                    self.close(slot, &format!("TLS error: {e}"), back);
+                    return;
+                }
                 Err(e) => {
                     self.close(slot, &format!("read error: {e}"), back);
                     return;
@@ -334,7 +355,7 @@ impl FrontEnd {
             self.close(slot, "closed once its answers were written", back);
             return;
         }
-        let want_write = !conn.output.is_empty();
+        let want_write = !conn.output.is_empty() || conn.stream.wants_write();
         if want_write != conn.writable_interest {
             let interest = if want_write {
                 Interest::READABLE | Interest::WRITABLE
@@ -343,7 +364,7 @@ impl FrontEnd {
             };
             let _ = self
                 .registry
-                .reregister(&mut conn.stream, Token(slot), interest);
+                .reregister(conn.stream.socket(), Token(slot), interest);
             conn.writable_interest = want_write;
         }
     }
@@ -367,16 +388,9 @@ impl FrontEnd {
 /// Writes a connection's output until it is empty or the socket would
 /// block; the reason when the connection failed.
 fn write_all(conn: &mut Conn) -> Result<(), String> {
-    while !conn.output.is_empty() {
-        match conn.stream.write(&conn.output) {
-            Ok(0) => return Err("write returned 0".into()),
-            // Moves the start: no new handle on the buffer.
-            Ok(n) => conn.output.advance(n),
-            Err(e) if would_block(&e) => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("write error: {e}")),
-        }
-    }
+    conn.stream
+        .write_from(&mut conn.output)
+        .map_err(|e| format!("write error: {e}"))?;
     if conn.output.is_empty() && conn.output.capacity() > READ_CHUNK {
         // Give back what a burst of large answers grew.
         conn.output = BytesMut::new();

@@ -12,6 +12,7 @@ use super::gateway::Gateway;
 use super::sigv4;
 use crate::auth::TokenId;
 use crate::guard::AuthGuard;
+use crate::live::Access;
 
 /// Who signed the request: without tokens anyone (`None`, whatever the
 /// credentials); with tokens a valid SigV4 signature by a token's access
@@ -19,12 +20,13 @@ use crate::guard::AuthGuard;
 /// the binary protocol; a blocked address is refused before any check.
 pub(super) fn authenticate(
     gateway: &Gateway,
+    access: &Access,
     guard: &std::sync::Mutex<AuthGuard>,
     parts: &hyper::http::request::Parts,
     body: &[u8],
     peer: SocketAddr,
 ) -> Result<Option<TokenId>, SqsError> {
-    let tokens = &gateway.shared.config.tokens;
+    let tokens = &access.tokens;
     if tokens.is_empty() {
         return Ok(None);
     }

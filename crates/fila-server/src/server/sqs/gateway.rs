@@ -161,7 +161,7 @@ impl Gateway {
     pub(in crate::server) async fn call(
         &self,
         req: Request,
-        token: Option<TokenId>,
+        token: Option<(&crate::auth::TokenTable, TokenId)>,
         room: usize,
     ) -> Result<Reply, SqsError> {
         if self.shared.stopping.load(Ordering::Acquire) {

@@ -279,7 +279,10 @@ fn take_in(
     if open as usize >= shared.config.max_connections {
         shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
         debug!(%peer, "SQS connection refused: max_connections reached");
-        tokio::task::spawn_local(refuse(stream, shared.config.max_connections));
+        if shared.config.tls_cert.is_none() {
+            tokio::task::spawn_local(refuse(stream, shared.config.max_connections));
+        }
+        // Over TLS it is only closed (no handshake for a refusal).
         return;
     }
     shared.connections.fetch_add(1, Ordering::AcqRel);
@@ -318,8 +321,9 @@ async fn refuse(mut stream: tokio::net::TcpStream, max: usize) {
 }
 
 #[cfg(not(loom))]
-/// Serves one keep-alive connection until its client closes it, it idles
-/// past [`IDLE_SECS`], or it breaks a limit.
+/// Serves one connection (over TLS when TLS is configured: the handshake
+/// within `tls_handshake_timeout_secs`, with the certificate of the last
+/// reload), then counts it closed.
 async fn connection(
     gateway: Rc<Gateway>,
     common: Arc<Common>,
@@ -327,6 +331,43 @@ async fn connection(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
 ) {
+    let tls = gateway.shared.live.load().tls.clone();
+    match tls {
+        None => serve_http(&gateway, &common, TokioIo::new(stream), peer).await,
+        Some(config) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+            let limit = Duration::from_secs(gateway.shared.config.tls_handshake_timeout_secs);
+            match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => serve_http(&gateway, &common, TokioIo::new(tls), peer).await,
+                Ok(Err(e)) => {
+                    debug!(%peer, error = %e, "SQS TLS handshake failed");
+                    let m = &gateway.shared.metrics;
+                    m.tls_errors.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(_) => {
+                    debug!(%peer, "SQS TLS handshake not finished in time");
+                    let m = &gateway.shared.metrics;
+                    m.tls_errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+    common.served[thread].fetch_sub(1, Ordering::Relaxed);
+    gateway.shared.connections.fetch_sub(1, Ordering::AcqRel);
+    gateway
+        .shared
+        .metrics
+        .connections
+        .fetch_sub(1, Ordering::Relaxed);
+}
+
+#[cfg(not(loom))]
+/// Serves one keep-alive connection until its client closes it, it idles
+/// past [`IDLE_SECS`], or it breaks a limit.
+async fn serve_http<I>(gateway: &Rc<Gateway>, common: &Arc<Common>, io: I, peer: SocketAddr)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+{
     // When its last request ended (`None` while one is in progress).
     let idle_since: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(Some(Instant::now())));
     let service = {
@@ -348,7 +389,7 @@ async fn connection(
         .max_buf_size(HEAD_BYTES_MAX.max(8192))
         .max_headers(HEADERS_MAX)
         .keep_alive(true)
-        .serve_connection(TokioIo::new(stream), service);
+        .serve_connection(io, service);
     tokio::pin!(conn);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let idle = Duration::from_secs(IDLE_SECS);
@@ -369,11 +410,4 @@ async fn connection(
             }
         }
     }
-    common.served[thread].fetch_sub(1, Ordering::Relaxed);
-    gateway.shared.connections.fetch_sub(1, Ordering::AcqRel);
-    gateway
-        .shared
-        .metrics
-        .connections
-        .fetch_sub(1, Ordering::Relaxed);
 }

@@ -121,7 +121,9 @@ pub(super) async fn handle(
             ))
         }
     };
-    let token = match authenticate(gateway, guard, &parts, &body, peer) {
+    // One reload's tokens for the whole request.
+    let access = gateway.shared.live.load();
+    let token = match authenticate(gateway, &access, guard, &parts, &body, peer) {
         Ok(t) => t,
         Err(e) => return protocol.error(&e),
     };
@@ -153,6 +155,7 @@ pub(super) async fn handle(
     let started = Instant::now();
     let context = actions::Context {
         gateway,
+        tokens: &access.tokens,
         token,
         host,
     };

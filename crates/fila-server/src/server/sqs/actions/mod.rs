@@ -49,6 +49,8 @@ const SQS_MAX_MESSAGE_BYTES: u32 = 1 << 20;
 /// Who asks, and where the request was sent (for queue URLs).
 pub(in crate::server) struct Context<'a> {
     pub(in crate::server) gateway: &'a Gateway,
+    /// The tokens `token` was found in (one reload's).
+    pub(in crate::server) tokens: &'a crate::auth::TokenTable,
     pub(in crate::server) token: Option<TokenId>,
     pub(in crate::server) host: &'a str,
 }
@@ -57,13 +59,14 @@ impl Context<'_> {
     /// Runs a fila request the caller may make.
     async fn call(&self, req: Request, room: usize) -> Result<Reply, SqsError> {
         let caller = Caller {
-            tokens: &self.gateway.shared.config.tokens,
+            tokens: self.tokens,
             token: self.token,
         };
         if let Some(Response::Error(e)) = dispatch::authorize(&caller, &req) {
             return Err(SqsError::new(Kind::AccessDenied, e.message));
         }
-        self.gateway.call(req, self.token, room).await
+        let token = self.token.map(|t| (self.tokens, t));
+        self.gateway.call(req, token, room).await
     }
 
     /// Runs a fila request whose answer is a wire response; an error

@@ -1,0 +1,153 @@
+//! The configuration's tests: defaults, files, flags, validation.
+
+use super::*;
+
+fn args(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn defaults_listen_on_loopback_7700() {
+    let c = Config::from_args(&[]).unwrap();
+    assert_eq!(c.listen.to_string(), "127.0.0.1:7700");
+    assert_eq!(c.metrics_listen.unwrap().to_string(), "127.0.0.1:7701");
+    assert!(c.shards >= 1 && c.event_loops >= 1);
+}
+
+#[test]
+fn flags_override_the_file_which_overrides_defaults() {
+    let mut c = Config::default();
+    c.merge_toml("listen = \"127.0.0.1:9000\"\nmax_connections = 5\nmetrics_listen = \"off\"\n")
+        .unwrap();
+    c.merge_flags(&args(&["--max-connections", "7"])).unwrap();
+    assert_eq!(
+        (c.listen.port(), c.max_connections, c.metrics_listen),
+        (9000, 7, None)
+    );
+}
+
+#[test]
+fn durability_settings_come_from_the_file_and_the_flags() {
+    let c = Config::from_args(&[]).unwrap();
+    assert_eq!(c.sync, Sync::Always);
+    assert!(c.data_dir.ends_with("fila") || c.data_dir.ends_with("fila-data"));
+    let mut c = Config::default();
+    c.merge_toml("sync = \"interval\"\nsync_interval_ms = 20\ndata_dir = \"/x\"\n")
+        .unwrap();
+    assert_eq!(
+        (c.sync, c.sync_interval_ms, c.data_dir.to_str()),
+        (Sync::Interval, 20, Some("/x"))
+    );
+    c.merge_flags(&args(&["--sync", "none", "--data-dir", "/y"]))
+        .unwrap();
+    assert_eq!((c.sync, c.data_dir.to_str()), (Sync::None, Some("/y")));
+    let e = Config::from_args(&args(&["--sync", "sometimes"]))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "--sync: \"sometimes\" is not one of always, interval, none"
+    );
+    let e = Config::from_args(&args(&["--sync", "interval", "--sync-interval-ms", "0"]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sync_interval_ms must be 1..=60000"), "{e}");
+}
+
+#[test]
+fn bad_input_is_one_clear_line() {
+    let e = Config::from_args(&args(&["--shards", "many"]))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "--shards: \"many\" is not a whole number");
+    let e = Config::from_args(&args(&["--frobnicate"]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown flag"), "{e}");
+    let mut c = Config::default();
+    let e = c.merge_toml("lisen = 1").unwrap_err().to_string();
+    assert!(e.contains("lisen") && !e.contains('\n'), "{e}");
+}
+
+#[test]
+fn without_tokens_only_loopback_is_allowed() {
+    let e = Config::from_args(&args(&["--listen", "0.0.0.0:7700"])).unwrap_err();
+    assert!(e.to_string().contains("loopback only"));
+    let mut c = Config::default();
+    c.merge_toml("listen = \"0.0.0.0:7700\"\n[[tokens]]\ntoken = \"t\"\n[[tokens.grants]]\nqueues = \"*\"\npermissions = [\"send\"]\n")
+        .unwrap();
+    c.validate().unwrap();
+}
+
+#[test]
+fn metrics_off_loopback_need_tokens_and_tokens_may_not_be_empty() {
+    let e = Config::from_args(&args(&["--metrics-listen", "0.0.0.0:7701"])).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("metrics are served on loopback only"),
+        "{e}"
+    );
+    let mut c = Config::default();
+    let e = c.merge_toml("[[tokens]]\ntoken = \"\"\n").unwrap_err();
+    assert!(e.to_string().contains("may not be empty"), "{e}");
+}
+
+#[test]
+fn values_that_would_overflow_a_timer_are_refused() {
+    for flag in [
+        "--shutdown-grace-secs",
+        "--idle-timeout-secs",
+        "--auth-timeout-secs",
+    ] {
+        let e = Config::from_args(&args(&[flag, &u64::MAX.to_string()])).unwrap_err();
+        assert!(e.to_string().contains("must be 0..="), "{flag}: {e}");
+    }
+    let mut c = Config::default();
+    let e = c
+        .merge_toml(&format!("shutdown_grace_secs = {}\n", i64::MAX))
+        .and_then(|()| c.validate())
+        .unwrap_err();
+    assert!(e.to_string().contains("shutdown_grace_secs"), "{e}");
+    let e = Config::from_args(&args(&["--max-output-bytes", "65536"])).unwrap_err();
+    assert!(e.to_string().contains("max_output_bytes"), "{e}");
+}
+
+#[test]
+fn unknown_permissions_are_refused() {
+    let mut c = Config::default();
+    let e = c
+        .merge_toml("[[tokens]]\ntoken = \"t\"\n[[tokens.grants]]\nqueues = \"a\"\npermissions = [\"admin\"]\n")
+        .unwrap_err();
+    assert!(e.to_string().contains("\"admin\""));
+}
+
+#[test]
+fn token_ids_are_checked_and_unique() {
+    let mut c = Config::default();
+    c.merge_toml("[[tokens]]\nid = \"app-1\"\ntoken = \"t\"\n")
+        .unwrap();
+    assert_eq!(c.tokens.by_id("app-1").map(|(_, s)| s), Some("t"));
+    for bad in ["", "has space", "slash/no"] {
+        let mut c = Config::default();
+        let e = c
+            .merge_toml(&format!("[[tokens]]\nid = {bad:?}\ntoken = \"t\"\n"))
+            .unwrap_err();
+        assert!(e.to_string().contains("tokens: id"), "{bad}: {e}");
+    }
+    let mut c = Config::default();
+    let e = c
+        .merge_toml(
+            "[[tokens]]\nid = \"a\"\ntoken = \"t\"\n[[tokens]]\nid = \"a\"\ntoken = \"u\"\n",
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("names two tokens"), "{e}");
+}
+
+#[test]
+fn sqs_threads_default_to_half_the_cores() {
+    let c = Config::from_args(&args(&["--sqs-threads", "3"])).unwrap();
+    assert_eq!(c.sqs_threads, 3);
+    let c = Config::from_args(&args(&[])).unwrap();
+    assert_eq!(c.sqs_threads, cores().div_ceil(2));
+    assert!(Config::from_args(&args(&["--sqs-threads", "2000"])).is_err());
+}
