@@ -265,19 +265,10 @@ fn connect(a: &Args) -> Result<Client, Failure> {
         .or_else(|| std::env::var("FILA_ADDR").ok())
         .unwrap_or_else(|| "127.0.0.1:7700".into());
     let mut options = ClientOptions::new(addr);
-    let setting = |flag: &str, var: &str| {
-        a.value(flag)
-            .map(str::to_owned)
-            .or_else(|| std::env::var(var).ok().filter(|v| !v.is_empty()))
-    };
-    let env_tls = std::env::var("FILA_TLS").is_ok_and(|v| v == "1" || v == "true");
-    if a.flag("--tls") || env_tls || options.tls.is_some() {
-        options.tls = Some(fila_client::TlsOptions {
-            ca: setting("--ca", "FILA_CA").map(Into::into),
-            cert: setting("--cert", "FILA_CERT").map(Into::into),
-            key: setting("--key", "FILA_KEY").map(Into::into),
-            server_name: a.value("--server-name").map(str::to_owned),
-        });
+    if fila_client::TlsOptions::wanted(a.flag("--tls")) || options.tls.is_some() {
+        options.tls = Some(fila_client::TlsOptions::from_settings(|f| {
+            a.value(f).map(str::to_owned)
+        }));
     } else if ["--ca", "--cert", "--key", "--server-name"]
         .iter()
         .any(|f| a.value(f).is_some())

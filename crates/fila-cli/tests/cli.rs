@@ -242,3 +242,60 @@ fn queue_delete_if_exists_lets_scripts_reset() {
     assert!(o.status.success());
     assert!(s.client().list_queues("").unwrap().is_empty());
 }
+
+#[test]
+fn the_cli_speaks_tls_with_flags_or_the_environment_and_reloads() {
+    let dir = fila_tests::TempDir::new("cli-tls");
+    let ca = fila_tests::pki::TestCa::new(dir.path(), "cli CA");
+    let cert = ca.server(dir.path(), "server");
+    let s = TestServer::with(|c| {
+        c.tls_cert = Some(cert.cert.clone());
+        c.tls_key = Some(cert.key.clone());
+    });
+    let named = format!("localhost:{}", s.addr.port());
+    let ca_path = ca.cert.display().to_string();
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        Command::new(env!("CARGO_BIN_EXE_fila"))
+            .args(args)
+            .env_remove("FILA_TLS")
+            .env_remove("FILA_CA")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let o = run(
+        &[
+            "--addr", &named, "--tls", "--ca", &ca_path, "queue", "create", "q",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{o:?}");
+    let filas = format!("filas://{named}");
+    let o = run(
+        &["--addr", &filas, "queue", "list"],
+        &[("FILA_CA", ca_path.as_str())],
+    );
+    assert!(o.status.success() && out(&o).contains('q'), "{o:?}");
+    let o = run(
+        &["--addr", &named, "reload"],
+        &[("FILA_TLS", "1"), ("FILA_CA", ca_path.as_str())],
+    );
+    assert!(out(&o).contains("reloaded (generation 1)"), "{o:?}");
+    // Without a CA, or with the wrong one: a clear line, exit 3.
+    let o = run(&["--addr", &filas, "queue", "list"], &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("a CA file is needed"), "{err}");
+    let other = fila_tests::pki::TestCa::new(dir.path(), "other CA");
+    let other_path = other.cert.display().to_string();
+    let o = run(
+        &["--addr", &filas, "--ca", &other_path, "queue", "list"],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("UnknownIssuer"), "{err}");
+    // TLS flags without TLS are a usage error.
+    let o = run(&["--addr", &named, "--ca", &ca_path, "queue", "list"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+}

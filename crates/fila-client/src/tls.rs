@@ -57,11 +57,32 @@ fn certs(what: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, Client
 }
 
 impl TlsOptions {
+    /// The options of a command line: `setting` answers a flag's value
+    /// (`--ca`, `--cert`, `--key`, `--server-name`); the first three fall
+    /// back to `$FILA_CA`, `$FILA_CERT`, `$FILA_KEY`.
+    pub fn from_settings(setting: impl Fn(&str) -> Option<String>) -> TlsOptions {
+        let or_env = |flag: &str, var: &str| {
+            setting(flag).or_else(|| std::env::var(var).ok().filter(|v| !v.is_empty()))
+        };
+        TlsOptions {
+            ca: or_env("--ca", "FILA_CA").map(Into::into),
+            cert: or_env("--cert", "FILA_CERT").map(Into::into),
+            key: or_env("--key", "FILA_KEY").map(Into::into),
+            server_name: setting("--server-name"),
+        }
+    }
+
+    /// Whether a command line asks for TLS: its `--tls` switch, or
+    /// `$FILA_TLS` set to `1` or `true`.
+    pub fn wanted(switch: bool) -> bool {
+        switch || std::env::var("FILA_TLS").is_ok_and(|v| v == "1" || v == "true")
+    }
+
     /// The rustls configuration these options describe.
     pub fn config(&self) -> Result<Arc<ClientConfig>, ClientError> {
         let ca = self.ca.as_ref().ok_or_else(|| {
             tls_error(
-                "TLS needs a CA file to check the server's certificate (--ca, FILA_CA)".into(),
+                "a CA file is needed to check the server's certificate (--ca, FILA_CA)".into(),
             )
         })?;
         let mut roots = RootCertStore::empty();
@@ -200,7 +221,7 @@ mod tests {
     #[test]
     fn tls_without_a_ca_or_with_half_a_client_certificate_is_one_clear_line() {
         let e = TlsOptions::default().config().unwrap_err().to_string();
-        assert!(e.contains("needs a CA file"), "{e}");
+        assert!(e.contains("a CA file is needed"), "{e}");
         let o = TlsOptions {
             ca: Some("/nonexistent/ca.pem".into()),
             ..TlsOptions::default()

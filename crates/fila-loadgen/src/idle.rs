@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fila_client::{AllOk, AsyncClient, ClientOptions, Fields, ReceiveRef, SettingsPatch};
+use fila_client::{AllOk, AsyncClient, Fields, ReceiveRef, SettingsPatch};
 use hdrhistogram::Histogram;
 
 use crate::report::{histogram, proc_stats, record, PERCENTILES};
@@ -56,8 +56,7 @@ pub fn run(
         .enable_all()
         .build()
         .map_err(err)?;
-    let mut options = ClientOptions::new(target.addr.clone());
-    options.token = target.token.clone();
+    let options = target.options();
     let probe_queue = format!("{queue}-probe");
     rt.block_on(async {
         let admin = AsyncClient::connect(options.clone()).await.map_err(err)?;

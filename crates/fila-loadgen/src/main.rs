@@ -36,6 +36,10 @@ usage: fila-loadgen [flags]
   --addr ADDR          the server                     [127.0.0.1:7700]
   --nats-storage KIND  memory or file (JetStream)     [memory]
   --token TOKEN        access token                   [$FILA_TOKEN]
+  --tls                fila: speak TLS (or a filas:// address), with
+                       --ca FILE (the server certificate's CA, $FILA_CA),
+                       --cert FILE --key FILE (a client certificate),
+                       --server-name NAME          [$FILA_TLS=1]
   --label TEXT         added to the system's name in reports (a sync mode)
   --all-fields         fila: receive every field of a message (by default
                        a receive asks for the payload and receipt only)
@@ -187,6 +191,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
     let mut target = Fila {
         addr: "127.0.0.1:7700".into(),
         token: std::env::var("FILA_TOKEN").ok().filter(|t| !t.is_empty()),
+        tls: None,
         label: String::new(),
         fields: fila_client::Fields::PAYLOAD_AND_RECEIPT,
     };
@@ -212,6 +217,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
         progress: true,
     };
     let mut json = false;
+    let mut tls_flags: Vec<(String, String)> = Vec::new();
     let given: Vec<&str> = args
         .iter()
         .filter(|a| a.starts_with("--"))
@@ -233,6 +239,11 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
             "--system" => system = value()?,
             "--nats-storage" => nats_storage = value()?,
             "--token" => target.token = Some(value()?),
+            "--tls" => tls_flags.push(("--tls".into(), String::new())),
+            "--ca" | "--cert" | "--key" | "--server-name" => {
+                let v = value()?;
+                tls_flags.push((flag.clone(), v));
+            }
             "--label" => target.label = value()?,
             "--scenario" => load.scenario = value()?,
             "--producers" => load.producers = number(value()?)? as usize,
@@ -308,6 +319,18 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
     }
     if json {
         load.progress = false;
+    }
+    let switch = tls_flags.iter().any(|(f, _)| f == "--tls");
+    if fila_client::TlsOptions::wanted(switch) || target.addr.starts_with("filas://") {
+        target.tls = Some(fila_client::TlsOptions::from_settings(|f| {
+            tls_flags
+                .iter()
+                .rev()
+                .find(|(k, _)| k == f)
+                .map(|(_, v)| v.clone())
+        }));
+    } else if !tls_flags.is_empty() {
+        return Err("--ca, --cert, --key and --server-name need --tls".into());
     }
     let addr = target.addr.clone();
     let label = target.label.clone();

@@ -142,6 +142,8 @@ pub struct Fila {
     pub addr: String,
     /// Token, if the server wants one.
     pub token: Option<String>,
+    /// TLS, if the server speaks it.
+    pub tls: Option<fila_client::TlsOptions>,
     /// Label in reports (the sync mode, say).
     pub label: String,
     /// The fields a receive asks for (the workload reads only the payload).
@@ -149,12 +151,20 @@ pub struct Fila {
 }
 
 impl Fila {
-    fn connect(&self) -> Result<Client, String> {
+    /// How to connect: the address, the token, TLS.
+    pub fn options(&self) -> ClientOptions {
         let mut options = ClientOptions::new(self.addr.clone());
         if let Some(t) = &self.token {
             options = options.token(t.clone());
         }
-        Client::connect(options).map_err(|e| e.to_string())
+        if let Some(tls) = &self.tls {
+            options = options.tls(tls.clone());
+        }
+        options
+    }
+
+    fn connect(&self) -> Result<Client, String> {
+        Client::connect(self.options()).map_err(|e| e.to_string())
     }
 }
 

@@ -232,3 +232,38 @@ fn a_peer_that_cannot_run_a_scenario_says_so() {
     assert!(err.contains("beanstalkd does not run many-queues"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+#[test]
+fn the_lifecycle_runs_over_tls() {
+    let dir = fila_tests::TempDir::new("loadgen-tls");
+    let ca = fila_tests::pki::TestCa::new(dir.path(), "loadgen CA");
+    let cert = ca.server(dir.path(), "server");
+    let s = TestServer::with(|c| {
+        c.sync = fila_server::Sync::None;
+        c.tls_cert = Some(cert.cert.clone());
+        c.tls_key = Some(cert.key.clone());
+    });
+    let o = Command::new(env!("CARGO_BIN_EXE_fila-loadgen"))
+        .arg("--addr")
+        .arg(format!("filas://localhost:{}", s.addr.port()))
+        .arg("--ca")
+        .arg(&ca.cert)
+        .args([
+            "--messages",
+            "1000",
+            "--producers",
+            "1",
+            "--consumers",
+            "1",
+            "--json",
+        ])
+        .output()
+        .expect("fila-loadgen runs");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(field(&out, "consumed"), 1000, "{out}");
+}

@@ -438,13 +438,12 @@ impl Config {
                 )));
             }
         }
-        self.validate_tls()?;
         if self.tokens.is_empty() && !self.listen.ip().is_loopback() {
             return Err(ConfigError::Invalid(format!(
                 "listen {}: without tokens the server listens on loopback only (add [[tokens]] to the config)",
                 self.listen
             )));
         }
-        Ok(())
+        self.validate_tls()
     }
 }

@@ -304,3 +304,102 @@ fn sync_none_uses_no_data_directory_and_says_so() {
     drop(server);
     let _ = std::fs::remove_dir_all(&home);
 }
+
+#[test]
+fn sighup_reloads_the_tokens_and_a_broken_file_keeps_them() {
+    let dir = data_home();
+    let file = dir.join("fila.toml");
+    let write = |token: &str| {
+        std::fs::write(
+            &file,
+            format!("[[tokens]]\ntoken = {token:?}\n[[tokens.grants]]\nqueues = \"*\"\npermissions = [\"manage\"]\n"),
+        )
+        .unwrap()
+    };
+    write("first");
+    let config = file.display().to_string();
+    let server = spawn("", &["--config", &config], &[]);
+    let connect = |token: &str| {
+        fila_client::Client::connect(
+            fila_client::ClientOptions::new(server.addr.clone()).token(token),
+        )
+        .and_then(|mut c| c.list_queues(""))
+    };
+    connect("first").expect("the first token works");
+    let hup = |pid: u32| {
+        let st = Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    let wait_line = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(line) = server.lines.recv_timeout(Duration::from_millis(100)) {
+                if line.contains(what) {
+                    return line;
+                }
+            }
+        }
+        panic!("no log line with {what:?}");
+    };
+    write("second");
+    hup(server.child.id());
+    wait_line("reloaded tokens and TLS files");
+    connect("second").expect("the new token works");
+    assert!(connect("first").is_err(), "the old token is gone");
+    // A file that does not parse: one line saying so, the tokens kept.
+    std::fs::write(&file, "[[tokens]\n").unwrap();
+    hup(server.child.id());
+    let line = wait_line("reload:");
+    assert!(line.contains("kept"), "{line}");
+    connect("second").expect("the tokens in use are kept");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn log_format_json_writes_one_object_a_line() {
+    let data = data_home();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fila-server"))
+        .args(common::ARGS)
+        .args(["--log-format", "json"])
+        .env("XDG_DATA_HOME", &data)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut listening = None;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while listening.is_none() && Instant::now() < deadline {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+            let v: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not one JSON object: {line:?}: {e}"));
+            if v["fields"]["message"] == "fila-server listening" {
+                listening = Some(v);
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&data);
+    let v = listening.expect("a listening line");
+    assert_eq!(v["level"], "INFO");
+    assert!(v["fields"]["listen"]
+        .as_str()
+        .is_some_and(|a| a.starts_with("127.0.0.1:")));
+}

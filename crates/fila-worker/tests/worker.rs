@@ -503,3 +503,38 @@ fn without_a_target_a_worker_without_manage_says_what_to_run_once() {
         "{e}"
     );
 }
+
+#[test]
+fn a_worker_works_a_queue_over_tls() {
+    let dir = fila_tests::TempDir::new("worker-tls");
+    let ca = fila_tests::pki::TestCa::new(dir.path(), "worker CA");
+    let cert = ca.server(dir.path(), "server");
+    let s = TestServer::with(|c| {
+        c.sync = fila_server::Sync::None;
+        c.tls_cert = Some(cert.cert.clone());
+        c.tls_key = Some(cert.key.clone());
+    });
+    let opts = ClientOptions::new(format!("filas://localhost:{}", s.addr.port())).tls(
+        fila_client::TlsOptions {
+            ca: Some(ca.cert.clone()),
+            ..fila_client::TlsOptions::default()
+        },
+    );
+    let mut c = fila_client::Client::connect(opts.clone()).unwrap();
+    c.create_queue("in", SettingsPatch::default()).unwrap();
+    c.create_queue("out", SettingsPatch::default()).unwrap();
+    for i in 0..10 {
+        c.put_one("in", format!("m{i}")).unwrap();
+    }
+    let worker = Worker::new(opts).queue("in", quick(), |_d: Delivery, text: String| async move {
+        let mut out = Outputs::new();
+        out.push("out", format!("echo {text}"));
+        Ok::<_, HandlerError>(out)
+    });
+    let stats = worker.stats();
+    runtime()
+        .block_on(worker.run_until(until(stats.clone(), |s| s.processed == 10)))
+        .unwrap();
+    assert_eq!(stats.get().processed, 10);
+    assert_eq!(c.stats("out").unwrap().visible, 10);
+}

@@ -74,7 +74,7 @@ fn without_tokens_only_loopback_is_allowed() {
     let e = Config::from_args(&args(&["--listen", "0.0.0.0:7700"])).unwrap_err();
     assert!(e.to_string().contains("loopback only"));
     let mut c = Config::default();
-    c.merge_toml("listen = \"0.0.0.0:7700\"\n[[tokens]]\ntoken = \"t\"\n[[tokens.grants]]\nqueues = \"*\"\npermissions = [\"send\"]\n")
+    c.merge_toml("listen = \"0.0.0.0:7700\"\nallow_plaintext = true\n[[tokens]]\ntoken = \"t\"\n[[tokens.grants]]\nqueues = \"*\"\npermissions = [\"send\"]\n")
         .unwrap();
     c.validate().unwrap();
 }
@@ -150,4 +150,104 @@ fn sqs_threads_default_to_half_the_cores() {
     let c = Config::from_args(&args(&[])).unwrap();
     assert_eq!(c.sqs_threads, cores().div_ceil(2));
     assert!(Config::from_args(&args(&["--sqs-threads", "2000"])).is_err());
+}
+
+#[test]
+fn off_loopback_needs_tls_or_allow_plaintext() {
+    let token = "[[tokens]]\ntoken = \"t\"\n";
+    let mut c = Config::default();
+    c.merge_toml(&format!("listen = \"0.0.0.0:7700\"\n{token}"))
+        .unwrap();
+    let e = c.clone().validate().unwrap_err().to_string();
+    assert!(
+        e.contains("listen 0.0.0.0:7700") && e.contains("allow_plaintext"),
+        "{e}"
+    );
+    let mut plain = c.clone();
+    plain.allow_plaintext = true;
+    plain.validate().unwrap();
+    assert_eq!(plain.plaintext_off_loopback().len(), 1);
+    let mut tls = c.clone();
+    tls.merge_toml("tls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"\n")
+        .unwrap();
+    tls.validate().unwrap();
+    assert!(tls.plaintext_off_loopback().is_empty());
+    let e = Config::from_args(&args(&["--sqs-listen", "0.0.0.0:9324"]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sqs_listen"), "{e}");
+}
+
+#[test]
+fn tls_settings_go_together() {
+    for (flags, want) in [
+        (
+            &["--tls-cert", "/c"][..],
+            "tls_cert and tls_key go together",
+        ),
+        (&["--tls-key", "/k"][..], "tls_cert and tls_key go together"),
+        (&["--tls-client-ca", "/ca"][..], "tls_client_ca needs TLS"),
+        (
+            &[
+                "--tls-cert",
+                "/c",
+                "--tls-key",
+                "/k",
+                "--tls-client-auth",
+                "required",
+            ][..],
+            "needs tls_client_ca",
+        ),
+        (
+            &["--tls-client-auth", "sometimes"][..],
+            "not one of optional, required",
+        ),
+        (
+            &[
+                "--tls-cert",
+                "/c",
+                "--tls-key",
+                "/k",
+                "--tls-handshake-timeout-secs",
+                "0",
+            ][..],
+            "tls_handshake_timeout_secs must be 1..=300",
+        ),
+        (&["--log-format", "xml"][..], "not one of text, json"),
+    ] {
+        let e = Config::from_args(&args(flags)).unwrap_err().to_string();
+        assert!(e.contains(want), "{flags:?}: {e}");
+    }
+    let c = Config::from_args(&args(&[
+        "--tls-cert",
+        "/c",
+        "--tls-key",
+        "/k",
+        "--tls-client-ca",
+        "/ca",
+        "--log-format",
+        "json",
+    ]))
+    .unwrap();
+    let files = c.tls_files().unwrap();
+    assert_eq!(files.client_ca.as_deref(), Some(Path::new("/ca")));
+    assert_eq!(c.log_format, LogFormat::Json);
+    assert_eq!(c.args.len(), 8, "the command line is kept for reloads");
+}
+
+#[test]
+fn a_token_may_be_a_certificate_name_only() {
+    let mut c = Config::default();
+    c.merge_toml("[[tokens]]\ncertificates = [\"worker-1\"]\n[[tokens.grants]]\nqueues = \"*\"\npermissions = [\"send\"]\n")
+        .unwrap();
+    let id = c.tokens.by_certificate(&["worker-1".into()]).unwrap();
+    assert!(c.tokens.allows(id, "q", crate::auth::Permission::Send));
+    let mut c = Config::default();
+    let e = c.merge_toml("[[tokens]]\n").unwrap_err().to_string();
+    assert!(e.contains("needs a token, or certificates"), "{e}");
+    let e = c
+        .merge_toml("[[tokens]]\nid = \"a\"\ncertificates = [\"w\"]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("an id needs a token"), "{e}");
 }

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use fila_client::ClientOptions;
+use fila_client::{ClientOptions, TlsOptions};
 use fila_worker::{Delivery, HandlerError, Outputs, Settings, Worker};
 
 const HELP: &str = "\
@@ -19,6 +19,12 @@ usage: fila-echo-worker --queue NAME [flags]
 
   --addr ADDR       the server                      [127.0.0.1:7700]
   --token TOKEN     access token                    [$FILA_TOKEN]
+  --tls             speak TLS (also a filas:// address) [$FILA_TLS=1]
+  --ca FILE         the CA of the server's certificate [$FILA_CA]
+  --cert FILE       a client certificate to present   [$FILA_CERT]
+  --key FILE        its key                           [$FILA_KEY]
+  --server-name N   the name the server's certificate carries
+                    (default: the address's host)
   --queue NAME      the queue to work
   --out NAME        where to put \"echo: <payload>\" (none: only delete)
   --work-ms N       how long each message takes     [0]
@@ -57,6 +63,9 @@ fn run(args: &[String]) -> Result<(), String> {
     let queue = get("--queue").ok_or("--queue is required (see --help)")?;
     let mut options = ClientOptions::new(get("--addr").unwrap_or_else(|| "127.0.0.1:7700".into()));
     options.token = get("--token").or_else(|| std::env::var("FILA_TOKEN").ok());
+    if TlsOptions::wanted(args.iter().any(|a| a == "--tls")) || options.tls.is_some() {
+        options.tls = Some(TlsOptions::from_settings(get));
+    }
     let work = Duration::from_millis(
         get("--work-ms")
             .map(|v| {

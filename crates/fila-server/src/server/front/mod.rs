@@ -271,6 +271,15 @@ impl FrontEnd {
                 }
                 _ => continue,
             };
+            if self.conns[slot]
+                .as_ref()
+                .is_some_and(|c| c.stream.handshaking())
+            {
+                self.shared
+                    .metrics
+                    .tls_errors
+                    .fetch_add(1, Ordering::Relaxed);
+            }
             self.close(slot, why, back);
         }
     }
