@@ -372,3 +372,43 @@ fn openssl_s_client_completes_a_handshake_and_a_hello() {
         String::from_utf8_lossy(&seen)
     );
 }
+
+#[test]
+fn the_mint_script_makes_certificates_the_server_and_clients_take() {
+    if std::process::Command::new("openssl")
+        .arg("version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: openssl is not installed");
+        return;
+    }
+    let dir = TempDir::new("mint");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/mint-certs.sh");
+    let o = std::process::Command::new(script)
+        .arg(dir.path())
+        .args(["--client", "worker-1"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let p = |f: &str| dir.path().join(f);
+    let s = TestServer::with(|c| {
+        c.tls_cert = Some(p("server.crt"));
+        c.tls_key = Some(p("server.key"));
+        c.tls_client_ca = Some(p("ca.crt"));
+        c.tokens.add_entry(
+            None,
+            None,
+            vec!["worker-1".into()],
+            vec![Grant::new("*", &[Permission::Manage])],
+        );
+    });
+    let opts = ClientOptions::new(named(&s)).tls(TlsOptions {
+        ca: Some(p("ca.crt")),
+        cert: Some(p("client-worker-1.crt")),
+        key: Some(p("client-worker-1.key")),
+        server_name: None,
+    });
+    let mut c = Client::connect(opts).unwrap();
+    assert!(c.create_queue("minted", SettingsPatch::default()).unwrap());
+}

@@ -403,3 +403,51 @@ fn log_format_json_writes_one_object_a_line() {
         .as_str()
         .is_some_and(|a| a.starts_with("127.0.0.1:")));
 }
+
+#[test]
+fn the_systemd_unit_verifies_and_is_hardened() {
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/fila.service"
+    ))
+    .unwrap();
+    for line in [
+        "DynamicUser=yes",
+        "StateDirectory=fila",
+        "ProtectSystem=strict",
+        "NoNewPrivileges=yes",
+        "ExecReload=/bin/kill -HUP $MAINPID",
+    ] {
+        assert!(unit.lines().any(|l| l == line), "{line}");
+    }
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped systemd-analyze verify: not installed");
+        return;
+    }
+    // The unit as installed, but naming the binary built here.
+    let dir = data_home();
+    let path = dir.join("fila.service");
+    std::fs::write(
+        &path,
+        unit.replace(
+            "/usr/local/bin/fila-server",
+            env!("CARGO_BIN_EXE_fila-server"),
+        ),
+    )
+    .unwrap();
+    let o = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        o.status.success() && o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -251,3 +251,16 @@ fn a_token_may_be_a_certificate_name_only() {
         .to_string();
     assert!(e.contains("an id needs a token"), "{e}");
 }
+
+#[test]
+fn the_deploy_example_is_a_valid_config() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/fila.toml");
+    let mut c = Config::default();
+    c.merge_file(&path).unwrap();
+    c.validate().unwrap();
+    assert!(c.tls_files().is_some_and(|f| f.client_ca.is_some()));
+    assert!(c
+        .tokens
+        .by_certificate(&["worker-1.internal".into()])
+        .is_some());
+}
