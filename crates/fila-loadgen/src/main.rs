@@ -12,6 +12,7 @@
 //! fila-loadgen --scenario fixed-rate --rate 10000 --duration 30 --server-pid $(pgrep fila-server)
 //! ```
 
+mod connect;
 mod floor;
 mod idle;
 mod peers;
@@ -59,7 +60,11 @@ usage: fila-loadgen [flags]
                        memory and a probe's round trip meanwhile; floor: no
                        server, an echo over loopback sockets with
                        --producers connections, --depth frames of --size
-                       bytes in flight, for --duration seconds  [lifecycle]
+                       bytes in flight, for --duration seconds; connect
+                       (fila): --producers threads open connections
+                       (TCP, with --tls a full handshake, auth, a hello,
+                       the close) for --duration (10 s unless given):
+                       connections a second   [lifecycle]
   --queues N           queues of many-queues          [10000]
   --waiters N          parked receives of long-poll-idle [10000]
   --producers N        producer connections           [4]
@@ -99,6 +104,12 @@ fn main() {
         .any(|w| w[0] == "--scenario" && w[1] == "long-poll-idle")
     {
         return idle_main(&args);
+    }
+    if args
+        .windows(2)
+        .any(|w| w[0] == "--scenario" && w[1] == "connect")
+    {
+        return connect_main(&args);
     }
     let (target, load, json) = match parse(&args) {
         Ok(v) => v,
@@ -152,6 +163,29 @@ fn floor_main(args: &[String]) {
     }
 }
 
+/// connect: fila only, connections opened a second.
+fn connect_main(args: &[String]) {
+    let run = || -> Result<String, String> {
+        let (target, load, json) = parse(args)?;
+        let Some(fila) = target.fila() else {
+            return Err("connect runs against fila only (--system fila)".into());
+        };
+        let r = connect::run(fila, load.producers, load.duration, load.server_pid)?;
+        Ok(if json {
+            r.json(load.producers) + "\n"
+        } else {
+            r.table(load.producers)
+        })
+    };
+    match run() {
+        Ok(out) => print!("{out}"),
+        Err(e) => {
+            eprintln!("fila-loadgen: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
 /// long-poll-idle: fila only, on the async client.
 fn idle_main(args: &[String]) {
     let run = || -> Result<String, String> {
@@ -178,13 +212,14 @@ fn idle_main(args: &[String]) {
     }
 }
 
-const SCENARIOS: [&str; 6] = [
+const SCENARIOS: [&str; 7] = [
     "lifecycle",
     "fixed-rate",
     "fan-in",
     "many-queues",
     "redelivery",
     "long-poll-idle",
+    "connect",
 ];
 
 fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
@@ -286,6 +321,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
             }
         }
         "redelivery" if unset("--visibility") => load.visibility_ms = 1_000,
+        "connect" if unset("--duration") => load.duration = Duration::from_secs(10),
         "long-poll-idle" => {
             if unset("--consumers") {
                 load.consumers = load.waiters.div_ceil(idle::PER_CONNECTION);

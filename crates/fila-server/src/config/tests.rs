@@ -264,3 +264,16 @@ fn the_deploy_example_is_a_valid_config() {
         .by_certificate(&["worker-1.internal".into()])
         .is_some());
 }
+
+#[test]
+fn the_readme_example_is_a_valid_config() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
+    let start = readme.find("```toml\n# fila.toml").expect("the example") + "```toml\n".len();
+    let len = readme[start..].find("```").unwrap();
+    let mut c = Config::default();
+    c.merge_toml(&readme[start..start + len]).unwrap();
+    c.validate().unwrap();
+    assert!(c.tls_files().is_some() && c.tokens.len() == 2);
+}
