@@ -57,8 +57,9 @@ fn shared_for(loops: Loops, totals: fila_core::Totals) -> Arc<Shared> {
         connections: AtomicU64::new(0),
         parked: AtomicU64::new(0),
         evictions_pending: AtomicU64::new(0),
-        auth_warned_at: AtomicU64::new(0),
-        auth_unlogged: AtomicU64::new(0),
+        auth_warn: super::WarnLimit::default(),
+        tls_warn: super::WarnLimit::default(),
+        live: Arc::new(crate::live::Live::new(&Config::default()).expect("no TLS files")),
     })
 }
 

@@ -98,10 +98,38 @@ struct Shared {
     /// With tokens: evictions of unauthenticated connections asked for
     /// but not done yet.
     evictions_pending: AtomicU64,
-    /// Rate limit of the "unknown token" warning: the second it was last
-    /// logged, and how many were left out since.
-    auth_warned_at: AtomicU64,
-    auth_unlogged: AtomicU64,
+    /// The "unknown token" warning, at most once a second.
+    auth_warn: WarnLimit,
+    /// The "TLS handshake failed" warning, at most once a second.
+    tls_warn: WarnLimit,
+}
+
+/// A warning logged at most once a second, with how many were left out
+/// since the last one.
+#[derive(Default)]
+struct WarnLimit {
+    /// The second it was last logged.
+    at: AtomicU64,
+    unlogged: AtomicU64,
+}
+
+impl WarnLimit {
+    /// At second `now_s`: `Some(left out since the last)` when this one is
+    /// to be logged.
+    fn allow(&self, now_s: u64) -> Option<u64> {
+        let last = self.at.load(Ordering::Acquire);
+        if last != now_s
+            && self
+                .at
+                .compare_exchange(last, now_s, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            Some(self.unlogged.swap(0, Ordering::AcqRel))
+        } else {
+            self.unlogged.fetch_add(1, Ordering::AcqRel);
+            None
+        }
+    }
 }
 
 impl Shared {
@@ -278,8 +306,8 @@ impl Server {
             connections: AtomicU64::new(0),
             parked: AtomicU64::new(0),
             evictions_pending: AtomicU64::new(0),
-            auth_warned_at: AtomicU64::new(0),
-            auth_unlogged: AtomicU64::new(0),
+            auth_warn: WarnLimit::default(),
+            tls_warn: WarnLimit::default(),
         });
         let mut listener = Some(listener);
         let mut threads = Vec::new();

@@ -26,18 +26,8 @@ impl FrontEnd {
     /// left out since.
     fn warn_unknown_token(&self, peer: SocketAddr) {
         let second = self.shared.totals.now_ms() / 1000;
-        let last = self.shared.auth_warned_at.load(Ordering::Acquire);
-        if last != second
-            && self
-                .shared
-                .auth_warned_at
-                .compare_exchange(last, second, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        {
-            let unlogged = self.shared.auth_unlogged.swap(0, Ordering::AcqRel);
+        if let Some(unlogged) = self.shared.auth_warn.allow(second) {
             warn!(%peer, unlogged_since_last = unlogged, "unknown token presented");
-        } else {
-            self.shared.auth_unlogged.fetch_add(1, Ordering::AcqRel);
         }
     }
 

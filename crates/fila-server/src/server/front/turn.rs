@@ -8,7 +8,7 @@ use std::time::Instant;
 use bytes::BytesMut;
 use fila_proto::{self as proto, split_frame, Request, Response};
 use mio::{Interest, Token};
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::conn::{Conn, ConnRef, Phase};
 use super::FrontEnd;
@@ -118,7 +118,12 @@ impl FrontEnd {
                 Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                     // A TLS error: the alert saying why goes out as the
                     // connection closes.
-                    debug!(peer = %conn.peer, error = %e, "TLS error");
+                    let second = self.shared.totals.now_ms() / 1000;
+                    if let Some(unlogged) = self.shared.tls_warn.allow(second) {
+                        warn!(peer = %conn.peer, error = %e, unlogged_since_last = unlogged, "TLS connection refused");
+                    } else {
+                        debug!(peer = %conn.peer, error = %e, "TLS connection refused");
+                    }
                     self.shared
                         .metrics
                         .tls_errors

@@ -340,7 +340,12 @@ async fn connection(
             match tokio::time::timeout(limit, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => serve_http(&gateway, &common, TokioIo::new(tls), peer).await,
                 Ok(Err(e)) => {
-                    debug!(%peer, error = %e, "SQS TLS handshake failed");
+                    let second = gateway.shared.totals.now_ms() / 1000;
+                    if let Some(unlogged) = gateway.shared.tls_warn.allow(second) {
+                        warn!(%peer, error = %e, unlogged_since_last = unlogged, "SQS TLS connection refused");
+                    } else {
+                        debug!(%peer, error = %e, "SQS TLS connection refused");
+                    }
                     let m = &gateway.shared.metrics;
                     m.tls_errors.fetch_add(1, Ordering::Relaxed);
                 }
