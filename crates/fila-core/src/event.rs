@@ -115,6 +115,19 @@ pub enum Event<'a> {
         /// Its delivery count.
         count: u32,
     },
+    /// A put with a deduplication id (or a content key) was stored: the
+    /// queue remembers the key until `expires_at_ms` (its expiry is time,
+    /// not an event).
+    Deduped {
+        /// The queue's id.
+        queue: u32,
+        /// The key (`fila_core::dedup_key`, `fila_core::content_key`).
+        key: u128,
+        /// The put's sequence number.
+        seq: u64,
+        /// When the key is forgotten.
+        expires_at_ms: u64,
+    },
     /// A queue's move tasks changed (one began, moved a batch, ended):
     /// they are whole here.
     MovesSet {
@@ -183,6 +196,17 @@ pub struct MessageImage {
     pub dead_letter: Option<Arc<DeadLetter>>,
 }
 
+/// A remembered deduplication key as saved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DedupImage {
+    /// The key.
+    pub key: u128,
+    /// The sequence number of the put that stored it.
+    pub seq: u64,
+    /// When it is forgotten.
+    pub expires_at_ms: u64,
+}
+
 /// A part of the state taken a piece at a time (a snapshot the engine
 /// keeps serving through): a queue with its settings as they were when the
 /// piece was taken, or one of its messages. The parts of different pieces
@@ -205,6 +229,14 @@ pub enum ImagePart {
         next_seq: u64,
         /// Its move tasks, oldest first.
         moves: Vec<MoveTask>,
+    },
+    /// Some of the deduplication keys queue `queue` remembers (after the
+    /// queue, before its messages; a queue with many comes in several).
+    Dedup {
+        /// The queue's id.
+        queue: u32,
+        /// The keys, in the order remembered.
+        entries: Vec<DedupImage>,
     },
     /// A message of queue `queue`.
     Message {
@@ -256,6 +288,8 @@ pub struct QueueImage {
     pub next_seq: u64,
     /// Its move tasks, oldest first (a running one resumes).
     pub moves: Vec<MoveTask>,
+    /// The deduplication keys it remembers, in the order remembered.
+    pub dedup: Vec<DedupImage>,
     /// Its messages and its DLQ's, in any order.
     pub messages: Vec<MessageImage>,
 }

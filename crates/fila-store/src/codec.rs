@@ -42,6 +42,11 @@ pub mod kind {
     pub const QUEUE_SET_2: u8 = 8;
     /// A queue's move tasks, whole: id, tasks.
     pub const MOVES_SET: u8 = 9;
+    /// A queue created or changed: what [`QUEUE_SET_2`] carries and the
+    /// settings' keyed extension (deduplication).
+    pub const QUEUE_SET_3: u8 = 10;
+    /// A deduplication key remembered: id, key, seq, expiry.
+    pub const DEDUPED: u8 = 11;
 }
 
 /// A record or snapshot that does not parse.
@@ -116,6 +121,17 @@ pub enum Op {
         at: Spot,
         /// Its count.
         count: u32,
+    },
+    /// See [`Event::Deduped`].
+    Deduped {
+        /// Id.
+        queue: u32,
+        /// The key.
+        key: u128,
+        /// The put's sequence number.
+        seq: u64,
+        /// When it is forgotten.
+        expires_at_ms: u64,
     },
 }
 
@@ -202,6 +218,28 @@ fn extension(out: &mut Vec<u8>, s: &QueueSettings, times: QueueTimes) {
     }
     u64_(out, times.created_at_ms);
     u64_(out, times.modified_at_ms);
+}
+
+/// Keys of the settings' keyed extension: each setting added after the
+/// [`extension`] is one `u8` key and one `u64` value, so a setting added
+/// later needs no new record kind. An unknown key does not parse (a log
+/// written by a newer version is refused, not misread).
+mod setting {
+    pub const DEDUP_WINDOW_MS: u8 = 1;
+    pub const CONTENT_DEDUP: u8 = 2;
+}
+
+/// The settings' keyed extension.
+fn keyed(out: &mut Vec<u8>, s: &QueueSettings) {
+    let pairs = [
+        (setting::DEDUP_WINDOW_MS, s.dedup_window_ms),
+        (setting::CONTENT_DEDUP, u64::from(s.content_dedup)),
+    ];
+    u32_(out, pairs.len() as u32);
+    for (k, v) in pairs {
+        u8_(out, k);
+        u64_(out, v);
+    }
 }
 
 /// The parts of a message both records and snapshots carry.
@@ -293,7 +331,8 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
             bytes_(out, name.as_bytes());
             settings(out, s);
             extension(out, s, *times);
-            kind::QUEUE_SET_2
+            keyed(out, s);
+            kind::QUEUE_SET_3
         }
         Event::QueueDeleted { queue } => {
             u32_(out, *queue);
@@ -333,6 +372,18 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
             spot(out, at);
             u32_(out, *count);
             kind::DELIVERED
+        }
+        Event::Deduped {
+            queue,
+            key,
+            seq,
+            expires_at_ms,
+        } => {
+            u32_(out, *queue);
+            out.extend_from_slice(&key.to_be_bytes());
+            u64_(out, *seq);
+            u64_(out, *expires_at_ms);
+            kind::DEDUPED
         }
     }
 }
@@ -443,6 +494,29 @@ impl<'a> Reader<'a> {
             })
             .collect()
     }
+    /// Reads the settings' [`keyed`] extension into `s`.
+    fn keyed(&mut self, s: &mut QueueSettings) -> Result<(), CodecError> {
+        let n = self.u32()? as usize;
+        // A pair takes 9 bytes.
+        if n > (self.data.len() - self.at) / 9 {
+            return Err(bad("more settings than bytes"));
+        }
+        for _ in 0..n {
+            let (k, v) = (self.u8()?, self.u64()?);
+            match k {
+                setting::DEDUP_WINDOW_MS => s.dedup_window_ms = v,
+                setting::CONTENT_DEDUP => s.content_dedup = v != 0,
+                _ => return Err(bad("an unknown setting (written by a newer version?)")),
+            }
+        }
+        Ok(())
+    }
+    /// A 128-bit value.
+    fn u128(&mut self) -> Result<u128, CodecError> {
+        let mut b = [0; 16];
+        b.copy_from_slice(self.take(16)?);
+        Ok(u128::from_be_bytes(b))
+    }
     /// Reads the settings' [`extension`] into `s`; answers the times.
     fn extension(&mut self, s: &mut QueueSettings) -> Result<QueueTimes, CodecError> {
         s.delay_ms = self.u64()?;
@@ -552,11 +626,14 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
             settings: r.settings()?,
             times: QueueTimes::default(),
         },
-        kind::QUEUE_SET_2 => {
+        kind @ (kind::QUEUE_SET_2 | kind::QUEUE_SET_3) => {
             let queue = r.u32()?;
             let name = r.str()?.to_owned();
             let mut settings = r.settings()?;
             let times = r.extension(&mut settings)?;
+            if kind == kind::QUEUE_SET_3 {
+                r.keyed(&mut settings)?;
+            }
             Op::QueueSet {
                 queue,
                 name,
@@ -590,6 +667,12 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
         kind::DELIVERED => Op::Delivered {
             at: r.spot()?,
             count: r.u32()?,
+        },
+        kind::DEDUPED => Op::Deduped {
+            queue: r.u32()?,
+            key: r.u128()?,
+            seq: r.u64()?,
+            expires_at_ms: r.u64()?,
         },
         _ => return Err(bad("unknown record kind")),
     };

@@ -251,6 +251,8 @@ struct Queue {
     /// Deleted: no longer named, its messages swept out a budget at a time
     /// ([`Shard::sweep`]); its slot is free once they are all gone.
     dropping: bool,
+    /// The deduplication ids it remembers (none yet: `None`).
+    dedup: Option<Box<dedup::DedupTable>>,
 }
 
 struct Waiter {
@@ -411,9 +413,12 @@ macro_rules! emit {
     };
 }
 
+mod dedup;
 mod invariants;
 mod moves;
 mod queues;
+
+pub use dedup::{content_key, dedup_key, DEDUP_ENTRY_BYTES};
 mod records;
 mod time;
 

@@ -20,6 +20,9 @@ pub(super) enum Timer {
     /// A queue's expiry cursor (shard/expiry.rs): its queue's slot. Turned
     /// into the message timers it stands for before an instant's timers run.
     Expiry(u32),
+    /// A queue's oldest remembered deduplication id expires (dedup.rs):
+    /// its queue's slot.
+    Dedup(u32),
 }
 
 impl Timer {
@@ -27,18 +30,18 @@ impl Timer {
     pub(super) fn rank(self) -> u8 {
         match self {
             Timer::Message(_) | Timer::Expiry(_) => 0,
-            Timer::Redrive(_) => 1,
+            Timer::Redrive(_) | Timer::Dedup(_) => 1,
             Timer::Waiter(_) => 2,
         }
     }
 }
 
-/// A [`Timer`] as the wheel keeps it: its kind in the top two bits, its
-/// slot in the other 30 (4 bytes a timer, not 8; slots stay below 2^30).
+/// A [`Timer`] as the wheel keeps it: its kind in the top three bits, its
+/// slot in the other 29 (4 bytes a timer, not 8; slots stay below 2^29).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Packed(u32);
 
-const SLOT_BITS: u32 = 30;
+const SLOT_BITS: u32 = 29;
 const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
 
 impl Default for Packed {
@@ -55,8 +58,9 @@ impl From<Timer> for Packed {
             Timer::Redrive(s) => (1, s),
             Timer::Waiter(s) => (2, s),
             Timer::Expiry(s) => (3, s),
+            Timer::Dedup(s) => (4, s),
         };
-        assert!(slot < SLOT_MASK, "slots stay below 2^30");
+        assert!(slot < SLOT_MASK, "slots stay below 2^29");
         Packed(kind << SLOT_BITS | slot)
     }
 }
@@ -68,7 +72,8 @@ impl From<Packed> for Timer {
             0 => Timer::Message(slot),
             1 => Timer::Redrive(slot),
             2 => Timer::Waiter(slot),
-            _ => Timer::Expiry(slot),
+            3 => Timer::Expiry(slot),
+            _ => Timer::Dedup(slot),
         }
     }
 }
@@ -126,9 +131,9 @@ impl Shard {
                             w.timer = None;
                         }
                     }
-                    // The redrive job forgets its key when the tick runs;
-                    // cursors were walked above.
-                    Timer::Redrive(_) | Timer::Expiry(_) => {}
+                    // The redrive job and the dedup table forget their keys
+                    // when their timers run; cursors were walked above.
+                    Timer::Redrive(_) | Timer::Expiry(_) | Timer::Dedup(_) => {}
                 }
             }
             ran = ran.saturating_add(fired.len());
@@ -139,6 +144,7 @@ impl Shard {
                     Timer::Message(slot) => self.message_timer(slot, deadline),
                     Timer::Redrive(qslot) => self.redrive_tick(qslot, deadline),
                     Timer::Waiter(slot) => self.waiter_deadline(slot),
+                    Timer::Dedup(qslot) => self.dedup_tick(qslot, deadline),
                     Timer::Expiry(_) => debug_assert!(false, "cursors are walked first"),
                 }
                 self.serve_gained();
@@ -164,9 +170,12 @@ impl Shard {
                         .then(ra.q.is_dlq().cmp(&rb.q.is_dlq()))
                         .then(ra.seq.cmp(&rb.seq))
                 }
-                (Timer::Redrive(x), Timer::Redrive(y)) => {
+                (Timer::Redrive(x), Timer::Redrive(y)) | (Timer::Dedup(x), Timer::Dedup(y)) => {
                     self.queue(x).name.cmp(&self.queue(y).name)
                 }
+                // Redrive ticks before dedup expiries (they share a rank).
+                (Timer::Redrive(_), Timer::Dedup(_)) => std::cmp::Ordering::Less,
+                (Timer::Dedup(_), Timer::Redrive(_)) => std::cmp::Ordering::Greater,
                 (Timer::Waiter(x), Timer::Waiter(y)) => {
                     let order = |slot: u32| {
                         self.waiters[slot as usize]
