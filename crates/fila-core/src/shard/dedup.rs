@@ -73,7 +73,7 @@ impl DedupTable {
         if let Some(k) = self.entries.keys().find(|k| !ordered.contains(k)) {
             return Err(format!("key {k:032x} is not in the expiry order"));
         }
-        if self.timer.is_some() != !self.order.is_empty() {
+        if self.timer.is_some() == self.order.is_empty() {
             return Err(format!(
                 "{} keys in order, timer pending: {}",
                 self.order.len(),

@@ -127,7 +127,7 @@ pub(super) fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
 }
 
 pub(super) fn get_patch(r: &mut Reader) -> Result<SettingsPatch, ProtoError> {
-    Ok(SettingsPatch {
+    let mut p = SettingsPatch {
         visibility_timeout_ms: r.opt(Reader::u64)?,
         max_deliveries: r.opt(Reader::u32)?,
         retention_ms: r.opt(Reader::u64)?,
@@ -142,17 +142,15 @@ pub(super) fn get_patch(r: &mut Reader) -> Result<SettingsPatch, ProtoError> {
         redrive_allow: r.opt(|r| r.opt(Reader::str))?,
         tags_set: get_pairs(r)?,
         tags_remove: r.list(2, Reader::str)?,
-        dedup_window_ms: if r.remaining() == 0 {
-            None
-        } else {
-            r.opt(Reader::u64)?
-        },
-        content_dedup: if r.remaining() == 0 {
-            None
-        } else {
-            r.opt(Reader::bool)?
-        },
-    })
+        dedup_window_ms: None,
+        content_dedup: None,
+    };
+    // Added later, whole or not at all.
+    if r.remaining() > 0 {
+        p.dedup_window_ms = r.opt(Reader::u64)?;
+        p.content_dedup = r.opt(Reader::bool)?;
+    }
+    Ok(p)
 }
 
 pub(super) fn put_settings(w: &mut Writer<'_>, s: &Settings) {
@@ -174,7 +172,7 @@ pub(super) fn put_settings(w: &mut Writer<'_>, s: &Settings) {
 }
 
 pub(super) fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
-    Ok(Settings {
+    let mut s = Settings {
         visibility_timeout_ms: r.u64()?,
         max_deliveries: r.u32()?,
         retention_ms: r.u64()?,
@@ -188,10 +186,15 @@ pub(super) fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
         delay_ms: r.u64()?,
         redrive_allow: r.opt(Reader::str)?,
         tags: get_pairs(r)?,
-        // Absent from an older server's answer.
-        dedup_window_ms: if r.remaining() == 0 { 0 } else { r.u64()? },
-        content_dedup: r.remaining() > 0 && r.bool()?,
-    })
+        dedup_window_ms: 0,
+        content_dedup: false,
+    };
+    // Absent from an older server's answer; whole or not at all.
+    if r.remaining() > 0 {
+        s.dedup_window_ms = r.u64()?;
+        s.content_dedup = r.bool()?;
+    }
+    Ok(s)
 }
 
 pub(super) fn put_move(w: &mut Writer<'_>, m: &MoveInfo) {
