@@ -94,6 +94,11 @@ pub enum Event<'a> {
         message: MessageView<'a>,
         /// Where it was, for a move.
         from: Option<Spot>,
+        /// A put with a deduplication id (or a content key): the queue
+        /// remembers the key for this message until then (its expiry is
+        /// time, not an event). In the put's own event, so no log keeps
+        /// one without the other.
+        dedup: Option<DedupMark>,
     },
     /// A message is gone for good: deleted, expired, cancelled.
     Removed {
@@ -114,19 +119,6 @@ pub enum Event<'a> {
         at: Spot,
         /// Its delivery count.
         count: u32,
-    },
-    /// A put with a deduplication id (or a content key) was stored: the
-    /// queue remembers the key until `expires_at_ms` (its expiry is time,
-    /// not an event).
-    Deduped {
-        /// The queue's id.
-        queue: u32,
-        /// The key (`fila_core::dedup_key`, `fila_core::content_key`).
-        key: u128,
-        /// The put's sequence number.
-        seq: u64,
-        /// When the key is forgotten.
-        expires_at_ms: u64,
     },
     /// A queue's move tasks changed (one began, moved a batch, ended):
     /// they are whole here.
@@ -194,6 +186,15 @@ pub struct MessageImage {
     pub deferred: bool,
     /// Why it is a dead letter, when it is one.
     pub dead_letter: Option<Arc<DeadLetter>>,
+}
+
+/// A deduplication key a put remembers, and until when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DedupMark {
+    /// The key (`fila_core::dedup_key`, `fila_core::content_key`).
+    pub key: u128,
+    /// When it is forgotten.
+    pub expires_at_ms: u64,
 }
 
 /// A remembered deduplication key as saved.

@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use fila_core::event::{Event, MessageImage, MessageView, Spot};
+use fila_core::event::{DedupMark, Event, MessageImage, MessageView, Spot};
 
 use fila_core::{
     DeadLetter, DeadLetterReason, MessageId, MoveStatus, MoveTask, Payload, QueueSettings,
@@ -45,8 +45,6 @@ pub mod kind {
     /// A queue created or changed: what [`QUEUE_SET_2`] carries and the
     /// settings' keyed extension (deduplication).
     pub const QUEUE_SET_3: u8 = 10;
-    /// A deduplication key remembered: id, key, seq, expiry.
-    pub const DEDUPED: u8 = 11;
 }
 
 /// A record or snapshot that does not parse.
@@ -102,6 +100,8 @@ pub enum Op {
         message: MessageImage,
         /// Where it was.
         from: Option<Spot>,
+        /// The deduplication key its put remembers.
+        dedup: Option<DedupMark>,
     },
     /// See [`Event::Removed`].
     Removed {
@@ -121,17 +121,6 @@ pub enum Op {
         at: Spot,
         /// Its count.
         count: u32,
-    },
-    /// See [`Event::Deduped`].
-    Deduped {
-        /// Id.
-        queue: u32,
-        /// The key.
-        key: u128,
-        /// The put's sequence number.
-        seq: u64,
-        /// When it is forgotten.
-        expires_at_ms: u64,
     },
 }
 
@@ -348,7 +337,11 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
             u8_(out, u8::from(*dlq));
             kind::PURGED
         }
-        Event::Stored { message: m, from } => {
+        Event::Stored {
+            message: m,
+            from,
+            dedup,
+        } => {
             match from {
                 None => u8_(out, 0),
                 Some(f) => {
@@ -357,6 +350,11 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
                 }
             }
             message(out, &view_parts(m));
+            // Added later, at the end: a record without it reads as before.
+            if let Some(d) = dedup {
+                out.extend_from_slice(&d.key.to_be_bytes());
+                u64_(out, d.expires_at_ms);
+            }
             kind::STORED
         }
         Event::Removed { at } => {
@@ -372,18 +370,6 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
             spot(out, at);
             u32_(out, *count);
             kind::DELIVERED
-        }
-        Event::Deduped {
-            queue,
-            key,
-            seq,
-            expires_at_ms,
-        } => {
-            u32_(out, *queue);
-            out.extend_from_slice(&key.to_be_bytes());
-            u64_(out, *seq);
-            u64_(out, *expires_at_ms);
-            kind::DEDUPED
         }
     }
 }
@@ -653,10 +639,19 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
         kind::STORED => {
             let from = if r.flag()? { Some(r.spot()?) } else { None };
             let (queue, message) = r.message()?;
+            let dedup = if r.at < r.data.len() {
+                Some(DedupMark {
+                    key: r.u128()?,
+                    expires_at_ms: r.u64()?,
+                })
+            } else {
+                None
+            };
             Op::Stored {
                 queue,
                 message,
                 from,
+                dedup,
             }
         }
         kind::REMOVED => Op::Removed { at: r.spot()? },
@@ -667,12 +662,6 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
         kind::DELIVERED => Op::Delivered {
             at: r.spot()?,
             count: r.u32()?,
-        },
-        kind::DEDUPED => Op::Deduped {
-            queue: r.u32()?,
-            key: r.u128()?,
-            seq: r.u64()?,
-            expires_at_ms: r.u64()?,
         },
         _ => return Err(bad("unknown record kind")),
     };

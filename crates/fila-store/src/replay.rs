@@ -190,23 +190,6 @@ impl Replay {
                     q.moves = tasks;
                 }
             }
-            Op::Deduped {
-                queue,
-                key,
-                seq,
-                expires_at_ms,
-            } => {
-                if let Some(q) = self.queues.get_mut(&queue) {
-                    q.dedup.insert(
-                        key,
-                        DedupImage {
-                            key,
-                            seq,
-                            expires_at_ms,
-                        },
-                    );
-                }
-            }
             Op::QueueDeleted { queue } => {
                 self.saw_queue(queue);
                 self.queues.remove(&queue);
@@ -220,7 +203,18 @@ impl Replay {
                 queue,
                 message,
                 from,
+                dedup,
             } => {
+                if let (Some(d), Some(q)) = (dedup, self.queues.get_mut(&queue)) {
+                    q.dedup.insert(
+                        d.key,
+                        DedupImage {
+                            key: d.key,
+                            seq: message.seq,
+                            expires_at_ms: d.expires_at_ms,
+                        },
+                    );
+                }
                 if let Some(from) = from {
                     self.saw_queue(from.queue);
                     if let Some(q) = self.queues.get_mut(&from.queue) {

@@ -14,8 +14,9 @@
 //! the server's `max_stored_bytes`, and a queue holds at most
 //! [`DEDUP_ENTRIES_MAX`] (a put with a new id past it is refused).
 //!
-//! The table is logged ([`Event::Deduped`] with every put that remembers a
-//! key; expiry is time, not an event) and saved with its queue.
+//! The table is logged (a put's `Stored` event carries the key it
+//! remembers, so no log keeps one without the other; expiry is time, not
+//! an event) and saved with its queue.
 
 use std::hash::Hasher;
 
@@ -155,10 +156,9 @@ impl Shard {
     }
 
     /// Remembers `key` for the put of `seq` until `expires_at` (its room
-    /// reserved by [`Shard::dedup_reserve`]), logs it, and sets the queue's
-    /// timer when it is the first.
+    /// reserved by [`Shard::dedup_reserve`]; logged with the put's
+    /// `Stored` event), and sets the queue's timer when it is the first.
     pub(super) fn dedup_remember(&mut self, qslot: u32, key: u128, seq: u64, expires_at: u64) {
-        let queue_id = self.queue(qslot).id;
         let table = self
             .queue_mut(qslot)
             .dedup
@@ -175,15 +175,6 @@ impl Shard {
             let timer = self.wheel.insert(expires_at, Timer::Dedup(qslot).into());
             self.queue_mut(qslot).dedup.as_mut().expect("made").timer = Some(timer);
         }
-        emit!(
-            self,
-            Event::Deduped {
-                queue: queue_id,
-                key,
-                seq,
-                expires_at_ms: expires_at,
-            }
-        );
     }
 
     /// The queue's dedup timer fired at `now`: drops the expired keys at

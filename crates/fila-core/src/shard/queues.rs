@@ -403,11 +403,12 @@ impl Shard {
             delivery_count: 0,
         };
         let slot = self.store(new, self.sub_id(qslot, false), m.channel.as_deref());
-        self.log_stored(slot, None);
-        if let Some(key) = dedup {
-            let window = self.queue(qslot).settings.dedup_window_ms;
-            self.dedup_remember(qslot, key, seq, now + window);
-        }
+        let mark = dedup.map(|key| {
+            let expires_at_ms = now + self.queue(qslot).settings.dedup_window_ms;
+            self.dedup_remember(qslot, key, seq, expires_at_ms);
+            crate::event::DedupMark { key, expires_at_ms }
+        });
+        self.log_stored_with(slot, None, mark);
         Ok(PutReceipt {
             id: message_id(queue_id, seq),
             seq,
