@@ -373,6 +373,7 @@ fn run(a: Args) -> Out {
                             ("expiries".into(), s.expiries),
                             ("dead_letterings".into(), s.dead_letterings),
                             ("redriven".into(), s.redriven),
+                            ("dedup_entries".into(), s.dedup_entries),
                         ],
                     );
                 }
