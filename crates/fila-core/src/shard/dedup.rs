@@ -31,28 +31,86 @@ use crate::limits::DEDUP_ENTRIES_MAX;
 /// place in the expiry order.
 pub const DEDUP_ENTRY_BYTES: u64 = 64;
 
-/// One remembered put.
+/// One remembered put, in the order of the puts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct DedupEntry {
+struct Slot {
+    key: u128,
     seq: u64,
     expires_at: u64,
 }
 
-/// A queue's remembered ids.
+/// A queue's remembered ids: the slots in put order, and an index from a
+/// key to its slot (its absolute place: slots popped before it, plus its
+/// place in the ring) — 32 bytes a slot and 9 a bucket of the index, about
+/// 52 bytes an id at a million of them.
 #[derive(Default)]
 pub(super) struct DedupTable {
-    entries: HashMap<u128, DedupEntry>,
-    /// Keys in the order they were remembered (a key remembered again after
-    /// it expired may also stand further ahead, stale: skipped).
-    order: VecDeque<u128>,
-    /// The timer at the front key's expiry.
+    slots: VecDeque<Slot>,
+    /// Slots popped from the front so far.
+    popped: u64,
+    /// Each remembered key's slot, by absolute place.
+    index: hashbrown::HashTable<u64>,
+    /// The timer at the front slot's expiry.
     timer: Option<TimerKey>,
+}
+
+/// The index's hash of a key: its low bits (keys are SipHash outputs).
+fn spread(key: u128) -> u64 {
+    key as u64
 }
 
 impl DedupTable {
     /// Ids remembered.
     pub(super) fn len(&self) -> usize {
-        self.entries.len()
+        self.index.len()
+    }
+
+    fn slot(&self, abs: u64) -> &Slot {
+        &self.slots[(abs - self.popped) as usize]
+    }
+
+    /// The slot remembering `key`, if any (expired or not).
+    fn find(&self, key: u128) -> Option<&Slot> {
+        self.index
+            .find(spread(key), |&abs| self.slot(abs).key == key)
+            .map(|&abs| self.slot(abs))
+    }
+
+    /// Remembers `key` in a new slot; `true` when it replaced an expired
+    /// slot of the same key not dropped yet.
+    fn push(&mut self, slot: Slot) -> bool {
+        let abs = self.popped + self.slots.len() as u64;
+        let key = slot.key;
+        self.slots.push_back(slot);
+        let (slots, popped) = (&self.slots, self.popped);
+        let at = |abs: u64| &slots[(abs - popped) as usize];
+        match self.index.find_mut(spread(key), |&a| at(a).key == key) {
+            Some(a) => {
+                *a = abs;
+                true
+            }
+            None => {
+                self.index
+                    .insert_unique(spread(key), abs, |&a| spread(at(a).key));
+                false
+            }
+        }
+    }
+
+    /// Pops the front slot; answers it and whether it was its key's
+    /// current one (then the key is forgotten).
+    fn pop(&mut self) -> Option<(Slot, bool)> {
+        let slot = self.slots.pop_front()?;
+        let abs = self.popped;
+        self.popped += 1;
+        let current = match self.index.find_entry(spread(slot.key), |&a| a == abs) {
+            Ok(e) => {
+                e.remove();
+                true
+            }
+            Err(_) => false,
+        };
+        Some((slot, current))
     }
 
     /// Whether its timer is pending.
@@ -60,24 +118,22 @@ impl DedupTable {
         self.timer.is_some()
     }
 
-    /// Its own bookkeeping: every key remembered is in the expiry order,
-    /// and a timer is pending exactly when some key is.
+    /// Its own bookkeeping: every key's slot holds that key, and a timer is
+    /// pending exactly when some slot is.
     pub(super) fn check(&self) -> Result<(), String> {
-        if self.order.len() < self.entries.len() {
-            return Err(format!(
-                "{} remembered, {} in the expiry order",
-                self.entries.len(),
-                self.order.len()
-            ));
+        for &abs in self.index.iter() {
+            if abs < self.popped || abs >= self.popped + self.slots.len() as u64 {
+                return Err(format!("an index entry points past the slots ({abs})"));
+            }
+            let key = self.slot(abs).key;
+            if self.find(key).map(|s| s as *const Slot) != Some(self.slot(abs) as *const Slot) {
+                return Err(format!("key {key:032x} is not found at its own slot"));
+            }
         }
-        let ordered: std::collections::HashSet<&u128> = self.order.iter().collect();
-        if let Some(k) = self.entries.keys().find(|k| !ordered.contains(k)) {
-            return Err(format!("key {k:032x} is not in the expiry order"));
-        }
-        if self.timer.is_some() == self.order.is_empty() {
+        if self.timer.is_some() == self.slots.is_empty() {
             return Err(format!(
-                "{} keys in order, timer pending: {}",
-                self.order.len(),
+                "{} slots, timer pending: {}",
+                self.slots.len(),
                 self.timer.is_some()
             ));
         }
@@ -134,10 +190,9 @@ impl Shard {
     pub(super) fn dedup_hit(&self, qslot: u32, key: u128, now: u64) -> Option<u64> {
         let table = self.queue(qslot).dedup.as_ref()?;
         table
-            .entries
-            .get(&key)
-            .filter(|e| e.expires_at > now)
-            .map(|e| e.seq)
+            .find(key)
+            .filter(|s| s.expires_at > now)
+            .map(|s| s.seq)
     }
 
     /// Room for one more remembered id: the queue's limit and the
@@ -163,46 +218,44 @@ impl Shard {
             .queue_mut(qslot)
             .dedup
             .get_or_insert_with(Default::default);
-        let entry = DedupEntry { seq, expires_at };
-        if table.entries.insert(key, entry).is_some() {
-            // An expired entry not dropped yet: replaced, counted once.
+        let replaced = table.push(Slot {
+            key,
+            seq,
+            expires_at,
+        });
+        let first = table.timer.is_none();
+        if replaced {
+            // An expired id not dropped yet: remembered again, counted once.
             self.budget.release(DEDUP_ENTRY_BYTES);
         }
-        let table = self.queue_mut(qslot).dedup.as_mut().expect("just made");
-        table.order.push_back(key);
-        let first = table.timer.is_none();
         if first {
             let timer = self.wheel.insert(expires_at, Timer::Dedup(qslot).into());
             self.queue_mut(qslot).dedup.as_mut().expect("made").timer = Some(timer);
         }
     }
 
-    /// The queue's dedup timer fired at `now`: drops the expired keys at
-    /// the front of its order and sets the timer at the next one's expiry.
+    /// The queue's dedup timer fired at `now`: drops the expired slots at
+    /// the front and sets the timer at the next one's expiry.
     pub(super) fn dedup_tick(&mut self, qslot: u32, now: u64) {
         let Some(table) = self.queue_mut(qslot).dedup.as_mut() else {
             return;
         };
         table.timer = None;
         let mut freed = 0u64;
-        let mut next = None;
-        while let Some(&key) = table.order.front() {
-            match table.entries.get(&key) {
-                Some(e) if e.expires_at > now => {
-                    // Still remembered (or remembered again): the front.
-                    next = Some(e.expires_at);
-                    break;
-                }
-                Some(_) => {
-                    table.entries.remove(&key);
-                    freed += 1;
-                }
-                None => {}
+        while table.slots.front().is_some_and(|s| s.expires_at <= now) {
+            if let Some((_, true)) = table.pop() {
+                freed += 1;
             }
-            table.order.pop_front();
         }
-        if table.order.is_empty() {
-            table.order = VecDeque::new();
+        let next = table.slots.front().map(|s| s.expires_at);
+        if table.slots.len() * 4 < table.slots.capacity() {
+            // Give back what a burst of puts grew.
+            table.slots.shrink_to(table.slots.len() * 2);
+            let slots = &table.slots;
+            let popped = table.popped;
+            table
+                .index
+                .shrink_to(0, |&a| spread(slots[(a - popped) as usize].key));
         }
         if let Some(at) = next {
             let timer = self.wheel.insert(at, Timer::Dedup(qslot).into());
@@ -220,8 +273,7 @@ impl Shard {
         if let Some(t) = table.timer {
             self.wheel.cancel(t);
         }
-        self.budget
-            .release(table.entries.len() as u64 * DEDUP_ENTRY_BYTES);
+        self.budget.release(table.len() as u64 * DEDUP_ENTRY_BYTES);
     }
 
     /// A queue's remembered ids as saved (those not expired at `now`), in
@@ -230,45 +282,45 @@ impl Shard {
         let Some(table) = self.queue(qslot).dedup.as_ref() else {
             return Vec::new();
         };
-        let mut seen = std::collections::HashSet::new();
-        let mut out: Vec<DedupImage> = table
-            .order
+        table
+            .index
             .iter()
-            .rev()
-            .filter(|k| seen.insert(**k))
-            .filter_map(|k| {
-                let e = table.entries.get(k)?;
-                (e.expires_at > now).then_some(DedupImage {
-                    key: *k,
-                    seq: e.seq,
-                    expires_at_ms: e.expires_at,
-                })
+            .map(|&abs| (abs, table.slot(abs)))
+            .filter(|(_, s)| s.expires_at > now)
+            .map(|(abs, s)| {
+                let image = DedupImage {
+                    key: s.key,
+                    seq: s.seq,
+                    expires_at_ms: s.expires_at,
+                };
+                (abs, image)
             })
-            .collect();
-        out.reverse();
-        out
+            // In the order remembered.
+            .collect::<std::collections::BTreeMap<_, _>>()
+            .into_values()
+            .collect()
     }
 
-    /// Restores a queue's remembered ids (those not expired at `now`),
-    /// counted whatever the limit (they were counted when remembered).
+    /// Restores a queue's remembered ids (those not expired at `now`, in
+    /// the order they expire), counted whatever the limit (they were
+    /// counted when remembered).
     pub(super) fn dedup_restore(&mut self, qslot: u32, entries: &[DedupImage], now: u64) {
         let mut live: Vec<&DedupImage> = entries.iter().filter(|e| e.expires_at_ms > now).collect();
         if live.is_empty() {
             return;
         }
-        live.sort_by_key(|e| e.expires_at_ms);
+        live.sort_by_key(|e| (e.expires_at_ms, e.seq));
         let mut table = DedupTable::default();
+        let mut kept = 0u64;
         for e in &live {
-            let entry = DedupEntry {
+            let replaced = table.push(Slot {
+                key: e.key,
                 seq: e.seq,
                 expires_at: e.expires_at_ms,
-            };
-            if table.entries.insert(e.key, entry).is_none() {
-                table.order.push_back(e.key);
-            }
+            });
+            kept += u64::from(!replaced);
         }
-        self.budget
-            .force(table.entries.len() as u64 * DEDUP_ENTRY_BYTES);
+        self.budget.force(kept * DEDUP_ENTRY_BYTES);
         let first = live[0].expires_at_ms;
         table.timer = Some(self.wheel.insert(first, Timer::Dedup(qslot).into()));
         self.queue_mut(qslot).dedup = Some(Box::new(table));
