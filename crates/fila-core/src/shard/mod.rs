@@ -672,6 +672,9 @@ mod tests {
             Timer::Redrive(7),
             Timer::Waiter(123_456),
             Timer::Expiry(9),
+            Timer::Expiry((1 << 29) - 2),
+            Timer::Dedup(0),
+            Timer::Dedup((1 << 29) - 2),
         ] {
             assert_eq!(Timer::from(Packed::from(t)), t);
         }

@@ -36,12 +36,17 @@ impl Timer {
     }
 }
 
-/// A [`Timer`] as the wheel keeps it: its kind in the top three bits, its
-/// slot in the other 29 (4 bytes a timer, not 8; slots stay below 2^29).
+/// A [`Timer`] as the wheel keeps it: its kind in the top two bits, its
+/// slot in the other 30 (4 bytes a timer, not 8; slots stay below 2^30).
+/// A queue's two timers of its own (its expiry cursor, its dedup expiry)
+/// share the last kind, told apart by the slot's top bit: queue slots stay
+/// below 2^29.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Packed(u32);
 
-const SLOT_BITS: u32 = 29;
+const SLOT_BITS: u32 = 30;
+/// In the last kind: a dedup timer rather than an expiry cursor.
+const DEDUP_BIT: u32 = 1 << 29;
 const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
 
 impl Default for Packed {
@@ -57,10 +62,16 @@ impl From<Timer> for Packed {
             Timer::Message(s) => (0, s),
             Timer::Redrive(s) => (1, s),
             Timer::Waiter(s) => (2, s),
-            Timer::Expiry(s) => (3, s),
-            Timer::Dedup(s) => (4, s),
+            Timer::Expiry(s) => {
+                assert!(s < DEDUP_BIT, "queue slots stay below 2^29");
+                (3, s)
+            }
+            Timer::Dedup(s) => {
+                assert!(s < DEDUP_BIT, "queue slots stay below 2^29");
+                (3, s | DEDUP_BIT)
+            }
         };
-        assert!(slot < SLOT_MASK, "slots stay below 2^29");
+        assert!(slot < SLOT_MASK, "slots stay below 2^30");
         Packed(kind << SLOT_BITS | slot)
     }
 }
@@ -72,8 +83,8 @@ impl From<Packed> for Timer {
             0 => Timer::Message(slot),
             1 => Timer::Redrive(slot),
             2 => Timer::Waiter(slot),
-            3 => Timer::Expiry(slot),
-            _ => Timer::Dedup(slot),
+            _ if slot & DEDUP_BIT != 0 => Timer::Dedup(slot & !DEDUP_BIT),
+            _ => Timer::Expiry(slot),
         }
     }
 }
