@@ -3,6 +3,7 @@
 //! wrapping global allocator, and how much the resident set grew.
 //!
 //! `cargo run --release -p fila-benches --example memory -- 1000000 10000000`
+//! (`-- --dedup 1000000`: bytes per remembered deduplication id instead)
 //!
 //! The engine copies every payload it stores (a stored message owns exactly
 //! its bytes), so both figures count one 100-byte copy per message as
@@ -100,8 +101,55 @@ fn measure(n: usize) -> Figures {
     }
 }
 
+/// Bytes allocated per remembered deduplication id: `n` puts with ids of
+/// 36 bytes (a UUID's text), then a purge (which keeps the ids) frees
+/// the messages; what stays is the table.
+fn measure_dedup(n: usize) -> (f64, f64) {
+    let (engine, queues) = engine_with_queues(1);
+    let queue = &queues[0];
+    let before = LIVE.load(Ordering::Relaxed);
+    let rss_before = rss();
+    let mut next = 0usize;
+    while next < n {
+        let k = (n - next).min(20);
+        let batch = (next..next + k)
+            .map(|i| {
+                let mut m = NewMessage::new(Bytes::new());
+                m.dedup_id = Some(format!("{i:036}"));
+                m
+            })
+            .collect();
+        for answer in engine.put(queue, batch).expect("put") {
+            answer.expect("every put fits");
+        }
+        next += k;
+    }
+    engine
+        .purge(fila_core::Address::queue(queue))
+        .expect("purge");
+    engine.tick();
+    let stats = engine.stats(queue).unwrap();
+    assert_eq!((stats.visible, stats.dedup_entries), (0, n as u64));
+    let per = |bytes: usize| bytes as f64 / n as f64;
+    (
+        per(LIVE.load(Ordering::Relaxed).saturating_sub(before)),
+        per(rss().saturating_sub(rss_before)),
+    )
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // `--dedup N`: bytes per remembered deduplication id.
+    if args.first().map(String::as_str) == Some("--dedup") {
+        let n: usize = args
+            .get(1)
+            .map_or(1_000_000, |a| a.parse().expect("a count"));
+        let (allocated, resident) = measure_dedup(n);
+        println!(
+            "{n} deduplication ids: {allocated:.1} bytes allocated, {resident:.1} resident per id"
+        );
+        return;
+    }
     // Each measurement runs in a fresh process, so that memory freed by one
     // cannot be reused by the next and hide from the resident figure.
     if args.first().map(String::as_str) == Some("--one") {

@@ -33,7 +33,9 @@ usage: fila [--addr ADDR] [--token TOKEN] [--tls] [--ca FILE]
                                    queue is no error)
   put QUEUE [MESSAGE ...]          put messages (or --file PATH, or stdin
         [--channel C] [--delay MS] [--at MS] [--ttl MS] [--attr K=V ...]
-                                   when no message is given: one per line)
+        [--dedup-id ID]            when no message is given: one per line;
+                                   --dedup-id: a resend within the queue's
+                                   dedup window stores nothing)
   receive QUEUE [--max N] [--visibility MS] [--wait MS] [--channel F] [--dlq]
                                    (without --wait: the queue's default wait)
   delete QUEUE RECEIPT ... [--dlq]
@@ -58,7 +60,9 @@ settings: --visibility-timeout MS --max-deliveries N --retention MS
   --max-message-bytes N --receive-wait MS --dead-letter-on-expiration BOOL
   --dead-letter-target QUEUE|none --max-messages N --max-bytes N
   --channel-capacity PCT --queue-delay MS (a put without --delay waits
-  this long) --tag KEY=VALUE ... --untag KEY ...
+  this long) --tag KEY=VALUE ... --untag KEY ... --dedup-window MS (how
+  long a dedup id is remembered, 1000..=86400000) --content-dedup BOOL (puts
+  without a dedup id are deduplicated by payload and attributes)
 
 The address and token default to $FILA_ADDR (127.0.0.1:7700) and $FILA_TOKEN.
 ADDR is HOST:PORT, fila://HOST:PORT, or filas://HOST:PORT (TLS, as --tls).
@@ -183,7 +187,7 @@ impl Args {
     }
 }
 
-const SETTINGS_FLAGS: [&str; 13] = [
+const SETTINGS_FLAGS: [&str; 15] = [
     "--visibility-timeout",
     "--max-deliveries",
     "--retention",
@@ -197,7 +201,22 @@ const SETTINGS_FLAGS: [&str; 13] = [
     "--queue-delay",
     "--tag",
     "--untag",
+    "--dedup-window",
+    "--content-dedup",
 ];
+
+/// A `true` / `false` flag's value.
+fn boolean(a: &Args, flag: &str) -> Result<Option<bool>, Failure> {
+    a.value(flag)
+        .map(|v| match v {
+            "true" | "yes" | "1" => Ok(true),
+            "false" | "no" | "0" => Ok(false),
+            _ => Err(Failure::Usage(format!(
+                "{flag}: {v:?} is not true or false"
+            ))),
+        })
+        .transpose()
+}
 
 fn patch(a: &Args) -> Result<SettingsPatch, Failure> {
     Ok(SettingsPatch {
@@ -206,16 +225,7 @@ fn patch(a: &Args) -> Result<SettingsPatch, Failure> {
         retention_ms: a.number("--retention")?,
         max_message_bytes: a.number("--max-message-bytes")?,
         receive_wait_default_ms: a.number("--receive-wait")?,
-        dead_letter_on_expiration: a
-            .value("--dead-letter-on-expiration")
-            .map(|v| match v {
-                "true" | "yes" | "1" => Ok(true),
-                "false" | "no" | "0" => Ok(false),
-                _ => Err(Failure::Usage(format!(
-                    "--dead-letter-on-expiration: {v:?} is not true or false"
-                ))),
-            })
-            .transpose()?,
+        dead_letter_on_expiration: boolean(a, "--dead-letter-on-expiration")?,
         dead_letter_target: a.value("--dead-letter-target").map(|v| {
             if v == "none" {
                 None
@@ -238,6 +248,8 @@ fn patch(a: &Args) -> Result<SettingsPatch, Failure> {
             })
             .collect::<Result<_, _>>()?,
         tags_remove: a.values("--untag").into_iter().map(str::to_owned).collect(),
+        dedup_window_ms: a.number("--dedup-window")?,
+        content_dedup: boolean(a, "--content-dedup")?,
     })
 }
 
@@ -361,6 +373,7 @@ fn run(a: Args) -> Out {
                             ("expiries".into(), s.expiries),
                             ("dead_letterings".into(), s.dead_letterings),
                             ("redriven".into(), s.redriven),
+                            ("dedup_entries".into(), s.dedup_entries),
                         ],
                     );
                 }
@@ -396,7 +409,15 @@ fn run(a: Args) -> Out {
             Ok(true)
         }
         "put" => {
-            a.check_known(&["--file", "--channel", "--delay", "--at", "--ttl", "--attr"])?;
+            a.check_known(&[
+                "--file",
+                "--channel",
+                "--delay",
+                "--at",
+                "--ttl",
+                "--attr",
+                "--dedup-id",
+            ])?;
             let queue = a.pos(1, "a queue name")?.to_owned();
             let mut payloads: Vec<Bytes> = a.positional[2..]
                 .iter()
@@ -434,6 +455,12 @@ fn run(a: Args) -> Out {
                 attributes.push((k.to_owned(), v.to_owned()));
             }
             let ttl_ms = a.number("--ttl")?;
+            let dedup_id = a.value("--dedup-id").map(str::to_owned);
+            if dedup_id.is_some() && payloads.len() != 1 {
+                return Err(Failure::Usage(
+                    "--dedup-id names one message: put one message with it".into(),
+                ));
+            }
             let entries: Vec<PutEntry> = payloads
                 .into_iter()
                 .map(|payload| PutEntry {
@@ -442,6 +469,7 @@ fn run(a: Args) -> Out {
                     channel: a.value("--channel").map(str::to_owned),
                     availability,
                     ttl_ms,
+                    dedup_id: dedup_id.clone(),
                 })
                 .collect();
             let results = connect(&a)?.put_many(&queue, entries)?;

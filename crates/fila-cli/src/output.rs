@@ -172,7 +172,7 @@ pub(crate) fn print_messages(json: bool, ms: &[Message]) {
 }
 
 pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
-    let rows: [(&str, String); 12] = [
+    let rows: [(&str, String); 14] = [
         ("visibility_timeout_ms", s.visibility_timeout_ms.to_string()),
         ("max_deliveries", s.max_deliveries.to_string()),
         ("retention_ms", s.retention_ms.to_string()),
@@ -193,6 +193,8 @@ pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
         ("max_bytes", s.max_bytes.to_string()),
         ("channel_capacity_pct", s.channel_capacity_pct.to_string()),
         ("delay_ms", s.delay_ms.to_string()),
+        ("dedup_window_ms", s.dedup_window_ms.to_string()),
+        ("content_dedup", s.content_dedup.to_string()),
         (
             "tags",
             s.tags

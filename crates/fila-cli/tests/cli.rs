@@ -299,3 +299,34 @@ fn the_cli_speaks_tls_with_flags_or_the_environment_and_reloads() {
     let o = run(&["--addr", &named, "--ca", &ca_path, "queue", "list"], &[]);
     assert_eq!(o.status.code(), Some(2), "{o:?}");
 }
+
+#[test]
+fn a_put_with_a_dedup_id_is_stored_once() {
+    let s = TestServer::start();
+    fila(
+        &s,
+        &["queue", "create", "q", "--dedup-window", "60000"],
+        None,
+    );
+    let first = fila(
+        &s,
+        &["--json", "put", "q", "hello", "--dedup-id", "h-1"],
+        None,
+    );
+    let again = fila(
+        &s,
+        &["--json", "put", "q", "hello", "--dedup-id", "h-1"],
+        None,
+    );
+    assert!(first.status.success(), "{first:?}");
+    assert_eq!(out(&first), out(&again), "the same id and sequence number");
+    let stats = out(&fila(&s, &["queue", "stats", "q"], None));
+    assert!(stats.contains("dedup_entries"), "{stats}");
+    let get = out(&fila(&s, &["queue", "get", "q"], None));
+    assert!(
+        get.contains("dedup_window_ms") && get.contains("60000"),
+        "{get}"
+    );
+    let two = fila(&s, &["put", "q", "a", "b", "--dedup-id", "x"], None);
+    assert_eq!(two.status.code(), Some(2), "one id names one message");
+}

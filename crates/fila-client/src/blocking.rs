@@ -337,6 +337,26 @@ impl Client {
             .expect("one answer per entry")
     }
 
+    /// Puts one payload with a deduplication id: sent again with the same
+    /// id within the queue's dedup window (after a timeout, a lost
+    /// connection), it stores nothing and answers the first put's id and
+    /// sequence number — what to resend with when an answer was lost.
+    pub fn put_idempotent(
+        &mut self,
+        queue: &str,
+        payload: impl Into<Bytes>,
+        dedup_id: impl Into<String>,
+    ) -> Result<PutAck> {
+        let entry = PutEntry {
+            payload: payload.into(),
+            dedup_id: Some(dedup_id.into()),
+            ..PutEntry::default()
+        };
+        self.put_many(queue, vec![entry])?
+            .pop()
+            .expect("one answer per entry")
+    }
+
     /// Puts any number of messages, 20 per request, pipelined.
     pub fn put_many(
         &mut self,

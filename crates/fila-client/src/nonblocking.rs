@@ -455,6 +455,27 @@ impl AsyncClient {
             .expect("one answer per entry")
     }
 
+    /// Puts one payload with a deduplication id: sent again with the same
+    /// id within the queue's dedup window (after a timeout, a lost
+    /// connection), it stores nothing and answers the first put's id and
+    /// sequence number — what to resend with when an answer was lost.
+    pub async fn put_idempotent(
+        &self,
+        queue: &str,
+        payload: impl Into<Bytes>,
+        dedup_id: impl Into<String>,
+    ) -> Result<PutAck> {
+        let entry = PutEntry {
+            payload: payload.into(),
+            dedup_id: Some(dedup_id.into()),
+            ..PutEntry::default()
+        };
+        self.put_many(queue, vec![entry])
+            .await?
+            .pop()
+            .expect("one answer per entry")
+    }
+
     /// Cancels a scheduled message.
     pub async fn cancel_scheduled(&self, queue: &str, seq: u64) -> Result<()> {
         self.run(call::cancel_scheduled(queue, seq)).await

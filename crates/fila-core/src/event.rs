@@ -94,6 +94,11 @@ pub enum Event<'a> {
         message: MessageView<'a>,
         /// Where it was, for a move.
         from: Option<Spot>,
+        /// A put with a deduplication id (or a content key): the queue
+        /// remembers the key for this message until then (its expiry is
+        /// time, not an event). In the put's own event, so no log keeps
+        /// one without the other.
+        dedup: Option<DedupMark>,
     },
     /// A message is gone for good: deleted, expired, cancelled.
     Removed {
@@ -183,6 +188,26 @@ pub struct MessageImage {
     pub dead_letter: Option<Arc<DeadLetter>>,
 }
 
+/// A deduplication key a put remembers, and until when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DedupMark {
+    /// The key (`fila_core::dedup_key`, `fila_core::content_key`).
+    pub key: u128,
+    /// When it is forgotten.
+    pub expires_at_ms: u64,
+}
+
+/// A remembered deduplication key as saved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DedupImage {
+    /// The key.
+    pub key: u128,
+    /// The sequence number of the put that stored it.
+    pub seq: u64,
+    /// When it is forgotten.
+    pub expires_at_ms: u64,
+}
+
 /// A part of the state taken a piece at a time (a snapshot the engine
 /// keeps serving through): a queue with its settings as they were when the
 /// piece was taken, or one of its messages. The parts of different pieces
@@ -205,6 +230,14 @@ pub enum ImagePart {
         next_seq: u64,
         /// Its move tasks, oldest first.
         moves: Vec<MoveTask>,
+    },
+    /// Some of the deduplication keys queue `queue` remembers (after the
+    /// queue, before its messages; a queue with many comes in several).
+    Dedup {
+        /// The queue's id.
+        queue: u32,
+        /// The keys, in the order remembered.
+        entries: Vec<DedupImage>,
     },
     /// A message of queue `queue`.
     Message {
@@ -256,6 +289,8 @@ pub struct QueueImage {
     pub next_seq: u64,
     /// Its move tasks, oldest first (a running one resumes).
     pub moves: Vec<MoveTask>,
+    /// The deduplication keys it remembers, in the order remembered.
+    pub dedup: Vec<DedupImage>,
     /// Its messages and its DLQ's, in any order.
     pub messages: Vec<MessageImage>,
 }

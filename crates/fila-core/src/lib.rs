@@ -88,7 +88,9 @@ pub use owner::{
 };
 pub use payload::Payload;
 pub use receipt::{Receipt, ReceiptKey, RECEIPT_LEN};
-pub use shard::{Completion, Notify, Received, Shard, WaitId, Wake};
+pub use shard::{
+    content_key, dedup_key, Completion, Notify, Received, Shard, WaitId, Wake, DEDUP_ENTRY_BYTES,
+};
 pub use types::*;
 
 /// The README's examples compile and run as doc tests.

@@ -39,6 +39,13 @@ pub struct QueueSettings {
     /// Labels (key, value), sorted by key; not part of what makes two
     /// settings differ.
     pub tags: Vec<(String, String)>,
+    /// How long a put's deduplication id is remembered: a second put with
+    /// it within this time stores nothing and is answered with the first
+    /// put's id and sequence number (1 s ..= 24 h).
+    pub dedup_window_ms: u64,
+    /// A put without a deduplication id takes one from its content (a
+    /// hash of its payload and attributes).
+    pub content_dedup: bool,
 }
 
 impl Default for QueueSettings {
@@ -57,6 +64,8 @@ impl Default for QueueSettings {
             delay_ms: 0,
             redrive_allow: None,
             tags: Vec::new(),
+            dedup_window_ms: DEDUP_WINDOW_MS_DEFAULT,
+            content_dedup: false,
         }
     }
 }
@@ -120,6 +129,13 @@ impl QueueSettings {
             " %",
         )?;
         check_range("delay_ms", self.delay_ms, 0, DELAY_MS_MAX, " ms")?;
+        check_range(
+            "dedup_window_ms",
+            self.dedup_window_ms,
+            DEDUP_WINDOW_MS_MIN,
+            DEDUP_WINDOW_MS_MAX,
+            " ms",
+        )?;
         if let Some(p) = &self.redrive_allow {
             if p.len() > REDRIVE_ALLOW_LEN_MAX {
                 return Err(Error::invalid(
@@ -162,7 +178,7 @@ impl QueueSettings {
 
     /// The first field in which `self` and `other` differ.
     pub(crate) fn first_difference(&self, other: &QueueSettings) -> Option<&'static str> {
-        let fields: [(&'static str, bool); 12] = [
+        let fields: [(&'static str, bool); 14] = [
             (
                 "visibility_timeout_ms",
                 self.visibility_timeout_ms != other.visibility_timeout_ms,
@@ -196,6 +212,11 @@ impl QueueSettings {
             ),
             ("delay_ms", self.delay_ms != other.delay_ms),
             ("redrive_allow", self.redrive_allow != other.redrive_allow),
+            (
+                "dedup_window_ms",
+                self.dedup_window_ms != other.dedup_window_ms,
+            ),
+            ("content_dedup", self.content_dedup != other.content_dedup),
         ];
         fields
             .into_iter()
@@ -241,6 +262,10 @@ pub struct SettingsUpdate {
     pub delay_ms: Option<u64>,
     /// `Some(None)` allows any queue again.
     pub redrive_allow: Option<Option<String>>,
+    /// See [`QueueSettings::dedup_window_ms`].
+    pub dedup_window_ms: Option<u64>,
+    /// See [`QueueSettings::content_dedup`].
+    pub content_dedup: Option<bool>,
     /// Tags to add or change.
     pub tags_set: Vec<(String, String)>,
     /// Tag keys to remove (after `tags_set`).
@@ -278,6 +303,8 @@ impl SettingsUpdate {
                 .clone()
                 .unwrap_or_else(|| base.redrive_allow.clone()),
             tags: self.tags_of(&base.tags),
+            dedup_window_ms: self.dedup_window_ms.unwrap_or(base.dedup_window_ms),
+            content_dedup: self.content_dedup.unwrap_or(base.content_dedup),
         }
     }
 
@@ -312,6 +339,8 @@ impl SettingsUpdate {
             channel_capacity_pct,
             delay_ms,
             redrive_allow,
+            dedup_window_ms,
+            content_dedup,
             tags_set: _,
             tags_remove: _,
         } = self;
@@ -327,5 +356,7 @@ impl SettingsUpdate {
             || channel_capacity_pct.is_some()
             || delay_ms.is_some()
             || redrive_allow.is_some()
+            || dedup_window_ms.is_some()
+            || content_dedup.is_some()
     }
 }

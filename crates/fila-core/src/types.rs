@@ -112,6 +112,10 @@ pub struct NewMessage {
     pub availability: Availability,
     /// Time to live, shorter than the queue's retention.
     pub ttl_ms: Option<u64>,
+    /// A deduplication id (1–128 bytes): a second put with it within the
+    /// queue's `dedup_window_ms` stores nothing and is answered with the
+    /// first put's id and sequence number.
+    pub dedup_id: Option<String>,
 }
 
 impl NewMessage {
@@ -416,6 +420,8 @@ pub struct QueueStats {
     pub redriven: u64,
     /// When it was created and last changed.
     pub times: QueueTimes,
+    /// Deduplication ids (and content keys) it remembers now.
+    pub dedup_entries: u64,
 }
 
 /// One entry of a receive-deferred answer, or of a delete / update.
@@ -467,6 +473,14 @@ impl NewMessage {
         }
         if let Some(c) = &m.channel {
             validate_channel("channel", c)?;
+        }
+        if let Some(id) = &m.dedup_id {
+            if id.is_empty() || id.len() > DEDUP_ID_LEN_MAX {
+                return Err(Error::invalid(
+                    "dedup_id",
+                    format!("must be 1..={DEDUP_ID_LEN_MAX} bytes (got {})", id.len()),
+                ));
+            }
         }
         if let Some(ttl) = m.ttl_ms {
             if ttl == 0 || ttl >= settings.retention_ms {

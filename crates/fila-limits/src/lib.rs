@@ -59,3 +59,15 @@ pub const PEEK_MAX: u32 = 100;
 /// request moves an unbounded DLQ in one go. Also the highest rate a
 /// redrive may ask for.
 pub const REDRIVE_BATCH_MAX: u32 = 10_000;
+
+/// A deduplication id, in bytes.
+pub const DEDUP_ID_LEN_MAX: usize = 128;
+/// A queue's deduplication window at least (1 s) and at most (24 h).
+pub const DEDUP_WINDOW_MS_MIN: u64 = 1_000;
+/// See [`DEDUP_WINDOW_MS_MIN`].
+pub const DEDUP_WINDOW_MS_MAX: u64 = 86_400_000;
+/// The deduplication window of a queue that names none (5 min, as SQS).
+pub const DEDUP_WINDOW_MS_DEFAULT: u64 = 300_000;
+/// Deduplication ids one queue remembers at once (a put with a new id past
+/// it is refused until some expire).
+pub const DEDUP_ENTRIES_MAX: u64 = 1 << 22;

@@ -41,6 +41,8 @@ usage: fila-loadgen [flags]
                        --ca FILE (the server certificate's CA, $FILA_CA),
                        --cert FILE --key FILE (a client certificate),
                        --server-name NAME          [$FILA_TLS=1]
+  --dedup-ids          fila: every put carries a deduplication id of its
+                       own (what remembering them costs)
   --label TEXT         added to the system's name in reports (a sync mode)
   --all-fields         fila: receive every field of a message (by default
                        a receive asks for the payload and receipt only)
@@ -227,6 +229,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
         addr: "127.0.0.1:7700".into(),
         token: std::env::var("FILA_TOKEN").ok().filter(|t| !t.is_empty()),
         tls: None,
+        dedup_ids: false,
         label: String::new(),
         fields: fila_client::Fields::PAYLOAD_AND_RECEIPT,
     };
@@ -275,6 +278,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
             "--nats-storage" => nats_storage = value()?,
             "--token" => target.token = Some(value()?),
             "--tls" => tls_flags.push(("--tls".into(), String::new())),
+            "--dedup-ids" => target.dedup_ids = true,
             "--ca" | "--cert" | "--key" | "--server-name" => {
                 let v = value()?;
                 tls_flags.push((flag.clone(), v));

@@ -144,6 +144,8 @@ pub struct Fila {
     pub token: Option<String>,
     /// TLS, if the server speaks it.
     pub tls: Option<fila_client::TlsOptions>,
+    /// Every put carries a deduplication id of its own.
+    pub dedup_ids: bool,
     /// Label in reports (the sync mode, say).
     pub label: String,
     /// The fields a receive asks for (the workload reads only the payload).
@@ -201,11 +203,18 @@ impl Target for Fila {
     }
 
     fn producer(&self, queues: &[String]) -> Result<Box<dyn Producer>, String> {
+        static PRODUCERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Ok(Box::new(FilaProducer {
             client: self.connect()?,
             queues: queues.to_vec(),
             next: 0,
             in_flight: VecDeque::new(),
+            dedup: self.dedup_ids.then(|| {
+                (
+                    PRODUCERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                    0,
+                )
+            }),
         }))
     }
 
@@ -226,17 +235,38 @@ struct FilaProducer {
     queues: Vec<String>,
     next: usize,
     in_flight: VecDeque<(u64, usize)>,
+    /// With deduplication ids: this producer's number and its next id.
+    dedup: Option<(u64, u64)>,
 }
 
 impl Producer for FilaProducer {
     fn send(&mut self, batch: &[Bytes]) -> Result<(), String> {
         let queue = &self.queues[self.next % self.queues.len()];
         self.next += 1;
-        let req = PayloadsRef {
-            queue,
-            payloads: batch,
-        };
-        let id = self.client.send(&req).map_err(|e| e.to_string())?;
+        let id = match &mut self.dedup {
+            None => self.client.send(&PayloadsRef {
+                queue,
+                payloads: batch,
+            }),
+            Some((producer, next)) => {
+                let messages: Vec<fila_client::PutEntry> = batch
+                    .iter()
+                    .map(|p| {
+                        *next += 1;
+                        fila_client::PutEntry {
+                            payload: p.clone(),
+                            dedup_id: Some(format!("p{producer}-{next}")),
+                            ..fila_client::PutEntry::default()
+                        }
+                    })
+                    .collect();
+                self.client.send(&fila_client::PutRef {
+                    queue,
+                    messages: &messages,
+                })
+            }
+        }
+        .map_err(|e| e.to_string())?;
         self.client.flush().map_err(|e| e.to_string())?;
         self.in_flight.push_back((id, batch.len()));
         Ok(())

@@ -140,6 +140,9 @@ pub struct PutEntry {
     pub availability: Availability,
     /// Time to live in milliseconds.
     pub ttl_ms: Option<u64>,
+    /// A deduplication id (1–128 bytes): a resend within the queue's
+    /// window stores nothing and is answered as the first put was.
+    pub dedup_id: Option<String>,
 }
 
 /// A receive.
@@ -450,6 +453,8 @@ pub struct Stats {
     pub created_at_ms: u64,
     /// When its settings last changed, ms since the epoch (0: not known).
     pub modified_at_ms: u64,
+    /// Deduplication ids it remembers now.
+    pub dedup_entries: u64,
 }
 
 /// An error answer, or one failed entry of a batch.
@@ -585,6 +590,57 @@ pub(super) fn put_entry(w: &mut Writer<'_>, e: &PutEntry) {
     w.opt(&e.ttl_ms, |w, v| w.u64(*v));
 }
 
+/// Flags of a put entry's extension (`put_more`): which fields follow.
+mod more {
+    pub const DEDUP_ID: u8 = 1;
+    pub const KNOWN: u8 = DEDUP_ID;
+}
+
+/// Whether any entry needs the put's extension (a put without one is
+/// written in the layout before it existed).
+pub(super) fn needs_more(entries: &[PutEntry]) -> bool {
+    entries.iter().any(|e| e.dedup_id.is_some())
+}
+
+/// A put entry's extension: a `u8` of flags, then each flagged field.
+pub(super) fn put_more(w: &mut Writer<'_>, e: &PutEntry) {
+    let mut flags = 0;
+    if e.dedup_id.is_some() {
+        flags |= more::DEDUP_ID;
+    }
+    w.u8(flags);
+    if let Some(id) = &e.dedup_id {
+        w.str(id);
+    }
+}
+
+/// Reads the put's extension, when present, into its entries.
+pub(super) fn get_more(r: &mut Reader, entries: &mut [PutEntry]) -> Result<(), ProtoError> {
+    if r.remaining() == 0 {
+        return Ok(());
+    }
+    let mores = r.list(1, |r| {
+        let flags = r.u8()?;
+        if flags & !more::KNOWN != 0 {
+            return Err(ProtoError::Malformed("unknown put entry fields"));
+        }
+        Ok(if flags & more::DEDUP_ID != 0 {
+            Some(r.str()?)
+        } else {
+            None
+        })
+    })?;
+    if mores.len() != entries.len() {
+        return Err(ProtoError::Malformed(
+            "a put's extension has one entry per message",
+        ));
+    }
+    for (e, dedup_id) in entries.iter_mut().zip(mores) {
+        e.dedup_id = dedup_id;
+    }
+    Ok(())
+}
+
 pub(super) fn get_entry(r: &mut Reader) -> Result<PutEntry, ProtoError> {
     Ok(PutEntry {
         payload: r.bytes()?,
@@ -597,6 +653,7 @@ pub(super) fn get_entry(r: &mut Reader) -> Result<PutEntry, ProtoError> {
             _ => return Err(ProtoError::Malformed("availability is 0, 1 or 2")),
         },
         ttl_ms: r.opt(Reader::u64)?,
+        dedup_id: None,
     })
 }
 

@@ -92,6 +92,8 @@ fn update_of(p: proto::SettingsPatch) -> SettingsUpdate {
         channel_capacity_pct: p.channel_capacity_pct,
         delay_ms: p.delay_ms,
         redrive_allow: p.redrive_allow,
+        dedup_window_ms: p.dedup_window_ms,
+        content_dedup: p.content_dedup,
         tags_set: p.tags_set,
         tags_remove: p.tags_remove,
     }
@@ -112,6 +114,8 @@ fn settings_of(s: QueueSettings) -> proto::Settings {
         delay_ms: s.delay_ms,
         redrive_allow: s.redrive_allow,
         tags: s.tags,
+        dedup_window_ms: s.dedup_window_ms,
+        content_dedup: s.content_dedup,
     }
 }
 
@@ -470,6 +474,7 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
                 redriven: s.redriven,
                 created_at_ms: s.times.created_at_ms,
                 modified_at_ms: s.times.modified_at_ms,
+                dedup_entries: s.dedup_entries,
             }))
         }),
         Request::Put { queue, messages } => {
@@ -485,6 +490,7 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
                         proto::Availability::At(t) => Availability::At(t),
                     },
                     ttl_ms: m.ttl_ms,
+                    dedup_id: m.dedup_id,
                 })
                 .collect();
             answer(engine.put(&queue, batch), |v| {

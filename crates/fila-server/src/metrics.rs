@@ -413,7 +413,7 @@ impl Metrics {
             "Queues left out of the per-queue series (metrics_max_queues).",
             engine.queue_count().saturating_sub(queues.len() as u64),
         );
-        let per_queue: [QueueSeries; 13] = [
+        let per_queue: [QueueSeries; 14] = [
             ("fila_queue_visible", "gauge", "Visible messages.", |s| {
                 s.visible
             }),
@@ -470,6 +470,12 @@ impl Metrics {
                 "counter",
                 "Messages redriven.",
                 |s| s.redriven,
+            ),
+            (
+                "fila_queue_dedup_entries",
+                "gauge",
+                "Deduplication ids the queue remembers.",
+                |s| s.dedup_entries,
             ),
         ];
         for (name, kind, help, f) in per_queue {

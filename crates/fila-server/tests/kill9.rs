@@ -309,3 +309,112 @@ fn a_message_handed_out_is_durable_however_soon_the_server_dies() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 21: a producer that resends after kill -9 with the deduplication
+/// ids it used stores nothing twice: every put it sent (answered or not)
+/// sent again after the restart, each answered as the first was when the
+/// first was answered, and each payload in the queue once.
+#[test]
+fn a_resend_with_its_dedup_ids_after_kill_9_stores_nothing_twice() {
+    let rounds: u64 = std::env::var("FILA_KILL_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    let dir = std::env::temp_dir().join(format!("fila-kill9-dedup-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut server = start(&dir);
+    client(&server.addr)
+        .create_queue(
+            "once",
+            SettingsPatch {
+                dedup_window_ms: Some(600_000),
+                ..SettingsPatch::default()
+            },
+        )
+        .unwrap();
+    // Every put sent: its number, and its answer's sequence number if one came.
+    let sent = Arc::new(Mutex::new(Vec::<(u64, Option<u64>)>::new()));
+    let next = Arc::new(AtomicU64::new(0));
+    for round in 0..rounds {
+        let stop = Arc::new(AtomicBool::new(false));
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let (addr, sent, next, stop) = (
+                    server.addr.clone(),
+                    sent.clone(),
+                    next.clone(),
+                    stop.clone(),
+                );
+                std::thread::spawn(move || {
+                    let mut c = client(&addr);
+                    while !stop.load(Ordering::Acquire) {
+                        let n = next.fetch_add(1, Ordering::Relaxed);
+                        let i = {
+                            let mut s = sent.lock().unwrap();
+                            s.push((n, None));
+                            s.len() - 1
+                        };
+                        match c.put_idempotent("once", format!("m{n}"), format!("id-{n}")) {
+                            Ok(ack) => sent.lock().unwrap()[i].1 = Some(ack.seq),
+                            Err(_) => return,
+                        }
+                    }
+                })
+            })
+            .collect();
+        let target = sent.lock().unwrap().len() + 50;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while sent.lock().unwrap().len() < target {
+            assert!(Instant::now() < deadline, "round {round}: puts stalled");
+            std::thread::yield_now();
+        }
+        server.child.kill().unwrap();
+        server.child.wait().unwrap();
+        stop.store(true, Ordering::Release);
+        for w in workers {
+            w.join().unwrap();
+        }
+        drop(server);
+        server = start(&dir);
+        // The producer resends everything it sent.
+        let mut c = client(&server.addr);
+        let sent = sent.lock().unwrap();
+        for (n, seq) in sent.iter() {
+            let ack = c
+                .put_idempotent("once", format!("m{n}"), format!("id-{n}"))
+                .unwrap();
+            if let Some(seq) = seq {
+                assert_eq!(ack.seq, *seq, "round {round}: m{n} answered anew");
+            }
+        }
+        let mut payloads: Vec<String> = Vec::new();
+        let mut from = 0;
+        loop {
+            let page = c
+                .peek(
+                    QueueRef {
+                        name: "once".into(),
+                        dlq: false,
+                    },
+                    from,
+                    100,
+                )
+                .unwrap();
+            let Some(last) = page.last() else { break };
+            from = last.seq + 1;
+            payloads.extend(
+                page.iter()
+                    .map(|m| String::from_utf8_lossy(&m.payload).into_owned()),
+            );
+        }
+        let unique: HashSet<&String> = payloads.iter().collect();
+        assert_eq!(
+            unique.len(),
+            payloads.len(),
+            "round {round}: a payload twice"
+        );
+        assert_eq!(payloads.len(), sent.len(), "round {round}: every put once");
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

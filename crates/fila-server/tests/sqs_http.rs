@@ -225,6 +225,10 @@ fn a_slow_head_is_cut_off_and_binary_clients_are_not_stalled() {
             s
         })
         .collect();
+    // A keep-alive connection that made a request and now waits.
+    let mut kept = connect(&server.sqs);
+    kept.write_all(&request("ListQueues", "{}")).unwrap();
+    assert_eq!(read_answer(&mut kept, &mut Vec::new()).unwrap().status, 200);
     // While they dribble, the binary protocol answers at once.
     assert!(binary_round_trip(&server.addr) < Duration::from_secs(5));
     // And a well-formed SQS request on another connection too.
@@ -243,6 +247,10 @@ fn a_slow_head_is_cut_off_and_binary_clients_are_not_stalled() {
         );
     }
     assert!(started.elapsed() < Duration::from_secs(15));
+    // The idle keep-alive connection outlived the head deadline: it is
+    // closed only after 60 s without a request.
+    kept.write_all(&request("ListQueues", "{}")).unwrap();
+    assert_eq!(read_answer(&mut kept, &mut Vec::new()).unwrap().status, 200);
 }
 
 #[test]

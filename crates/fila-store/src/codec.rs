@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use fila_core::event::{Event, MessageImage, MessageView, Spot};
+use fila_core::event::{DedupMark, Event, MessageImage, MessageView, Spot};
 
 use fila_core::{
     DeadLetter, DeadLetterReason, MessageId, MoveStatus, MoveTask, Payload, QueueSettings,
@@ -42,6 +42,9 @@ pub mod kind {
     pub const QUEUE_SET_2: u8 = 8;
     /// A queue's move tasks, whole: id, tasks.
     pub const MOVES_SET: u8 = 9;
+    /// A queue created or changed: what [`QUEUE_SET_2`] carries and the
+    /// settings' keyed extension (deduplication).
+    pub const QUEUE_SET_3: u8 = 10;
 }
 
 /// A record or snapshot that does not parse.
@@ -97,6 +100,8 @@ pub enum Op {
         message: MessageImage,
         /// Where it was.
         from: Option<Spot>,
+        /// The deduplication key its put remembers.
+        dedup: Option<DedupMark>,
     },
     /// See [`Event::Removed`].
     Removed {
@@ -204,6 +209,28 @@ fn extension(out: &mut Vec<u8>, s: &QueueSettings, times: QueueTimes) {
     u64_(out, times.modified_at_ms);
 }
 
+/// Keys of the settings' keyed extension: each setting added after the
+/// [`extension`] is one `u8` key and one `u64` value, so a setting added
+/// later needs no new record kind. An unknown key does not parse (a log
+/// written by a newer version is refused, not misread).
+mod setting {
+    pub const DEDUP_WINDOW_MS: u8 = 1;
+    pub const CONTENT_DEDUP: u8 = 2;
+}
+
+/// The settings' keyed extension.
+fn keyed(out: &mut Vec<u8>, s: &QueueSettings) {
+    let pairs = [
+        (setting::DEDUP_WINDOW_MS, s.dedup_window_ms),
+        (setting::CONTENT_DEDUP, u64::from(s.content_dedup)),
+    ];
+    u32_(out, pairs.len() as u32);
+    for (k, v) in pairs {
+        u8_(out, k);
+        u64_(out, v);
+    }
+}
+
 /// The parts of a message both records and snapshots carry.
 struct MessageParts<'a> {
     at: Spot,
@@ -293,7 +320,8 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
             bytes_(out, name.as_bytes());
             settings(out, s);
             extension(out, s, *times);
-            kind::QUEUE_SET_2
+            keyed(out, s);
+            kind::QUEUE_SET_3
         }
         Event::QueueDeleted { queue } => {
             u32_(out, *queue);
@@ -309,7 +337,11 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
             u8_(out, u8::from(*dlq));
             kind::PURGED
         }
-        Event::Stored { message: m, from } => {
+        Event::Stored {
+            message: m,
+            from,
+            dedup,
+        } => {
             match from {
                 None => u8_(out, 0),
                 Some(f) => {
@@ -318,6 +350,11 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
                 }
             }
             message(out, &view_parts(m));
+            // Added later, at the end: a record without it reads as before.
+            if let Some(d) = dedup {
+                out.extend_from_slice(&d.key.to_be_bytes());
+                u64_(out, d.expires_at_ms);
+            }
             kind::STORED
         }
         Event::Removed { at } => {
@@ -443,6 +480,29 @@ impl<'a> Reader<'a> {
             })
             .collect()
     }
+    /// Reads the settings' [`keyed`] extension into `s`.
+    fn keyed(&mut self, s: &mut QueueSettings) -> Result<(), CodecError> {
+        let n = self.u32()? as usize;
+        // A pair takes 9 bytes.
+        if n > (self.data.len() - self.at) / 9 {
+            return Err(bad("more settings than bytes"));
+        }
+        for _ in 0..n {
+            let (k, v) = (self.u8()?, self.u64()?);
+            match k {
+                setting::DEDUP_WINDOW_MS => s.dedup_window_ms = v,
+                setting::CONTENT_DEDUP => s.content_dedup = v != 0,
+                _ => return Err(bad("an unknown setting (written by a newer version?)")),
+            }
+        }
+        Ok(())
+    }
+    /// A 128-bit value.
+    fn u128(&mut self) -> Result<u128, CodecError> {
+        let mut b = [0; 16];
+        b.copy_from_slice(self.take(16)?);
+        Ok(u128::from_be_bytes(b))
+    }
     /// Reads the settings' [`extension`] into `s`; answers the times.
     fn extension(&mut self, s: &mut QueueSettings) -> Result<QueueTimes, CodecError> {
         s.delay_ms = self.u64()?;
@@ -552,11 +612,14 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
             settings: r.settings()?,
             times: QueueTimes::default(),
         },
-        kind::QUEUE_SET_2 => {
+        kind @ (kind::QUEUE_SET_2 | kind::QUEUE_SET_3) => {
             let queue = r.u32()?;
             let name = r.str()?.to_owned();
             let mut settings = r.settings()?;
             let times = r.extension(&mut settings)?;
+            if kind == kind::QUEUE_SET_3 {
+                r.keyed(&mut settings)?;
+            }
             Op::QueueSet {
                 queue,
                 name,
@@ -576,10 +639,19 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
         kind::STORED => {
             let from = if r.flag()? { Some(r.spot()?) } else { None };
             let (queue, message) = r.message()?;
+            let dedup = if r.at < r.data.len() {
+                Some(DedupMark {
+                    key: r.u128()?,
+                    expires_at_ms: r.u64()?,
+                })
+            } else {
+                None
+            };
             Op::Stored {
                 queue,
                 message,
                 from,
+                dedup,
             }
         }
         kind::REMOVED => Op::Removed { at: r.spot()? },

@@ -280,6 +280,7 @@ mod loom_model {
                 dead_letter: None,
             },
             from: None,
+            dedup: None,
         }
     }
 

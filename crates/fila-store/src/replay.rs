@@ -33,7 +33,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use fila_core::event::{EngineImage, ImagePart, MessageImage, QueueImage, Spot};
+use fila_core::event::{DedupImage, EngineImage, ImagePart, MessageImage, QueueImage, Spot};
 use fila_core::{MoveTask, QueueSettings, QueueTimes};
 
 use crate::codec::Op;
@@ -44,6 +44,9 @@ struct Queue {
     times: QueueTimes,
     next_seq: u64,
     moves: Vec<MoveTask>,
+    /// Remembered deduplication keys (expired ones are dropped when the
+    /// engine restores them).
+    dedup: HashMap<u128, DedupImage>,
     messages: HashMap<(bool, u64), MessageImage>,
 }
 
@@ -82,6 +85,7 @@ impl Replay {
                     times: q.times,
                     next_seq: q.next_seq,
                     moves: q.moves,
+                    dedup: q.dedup.into_iter().map(|e| (e.key, e)).collect(),
                     messages: q
                         .messages
                         .into_iter()
@@ -126,6 +130,7 @@ impl Replay {
                     times,
                     next_seq,
                     moves: Vec::new(),
+                    dedup: HashMap::new(),
                     messages: HashMap::new(),
                 });
                 q.name = name;
@@ -133,6 +138,11 @@ impl Replay {
                 q.times = times;
                 q.moves = moves;
                 q.next_seq = q.next_seq.max(next_seq);
+            }
+            ImagePart::Dedup { queue, entries } => {
+                if let Some(q) = self.queues.get_mut(&queue) {
+                    q.dedup.extend(entries.into_iter().map(|e| (e.key, e)));
+                }
             }
             ImagePart::Message { queue, message } => {
                 if let Some(q) = self.queues.get_mut(&queue) {
@@ -168,6 +178,7 @@ impl Replay {
                     times,
                     next_seq: 1,
                     moves: Vec::new(),
+                    dedup: HashMap::new(),
                     messages: HashMap::new(),
                 });
                 q.name = name;
@@ -192,7 +203,18 @@ impl Replay {
                 queue,
                 message,
                 from,
+                dedup,
             } => {
+                if let (Some(d), Some(q)) = (dedup, self.queues.get_mut(&queue)) {
+                    q.dedup.insert(
+                        d.key,
+                        DedupImage {
+                            key: d.key,
+                            seq: message.seq,
+                            expires_at_ms: d.expires_at_ms,
+                        },
+                    );
+                }
                 if let Some(from) = from {
                     self.saw_queue(from.queue);
                     if let Some(q) = self.queues.get_mut(&from.queue) {
@@ -269,6 +291,11 @@ impl Replay {
                 times: q.times,
                 next_seq: q.next_seq,
                 moves: q.moves,
+                dedup: {
+                    let mut d: Vec<DedupImage> = q.dedup.into_values().collect();
+                    d.sort_unstable_by_key(|e| (e.expires_at_ms, e.key));
+                    d
+                },
                 messages: q.messages.into_values().collect(),
             })
             .collect();

@@ -41,6 +41,10 @@ impl Rng {
 fn normal(mut image: EngineImage, now: u64) -> EngineImage {
     image.queues.sort_by(|a, b| a.name.cmp(&b.name));
     for q in &mut image.queues {
+        // Remembered deduplication keys: those not forgotten yet, in any
+        // order (a restore drops the rest).
+        q.dedup.retain(|e| e.expires_at_ms > now);
+        q.dedup.sort_by_key(|e| (e.expires_at_ms, e.key));
         q.messages.sort_by_key(|m| (m.dlq, m.seq));
         for m in &mut q.messages {
             if m.deferred || m.visible_at_ms <= now {
@@ -71,6 +75,8 @@ fn settings(rng: &mut Rng) -> QueueSettings {
         } else {
             Vec::new()
         },
+        dedup_window_ms: 1_000 + rng.below(5) * 1_000,
+        content_dedup: rng.below(4) == 0,
         ..QueueSettings::default()
     }
 }
@@ -132,6 +138,9 @@ fn step(
                     }
                     if rng.below(6) == 0 {
                         m.ttl_ms = Some(60_000);
+                    }
+                    if rng.below(3) == 0 {
+                        m.dedup_id = Some(format!("d{}", rng.below(4)));
                     }
                     m
                 })
@@ -562,6 +571,8 @@ fn a_queue_record_of_the_first_format_reads_with_the_new_fields_empty() {
         delay_ms: 900,
         redrive_allow: Some("{}".into()),
         tags: vec![("a".into(), "b".into())],
+        dedup_window_ms: 12_345,
+        content_dedup: true,
         ..QueueSettings::default()
     };
     let t = fila_core::QueueTimes {
@@ -578,7 +589,7 @@ fn a_queue_record_of_the_first_format_reads_with_the_new_fields_empty() {
         },
         &mut out,
     );
-    assert_eq!(kind, fila_store::codec::kind::QUEUE_SET_2);
+    assert_eq!(kind, fila_store::codec::kind::QUEUE_SET_3);
     assert_eq!(
         decode(kind, &out).unwrap(),
         fila_store::codec::Op::QueueSet {

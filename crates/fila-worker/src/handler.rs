@@ -121,8 +121,10 @@ impl<T: DeserializeOwned + Send + 'static> FromDelivery for Json<T> {
 
 /// Messages a handler asks to put when it succeeds: they are put before
 /// its message is deleted, each with the attribute `fila-input-id` (the
-/// input's id in hex), so a consumer can tell a duplicate after a crash
-/// between the two.
+/// input's id in hex) and a deduplication id made of the input's id and
+/// the output's place (unless the entry names its own), so a handler run
+/// again after a crash between the two — its input back after its lease —
+/// stores no output twice within the target queue's dedup window.
 #[derive(Clone, Debug, Default)]
 pub struct Outputs {
     pub(crate) items: Vec<(String, PutEntry)>,

@@ -47,7 +47,7 @@ pub use handler::{
 };
 pub use settings::{Encoding, Settings};
 pub use stats::{StatsHandle, WorkerStats};
-pub use worker::Worker;
+pub use worker::{output_entries, Worker};
 
 /// Why a worker could not start or run.
 #[derive(Debug, thiserror::Error)]

@@ -634,20 +634,32 @@ async fn poison(run: &Run, b: usize, id: u128, receipt: Receipt, reason: &str, w
     }
 }
 
-/// Puts a handler's outputs, each with the input's id, grouped by queue.
+/// A handler's outputs as they are put, grouped by queue: each with the
+/// input's id as an attribute and, unless the handler named one, a
+/// deduplication id made of the input's id and the output's place
+/// (`<input id>/<n>`), so a retried handler that makes the same outputs
+/// stores none of them twice (within the queues' dedup windows).
+pub fn output_entries(input: u128, outputs: Outputs) -> HashMap<String, Vec<PutEntry>> {
+    let mut by_queue: HashMap<String, Vec<PutEntry>> = HashMap::new();
+    for (n, (queue, mut entry)) in outputs.items.into_iter().enumerate() {
+        entry
+            .attributes
+            .push((INPUT_ID_ATTRIBUTE.into(), format!("{input:032x}")));
+        if entry.dedup_id.is_none() {
+            entry.dedup_id = Some(format!("{input:032x}/{n}"));
+        }
+        by_queue.entry(queue).or_default().push(entry);
+    }
+    by_queue
+}
+
+/// Puts a handler's outputs ([`output_entries`]).
 async fn put_outputs(
     work: &AsyncClient,
     input: u128,
     outputs: Outputs,
 ) -> Result<(), fila_client::ClientError> {
-    let mut by_queue: HashMap<String, Vec<PutEntry>> = HashMap::new();
-    for (queue, mut entry) in outputs.items {
-        entry
-            .attributes
-            .push((INPUT_ID_ATTRIBUTE.into(), format!("{input:032x}")));
-        by_queue.entry(queue).or_default().push(entry);
-    }
-    for (queue, entries) in by_queue {
+    for (queue, entries) in output_entries(input, outputs) {
         work.put_many(&queue, entries).await?.all_ok()?;
     }
     Ok(())

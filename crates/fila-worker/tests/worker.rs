@@ -538,3 +538,30 @@ fn a_worker_works_a_queue_over_tls() {
     assert_eq!(stats.get().processed, 10);
     assert_eq!(c.stats("out").unwrap().visible, 10);
 }
+
+#[test]
+fn a_handler_run_again_stores_none_of_its_outputs_twice() {
+    let s = server();
+    let mut c = s.client();
+    c.create_queue("out", SettingsPatch::default()).unwrap();
+    let outputs = || {
+        let mut o = Outputs::new();
+        o.push("out", "first").push("out", "second");
+        o
+    };
+    // What the worker puts for input 7's outputs, as if its handler ran
+    // twice (a crash between the puts and the delete brings the input back).
+    for _ in 0..2 {
+        for (queue, entries) in fila_worker::output_entries(7, outputs()) {
+            let acks = c.put_many(&queue, entries).unwrap();
+            assert!(acks.iter().all(|a| a.is_ok()));
+        }
+    }
+    let stats = c.stats("out").unwrap();
+    assert_eq!((stats.visible, stats.dedup_entries), (2, 2), "{stats:?}");
+    // Another input's same outputs are its own.
+    for (queue, entries) in fila_worker::output_entries(8, outputs()) {
+        c.put_many(&queue, entries).unwrap();
+    }
+    assert_eq!(c.stats("out").unwrap().visible, 4);
+}

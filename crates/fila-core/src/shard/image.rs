@@ -4,6 +4,10 @@
 use super::*;
 use crate::event::{ExportCursor, ImagePart, MessageImage, QueueImage};
 
+/// Deduplication keys in one image part (a snapshot frame of about
+/// 2 MiB).
+const DEDUP_PART_MAX: usize = 65_536;
+
 impl Shard {
     /// Every queue of this shard with its messages. A leased message is
     /// saved visible (leases do not outlive a restart); payloads are
@@ -28,6 +32,7 @@ impl Shard {
                 times: queue.times,
                 next_seq: queue.next_seq,
                 moves: queue.moves.clone(),
+                dedup: self.dedup_image(slot, self.now),
                 messages,
             });
         }
@@ -73,6 +78,12 @@ impl Shard {
                     next_seq: queue.next_seq,
                     moves: queue.moves.clone(),
                 });
+                for entries in self.dedup_image(slot, self.now).chunks(DEDUP_PART_MAX) {
+                    out.push(ImagePart::Dedup {
+                        queue: queue.id,
+                        entries: entries.to_vec(),
+                    });
+                }
             }
             for sub in [MAIN, DLQ] {
                 let dlq = sub == DLQ;
@@ -154,9 +165,10 @@ impl Shard {
             image.next_seq,
         );
         self.queue_mut(qslot).moves = image.moves;
+        let now = self.now;
+        self.dedup_restore(qslot, &image.dedup, now);
         let mut messages = image.messages;
         messages.sort_unstable_by_key(|m| (m.dlq, m.seq));
-        let now = self.now;
         for m in messages {
             let next = &mut self.queue_mut(qslot).next_seq;
             if !m.dlq {

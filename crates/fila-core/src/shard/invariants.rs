@@ -126,6 +126,12 @@ impl Shard {
                 }
             }
             timers += usize::from(queue.redrive.is_some());
+            if let Some(d) = &queue.dedup {
+                if let Err(why) = d.check() {
+                    return fail(format!("queue {}: deduplication ids: {why}", queue.name));
+                }
+                timers += usize::from(d.has_timer());
+            }
         }
         timers += self.cursor_timers();
         timers += self

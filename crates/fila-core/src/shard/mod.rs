@@ -251,6 +251,8 @@ struct Queue {
     /// Deleted: no longer named, its messages swept out a budget at a time
     /// ([`Shard::sweep`]); its slot is free once they are all gone.
     dropping: bool,
+    /// The deduplication ids it remembers (none yet: `None`).
+    dedup: Option<Box<dedup::DedupTable>>,
 }
 
 struct Waiter {
@@ -411,9 +413,12 @@ macro_rules! emit {
     };
 }
 
+mod dedup;
 mod invariants;
 mod moves;
 mod queues;
+
+pub use dedup::{content_key, dedup_key, DEDUP_ENTRY_BYTES};
 mod records;
 mod time;
 
@@ -667,6 +672,9 @@ mod tests {
             Timer::Redrive(7),
             Timer::Waiter(123_456),
             Timer::Expiry(9),
+            Timer::Expiry((1 << 29) - 2),
+            Timer::Dedup(0),
+            Timer::Dedup((1 << 29) - 2),
         ] {
             assert_eq!(Timer::from(Packed::from(t)), t);
         }

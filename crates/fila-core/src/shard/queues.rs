@@ -71,6 +71,7 @@ impl Shard {
             redrive: None,
             moves: Vec::new(),
             dropping: false,
+            dedup: None,
         };
         let slot = match self.free_queues.pop() {
             Some(slot) => {
@@ -149,6 +150,7 @@ impl Shard {
         if let Some(job) = self.queue_mut(slot).redrive.take() {
             self.wheel.cancel(job.timer);
         }
+        self.dedup_drop(slot);
         self.stop_cursor(slot);
         self.names.remove(name);
         self.sorted_names.remove(name);
@@ -251,6 +253,7 @@ impl Shard {
             dead_letterings: queue.counters.dead_letterings,
             redriven: queue.counters.redriven,
             times: queue.times,
+            dedup_entries: self.dedup_len(slot),
         })
     }
 
@@ -320,6 +323,15 @@ impl Shard {
     ) -> EntryResult<PutReceipt> {
         let queue = self.queue(qslot);
         m.validate(&queue.settings, now)?;
+        // A resend within the window: the first put's answer, nothing stored.
+        let dedup = self.dedup_key_of(qslot, &m);
+        if let Some(seq) = dedup.and_then(|key| self.dedup_hit(qslot, key, now)) {
+            return Ok(PutReceipt {
+                id: message_id(self.queue(qslot).id, seq),
+                seq,
+            });
+        }
+        let queue = self.queue(qslot);
         let attributes_len: usize = m.attributes.iter().map(|(k, v)| k.len() + v.len()).sum();
         self.check_capacity(
             qslot,
@@ -338,6 +350,13 @@ impl Shard {
             .reserve_message((m.payload.len() + attributes_len) as u64 + new_channel)?;
         if new_channel > 0 {
             self.budget.release(new_channel);
+        }
+        if dedup.is_some() {
+            if let Err(e) = self.dedup_reserve(qslot) {
+                self.budget
+                    .release_message((m.payload.len() + attributes_len) as u64);
+                return Err(e);
+            }
         }
         let visible_at = match m.availability {
             // A put that names no delay takes the queue's.
@@ -384,7 +403,12 @@ impl Shard {
             delivery_count: 0,
         };
         let slot = self.store(new, self.sub_id(qslot, false), m.channel.as_deref());
-        self.log_stored(slot, None);
+        let mark = dedup.map(|key| {
+            let expires_at_ms = now + self.queue(qslot).settings.dedup_window_ms;
+            self.dedup_remember(qslot, key, seq, expires_at_ms);
+            crate::event::DedupMark { key, expires_at_ms }
+        });
+        self.log_stored_with(slot, None, mark);
         Ok(PutReceipt {
             id: message_id(queue_id, seq),
             seq,

@@ -309,11 +309,22 @@ impl Shard {
 
     /// Logs the message now in `slot` as stored (moved from `from`).
     pub(super) fn log_stored(&mut self, slot: u32, from: Option<Spot>) {
+        self.log_stored_with(slot, from, None);
+    }
+
+    /// [`Shard::log_stored`] for a put that remembers a deduplication key.
+    pub(super) fn log_stored_with(
+        &mut self,
+        slot: u32,
+        from: Option<Spot>,
+        dedup: Option<crate::event::DedupMark>,
+    ) {
         emit!(
             self,
             Event::Stored {
                 message: self.view(slot),
                 from,
+                dedup,
             }
         );
     }

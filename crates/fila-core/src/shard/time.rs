@@ -20,6 +20,9 @@ pub(super) enum Timer {
     /// A queue's expiry cursor (shard/expiry.rs): its queue's slot. Turned
     /// into the message timers it stands for before an instant's timers run.
     Expiry(u32),
+    /// A queue's oldest remembered deduplication id expires (dedup.rs):
+    /// its queue's slot.
+    Dedup(u32),
 }
 
 impl Timer {
@@ -27,7 +30,7 @@ impl Timer {
     pub(super) fn rank(self) -> u8 {
         match self {
             Timer::Message(_) | Timer::Expiry(_) => 0,
-            Timer::Redrive(_) => 1,
+            Timer::Redrive(_) | Timer::Dedup(_) => 1,
             Timer::Waiter(_) => 2,
         }
     }
@@ -35,10 +38,15 @@ impl Timer {
 
 /// A [`Timer`] as the wheel keeps it: its kind in the top two bits, its
 /// slot in the other 30 (4 bytes a timer, not 8; slots stay below 2^30).
+/// A queue's two timers of its own (its expiry cursor, its dedup expiry)
+/// share the last kind, told apart by the slot's top bit: queue slots stay
+/// below 2^29.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Packed(u32);
 
 const SLOT_BITS: u32 = 30;
+/// In the last kind: a dedup timer rather than an expiry cursor.
+const DEDUP_BIT: u32 = 1 << 29;
 const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
 
 impl Default for Packed {
@@ -54,7 +62,14 @@ impl From<Timer> for Packed {
             Timer::Message(s) => (0, s),
             Timer::Redrive(s) => (1, s),
             Timer::Waiter(s) => (2, s),
-            Timer::Expiry(s) => (3, s),
+            Timer::Expiry(s) => {
+                assert!(s < DEDUP_BIT, "queue slots stay below 2^29");
+                (3, s)
+            }
+            Timer::Dedup(s) => {
+                assert!(s < DEDUP_BIT, "queue slots stay below 2^29");
+                (3, s | DEDUP_BIT)
+            }
         };
         assert!(slot < SLOT_MASK, "slots stay below 2^30");
         Packed(kind << SLOT_BITS | slot)
@@ -68,6 +83,7 @@ impl From<Packed> for Timer {
             0 => Timer::Message(slot),
             1 => Timer::Redrive(slot),
             2 => Timer::Waiter(slot),
+            _ if slot & DEDUP_BIT != 0 => Timer::Dedup(slot & !DEDUP_BIT),
             _ => Timer::Expiry(slot),
         }
     }
@@ -126,9 +142,9 @@ impl Shard {
                             w.timer = None;
                         }
                     }
-                    // The redrive job forgets its key when the tick runs;
-                    // cursors were walked above.
-                    Timer::Redrive(_) | Timer::Expiry(_) => {}
+                    // The redrive job and the dedup table forget their keys
+                    // when their timers run; cursors were walked above.
+                    Timer::Redrive(_) | Timer::Expiry(_) | Timer::Dedup(_) => {}
                 }
             }
             ran = ran.saturating_add(fired.len());
@@ -139,6 +155,7 @@ impl Shard {
                     Timer::Message(slot) => self.message_timer(slot, deadline),
                     Timer::Redrive(qslot) => self.redrive_tick(qslot, deadline),
                     Timer::Waiter(slot) => self.waiter_deadline(slot),
+                    Timer::Dedup(qslot) => self.dedup_tick(qslot, deadline),
                     Timer::Expiry(_) => debug_assert!(false, "cursors are walked first"),
                 }
                 self.serve_gained();
@@ -164,9 +181,12 @@ impl Shard {
                         .then(ra.q.is_dlq().cmp(&rb.q.is_dlq()))
                         .then(ra.seq.cmp(&rb.seq))
                 }
-                (Timer::Redrive(x), Timer::Redrive(y)) => {
+                (Timer::Redrive(x), Timer::Redrive(y)) | (Timer::Dedup(x), Timer::Dedup(y)) => {
                     self.queue(x).name.cmp(&self.queue(y).name)
                 }
+                // Redrive ticks before dedup expiries (they share a rank).
+                (Timer::Redrive(_), Timer::Dedup(_)) => std::cmp::Ordering::Less,
+                (Timer::Dedup(_), Timer::Redrive(_)) => std::cmp::Ordering::Greater,
                 (Timer::Waiter(x), Timer::Waiter(y)) => {
                     let order = |slot: u32| {
                         self.waiters[slot as usize]

@@ -201,6 +201,11 @@ impl Harness {
                     // A third of the queues delay puts that name no delay
                     // (by as long as they wait: no new field in the ops).
                     delay_ms: if pct % 3 == 0 { u64::from(wait) } else { 0 },
+                    // Windows short enough for the steps to pass (no new
+                    // fields in the ops); every fourth deduplicates by
+                    // content.
+                    dedup_window_ms: 1_000 + u64::from(vis) * 10,
+                    content_dedup: max_messages % 4 == 0,
                     ..QueueSettings::default()
                 };
                 let e = engine.create_queue(name, s.clone());
@@ -268,6 +273,8 @@ impl Harness {
                             _ => Availability::Now,
                         },
                         ttl_ms: ttl.map(u64::from),
+                        // A quarter of the puts name one of three ids.
+                        dedup_id: (len % 4 == 1).then(|| format!("d{}", param % 3)),
                     })
                     .collect();
                 let e = engine.put(name, batch.clone());

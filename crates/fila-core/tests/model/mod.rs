@@ -16,7 +16,7 @@
 //!   gone or full sends them back to the source's own DLQ.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -114,6 +114,13 @@ struct Job {
     at: u64,
 }
 
+/// What a put is deduplicated by: its id, or its content.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum DedupKey {
+    Id(String),
+    Content(Vec<u8>, Vec<(String, String)>),
+}
+
 struct Q {
     id: u32,
     name: Arc<str>,
@@ -122,6 +129,8 @@ struct Q {
     next_seq: u64,
     stats: QueueStats,
     redrive: Option<Job>,
+    /// Remembered puts: key → (sequence number, forgotten at).
+    dedup: HashMap<DedupKey, (u64, u64)>,
 }
 
 struct Waiter {
@@ -334,6 +343,7 @@ impl Model {
                     ..QueueStats::default()
                 },
                 redrive: None,
+                dedup: HashMap::new(),
             },
         );
         Ok(true)
@@ -422,6 +432,7 @@ impl Model {
             .values()
             .next()
             .map_or(0, |m| self.now.saturating_sub(m.inserted));
+        s.dedup_entries = q.dedup.values().filter(|(_, at)| *at > self.now).count() as u64;
         Ok(s)
     }
 
@@ -485,6 +496,22 @@ impl Model {
     fn put_one(&mut self, name: &str, m: NewMessage, now: u64) -> Result<PutReceipt, Error> {
         let q = self.q(name)?;
         m.validate(&q.settings, now)?;
+        // Within the window, a resend is answered as its first put was.
+        let key = match &m.dedup_id {
+            Some(id) => Some(DedupKey::Id(id.clone())),
+            None if q.settings.content_dedup => {
+                Some(DedupKey::Content(m.payload.to_vec(), m.attributes.clone()))
+            }
+            None => None,
+        };
+        if let Some(&(seq, at)) = key.as_ref().and_then(|k| q.dedup.get(k)) {
+            if at > now {
+                return Ok(PutReceipt {
+                    id: MessageId((u128::from(q.id) << 64) | u128::from(seq)),
+                    seq,
+                });
+            }
+        }
         let channel: Option<Arc<str>> = m.channel.as_deref().map(Arc::from);
         let attributes_len: usize = m.attributes.iter().map(|(k, v)| k.len() + v.len()).sum();
         self.capacity(q, &channel, (m.payload.len() + attributes_len) as u64)?;
@@ -508,6 +535,10 @@ impl Model {
         let seq = q.next_seq;
         q.next_seq += 1;
         q.stats.puts += 1;
+        if let Some(k) = key {
+            let window = q.settings.dedup_window_ms;
+            q.dedup.insert(k, (seq, now + window));
+        }
         let id = MessageId((u128::from(q.id) << 64) | u128::from(seq));
         q.subs[0].msgs.insert(
             seq,

@@ -49,6 +49,9 @@ impl Encode for PutRef<'_> {
         frame(buf, Opcode::Put, request_id, |w| {
             w.str(self.queue);
             w.list(self.messages, put_entry);
+            if needs_more(self.messages) {
+                w.list(self.messages, put_more);
+            }
         });
     }
 }

@@ -36,6 +36,10 @@ pub struct SettingsPatch {
     pub tags_set: Vec<(String, String)>,
     /// Tag keys to remove.
     pub tags_remove: Vec<String>,
+    /// Milliseconds a deduplication id is remembered.
+    pub dedup_window_ms: Option<u64>,
+    /// Puts without a deduplication id are deduplicated by content.
+    pub content_dedup: Option<bool>,
 }
 
 /// A queue's settings, all of them, as an answer carries them.
@@ -68,6 +72,10 @@ pub struct Settings {
     pub redrive_allow: Option<String>,
     /// Tags, sorted by key.
     pub tags: Vec<(String, String)>,
+    /// Milliseconds a deduplication id is remembered.
+    pub dedup_window_ms: u64,
+    /// Puts without a deduplication id are deduplicated by content.
+    pub content_dedup: bool,
 }
 
 /// A move task as answers show it.
@@ -110,10 +118,16 @@ pub(super) fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
     w.opt(&p.redrive_allow, |w, v| w.opt(v, |w, s| w.str(s)));
     put_pairs(w, &p.tags_set);
     w.list(&p.tags_remove, |w, k| w.str(k));
+    // Added later: written only when used, so the patch of an older
+    // client reads the same.
+    if p.dedup_window_ms.is_some() || p.content_dedup.is_some() {
+        w.opt(&p.dedup_window_ms, |w, v| w.u64(*v));
+        w.opt(&p.content_dedup, |w, v| w.bool(*v));
+    }
 }
 
 pub(super) fn get_patch(r: &mut Reader) -> Result<SettingsPatch, ProtoError> {
-    Ok(SettingsPatch {
+    let mut p = SettingsPatch {
         visibility_timeout_ms: r.opt(Reader::u64)?,
         max_deliveries: r.opt(Reader::u32)?,
         retention_ms: r.opt(Reader::u64)?,
@@ -128,7 +142,15 @@ pub(super) fn get_patch(r: &mut Reader) -> Result<SettingsPatch, ProtoError> {
         redrive_allow: r.opt(|r| r.opt(Reader::str))?,
         tags_set: get_pairs(r)?,
         tags_remove: r.list(2, Reader::str)?,
-    })
+        dedup_window_ms: None,
+        content_dedup: None,
+    };
+    // Added later, whole or not at all.
+    if r.remaining() > 0 {
+        p.dedup_window_ms = r.opt(Reader::u64)?;
+        p.content_dedup = r.opt(Reader::bool)?;
+    }
+    Ok(p)
 }
 
 pub(super) fn put_settings(w: &mut Writer<'_>, s: &Settings) {
@@ -145,10 +167,12 @@ pub(super) fn put_settings(w: &mut Writer<'_>, s: &Settings) {
     w.u64(s.delay_ms);
     w.opt(&s.redrive_allow, |w, v| w.str(v));
     put_pairs(w, &s.tags);
+    w.u64(s.dedup_window_ms);
+    w.bool(s.content_dedup);
 }
 
 pub(super) fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
-    Ok(Settings {
+    let mut s = Settings {
         visibility_timeout_ms: r.u64()?,
         max_deliveries: r.u32()?,
         retention_ms: r.u64()?,
@@ -162,7 +186,15 @@ pub(super) fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
         delay_ms: r.u64()?,
         redrive_allow: r.opt(Reader::str)?,
         tags: get_pairs(r)?,
-    })
+        dedup_window_ms: 0,
+        content_dedup: false,
+    };
+    // Absent from an older server's answer; whole or not at all.
+    if r.remaining() > 0 {
+        s.dedup_window_ms = r.u64()?;
+        s.content_dedup = r.bool()?;
+    }
+    Ok(s)
 }
 
 pub(super) fn put_move(w: &mut Writer<'_>, m: &MoveInfo) {

@@ -195,10 +195,12 @@ impl Request {
                 queue: get_queue_ref(r)?,
             },
             Opcode::QueueStats => Request::QueueStats { name: r.str()? },
-            Opcode::Put => Request::Put {
-                queue: r.str()?,
-                messages: r.list(9, get_entry)?,
-            },
+            Opcode::Put => {
+                let queue = r.str()?;
+                let mut messages = r.list(9, get_entry)?;
+                get_more(r, &mut messages)?;
+                Request::Put { queue, messages }
+            }
             Opcode::CancelScheduled => Request::CancelScheduled {
                 queue: r.str()?,
                 seq: r.u64()?,

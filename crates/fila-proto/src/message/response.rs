@@ -76,6 +76,7 @@ impl Response {
                     s.redriven,
                     s.created_at_ms,
                     s.modified_at_ms,
+                    s.dedup_entries,
                 ] {
                     w.u64(v);
                 }
@@ -170,6 +171,8 @@ impl Response {
                 redriven: r.u64()?,
                 created_at_ms: r.u64()?,
                 modified_at_ms: r.u64()?,
+                // Absent from an older server's answer.
+                dedup_entries: if r.remaining() == 0 { 0 } else { r.u64()? },
             })),
             Opcode::Put => Response::Put(get_entries(r, |r| {
                 Ok(PutAck {

@@ -38,9 +38,10 @@ pub fn patch() -> impl Strategy<Value = SettingsPatch> {
             pairs(),
             proptest::collection::vec(s(), 0..4),
         ),
+        (any::<Option<u64>>(), any::<Option<bool>>()),
     )
         .prop_map(
-            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m, n))| SettingsPatch {
+            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m, n), (o, p))| SettingsPatch {
                 visibility_timeout_ms: a,
                 max_deliveries: b,
                 retention_ms: c,
@@ -55,6 +56,8 @@ pub fn patch() -> impl Strategy<Value = SettingsPatch> {
                 redrive_allow: l,
                 tags_set: m,
                 tags_remove: n,
+                dedup_window_ms: o,
+                content_dedup: p,
             },
         )
 }
@@ -76,22 +79,27 @@ pub fn settings() -> impl Strategy<Value = Settings> {
             any::<u8>(),
         ),
         (any::<u64>(), proptest::option::of(s()), pairs()),
+        (any::<u64>(), any::<bool>()),
     )
-        .prop_map(|((a, b, c, d, e), (f, g, h, i, j), (k, l, m))| Settings {
-            visibility_timeout_ms: a,
-            max_deliveries: b,
-            retention_ms: c,
-            max_message_bytes: d,
-            receive_wait_default_ms: e,
-            dead_letter_on_expiration: f,
-            dead_letter_target: g,
-            max_messages: h,
-            max_bytes: i,
-            channel_capacity_pct: j,
-            delay_ms: k,
-            redrive_allow: l,
-            tags: m,
-        })
+        .prop_map(
+            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m), (n, o))| Settings {
+                visibility_timeout_ms: a,
+                max_deliveries: b,
+                retention_ms: c,
+                max_message_bytes: d,
+                receive_wait_default_ms: e,
+                dead_letter_on_expiration: f,
+                dead_letter_target: g,
+                max_messages: h,
+                max_bytes: i,
+                channel_capacity_pct: j,
+                delay_ms: k,
+                redrive_allow: l,
+                tags: m,
+                dedup_window_ms: n,
+                content_dedup: o,
+            },
+        )
 }
 
 pub fn pairs() -> impl Strategy<Value = Vec<(String, String)>> {
@@ -113,14 +121,16 @@ pub fn put_entry() -> impl Strategy<Value = PutEntry> {
         proptest::option::of(s()),
         availability(),
         any::<Option<u64>>(),
+        proptest::option::of(s()),
     )
         .prop_map(
-            |(payload, attributes, channel, availability, ttl_ms)| PutEntry {
+            |(payload, attributes, channel, availability, ttl_ms, dedup_id)| PutEntry {
                 payload,
                 attributes,
                 channel,
                 availability,
                 ttl_ms,
+                dedup_id,
             },
         )
 }
@@ -389,7 +399,7 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
             proptest::option::of(s())
         )
             .prop_map(|(names, next)| (Opcode::ListQueues, Response::Queues { names, next })),
-        proptest::collection::vec(any::<u64>(), 15).prop_map(|v| (
+        proptest::collection::vec(any::<u64>(), 16).prop_map(|v| (
             Opcode::QueueStats,
             Response::Stats(Box::new(Stats {
                 visible: v[0],
@@ -407,6 +417,7 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
                 redriven: v[12],
                 created_at_ms: v[13],
                 modified_at_ms: v[14],
+                dedup_entries: v[15],
             }))
         )),
         entries((any::<u128>(), any::<u64>()).prop_map(|(id, seq)| PutAck { id, seq }))

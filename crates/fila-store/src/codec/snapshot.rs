@@ -2,11 +2,12 @@
 //! written a part at a time and read back a frame at a time; the first
 //! format (version 1, whole in memory) still reads.
 
-use fila_core::event::{EngineImage, ImagePart, MessageImage, QueueImage, Spot};
+use fila_core::event::{DedupImage, EngineImage, ImagePart, MessageImage, QueueImage, Spot};
 use fila_core::QueueTimes;
 
 use super::{
-    bad, bytes_, extension, message, settings, tasks, u32_, u64_, CodecError, MessageParts, Reader,
+    bad, bytes_, extension, keyed, message, settings, tasks, u32_, u64_, CodecError, MessageParts,
+    Reader,
 };
 use crate::replay::Replay;
 
@@ -20,9 +21,13 @@ mod frame {
     pub const QUEUE: u8 = 1;
     pub const MESSAGE: u8 = 2;
     pub const END: u8 = 3;
-    /// A queue: id, name, settings, next sequence number, extension, move
-    /// tasks.
+    /// Read only: a queue without the settings' keyed extension.
     pub const QUEUE_2: u8 = 4;
+    /// A queue: id, name, settings, next sequence number, extension, move
+    /// tasks, keyed extension.
+    pub const QUEUE_3: u8 = 5;
+    /// Deduplication keys of a queue: id, count, (key, seq, expiry) each.
+    pub const DEDUP: u8 = 6;
 }
 /// The largest snapshot frame read (a message of 1 MiB with its
 /// attributes and dead-letter record is far smaller).
@@ -78,7 +83,18 @@ pub fn encode_part(part: &ImagePart, out: &mut Vec<u8>) {
             u64_(out, *next_seq);
             extension(out, s, *times);
             tasks(out, moves);
-            frame::QUEUE_2
+            keyed(out, s);
+            frame::QUEUE_3
+        }
+        ImagePart::Dedup { queue, entries } => {
+            u32_(out, *queue);
+            u32_(out, entries.len() as u32);
+            for e in entries {
+                out.extend_from_slice(&e.key.to_be_bytes());
+                u64_(out, e.seq);
+                u64_(out, e.expires_at_ms);
+            }
+            frame::DEDUP
         }
         ImagePart::Message { queue, message: m } => {
             message(out, &image_parts(*queue, m));
@@ -151,16 +167,19 @@ pub fn read_snapshot(body: &mut dyn std::io::Read, replay: &mut Replay) -> Resul
                     .map_err(|_| bad("a snapshot frame runs past the end"))?;
                 let mut r = Reader::new(&buf);
                 match head[0] {
-                    kind @ (frame::QUEUE | frame::QUEUE_2) => {
+                    kind @ (frame::QUEUE | frame::QUEUE_2 | frame::QUEUE_3) => {
                         let id = r.u32()?;
                         let name = r.str()?.to_owned();
                         let mut settings = r.settings()?;
                         let next_seq = r.u64()?;
-                        let (times, moves) = if kind == frame::QUEUE_2 {
-                            (r.extension(&mut settings)?, r.tasks()?)
-                        } else {
+                        let (times, moves) = if kind == frame::QUEUE {
                             (QueueTimes::default(), Vec::new())
+                        } else {
+                            (r.extension(&mut settings)?, r.tasks()?)
                         };
+                        if kind == frame::QUEUE_3 {
+                            r.keyed(&mut settings)?;
+                        }
                         replay.apply_part(ImagePart::Queue {
                             id,
                             name,
@@ -169,6 +188,24 @@ pub fn read_snapshot(body: &mut dyn std::io::Read, replay: &mut Replay) -> Resul
                             next_seq,
                             moves,
                         });
+                    }
+                    frame::DEDUP => {
+                        let queue = r.u32()?;
+                        let n = r.u32()? as usize;
+                        // An entry takes 32 bytes.
+                        if n > buf.len() / 32 {
+                            return Err(bad("more deduplication keys than bytes"));
+                        }
+                        let entries = (0..n)
+                            .map(|_| {
+                                Ok(DedupImage {
+                                    key: r.u128()?,
+                                    seq: r.u64()?,
+                                    expires_at_ms: r.u64()?,
+                                })
+                            })
+                            .collect::<Result<_, CodecError>>()?;
+                        replay.apply_part(ImagePart::Dedup { queue, entries });
                     }
                     frame::MESSAGE => {
                         let (queue, message) = r.message()?;
@@ -231,6 +268,7 @@ pub fn decode_snapshot(body: &[u8]) -> Result<EngineImage, CodecError> {
             times: QueueTimes::default(),
             next_seq,
             moves: Vec::new(),
+            dedup: Vec::new(),
             messages,
         });
     }

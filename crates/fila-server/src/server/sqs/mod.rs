@@ -11,7 +11,8 @@
 //! user's reference.
 //!
 //! Limits, per connection: a request head of at most [`HEAD_BYTES_MAX`]
-//! and [`HEADERS_MAX`] headers, sent within [`HEAD_SECS`]; a body of at
+//! and [`HEADERS_MAX`] headers, sent within [`HEAD_SECS`] of its first
+//! byte; a body of at
 //! most [`BODY_BYTES_MAX`], sent within [`BODY_SECS`]; a connection idle
 //! for [`IDLE_SECS`] between requests is closed. For the listener: request
 //! bodies held at once at most [`BODIES_BYTES_MAX`]. Connections count
@@ -333,12 +334,12 @@ async fn connection(
 ) {
     let tls = gateway.shared.live.load().tls.clone();
     match tls {
-        None => serve_http(&gateway, &common, TokioIo::new(stream), peer).await,
+        None => serve_http(&gateway, &common, stream, peer).await,
         Some(config) => {
             let acceptor = tokio_rustls::TlsAcceptor::from(config);
             let limit = Duration::from_secs(gateway.shared.config.tls_handshake_timeout_secs);
             match tokio::time::timeout(limit, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => serve_http(&gateway, &common, TokioIo::new(tls), peer).await,
+                Ok(Ok(tls)) => serve_http(&gateway, &common, tls, peer).await,
                 Ok(Err(e)) => {
                     let second = gateway.shared.totals.now_ms() / 1000;
                     if let Some(unlogged) = gateway.shared.tls_warn.allow(second) {
@@ -367,21 +368,102 @@ async fn connection(
 }
 
 #[cfg(not(loom))]
+/// Between requests, when the next request's first bytes came (its head's
+/// deadline counts from there).
+struct Watched<S> {
+    inner: S,
+    idle_since: Rc<Cell<Option<Instant>>>,
+    head_since: Rc<Cell<Option<Instant>>>,
+}
+
+#[cfg(not(loom))]
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before
+            && self.idle_since.get().is_some()
+            && self.head_since.get().is_none()
+        {
+            self.head_since.set(Some(Instant::now()));
+        }
+        polled
+    }
+}
+
+#[cfg(not(loom))]
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> std::task::Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(not(loom))]
 /// Serves one keep-alive connection until its client closes it, it idles
-/// past [`IDLE_SECS`], or it breaks a limit.
-async fn serve_http<I>(gateway: &Rc<Gateway>, common: &Arc<Common>, io: I, peer: SocketAddr)
+/// past [`IDLE_SECS`] between requests, a request's head takes longer than
+/// [`HEAD_SECS`] from its first byte, or it breaks a limit. (hyper's own
+/// head timeout is not used: it also runs while a keep-alive connection
+/// waits for its next request, and would close it after [`HEAD_SECS`].)
+async fn serve_http<S>(gateway: &Rc<Gateway>, common: &Arc<Common>, stream: S, peer: SocketAddr)
 where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
 {
     // When its last request ended (`None` while one is in progress).
     let idle_since: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(Some(Instant::now())));
+    // When the next request's first bytes came (`None` before).
+    let head_since: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
+    let io = TokioIo::new(Watched {
+        inner: stream,
+        idle_since: idle_since.clone(),
+        head_since: head_since.clone(),
+    });
     let service = {
-        let (gateway, common, idle_since) = (gateway.clone(), common.clone(), idle_since.clone());
+        let (gateway, common, idle_since, head_since) = (
+            gateway.clone(),
+            common.clone(),
+            idle_since.clone(),
+            head_since.clone(),
+        );
         service_fn(move |req| {
-            let (gateway, common, idle_since) =
-                (gateway.clone(), common.clone(), idle_since.clone());
+            let (gateway, common, idle_since, head_since) = (
+                gateway.clone(),
+                common.clone(),
+                idle_since.clone(),
+                head_since.clone(),
+            );
             async move {
                 idle_since.set(None);
+                head_since.set(None);
                 let answer = handle(&gateway, &common, req, peer).await;
                 idle_since.set(Some(Instant::now()));
                 Ok::<_, Infallible>(answer)
@@ -390,14 +472,16 @@ where
     };
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(HEAD_SECS))
         .max_buf_size(HEAD_BYTES_MAX.max(8192))
         .max_headers(HEADERS_MAX)
         .keep_alive(true)
         .serve_connection(io, service);
     tokio::pin!(conn);
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let idle = Duration::from_secs(IDLE_SECS);
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let (idle, head) = (
+        Duration::from_secs(IDLE_SECS),
+        Duration::from_secs(HEAD_SECS),
+    );
     loop {
         tokio::select! {
             done = conn.as_mut() => {
@@ -407,8 +491,15 @@ where
                 break;
             }
             _ = tick.tick() => {
+                let between = idle_since.get().is_some();
+                if between && head_since.get().is_some_and(|at| at.elapsed() >= head) {
+                    // A head not sent whole in time: closed as it is.
+                    debug!(%peer, "SQS request head not sent in time");
+                    break;
+                }
                 let stopping = gateway.shared.stopping.load(Ordering::Acquire);
-                let idled = idle_since.get().is_some_and(|at| at.elapsed() >= idle);
+                let idled = head_since.get().is_none()
+                    && idle_since.get().is_some_and(|at| at.elapsed() >= idle);
                 if stopping || idled {
                     conn.as_mut().graceful_shutdown();
                 }

@@ -92,6 +92,7 @@ impl Outgoing {
                 None => Availability::Now,
             },
             ttl_ms: None,
+            dedup_id: None,
         }
     }
 
