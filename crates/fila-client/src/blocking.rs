@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use fila_proto::{split_frame, Encode, FRAME_LEN_LIMIT};
 
 use crate::call::{self, Call, WINDOW};
-use crate::tls::Transport;
+use crate::tls::{TlsCache, Transport};
 use crate::*;
 
 struct Connection {
@@ -25,6 +25,7 @@ struct Connection {
 /// A blocking client on one connection.
 pub struct Client {
     options: ClientOptions,
+    tls: TlsCache,
     conn: Option<Connection>,
     next_id: u64,
 }
@@ -34,6 +35,7 @@ impl Client {
     pub fn connect(options: ClientOptions) -> Result<Client> {
         let mut c = Client {
             options,
+            tls: TlsCache::default(),
             conn: None,
             next_id: 1,
         };
@@ -53,7 +55,7 @@ impl Client {
                 source,
             })?
             .collect();
-        let tls = self.options.tls_setup()?;
+        let tls = self.tls.get(&self.options)?;
         let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
         for a in addrs {
             match TcpStream::connect_timeout(&a, self.options.connect_timeout) {

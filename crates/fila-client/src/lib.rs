@@ -177,15 +177,7 @@ impl ClientOptions {
     }
 
     /// The TLS configuration and server name to connect with, if TLS.
-    fn tls_setup(
-        &self,
-    ) -> std::result::Result<
-        Option<(
-            std::sync::Arc<rustls::ClientConfig>,
-            rustls::pki_types::ServerName<'static>,
-        )>,
-        ClientError,
-    > {
+    fn tls_setup(&self) -> std::result::Result<Option<tls::TlsSetup>, ClientError> {
         match &self.tls {
             None => Ok(None),
             Some(t) => Ok(Some((t.config()?, t.name_for(&self.addr)?))),

@@ -79,6 +79,7 @@ impl Drop for Conn {
 
 struct Inner {
     options: ClientOptions,
+    tls: crate::tls::TlsCache,
     /// The connection in use (checked without waiting).
     current: Mutex<Option<Arc<Conn>>>,
     /// Held while a new connection is opened, so only one is.
@@ -227,6 +228,7 @@ impl AsyncClient {
         let c = AsyncClient {
             inner: Arc::new(Inner {
                 options,
+                tls: crate::tls::TlsCache::default(),
                 current: Mutex::new(None),
                 connecting: tokio::sync::Mutex::new(()),
             }),
@@ -269,7 +271,7 @@ impl AsyncClient {
             .map_err(|_| connect_error(io::Error::new(io::ErrorKind::TimedOut, "timed out")))?
             .map_err(connect_error)?;
         let _ = stream.set_nodelay(true);
-        let tls = o.tls_setup()?;
+        let tls = self.inner.tls.get(o)?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 output: BytesMut::with_capacity(64 << 10),

@@ -139,6 +139,31 @@ fn host_of(addr: &str) -> &str {
     addr.rsplit_once(':').map_or(addr, |(h, _)| h)
 }
 
+/// What a TLS connection is made with: the configuration and the name to
+/// check.
+pub(crate) type TlsSetup = (Arc<ClientConfig>, ServerName<'static>);
+
+/// A client's [`TlsSetup`], built from its options on first use and kept:
+/// the CA and certificate files are read once, not at every reconnect (a
+/// failure is not kept: the next connect reads them again).
+#[derive(Default)]
+pub(crate) struct TlsCache(std::sync::Mutex<Option<Option<TlsSetup>>>);
+
+impl TlsCache {
+    pub(crate) fn get(
+        &self,
+        options: &crate::ClientOptions,
+    ) -> Result<Option<TlsSetup>, ClientError> {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(setup) = kept.as_ref() {
+            return Ok(setup.clone());
+        }
+        let setup = options.tls_setup()?;
+        *kept = Some(setup.clone());
+        Ok(setup)
+    }
+}
+
 /// A blocking connection: clear text or TLS.
 pub(crate) enum Transport {
     Plain(TcpStream),
