@@ -1,7 +1,23 @@
 //! Message operations: send, receive, delete and change visibility, one
 //! at a time and in batches.
 
-use super::*;
+use std::collections::{BTreeMap, HashSet};
+
+use bytes::Bytes;
+use fila_proto::{
+    self as proto, Availability, ErrorCode, PutEntry, QueueRef, Request, Response, WireError,
+};
+use serde_json::{json, Map, Value};
+
+use super::{
+    no_fifo, number, queue_of, required, strings, Context, BATCH_BYTES_MAX, BATCH_MAX,
+    DELAY_SECS_MAX, RECEIVE_MAX, VISIBILITY_SECS_MAX, WAIT_SECS_MAX,
+};
+use crate::dispatch::Answer;
+use crate::server::sqs::attrs::{self, MessageAttribute};
+use crate::server::sqs::error::{Kind, SqsError};
+use crate::server::sqs::gateway::Reply;
+use crate::server::sqs::ANSWER_ROOM;
 
 /// One message to send, checked.
 struct Outgoing {

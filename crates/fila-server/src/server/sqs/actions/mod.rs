@@ -2,30 +2,29 @@
 //! them, turned into fila requests, run through the gateway, and the
 //! answers turned into SQS's. docs/sqs.md lists what differs.
 
-use std::collections::{BTreeMap, HashSet};
+use fila_proto::{Request, Response};
+use serde_json::Value;
 
-use bytes::Bytes;
-use fila_proto::{
-    self as proto, Availability, ErrorCode, PutEntry, QueueRef, Request, Response, SettingsPatch,
-    WireError,
-};
-use serde_json::{json, Map, Value};
-
-use super::attrs::{self, MessageAttribute};
+use super::attrs;
 use super::error::{Kind, SqsError};
 use super::gateway::{Gateway, Reply};
-use super::ANSWER_ROOM;
 use crate::auth::TokenId;
 use crate::dispatch::{self, Answer, Caller};
-use fila_core::MoveStatus;
 
 mod messages;
 mod moves;
 mod queues;
 
-use messages::*;
-use moves::*;
-use queues::*;
+use messages::{
+    change_visibility, change_visibility_batch, delete_message, delete_message_batch,
+    receive_message, send_message, send_message_batch,
+};
+use moves::{cancel_move_task, list_move_tasks, start_move_task};
+use queues::{
+    create_queue, delete_queue, get_queue_attributes, get_queue_url,
+    list_dead_letter_source_queues, list_queue_tags, list_queues, purge_queue,
+    set_queue_attributes, tag_queue, untag_queue,
+};
 
 /// Entries of one batch request.
 pub(in crate::server) const BATCH_MAX: usize = 10;

@@ -1,6 +1,12 @@
 //! Message move tasks: fila's move tasks as SQS shows them.
 
-use super::*;
+use fila_core::MoveStatus;
+use fila_proto::{self as proto, Request, Response};
+use serde_json::{json, Map, Value};
+
+use super::{number, required, text, Context};
+use crate::server::sqs::attrs;
+use crate::server::sqs::error::{Kind, SqsError};
 
 /// The most messages a second a move task may be asked for (SQS's).
 const MOVE_RATE_MAX: u64 = 500;

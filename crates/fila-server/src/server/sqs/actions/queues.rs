@@ -1,7 +1,15 @@
 //! Queue operations: create, URL, list, delete, purge, attributes, tags,
 //! dead-letter sources.
 
-use super::*;
+use fila_proto::{QueueRef, Request, Response, SettingsPatch};
+use serde_json::{json, Map, Value};
+
+use super::{
+    number, queue_of, required, strings, text, Context, DELAY_SECS_MAX, SQS_MAX_MESSAGE_BYTES,
+    SQS_RETENTION_MS, VISIBILITY_SECS_MAX, WAIT_SECS_MAX,
+};
+use crate::server::sqs::attrs;
+use crate::server::sqs::error::{Kind, SqsError};
 
 /// The settings an SQS attribute map asks for, on top of `patch`.
 fn settings_of(attributes: &Value, patch: &mut SettingsPatch) -> Result<(), SqsError> {
