@@ -162,3 +162,18 @@ impl Drop for TestServer {
         }
     }
 }
+
+/// Puts `n` messages of `bytes` bytes each (of `fill`) into `queue`, in one
+/// batch: a backlog whose answers take room.
+pub fn put_filled(c: &mut Client, queue: &str, n: usize, bytes: usize, fill: u8) {
+    let payload = bytes::Bytes::from(vec![fill; bytes]);
+    let entries: Vec<fila_client::PutEntry> = (0..n)
+        .map(|_| fila_client::PutEntry {
+            payload: payload.clone(),
+            ..Default::default()
+        })
+        .collect();
+    for r in c.put(queue, entries).expect("the put") {
+        r.expect("every entry stored");
+    }
+}

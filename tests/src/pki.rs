@@ -124,3 +124,25 @@ fn file_name(name: &str) -> String {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect()
 }
+
+/// A raw rustls client connection to `localhost` that trusts the CAs of the
+/// PEM file `ca` (none: no CA at all, for a client that only writes its
+/// ClientHello), for tests that speak TLS below the fila clients.
+pub fn rustls_connection(ca: Option<&Path>) -> rustls::ClientConnection {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    if let Some(ca) = ca {
+        for c in rustls::pki_types::CertificateDer::pem_file_iter(ca).expect("the CA file") {
+            roots.add(c.expect("a certificate")).expect("a CA");
+        }
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
+    rustls::ClientConnection::new(std::sync::Arc::new(config), name).expect("a connection")
+}

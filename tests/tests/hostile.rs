@@ -265,17 +265,7 @@ fn a_throttled_client_that_reads_late_gets_every_answer() {
     let s = TestServer::with(|c| c.max_output_bytes = fila_server::OUTPUT_BYTES_MIN);
     let mut c = s.client();
     c.create_queue("q", SettingsPatch::default()).unwrap();
-    let payload = bytes::Bytes::from(vec![1u8; 10 << 10]);
-    c.put(
-        "q",
-        (0..20)
-            .map(|_| fila_client::PutEntry {
-                payload: payload.clone(),
-                ..Default::default()
-            })
-            .collect::<Vec<_>>(),
-    )
-    .unwrap();
+    fila_tests::put_filled(&mut c, "q", 20, 10 << 10, 1);
     // 50 peeks of ~200 KiB each, sent at once, read only afterwards.
     let mut raw = TcpStream::connect(s.addr).unwrap();
     let mut frames = BytesMut::new();
@@ -344,17 +334,7 @@ fn a_throttled_client_that_half_closes_gets_every_answer_then_the_close() {
     let s = TestServer::with(|c| c.max_output_bytes = fila_server::OUTPUT_BYTES_MIN);
     let mut c = s.client();
     c.create_queue("q", SettingsPatch::default()).unwrap();
-    let payload = bytes::Bytes::from(vec![1u8; 10 << 10]);
-    c.put(
-        "q",
-        (0..20)
-            .map(|_| fila_client::PutEntry {
-                payload: payload.clone(),
-                ..Default::default()
-            })
-            .collect::<Vec<_>>(),
-    )
-    .unwrap();
+    fila_tests::put_filled(&mut c, "q", 20, 10 << 10, 1);
     let peek = |id: u64, frames: &mut BytesMut| {
         Request::Peek {
             queue: QueueRef {

@@ -5,7 +5,6 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fila_client::{Client, ClientOptions, QueueRef, Request, SettingsPatch, TlsOptions};
@@ -64,15 +63,7 @@ fn closed_within(raw: &mut TcpStream, secs: u64) -> bool {
 
 /// A ClientHello's bytes, as a rustls client would send them.
 fn client_hello() -> Vec<u8> {
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(rustls::RootCertStore::empty())
-    .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut conn = fila_tests::pki::rustls_connection(None);
     let mut out = Vec::new();
     while conn.wants_write() {
         conn.write_tls(&mut out).unwrap();
@@ -124,17 +115,7 @@ fn a_tls_client_that_stops_reading_holds_no_more_than_its_output_room() {
     let s = setup(|c| c.max_output_bytes = fila_server::OUTPUT_BYTES_MIN);
     let mut c = client(&s);
     c.create_queue("q", SettingsPatch::default()).unwrap();
-    let payload = bytes::Bytes::from(vec![7u8; 10 << 10]);
-    c.put(
-        "q",
-        (0..20)
-            .map(|_| fila_client::PutEntry {
-                payload: payload.clone(),
-                ..Default::default()
-            })
-            .collect::<Vec<_>>(),
-    )
-    .unwrap();
+    fila_tests::put_filled(&mut c, "q", 20, 10 << 10, 7);
     // 200 peeks of ~200 KiB each (~40 MiB of answers), never read.
     let mut stuck = Client::connect(
         ClientOptions::new(format!("localhost:{}", s.server.addr.port())).tls(TlsOptions {

@@ -33,19 +33,7 @@ fn write_config(path: &Path, cert: &Minted, tokens: &[&str]) {
 
 /// The certificate a new TLS connection to `addr` is shown (DER).
 fn served_certificate(addr: std::net::SocketAddr, ca: &Path) -> Vec<u8> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut conn = fila_tests::pki::rustls_connection(Some(ca));
     let mut tcp = TcpStream::connect(addr).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     while conn.is_handshaking() {
