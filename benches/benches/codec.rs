@@ -109,6 +109,7 @@ fn codec(c: &mut Criterion) {
         state: 2,
         receipt: Some([5; 32]),
         dead_letter: None,
+        group: None,
     };
     for (name, answer) in [
         ("all-fields", Response::Messages(vec![message.clone(); 20])),

@@ -33,9 +33,11 @@ usage: fila [--addr ADDR] [--token TOKEN] [--tls] [--ca FILE]
                                    queue is no error)
   put QUEUE [MESSAGE ...]          put messages (or --file PATH, or stdin
         [--channel C] [--delay MS] [--at MS] [--ttl MS] [--attr K=V ...]
-        [--dedup-id ID]            when no message is given: one per line;
+        [--dedup-id ID] [--group G]
+                                   when no message is given: one per line;
                                    --dedup-id: a resend within the queue's
-                                   dedup window stores nothing)
+                                   dedup window stores nothing; --group: the
+                                   messages join group G in the order given)
   receive QUEUE [--max N] [--visibility MS] [--wait MS] [--channel F] [--dlq]
                                    (without --wait: the queue's default wait)
   delete QUEUE RECEIPT ... [--dlq]
@@ -62,7 +64,8 @@ settings: --visibility-timeout MS --max-deliveries N --retention MS
   --channel-capacity PCT --queue-delay MS (a put without --delay waits
   this long) --tag KEY=VALUE ... --untag KEY ... --dedup-window MS (how
   long a dedup id is remembered, 1000..=86400000) --content-dedup BOOL (puts
-  without a dedup id are deduplicated by payload and attributes)
+  without a dedup id are deduplicated by payload and attributes) --ordered
+  BOOL (every put must name a --group)
 
 The address and token default to $FILA_ADDR (127.0.0.1:7700) and $FILA_TOKEN.
 ADDR is HOST:PORT, fila://HOST:PORT, or filas://HOST:PORT (TLS, as --tls).
@@ -187,7 +190,7 @@ impl Args {
     }
 }
 
-const SETTINGS_FLAGS: [&str; 15] = [
+const SETTINGS_FLAGS: [&str; 16] = [
     "--visibility-timeout",
     "--max-deliveries",
     "--retention",
@@ -203,6 +206,7 @@ const SETTINGS_FLAGS: [&str; 15] = [
     "--untag",
     "--dedup-window",
     "--content-dedup",
+    "--ordered",
 ];
 
 /// A `true` / `false` flag's value.
@@ -250,6 +254,7 @@ fn patch(a: &Args) -> Result<SettingsPatch, Failure> {
         tags_remove: a.values("--untag").into_iter().map(str::to_owned).collect(),
         dedup_window_ms: a.number("--dedup-window")?,
         content_dedup: boolean(a, "--content-dedup")?,
+        ordered: boolean(a, "--ordered")?,
     })
 }
 
@@ -374,6 +379,8 @@ fn run(a: Args) -> Out {
                             ("dead_letterings".into(), s.dead_letterings),
                             ("redriven".into(), s.redriven),
                             ("dedup_entries".into(), s.dedup_entries),
+                            ("groups".into(), s.groups),
+                            ("groups_in_flight".into(), s.groups_in_flight),
                         ],
                     );
                 }
@@ -417,6 +424,7 @@ fn run(a: Args) -> Out {
                 "--ttl",
                 "--attr",
                 "--dedup-id",
+                "--group",
             ])?;
             let queue = a.pos(1, "a queue name")?.to_owned();
             let mut payloads: Vec<Bytes> = a.positional[2..]
@@ -470,6 +478,7 @@ fn run(a: Args) -> Out {
                     availability,
                     ttl_ms,
                     dedup_id: dedup_id.clone(),
+                    group: a.value("--group").map(str::to_owned),
                 })
                 .collect();
             let results = connect(&a)?.put_many(&queue, entries)?;

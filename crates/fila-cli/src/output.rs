@@ -92,7 +92,7 @@ pub(crate) fn message_json(m: &Message) -> String {
     });
     let (payload, encoding) = payload_text(&m.payload);
     format!(
-        "{{\"id\":\"{:032x}\",\"seq\":{},\"payload\":{},\"payload_encoding\":\"{encoding}\",\"payload_bytes\":{},\"attributes\":{{{}}},\"channel\":{},\"inserted_at_ms\":{},\"expires_at_ms\":{},\"next_visible_at_ms\":{},\"delivery_count\":{},\"state\":\"{}\",\"receipt\":{},\"dead_letter\":{}}}",
+        "{{\"id\":\"{:032x}\",\"seq\":{},\"payload\":{},\"payload_encoding\":\"{encoding}\",\"payload_bytes\":{},\"attributes\":{{{}}},\"channel\":{},\"inserted_at_ms\":{},\"expires_at_ms\":{},\"next_visible_at_ms\":{},\"delivery_count\":{},\"state\":\"{}\",\"receipt\":{},\"dead_letter\":{},\"group\":{}}}",
         m.id,
         m.seq,
         json_str(&payload),
@@ -105,7 +105,8 @@ pub(crate) fn message_json(m: &Message) -> String {
         m.delivery_count,
         state_name(m.state),
         m.receipt.map_or("null".into(), |r| format!("\"{}\"", hex(&r))),
-        dl
+        dl,
+        m.group.as_deref().map_or("null".into(), json_str),
     )
 }
 
@@ -148,6 +149,9 @@ pub(crate) fn print_messages(json: bool, ms: &[Message]) {
         if let Some(r) = m.receipt {
             println!("{:>10}receipt {}", "", hex(&r));
         }
+        if let Some(g) = &m.group {
+            println!("{:>10}group {g}", "");
+        }
         for (k, v) in &m.attributes {
             println!("{:>10}attribute {k}={v}", "");
         }
@@ -172,7 +176,7 @@ pub(crate) fn print_messages(json: bool, ms: &[Message]) {
 }
 
 pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
-    let rows: [(&str, String); 14] = [
+    let rows: [(&str, String); 15] = [
         ("visibility_timeout_ms", s.visibility_timeout_ms.to_string()),
         ("max_deliveries", s.max_deliveries.to_string()),
         ("retention_ms", s.retention_ms.to_string()),
@@ -195,6 +199,7 @@ pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
         ("delay_ms", s.delay_ms.to_string()),
         ("dedup_window_ms", s.dedup_window_ms.to_string()),
         ("content_dedup", s.content_dedup.to_string()),
+        ("ordered", s.ordered.to_string()),
         (
             "tags",
             s.tags

@@ -111,6 +111,13 @@ pub enum Error {
         /// The state it was looked for in (`deferred`, `scheduled`, ...).
         what: &'static str,
     },
+    /// A deferred message whose group has another message leased: it can
+    /// be received once that lease ends (one message of a group at a time).
+    #[error("not_found: deferred message {seq} cannot be received now: another message of its group is leased (try again once that lease ends)")]
+    GroupBusy {
+        /// The sequence number asked for.
+        seq: u64,
+    },
     /// The queue keeps no move task of that number.
     #[error("not_found: the queue keeps no move task {0}")]
     MoveTaskNotFound(u64),
@@ -145,7 +152,9 @@ impl Error {
             Error::MessageTooLarge { .. } => ErrorKind::MessageTooLarge,
             Error::ReceiptStale => ErrorKind::ReceiptStale,
             Error::ReceiptInvalid(_) => ErrorKind::ReceiptInvalid,
-            Error::NotFound { .. } | Error::MoveTaskNotFound(_) => ErrorKind::NotFound,
+            Error::NotFound { .. } | Error::GroupBusy { .. } | Error::MoveTaskNotFound(_) => {
+                ErrorKind::NotFound
+            }
             Error::Expired { .. } => ErrorKind::Expired,
             Error::ResourceExhausted { .. } | Error::Disk(_) => ErrorKind::ResourceExhausted,
         }

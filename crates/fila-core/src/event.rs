@@ -58,6 +58,8 @@ pub struct MessageView<'a> {
     pub delivery_count: u32,
     /// Why it is a dead letter, when it is one.
     pub dead_letter: Option<&'a DeadLetter>,
+    /// Its group key, when it was put with one.
+    pub group: Option<&'a str>,
 }
 
 /// One durable state change.
@@ -186,6 +188,8 @@ pub struct MessageImage {
     pub deferred: bool,
     /// Why it is a dead letter, when it is one.
     pub dead_letter: Option<Arc<DeadLetter>>,
+    /// Its group key, when it was put with one.
+    pub group: Option<Arc<str>>,
 }
 
 /// A deduplication key a put remembers, and until when.

@@ -46,6 +46,9 @@ pub struct QueueSettings {
     /// A put without a deduplication id takes one from its content (a
     /// hash of its payload and attributes).
     pub content_dedup: bool,
+    /// Every put must carry a group key (the queue is ordered: each
+    /// group's messages are delivered in sequence order, one at a time).
+    pub ordered: bool,
 }
 
 impl Default for QueueSettings {
@@ -66,6 +69,7 @@ impl Default for QueueSettings {
             tags: Vec::new(),
             dedup_window_ms: DEDUP_WINDOW_MS_DEFAULT,
             content_dedup: false,
+            ordered: false,
         }
     }
 }
@@ -178,7 +182,7 @@ impl QueueSettings {
 
     /// The first field in which `self` and `other` differ.
     pub(crate) fn first_difference(&self, other: &QueueSettings) -> Option<&'static str> {
-        let fields: [(&'static str, bool); 14] = [
+        let fields: [(&'static str, bool); 15] = [
             (
                 "visibility_timeout_ms",
                 self.visibility_timeout_ms != other.visibility_timeout_ms,
@@ -217,6 +221,7 @@ impl QueueSettings {
                 self.dedup_window_ms != other.dedup_window_ms,
             ),
             ("content_dedup", self.content_dedup != other.content_dedup),
+            ("ordered", self.ordered != other.ordered),
         ];
         fields
             .into_iter()
@@ -266,6 +271,8 @@ pub struct SettingsUpdate {
     pub dedup_window_ms: Option<u64>,
     /// See [`QueueSettings::content_dedup`].
     pub content_dedup: Option<bool>,
+    /// See [`QueueSettings::ordered`].
+    pub ordered: Option<bool>,
     /// Tags to add or change.
     pub tags_set: Vec<(String, String)>,
     /// Tag keys to remove (after `tags_set`).
@@ -305,6 +312,7 @@ impl SettingsUpdate {
             tags: self.tags_of(&base.tags),
             dedup_window_ms: self.dedup_window_ms.unwrap_or(base.dedup_window_ms),
             content_dedup: self.content_dedup.unwrap_or(base.content_dedup),
+            ordered: self.ordered.unwrap_or(base.ordered),
         }
     }
 
@@ -341,6 +349,7 @@ impl SettingsUpdate {
             redrive_allow,
             dedup_window_ms,
             content_dedup,
+            ordered,
             tags_set: _,
             tags_remove: _,
         } = self;
@@ -358,5 +367,6 @@ impl SettingsUpdate {
             || redrive_allow.is_some()
             || dedup_window_ms.is_some()
             || content_dedup.is_some()
+            || ordered.is_some()
     }
 }

@@ -56,6 +56,23 @@ pub fn validate_channel(field: &'static str, channel: &str) -> Result<(), Error>
     Ok(())
 }
 
+/// Checks a group key: 1–128 bytes, no control characters.
+pub fn validate_group(group: &str) -> Result<(), Error> {
+    if group.is_empty() || group.len() > GROUP_LEN_MAX {
+        return Err(Error::invalid(
+            "group",
+            format!("must be 1..={GROUP_LEN_MAX} bytes (got {})", group.len()),
+        ));
+    }
+    if let Some(bad) = group.chars().find(|c| c.is_control()) {
+        return Err(Error::invalid(
+            "group",
+            format!("may not hold control characters (got {bad:?})"),
+        ));
+    }
+    Ok(())
+}
+
 /// A queue or its dead-letter sub-queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Address<'a> {
@@ -116,6 +133,9 @@ pub struct NewMessage {
     /// queue's `dedup_window_ms` stores nothing and is answered with the
     /// first put's id and sequence number.
     pub dedup_id: Option<String>,
+    /// A group key (1–128 bytes): the group's messages (in this channel)
+    /// are delivered in sequence order, one leased at a time.
+    pub group: Option<String>,
 }
 
 impl NewMessage {
@@ -233,6 +253,9 @@ pub struct Message {
     pub receipt: Option<Receipt>,
     /// For a dead letter, where from and why.
     pub dead_letter: Option<Arc<DeadLetter>>,
+    /// Its group key, when it was put with one: a group's messages are
+    /// delivered in sequence order, one at a time.
+    pub group: Option<Arc<str>>,
 }
 
 /// A channel filter of a receive: exact, or a prefix when it ends in `*`.
@@ -422,6 +445,10 @@ pub struct QueueStats {
     pub times: QueueTimes,
     /// Deduplication ids (and content keys) it remembers now.
     pub dedup_entries: u64,
+    /// Message groups with messages (visible, delayed or leased).
+    pub groups: u64,
+    /// Message groups with a leased message.
+    pub groups_in_flight: u64,
 }
 
 /// One entry of a receive-deferred answer, or of a delete / update.
@@ -473,6 +500,14 @@ impl NewMessage {
         }
         if let Some(c) = &m.channel {
             validate_channel("channel", c)?;
+        }
+        if let Some(g) = &m.group {
+            validate_group(g)?;
+        } else if settings.ordered {
+            return Err(Error::invalid(
+                "group",
+                "required: the queue is ordered (every put carries a group key)",
+            ));
         }
         if let Some(id) = &m.dedup_id {
             if id.is_empty() || id.len() > DEDUP_ID_LEN_MAX {

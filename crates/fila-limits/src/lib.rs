@@ -62,6 +62,8 @@ pub const REDRIVE_BATCH_MAX: u32 = 10_000;
 
 /// A deduplication id, in bytes.
 pub const DEDUP_ID_LEN_MAX: usize = 128;
+/// A group key's length in bytes, at most.
+pub const GROUP_LEN_MAX: usize = 128;
 /// A queue's deduplication window at least (1 s) and at most (24 h).
 pub const DEDUP_WINDOW_MS_MIN: u64 = 1_000;
 /// See [`DEDUP_WINDOW_MS_MIN`].

@@ -143,6 +143,9 @@ pub struct PutEntry {
     /// A deduplication id (1–128 bytes): a resend within the queue's
     /// window stores nothing and is answered as the first put was.
     pub dedup_id: Option<String>,
+    /// A group key (1–128 bytes): the group's messages are delivered in
+    /// order, one at a time.
+    pub group: Option<String>,
 }
 
 /// A receive.
@@ -418,6 +421,8 @@ pub struct Message {
     pub receipt: Option<Receipt>,
     /// Where from and why, for a dead letter.
     pub dead_letter: Option<DeadLetter>,
+    /// Its group key, when it was put with one.
+    pub group: Option<String>,
 }
 
 /// A queue's stats, in the order of docs/protocol.md.
@@ -455,6 +460,10 @@ pub struct Stats {
     pub modified_at_ms: u64,
     /// Deduplication ids it remembers now.
     pub dedup_entries: u64,
+    /// Message groups with messages.
+    pub groups: u64,
+    /// Message groups with a leased message.
+    pub groups_in_flight: u64,
 }
 
 /// An error answer, or one failed entry of a batch.
@@ -593,13 +602,16 @@ pub(super) fn put_entry(w: &mut Writer<'_>, e: &PutEntry) {
 /// Flags of a put entry's extension (`put_more`): which fields follow.
 mod more {
     pub const DEDUP_ID: u8 = 1;
-    pub const KNOWN: u8 = DEDUP_ID;
+    pub const GROUP: u8 = 2;
+    pub const KNOWN: u8 = DEDUP_ID | GROUP;
 }
 
 /// Whether any entry needs the put's extension (a put without one is
 /// written in the layout before it existed).
 pub(super) fn needs_more(entries: &[PutEntry]) -> bool {
-    entries.iter().any(|e| e.dedup_id.is_some())
+    entries
+        .iter()
+        .any(|e| e.dedup_id.is_some() || e.group.is_some())
 }
 
 /// A put entry's extension: a `u8` of flags, then each flagged field.
@@ -608,9 +620,15 @@ pub(super) fn put_more(w: &mut Writer<'_>, e: &PutEntry) {
     if e.dedup_id.is_some() {
         flags |= more::DEDUP_ID;
     }
+    if e.group.is_some() {
+        flags |= more::GROUP;
+    }
     w.u8(flags);
     if let Some(id) = &e.dedup_id {
         w.str(id);
+    }
+    if let Some(group) = &e.group {
+        w.str(group);
     }
 }
 
@@ -624,19 +642,26 @@ pub(super) fn get_more(r: &mut Reader, entries: &mut [PutEntry]) -> Result<(), P
         if flags & !more::KNOWN != 0 {
             return Err(ProtoError::Malformed("unknown put entry fields"));
         }
-        Ok(if flags & more::DEDUP_ID != 0 {
+        let dedup_id = if flags & more::DEDUP_ID != 0 {
             Some(r.str()?)
         } else {
             None
-        })
+        };
+        let group = if flags & more::GROUP != 0 {
+            Some(r.str()?)
+        } else {
+            None
+        };
+        Ok((dedup_id, group))
     })?;
     if mores.len() != entries.len() {
         return Err(ProtoError::Malformed(
             "a put's extension has one entry per message",
         ));
     }
-    for (e, dedup_id) in entries.iter_mut().zip(mores) {
+    for (e, (dedup_id, group)) in entries.iter_mut().zip(mores) {
         e.dedup_id = dedup_id;
+        e.group = group;
     }
     Ok(())
 }
@@ -654,6 +679,7 @@ pub(super) fn get_entry(r: &mut Reader) -> Result<PutEntry, ProtoError> {
         },
         ttl_ms: r.opt(Reader::u64)?,
         dedup_id: None,
+        group: None,
     })
 }
 

@@ -348,6 +348,7 @@ fn payload_and_receipt_answers_are_mostly_payload() {
         state: 2,
         receipt: Some([1; 32]),
         dead_letter: None,
+        group: None,
     };
     let (mut full, mut few) = (BytesMut::new(), BytesMut::new());
     Response::Messages(vec![m.clone(); 20]).encode(Opcode::Receive as u8, 1, &mut full);

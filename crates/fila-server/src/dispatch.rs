@@ -94,6 +94,7 @@ fn update_of(p: proto::SettingsPatch) -> SettingsUpdate {
         redrive_allow: p.redrive_allow,
         dedup_window_ms: p.dedup_window_ms,
         content_dedup: p.content_dedup,
+        ordered: p.ordered,
         tags_set: p.tags_set,
         tags_remove: p.tags_remove,
     }
@@ -116,6 +117,7 @@ fn settings_of(s: QueueSettings) -> proto::Settings {
         tags: s.tags,
         dedup_window_ms: s.dedup_window_ms,
         content_dedup: s.content_dedup,
+        ordered: s.ordered,
     }
 }
 
@@ -230,6 +232,7 @@ fn view_of(m: &Message) -> proto::MessageRef<'_, Box<str>> {
                 delivery_count: d.delivery_count,
             }
         }),
+        group: m.group.as_deref(),
     }
 }
 
@@ -475,6 +478,8 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
                 created_at_ms: s.times.created_at_ms,
                 modified_at_ms: s.times.modified_at_ms,
                 dedup_entries: s.dedup_entries,
+                groups: s.groups,
+                groups_in_flight: s.groups_in_flight,
             }))
         }),
         Request::Put { queue, messages } => {
@@ -491,6 +496,7 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
                     },
                     ttl_ms: m.ttl_ms,
                     dedup_id: m.dedup_id,
+                    group: m.group,
                 })
                 .collect();
             answer(engine.put(&queue, batch), |v| {

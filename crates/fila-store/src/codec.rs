@@ -45,6 +45,34 @@ pub mod kind {
     /// A queue created or changed: what [`QUEUE_SET_2`] carries and the
     /// settings' keyed extension (deduplication).
     pub const QUEUE_SET_3: u8 = 10;
+    /// A message stored with parts [`STORED`] does not carry (its group):
+    /// from, message, then [`super::more`] flags and the parts flagged.
+    pub const STORED_2: u8 = 11;
+}
+
+/// Flags of a message's optional parts, after the message in a
+/// [`kind::STORED_2`] record or a snapshot's `MESSAGE_2` frame: which
+/// follow, in this order. An unknown flag does not parse.
+pub(crate) mod more {
+    /// The deduplication key its put remembers (records only).
+    pub const DEDUP: u8 = 1;
+    /// Its group key.
+    pub const GROUP: u8 = 2;
+    pub const KNOWN: u8 = DEDUP | GROUP;
+}
+
+/// A message's optional parts: flags, then each one present.
+pub(crate) fn message_more(out: &mut Vec<u8>, dedup: Option<&DedupMark>, group: Option<&str>) {
+    let flags = if dedup.is_some() { more::DEDUP } else { 0 }
+        | if group.is_some() { more::GROUP } else { 0 };
+    u8_(out, flags);
+    if let Some(d) = dedup {
+        out.extend_from_slice(&d.key.to_be_bytes());
+        u64_(out, d.expires_at_ms);
+    }
+    if let Some(g) = group {
+        bytes_(out, g.as_bytes());
+    }
 }
 
 /// A record or snapshot that does not parse.
@@ -216,6 +244,7 @@ fn extension(out: &mut Vec<u8>, s: &QueueSettings, times: QueueTimes) {
 mod setting {
     pub const DEDUP_WINDOW_MS: u8 = 1;
     pub const CONTENT_DEDUP: u8 = 2;
+    pub const ORDERED: u8 = 3;
 }
 
 /// The settings' keyed extension.
@@ -223,6 +252,7 @@ fn keyed(out: &mut Vec<u8>, s: &QueueSettings) {
     let pairs = [
         (setting::DEDUP_WINDOW_MS, s.dedup_window_ms),
         (setting::CONTENT_DEDUP, u64::from(s.content_dedup)),
+        (setting::ORDERED, u64::from(s.ordered)),
     ];
     u32_(out, pairs.len() as u32);
     for (k, v) in pairs {
@@ -350,6 +380,10 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
                 }
             }
             message(out, &view_parts(m));
+            if m.group.is_some() {
+                message_more(out, dedup.as_ref(), m.group);
+                return kind::STORED_2;
+            }
             // Added later, at the end: a record without it reads as before.
             if let Some(d) = dedup {
                 out.extend_from_slice(&d.key.to_be_bytes());
@@ -480,6 +514,29 @@ impl<'a> Reader<'a> {
             })
             .collect()
     }
+    /// Reads a message's optional parts ([`message_more`]).
+    pub(crate) fn more(&mut self) -> Result<(Option<DedupMark>, Option<Arc<str>>), CodecError> {
+        let flags = self.u8()?;
+        if flags & !more::KNOWN != 0 {
+            return Err(bad(
+                "an unknown part of a message (written by a newer version?)",
+            ));
+        }
+        let dedup = if flags & more::DEDUP != 0 {
+            Some(DedupMark {
+                key: self.u128()?,
+                expires_at_ms: self.u64()?,
+            })
+        } else {
+            None
+        };
+        let group = if flags & more::GROUP != 0 {
+            Some(Arc::from(self.str()?))
+        } else {
+            None
+        };
+        Ok((dedup, group))
+    }
     /// Reads the settings' [`keyed`] extension into `s`.
     fn keyed(&mut self, s: &mut QueueSettings) -> Result<(), CodecError> {
         let n = self.u32()? as usize;
@@ -492,6 +549,7 @@ impl<'a> Reader<'a> {
             match k {
                 setting::DEDUP_WINDOW_MS => s.dedup_window_ms = v,
                 setting::CONTENT_DEDUP => s.content_dedup = v != 0,
+                setting::ORDERED => s.ordered = v != 0,
                 _ => return Err(bad("an unknown setting (written by a newer version?)")),
             }
         }
@@ -590,6 +648,7 @@ impl<'a> Reader<'a> {
                 delivery_count,
                 deferred,
                 dead_letter,
+                group: None,
             },
         ))
     }
@@ -636,10 +695,14 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
             queue: r.u32()?,
             dlq: r.flag()?,
         },
-        kind::STORED => {
+        kind @ (kind::STORED | kind::STORED_2) => {
             let from = if r.flag()? { Some(r.spot()?) } else { None };
-            let (queue, message) = r.message()?;
-            let dedup = if r.at < r.data.len() {
+            let (queue, mut message) = r.message()?;
+            let dedup = if kind == kind::STORED_2 {
+                let (dedup, group) = r.more()?;
+                message.group = group;
+                dedup
+            } else if r.at < r.data.len() {
                 Some(DedupMark {
                     key: r.u128()?,
                     expires_at_ms: r.u64()?,

@@ -77,6 +77,7 @@ fn settings(rng: &mut Rng) -> QueueSettings {
         },
         dedup_window_ms: 1_000 + rng.below(5) * 1_000,
         content_dedup: rng.below(4) == 0,
+        ordered: rng.below(5) == 0,
         ..QueueSettings::default()
     }
 }
@@ -141,6 +142,9 @@ fn step(
                     }
                     if rng.below(3) == 0 {
                         m.dedup_id = Some(format!("d{}", rng.below(4)));
+                    }
+                    if rng.below(2) == 0 {
+                        m.group = Some(format!("g{}", rng.below(3)));
                     }
                     m
                 })

@@ -141,6 +141,7 @@ impl Shard {
             delivery_count: word.delivery_count,
             deferred: word.state == MessageState::Deferred,
             dead_letter: extra.and_then(|e| e.dead_letter.clone()),
+            group: extra.and_then(|e| e.group.as_ref().map(|g| g.key.clone())),
         }
     }
 
@@ -178,13 +179,18 @@ impl Shard {
                 + attributes_bytes(m.attributes.as_ref())
                 + dead_letter_bytes(m.dead_letter.as_deref());
             self.budget.force_message(len);
-            let extra = if m.attributes.is_none() && m.dead_letter.is_none() && m.id.is_none() {
+            let extra = if m.attributes.is_none()
+                && m.dead_letter.is_none()
+                && m.id.is_none()
+                && m.group.is_none()
+            {
                 None
             } else {
                 Some(Box::new(Extra {
                     attributes: m.attributes,
                     dead_letter: m.dead_letter,
                     id: m.id,
+                    group: m.group.map(groups::GroupRef::new),
                 }))
             };
             let state = if m.deferred && !m.dlq {

@@ -4,7 +4,8 @@
 //! messages and bytes), each live message's place in its sequence index and
 //! its timer (visible: its expiry, or its queue's expiry cursor not past
 //! it and due no later; leased or delayed: its next-visible time;
-//! deferred: none), the free slots, and the number of pending timers.
+//! deferred: none), its group (`check_groups`), the free slots, and the
+//! number of pending timers.
 //! For tests and fuzzing: it walks everything, O(messages + timers).
 
 use super::*;
@@ -109,6 +110,9 @@ impl Shard {
                         "queue {} sub {s}: counts {kept:?} held {}, its records {states:?} held {held}",
                         queue.name, sub.held
                     ));
+                }
+                if let Err(why) = self.check_groups(q) {
+                    return fail(format!("queue {} sub {s}: {why}", queue.name));
                 }
                 for (id, c) in sub.channels.iter().enumerate() {
                     let got = channels.get(&(q, id as u32)).copied().unwrap_or_default();

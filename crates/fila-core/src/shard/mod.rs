@@ -140,6 +140,8 @@ struct Extra {
     dead_letter: Option<Arc<DeadLetter>>,
     /// The id it had before it moved between queues.
     id: Option<MessageId>,
+    /// Its group, when it was put with a key.
+    group: Option<groups::GroupRef>,
 }
 
 /// One message slot.
@@ -291,6 +293,7 @@ pub(crate) struct Outbound {
     payload: Payload,
     attributes: Option<Attributes>,
     channel: Option<Arc<str>>,
+    group: Option<Arc<str>>,
     id: MessageId,
     delivery_count: u32,
     dead_letter: Option<Arc<DeadLetter>>,
@@ -327,6 +330,7 @@ impl Outbound {
             payload: m.payload,
             attributes: m.attributes,
             channel: m.channel,
+            group: m.group,
             id: m.id,
             delivery_count: m.delivery_count,
             dead_letter,
@@ -414,11 +418,13 @@ macro_rules! emit {
 }
 
 mod dedup;
+mod groups;
 mod invariants;
 mod moves;
 mod queues;
 
 pub use dedup::{content_key, dedup_key, DEDUP_ENTRY_BYTES};
+pub use groups::GROUP_OVERHEAD_BYTES;
 mod records;
 mod time;
 

@@ -548,6 +548,7 @@ impl Shard {
                 attributes: out.attributes,
                 dead_letter: out.dead_letter,
                 id: Some(out.id),
+                group: out.group.map(groups::GroupRef::new),
             })),
             state: MessageState::Visible,
             delivery_count: count,

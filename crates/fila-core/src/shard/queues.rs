@@ -235,6 +235,7 @@ impl Shard {
             .from(0)
             .find(|(seq, s)| self.live(*s, q, *seq))
             .map(|(_, s)| self.records[s as usize].inserted());
+        let (groups, groups_in_flight) = self.group_counts(q);
         let queue = self.queue(slot);
         let main = &queue.subs[MAIN as usize];
         let dlq = &queue.subs[DLQ as usize];
@@ -254,6 +255,8 @@ impl Shard {
             redriven: queue.counters.redriven,
             times: queue.times,
             dedup_entries: self.dedup_len(slot),
+            groups,
+            groups_in_flight,
         })
     }
 
@@ -346,10 +349,17 @@ impl Shard {
             Some(c) if !queue.subs[MAIN as usize].channel_ids.contains_key(c) => channel_bytes(c),
             _ => 0,
         };
+        // So must a new group.
+        let new_group = match m.group.as_deref() {
+            Some(g) if self.group_is_new(self.sub_id(qslot, false), m.channel.as_deref(), g) => {
+                groups::group_bytes(g)
+            }
+            _ => 0,
+        };
         self.budget
-            .reserve_message((m.payload.len() + attributes_len) as u64 + new_channel)?;
-        if new_channel > 0 {
-            self.budget.release(new_channel);
+            .reserve_message((m.payload.len() + attributes_len) as u64 + new_channel + new_group)?;
+        if new_channel + new_group > 0 {
+            self.budget.release(new_channel + new_group);
         }
         if dedup.is_some() {
             if let Err(e) = self.dedup_reserve(qslot) {
@@ -364,16 +374,18 @@ impl Shard {
             Availability::DelayMs(d) => now + d,
             Availability::At(at) => at.max(now),
         };
-        let extra = if m.attributes.is_empty() {
+        let extra = if m.attributes.is_empty() && m.group.is_none() {
             None
         } else {
-            let attributes: Attributes = m
-                .attributes
-                .into_iter()
-                .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
-                .collect();
+            let attributes: Option<Attributes> = (!m.attributes.is_empty()).then(|| {
+                m.attributes
+                    .into_iter()
+                    .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+                    .collect()
+            });
             Some(Box::new(Extra {
-                attributes: Some(attributes),
+                attributes,
+                group: m.group.map(|g| groups::GroupRef::new(Arc::from(g))),
                 ..Extra::default()
             }))
         };
@@ -459,7 +471,8 @@ impl Shard {
             if let Some(gone) = self.queue_mut(q.queue()).purged[q.half()].take() {
                 // Its channels go with it.
                 let channels: u64 = gone.channel_ids.keys().map(|n| channel_bytes(n)).sum();
-                self.budget.release(channels);
+                let groups = gone.groups.as_deref().map_or(0, groups::Groups::bytes);
+                self.budget.release(channels + groups);
             }
             self.trim();
         }

@@ -342,6 +342,9 @@ impl Shard {
                     self.expire(slot, now);
                     return Err(Error::Expired { seq });
                 }
+                if self.group_busy(slot) {
+                    return Err(Error::GroupBusy { seq });
+                }
                 if max_deliveries > 0 && r.word.load().delivery_count >= max_deliveries {
                     self.dead_letter_slot(slot, DeadLetterReason::MaxDeliveries, now);
                     return Err(Error::NotFound {

@@ -83,7 +83,7 @@ impl Shard {
                 .channel_ids
                 .get(name.as_str())
                 .copied()
-                .filter(|c| sub.channels[*c as usize].visible > 0),
+                .filter(|c| sub.channels[*c as usize].ready > 0),
             Some(ChannelFilter::Prefix(p)) => sub.next_with_prefix(p),
         }
     }
@@ -105,6 +105,7 @@ impl Shard {
             if r.q == q
                 && w.state == MessageState::Visible
                 && (w.generation & 0xFFFF_FFFF) == (h & 0xFFFF_FFFF)
+                && self.group_may_give(slot)
             {
                 self.leave_state(slot, MessageState::Visible);
                 return Some(slot);
@@ -345,11 +346,14 @@ impl Shard {
     pub(super) fn serve_gained(&mut self) {
         while !self.gained.is_empty() {
             let q = self.gained.remove(0);
-            if self
+            // A queue deleted since (its slot maybe made again), or an
+            // epoch purged since, has no waiters to serve.
+            let gone = self
                 .queues
                 .get(q.queue() as usize)
-                .is_none_or(|x| x.is_none())
-            {
+                .and_then(Option::as_ref)
+                .is_none_or(|queue| queue.dropping || queue.epochs[q.half()] != q.epoch());
+            if gone {
                 continue;
             }
             let mut next = self.sub(q).waiters.head;

@@ -69,43 +69,49 @@ impl Shard {
     }
 
     /// Counts a message out of `state` (the ring entry of a visible message
-    /// stays behind and is skipped when popped).
+    /// stays behind and is skipped when popped); a grouped message's group
+    /// hears of it ([`Shard::group_leave`]).
     pub(super) fn leave_state(&mut self, slot: u32, state: MessageState) {
         let (q, channel) = {
             let r = &self.records[slot as usize];
             (r.q, r.channel)
         };
+        let grouped = self.group_key(slot).is_some();
         let sub = self.sub_mut(q);
         *sub.counts.of(state) -= 1;
         if state == MessageState::Visible {
-            let c = &mut sub.channels[channel as usize];
-            c.visible -= 1;
-            if c.visible == 0 {
-                c.front = None;
-                c.ring.clear();
-                c.ring.shrink_if_empty();
-                sub.leave_round(channel);
+            sub.channels[channel as usize].visible -= 1;
+            if !grouped {
+                self.unready(q, channel);
             }
+        }
+        if grouped {
+            self.group_leave(slot, state);
         }
     }
 
-    /// Counts a message into `state`; a visible one is pushed on its ring.
+    /// Counts a message into `state`. A visible one is pushed on its ring,
+    /// unless it is grouped: a grouped message joins its group (leased: the
+    /// group is busy with it), or quits it when deferred, and its group
+    /// decides what is on the ring ([`Shard::group_refresh`]).
     pub(super) fn enter_state(&mut self, slot: u32, state: MessageState) {
         let (q, channel, generation) = {
             let r = &self.records[slot as usize];
             (r.q, r.channel, r.word.load().generation)
         };
+        let grouped = self.group_key(slot).is_some();
         let sub = self.sub_mut(q);
         *sub.counts.of(state) += 1;
         if state == MessageState::Visible {
-            let c = &mut sub.channels[channel as usize];
-            c.ring.push_or_grow(handle(slot, generation));
-            c.visible += 1;
-            if c.visible == 1 {
-                sub.enter_round(channel, false);
+            sub.channels[channel as usize].visible += 1;
+            if !grouped {
+                self.ready(q, channel, handle(slot, generation));
             }
-            if !self.gained.contains(&q) {
-                self.gained.push(q);
+        }
+        if grouped {
+            match state {
+                MessageState::Deferred => self.group_quit(slot),
+                _ => self.group_join(slot, state == MessageState::InFlight),
             }
         }
     }
@@ -154,6 +160,7 @@ impl Shard {
             !self.is_purged(self.records[slot as usize].q),
             "a purged epoch's records are only freed"
         );
+        self.group_quit(slot);
         let (q, channel, seq, len) = {
             let r = &self.records[slot as usize];
             (r.q, r.channel, r.seq, r.bytes())
@@ -276,6 +283,7 @@ impl Shard {
             state,
             receipt,
             dead_letter: extra.and_then(|e| e.dead_letter.clone()),
+            group: extra.and_then(|e| e.group.as_ref().map(|g| g.key.clone())),
         }
     }
 
@@ -304,6 +312,7 @@ impl Shard {
             expires_at_ms: r.expires_at,
             delivery_count: r.word.load().delivery_count,
             dead_letter: extra.and_then(|e| e.dead_letter.as_deref()),
+            group: extra.and_then(|e| e.group.as_ref().map(|g| &*g.key)),
         }
     }
 
@@ -342,19 +351,25 @@ impl Shard {
     }
 
     /// Undoes [`Shard::pop_visible`]: the message is visible again, first
-    /// in its channel.
+    /// in its channel (a grouped one its group's queued head again).
     pub(super) fn put_back(&mut self, slot: u32) {
         let (q, channel, generation) = {
             let r = &self.records[slot as usize];
             (r.q, r.channel, r.word.load().generation)
         };
+        if let Some(g) = self.group_key(slot).and(self.group_id(slot)) {
+            let group = self.groups_mut(q).get_mut(g);
+            debug_assert!(group.queued.is_none() && group.busy == NIL);
+            group.queued = Some(slot);
+        }
         let sub = self.sub_mut(q);
         sub.counts.visible += 1;
         let c = &mut sub.channels[channel as usize];
         debug_assert!(c.front.is_none(), "a popped message was the front");
         c.front = Some(handle(slot, generation));
         c.visible += 1;
-        if c.visible == 1 {
+        c.ready += 1;
+        if c.ready == 1 {
             sub.enter_round(channel, true);
         }
     }

@@ -15,6 +15,10 @@ pub(super) struct Channel {
     pub(super) next: u32,
     pub(super) in_round: bool,
     pub(super) visible: u32,
+    /// Handles on the ring that may be given (its ungrouped visible
+    /// messages and its groups' queued heads): the channel is in the round
+    /// while it has one.
+    pub(super) ready: u32,
     pub(super) held: u64,
     pub(super) bytes: u64,
 }
@@ -26,7 +30,14 @@ impl Channel {
     pub(super) fn vacate(&mut self) -> Option<Arc<str>> {
         debug_assert!(self.ring.is_empty() && self.front.is_none() && !self.in_round);
         self.ring.shrink_if_empty();
-        (self.prev, self.next, self.visible, self.held, self.bytes) = (NIL, NIL, 0, 0, 0);
+        (
+            self.prev,
+            self.next,
+            self.visible,
+            self.ready,
+            self.held,
+            self.bytes,
+        ) = (NIL, NIL, 0, 0, 0, 0);
         self.name.take()
     }
 
@@ -39,6 +50,7 @@ impl Channel {
             next: NIL,
             in_round: false,
             visible: 0,
+            ready: 0,
             held: 0,
             bytes: 0,
         }
@@ -142,6 +154,8 @@ pub(super) struct SubQueue {
     pub(super) waiters: Links,
     /// The expiries of its covered messages (the queue's own half only).
     pub(super) expiry: ExpiryCursor,
+    /// Its message groups (the queue's own half only; none yet: `None`).
+    pub(super) groups: Option<Box<super::groups::Groups>>,
 }
 
 /// Head and tail of an intrusive list (a sub-queue's round of channels, or
@@ -180,6 +194,7 @@ impl SubQueue {
             held: 0,
             waiters: Links::EMPTY,
             expiry: ExpiryCursor::default(),
+            groups: None,
         }
     }
 

@@ -275,6 +275,9 @@ impl Harness {
                         ttl_ms: ttl.map(u64::from),
                         // A quarter of the puts name one of three ids.
                         dedup_id: (len % 4 == 1).then(|| format!("d{}", param % 3)),
+                        // Two thirds of the puts are in one of two groups
+                        // (of their channel).
+                        group: (len % 3 != 2).then(|| format!("g{}", len % 2)),
                     })
                     .collect();
                 let e = engine.put(name, batch.clone());

@@ -11,6 +11,10 @@
 //! - timed events run in time order; at one instant messages (by queue name,
 //!   DLQ after queue, sequence number) before redrive ticks before long-poll
 //!   deadlines; after each event, parked receives are served;
+//! - a group's head is on its channel's ring (takes its turn among the
+//!   channel's visible messages and other heads) from when it may be given:
+//!   it is the group's first visible, delayed or leased message, visible,
+//!   and nothing of the group is leased;
 //! - dead letters bound for a target queue are delivered after the operation
 //!   (or the whole tick), in (time, source, sequence) order; a target that is
 //!   gone or full sends them back to the source's own DLQ.
@@ -61,9 +65,24 @@ struct M {
     st: St,
     stamp: u64,
     dead_letter: Option<Arc<DeadLetter>>,
+    group: Option<Arc<str>>,
+    /// On its channel's ring: a grouped message of a queue's own half as
+    /// its group's head (in a DLQ, any visible one).
+    queued: bool,
 }
 
 impl M {
+    /// Whether a receive may take it: visible, and ungrouped or its
+    /// group's queued head.
+    fn ready(&self) -> bool {
+        self.st == St::Visible && (self.group.is_none() || self.queued)
+    }
+
+    /// Whether it is in its group's order (not deferred).
+    fn member(&self) -> bool {
+        self.st != St::Deferred
+    }
+
     /// What the message counts against max_bytes: payload and attributes.
     fn bytes(&self) -> u64 {
         self.payload.len() as u64
@@ -85,18 +104,18 @@ struct Sub {
 }
 
 impl Sub {
-    fn visible_in(&self, channel: &Option<Arc<str>>) -> usize {
+    fn ready_in(&self, channel: &Option<Arc<str>>) -> usize {
         self.msgs
             .values()
-            .filter(|m| m.st == St::Visible && &m.channel == channel)
+            .filter(|m| m.ready() && &m.channel == channel)
             .count()
     }
     fn visible(&self) -> usize {
         self.msgs.values().filter(|m| m.st == St::Visible).count()
     }
-    /// Drops a channel from the round when it has no visible message left.
+    /// Drops a channel from the round when it has nothing ready left.
     fn fix_rr(&mut self, channel: &Option<Arc<str>>) {
-        if self.visible_in(channel) == 0 {
+        if self.ready_in(channel) == 0 {
             self.rr.retain(|c| c != channel);
         }
     }
@@ -223,38 +242,99 @@ impl Model {
             state,
             receipt: None,
             dead_letter: m.dead_letter.clone(),
+            group: m.group.clone(),
         }
     }
 
     /// A message becomes visible: it joins the end of its channel, and its
     /// channel joins the round if it had nothing visible.
+    /// A grouped message (of a queue's own half) becomes visible: its
+    /// group decides whether it is ready.
     fn enter_visible(&mut self, name: &str, dlq: bool, seq: u64) {
+        let sub = &mut self.queues.get_mut(name).unwrap().subs[idx(dlq)];
+        let m = sub.msgs.get_mut(&seq).unwrap();
+        m.st = St::Visible;
+        m.queued = false;
+        if !dlq && m.group.is_some() {
+            self.refresh_group(name, seq);
+        } else {
+            self.make_ready(name, dlq, seq);
+        }
+    }
+
+    /// Puts a message on its channel's ring (the back of its channel's
+    /// turn; the channel joins the round if it had nothing ready).
+    fn make_ready(&mut self, name: &str, dlq: bool, seq: u64) {
         self.stamp += 1;
         let stamp = self.stamp;
         let sub = &mut self.queues.get_mut(name).unwrap().subs[idx(dlq)];
-        let channel = sub.msgs[&seq].channel.clone();
-        let others = sub
-            .msgs
-            .values()
-            .filter(|m| m.seq != seq && m.st == St::Visible && m.channel == channel)
-            .count();
-        if others == 0 {
+        let m = sub.msgs.get_mut(&seq).unwrap();
+        m.stamp = stamp;
+        m.queued = true;
+        let channel = m.channel.clone();
+        if sub.ready_in(&channel) == 1 {
             sub.rr.push(channel);
         }
-        let m = sub.msgs.get_mut(&seq).unwrap();
-        m.st = St::Visible;
-        m.stamp = stamp;
         let key = (name.to_owned(), dlq);
         if !self.gained.contains(&key) {
             self.gained.push(key);
         }
     }
 
+    /// The group of message `seq` (its channel and key, in the queue's own
+    /// half) after a change: its head is queued when it may be given (the
+    /// first member, visible, none leased), and nothing else is.
+    fn refresh_group(&mut self, name: &str, seq: u64) {
+        let sub = &self.queues[name].subs[0];
+        let (channel, key) = {
+            let m = &sub.msgs[&seq];
+            (m.channel.clone(), m.group.clone())
+        };
+        self.refresh_group_of(name, channel, key);
+    }
+
+    fn refresh_group_of(&mut self, name: &str, channel: Option<Arc<str>>, key: Option<Arc<str>>) {
+        if key.is_none() {
+            return;
+        }
+        let sub = &mut self.queues.get_mut(name).unwrap().subs[0];
+        let mine = |m: &M| m.channel == channel && m.group == key;
+        let head = sub
+            .msgs
+            .values()
+            .find(|m| mine(m) && m.member())
+            .map(|m| m.seq);
+        let busy = sub
+            .msgs
+            .values()
+            .any(|m| mine(m) && matches!(m.st, St::InFlight(_)));
+        let queued = sub
+            .msgs
+            .values()
+            .find(|m| mine(m) && m.queued)
+            .map(|m| m.seq);
+        let may = !busy && head.is_some_and(|h| sub.msgs[&h].st == St::Visible);
+        if may && queued == head {
+            return;
+        }
+        if let Some(old) = queued {
+            sub.msgs.get_mut(&old).unwrap().queued = false;
+            sub.fix_rr(&channel);
+        }
+        if may {
+            self.make_ready(name, false, head.unwrap());
+        }
+    }
+
     /// Takes a message out of its sub-queue for good.
     fn remove(&mut self, name: &str, dlq: bool, seq: u64) -> M {
         let sub = &mut self.queues.get_mut(name).unwrap().subs[idx(dlq)];
-        let m = sub.msgs.remove(&seq).unwrap();
+        let mut m = sub.msgs.remove(&seq).unwrap();
         sub.fix_rr(&m.channel);
+        if !dlq {
+            self.refresh_group_of(name, m.channel.clone(), m.group.clone());
+        }
+        m.queued = false;
         m
     }
 
@@ -433,6 +513,15 @@ impl Model {
             .next()
             .map_or(0, |m| self.now.saturating_sub(m.inserted));
         s.dedup_entries = q.dedup.values().filter(|(_, at)| *at > self.now).count() as u64;
+        let mut groups: HashMap<(Option<Arc<str>>, Arc<str>), bool> = HashMap::new();
+        for m in main.msgs.values().filter(|m| m.member()) {
+            if let Some(g) = &m.group {
+                *groups.entry((m.channel.clone(), g.clone())).or_default() |=
+                    matches!(m.st, St::InFlight(_));
+            }
+        }
+        s.groups = groups.len() as u64;
+        s.groups_in_flight = groups.values().filter(|busy| **busy).count() as u64;
         Ok(s)
     }
 
@@ -556,6 +645,8 @@ impl Model {
                 st: St::Delayed,
                 stamp: 0,
                 dead_letter: None,
+                group: m.group.as_deref().map(Arc::from),
+                queued: false,
             },
         );
         if visible_at <= now {
@@ -636,11 +727,13 @@ impl Model {
             let seq = sub
                 .msgs
                 .values()
-                .filter(|m| m.st == St::Visible && m.channel == channel)
+                .filter(|m| m.ready() && m.channel == channel)
                 .min_by_key(|m| m.stamp)
                 .unwrap()
                 .seq;
-            sub.msgs.get_mut(&seq).unwrap().st = St::Looking;
+            let m = sub.msgs.get_mut(&seq).unwrap();
+            m.st = St::Looking;
+            m.queued = false;
             if let Some(ChannelFilter::Prefix(p)) = filter {
                 if !p.is_empty() {
                     sub.cursor = channel.clone();
@@ -819,6 +912,7 @@ impl Model {
     pub fn defer(&mut self, name: &str, r: &MReceipt) -> Result<(), Error> {
         let seq = self.leased(name, false, r)?;
         self.q_mut(name)?.subs[0].msgs.get_mut(&seq).unwrap().st = St::Deferred;
+        self.refresh_group(name, seq);
         Ok(())
     }
 
@@ -944,6 +1038,15 @@ impl Model {
                     self.expire(name, false, seq, now);
                     return Err(Error::Expired { seq });
                 }
+                let busy = m.group.is_some()
+                    && q.subs[0].msgs.values().any(|o| {
+                        o.channel == m.channel
+                            && o.group == m.group
+                            && matches!(o.st, St::InFlight(_))
+                    });
+                if busy {
+                    return Err(Error::GroupBusy { seq });
+                }
                 if max_deliveries > 0 && m.count >= max_deliveries {
                     self.dead_letter_msg(name, seq, DeadLetterReason::MaxDeliveries, now);
                     return Err(Error::NotFound {
@@ -969,6 +1072,8 @@ impl Model {
                 let view = self.view(&q.subs[0].msgs[&seq], false);
                 if vis == 0 {
                     self.enter_visible(name, false, seq);
+                } else {
+                    self.refresh_group(name, seq);
                 }
                 Ok((
                     view,

@@ -44,6 +44,8 @@ pub struct MessageRef<'a, K: AsRef<str> = String> {
     pub receipt: Option<Receipt>,
     /// Where from and why, for a dead letter.
     pub dead_letter: Option<DeadLetterRef<'a>>,
+    /// Its group key.
+    pub group: Option<&'a str>,
 }
 
 /// [`DeadLetter`], borrowed.
@@ -86,6 +88,7 @@ impl<'a> MessageRef<'a> {
                 description: &d.description,
                 delivery_count: d.delivery_count,
             }),
+            group: m.group.as_deref(),
         }
     }
 }
@@ -120,6 +123,7 @@ impl<K: AsRef<str>> MessageRef<'_, K> {
                 description: d.description.to_owned(),
                 delivery_count: d.delivery_count,
             }),
+            group: self.group.map(str::to_owned),
         }
     }
 }
@@ -157,6 +161,46 @@ pub fn encode_messages<'a, K: AsRef<str> + 'a>(
     end_frame(buf, start);
 }
 
+/// Tags of a message's channel byte: which of its channel and its group
+/// key follow (a message without a group is written as before groups
+/// existed: an option of its channel).
+mod tag {
+    pub const CHANNEL: u8 = 1;
+    pub const GROUP: u8 = 2;
+}
+
+fn channel_and_group(w: &mut Writer<'_>, channel: Option<&str>, group: Option<&str>) {
+    let tag = if channel.is_some() { tag::CHANNEL } else { 0 }
+        | if group.is_some() { tag::GROUP } else { 0 };
+    w.u8(tag);
+    if let Some(c) = channel {
+        w.str(c);
+    }
+    if let Some(g) = group {
+        w.str(g);
+    }
+}
+
+type ChannelAndGroup = (Option<String>, Option<String>);
+
+fn get_channel_and_group(r: &mut Reader) -> Result<ChannelAndGroup, ProtoError> {
+    let tag = r.u8()?;
+    if tag & !(tag::CHANNEL | tag::GROUP) != 0 {
+        return Err(ProtoError::Malformed("a message's channel tag is 0 to 3"));
+    }
+    let channel = if tag & tag::CHANNEL != 0 {
+        Some(r.str()?)
+    } else {
+        None
+    };
+    let group = if tag & tag::GROUP != 0 {
+        Some(r.str()?)
+    } else {
+        None
+    };
+    Ok((channel, group))
+}
+
 /// A message view with the groups of `f`, in the order of the full layout.
 fn put_view<K: AsRef<str>>(w: &mut Writer<'_>, m: &MessageRef<'_, K>, f: Fields) {
     if f.contains(Fields::ID) {
@@ -169,7 +213,7 @@ fn put_view<K: AsRef<str>>(w: &mut Writer<'_>, m: &MessageRef<'_, K>, f: Fields)
             w.str(k.as_ref());
             w.str(v.as_ref());
         });
-        w.opt(&m.channel, |w, c| w.str(c));
+        channel_and_group(w, m.channel, m.group);
     }
     if f.contains(Fields::TIMES) {
         w.u64(m.inserted_at_ms);
@@ -205,10 +249,10 @@ pub(super) fn get_fields(r: &mut Reader, f: Fields) -> Result<Message, ProtoErro
         (0, 0)
     };
     let payload = r.bytes()?;
-    let (attributes, channel) = if f.contains(Fields::ATTRIBUTES) {
-        (get_pairs(r)?, r.opt(Reader::str)?)
+    let (attributes, (channel, group)) = if f.contains(Fields::ATTRIBUTES) {
+        (get_pairs(r)?, get_channel_and_group(r)?)
     } else {
-        (Vec::new(), None)
+        (Vec::new(), (None, None))
     };
     let (inserted_at_ms, expires_at_ms, next_visible_at_ms) = if f.contains(Fields::TIMES) {
         (r.u64()?, r.u64()?, r.u64()?)
@@ -248,5 +292,6 @@ pub(super) fn get_fields(r: &mut Reader, f: Fields) -> Result<Message, ProtoErro
         state,
         receipt,
         dead_letter,
+        group,
     })
 }

@@ -40,6 +40,8 @@ pub struct SettingsPatch {
     pub dedup_window_ms: Option<u64>,
     /// Puts without a deduplication id are deduplicated by content.
     pub content_dedup: Option<bool>,
+    /// Every put must carry a group key.
+    pub ordered: Option<bool>,
 }
 
 /// A queue's settings, all of them, as an answer carries them.
@@ -76,6 +78,8 @@ pub struct Settings {
     pub dedup_window_ms: u64,
     /// Puts without a deduplication id are deduplicated by content.
     pub content_dedup: bool,
+    /// Every put must carry a group key.
+    pub ordered: bool,
 }
 
 /// A move task as answers show it.
@@ -120,9 +124,12 @@ pub(super) fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
     w.list(&p.tags_remove, |w, k| w.str(k));
     // Added later: written only when used, so the patch of an older
     // client reads the same.
-    if p.dedup_window_ms.is_some() || p.content_dedup.is_some() {
+    if p.dedup_window_ms.is_some() || p.content_dedup.is_some() || p.ordered.is_some() {
         w.opt(&p.dedup_window_ms, |w, v| w.u64(*v));
         w.opt(&p.content_dedup, |w, v| w.bool(*v));
+    }
+    if p.ordered.is_some() {
+        w.opt(&p.ordered, |w, v| w.bool(*v));
     }
 }
 
@@ -144,11 +151,15 @@ pub(super) fn get_patch(r: &mut Reader) -> Result<SettingsPatch, ProtoError> {
         tags_remove: r.list(2, Reader::str)?,
         dedup_window_ms: None,
         content_dedup: None,
+        ordered: None,
     };
-    // Added later, whole or not at all.
+    // Added later, each part whole or not at all.
     if r.remaining() > 0 {
         p.dedup_window_ms = r.opt(Reader::u64)?;
         p.content_dedup = r.opt(Reader::bool)?;
+    }
+    if r.remaining() > 0 {
+        p.ordered = r.opt(Reader::bool)?;
     }
     Ok(p)
 }
@@ -169,6 +180,7 @@ pub(super) fn put_settings(w: &mut Writer<'_>, s: &Settings) {
     put_pairs(w, &s.tags);
     w.u64(s.dedup_window_ms);
     w.bool(s.content_dedup);
+    w.bool(s.ordered);
 }
 
 pub(super) fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
@@ -188,11 +200,15 @@ pub(super) fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
         tags: get_pairs(r)?,
         dedup_window_ms: 0,
         content_dedup: false,
+        ordered: false,
     };
-    // Absent from an older server's answer; whole or not at all.
+    // Absent from an older server's answer; each part whole or not at all.
     if r.remaining() > 0 {
         s.dedup_window_ms = r.u64()?;
         s.content_dedup = r.bool()?;
+    }
+    if r.remaining() > 0 {
+        s.ordered = r.bool()?;
     }
     Ok(s)
 }

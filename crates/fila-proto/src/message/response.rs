@@ -77,6 +77,8 @@ impl Response {
                     s.created_at_ms,
                     s.modified_at_ms,
                     s.dedup_entries,
+                    s.groups,
+                    s.groups_in_flight,
                 ] {
                     w.u64(v);
                 }
@@ -173,6 +175,8 @@ impl Response {
                 modified_at_ms: r.u64()?,
                 // Absent from an older server's answer.
                 dedup_entries: if r.remaining() == 0 { 0 } else { r.u64()? },
+                groups: if r.remaining() == 0 { 0 } else { r.u64()? },
+                groups_in_flight: if r.remaining() == 0 { 0 } else { r.u64()? },
             })),
             Opcode::Put => Response::Put(get_entries(r, |r| {
                 Ok(PutAck {

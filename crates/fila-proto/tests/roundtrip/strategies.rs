@@ -38,10 +38,14 @@ pub fn patch() -> impl Strategy<Value = SettingsPatch> {
             pairs(),
             proptest::collection::vec(s(), 0..4),
         ),
-        (any::<Option<u64>>(), any::<Option<bool>>()),
+        (
+            any::<Option<u64>>(),
+            any::<Option<bool>>(),
+            any::<Option<bool>>(),
+        ),
     )
         .prop_map(
-            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m, n), (o, p))| SettingsPatch {
+            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m, n), (o, p, q))| SettingsPatch {
                 visibility_timeout_ms: a,
                 max_deliveries: b,
                 retention_ms: c,
@@ -58,6 +62,7 @@ pub fn patch() -> impl Strategy<Value = SettingsPatch> {
                 tags_remove: n,
                 dedup_window_ms: o,
                 content_dedup: p,
+                ordered: q,
             },
         )
 }
@@ -79,10 +84,10 @@ pub fn settings() -> impl Strategy<Value = Settings> {
             any::<u8>(),
         ),
         (any::<u64>(), proptest::option::of(s()), pairs()),
-        (any::<u64>(), any::<bool>()),
+        (any::<u64>(), any::<bool>(), any::<bool>()),
     )
         .prop_map(
-            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m), (n, o))| Settings {
+            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m), (n, o, p))| Settings {
                 visibility_timeout_ms: a,
                 max_deliveries: b,
                 retention_ms: c,
@@ -98,6 +103,7 @@ pub fn settings() -> impl Strategy<Value = Settings> {
                 tags: m,
                 dedup_window_ms: n,
                 content_dedup: o,
+                ordered: p,
             },
         )
 }
@@ -122,15 +128,17 @@ pub fn put_entry() -> impl Strategy<Value = PutEntry> {
         availability(),
         any::<Option<u64>>(),
         proptest::option::of(s()),
+        proptest::option::of(s()),
     )
         .prop_map(
-            |(payload, attributes, channel, availability, ttl_ms, dedup_id)| PutEntry {
+            |(payload, attributes, channel, availability, ttl_ms, dedup_id, group)| PutEntry {
                 payload,
                 attributes,
                 channel,
                 availability,
                 ttl_ms,
                 dedup_id,
+                group,
             },
         )
 }
@@ -300,12 +308,14 @@ pub fn message() -> impl Strategy<Value = Message> {
             any::<Option<[u8; 32]>>(),
         ),
         proptest::option::of((s(), any::<u64>(), any::<u8>(), s(), s())),
+        proptest::option::of(s()),
     )
         .prop_map(
             |(
                 (id, seq, payload, attributes, channel),
                 (ins, exp, vis, count, state, receipt),
                 dl,
+                group,
             )| Message {
                 id,
                 seq,
@@ -328,6 +338,7 @@ pub fn message() -> impl Strategy<Value = Message> {
                         delivery_count: at_ms as u32,
                     },
                 ),
+                group,
             },
         )
 }
@@ -341,13 +352,14 @@ pub fn entries<T: std::fmt::Debug + Clone>(
     )
 }
 
-/// `m` with the groups outside `f` zero or empty, as they decode.
+/// `m` with the groups outside `f` zero or empty, as they decode (its
+/// message group travels with its channel, in the attributes group).
 pub fn only(mut m: Message, f: Fields) -> Message {
     if !f.contains(Fields::ID) {
         (m.id, m.seq) = (0, 0);
     }
     if !f.contains(Fields::ATTRIBUTES) {
-        (m.attributes, m.channel) = (Vec::new(), None);
+        (m.attributes, m.channel, m.group) = (Vec::new(), None, None);
     }
     if !f.contains(Fields::TIMES) {
         (m.inserted_at_ms, m.expires_at_ms, m.next_visible_at_ms) = (0, 0, 0);
@@ -399,7 +411,7 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
             proptest::option::of(s())
         )
             .prop_map(|(names, next)| (Opcode::ListQueues, Response::Queues { names, next })),
-        proptest::collection::vec(any::<u64>(), 16).prop_map(|v| (
+        proptest::collection::vec(any::<u64>(), 18).prop_map(|v| (
             Opcode::QueueStats,
             Response::Stats(Box::new(Stats {
                 visible: v[0],
@@ -418,6 +430,8 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
                 created_at_ms: v[13],
                 modified_at_ms: v[14],
                 dedup_entries: v[15],
+                groups: v[16],
+                groups_in_flight: v[17],
             }))
         )),
         entries((any::<u128>(), any::<u64>()).prop_map(|(id, seq)| PutAck { id, seq }))

@@ -6,8 +6,8 @@ use fila_core::event::{DedupImage, EngineImage, ImagePart, MessageImage, QueueIm
 use fila_core::QueueTimes;
 
 use super::{
-    bad, bytes_, extension, keyed, message, settings, tasks, u32_, u64_, CodecError, MessageParts,
-    Reader,
+    bad, bytes_, extension, keyed, message, message_more, settings, tasks, u32_, u64_, CodecError,
+    MessageParts, Reader,
 };
 use crate::replay::Replay;
 
@@ -28,6 +28,9 @@ mod frame {
     pub const QUEUE_3: u8 = 5;
     /// Deduplication keys of a queue: id, count, (key, seq, expiry) each.
     pub const DEDUP: u8 = 6;
+    /// A message with optional parts (its group): the message, then
+    /// `codec::more` flags and the parts.
+    pub const MESSAGE_2: u8 = 7;
 }
 /// The largest snapshot frame read (a message of 1 MiB with its
 /// attributes and dead-letter record is far smaller).
@@ -98,7 +101,13 @@ pub fn encode_part(part: &ImagePart, out: &mut Vec<u8>) {
         }
         ImagePart::Message { queue, message: m } => {
             message(out, &image_parts(*queue, m));
-            frame::MESSAGE
+            match m.group.as_deref() {
+                Some(group) => {
+                    message_more(out, None, Some(group));
+                    frame::MESSAGE_2
+                }
+                None => frame::MESSAGE,
+            }
         }
     };
     end_frame(out, start, kind);
@@ -207,8 +216,17 @@ pub fn read_snapshot(body: &mut dyn std::io::Read, replay: &mut Replay) -> Resul
                             .collect::<Result<_, CodecError>>()?;
                         replay.apply_part(ImagePart::Dedup { queue, entries });
                     }
-                    frame::MESSAGE => {
-                        let (queue, message) = r.message()?;
+                    kind @ (frame::MESSAGE | frame::MESSAGE_2) => {
+                        let (queue, mut message) = r.message()?;
+                        if kind == frame::MESSAGE_2 {
+                            let (dedup, group) = r.more()?;
+                            if dedup.is_some() {
+                                return Err(bad(
+                                    "a snapshot's message carries no deduplication key",
+                                ));
+                            }
+                            message.group = group;
+                        }
                         replay.apply_part(ImagePart::Message { queue, message });
                     }
                     frame::END => {

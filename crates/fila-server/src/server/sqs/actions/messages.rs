@@ -109,6 +109,7 @@ impl Outgoing {
             },
             ttl_ms: None,
             dedup_id: None,
+            group: None,
         }
     }
 

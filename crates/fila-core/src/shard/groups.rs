@@ -1,0 +1,529 @@
+//! Message groups: the messages of one group (a put's group key, within
+//! its channel) are delivered in sequence order, one at a time.
+//!
+//! A group lives in its queue's own half (a DLQ keeps a dead letter's key
+//! but does not order by it) while it has members: its messages that are
+//! visible, delayed or leased, by sequence number (a deferred message is
+//! set aside and rejoins at its place when it is received again). Only the
+//! first member, the head, may be delivered, and only while no message of
+//! the group is leased. The channel's ring holds the heads of the groups
+//! that may give one (`queued`) beside its ungrouped visible messages, so
+//! receives take groups in turn as they take messages in turn: a group
+//! whose head was delivered joins the back of the ring when it is free
+//! again.
+//!
+//! Every change goes through the ledger ([`Shard::enter_state`],
+//! [`Shard::leave_state`], [`Shard::detach`]), which calls `join`,
+//! `leave` and `refresh` here; `check_invariants` recomputes all of it.
+
+use std::hash::BuildHasher;
+
+use super::*;
+
+/// What a group counts against `max_stored_bytes` while it has messages
+/// (its slot, its members' ring and the table's entry; its key beside).
+pub const GROUP_OVERHEAD_BYTES: u64 = 96;
+
+/// What a group with key `key` holds.
+pub(crate) fn group_bytes(key: &str) -> u64 {
+    GROUP_OVERHEAD_BYTES + key.len() as u64
+}
+
+/// A grouped message's group: its key and, while it is a member, the
+/// group's index in its sub-queue's table (`NIL` otherwise).
+pub(super) struct GroupRef {
+    pub(super) key: Arc<str>,
+    pub(super) id: u32,
+}
+
+impl GroupRef {
+    /// A message's group `key`, not yet joined.
+    pub(super) fn new(key: Arc<str>) -> GroupRef {
+        GroupRef { key, id: NIL }
+    }
+}
+
+pub(super) struct Group {
+    pub(super) key: Arc<str>,
+    pub(super) channel: u32,
+    /// Members by sequence number: `(seq, slot)`.
+    pub(super) members: VecDeque<(u64, u32)>,
+    /// Its leased message (`NIL`: none).
+    pub(super) busy: u32,
+    /// Its head while the head is on the channel's ring (counted in the
+    /// channel's `ready`).
+    pub(super) queued: Option<u32>,
+}
+
+/// A sub-queue's groups.
+#[derive(Default)]
+pub(super) struct Groups {
+    pub(super) slots: Vec<Option<Group>>,
+    free: Vec<u32>,
+    /// Group indexes by (channel, key).
+    index: hashbrown::HashTable<u32>,
+    hasher: hashbrown::DefaultHashBuilder,
+    /// Groups with a leased message.
+    pub(super) busy: u64,
+}
+
+impl Groups {
+    fn hash(&self, channel: u32, key: &str) -> u64 {
+        self.hasher.hash_one((channel, key))
+    }
+
+    /// Groups with members.
+    pub(super) fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// What they hold against the budget (given back when their epoch is
+    /// purged).
+    pub(super) fn bytes(&self) -> u64 {
+        self.slots
+            .iter()
+            .flatten()
+            .map(|g| group_bytes(&g.key))
+            .sum()
+    }
+
+    /// The group of `key` in `channel`, if it has members.
+    pub(super) fn find(&self, channel: u32, key: &str) -> Option<u32> {
+        let slots = &self.slots;
+        self.index
+            .find(self.hash(channel, key), |&g| {
+                slots[g as usize]
+                    .as_ref()
+                    .is_some_and(|x| x.channel == channel && *x.key == *key)
+            })
+            .copied()
+    }
+
+    pub(super) fn get(&self, g: u32) -> &Group {
+        self.slots[g as usize].as_ref().expect("a live group")
+    }
+
+    pub(super) fn get_mut(&mut self, g: u32) -> &mut Group {
+        self.slots[g as usize].as_mut().expect("a live group")
+    }
+
+    /// The group of `key` in `channel`, made when new (`true`).
+    fn find_or_make(&mut self, channel: u32, key: &Arc<str>) -> (u32, bool) {
+        if let Some(g) = self.find(channel, key) {
+            return (g, false);
+        }
+        let group = Group {
+            key: key.clone(),
+            channel,
+            members: VecDeque::new(),
+            busy: NIL,
+            queued: None,
+        };
+        let g = match self.free.pop() {
+            Some(g) => {
+                self.slots[g as usize] = Some(group);
+                g
+            }
+            None => {
+                self.slots.push(Some(group));
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 groups")
+            }
+        };
+        let hash = self.hash(channel, key);
+        let slots = &self.slots;
+        let hasher = &self.hasher;
+        self.index.insert_unique(hash, g, |&x| {
+            let x = slots[x as usize].as_ref().expect("indexed groups are live");
+            hasher.hash_one((x.channel, &*x.key))
+        });
+        (g, true)
+    }
+
+    /// Forgets an emptied group; answers its key.
+    fn drop_group(&mut self, g: u32) -> Arc<str> {
+        let group = self.slots[g as usize].take().expect("a live group");
+        debug_assert!(group.members.is_empty() && group.busy == NIL && group.queued.is_none());
+        let hash = self.hash(group.channel, &group.key);
+        if let Ok(entry) = self.index.find_entry(hash, |&x| x == g) {
+            entry.remove();
+        }
+        self.free.push(g);
+        group.key
+    }
+}
+
+impl Group {
+    /// Adds member `(seq, slot)` at its place (nothing if it is one).
+    fn insert(&mut self, seq: u64, slot: u32) {
+        let at = self.members.partition_point(|(s, _)| *s < seq);
+        if self.members.get(at).is_none_or(|(s, _)| *s != seq) {
+            self.members.insert(at, (seq, slot));
+        }
+    }
+
+    /// Removes member `seq` (nothing if it is not one).
+    fn remove(&mut self, seq: u64) {
+        if self.members.front().is_some_and(|(s, _)| *s == seq) {
+            self.members.pop_front();
+            return;
+        }
+        let at = self.members.partition_point(|(s, _)| *s < seq);
+        if self.members.get(at).is_some_and(|(s, _)| *s == seq) {
+            self.members.remove(at);
+        }
+    }
+}
+
+impl Shard {
+    /// The group index of the message in `slot`, when it is grouped in a
+    /// queue's own half (a DLQ does not order groups).
+    pub(super) fn group_key(&self, slot: u32) -> Option<&Arc<str>> {
+        let r = &self.records[slot as usize];
+        if r.q.is_dlq() {
+            return None;
+        }
+        r.extra.as_deref()?.group.as_ref().map(|g| &g.key)
+    }
+
+    pub(super) fn group_id(&self, slot: u32) -> Option<u32> {
+        let r = &self.records[slot as usize];
+        r.extra
+            .as_deref()?
+            .group
+            .as_ref()
+            .and_then(|g| (g.id != NIL).then_some(g.id))
+    }
+
+    pub(super) fn groups_mut(&mut self, q: SubId) -> &mut Groups {
+        self.sub_mut(q).groups.get_or_insert_with(Box::default)
+    }
+
+    /// A grouped message enters a member state (visible, delayed, leased):
+    /// it joins its group at its place (made when new), and the group is
+    /// refreshed. `leased` marks the group busy with it.
+    pub(super) fn group_join(&mut self, slot: u32, leased: bool) {
+        let Some(key) = self.group_key(slot).cloned() else {
+            return;
+        };
+        let (q, channel, seq) = {
+            let r = &self.records[slot as usize];
+            (r.q, r.channel, r.seq)
+        };
+        let g = match self.group_id(slot) {
+            Some(g) => g,
+            None => {
+                let (g, made) = self.groups_mut(q).find_or_make(channel, &key);
+                if made {
+                    self.budget.force(group_bytes(&key));
+                }
+                let r = &mut self.records[slot as usize];
+                r.extra
+                    .as_deref_mut()
+                    .and_then(|e| e.group.as_mut())
+                    .expect("grouped")
+                    .id = g;
+                g
+            }
+        };
+        let groups = self.groups_mut(q);
+        let group = groups.get_mut(g);
+        group.insert(seq, slot);
+        if leased {
+            debug_assert_eq!(group.busy, NIL, "two messages of a group leased");
+            group.busy = slot;
+            groups.busy += 1;
+        }
+        self.group_refresh(q, g);
+    }
+
+    /// A grouped message leaves a state: a lease frees its group; leaving
+    /// the visible state takes it off the ring's count when it was queued.
+    /// The next state (or its removal) refreshes the group.
+    pub(super) fn group_leave(&mut self, slot: u32, state: MessageState) {
+        let Some(g) = self.group_id(slot) else { return };
+        let q = self.records[slot as usize].q;
+        let channel = self.records[slot as usize].channel;
+        let groups = self.groups_mut(q);
+        let group = groups.get_mut(g);
+        match state {
+            MessageState::InFlight if group.busy == slot => {
+                group.busy = NIL;
+                groups.busy -= 1;
+            }
+            MessageState::Visible if group.queued == Some(slot) => {
+                group.queued = None;
+                self.unready(q, channel);
+            }
+            _ => {}
+        }
+    }
+
+    /// A grouped message stops being a member (deferred, or removed from
+    /// its sub-queue): it leaves its group, which is refreshed (and
+    /// forgotten once empty).
+    pub(super) fn group_quit(&mut self, slot: u32) {
+        let Some(g) = self.group_id(slot) else { return };
+        let (q, seq, channel) = {
+            let r = &self.records[slot as usize];
+            (r.q, r.seq, r.channel)
+        };
+        let group = self.groups_mut(q).get_mut(g);
+        group.remove(seq);
+        if group.busy == slot {
+            group.busy = NIL;
+            self.groups_mut(q).busy -= 1;
+        }
+        let group = self.groups_mut(q).get_mut(g);
+        if group.queued == Some(slot) {
+            group.queued = None;
+            self.unready(q, channel);
+        }
+        if let Some(r) = self.records[slot as usize]
+            .extra
+            .as_deref_mut()
+            .and_then(|e| e.group.as_mut())
+        {
+            r.id = NIL;
+        }
+        self.group_refresh(q, g);
+    }
+
+    /// Puts a group's head on its channel's ring when it may give it (it
+    /// is visible and nothing of the group is leased), takes a head that
+    /// may not off the count, forgets a group with no members.
+    pub(super) fn group_refresh(&mut self, q: SubId, g: u32) {
+        let (channel, head, busy, queued) = {
+            let group = self.groups_mut(q).get(g);
+            let head = group.members.front().map(|(_, slot)| *slot);
+            (group.channel, head, group.busy, group.queued)
+        };
+        if head.is_none() && busy == NIL {
+            debug_assert!(queued.is_none());
+            let key = self.groups_mut(q).drop_group(g);
+            self.budget.release(group_bytes(&key));
+            return;
+        }
+        let may = busy == NIL
+            && head.is_some_and(|s| {
+                self.records[s as usize].word.load().state == MessageState::Visible
+            });
+        if may && queued == head {
+            return;
+        }
+        if queued.is_some() {
+            // Its old head is ahead of a member that rejoined, or is no
+            // longer deliverable: its ring entry is left behind.
+            self.groups_mut(q).get_mut(g).queued = None;
+            self.unready(q, channel);
+        }
+        if may {
+            let head = head.expect("checked");
+            self.groups_mut(q).get_mut(g).queued = Some(head);
+            let generation = self.records[head as usize].word.load().generation;
+            self.ready(q, channel, handle(head, generation));
+        }
+    }
+
+    /// Whether a popped handle's message may be delivered: not grouped, or
+    /// its group's queued head.
+    pub(super) fn group_may_give(&self, slot: u32) -> bool {
+        let Some(g) = self.group_id(slot) else {
+            return true;
+        };
+        let q = self.records[slot as usize].q;
+        self.sub(q)
+            .groups
+            .as_deref()
+            .is_some_and(|groups| groups.get(g).queued == Some(slot))
+    }
+
+    /// Whether the group of a deferred message of sub-queue `q` has a
+    /// message leased (its key is looked up: a deferred message is no
+    /// member).
+    pub(super) fn group_busy(&self, slot: u32) -> bool {
+        let Some(key) = self.group_key(slot) else {
+            return false;
+        };
+        let r = &self.records[slot as usize];
+        self.sub(r.q).groups.as_deref().is_some_and(|groups| {
+            groups
+                .find(r.channel, key)
+                .is_some_and(|g| groups.get(g).busy != NIL)
+        })
+    }
+
+    /// Groups with members, and those with a leased message, of sub-queue `q`.
+    pub(super) fn group_counts(&self, q: SubId) -> (u64, u64) {
+        self.sub(q)
+            .groups
+            .as_deref()
+            .map_or((0, 0), |g| (g.len() as u64, g.busy))
+    }
+
+    /// Whether a put of `key` in `channel` of sub-queue `q` makes a group.
+    pub(super) fn group_is_new(&self, q: SubId, channel: Option<&str>, key: &str) -> bool {
+        let sub = self.sub(q);
+        let Some(groups) = sub.groups.as_deref() else {
+            return true;
+        };
+        let channel = match channel {
+            None => 0,
+            Some(name) => match sub.channel_ids.get(name) {
+                Some(id) => *id,
+                None => return true,
+            },
+        };
+        groups.find(channel, key).is_none()
+    }
+
+    /// Pushes a ready handle on a channel's ring and counts it; the channel
+    /// joins the round with its first.
+    pub(super) fn ready(&mut self, q: SubId, channel: u32, h: u64) {
+        let sub = self.sub_mut(q);
+        let c = &mut sub.channels[channel as usize];
+        c.ring.push_or_grow(h);
+        c.ready += 1;
+        if c.ready == 1 {
+            sub.enter_round(channel, false);
+        }
+        if !self.gained.contains(&q) {
+            self.gained.push(q);
+        }
+    }
+
+    /// Counts one ready handle off a channel (its entry is left behind and
+    /// skipped when popped); the channel leaves the round with its last.
+    pub(super) fn unready(&mut self, q: SubId, channel: u32) {
+        let sub = self.sub_mut(q);
+        let c = &mut sub.channels[channel as usize];
+        c.ready -= 1;
+        if c.ready == 0 {
+            c.front = None;
+            c.ring.clear();
+            c.ring.shrink_if_empty();
+            sub.leave_round(channel);
+        }
+    }
+}
+
+impl Shard {
+    /// Recomputes sub-queue `q`'s groups and its channels' ready counts from
+    /// its records ([`Shard::check_invariants`]): each grouped message in a
+    /// member state is a member of its group, in sequence order, and the
+    /// others are not; at most one member is leased and it is the group's
+    /// `busy`; the queued head is the first member, visible, of a group
+    /// with none leased; each channel's `ready` is its ungrouped visible
+    /// messages and its queued heads.
+    pub(super) fn check_groups(&self, q: SubId) -> Result<(), String> {
+        let sub = self.sub(q);
+        let mut members: HashMap<u32, Vec<(u64, u32)>> = HashMap::new();
+        let mut ready: HashMap<u32, u32> = HashMap::new();
+        for (seq, slot) in sub.index.from(0) {
+            if !self.live(slot, q, seq) {
+                continue;
+            }
+            let r = &self.records[slot as usize];
+            let state = r.word.load().state;
+            let group = if q.is_dlq() {
+                None
+            } else {
+                r.extra.as_deref().and_then(|e| e.group.as_ref())
+            };
+            let Some(group) = group else {
+                *ready.entry(r.channel).or_default() += u32::from(state == MessageState::Visible);
+                continue;
+            };
+            if state == MessageState::Deferred {
+                if group.id != NIL {
+                    return Err(format!(
+                        "deferred message {seq} is still in group {}",
+                        group.id
+                    ));
+                }
+                continue;
+            }
+            let g = sub
+                .groups
+                .as_deref()
+                .and_then(|groups| groups.slots.get(group.id as usize)?.as_ref())
+                .ok_or_else(|| format!("message {seq} names group {}, which is gone", group.id))?;
+            if g.key != group.key || g.channel != r.channel {
+                return Err(format!(
+                    "message {seq} is in group {} of another key or channel",
+                    group.id
+                ));
+            }
+            members.entry(group.id).or_default().push((seq, slot));
+        }
+        let mut busy = 0;
+        let mut live = 0;
+        if let Some(groups) = sub.groups.as_deref() {
+            for (g, group) in groups.slots.iter().enumerate() {
+                let Some(group) = group else { continue };
+                live += 1;
+                let g = g as u32;
+                let want = members.remove(&g).unwrap_or_default();
+                if group.members.iter().copied().collect::<Vec<_>>() != want {
+                    return Err(format!(
+                        "group {:?} keeps members {:?}, its records {want:?}",
+                        group.key, group.members
+                    ));
+                }
+                if want.is_empty() {
+                    return Err(format!("group {:?} has no member and is kept", group.key));
+                }
+                let leased: Vec<u32> = want
+                    .iter()
+                    .map(|(_, s)| *s)
+                    .filter(|s| {
+                        self.records[*s as usize].word.load().state == MessageState::InFlight
+                    })
+                    .collect();
+                if leased.len() > 1 {
+                    return Err(format!(
+                        "group {:?} has {} messages leased",
+                        group.key,
+                        leased.len()
+                    ));
+                }
+                if group.busy != leased.first().copied().unwrap_or(NIL) {
+                    return Err(format!(
+                        "group {:?} is busy with {}, its leased message is {leased:?}",
+                        group.key, group.busy
+                    ));
+                }
+                busy += u64::from(group.busy != NIL);
+                let head = want[0].1;
+                let may = group.busy == NIL
+                    && self.records[head as usize].word.load().state == MessageState::Visible;
+                if group.queued != may.then_some(head) {
+                    return Err(format!(
+                        "group {:?} has {:?} queued, its head {head} may be given: {may}",
+                        group.key, group.queued
+                    ));
+                }
+                *ready.entry(group.channel).or_default() += u32::from(may);
+            }
+            if groups.busy != busy || groups.len() != live {
+                return Err(format!(
+                    "groups count {} busy of {}, their records {busy} of {live}",
+                    groups.busy,
+                    groups.len()
+                ));
+            }
+        }
+        if let Some((g, _)) = members.into_iter().next() {
+            return Err(format!("messages name group {g}, which is not kept"));
+        }
+        for (id, c) in sub.channels.iter().enumerate() {
+            let want = ready.get(&(id as u32)).copied().unwrap_or(0);
+            if c.ready != want || c.in_round != (want > 0) {
+                return Err(format!(
+                    "channel {id} counts {} ready (in the round: {}), its records {want}",
+                    c.ready, c.in_round
+                ));
+            }
+        }
+        Ok(())
+    }
+}
