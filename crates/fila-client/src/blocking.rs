@@ -359,6 +359,17 @@ impl Client {
             .expect("one answer per entry")
     }
 
+    /// Puts payloads into message group `group`, in order: the queue
+    /// delivers a group's messages in sequence order, one leased at a time.
+    pub fn put_grouped(
+        &mut self,
+        queue: &str,
+        group: &str,
+        payloads: &[Bytes],
+    ) -> Result<Vec<EntryResult<PutAck>>> {
+        self.put_many(queue, crate::grouped(group, payloads))
+    }
+
     /// Puts any number of messages, 20 per request, pipelined.
     pub fn put_many(
         &mut self,

@@ -229,3 +229,15 @@ fn refused(r: Response) -> ClientError {
         },
     }
 }
+
+/// Put entries of `payloads`, in order, in message group `group`.
+fn grouped(group: &str, payloads: &[bytes::Bytes]) -> Vec<PutEntry> {
+    payloads
+        .iter()
+        .map(|p| PutEntry {
+            payload: p.clone(),
+            group: Some(group.to_owned()),
+            ..PutEntry::default()
+        })
+        .collect()
+}

@@ -478,6 +478,17 @@ impl AsyncClient {
             .expect("one answer per entry")
     }
 
+    /// Puts payloads into message group `group`, in order: the queue
+    /// delivers a group's messages in sequence order, one leased at a time.
+    pub async fn put_grouped(
+        &self,
+        queue: &str,
+        group: &str,
+        payloads: &[Bytes],
+    ) -> Result<Vec<EntryResult<PutAck>>> {
+        self.put_many(queue, grouped(group, payloads)).await
+    }
+
     /// Cancels a scheduled message.
     pub async fn cancel_scheduled(&self, queue: &str, seq: u64) -> Result<()> {
         self.run(call::cancel_scheduled(queue, seq)).await

@@ -413,7 +413,7 @@ impl Metrics {
             "Queues left out of the per-queue series (metrics_max_queues).",
             engine.queue_count().saturating_sub(queues.len() as u64),
         );
-        let per_queue: [QueueSeries; 14] = [
+        let per_queue: [QueueSeries; 16] = [
             ("fila_queue_visible", "gauge", "Visible messages.", |s| {
                 s.visible
             }),
@@ -476,6 +476,18 @@ impl Metrics {
                 "gauge",
                 "Deduplication ids the queue remembers.",
                 |s| s.dedup_entries,
+            ),
+            (
+                "fila_queue_groups",
+                "gauge",
+                "Message groups with messages.",
+                |s| s.groups,
+            ),
+            (
+                "fila_queue_groups_in_flight",
+                "gauge",
+                "Message groups with a leased message.",
+                |s| s.groups_in_flight,
             ),
         ];
         for (name, kind, help, f) in per_queue {

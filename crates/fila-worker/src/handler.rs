@@ -52,6 +52,9 @@ pub struct Delivery {
     pub attributes: Vec<(String, String)>,
     /// The channel.
     pub channel: Option<String>,
+    /// Its message group: the runtime runs one message of a group at a
+    /// time on this host (and the server leases one at a time).
+    pub group: Option<String>,
     /// The body.
     pub payload: Bytes,
 }

@@ -34,6 +34,7 @@
 //! docs/worker.md is the tour.
 
 mod backoff;
+mod groups;
 mod handler;
 mod renew;
 mod settings;

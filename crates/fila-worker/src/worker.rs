@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use tracing::{info, warn, Instrument};
 
 use crate::backoff::{Backoff, Jitter};
+use crate::groups::{Admit, Held};
 use crate::handler::{base64_decode, time_of, Delivery, Erased, Failure, Handler, Outputs, Typed};
 use crate::renew::{self, Lease, Leases, Renewed};
 use crate::settings::{Encoding, Settings};
@@ -53,6 +54,8 @@ struct Run {
     /// Each queue's deleter: done messages' receipts, deleted 20 a request
     /// (closed at the end of a drain: a send then fails).
     deletes: Vec<mpsc::UnboundedSender<Receipt>>,
+    /// The message groups running here, and their messages waiting.
+    held: Held,
 }
 
 impl Worker {
@@ -156,6 +159,7 @@ impl Worker {
             running: AtomicUsize::new(0),
             idle: Notify::new(),
             deletes,
+            held: Held::default(),
         });
         let (close_tx, close_rx) = watch::channel(false);
         let deleters: Vec<_> = receivers
@@ -376,7 +380,8 @@ async fn fetch(
 
 /// Starts a fetched message's supervisor, unless the same message already
 /// runs in this host (its lease ran out and it came back): then the run
-/// goes on with the newer lease.
+/// goes on with the newer lease. A message of a group that runs here waits
+/// behind it, leased and counted as running ([`Held`]).
 fn start(run: &Arc<Run>, b: usize, m: Message) {
     let Some(receipt) = m.receipt else { return };
     let third = run.bindings[b].settings.visibility_timeout / 3;
@@ -400,7 +405,9 @@ fn start(run: &Arc<Run>, b: usize, m: Message) {
     run.bindings[b].running.fetch_add(1, Ordering::AcqRel);
     run.running.fetch_add(1, Ordering::AcqRel);
     run.counters.in_flight.fetch_add(1, Ordering::Relaxed);
-    tokio::spawn(supervise(run.clone(), b, m));
+    if let Admit::Run(m) = run.held.admit(b, m) {
+        tokio::spawn(supervise(run.clone(), b, m));
+    }
 }
 
 /// How a message's run ended.
@@ -413,6 +420,31 @@ enum Verdict {
 }
 
 async fn supervise(run: Arc<Run>, b: usize, m: Message) {
+    let mut next = Some(m);
+    while let Some(m) = next.take() {
+        let group = m.group.clone();
+        // A message that waited behind its group whose lease a drain gave
+        // back meanwhile does not run.
+        if run.leases.lock().contains_key(&m.id) {
+            supervise_one(&run, b, m).await;
+        }
+        finished(&run, b);
+        next = group.and_then(|g| run.held.next(b, &g));
+    }
+}
+
+/// A message's handler ran (or will not): it no longer counts as running.
+fn finished(run: &Run, b: usize) {
+    let binding = &run.bindings[b];
+    run.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+    binding.running.fetch_sub(1, Ordering::AcqRel);
+    binding.finished.notify_one();
+    if run.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+        run.idle.notify_waiters();
+    }
+}
+
+async fn supervise_one(run: &Arc<Run>, b: usize, m: Message) {
     let binding = &run.bindings[b];
     let s = &binding.settings;
     let (id, count) = (m.id, m.delivery_count);
@@ -461,13 +493,7 @@ async fn supervise(run: Arc<Run>, b: usize, m: Message) {
     // supervisor, or the drain that released it.
     let lease = run.leases.lock().remove(&id);
     if let Some(lease) = lease {
-        conclude(&run, b, id, count, lease.receipt, verdict).await;
-    }
-    run.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
-    binding.running.fetch_sub(1, Ordering::AcqRel);
-    binding.finished.notify_one();
-    if run.running.fetch_sub(1, Ordering::AcqRel) == 1 {
-        run.idle.notify_waiters();
+        conclude(run, b, id, count, lease.receipt, verdict).await;
     }
 }
 
@@ -488,6 +514,7 @@ fn delivery(binding: &Binding, m: Message) -> Result<Delivery, String> {
         receipt: m.receipt.unwrap_or([0; 32]),
         attributes: m.attributes,
         channel: m.channel,
+        group: m.group,
         payload,
     })
 }

@@ -208,6 +208,76 @@ fn concurrency_never_exceeds_batch_size_plus_threshold() {
 }
 
 #[test]
+fn a_group_runs_in_order_one_at_a_time_while_groups_run_side_by_side() {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    let s = server();
+    let mut c = s.client();
+    c.create_queue("ordered", SettingsPatch::default()).unwrap();
+    let groups = ["a", "b", "c", "d"];
+    for g in groups {
+        let payloads: Vec<bytes::Bytes> = (0..10).map(|i| format!("{g}{i}").into()).collect();
+        for r in c.put_grouped("ordered", g, &payloads).unwrap() {
+            r.unwrap();
+        }
+    }
+    // Per group: whether a handler of it runs, and the order handlers of
+    // it succeeded in; the most handlers running at once.
+    let running: Arc<Mutex<HashMap<String, bool>>> = Arc::default();
+    let done: Arc<Mutex<HashMap<String, Vec<u64>>>> = Arc::default();
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (r, d, o, n, m) = (
+        running.clone(),
+        done.clone(),
+        overlaps.clone(),
+        now.clone(),
+        most.clone(),
+    );
+    let settings = Settings {
+        batch_size: 8,
+        ..quick()
+    };
+    let worker = Worker::new(options(&s)).queue("ordered", settings, move |x: Delivery| {
+        let (r, d, o, n, m) = (r.clone(), d.clone(), o.clone(), n.clone(), m.clone());
+        async move {
+            let group = x.group.clone().expect("grouped");
+            if r.lock().unwrap().insert(group.clone(), true) == Some(true) {
+                o.fetch_add(1, Ordering::SeqCst);
+            }
+            m.fetch_max(n.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(3)).await;
+            n.fetch_sub(1, Ordering::SeqCst);
+            r.lock().unwrap().insert(group.clone(), false);
+            // Every third message fails its first try: it comes back first
+            // in its group.
+            if x.seq % 3 == 0 && x.dequeue_count == 1 {
+                return Err(HandlerError::msg("once"));
+            }
+            d.lock().unwrap().entry(group).or_default().push(x.seq);
+            Ok::<(), HandlerError>(())
+        }
+    });
+    let stats = worker.stats();
+    runtime()
+        .block_on(worker.run_until(until(stats.clone(), |s| s.processed == 40)))
+        .unwrap();
+    assert_eq!(stats.get().processed, 40);
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "two of a group ran at once"
+    );
+    for (g, seqs) in done.lock().unwrap().iter() {
+        let mut sorted = seqs.clone();
+        sorted.sort_unstable();
+        assert_eq!(seqs, &sorted, "group {g} out of order");
+        assert_eq!(seqs.len(), 10, "group {g}");
+    }
+    assert!(most.load(Ordering::SeqCst) >= 2, "groups ran side by side");
+}
+
+#[test]
 fn outputs_are_put_with_the_input_id_exactly_when_the_input_is_deleted() {
     let s = server();
     let mut c = s.client();
