@@ -286,3 +286,26 @@ fn a_redriven_message_rejoins_its_group_at_the_back_and_a_restore_keeps_groups()
     assert_eq!(order, ["a2", "a3", "a1"]);
     check(&restored);
 }
+
+#[test]
+fn a_head_too_big_for_what_is_left_of_an_answer_stays_first() {
+    let (_clock, engine) = engine(QueueSettings::default());
+    put(&engine, "a", &["small"]);
+    let big = "x".repeat(4_000);
+    put(&engine, "b", &[big.as_str(), "b2"]);
+    put(&engine, "c", &["c1"]);
+    // Room for the small message, not for b's head after it: b's head is
+    // put back first in its channel, and its group keeps its turn.
+    let opts = ReceiveOptions {
+        max_answer_bytes: Some(1_000),
+        ..ReceiveOptions::now(10)
+    };
+    let first = engine.receive_now(Address::queue("q"), &opts).unwrap();
+    assert_eq!(bodies(&first), ["small"]);
+    let next = receive(&engine, 10);
+    assert_eq!(bodies(&next)[..2], [big.clone(), "c1".to_owned()]);
+    check(&engine);
+    delete(&engine, &next[0]);
+    assert_eq!(bodies(&receive(&engine, 10)), ["b2"]);
+    check(&engine);
+}

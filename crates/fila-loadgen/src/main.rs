@@ -43,6 +43,8 @@ usage: fila-loadgen [flags]
                        --server-name NAME          [$FILA_TLS=1]
   --dedup-ids          fila: every put carries a deduplication id of its
                        own (what remembering them costs)
+  --groups N           fila: puts go round N message groups (each group
+                       delivered in order, one leased at a time)
   --label TEXT         added to the system's name in reports (a sync mode)
   --all-fields         fila: receive every field of a message (by default
                        a receive asks for the payload and receipt only)
@@ -230,6 +232,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
         token: std::env::var("FILA_TOKEN").ok().filter(|t| !t.is_empty()),
         tls: None,
         dedup_ids: false,
+        groups: 0,
         label: String::new(),
         fields: fila_client::Fields::PAYLOAD_AND_RECEIPT,
     };
@@ -279,6 +282,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
             "--token" => target.token = Some(value()?),
             "--tls" => tls_flags.push(("--tls".into(), String::new())),
             "--dedup-ids" => target.dedup_ids = true,
+            "--groups" => target.groups = number(value()?)?,
             "--ca" | "--cert" | "--key" | "--server-name" => {
                 let v = value()?;
                 tls_flags.push((flag.clone(), v));

@@ -146,6 +146,8 @@ pub struct Fila {
     pub tls: Option<fila_client::TlsOptions>,
     /// Every put carries a deduplication id of its own.
     pub dedup_ids: bool,
+    /// Puts go round this many message groups (0: none).
+    pub groups: u64,
     /// Label in reports (the sync mode, say).
     pub label: String,
     /// The fields a receive asks for (the workload reads only the payload).
@@ -204,17 +206,16 @@ impl Target for Fila {
 
     fn producer(&self, queues: &[String]) -> Result<Box<dyn Producer>, String> {
         static PRODUCERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let number = PRODUCERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Box::new(FilaProducer {
             client: self.connect()?,
             queues: queues.to_vec(),
             next: 0,
             in_flight: VecDeque::new(),
-            dedup: self.dedup_ids.then(|| {
-                (
-                    PRODUCERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-                    0,
-                )
-            }),
+            number,
+            put: 0,
+            dedup: self.dedup_ids,
+            groups: self.groups,
         }))
     }
 
@@ -235,36 +236,45 @@ struct FilaProducer {
     queues: Vec<String>,
     next: usize,
     in_flight: VecDeque<(u64, usize)>,
-    /// With deduplication ids: this producer's number and its next id.
-    dedup: Option<(u64, u64)>,
+    /// This producer's number, and the messages it put so far.
+    number: u64,
+    put: u64,
+    /// Each message carries a deduplication id of its own (`p<number>-<n>`).
+    dedup: bool,
+    /// Messages go round this many groups (0: none), starting from
+    /// producers' own places.
+    groups: u64,
 }
 
 impl Producer for FilaProducer {
     fn send(&mut self, batch: &[Bytes]) -> Result<(), String> {
         let queue = &self.queues[self.next % self.queues.len()];
         self.next += 1;
-        let id = match &mut self.dedup {
-            None => self.client.send(&PayloadsRef {
+        let id = if !self.dedup && self.groups == 0 {
+            self.client.send(&PayloadsRef {
                 queue,
                 payloads: batch,
-            }),
-            Some((producer, next)) => {
-                let messages: Vec<fila_client::PutEntry> = batch
-                    .iter()
-                    .map(|p| {
-                        *next += 1;
-                        fila_client::PutEntry {
-                            payload: p.clone(),
-                            dedup_id: Some(format!("p{producer}-{next}")),
-                            ..fila_client::PutEntry::default()
-                        }
-                    })
-                    .collect();
-                self.client.send(&fila_client::PutRef {
-                    queue,
-                    messages: &messages,
+            })
+        } else {
+            let (number, groups, dedup) = (self.number, self.groups, self.dedup);
+            let messages: Vec<fila_client::PutEntry> = batch
+                .iter()
+                .map(|p| {
+                    self.put += 1;
+                    let n = self.put;
+                    fila_client::PutEntry {
+                        payload: p.clone(),
+                        dedup_id: dedup.then(|| format!("p{number}-{n}")),
+                        group: (groups > 0)
+                            .then(|| format!("g{}", (number.wrapping_mul(7919) + n) % groups)),
+                        ..fila_client::PutEntry::default()
+                    }
                 })
-            }
+                .collect();
+            self.client.send(&fila_client::PutRef {
+                queue,
+                messages: &messages,
+            })
         }
         .map_err(|e| e.to_string())?;
         self.client.flush().map_err(|e| e.to_string())?;

@@ -17,14 +17,6 @@ use fila_client::Message;
 #[derive(Default)]
 pub(crate) struct Held(Mutex<HashMap<(usize, String), VecDeque<Message>>>);
 
-/// What to do with a fetched message.
-pub(crate) enum Admit {
-    /// Run it now.
-    Run(Message),
-    /// Another message of its group runs here: it waits behind it.
-    Held,
-}
-
 impl Held {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(usize, String), VecDeque<Message>>> {
         // Plain data: a panic elsewhere leaves nothing half-done in it.
@@ -32,20 +24,21 @@ impl Held {
     }
 
     /// Admits message `m` of binding `b`: an ungrouped one, or the first of
-    /// its group here, runs; a later one of a running group waits.
-    pub(crate) fn admit(&self, b: usize, m: Message) -> Admit {
+    /// its group here, is answered to run now; a later one of a running
+    /// group waits behind it (`None`).
+    pub(crate) fn admit(&self, b: usize, m: Message) -> Option<Message> {
         let Some(group) = m.group.clone() else {
-            return Admit::Run(m);
+            return Some(m);
         };
         let mut held = self.lock();
         match held.get_mut(&(b, group.clone())) {
             Some(waiting) => {
                 waiting.push_back(m);
-                Admit::Held
+                None
             }
             None => {
                 held.insert((b, group), VecDeque::new());
-                Admit::Run(m)
+                Some(m)
             }
         }
     }
@@ -88,17 +81,17 @@ mod tests {
     #[test]
     fn a_group_runs_one_message_at_a_time_in_the_order_they_came() {
         let held = Held::default();
-        assert!(matches!(held.admit(0, msg(1, Some("g"))), Admit::Run(_)));
-        assert!(matches!(held.admit(0, msg(2, Some("g"))), Admit::Held));
-        assert!(matches!(held.admit(0, msg(3, Some("g"))), Admit::Held));
+        assert!(held.admit(0, msg(1, Some("g"))).is_some());
+        assert!(held.admit(0, msg(2, Some("g"))).is_none());
+        assert!(held.admit(0, msg(3, Some("g"))).is_none());
         // Another group, another binding and ungrouped messages run.
-        assert!(matches!(held.admit(0, msg(4, Some("h"))), Admit::Run(_)));
-        assert!(matches!(held.admit(1, msg(5, Some("g"))), Admit::Run(_)));
-        assert!(matches!(held.admit(0, msg(6, None)), Admit::Run(_)));
+        assert!(held.admit(0, msg(4, Some("h"))).is_some());
+        assert!(held.admit(1, msg(5, Some("g"))).is_some());
+        assert!(held.admit(0, msg(6, None)).is_some());
         assert_eq!(held.next(0, "g").map(|m| m.id), Some(2));
         assert_eq!(held.next(0, "g").map(|m| m.id), Some(3));
         assert_eq!(held.next(0, "g").map(|m| m.id), None);
         // The group is free here again.
-        assert!(matches!(held.admit(0, msg(7, Some("g"))), Admit::Run(_)));
+        assert!(held.admit(0, msg(7, Some("g"))).is_some());
     }
 }

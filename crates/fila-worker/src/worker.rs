@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use tracing::{info, warn, Instrument};
 
 use crate::backoff::{Backoff, Jitter};
-use crate::groups::{Admit, Held};
+use crate::groups::Held;
 use crate::handler::{base64_decode, time_of, Delivery, Erased, Failure, Handler, Outputs, Typed};
 use crate::renew::{self, Lease, Leases, Renewed};
 use crate::settings::{Encoding, Settings};
@@ -405,7 +405,7 @@ fn start(run: &Arc<Run>, b: usize, m: Message) {
     run.bindings[b].running.fetch_add(1, Ordering::AcqRel);
     run.running.fetch_add(1, Ordering::AcqRel);
     run.counters.in_flight.fetch_add(1, Ordering::Relaxed);
-    if let Admit::Run(m) = run.held.admit(b, m) {
+    if let Some(m) = run.held.admit(b, m) {
         tokio::spawn(supervise(run.clone(), b, m));
     }
 }

@@ -251,7 +251,7 @@ fn a_group_runs_in_order_one_at_a_time_while_groups_run_side_by_side() {
             r.lock().unwrap().insert(group.clone(), false);
             // Every third message fails its first try: it comes back first
             // in its group.
-            if x.seq % 3 == 0 && x.dequeue_count == 1 {
+            if x.seq.is_multiple_of(3) && x.dequeue_count == 1 {
                 return Err(HandlerError::msg("once"));
             }
             d.lock().unwrap().entry(group).or_default().push(x.seq);

@@ -34,12 +34,18 @@ pub(crate) fn group_bytes(key: &str) -> u64 {
 pub(super) struct GroupRef {
     pub(super) key: Arc<str>,
     pub(super) id: u32,
+    /// In its group's members now.
+    pub(super) member: bool,
 }
 
 impl GroupRef {
     /// A message's group `key`, not yet joined.
     pub(super) fn new(key: Arc<str>) -> GroupRef {
-        GroupRef { key, id: NIL }
+        GroupRef {
+            key,
+            id: NIL,
+            member: false,
+        }
     }
 }
 
@@ -48,17 +54,37 @@ pub(super) struct Group {
     pub(super) channel: u32,
     /// Members by sequence number: `(seq, slot)`.
     pub(super) members: VecDeque<(u64, u32)>,
+    /// The first and last members' sequence numbers (while it has
+    /// members): joining and leaving at the ends reads no member.
+    first: u64,
+    last: u64,
     /// Its leased message (`NIL`: none).
     pub(super) busy: u32,
     /// Its head while the head is on the channel's ring (counted in the
     /// channel's `ready`).
     pub(super) queued: Option<u32>,
+    /// Members delayed: while none is, its head is visible unless leased
+    /// (known without reading the head's record).
+    pub(super) delayed: u32,
+}
+
+/// A ring entry that names a group's queued head rather than a message:
+/// the group's index and its ticket, a count of its queuings kept per index
+/// for good (an entry left behind by an earlier queuing, of this group or of
+/// one that had its index before, is told by its ticket and skipped). Message
+/// handles never set this bit (message slots stay below 2^30).
+const GROUP_TAG: u64 = 1 << 63;
+
+fn group_handle(g: u32, ticket: u32) -> u64 {
+    GROUP_TAG | u64::from(g) << 32 | u64::from(ticket)
 }
 
 /// A sub-queue's groups.
 #[derive(Default)]
 pub(super) struct Groups {
     pub(super) slots: Vec<Option<Group>>,
+    /// Each index's latest ticket.
+    tickets: Vec<u32>,
     free: Vec<u32>,
     /// Group indexes by (channel, key).
     index: hashbrown::HashTable<u32>,
@@ -116,8 +142,11 @@ impl Groups {
             key: key.clone(),
             channel,
             members: VecDeque::new(),
+            first: 0,
+            last: 0,
             busy: NIL,
             queued: None,
+            delayed: 0,
         };
         let g = match self.free.pop() {
             Some(g) => {
@@ -126,7 +155,11 @@ impl Groups {
             }
             None => {
                 self.slots.push(Some(group));
-                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 groups")
+                self.tickets.push(0);
+                u32::try_from(self.slots.len() - 1)
+                    .ok()
+                    .filter(|g| *g < 1 << 31)
+                    .expect("fewer than 2^31 groups")
             }
         };
         let hash = self.hash(channel, key);
@@ -137,6 +170,21 @@ impl Groups {
             hasher.hash_one((x.channel, &*x.key))
         });
         (g, true)
+    }
+
+    /// A new ticket of group `g`, for its head's ring entry.
+    fn next_ticket(&mut self, g: u32) -> u32 {
+        let t = &mut self.tickets[g as usize];
+        *t = t.wrapping_add(1);
+        *t
+    }
+
+    /// The queued head a group ring entry names, if the entry is still
+    /// the group's latest.
+    fn queued_by(&self, h: u64) -> Option<u32> {
+        let g = ((h & !GROUP_TAG) >> 32) as usize;
+        let group = self.slots.get(g)?.as_ref()?;
+        (self.tickets[g] == h as u32).then_some(group.queued?)
     }
 
     /// Forgets an emptied group; answers its key.
@@ -153,22 +201,43 @@ impl Groups {
 }
 
 impl Group {
-    /// Adds member `(seq, slot)` at its place (nothing if it is one).
-    fn insert(&mut self, seq: u64, slot: u32) {
-        let at = self.members.partition_point(|(s, _)| *s < seq);
-        if self.members.get(at).is_none_or(|(s, _)| *s != seq) {
-            self.members.insert(at, (seq, slot));
+    /// Adds member `(seq, slot)` (not a member) at its place: a put's at
+    /// the back and a message ahead of every member at the front, knowing
+    /// only the ends' sequence numbers; a message rejoining between by a
+    /// search. Answers whether it is the last member now.
+    fn insert(&mut self, seq: u64, slot: u32) -> bool {
+        if self.members.is_empty() {
+            (self.first, self.last) = (seq, seq);
+            self.members.push_back((seq, slot));
+            return true;
         }
+        if seq > self.last {
+            self.last = seq;
+            self.members.push_back((seq, slot));
+            return true;
+        }
+        if seq < self.first {
+            self.first = seq;
+            self.members.push_front((seq, slot));
+            return false;
+        }
+        let at = self.members.partition_point(|(s, _)| *s < seq);
+        self.members.insert(at, (seq, slot));
+        false
     }
 
-    /// Removes member `seq` (nothing if it is not one).
+    /// Removes member `seq`: the head or the last at once, another by a
+    /// search.
     fn remove(&mut self, seq: u64) {
-        if self.members.front().is_some_and(|(s, _)| *s == seq) {
+        if seq == self.first {
             self.members.pop_front();
-            return;
-        }
-        let at = self.members.partition_point(|(s, _)| *s < seq);
-        if self.members.get(at).is_some_and(|(s, _)| *s == seq) {
+            self.first = self.members.front().map_or(0, |(s, _)| *s);
+        } else if seq == self.last {
+            self.members.pop_back();
+            self.last = self.members.back().map_or(0, |(s, _)| *s);
+        } else {
+            let at = self.members.partition_point(|(s, _)| *s < seq);
+            debug_assert_eq!(self.members.get(at).map(|(s, _)| *s), Some(seq));
             self.members.remove(at);
         }
     }
@@ -198,40 +267,57 @@ impl Shard {
         self.sub_mut(q).groups.get_or_insert_with(Box::default)
     }
 
-    /// A grouped message enters a member state (visible, delayed, leased):
-    /// it joins its group at its place (made when new), and the group is
-    /// refreshed. `leased` marks the group busy with it.
-    pub(super) fn group_join(&mut self, slot: u32, leased: bool) {
-        let Some(key) = self.group_key(slot).cloned() else {
-            return;
-        };
+    /// A grouped message enters a member `state` (visible, delayed,
+    /// leased): it joins its group at its place (made when new), and the
+    /// group is refreshed. Leased, the group is busy with it.
+    pub(super) fn group_join(&mut self, slot: u32, state: MessageState) {
         let (q, channel, seq) = {
             let r = &self.records[slot as usize];
             (r.q, r.channel, r.seq)
         };
-        let g = match self.group_id(slot) {
-            Some(g) => g,
-            None => {
-                let (g, made) = self.groups_mut(q).find_or_make(channel, &key);
-                if made {
-                    self.budget.force(group_bytes(&key));
-                }
-                let r = &mut self.records[slot as usize];
-                r.extra
-                    .as_deref_mut()
-                    .and_then(|e| e.group.as_mut())
-                    .expect("grouped")
-                    .id = g;
-                g
-            }
+        let (g, member) = {
+            let r = self.records[slot as usize].extra.as_deref();
+            let gr = r.and_then(|e| e.group.as_ref()).expect("grouped");
+            (gr.id, gr.member)
         };
+        let g = if g != NIL {
+            g
+        } else {
+            let key = self.group_key(slot).expect("grouped").clone();
+            let (g, made) = self.groups_mut(q).find_or_make(channel, &key);
+            if made {
+                self.budget.force(group_bytes(&key));
+            }
+            g
+        };
+        if !member {
+            let gr = self.records[slot as usize]
+                .extra
+                .as_deref_mut()
+                .and_then(|e| e.group.as_mut())
+                .expect("grouped");
+            (gr.id, gr.member) = (g, true);
+        }
         let groups = self.groups_mut(q);
         let group = groups.get_mut(g);
-        group.insert(seq, slot);
-        if leased {
-            debug_assert_eq!(group.busy, NIL, "two messages of a group leased");
-            group.busy = slot;
-            groups.busy += 1;
+        // Joining behind other members: nothing changes at its head (a
+        // put's usual case).
+        let mut behind = false;
+        if !member {
+            let had = !group.members.is_empty();
+            behind = group.insert(seq, slot) && had;
+        }
+        match state {
+            MessageState::InFlight => {
+                debug_assert_eq!(group.busy, NIL, "two messages of a group leased");
+                group.busy = slot;
+                groups.busy += 1;
+            }
+            MessageState::Delayed => group.delayed += 1,
+            _ => {}
+        }
+        if behind && state != MessageState::InFlight {
+            return;
         }
         self.group_refresh(q, g);
     }
@@ -254,6 +340,7 @@ impl Shard {
                 group.queued = None;
                 self.unready(q, channel);
             }
+            MessageState::Delayed => group.delayed -= 1,
             _ => {}
         }
     }
@@ -267,8 +354,15 @@ impl Shard {
             let r = &self.records[slot as usize];
             (r.q, r.seq, r.channel)
         };
+        let member = self.records[slot as usize]
+            .extra
+            .as_deref()
+            .and_then(|e| e.group.as_ref())
+            .is_some_and(|gr| gr.member);
         let group = self.groups_mut(q).get_mut(g);
-        group.remove(seq);
+        if member {
+            group.remove(seq);
+        }
         if group.busy == slot {
             group.busy = NIL;
             self.groups_mut(q).busy -= 1;
@@ -283,7 +377,7 @@ impl Shard {
             .as_deref_mut()
             .and_then(|e| e.group.as_mut())
         {
-            r.id = NIL;
+            (r.id, r.member) = (NIL, false);
         }
         self.group_refresh(q, g);
     }
@@ -292,10 +386,16 @@ impl Shard {
     /// is visible and nothing of the group is leased), takes a head that
     /// may not off the count, forgets a group with no members.
     pub(super) fn group_refresh(&mut self, q: SubId, g: u32) {
-        let (channel, head, busy, queued) = {
+        let (channel, head, busy, queued, delayed) = {
             let group = self.groups_mut(q).get(g);
-            let head = group.members.front().map(|(_, slot)| *slot);
-            (group.channel, head, group.busy, group.queued)
+            // The head is read only when it may be given (a leased group's
+            // head is not needed).
+            let head = if group.busy == NIL {
+                group.members.front().map(|(_, slot)| *slot)
+            } else {
+                None
+            };
+            (group.channel, head, group.busy, group.queued, group.delayed)
         };
         if head.is_none() && busy == NIL {
             debug_assert!(queued.is_none());
@@ -303,9 +403,11 @@ impl Shard {
             self.budget.release(group_bytes(&key));
             return;
         }
+        // No member leased: the head is visible unless some member is
+        // delayed and it is one.
         let may = busy == NIL
             && head.is_some_and(|s| {
-                self.records[s as usize].word.load().state == MessageState::Visible
+                delayed == 0 || self.records[s as usize].word.load().state == MessageState::Visible
             });
         if may && queued == head {
             return;
@@ -317,24 +419,32 @@ impl Shard {
             self.unready(q, channel);
         }
         if may {
-            let head = head.expect("checked");
-            self.groups_mut(q).get_mut(g).queued = Some(head);
-            let generation = self.records[head as usize].word.load().generation;
-            self.ready(q, channel, handle(head, generation));
+            let groups = self.groups_mut(q);
+            groups.get_mut(g).queued = head;
+            let ticket = groups.next_ticket(g);
+            self.ready(q, channel, group_handle(g, ticket));
         }
     }
 
-    /// Whether a popped handle's message may be delivered: not grouped, or
-    /// its group's queued head.
-    pub(super) fn group_may_give(&self, slot: u32) -> bool {
-        let Some(g) = self.group_id(slot) else {
-            return true;
-        };
-        let q = self.records[slot as usize].q;
-        self.sub(q)
-            .groups
-            .as_deref()
-            .is_some_and(|groups| groups.get(g).queued == Some(slot))
+    /// The message a popped ring entry of sub-queue `q` names: a message
+    /// handle's slot (its generation checked by the caller), or the queued
+    /// head of the group a group entry names (`None`: the entry is stale).
+    pub(super) fn slot_of_handle(&self, q: SubId, h: u64) -> Option<u32> {
+        if h & GROUP_TAG == 0 {
+            return Some((h >> 32) as u32);
+        }
+        self.sub(q).groups.as_deref()?.queued_by(h)
+    }
+
+    /// The ring entry that puts a popped group head back first: a new
+    /// ticket of its group, which queues it again.
+    pub(super) fn group_requeue(&mut self, q: SubId, slot: u32) -> Option<u64> {
+        let g = self.group_key(slot).and(self.group_id(slot))?;
+        let groups = self.groups_mut(q);
+        let group = groups.get_mut(g);
+        debug_assert!(group.queued.is_none() && group.busy == NIL);
+        group.queued = Some(slot);
+        Some(group_handle(g, groups.next_ticket(g)))
     }
 
     /// Whether the group of a deferred message of sub-queue `q` has a
@@ -360,20 +470,27 @@ impl Shard {
             .map_or((0, 0), |g| (g.len() as u64, g.busy))
     }
 
-    /// Whether a put of `key` in `channel` of sub-queue `q` makes a group.
-    pub(super) fn group_is_new(&self, q: SubId, channel: Option<&str>, key: &str) -> bool {
+    /// The group a put of `key` in `channel` of sub-queue `q` joins, when
+    /// it has members: a reference to it that joins without a lookup and
+    /// shares its key (`None`: the put makes the group).
+    pub(super) fn group_of_put(
+        &self,
+        q: SubId,
+        channel: Option<&str>,
+        key: &str,
+    ) -> Option<GroupRef> {
         let sub = self.sub(q);
-        let Some(groups) = sub.groups.as_deref() else {
-            return true;
-        };
+        let groups = sub.groups.as_deref()?;
         let channel = match channel {
             None => 0,
-            Some(name) => match sub.channel_ids.get(name) {
-                Some(id) => *id,
-                None => return true,
-            },
+            Some(name) => *sub.channel_ids.get(name)?,
         };
-        groups.find(channel, key).is_none()
+        let id = groups.find(channel, key)?;
+        Some(GroupRef {
+            key: groups.get(id).key.clone(),
+            id,
+            member: false,
+        })
     }
 
     /// Pushes a ready handle on a channel's ring and counts it; the channel
@@ -434,7 +551,7 @@ impl Shard {
                 continue;
             };
             if state == MessageState::Deferred {
-                if group.id != NIL {
+                if group.id != NIL || group.member {
                     return Err(format!(
                         "deferred message {seq} is still in group {}",
                         group.id
@@ -447,6 +564,9 @@ impl Shard {
                 .as_deref()
                 .and_then(|groups| groups.slots.get(group.id as usize)?.as_ref())
                 .ok_or_else(|| format!("message {seq} names group {}, which is gone", group.id))?;
+            if !group.member {
+                return Err(format!("message {seq} is not marked a member of its group"));
+            }
             if g.key != group.key || g.channel != r.channel {
                 return Err(format!(
                     "message {seq} is in group {} of another key or channel",
@@ -472,6 +592,12 @@ impl Shard {
                 if want.is_empty() {
                     return Err(format!("group {:?} has no member and is kept", group.key));
                 }
+                if (group.first, group.last) != (want[0].0, want[want.len() - 1].0) {
+                    return Err(format!(
+                        "group {:?} keeps its ends as {}..{}, its members {want:?}",
+                        group.key, group.first, group.last
+                    ));
+                }
                 let leased: Vec<u32> = want
                     .iter()
                     .map(|(_, s)| *s)
@@ -484,6 +610,18 @@ impl Shard {
                         "group {:?} has {} messages leased",
                         group.key,
                         leased.len()
+                    ));
+                }
+                let delayed = want
+                    .iter()
+                    .filter(|(_, s)| {
+                        self.records[*s as usize].word.load().state == MessageState::Delayed
+                    })
+                    .count() as u32;
+                if group.delayed != delayed {
+                    return Err(format!(
+                        "group {:?} counts {} delayed, its records {delayed}",
+                        group.key, group.delayed
                     ));
                 }
                 if group.busy != leased.first().copied().unwrap_or(NIL) {

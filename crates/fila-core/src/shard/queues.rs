@@ -350,10 +350,12 @@ impl Shard {
             _ => 0,
         };
         // So must a new group.
-        let new_group = match m.group.as_deref() {
-            Some(g) if self.group_is_new(self.sub_id(qslot, false), m.channel.as_deref(), g) => {
-                groups::group_bytes(g)
-            }
+        let joins = m
+            .group
+            .as_deref()
+            .and_then(|g| self.group_of_put(self.sub_id(qslot, false), m.channel.as_deref(), g));
+        let new_group = match (&m.group, &joins) {
+            (Some(g), None) => groups::group_bytes(g),
             _ => 0,
         };
         self.budget
@@ -385,7 +387,7 @@ impl Shard {
             });
             Some(Box::new(Extra {
                 attributes,
-                group: m.group.map(|g| groups::GroupRef::new(Arc::from(g))),
+                group: joins.or_else(|| m.group.map(|g| groups::GroupRef::new(Arc::from(g)))),
                 ..Extra::default()
             }))
         };

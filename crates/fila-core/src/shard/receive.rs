@@ -97,16 +97,17 @@ impl Shard {
                 Some(h) => h,
                 None => c.ring.pop()?,
             };
-            let slot = (h >> 32) as u32;
+            let Some(slot) = self.slot_of_handle(q, h) else {
+                continue; // left behind by a group's earlier queuing
+            };
             let Some(r) = self.records.get(slot as usize) else {
                 continue; // left behind by a message whose slot was trimmed
             };
             let w = r.word.load();
-            if r.q == q
-                && w.state == MessageState::Visible
-                && (w.generation & 0xFFFF_FFFF) == (h & 0xFFFF_FFFF)
-                && self.group_may_give(slot)
-            {
+            // A group's entry was checked by its ticket; a message's by
+            // its generation.
+            let current = h >> 63 == 1 || (w.generation & 0xFFFF_FFFF) == (h & 0xFFFF_FFFF);
+            if r.q == q && w.state == MessageState::Visible && current {
                 self.leave_state(slot, MessageState::Visible);
                 return Some(slot);
             }

@@ -111,7 +111,7 @@ impl Shard {
         if grouped {
             match state {
                 MessageState::Deferred => self.group_quit(slot),
-                _ => self.group_join(slot, state == MessageState::InFlight),
+                _ => self.group_join(slot, state),
             }
         }
     }
@@ -357,16 +357,14 @@ impl Shard {
             let r = &self.records[slot as usize];
             (r.q, r.channel, r.word.load().generation)
         };
-        if let Some(g) = self.group_key(slot).and(self.group_id(slot)) {
-            let group = self.groups_mut(q).get_mut(g);
-            debug_assert!(group.queued.is_none() && group.busy == NIL);
-            group.queued = Some(slot);
-        }
+        let h = self
+            .group_requeue(q, slot)
+            .unwrap_or_else(|| handle(slot, generation));
         let sub = self.sub_mut(q);
         sub.counts.visible += 1;
         let c = &mut sub.channels[channel as usize];
         debug_assert!(c.front.is_none(), "a popped message was the front");
-        c.front = Some(handle(slot, generation));
+        c.front = Some(h);
         c.visible += 1;
         c.ready += 1;
         if c.ready == 1 {
