@@ -87,7 +87,7 @@ fn a_thousand_groups_through_eight_failing_consumers_stay_in_order_one_at_a_time
             let (state, violations) = (state.clone(), violations.clone());
             let mut c = s.client();
             std::thread::spawn(move || {
-                let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (me as u64 + 1) * 0x2545_F491);
+                let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((me as u64 + 1) * 0x2545_F491));
                 let mut idle = 0;
                 while Instant::now() < deadline && idle < 20 {
                     // One receive in 25 is a crash: its batch is left to
