@@ -330,3 +330,29 @@ fn a_put_with_a_dedup_id_is_stored_once() {
     let two = fila(&s, &["put", "q", "a", "b", "--dedup-id", "x"], None);
     assert_eq!(two.status.code(), Some(2), "one id names one message");
 }
+
+#[test]
+fn puts_in_a_group_come_in_order_one_at_a_time() {
+    let s = TestServer::start();
+    let create = fila(&s, &["queue", "create", "o", "--ordered", "true"], None);
+    assert!(create.status.success(), "{create:?}");
+    assert!(out(&fila(&s, &["queue", "get", "o"], None)).contains("ordered"));
+    let refused = fila(&s, &["put", "o", "loose"], None);
+    assert!(!refused.status.success(), "an ordered queue wants a group");
+    let put = fila(
+        &s,
+        &["put", "o", "created", "paid", "--group", "order-9"],
+        None,
+    );
+    assert!(put.status.success(), "{put:?}");
+    let got = out(&fila(
+        &s,
+        &["--json", "receive", "o", "--max", "10", "--wait", "0"],
+        None,
+    ));
+    assert!(got.contains("\"payload\":\"created\""), "{got}");
+    assert!(got.contains("\"group\":\"order-9\""), "{got}");
+    assert!(!got.contains("paid"), "one of the group at a time: {got}");
+    let stats = out(&fila(&s, &["queue", "stats", "o"], None));
+    assert!(stats.contains("groups_in_flight"), "{stats}");
+}
