@@ -3,7 +3,8 @@
 //! wrapping global allocator, and how much the resident set grew.
 //!
 //! `cargo run --release -p fila-benches --example memory -- 1000000 10000000`
-//! (`-- --dedup 1000000`: bytes per remembered deduplication id instead)
+//! (`-- --dedup 1000000`: bytes per remembered deduplication id instead;
+//! `-- --groups 1000000`: what a message in a group and a group cost)
 //!
 //! The engine copies every payload it stores (a stored message owns exactly
 //! its bytes), so both figures count one 100-byte copy per message as
@@ -137,8 +138,59 @@ fn measure_dedup(n: usize) -> (f64, f64) {
     )
 }
 
+/// Bytes allocated per message, beyond its 100-byte payload, for `n`
+/// messages in groups of `per_group` (0: no group) with 10-byte keys.
+fn measure_grouped(n: usize, per_group: usize) -> f64 {
+    let (engine, queues) = engine_with_queues(1);
+    let queue = &queues[0];
+    let template = Bytes::from(vec![0x5Au8; 100]);
+    let before = LIVE.load(Ordering::Relaxed);
+    let mut next = 0usize;
+    while next < n {
+        let k = (n - next).min(20);
+        let batch = (next..next + k)
+            .map(|i| {
+                let mut m = NewMessage::new(template.clone());
+                if per_group > 0 {
+                    m.group = Some(format!("g{:09}", i / per_group));
+                }
+                m
+            })
+            .collect();
+        for answer in engine.put(queue, batch).expect("put") {
+            answer.expect("every put fits");
+        }
+        next += k;
+    }
+    let stats = engine.stats(queue).unwrap();
+    let groups = if per_group == 0 {
+        0
+    } else {
+        n.div_ceil(per_group)
+    };
+    assert_eq!((stats.visible, stats.groups), (n as u64, groups as u64));
+    (LIVE.load(Ordering::Relaxed) - before - 100 * n) as f64 / n as f64
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // `--groups N`: a grouped message's and a group's bytes.
+    if args.first().map(String::as_str) == Some("--groups") {
+        let n: usize = args
+            .get(1)
+            .map_or(1_000_000, |a| a.parse().expect("a count"));
+        let plain = measure_grouped(n, 0);
+        let shared = measure_grouped(n, 100);
+        let own = measure_grouped(n, 1);
+        println!("{n} messages, bytes allocated per message beyond the payload:");
+        println!("  no group {plain:.1}; 100 a group {shared:.1}; each its own group {own:.1}");
+        println!(
+            "  a grouped message costs {:.1} more; a group (10-byte key) {:.1}",
+            shared - plain,
+            own - shared
+        );
+        return;
+    }
     // `--dedup N`: bytes per remembered deduplication id.
     if args.first().map(String::as_str) == Some("--dedup") {
         let n: usize = args

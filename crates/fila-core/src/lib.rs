@@ -90,7 +90,7 @@ pub use payload::Payload;
 pub use receipt::{Receipt, ReceiptKey, RECEIPT_LEN};
 pub use shard::{
     content_key, dedup_key, Completion, Notify, Received, Shard, WaitId, Wake, DEDUP_ENTRY_BYTES,
-    GROUP_OVERHEAD_BYTES,
+    GROUPED_MESSAGE_BYTES, GROUP_OVERHEAD_BYTES,
 };
 pub use types::*;
 

@@ -309,3 +309,37 @@ fn a_head_too_big_for_what_is_left_of_an_answer_stays_first() {
     assert_eq!(bodies(&receive(&engine, 10)), ["b2"]);
     check(&engine);
 }
+
+#[test]
+fn groups_and_grouped_messages_count_against_the_stored_bytes_and_give_them_back() {
+    let (_clock, engine) = engine(QueueSettings::default());
+    let one = 2 + MESSAGE_OVERHEAD_BYTES + GROUPED_MESSAGE_BYTES;
+    let group = GROUP_OVERHEAD_BYTES + 1;
+    // Room for three messages of one group, not for a second group.
+    engine.set_limits(EngineLimits {
+        max_stored_bytes: 3 * one + group,
+        ..EngineLimits::default()
+    });
+    put(&engine, "a", &["a1", "a2"]);
+    assert_eq!(engine.stored_bytes(), 2 * one + group);
+    let refused = engine
+        .put("q", vec![msg("b1", Some("b"), None)])
+        .unwrap()
+        .remove(0);
+    assert!(
+        matches!(refused, Err(Error::ResourceExhausted { .. })),
+        "{refused:?}"
+    );
+    put(&engine, "a", &["a3"]);
+    assert_eq!(engine.stored_bytes(), 3 * one + group);
+    for _ in 0..3 {
+        let m = receive(&engine, 1).remove(0);
+        delete(&engine, &m);
+    }
+    assert_eq!(
+        engine.stored_bytes(),
+        0,
+        "the group went with its last message"
+    );
+    check(&engine);
+}

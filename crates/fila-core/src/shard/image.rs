@@ -177,7 +177,8 @@ impl Shard {
             }
             let len = m.payload.len() as u64
                 + attributes_bytes(m.attributes.as_ref())
-                + dead_letter_bytes(m.dead_letter.as_deref());
+                + dead_letter_bytes(m.dead_letter.as_deref())
+                + groups::grouped_bytes(m.group.is_some());
             self.budget.force_message(len);
             let extra = if m.attributes.is_none()
                 && m.dead_letter.is_none()

@@ -424,7 +424,7 @@ mod moves;
 mod queues;
 
 pub use dedup::{content_key, dedup_key, DEDUP_ENTRY_BYTES};
-pub use groups::GROUP_OVERHEAD_BYTES;
+pub use groups::{GROUPED_MESSAGE_BYTES, GROUP_OVERHEAD_BYTES};
 mod records;
 mod time;
 
@@ -460,7 +460,10 @@ impl Record {
     /// [`crate::budget::MESSAGE_OVERHEAD_BYTES`]: payload, attributes and its dead-letter
     /// record.
     fn budget_bytes(&self) -> u64 {
-        self.bytes() + dead_letter_bytes(self.extra.as_ref().and_then(|e| e.dead_letter.as_deref()))
+        let extra = self.extra.as_deref();
+        self.bytes()
+            + dead_letter_bytes(extra.and_then(|e| e.dead_letter.as_deref()))
+            + groups::grouped_bytes(extra.is_some_and(|e| e.group.is_some()))
     }
 }
 

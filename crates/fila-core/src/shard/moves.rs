@@ -435,7 +435,7 @@ impl Shard {
         } else {
             dead_letter_bytes(out.dead_letter.as_deref())
         };
-        let kept = len + record;
+        let kept = len + record + groups::grouped_bytes(out.group.is_some());
         if self
             .check_capacity(qslot, out.channel.as_deref(), len)
             .is_err()
@@ -473,7 +473,8 @@ impl Shard {
         self.budget.force_message(
             out.payload.len() as u64
                 + attributes_bytes(out.attributes.as_ref())
-                + dead_letter_bytes(out.dead_letter.as_deref()),
+                + dead_letter_bytes(out.dead_letter.as_deref())
+                + groups::grouped_bytes(out.group.is_some()),
         );
         if let Some(m) = out.moving {
             let queue = self.queue_mut(qslot);

@@ -358,15 +358,16 @@ impl Shard {
             (Some(g), None) => groups::group_bytes(g),
             _ => 0,
         };
+        let kept =
+            (m.payload.len() + attributes_len) as u64 + groups::grouped_bytes(m.group.is_some());
         self.budget
-            .reserve_message((m.payload.len() + attributes_len) as u64 + new_channel + new_group)?;
+            .reserve_message(kept + new_channel + new_group)?;
         if new_channel + new_group > 0 {
             self.budget.release(new_channel + new_group);
         }
         if dedup.is_some() {
             if let Err(e) = self.dedup_reserve(qslot) {
-                self.budget
-                    .release_message((m.payload.len() + attributes_len) as u64);
+                self.budget.release_message(kept);
                 return Err(e);
             }
         }
