@@ -151,9 +151,7 @@ fn measure_grouped(n: usize, per_group: usize) -> f64 {
         let batch = (next..next + k)
             .map(|i| {
                 let mut m = NewMessage::new(template.clone());
-                if per_group > 0 {
-                    m.group = Some(format!("g{:09}", i / per_group));
-                }
+                m.group = i.checked_div(per_group).map(|g| format!("g{g:09}"));
                 m
             })
             .collect();
