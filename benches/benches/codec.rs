@@ -110,6 +110,7 @@ fn codec(c: &mut Criterion) {
         receipt: Some([5; 32]),
         dead_letter: None,
         group: None,
+        priority: 1,
     };
     for (name, answer) in [
         ("all-fields", Response::Messages(vec![message.clone(); 20])),

@@ -33,11 +33,13 @@ usage: fila [--addr ADDR] [--token TOKEN] [--tls] [--ca FILE]
                                    queue is no error)
   put QUEUE [MESSAGE ...]          put messages (or --file PATH, or stdin
         [--channel C] [--delay MS] [--at MS] [--ttl MS] [--attr K=V ...]
-        [--dedup-id ID] [--group G]
+        [--dedup-id ID] [--group G] [--priority N]
                                    when no message is given: one per line;
                                    --dedup-id: a resend within the queue's
                                    dedup window stores nothing; --group: the
-                                   messages join group G in the order given)
+                                   messages join group G in the order given;
+                                   --priority: level N, 1 ..= the queue's
+                                   priority levels, higher served first)
   receive QUEUE [--max N] [--visibility MS] [--wait MS] [--channel F] [--dlq]
                                    (without --wait: the queue's default wait)
   delete QUEUE RECEIPT ... [--dlq]
@@ -65,7 +67,9 @@ settings: --visibility-timeout MS --max-deliveries N --retention MS
   this long) --tag KEY=VALUE ... --untag KEY ... --dedup-window MS (how
   long a dedup id is remembered, 1000..=86400000) --content-dedup BOOL (puts
   without a dedup id are deduplicated by payload and attributes) --ordered
-  BOOL (every put must name a --group)
+  BOOL (every put must name a --group) --priority-levels N (1-10: the levels a
+  put may name) --priority-fairness N (every N-th delivery while lower
+  levels wait comes from one of them, in turn; 0 = strict)
 
 The address and token default to $FILA_ADDR (127.0.0.1:7700) and $FILA_TOKEN.
 ADDR is HOST:PORT, fila://HOST:PORT, or filas://HOST:PORT (TLS, as --tls).
@@ -190,7 +194,7 @@ impl Args {
     }
 }
 
-const SETTINGS_FLAGS: [&str; 16] = [
+const SETTINGS_FLAGS: [&str; 18] = [
     "--visibility-timeout",
     "--max-deliveries",
     "--retention",
@@ -207,6 +211,8 @@ const SETTINGS_FLAGS: [&str; 16] = [
     "--dedup-window",
     "--content-dedup",
     "--ordered",
+    "--priority-levels",
+    "--priority-fairness",
 ];
 
 /// A `true` / `false` flag's value.
@@ -255,6 +261,8 @@ fn patch(a: &Args) -> Result<SettingsPatch, Failure> {
         dedup_window_ms: a.number("--dedup-window")?,
         content_dedup: boolean(a, "--content-dedup")?,
         ordered: boolean(a, "--ordered")?,
+        priority_levels: a.number("--priority-levels")?,
+        priority_fairness: a.number("--priority-fairness")?,
     })
 }
 
@@ -425,6 +433,7 @@ fn run(a: Args) -> Out {
                 "--attr",
                 "--dedup-id",
                 "--group",
+                "--priority",
             ])?;
             let queue = a.pos(1, "a queue name")?.to_owned();
             let mut payloads: Vec<Bytes> = a.positional[2..]
@@ -464,6 +473,7 @@ fn run(a: Args) -> Out {
             }
             let ttl_ms = a.number("--ttl")?;
             let dedup_id = a.value("--dedup-id").map(str::to_owned);
+            let priority: Option<u8> = a.number("--priority")?;
             if dedup_id.is_some() && payloads.len() != 1 {
                 return Err(Failure::Usage(
                     "--dedup-id names one message: put one message with it".into(),
@@ -479,6 +489,7 @@ fn run(a: Args) -> Out {
                     ttl_ms,
                     dedup_id: dedup_id.clone(),
                     group: a.value("--group").map(str::to_owned),
+                    priority,
                 })
                 .collect();
             let results = connect(&a)?.put_many(&queue, entries)?;

@@ -92,7 +92,7 @@ pub(crate) fn message_json(m: &Message) -> String {
     });
     let (payload, encoding) = payload_text(&m.payload);
     format!(
-        "{{\"id\":\"{:032x}\",\"seq\":{},\"payload\":{},\"payload_encoding\":\"{encoding}\",\"payload_bytes\":{},\"attributes\":{{{}}},\"channel\":{},\"inserted_at_ms\":{},\"expires_at_ms\":{},\"next_visible_at_ms\":{},\"delivery_count\":{},\"state\":\"{}\",\"receipt\":{},\"dead_letter\":{},\"group\":{}}}",
+        "{{\"id\":\"{:032x}\",\"seq\":{},\"payload\":{},\"payload_encoding\":\"{encoding}\",\"payload_bytes\":{},\"attributes\":{{{}}},\"channel\":{},\"inserted_at_ms\":{},\"expires_at_ms\":{},\"next_visible_at_ms\":{},\"delivery_count\":{},\"state\":\"{}\",\"receipt\":{},\"dead_letter\":{},\"group\":{},\"priority\":{}}}",
         m.id,
         m.seq,
         json_str(&payload),
@@ -107,6 +107,7 @@ pub(crate) fn message_json(m: &Message) -> String {
         m.receipt.map_or("null".into(), |r| format!("\"{}\"", hex(&r))),
         dl,
         m.group.as_deref().map_or("null".into(), json_str),
+        m.priority,
     )
 }
 
@@ -152,6 +153,9 @@ pub(crate) fn print_messages(json: bool, ms: &[Message]) {
         if let Some(g) = &m.group {
             println!("{:>10}group {g}", "");
         }
+        if m.priority > 1 {
+            println!("{:>10}priority {}", "", m.priority);
+        }
         for (k, v) in &m.attributes {
             println!("{:>10}attribute {k}={v}", "");
         }
@@ -176,7 +180,7 @@ pub(crate) fn print_messages(json: bool, ms: &[Message]) {
 }
 
 pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
-    let rows: [(&str, String); 15] = [
+    let rows: [(&str, String); 17] = [
         ("visibility_timeout_ms", s.visibility_timeout_ms.to_string()),
         ("max_deliveries", s.max_deliveries.to_string()),
         ("retention_ms", s.retention_ms.to_string()),
@@ -200,6 +204,8 @@ pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
         ("dedup_window_ms", s.dedup_window_ms.to_string()),
         ("content_dedup", s.content_dedup.to_string()),
         ("ordered", s.ordered.to_string()),
+        ("priority_levels", s.priority_levels.to_string()),
+        ("priority_fairness", s.priority_fairness.to_string()),
         (
             "tags",
             s.tags

@@ -356,3 +356,28 @@ fn puts_in_a_group_come_in_order_one_at_a_time() {
     let stats = out(&fila(&s, &["queue", "stats", "o"], None));
     assert!(stats.contains("groups_in_flight"), "{stats}");
 }
+
+#[test]
+fn a_higher_priority_is_received_first() {
+    let s = TestServer::start();
+    let create = fila(
+        &s,
+        &["queue", "create", "p", "--priority-levels", "5"],
+        None,
+    );
+    assert!(create.status.success(), "{create:?}");
+    assert!(out(&fila(&s, &["queue", "get", "p"], None)).contains("priority_levels"));
+    assert!(fila(&s, &["put", "p", "bulk"], None).status.success());
+    assert!(fila(&s, &["put", "p", "urgent", "--priority", "5"], None)
+        .status
+        .success());
+    let refused = fila(&s, &["put", "p", "x", "--priority", "6"], None);
+    assert!(!refused.status.success(), "above the queue's levels");
+    let got = out(&fila(
+        &s,
+        &["--json", "receive", "p", "--max", "1", "--wait", "0"],
+        None,
+    ));
+    assert!(got.contains("\"payload\":\"urgent\""), "{got}");
+    assert!(got.contains("\"priority\":5"), "{got}");
+}

@@ -60,6 +60,8 @@ pub struct MessageView<'a> {
     pub dead_letter: Option<&'a DeadLetter>,
     /// Its group key, when it was put with one.
     pub group: Option<&'a str>,
+    /// Its priority level (1 ..= 10).
+    pub priority: u8,
 }
 
 /// One durable state change.
@@ -190,6 +192,9 @@ pub struct MessageImage {
     pub dead_letter: Option<Arc<DeadLetter>>,
     /// Its group key, when it was put with one.
     pub group: Option<Arc<str>>,
+    /// Its priority level (1 ..= 10; 1 in an image written before
+    /// priorities).
+    pub priority: u8,
 }
 
 /// A deduplication key a put remembers, and until when.

@@ -49,6 +49,14 @@ pub struct QueueSettings {
     /// Every put must carry a group key (the queue is ordered: each
     /// group's messages are delivered in sequence order, one at a time).
     pub ordered: bool,
+    /// Priority levels a put may name (1 ..= 10; 1: no priorities). A
+    /// receive takes the highest level with messages first, within each
+    /// channel.
+    pub priority_levels: u8,
+    /// Every this many deliveries of a channel while lower levels wait,
+    /// one is taken from a lower level, each in turn (0: strict priority,
+    /// lower levels wait for the higher ones to empty).
+    pub priority_fairness: u32,
 }
 
 impl Default for QueueSettings {
@@ -70,6 +78,8 @@ impl Default for QueueSettings {
             dedup_window_ms: DEDUP_WINDOW_MS_DEFAULT,
             content_dedup: false,
             ordered: false,
+            priority_levels: 1,
+            priority_fairness: 0,
         }
     }
 }
@@ -134,6 +144,20 @@ impl QueueSettings {
         )?;
         check_range("delay_ms", self.delay_ms, 0, DELAY_MS_MAX, " ms")?;
         check_range(
+            "priority_levels",
+            self.priority_levels.into(),
+            1,
+            PRIORITY_LEVELS_MAX.into(),
+            "",
+        )?;
+        check_range(
+            "priority_fairness",
+            self.priority_fairness.into(),
+            0,
+            PRIORITY_FAIRNESS_MAX.into(),
+            "",
+        )?;
+        check_range(
             "dedup_window_ms",
             self.dedup_window_ms,
             DEDUP_WINDOW_MS_MIN,
@@ -182,7 +206,7 @@ impl QueueSettings {
 
     /// The first field in which `self` and `other` differ.
     pub(crate) fn first_difference(&self, other: &QueueSettings) -> Option<&'static str> {
-        let fields: [(&'static str, bool); 15] = [
+        let fields: [(&'static str, bool); 17] = [
             (
                 "visibility_timeout_ms",
                 self.visibility_timeout_ms != other.visibility_timeout_ms,
@@ -222,6 +246,14 @@ impl QueueSettings {
             ),
             ("content_dedup", self.content_dedup != other.content_dedup),
             ("ordered", self.ordered != other.ordered),
+            (
+                "priority_levels",
+                self.priority_levels != other.priority_levels,
+            ),
+            (
+                "priority_fairness",
+                self.priority_fairness != other.priority_fairness,
+            ),
         ];
         fields
             .into_iter()
@@ -273,6 +305,10 @@ pub struct SettingsUpdate {
     pub content_dedup: Option<bool>,
     /// See [`QueueSettings::ordered`].
     pub ordered: Option<bool>,
+    /// See [`QueueSettings::priority_levels`].
+    pub priority_levels: Option<u8>,
+    /// See [`QueueSettings::priority_fairness`].
+    pub priority_fairness: Option<u32>,
     /// Tags to add or change.
     pub tags_set: Vec<(String, String)>,
     /// Tag keys to remove (after `tags_set`).
@@ -313,6 +349,8 @@ impl SettingsUpdate {
             dedup_window_ms: self.dedup_window_ms.unwrap_or(base.dedup_window_ms),
             content_dedup: self.content_dedup.unwrap_or(base.content_dedup),
             ordered: self.ordered.unwrap_or(base.ordered),
+            priority_levels: self.priority_levels.unwrap_or(base.priority_levels),
+            priority_fairness: self.priority_fairness.unwrap_or(base.priority_fairness),
         }
     }
 
@@ -350,6 +388,8 @@ impl SettingsUpdate {
             dedup_window_ms,
             content_dedup,
             ordered,
+            priority_levels,
+            priority_fairness,
             tags_set: _,
             tags_remove: _,
         } = self;
@@ -368,5 +408,7 @@ impl SettingsUpdate {
             || dedup_window_ms.is_some()
             || content_dedup.is_some()
             || ordered.is_some()
+            || priority_levels.is_some()
+            || priority_fairness.is_some()
     }
 }

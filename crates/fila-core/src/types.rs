@@ -136,6 +136,9 @@ pub struct NewMessage {
     /// A group key (1–128 bytes): the group's messages (in this channel)
     /// are delivered in sequence order, one leased at a time.
     pub group: Option<String>,
+    /// Its priority level (1 ..= the queue's `priority_levels`; `None`:
+    /// 1, the lowest).
+    pub priority: Option<u8>,
 }
 
 impl NewMessage {
@@ -256,6 +259,8 @@ pub struct Message {
     /// Its group key, when it was put with one: a group's messages are
     /// delivered in sequence order, one at a time.
     pub group: Option<Arc<str>>,
+    /// Its priority level (1 ..= 10).
+    pub priority: u8,
 }
 
 /// A channel filter of a receive: exact, or a prefix when it ends in `*`.
@@ -500,6 +505,17 @@ impl NewMessage {
         }
         if let Some(c) = &m.channel {
             validate_channel("channel", c)?;
+        }
+        if let Some(p) = m.priority {
+            if p == 0 || p > settings.priority_levels {
+                return Err(Error::invalid(
+                    "priority",
+                    format!(
+                        "must be 1..={} (the queue's priority_levels; got {p})",
+                        settings.priority_levels
+                    ),
+                ));
+            }
         }
         if let Some(g) = &m.group {
             validate_group(g)?;

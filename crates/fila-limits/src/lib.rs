@@ -64,6 +64,12 @@ pub const REDRIVE_BATCH_MAX: u32 = 10_000;
 pub const DEDUP_ID_LEN_MAX: usize = 128;
 /// A group key's length in bytes, at most.
 pub const GROUP_LEN_MAX: usize = 128;
+/// Priority levels a queue may have (a put's level is 1 ..= the queue's
+/// `priority_levels`; higher is served first).
+pub const PRIORITY_LEVELS_MAX: u8 = 10;
+/// The most deliveries of a channel between two taken from a lower
+/// priority level (`priority_fairness`; 0 = strict priority).
+pub const PRIORITY_FAIRNESS_MAX: u32 = 1_000;
 /// A queue's deduplication window at least (1 s) and at most (24 h).
 pub const DEDUP_WINDOW_MS_MIN: u64 = 1_000;
 /// See [`DEDUP_WINDOW_MS_MIN`].

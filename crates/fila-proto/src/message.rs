@@ -146,6 +146,8 @@ pub struct PutEntry {
     /// A group key (1–128 bytes): the group's messages are delivered in
     /// order, one at a time.
     pub group: Option<String>,
+    /// A priority level (1 ..= the queue's levels; `None`: 1).
+    pub priority: Option<u8>,
 }
 
 /// A receive.
@@ -423,6 +425,8 @@ pub struct Message {
     pub dead_letter: Option<DeadLetter>,
     /// Its group key, when it was put with one.
     pub group: Option<String>,
+    /// Its priority level (1 when the queue has none).
+    pub priority: u8,
 }
 
 /// A queue's stats, in the order of docs/protocol.md.
@@ -603,7 +607,8 @@ pub(super) fn put_entry(w: &mut Writer<'_>, e: &PutEntry) {
 mod more {
     pub const DEDUP_ID: u8 = 1;
     pub const GROUP: u8 = 2;
-    pub const KNOWN: u8 = DEDUP_ID | GROUP;
+    pub const PRIORITY: u8 = 4;
+    pub const KNOWN: u8 = DEDUP_ID | GROUP | PRIORITY;
 }
 
 /// Whether any entry needs the put's extension (a put without one is
@@ -611,7 +616,7 @@ mod more {
 pub(super) fn needs_more(entries: &[PutEntry]) -> bool {
     entries
         .iter()
-        .any(|e| e.dedup_id.is_some() || e.group.is_some())
+        .any(|e| e.dedup_id.is_some() || e.group.is_some() || e.priority.is_some())
 }
 
 /// A put entry's extension: a `u8` of flags, then each flagged field.
@@ -623,12 +628,18 @@ pub(super) fn put_more(w: &mut Writer<'_>, e: &PutEntry) {
     if e.group.is_some() {
         flags |= more::GROUP;
     }
+    if e.priority.is_some() {
+        flags |= more::PRIORITY;
+    }
     w.u8(flags);
     if let Some(id) = &e.dedup_id {
         w.str(id);
     }
     if let Some(group) = &e.group {
         w.str(group);
+    }
+    if let Some(p) = e.priority {
+        w.u8(p);
     }
 }
 
@@ -652,16 +663,22 @@ pub(super) fn get_more(r: &mut Reader, entries: &mut [PutEntry]) -> Result<(), P
         } else {
             None
         };
-        Ok((dedup_id, group))
+        let priority = if flags & more::PRIORITY != 0 {
+            Some(r.u8()?)
+        } else {
+            None
+        };
+        Ok((dedup_id, group, priority))
     })?;
     if mores.len() != entries.len() {
         return Err(ProtoError::Malformed(
             "a put's extension has one entry per message",
         ));
     }
-    for (e, (dedup_id, group)) in entries.iter_mut().zip(mores) {
+    for (e, (dedup_id, group, priority)) in entries.iter_mut().zip(mores) {
         e.dedup_id = dedup_id;
         e.group = group;
+        e.priority = priority;
     }
     Ok(())
 }
@@ -680,6 +697,7 @@ pub(super) fn get_entry(r: &mut Reader) -> Result<PutEntry, ProtoError> {
         ttl_ms: r.opt(Reader::u64)?,
         dedup_id: None,
         group: None,
+        priority: None,
     })
 }
 

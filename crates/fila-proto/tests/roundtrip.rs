@@ -349,6 +349,7 @@ fn payload_and_receipt_answers_are_mostly_payload() {
         receipt: Some([1; 32]),
         dead_letter: None,
         group: None,
+        priority: 1,
     };
     let (mut full, mut few) = (BytesMut::new(), BytesMut::new());
     Response::Messages(vec![m.clone(); 20]).encode(Opcode::Receive as u8, 1, &mut full);

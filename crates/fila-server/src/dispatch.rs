@@ -95,6 +95,8 @@ fn update_of(p: proto::SettingsPatch) -> SettingsUpdate {
         dedup_window_ms: p.dedup_window_ms,
         content_dedup: p.content_dedup,
         ordered: p.ordered,
+        priority_levels: p.priority_levels,
+        priority_fairness: p.priority_fairness,
         tags_set: p.tags_set,
         tags_remove: p.tags_remove,
     }
@@ -118,6 +120,8 @@ fn settings_of(s: QueueSettings) -> proto::Settings {
         dedup_window_ms: s.dedup_window_ms,
         content_dedup: s.content_dedup,
         ordered: s.ordered,
+        priority_levels: s.priority_levels,
+        priority_fairness: s.priority_fairness,
     }
 }
 
@@ -233,6 +237,7 @@ fn view_of(m: &Message) -> proto::MessageRef<'_, Box<str>> {
             }
         }),
         group: m.group.as_deref(),
+        priority: m.priority,
     }
 }
 
@@ -497,6 +502,7 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
                     ttl_ms: m.ttl_ms,
                     dedup_id: m.dedup_id,
                     group: m.group,
+                    priority: m.priority,
                 })
                 .collect();
             answer(engine.put(&queue, batch), |v| {

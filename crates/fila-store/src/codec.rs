@@ -58,13 +58,21 @@ pub(crate) mod more {
     pub const DEDUP: u8 = 1;
     /// Its group key.
     pub const GROUP: u8 = 2;
-    pub const KNOWN: u8 = DEDUP | GROUP;
+    /// Its priority level (a `u8`, when above 1).
+    pub const PRIORITY: u8 = 4;
+    pub const KNOWN: u8 = DEDUP | GROUP | PRIORITY;
 }
 
 /// A message's optional parts: flags, then each one present.
-pub(crate) fn message_more(out: &mut Vec<u8>, dedup: Option<&DedupMark>, group: Option<&str>) {
+pub(crate) fn message_more(
+    out: &mut Vec<u8>,
+    dedup: Option<&DedupMark>,
+    group: Option<&str>,
+    priority: u8,
+) {
     let flags = if dedup.is_some() { more::DEDUP } else { 0 }
-        | if group.is_some() { more::GROUP } else { 0 };
+        | if group.is_some() { more::GROUP } else { 0 }
+        | if priority > 1 { more::PRIORITY } else { 0 };
     u8_(out, flags);
     if let Some(d) = dedup {
         out.extend_from_slice(&d.key.to_be_bytes());
@@ -73,6 +81,18 @@ pub(crate) fn message_more(out: &mut Vec<u8>, dedup: Option<&DedupMark>, group: 
     if let Some(g) = group {
         bytes_(out, g.as_bytes());
     }
+    if priority > 1 {
+        u8_(out, priority);
+    }
+}
+
+/// A message's optional parts as read: its put's deduplication key, its
+/// group key, its priority level.
+pub(crate) type MoreParts = (Option<DedupMark>, Option<Arc<str>>, u8);
+
+/// Whether a message needs [`message_more`] (a group or a level above 1).
+pub(crate) fn needs_more(group: Option<&str>, priority: u8) -> bool {
+    group.is_some() || priority > 1
 }
 
 /// A record or snapshot that does not parse.
@@ -245,6 +265,8 @@ mod setting {
     pub const DEDUP_WINDOW_MS: u8 = 1;
     pub const CONTENT_DEDUP: u8 = 2;
     pub const ORDERED: u8 = 3;
+    pub const PRIORITY_LEVELS: u8 = 4;
+    pub const PRIORITY_FAIRNESS: u8 = 5;
 }
 
 /// The settings' keyed extension.
@@ -253,6 +275,8 @@ fn keyed(out: &mut Vec<u8>, s: &QueueSettings) {
         (setting::DEDUP_WINDOW_MS, s.dedup_window_ms),
         (setting::CONTENT_DEDUP, u64::from(s.content_dedup)),
         (setting::ORDERED, u64::from(s.ordered)),
+        (setting::PRIORITY_LEVELS, u64::from(s.priority_levels)),
+        (setting::PRIORITY_FAIRNESS, u64::from(s.priority_fairness)),
     ];
     u32_(out, pairs.len() as u32);
     for (k, v) in pairs {
@@ -380,8 +404,8 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
                 }
             }
             message(out, &view_parts(m));
-            if m.group.is_some() {
-                message_more(out, dedup.as_ref(), m.group);
+            if needs_more(m.group, m.priority) {
+                message_more(out, dedup.as_ref(), m.group, m.priority);
                 return kind::STORED_2;
             }
             // Added later, at the end: a record without it reads as before.
@@ -515,7 +539,7 @@ impl<'a> Reader<'a> {
             .collect()
     }
     /// Reads a message's optional parts ([`message_more`]).
-    pub(crate) fn more(&mut self) -> Result<(Option<DedupMark>, Option<Arc<str>>), CodecError> {
+    pub(crate) fn more(&mut self) -> Result<MoreParts, CodecError> {
         let flags = self.u8()?;
         if flags & !more::KNOWN != 0 {
             return Err(bad(
@@ -535,7 +559,15 @@ impl<'a> Reader<'a> {
         } else {
             None
         };
-        Ok((dedup, group))
+        let priority = if flags & more::PRIORITY != 0 {
+            match self.u8()? {
+                p @ 2..=10 => p,
+                _ => return Err(bad("a priority level is 2 to 10")),
+            }
+        } else {
+            1
+        };
+        Ok((dedup, group, priority))
     }
     /// Reads the settings' [`keyed`] extension into `s`.
     fn keyed(&mut self, s: &mut QueueSettings) -> Result<(), CodecError> {
@@ -550,6 +582,14 @@ impl<'a> Reader<'a> {
                 setting::DEDUP_WINDOW_MS => s.dedup_window_ms = v,
                 setting::CONTENT_DEDUP => s.content_dedup = v != 0,
                 setting::ORDERED => s.ordered = v != 0,
+                setting::PRIORITY_LEVELS => {
+                    s.priority_levels =
+                        u8::try_from(v).map_err(|_| bad("priority levels past 255"))?
+                }
+                setting::PRIORITY_FAIRNESS => {
+                    s.priority_fairness =
+                        u32::try_from(v).map_err(|_| bad("priority fairness past 2^32"))?
+                }
                 _ => return Err(bad("an unknown setting (written by a newer version?)")),
             }
         }
@@ -649,6 +689,7 @@ impl<'a> Reader<'a> {
                 deferred,
                 dead_letter,
                 group: None,
+                priority: 1,
             },
         ))
     }
@@ -699,8 +740,8 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
             let from = if r.flag()? { Some(r.spot()?) } else { None };
             let (queue, mut message) = r.message()?;
             let dedup = if kind == kind::STORED_2 {
-                let (dedup, group) = r.more()?;
-                message.group = group;
+                let (dedup, group, priority) = r.more()?;
+                (message.group, message.priority) = (group, priority);
                 dedup
             } else if r.at < r.data.len() {
                 Some(DedupMark {

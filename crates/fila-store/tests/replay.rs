@@ -78,6 +78,8 @@ fn settings(rng: &mut Rng) -> QueueSettings {
         dedup_window_ms: 1_000 + rng.below(5) * 1_000,
         content_dedup: rng.below(4) == 0,
         ordered: rng.below(5) == 0,
+        priority_levels: 1 + rng.below(4) as u8,
+        priority_fairness: rng.below(3) as u32,
         ..QueueSettings::default()
     }
 }
@@ -145,6 +147,9 @@ fn step(
                     }
                     if rng.below(2) == 0 {
                         m.group = Some(format!("g{}", rng.below(3)));
+                    }
+                    if rng.below(2) == 0 {
+                        m.priority = Some(1 + rng.below(3) as u8);
                     }
                     m
                 })

@@ -75,6 +75,7 @@ mod tests {
             receipt: None,
             dead_letter: None,
             group: group.map(str::to_owned),
+            priority: 1,
         }
     }
 

@@ -55,6 +55,8 @@ pub struct Delivery {
     /// Its message group: the runtime runs one message of a group at a
     /// time on this host (and the server leases one at a time).
     pub group: Option<String>,
+    /// Its priority level (1 when its queue has none).
+    pub priority: u8,
     /// The body.
     pub payload: Bytes,
 }

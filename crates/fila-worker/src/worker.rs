@@ -515,6 +515,7 @@ fn delivery(binding: &Binding, m: Message) -> Result<Delivery, String> {
         attributes: m.attributes,
         channel: m.channel,
         group: m.group,
+        priority: m.priority,
         payload,
     })
 }

@@ -79,6 +79,8 @@ pub(super) struct Group {
     /// Its head while the head is on the channel's ring (counted in the
     /// channel's `ready`).
     pub(super) queued: Option<u32>,
+    /// The queued head's priority level (the ring it is on).
+    pub(super) queued_level: u8,
     /// Members delayed: while none is, its head is visible unless leased
     /// (known without reading the head's record).
     pub(super) delayed: u32,
@@ -162,6 +164,7 @@ impl Groups {
             last: 0,
             busy: NIL,
             queued: None,
+            queued_level: 1,
             delayed: 0,
         };
         let g = match self.free.pop() {
@@ -354,7 +357,8 @@ impl Shard {
             }
             MessageState::Visible if group.queued == Some(slot) => {
                 group.queued = None;
-                self.unready(q, channel);
+                let level = group.queued_level;
+                self.unready(q, channel, level);
             }
             MessageState::Delayed => group.delayed -= 1,
             _ => {}
@@ -386,7 +390,8 @@ impl Shard {
         let group = self.groups_mut(q).get_mut(g);
         if group.queued == Some(slot) {
             group.queued = None;
-            self.unready(q, channel);
+            let level = group.queued_level;
+            self.unready(q, channel, level);
         }
         if let Some(r) = self.records[slot as usize]
             .extra
@@ -431,14 +436,25 @@ impl Shard {
         if queued.is_some() {
             // Its old head is ahead of a member that rejoined, or is no
             // longer deliverable: its ring entry is left behind.
-            self.groups_mut(q).get_mut(g).queued = None;
-            self.unready(q, channel);
+            let group = self.groups_mut(q).get_mut(g);
+            group.queued = None;
+            let level = group.queued_level;
+            self.unready(q, channel, level);
         }
         if may {
+            let head = head.expect("checked");
+            // Its level is read only where a message above level 1 was
+            // ever stored (the record is not otherwise needed).
+            let level = if self.sub(q).leveled {
+                self.records[head as usize].level()
+            } else {
+                1
+            };
             let groups = self.groups_mut(q);
-            groups.get_mut(g).queued = head;
+            let group = groups.get_mut(g);
+            (group.queued, group.queued_level) = (Some(head), level);
             let ticket = groups.next_ticket(g);
-            self.ready(q, channel, group_handle(g, ticket));
+            self.ready(q, channel, level, group_handle(g, ticket));
         }
     }
 
@@ -456,10 +472,12 @@ impl Shard {
     /// ticket of its group, which queues it again.
     pub(super) fn group_requeue(&mut self, q: SubId, slot: u32) -> Option<u64> {
         let g = self.group_key(slot).and(self.group_id(slot))?;
+        let level = self.records[slot as usize].level();
         let groups = self.groups_mut(q);
         let group = groups.get_mut(g);
         debug_assert!(group.queued.is_none() && group.busy == NIL);
         group.queued = Some(slot);
+        group.queued_level = level;
         Some(group_handle(g, groups.next_ticket(g)))
     }
 
@@ -509,13 +527,12 @@ impl Shard {
         })
     }
 
-    /// Pushes a ready handle on a channel's ring and counts it; the channel
-    /// joins the round with its first.
-    pub(super) fn ready(&mut self, q: SubId, channel: u32, h: u64) {
+    /// Pushes a ready handle of priority `level` on a channel's rings and
+    /// counts it; the channel joins the round with its first.
+    pub(super) fn ready(&mut self, q: SubId, channel: u32, level: u8, h: u64) {
         let sub = self.sub_mut(q);
         let c = &mut sub.channels[channel as usize];
-        c.ring.push_or_grow(h);
-        c.ready += 1;
+        c.push(level, h);
         if c.ready == 1 {
             sub.enter_round(channel, false);
         }
@@ -524,16 +541,12 @@ impl Shard {
         }
     }
 
-    /// Counts one ready handle off a channel (its entry is left behind and
-    /// skipped when popped); the channel leaves the round with its last.
-    pub(super) fn unready(&mut self, q: SubId, channel: u32) {
+    /// Counts one ready handle of priority `level` off a channel (its
+    /// entry is left behind and skipped when popped); the channel leaves
+    /// the round with its last.
+    pub(super) fn unready(&mut self, q: SubId, channel: u32, level: u8) {
         let sub = self.sub_mut(q);
-        let c = &mut sub.channels[channel as usize];
-        c.ready -= 1;
-        if c.ready == 0 {
-            c.front = None;
-            c.ring.clear();
-            c.ring.shrink_if_empty();
+        if sub.channels[channel as usize].unready(level) {
             sub.leave_round(channel);
         }
     }
@@ -550,7 +563,8 @@ impl Shard {
     pub(super) fn check_groups(&self, q: SubId) -> Result<(), String> {
         let sub = self.sub(q);
         let mut members: HashMap<u32, Vec<(u64, u32)>> = HashMap::new();
-        let mut ready: HashMap<u32, u32> = HashMap::new();
+        // Per channel, what may be given at each level.
+        let mut ready: HashMap<u32, [u32; 10]> = HashMap::new();
         for (seq, slot) in sub.index.from(0) {
             if !self.live(slot, q, seq) {
                 continue;
@@ -563,7 +577,8 @@ impl Shard {
                 r.extra.as_deref().and_then(|e| e.group.as_ref())
             };
             let Some(group) = group else {
-                *ready.entry(r.channel).or_default() += u32::from(state == MessageState::Visible);
+                ready.entry(r.channel).or_default()[usize::from(r.level() - 1)] +=
+                    u32::from(state == MessageState::Visible);
                 continue;
             };
             if state == MessageState::Deferred {
@@ -656,7 +671,16 @@ impl Shard {
                         group.key, group.queued
                     ));
                 }
-                *ready.entry(group.channel).or_default() += u32::from(may);
+                if may && group.queued_level != self.records[head as usize].level() {
+                    return Err(format!(
+                        "group {:?} is queued at level {}, its head is at {}",
+                        group.key,
+                        group.queued_level,
+                        self.records[head as usize].level()
+                    ));
+                }
+                ready.entry(group.channel).or_default()[usize::from(group.queued_level - 1)] +=
+                    u32::from(may);
             }
             if groups.busy != busy || groups.len() != live {
                 return Err(format!(
@@ -670,11 +694,25 @@ impl Shard {
             return Err(format!("messages name group {g}, which is not kept"));
         }
         for (id, c) in sub.channels.iter().enumerate() {
-            let want = ready.get(&(id as u32)).copied().unwrap_or(0);
+            let levels = ready.get(&(id as u32)).copied().unwrap_or_default();
+            let want: u32 = levels.iter().sum();
             if c.ready != want || c.in_round != (want > 0) {
                 return Err(format!(
                     "channel {id} counts {} ready (in the round: {}), its records {want}",
                     c.ready, c.in_round
+                ));
+            }
+            let kept = c.levels.as_ref().map_or_else(
+                || {
+                    let mut one = [0; 10];
+                    one[0] = c.ready;
+                    one
+                },
+                |l| l.ready,
+            );
+            if kept != levels {
+                return Err(format!(
+                    "channel {id} counts {kept:?} ready by level, its records {levels:?}"
                 ));
             }
         }

@@ -142,6 +142,7 @@ impl Shard {
             deferred: word.state == MessageState::Deferred,
             dead_letter: extra.and_then(|e| e.dead_letter.clone()),
             group: extra.and_then(|e| e.group.as_ref().map(|g| g.key.clone())),
+            priority: r.level(),
         }
     }
 
@@ -210,6 +211,7 @@ impl Shard {
                 extra,
                 state,
                 delivery_count: m.delivery_count,
+                level: m.priority.clamp(1, crate::limits::PRIORITY_LEVELS_MAX),
             };
             self.store(new, self.sub_id(qslot, m.dlq), m.channel.as_deref());
         }

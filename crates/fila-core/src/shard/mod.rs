@@ -162,7 +162,9 @@ struct Record {
     q: SubId,
     channel: u32,
     timer: u32,
-    /// The payload's length.
+    /// The payload's length (its low [`LEN_BITS`] bits) and its priority
+    /// level less one (the 4 bits above): [`Record::len`],
+    /// [`Record::level`].
     len: u32,
 }
 
@@ -294,6 +296,7 @@ pub(crate) struct Outbound {
     attributes: Option<Attributes>,
     channel: Option<Arc<str>>,
     group: Option<Arc<str>>,
+    priority: u8,
     id: MessageId,
     delivery_count: u32,
     dead_letter: Option<Arc<DeadLetter>>,
@@ -331,6 +334,7 @@ impl Outbound {
             attributes: m.attributes,
             channel: m.channel,
             group: m.group,
+            priority: m.priority,
             id: m.id,
             delivery_count: m.delivery_count,
             dead_letter,
@@ -443,16 +447,37 @@ fn attributes_bytes(attributes: Option<&Attributes>) -> u64 {
     })
 }
 
+/// Bits of [`Record::len`] that hold the payload's length (payloads are at
+/// most 1 MiB).
+const LEN_BITS: u32 = 24;
+const LEN_MASK: u32 = (1 << LEN_BITS) - 1;
+
 impl Record {
+    /// The payload's length.
+    fn len(&self) -> u32 {
+        self.len & LEN_MASK
+    }
+
+    /// Its priority level (1 ..= 10).
+    fn level(&self) -> u8 {
+        (self.len >> LEN_BITS) as u8 + 1
+    }
+
+    /// Sets the payload's length and the priority level.
+    fn set_len(&mut self, len: u32, level: u8) {
+        debug_assert!(len <= LEN_MASK && (1..=16).contains(&level));
+        self.len = len | u32::from(level - 1) << LEN_BITS;
+    }
+
     /// Its payload (a reference, no copy).
     fn payload(&self) -> Payload {
-        Payload::from_parts(self.body.clone(), self.len)
+        Payload::from_parts(self.body.clone(), self.len())
     }
 
     /// What it counts against its queue's max_bytes: payload and
     /// attributes.
     fn bytes(&self) -> u64 {
-        u64::from(self.len)
+        u64::from(self.len())
             + attributes_bytes(self.extra.as_ref().and_then(|e| e.attributes.as_ref()))
     }
 

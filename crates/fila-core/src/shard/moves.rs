@@ -553,6 +553,7 @@ impl Shard {
             })),
             state: MessageState::Visible,
             delivery_count: count,
+            level: out.priority,
         };
         let slot = self.store(new, q, out.channel.as_deref());
         let from = Spot {

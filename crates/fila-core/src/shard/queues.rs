@@ -416,6 +416,7 @@ impl Shard {
             extra,
             state,
             delivery_count: 0,
+            level: m.priority.unwrap_or(1),
         };
         let slot = self.store(new, self.sub_id(qslot, false), m.channel.as_deref());
         let mark = dedup.map(|key| {

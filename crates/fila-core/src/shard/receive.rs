@@ -61,7 +61,7 @@ impl Shard {
         let r = &self.records[slot as usize];
         let extra = r.extra.as_deref();
         answer_bytes(
-            r.len as usize,
+            r.len() as usize,
             extra.and_then(|e| e.attributes.as_ref()),
             self.sub(r.q).channels[r.channel as usize].name.as_deref(),
             extra.and_then(|e| e.dead_letter.as_deref()),
@@ -91,11 +91,21 @@ impl Shard {
     /// Pops the next live handle of a channel with visible messages and
     /// counts it out of the visible state.
     pub(super) fn pop_visible(&mut self, q: SubId, channel: u32) -> Option<u32> {
+        let fairness = self.queue(q.queue()).settings.priority_fairness;
+        // A message put back comes first; else the priority rule picks the
+        // level once, and its ring is popped past entries left behind.
+        let mut front = self.sub_mut(q).channels[channel as usize].front.take();
+        let mut level = 0;
         loop {
             let c = &mut self.sub_mut(q).channels[channel as usize];
-            let h = match c.front.take() {
+            let h = match front.take() {
                 Some(h) => h,
-                None => c.ring.pop()?,
+                None => {
+                    if level == 0 {
+                        level = c.pick(fairness);
+                    }
+                    c.pop_at(level)?
+                }
             };
             let Some(slot) = self.slot_of_handle(q, h) else {
                 continue; // left behind by a group's earlier queuing

@@ -19,6 +19,8 @@ pub(super) struct NewRecord {
     pub(super) extra: Option<Box<Extra>>,
     pub(super) state: MessageState,
     pub(super) delivery_count: u32,
+    /// Its priority level (1 ..= 10).
+    pub(super) level: u8,
 }
 
 impl Shard {
@@ -30,7 +32,9 @@ impl Shard {
     pub(super) fn store(&mut self, new: NewRecord, q: SubId, channel: Option<&str>) -> u32 {
         let slot = self.alloc();
         let r = &mut self.records[slot as usize];
-        (r.body, r.len) = new.payload.into_parts();
+        let (body, len) = new.payload.into_parts();
+        r.body = body;
+        r.set_len(len, new.level);
         r.seq = new.seq;
         r.set_inserted(new.inserted_at);
         r.expires_at = new.expires_at;
@@ -82,7 +86,8 @@ impl Shard {
         if state == MessageState::Visible {
             sub.channels[channel as usize].visible -= 1;
             if !grouped {
-                self.unready(q, channel);
+                let level = self.records[slot as usize].level();
+                self.unready(q, channel, level);
             }
         }
         if grouped {
@@ -105,7 +110,8 @@ impl Shard {
         if state == MessageState::Visible {
             sub.channels[channel as usize].visible += 1;
             if !grouped {
-                self.ready(q, channel, handle(slot, generation));
+                let level = self.records[slot as usize].level();
+                self.ready(q, channel, level, handle(slot, generation));
             }
         }
         if grouped {
@@ -126,9 +132,9 @@ impl Shard {
     /// Adds a message to sub-queue `q`'s channel, totals and index.
     pub(super) fn attach(&mut self, slot: u32, q: SubId, channel: Option<&str>) {
         debug_assert!(!self.is_purged(q), "messages join a current epoch only");
-        let (seq, len) = {
+        let (seq, len, level) = {
             let r = &self.records[slot as usize];
-            (r.seq, r.bytes())
+            (r.seq, r.bytes(), r.level())
         };
         let queue = self.queue_mut(q.queue());
         queue.messages += 1;
@@ -140,6 +146,7 @@ impl Shard {
         let c = &mut sub.channels[id as usize];
         c.held += 1;
         c.bytes += len;
+        sub.leveled |= level > 1;
         sub.held += 1;
         sub.index.insert(seq, slot);
         if made {
@@ -284,6 +291,7 @@ impl Shard {
             receipt,
             dead_letter: extra.and_then(|e| e.dead_letter.clone()),
             group: extra.and_then(|e| e.group.as_ref().map(|g| g.key.clone())),
+            priority: r.level(),
         }
     }
 
@@ -304,7 +312,7 @@ impl Shard {
         MessageView {
             at: self.spot(slot),
             id: extra.and_then(|e| e.id),
-            payload: &r.body.as_deref().unwrap_or_default()[..r.len as usize],
+            payload: &r.body.as_deref().unwrap_or_default()[..r.len() as usize],
             attributes: extra.and_then(|e| e.attributes.as_ref()),
             channel: self.sub(r.q).channels[r.channel as usize].name.as_deref(),
             inserted_at_ms: r.inserted(),
@@ -313,6 +321,7 @@ impl Shard {
             delivery_count: r.word.load().delivery_count,
             dead_letter: extra.and_then(|e| e.dead_letter.as_deref()),
             group: extra.and_then(|e| e.group.as_ref().map(|g| &*g.key)),
+            priority: r.level(),
         }
     }
 
@@ -360,13 +369,12 @@ impl Shard {
         let h = self
             .group_requeue(q, slot)
             .unwrap_or_else(|| handle(slot, generation));
+        let level = self.records[slot as usize].level();
         let sub = self.sub_mut(q);
         sub.counts.visible += 1;
         let c = &mut sub.channels[channel as usize];
-        debug_assert!(c.front.is_none(), "a popped message was the front");
-        c.front = Some(h);
+        c.put_front(level, h);
         c.visible += 1;
-        c.ready += 1;
         if c.ready == 1 {
             sub.enter_round(channel, true);
         }

@@ -15,10 +15,12 @@ pub(super) struct Channel {
     pub(super) next: u32,
     pub(super) in_round: bool,
     pub(super) visible: u32,
-    /// Handles on the ring that may be given (its ungrouped visible
+    /// Handles on the rings that may be given (its ungrouped visible
     /// messages and its groups' queued heads): the channel is in the round
     /// while it has one.
     pub(super) ready: u32,
+    /// Rings of priority levels above 1, made with the first handle of one.
+    pub(super) levels: Option<Box<Levels>>,
     pub(super) held: u64,
     pub(super) bytes: u64,
 }
@@ -38,7 +40,70 @@ impl Channel {
             self.held,
             self.bytes,
         ) = (NIL, NIL, 0, 0, 0, 0);
+        self.levels = None;
         self.name.take()
+    }
+
+    /// Pushes a handle that may be given at priority `level`.
+    pub(super) fn push(&mut self, level: u8, h: u64) {
+        self.ready += 1;
+        if level == 1 && self.levels.is_none() {
+            self.ring.push_or_grow(h);
+            return;
+        }
+        let ready = self.ready - 1;
+        let levels = self.levels.get_or_insert_with(|| Levels::new(ready));
+        levels.ready[usize::from(level - 1)] += 1;
+        match level {
+            1 => self.ring.push_or_grow(h),
+            _ => levels.rings[usize::from(level - 2)].push_or_grow(h),
+        }
+    }
+
+    /// Puts a popped handle of priority `level` back first.
+    pub(super) fn put_front(&mut self, level: u8, h: u64) {
+        debug_assert!(self.front.is_none(), "a popped message was the front");
+        self.front = Some(h);
+        self.ready += 1;
+        if let Some(levels) = self.levels.as_mut() {
+            levels.ready[usize::from(level - 1)] += 1;
+        }
+    }
+
+    /// Counts a handle of priority `level` off (its entry stays behind and
+    /// is skipped when popped); answers whether none is left.
+    pub(super) fn unready(&mut self, level: u8) -> bool {
+        self.ready -= 1;
+        if let Some(levels) = self.levels.as_mut() {
+            let n = &mut levels.ready[usize::from(level - 1)];
+            *n -= 1;
+            if *n == 0 && level > 1 {
+                let ring = &mut levels.rings[usize::from(level - 2)];
+                ring.clear();
+                ring.shrink_if_empty();
+            }
+        }
+        if self.ready > 0 {
+            return false;
+        }
+        self.front = None;
+        self.ring.clear();
+        self.ring.shrink_if_empty();
+        true
+    }
+
+    /// The level the next delivery comes from ([`Levels::pick`];
+    /// `fairness` the queue's `priority_fairness`).
+    pub(super) fn pick(&mut self, fairness: u32) -> u8 {
+        self.levels.as_mut().map_or(1, |l| l.pick(fairness))
+    }
+
+    /// Pops the next entry of `level`.
+    pub(super) fn pop_at(&mut self, level: u8) -> Option<u64> {
+        match (level, self.levels.as_mut()) {
+            (1, _) | (_, None) => self.ring.pop(),
+            (level, Some(levels)) => levels.rings[usize::from(level - 2)].pop(),
+        }
     }
 
     pub(super) fn new(name: Option<Arc<str>>) -> Channel {
@@ -51,9 +116,62 @@ impl Channel {
             in_round: false,
             visible: 0,
             ready: 0,
+            levels: None,
             held: 0,
             bytes: 0,
         }
+    }
+}
+
+/// A channel's priority levels above 1: their rings, what may be given at
+/// each level, and the fairness rule's count and cursor.
+pub(super) struct Levels {
+    rings: [ReadyRing; 9],
+    /// Handles that may be given, per level (index: level less one).
+    pub(super) ready: [u32; 10],
+    /// Deliveries picked while two levels or more had messages.
+    chosen: u32,
+    /// The level the last fair pick took from (0: none yet).
+    cursor: u8,
+}
+
+impl Levels {
+    fn new(level_one: u32) -> Box<Levels> {
+        let mut ready = [0; 10];
+        ready[0] = level_one;
+        Box::new(Levels {
+            rings: Default::default(),
+            ready,
+            chosen: 0,
+            cursor: 0,
+        })
+    }
+
+    /// The level the next delivery comes from: the highest with messages;
+    /// but with `fairness` N > 0, every N-th pick made while two levels or
+    /// more have messages comes from a lower one — the highest below the
+    /// level the last such pick took from, wrapping back to the highest
+    /// below the top — so every waiting level is served at least once
+    /// every N × (levels waiting − 1) deliveries of its channel.
+    fn pick(&mut self, fairness: u32) -> u8 {
+        let top = (0..10u8)
+            .rev()
+            .find(|l| self.ready[usize::from(*l)] > 0)
+            .map_or(1, |l| l + 1);
+        let ready = self.ready;
+        let below = |under: u8| (1..under).rev().find(|l| ready[usize::from(l - 1)] > 0);
+        if fairness == 0 || below(top).is_none() {
+            return top;
+        }
+        self.chosen = self.chosen.wrapping_add(1);
+        if !self.chosen.is_multiple_of(fairness) {
+            return top;
+        }
+        let level = below(self.cursor.min(top))
+            .or_else(|| below(top))
+            .expect("a level below the top has messages");
+        self.cursor = level;
+        level
     }
 }
 
@@ -156,6 +274,9 @@ pub(super) struct SubQueue {
     pub(super) expiry: ExpiryCursor,
     /// Its message groups (the queue's own half only; none yet: `None`).
     pub(super) groups: Option<Box<super::groups::Groups>>,
+    /// A message above priority level 1 was stored in it (a group's head's
+    /// level is read from its record only then).
+    pub(super) leveled: bool,
 }
 
 /// Head and tail of an intrusive list (a sub-queue's round of channels, or
@@ -195,6 +316,7 @@ impl SubQueue {
             waiters: Links::EMPTY,
             expiry: ExpiryCursor::default(),
             groups: None,
+            leveled: false,
         }
     }
 

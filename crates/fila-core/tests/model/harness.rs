@@ -206,6 +206,10 @@ impl Harness {
                     // content.
                     dedup_window_ms: 1_000 + u64::from(vis) * 10,
                     content_dedup: max_messages % 4 == 0,
+                    // Queues of 1, 3 or 5 levels; strict or fair every 1
+                    // to 3 picks.
+                    priority_levels: 1 + (max_deliveries % 3) * 2,
+                    priority_fairness: u32::from(wait % 4),
                     ..QueueSettings::default()
                 };
                 let e = engine.create_queue(name, s.clone());
@@ -278,6 +282,9 @@ impl Harness {
                         // Two thirds of the puts are in one of two groups
                         // (of their channel).
                         group: (len % 3 != 2).then(|| format!("g{}", len % 2)),
+                        // Half name a level of 1 to 4 (above a queue's
+                        // levels: refused).
+                        priority: len.is_multiple_of(2).then_some(1 + (param % 4) as u8),
                     })
                     .collect();
                 let e = engine.put(name, batch.clone());

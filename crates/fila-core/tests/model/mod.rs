@@ -15,6 +15,12 @@
 //!   channel's visible messages and other heads) from when it may be given:
 //!   it is the group's first visible, delayed or leased message, visible,
 //!   and nothing of the group is leased;
+//! - within a channel the highest priority level with messages ready is
+//!   served (a group's head counts at its own level); with
+//!   priority_fairness N, every N-th pick made while two levels or more
+//!   are ready takes the highest level below the one the last such pick
+//!   took, wrapping to the highest below the top; a channel's count and
+//!   cursor start again when it is made again (it had no message left);
 //! - dead letters bound for a target queue are delivered after the operation
 //!   (or the whole tick), in (time, source, sequence) order; a target that is
 //!   gone or full sends them back to the source's own DLQ.
@@ -66,6 +72,8 @@ struct M {
     stamp: u64,
     dead_letter: Option<Arc<DeadLetter>>,
     group: Option<Arc<str>>,
+    /// Its priority level.
+    level: u8,
     /// On its channel's ring: a grouped message of a queue's own half as
     /// its group's head (in a DLQ, any visible one).
     queued: bool,
@@ -101,6 +109,9 @@ struct Sub {
     /// The channel a prefix-filtered receive was last served from.
     cursor: Option<Arc<str>>,
     waiters: Vec<u64>,
+    /// Per channel, the priority fairness rule's picks with a choice and
+    /// the level its last fair pick took.
+    fairness: HashMap<Option<Arc<str>>, (u32, u8)>,
 }
 
 impl Sub {
@@ -113,6 +124,34 @@ impl Sub {
     fn visible(&self) -> usize {
         self.msgs.values().filter(|m| m.st == St::Visible).count()
     }
+    /// The priority level a channel's next delivery comes from.
+    fn pick_level(&mut self, channel: &Option<Arc<str>>, fairness: u32) -> u8 {
+        let mut ready = [false; 11];
+        for m in self
+            .msgs
+            .values()
+            .filter(|m| m.ready() && &m.channel == channel)
+        {
+            ready[usize::from(m.level)] = true;
+        }
+        let top = (1..=10u8)
+            .rev()
+            .find(|l| ready[usize::from(*l)])
+            .unwrap_or(1);
+        let below = |under: u8| (1..under).rev().find(|l| ready[usize::from(*l)]);
+        if fairness == 0 || below(top).is_none() {
+            return top;
+        }
+        let state = self.fairness.entry(channel.clone()).or_default();
+        state.0 = state.0.wrapping_add(1);
+        if !state.0.is_multiple_of(fairness) {
+            return top;
+        }
+        let level = below(state.1.min(top)).or_else(|| below(top)).unwrap();
+        state.1 = level;
+        level
+    }
+
     /// Drops a channel from the round when it has nothing ready left.
     fn fix_rr(&mut self, channel: &Option<Arc<str>>) {
         if self.ready_in(channel) == 0 {
@@ -243,6 +282,7 @@ impl Model {
             receipt: None,
             dead_letter: m.dead_letter.clone(),
             group: m.group.clone(),
+            priority: m.level,
         }
     }
 
@@ -331,6 +371,10 @@ impl Model {
         let sub = &mut self.queues.get_mut(name).unwrap().subs[idx(dlq)];
         let mut m = sub.msgs.remove(&seq).unwrap();
         sub.fix_rr(&m.channel);
+        // A named channel with no message left is made afresh later.
+        if m.channel.is_some() && !sub.msgs.values().any(|o| o.channel == m.channel) {
+            sub.fairness.remove(&m.channel);
+        }
         if !dlq {
             self.refresh_group_of(name, m.channel.clone(), m.group.clone());
         }
@@ -485,6 +529,7 @@ impl Model {
         q.subs[idx(dlq)].msgs.clear();
         q.subs[idx(dlq)].rr.clear();
         q.subs[idx(dlq)].cursor = None;
+        q.subs[idx(dlq)].fairness.clear();
         if dlq {
             q.redrive = None;
         }
@@ -646,6 +691,7 @@ impl Model {
                 stamp: 0,
                 dead_letter: None,
                 group: m.group.as_deref().map(Arc::from),
+                level: m.priority.unwrap_or(1),
                 queued: false,
             },
         );
@@ -724,10 +770,12 @@ impl Model {
             };
             let q = self.queues.get_mut(name).unwrap();
             let sub = &mut q.subs[idx(dlq)];
+            let fairness = q.settings.priority_fairness;
+            let level = sub.pick_level(&channel, fairness);
             let seq = sub
                 .msgs
                 .values()
-                .filter(|m| m.ready() && m.channel == channel)
+                .filter(|m| m.ready() && m.channel == channel && m.level == level)
                 .min_by_key(|m| m.stamp)
                 .unwrap()
                 .seq;

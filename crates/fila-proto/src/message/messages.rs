@@ -46,6 +46,8 @@ pub struct MessageRef<'a, K: AsRef<str> = String> {
     pub dead_letter: Option<DeadLetterRef<'a>>,
     /// Its group key.
     pub group: Option<&'a str>,
+    /// Its priority level.
+    pub priority: u8,
 }
 
 /// [`DeadLetter`], borrowed.
@@ -89,6 +91,7 @@ impl<'a> MessageRef<'a> {
                 delivery_count: d.delivery_count,
             }),
             group: m.group.as_deref(),
+            priority: m.priority,
         }
     }
 }
@@ -124,6 +127,7 @@ impl<K: AsRef<str>> MessageRef<'_, K> {
                 delivery_count: d.delivery_count,
             }),
             group: self.group.map(str::to_owned),
+            priority: self.priority,
         }
     }
 }
@@ -167,11 +171,13 @@ pub fn encode_messages<'a, K: AsRef<str> + 'a>(
 mod tag {
     pub const CHANNEL: u8 = 1;
     pub const GROUP: u8 = 2;
+    pub const PRIORITY: u8 = 4;
 }
 
-fn channel_and_group(w: &mut Writer<'_>, channel: Option<&str>, group: Option<&str>) {
+fn channel_and_group(w: &mut Writer<'_>, channel: Option<&str>, group: Option<&str>, priority: u8) {
     let tag = if channel.is_some() { tag::CHANNEL } else { 0 }
-        | if group.is_some() { tag::GROUP } else { 0 };
+        | if group.is_some() { tag::GROUP } else { 0 }
+        | if priority > 1 { tag::PRIORITY } else { 0 };
     w.u8(tag);
     if let Some(c) = channel {
         w.str(c);
@@ -179,14 +185,17 @@ fn channel_and_group(w: &mut Writer<'_>, channel: Option<&str>, group: Option<&s
     if let Some(g) = group {
         w.str(g);
     }
+    if priority > 1 {
+        w.u8(priority);
+    }
 }
 
-type ChannelAndGroup = (Option<String>, Option<String>);
+type ChannelAndGroup = (Option<String>, Option<String>, u8);
 
 fn get_channel_and_group(r: &mut Reader) -> Result<ChannelAndGroup, ProtoError> {
     let tag = r.u8()?;
-    if tag & !(tag::CHANNEL | tag::GROUP) != 0 {
-        return Err(ProtoError::Malformed("a message's channel tag is 0 to 3"));
+    if tag & !(tag::CHANNEL | tag::GROUP | tag::PRIORITY) != 0 {
+        return Err(ProtoError::Malformed("a message's channel tag is 0 to 7"));
     }
     let channel = if tag & tag::CHANNEL != 0 {
         Some(r.str()?)
@@ -198,7 +207,8 @@ fn get_channel_and_group(r: &mut Reader) -> Result<ChannelAndGroup, ProtoError> 
     } else {
         None
     };
-    Ok((channel, group))
+    let priority = if tag & tag::PRIORITY != 0 { r.u8()? } else { 1 };
+    Ok((channel, group, priority))
 }
 
 /// A message view with the groups of `f`, in the order of the full layout.
@@ -213,7 +223,7 @@ fn put_view<K: AsRef<str>>(w: &mut Writer<'_>, m: &MessageRef<'_, K>, f: Fields)
             w.str(k.as_ref());
             w.str(v.as_ref());
         });
-        channel_and_group(w, m.channel, m.group);
+        channel_and_group(w, m.channel, m.group, m.priority);
     }
     if f.contains(Fields::TIMES) {
         w.u64(m.inserted_at_ms);
@@ -249,10 +259,10 @@ pub(super) fn get_fields(r: &mut Reader, f: Fields) -> Result<Message, ProtoErro
         (0, 0)
     };
     let payload = r.bytes()?;
-    let (attributes, (channel, group)) = if f.contains(Fields::ATTRIBUTES) {
+    let (attributes, (channel, group, priority)) = if f.contains(Fields::ATTRIBUTES) {
         (get_pairs(r)?, get_channel_and_group(r)?)
     } else {
-        (Vec::new(), (None, None))
+        (Vec::new(), (None, None, 1))
     };
     let (inserted_at_ms, expires_at_ms, next_visible_at_ms) = if f.contains(Fields::TIMES) {
         (r.u64()?, r.u64()?, r.u64()?)
@@ -293,5 +303,6 @@ pub(super) fn get_fields(r: &mut Reader, f: Fields) -> Result<Message, ProtoErro
         receipt,
         dead_letter,
         group,
+        priority,
     })
 }

@@ -42,6 +42,11 @@ pub struct SettingsPatch {
     pub content_dedup: Option<bool>,
     /// Every put must carry a group key.
     pub ordered: Option<bool>,
+    /// Priority levels a put may name (1–10).
+    pub priority_levels: Option<u8>,
+    /// Every this many deliveries while lower levels wait, one from a
+    /// lower level (0: strict).
+    pub priority_fairness: Option<u32>,
 }
 
 /// A queue's settings, all of them, as an answer carries them.
@@ -80,6 +85,11 @@ pub struct Settings {
     pub content_dedup: bool,
     /// Every put must carry a group key.
     pub ordered: bool,
+    /// Priority levels a put may name (1–10).
+    pub priority_levels: u8,
+    /// Every this many deliveries while lower levels wait, one from a
+    /// lower level (0: strict).
+    pub priority_fairness: u32,
 }
 
 /// A move task as answers show it.
@@ -124,12 +134,18 @@ pub(super) fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
     w.list(&p.tags_remove, |w, k| w.str(k));
     // Added later: written only when used, so the patch of an older
     // client reads the same.
-    if p.dedup_window_ms.is_some() || p.content_dedup.is_some() || p.ordered.is_some() {
+    let third = p.priority_levels.is_some() || p.priority_fairness.is_some();
+    let second = third || p.ordered.is_some();
+    if second || p.dedup_window_ms.is_some() || p.content_dedup.is_some() {
         w.opt(&p.dedup_window_ms, |w, v| w.u64(*v));
         w.opt(&p.content_dedup, |w, v| w.bool(*v));
     }
-    if p.ordered.is_some() {
+    if second {
         w.opt(&p.ordered, |w, v| w.bool(*v));
+    }
+    if third {
+        w.opt(&p.priority_levels, |w, v| w.u8(*v));
+        w.opt(&p.priority_fairness, |w, v| w.u32(*v));
     }
 }
 
@@ -152,14 +168,36 @@ pub(super) fn get_patch(r: &mut Reader) -> Result<SettingsPatch, ProtoError> {
         dedup_window_ms: None,
         content_dedup: None,
         ordered: None,
+        priority_levels: None,
+        priority_fairness: None,
     };
-    // Added later, each part whole or not at all.
+    // Added later, each part whole or not at all; a part with nothing
+    // set is written only before a later part (so a patch has one layout).
+    let empty_end = |r: &Reader, empty: bool| {
+        if empty && r.remaining() == 0 {
+            Err(ProtoError::Malformed(
+                "a patch's optional part sets nothing and ends it",
+            ))
+        } else {
+            Ok(())
+        }
+    };
     if r.remaining() > 0 {
         p.dedup_window_ms = r.opt(Reader::u64)?;
         p.content_dedup = r.opt(Reader::bool)?;
+        empty_end(r, p.dedup_window_ms.is_none() && p.content_dedup.is_none())?;
     }
     if r.remaining() > 0 {
         p.ordered = r.opt(Reader::bool)?;
+        empty_end(r, p.ordered.is_none())?;
+    }
+    if r.remaining() > 0 {
+        p.priority_levels = r.opt(Reader::u8)?;
+        p.priority_fairness = r.opt(Reader::u32)?;
+        empty_end(
+            r,
+            p.priority_levels.is_none() && p.priority_fairness.is_none(),
+        )?;
     }
     Ok(p)
 }
@@ -181,6 +219,8 @@ pub(super) fn put_settings(w: &mut Writer<'_>, s: &Settings) {
     w.u64(s.dedup_window_ms);
     w.bool(s.content_dedup);
     w.bool(s.ordered);
+    w.u8(s.priority_levels);
+    w.u32(s.priority_fairness);
 }
 
 pub(super) fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
@@ -201,6 +241,8 @@ pub(super) fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
         dedup_window_ms: 0,
         content_dedup: false,
         ordered: false,
+        priority_levels: 1,
+        priority_fairness: 0,
     };
     // Absent from an older server's answer; each part whole or not at all.
     if r.remaining() > 0 {
@@ -209,6 +251,10 @@ pub(super) fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
     }
     if r.remaining() > 0 {
         s.ordered = r.bool()?;
+    }
+    if r.remaining() > 0 {
+        s.priority_levels = r.u8()?;
+        s.priority_fairness = r.u32()?;
     }
     Ok(s)
 }

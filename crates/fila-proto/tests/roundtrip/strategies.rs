@@ -42,10 +42,12 @@ pub fn patch() -> impl Strategy<Value = SettingsPatch> {
             any::<Option<u64>>(),
             any::<Option<bool>>(),
             any::<Option<bool>>(),
+            any::<Option<u8>>(),
+            any::<Option<u32>>(),
         ),
     )
         .prop_map(
-            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m, n), (o, p, q))| SettingsPatch {
+            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m, n), (o, p, q, r, t))| SettingsPatch {
                 visibility_timeout_ms: a,
                 max_deliveries: b,
                 retention_ms: c,
@@ -63,6 +65,8 @@ pub fn patch() -> impl Strategy<Value = SettingsPatch> {
                 dedup_window_ms: o,
                 content_dedup: p,
                 ordered: q,
+                priority_levels: r,
+                priority_fairness: t,
             },
         )
 }
@@ -84,10 +88,16 @@ pub fn settings() -> impl Strategy<Value = Settings> {
             any::<u8>(),
         ),
         (any::<u64>(), proptest::option::of(s()), pairs()),
-        (any::<u64>(), any::<bool>(), any::<bool>()),
+        (
+            any::<u64>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<u8>(),
+            any::<u32>(),
+        ),
     )
         .prop_map(
-            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m), (n, o, p))| Settings {
+            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m), (n, o, p, q, r))| Settings {
                 visibility_timeout_ms: a,
                 max_deliveries: b,
                 retention_ms: c,
@@ -104,6 +114,8 @@ pub fn settings() -> impl Strategy<Value = Settings> {
                 dedup_window_ms: n,
                 content_dedup: o,
                 ordered: p,
+                priority_levels: q,
+                priority_fairness: r,
             },
         )
 }
@@ -129,16 +141,20 @@ pub fn put_entry() -> impl Strategy<Value = PutEntry> {
         any::<Option<u64>>(),
         proptest::option::of(s()),
         proptest::option::of(s()),
+        any::<Option<u8>>(),
     )
         .prop_map(
-            |(payload, attributes, channel, availability, ttl_ms, dedup_id, group)| PutEntry {
-                payload,
-                attributes,
-                channel,
-                availability,
-                ttl_ms,
-                dedup_id,
-                group,
+            |(payload, attributes, channel, availability, ttl_ms, dedup_id, group, priority)| {
+                PutEntry {
+                    payload,
+                    attributes,
+                    channel,
+                    availability,
+                    ttl_ms,
+                    dedup_id,
+                    group,
+                    priority,
+                }
             },
         )
 }
@@ -308,14 +324,14 @@ pub fn message() -> impl Strategy<Value = Message> {
             any::<Option<[u8; 32]>>(),
         ),
         proptest::option::of((s(), any::<u64>(), any::<u8>(), s(), s())),
-        proptest::option::of(s()),
+        (proptest::option::of(s()), 1u8..=255),
     )
         .prop_map(
             |(
                 (id, seq, payload, attributes, channel),
                 (ins, exp, vis, count, state, receipt),
                 dl,
-                group,
+                (group, priority),
             )| Message {
                 id,
                 seq,
@@ -339,6 +355,7 @@ pub fn message() -> impl Strategy<Value = Message> {
                     },
                 ),
                 group,
+                priority,
             },
         )
 }
@@ -359,7 +376,7 @@ pub fn only(mut m: Message, f: Fields) -> Message {
         (m.id, m.seq) = (0, 0);
     }
     if !f.contains(Fields::ATTRIBUTES) {
-        (m.attributes, m.channel, m.group) = (Vec::new(), None, None);
+        (m.attributes, m.channel, m.group, m.priority) = (Vec::new(), None, None, 1);
     }
     if !f.contains(Fields::TIMES) {
         (m.inserted_at_ms, m.expires_at_ms, m.next_visible_at_ms) = (0, 0, 0);

@@ -6,8 +6,8 @@ use fila_core::event::{DedupImage, EngineImage, ImagePart, MessageImage, QueueIm
 use fila_core::QueueTimes;
 
 use super::{
-    bad, bytes_, extension, keyed, message, message_more, settings, tasks, u32_, u64_, CodecError,
-    MessageParts, Reader,
+    bad, bytes_, extension, keyed, message, message_more, needs_more, settings, tasks, u32_, u64_,
+    CodecError, MessageParts, Reader,
 };
 use crate::replay::Replay;
 
@@ -101,12 +101,11 @@ pub fn encode_part(part: &ImagePart, out: &mut Vec<u8>) {
         }
         ImagePart::Message { queue, message: m } => {
             message(out, &image_parts(*queue, m));
-            match m.group.as_deref() {
-                Some(group) => {
-                    message_more(out, None, Some(group));
-                    frame::MESSAGE_2
-                }
-                None => frame::MESSAGE,
+            if needs_more(m.group.as_deref(), m.priority) {
+                message_more(out, None, m.group.as_deref(), m.priority);
+                frame::MESSAGE_2
+            } else {
+                frame::MESSAGE
             }
         }
     };
@@ -219,13 +218,13 @@ pub fn read_snapshot(body: &mut dyn std::io::Read, replay: &mut Replay) -> Resul
                     kind @ (frame::MESSAGE | frame::MESSAGE_2) => {
                         let (queue, mut message) = r.message()?;
                         if kind == frame::MESSAGE_2 {
-                            let (dedup, group) = r.more()?;
+                            let (dedup, group, priority) = r.more()?;
                             if dedup.is_some() {
                                 return Err(bad(
                                     "a snapshot's message carries no deduplication key",
                                 ));
                             }
-                            message.group = group;
+                            (message.group, message.priority) = (group, priority);
                         }
                         replay.apply_part(ImagePart::Message { queue, message });
                     }

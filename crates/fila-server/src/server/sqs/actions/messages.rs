@@ -110,6 +110,7 @@ impl Outgoing {
             ttl_ms: None,
             dedup_id: None,
             group: None,
+            priority: None,
         }
     }
 
