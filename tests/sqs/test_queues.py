@@ -35,11 +35,19 @@ def test_a_bad_queue_name_is_refused(sqs, name):
     assert code(e) in ("InvalidParameterValue", "MissingParameter")
 
 
-def test_a_fifo_queue_is_a_clear_error(sqs):
+def test_fifo_names_and_the_fifo_attribute_must_agree(sqs):
+    for name, attrs in [
+        (fresh() + ".fifo", {}),
+        (fresh() + ".fifo", {"FifoQueue": "false"}),
+        (fresh(), {"FifoQueue": "true"}),
+        ("bad.name" + ".fifo", {"FifoQueue": "true"}),
+    ]:
+        with pytest.raises(ClientError) as e:
+            sqs.create_queue(QueueName=name, Attributes=attrs)
+        assert code(e) == "InvalidParameterValue", name
     with pytest.raises(ClientError) as e:
-        sqs.create_queue(QueueName=fresh() + ".fifo", Attributes={"FifoQueue": "true"})
-    assert code(e) == "AWS.SimpleQueueService.UnsupportedOperation"
-    assert "FIFO" in e.value.response["Error"]["Message"]
+        sqs.create_queue(QueueName=fresh(), Attributes={"ContentBasedDeduplication": "true"})
+    assert code(e) == "InvalidAttributeName"
 
 
 def test_get_queue_url_and_a_missing_queue(sqs, queue):

@@ -13,7 +13,8 @@ use crate::receipt::Receipt;
 pub use crate::move_task::*;
 pub use crate::settings::*;
 
-/// Checks a queue name: 1–80 of `[A-Za-z0-9_-]`.
+/// Checks a queue name: 1–80 of `[A-Za-z0-9_.-]` (a dot for the SQS API's
+/// `.fifo` names).
 pub fn validate_queue_name(field: &'static str, name: &str) -> Result<(), Error> {
     if name.is_empty() || name.len() > QUEUE_NAME_LEN_MAX {
         return Err(Error::invalid(
@@ -26,11 +27,11 @@ pub fn validate_queue_name(field: &'static str, name: &str) -> Result<(), Error>
     }
     if let Some(bad) = name
         .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
     {
         return Err(Error::invalid(
             field,
-            format!("may hold only [A-Za-z0-9_-] (got {bad:?})"),
+            format!("may hold only [A-Za-z0-9_.-] (got {bad:?})"),
         ));
     }
     Ok(())

@@ -33,6 +33,8 @@ pub(in crate::server) const REGION: &str = "us-east-1";
 pub(in crate::server) const TYPES_KEY: &str = "fila.sqs.types";
 /// The fila attribute holding a message's `AWSTraceHeader`.
 pub(in crate::server) const TRACE_KEY: &str = "fila.sqs.trace";
+/// The fila attribute holding a FIFO message's `MessageDeduplicationId`.
+pub(in crate::server) const DEDUP_KEY: &str = "fila.sqs.dedup";
 /// Message attributes one SQS message may carry.
 pub(in crate::server) const MESSAGE_ATTRIBUTES_MAX: usize = 10;
 
@@ -379,7 +381,7 @@ pub(in crate::server) fn from_fila(
     let mut trace = None;
     for (k, v) in attrs {
         match &**k {
-            TYPES_KEY => continue,
+            TYPES_KEY | DEDUP_KEY => continue,
             TRACE_KEY => {
                 trace = Some(v.to_string());
                 continue;

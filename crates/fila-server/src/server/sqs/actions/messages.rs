@@ -9,9 +9,10 @@ use fila_proto::{
 };
 use serde_json::{json, Map, Value};
 
+use super::fifo::{self, FifoSend};
 use super::{
-    no_fifo, number, queue_of, required, strings, Context, BATCH_BYTES_MAX, BATCH_MAX,
-    DELAY_SECS_MAX, RECEIVE_MAX, VISIBILITY_SECS_MAX, WAIT_SECS_MAX,
+    number, queue_of, required, strings, Context, BATCH_BYTES_MAX, BATCH_MAX, DELAY_SECS_MAX,
+    RECEIVE_MAX, VISIBILITY_SECS_MAX, WAIT_SECS_MAX,
 };
 use crate::dispatch::Answer;
 use crate::server::sqs::attrs::{self, MessageAttribute};
@@ -25,11 +26,14 @@ struct Outgoing {
     delay_secs: Option<u64>,
     attributes: BTreeMap<String, MessageAttribute>,
     trace: Option<String>,
+    /// Its group and deduplication id, to a FIFO queue.
+    fifo: Option<FifoSend>,
 }
 
 impl Outgoing {
-    fn parse(input: &Value) -> Result<Outgoing, SqsError> {
-        no_fifo(input)?;
+    /// A send's message, to a FIFO queue (`fifo`) or not.
+    fn parse(input: &Value, fifo: bool) -> Result<Outgoing, SqsError> {
+        let fifo = fifo::send_of(input, fifo)?;
         let body = required(input, "MessageBody")?;
         if body.is_empty() {
             return Err(SqsError::missing("MessageBody"));
@@ -75,6 +79,7 @@ impl Outgoing {
             delay_secs,
             attributes,
             trace,
+            fifo,
         })
     }
 
@@ -96,10 +101,34 @@ impl Outgoing {
                 .sum::<usize>()
     }
 
+    /// Whether it goes to a FIFO queue without a deduplication id (its
+    /// queue must deduplicate by content).
+    fn wants_content_id(&self) -> bool {
+        self.fifo.as_ref().is_some_and(|f| f.dedup.is_none())
+    }
+
+    /// Gives it its content's deduplication id, or fails as SQS does when
+    /// the queue does not deduplicate by content.
+    fn take_content_id(&mut self, content_dedup: bool) -> Result<(), SqsError> {
+        let Some(f) = self.fifo.as_mut().filter(|f| f.dedup.is_none()) else {
+            return Ok(());
+        };
+        if !content_dedup {
+            return Err(fifo::no_dedup_id());
+        }
+        f.dedup = Some(fifo::content_id(&self.body));
+        Ok(())
+    }
+
     fn entry(&self) -> PutEntry {
+        let mut attributes = attrs::to_fila(&self.attributes, self.trace.as_deref());
+        let dedup = self.fifo.as_ref().and_then(|f| f.dedup.clone());
+        if let Some(id) = &dedup {
+            attributes.push((attrs::DEDUP_KEY.to_owned(), id.clone()));
+        }
         PutEntry {
             payload: Bytes::from(self.body.clone().into_bytes()),
-            attributes: attrs::to_fila(&self.attributes, self.trace.as_deref()),
+            attributes,
             channel: None,
             // No DelaySeconds: the queue's delay; an explicit one, even 0,
             // overrides it (as SQS).
@@ -108,16 +137,19 @@ impl Outgoing {
                 None => Availability::Now,
             },
             ttl_ms: None,
-            dedup_id: None,
-            group: None,
+            dedup_id: dedup,
+            group: self.fifo.as_ref().map(|f| f.group.clone()),
             priority: None,
         }
     }
 
-    /// What SendMessage answers for it, with `id`.
-    fn sent(&self, id: u128) -> Map<String, Value> {
+    /// What SendMessage answers for it, with its acknowledgement.
+    fn sent(&self, ack: &proto::PutAck) -> Map<String, Value> {
         let mut out = Map::new();
-        out.insert("MessageId".into(), Value::String(attrs::message_id(id)));
+        out.insert("MessageId".into(), Value::String(attrs::message_id(ack.id)));
+        if self.fifo.is_some() {
+            out.insert("SequenceNumber".into(), Value::String(ack.seq.to_string()));
+        }
         out.insert(
             "MD5OfMessageBody".into(),
             Value::String(attrs::md5_hex(self.body.as_bytes())),
@@ -146,6 +178,20 @@ impl Outgoing {
     }
 }
 
+/// Whether FIFO queue `queue` deduplicates by content (asked only when a
+/// send to it names no deduplication id).
+async fn content_dedup(cx: &Context<'_>, queue: &str) -> Result<bool, SqsError> {
+    match cx
+        .wire(Request::GetQueue {
+            name: queue.to_owned(),
+        })
+        .await?
+    {
+        Response::Queue(s) => Ok(s.content_dedup),
+        _ => Err(SqsError::unexpected()),
+    }
+}
+
 /// Puts `entries` in one request; each one's acknowledgement or error.
 async fn put(
     cx: &Context<'_>,
@@ -165,7 +211,10 @@ async fn put(
 
 pub(super) async fn send_message(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
     let queue = queue_of(input)?;
-    let m = Outgoing::parse(input)?;
+    let mut m = Outgoing::parse(input, fifo::is_fifo(&queue))?;
+    if m.wants_content_id() {
+        m.take_content_id(content_dedup(cx, &queue).await?)?;
+    }
     if m.size() > BATCH_BYTES_MAX {
         return Err(SqsError::invalid(format!(
             "One or more parameters are invalid. Reason: Message must be shorter than {BATCH_BYTES_MAX} bytes."
@@ -173,7 +222,7 @@ pub(super) async fn send_message(cx: &Context<'_>, input: &Value) -> Result<Valu
     }
     let mut acks = put(cx, &queue, vec![m.entry()]).await?;
     match acks.remove(0) {
-        Ok(ack) => Ok(Value::Object(m.sent(ack.id))),
+        Ok(ack) => Ok(Value::Object(m.sent(&ack))),
         Err(e) => Err(SqsError::of_wire(&e)),
     }
 }
@@ -242,11 +291,22 @@ pub(super) async fn send_message_batch(cx: &Context<'_>, input: &Value) -> Resul
     let entries = batch_entries(input)?;
     let mut parsed = Vec::with_capacity(entries.len());
     let mut failures = Vec::new();
+    let fifo = fifo::is_fifo(&queue);
     for (id, e) in &entries {
-        match Outgoing::parse(e) {
+        match Outgoing::parse(e, fifo) {
             Ok(m) => parsed.push((id.clone(), m)),
             Err(err) => failures.push(failed(id, &err)),
         }
+    }
+    if parsed.iter().any(|(_, m)| m.wants_content_id()) {
+        let by_content = content_dedup(cx, &queue).await?;
+        parsed.retain_mut(|(id, m)| match m.take_content_id(by_content) {
+            Ok(()) => true,
+            Err(err) => {
+                failures.push(failed(id, &err));
+                false
+            }
+        });
     }
     let total: usize = parsed.iter().map(|(_, m)| m.size()).sum();
     if total > BATCH_BYTES_MAX {
@@ -261,7 +321,7 @@ pub(super) async fn send_message_batch(cx: &Context<'_>, input: &Value) -> Resul
         for ((id, m), ack) in parsed.iter().zip(acks) {
             match ack {
                 Ok(ack) => {
-                    let mut out = m.sent(ack.id);
+                    let mut out = m.sent(&ack);
                     out.insert("Id".into(), Value::String(id.clone()));
                     successful.push(Value::Object(out));
                 }
@@ -354,6 +414,26 @@ fn received(m: &fila_core::Message, system: &[String], user: &[String]) -> Value
     }
     if let (true, Some(t)) = (want("AWSTraceHeader"), &trace) {
         sys.insert("AWSTraceHeader".into(), Value::String(t.clone()));
+    }
+    if let Some(group) = &m.group {
+        if want("MessageGroupId") {
+            sys.insert("MessageGroupId".into(), Value::String(group.to_string()));
+        }
+        if want("SequenceNumber") {
+            sys.insert("SequenceNumber".into(), Value::String(m.seq.to_string()));
+        }
+        let dedup = m
+            .attributes
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .find(|(k, _)| &**k == attrs::DEDUP_KEY);
+        if let (true, Some((_, id))) = (want("MessageDeduplicationId"), dedup) {
+            sys.insert(
+                "MessageDeduplicationId".into(),
+                Value::String(id.to_string()),
+            );
+        }
     }
     out.insert("Body".into(), Value::String(body));
     if !sys.is_empty() {

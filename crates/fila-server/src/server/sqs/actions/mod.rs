@@ -11,6 +11,7 @@ use super::gateway::{Gateway, Reply};
 use crate::auth::TokenId;
 use crate::dispatch::{self, Answer, Caller};
 
+mod fifo;
 mod messages;
 mod moves;
 mod queues;
@@ -169,15 +170,4 @@ fn strings(input: &Value, name: &str) -> Result<Vec<String>, SqsError> {
 
 fn queue_of(input: &Value) -> Result<String, SqsError> {
     attrs::name_of_url(required(input, "QueueUrl")?)
-}
-
-fn no_fifo(input: &Value) -> Result<(), SqsError> {
-    for name in ["MessageGroupId", "MessageDeduplicationId"] {
-        if input.get(name).is_some_and(|v| !v.is_null()) {
-            return Err(SqsError::invalid(format!(
-                "The request includes the parameter {name}, which is only for FIFO queues (not supported yet)."
-            )));
-        }
-    }
-    Ok(())
 }

@@ -5,14 +5,19 @@ use fila_proto::{QueueRef, Request, Response, SettingsPatch};
 use serde_json::{json, Map, Value};
 
 use super::{
-    number, queue_of, required, strings, text, Context, DELAY_SECS_MAX, SQS_MAX_MESSAGE_BYTES,
-    SQS_RETENTION_MS, VISIBILITY_SECS_MAX, WAIT_SECS_MAX,
+    fifo, number, queue_of, required, strings, text, Context, DELAY_SECS_MAX,
+    SQS_MAX_MESSAGE_BYTES, SQS_RETENTION_MS, VISIBILITY_SECS_MAX, WAIT_SECS_MAX,
 };
 use crate::server::sqs::attrs;
 use crate::server::sqs::error::{Kind, SqsError};
 
-/// The settings an SQS attribute map asks for, on top of `patch`.
-fn settings_of(attributes: &Value, patch: &mut SettingsPatch) -> Result<(), SqsError> {
+/// The settings an SQS attribute map asks for, on top of `patch`;
+/// `creating`: whether a queue being created is FIFO (`None`: a set).
+fn settings_of(
+    attributes: &Value,
+    creating: Option<bool>,
+    patch: &mut SettingsPatch,
+) -> Result<(), SqsError> {
     let Some(map) = attributes.as_object() else {
         return Err(SqsError::invalid("Attributes must be a map."));
     };
@@ -86,10 +91,7 @@ fn settings_of(attributes: &Value, patch: &mut SettingsPatch) -> Result<(), SqsE
             | "ContentBasedDeduplication"
             | "DeduplicationScope"
             | "FifoThroughputLimit" => {
-                return Err(SqsError::new(
-                    Kind::UnsupportedOperation,
-                    format!("{name}: FIFO queues are not supported yet (docs/sqs.md)."),
-                ))
+                fifo::setting(name, &value, creating, patch)?;
             }
             "Policy" | "KmsMasterKeyId" | "KmsDataKeyReusePeriodSeconds" => {
                 return Err(SqsError::new(
@@ -236,22 +238,21 @@ fn tags_of(v: Option<&Value>) -> Result<Vec<(String, String)>, SqsError> {
 
 pub(super) async fn create_queue(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
     let name = required(input, "QueueName")?;
-    if name.ends_with(".fifo") {
-        return Err(SqsError::new(
-            Kind::UnsupportedOperation,
-            "FIFO queues are not supported yet (docs/sqs.md).",
-        ));
-    }
-    if name.is_empty()
-        || name.len() > 80
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        return Err(SqsError::invalid(
-            "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length",
-        ));
-    }
+    let attributes = input.get("Attributes").filter(|a| !a.is_null());
+    let fifo_attribute = match attributes.and_then(|a| a.get("FifoQueue")) {
+        None => None,
+        Some(v) => Some(match v.as_str().unwrap_or_default() {
+            "true" => true,
+            "false" => false,
+            other => {
+                return Err(SqsError::new(
+                    Kind::InvalidAttributeValue,
+                    format!("Invalid value for the parameter FifoQueue: {other}."),
+                ))
+            }
+        }),
+    };
+    let fifo = fifo::check_name(name, fifo_attribute)?;
     // SQS's defaults where they differ from fila's: no dead-lettering
     // unless asked, four days' retention, no long poll unless asked.
     let mut settings = SettingsPatch {
@@ -261,8 +262,14 @@ pub(super) async fn create_queue(cx: &Context<'_>, input: &Value) -> Result<Valu
         max_message_bytes: Some(SQS_MAX_MESSAGE_BYTES),
         ..SettingsPatch::default()
     };
-    if let Some(a) = input.get("Attributes").filter(|a| !a.is_null()) {
-        settings_of(a, &mut settings)?;
+    if fifo {
+        // Every message in a group, deduplicated for five minutes (fila's
+        // default window, as SQS's).
+        settings.ordered = Some(true);
+        settings.content_dedup = Some(false);
+    }
+    if let Some(a) = attributes {
+        settings_of(a, Some(fifo), &mut settings)?;
     }
     settings.tags_set = tags_of(input.get("tags"))?;
     if let Some(Some(target)) = &settings.dead_letter_target {
@@ -367,7 +374,7 @@ pub(super) async fn get_queue_attributes(
     let asked = strings(input, "AttributeNames")?;
     let all = asked.iter().any(|a| a == "All");
     let want = |n: &str| all || asked.iter().any(|a| a == n);
-    const KNOWN: [&str; 15] = [
+    const KNOWN: [&str; 19] = [
         "All",
         "QueueArn",
         "ApproximateNumberOfMessages",
@@ -383,6 +390,10 @@ pub(super) async fn get_queue_attributes(
         "CreatedTimestamp",
         "LastModifiedTimestamp",
         "RedriveAllowPolicy",
+        "FifoQueue",
+        "ContentBasedDeduplication",
+        "DeduplicationScope",
+        "FifoThroughputLimit",
     ];
     if let Some(bad) = asked.iter().find(|a| !KNOWN.contains(&a.as_str())) {
         return Err(SqsError::new(
@@ -415,6 +426,12 @@ pub(super) async fn get_queue_attributes(
         (s.receive_wait_default_ms / 1000).to_string(),
     );
     put("SqsManagedSseEnabled", "false".into());
+    if fifo::is_fifo(&name) {
+        put("FifoQueue", "true".into());
+        put("ContentBasedDeduplication", s.content_dedup.to_string());
+        put("DeduplicationScope", "queue".into());
+        put("FifoThroughputLimit", "perQueue".into());
+    }
     if let Some(target) = &s.dead_letter_target {
         put(
             "RedrivePolicy",
@@ -464,7 +481,13 @@ pub(super) async fn set_queue_attributes(
         .filter(|a| !a.is_null())
         .ok_or_else(|| SqsError::missing("Attributes"))?;
     let mut settings = SettingsPatch::default();
-    settings_of(attributes, &mut settings)?;
+    settings_of(attributes, None, &mut settings)?;
+    if settings.content_dedup.is_some() && !fifo::is_fifo(&name) {
+        return Err(SqsError::new(
+            Kind::InvalidAttributeName,
+            "Unknown Attribute ContentBasedDeduplication: it is a FIFO queue's.",
+        ));
+    }
     if let Some(Some(target)) = &settings.dead_letter_target {
         check_redrive(cx, &name, target).await?;
     }
