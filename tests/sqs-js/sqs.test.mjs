@@ -143,3 +143,29 @@ test("a second purge within 60 s and an unsupported operation are errors of thei
     },
   );
 });
+
+test("a FIFO queue: groups in order, a resend deduplicated, sequence numbers", async () => {
+  const { QueueUrl } = await sqs.send(
+    new CreateQueueCommand({ QueueName: "js-orders.fifo", Attributes: { FifoQueue: "true" } }),
+  );
+  const send = (body, group, id) =>
+    sqs.send(new SendMessageCommand({ QueueUrl, MessageBody: body, MessageGroupId: group, MessageDeduplicationId: id }));
+  const first = await send("created", "order-1", "c-1");
+  const second = await send("paid", "order-1", "p-1");
+  const again = await send("created (resent)", "order-1", "c-1");
+  assert.equal(again.MessageId, first.MessageId);
+  assert.equal(again.SequenceNumber, first.SequenceNumber);
+  assert.ok(BigInt(second.SequenceNumber) > BigInt(first.SequenceNumber));
+  const receive = () =>
+    sqs.send(new ReceiveMessageCommand({ QueueUrl, MaxNumberOfMessages: 10, MessageSystemAttributeNames: ["All"] }));
+  const r1 = await receive();
+  assert.deepEqual(r1.Messages.map((m) => m.Body), ["created"], "one of the group at a time");
+  assert.equal(r1.Messages[0].Attributes.MessageGroupId, "order-1");
+  assert.equal(r1.Messages[0].Attributes.SequenceNumber, first.SequenceNumber);
+  assert.equal((await receive()).Messages, undefined);
+  await sqs.send(new DeleteMessageCommand({ QueueUrl, ReceiptHandle: r1.Messages[0].ReceiptHandle }));
+  const r2 = await receive();
+  assert.deepEqual(r2.Messages.map((m) => m.Body), ["paid"]);
+  const attrs = await sqs.send(new GetQueueAttributesCommand({ QueueUrl, AttributeNames: ["All"] }));
+  assert.equal(attrs.Attributes.FifoQueue, "true");
+});

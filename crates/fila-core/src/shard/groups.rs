@@ -6,15 +6,17 @@
 //! visible, delayed or leased, by sequence number (a deferred message is
 //! set aside and rejoins at its place when it is received again). Only the
 //! first member, the head, may be delivered, and only while no message of
-//! the group is leased. The channel's ring holds the heads of the groups
-//! that may give one (`queued`) beside its ungrouped visible messages, so
-//! receives take groups in turn as they take messages in turn: a group
-//! whose head was delivered joins the back of the ring when it is free
-//! again.
+//! the group is leased. The channel's rings hold an entry for each group
+//! whose head may be given (`queued`; the entry names the group and a
+//! ticket, not the message) beside its ungrouped visible messages, at the
+//! head's priority level, so receives take groups in turn as they take
+//! messages in turn: a group whose head was delivered joins the back of
+//! the ring when it is free again.
 //!
 //! Every change goes through the ledger ([`Shard::enter_state`],
-//! [`Shard::leave_state`], [`Shard::detach`]), which calls `join`,
-//! `leave` and `refresh` here; `check_invariants` recomputes all of it.
+//! [`Shard::leave_state`], [`Shard::detach`]), which calls `group_join`,
+//! `group_leave`, `group_quit` and `group_refresh` here;
+//! `check_invariants` recomputes all of it (`check_groups`).
 
 use std::hash::BuildHasher;
 
@@ -263,7 +265,7 @@ impl Group {
 }
 
 impl Shard {
-    /// The group index of the message in `slot`, when it is grouped in a
+    /// The group key of the message in `slot`, when it is grouped in a
     /// queue's own half (a DLQ does not order groups).
     pub(super) fn group_key(&self, slot: u32) -> Option<&Arc<str>> {
         let r = &self.records[slot as usize];
@@ -273,6 +275,8 @@ impl Shard {
         r.extra.as_deref()?.group.as_ref().map(|g| &g.key)
     }
 
+    /// The index of the group the message in `slot` joined or is to join
+    /// (`None`: none yet, or no group).
     pub(super) fn group_id(&self, slot: u32) -> Option<u32> {
         let r = &self.records[slot as usize];
         r.extra
