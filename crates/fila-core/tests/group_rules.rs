@@ -343,3 +343,42 @@ fn groups_and_grouped_messages_count_against_the_stored_bytes_and_give_them_back
     );
     check(&engine);
 }
+
+#[test]
+fn a_parked_receive_gets_the_next_of_a_group_as_soon_as_a_delete_or_defer_frees_it() {
+    use std::sync::Mutex;
+    let (_clock, engine) = engine(QueueSettings::default());
+    put(&engine, "a", &["a1", "a2", "a3"]);
+    let a1 = receive(&engine, 1).remove(0);
+    let got: Arc<Mutex<Vec<Message>>> = Arc::default();
+    let park = || {
+        let got = got.clone();
+        let opts = ReceiveOptions {
+            wait_ms: Some(10_000),
+            ..ReceiveOptions::now(5)
+        };
+        let parked = engine
+            .receive(Address::queue("q"), &opts, move |r| {
+                got.lock().unwrap().extend(r.unwrap());
+            })
+            .unwrap();
+        assert!(matches!(parked, Received::Parked(_)), "the group is busy");
+    };
+    park();
+    delete(&engine, &a1);
+    let a2 = got
+        .lock()
+        .unwrap()
+        .pop()
+        .expect("served by the delete itself");
+    assert_eq!(bodies(std::slice::from_ref(&a2)), ["a2"]);
+    park();
+    engine.defer("q", &a2.receipt.unwrap()).unwrap();
+    let a3 = got
+        .lock()
+        .unwrap()
+        .pop()
+        .expect("served by the defer itself");
+    assert_eq!(bodies(std::slice::from_ref(&a3)), ["a3"]);
+    check(&engine);
+}

@@ -453,6 +453,8 @@ impl Shard {
             }
         );
         self.remove(slot);
+        // A delayed head cancelled may let its group's next one go.
+        self.serve_gained();
         Ok(())
     }
 

@@ -64,6 +64,8 @@ impl Shard {
                 Ok(())
             })
             .collect();
+        // A group freed by a delete may give its next message at once.
+        self.serve_gained();
         Ok(answers)
     }
 
@@ -174,6 +176,7 @@ impl Shard {
                 deferred: true,
             }
         );
+        self.serve_gained();
         Ok(())
     }
 

@@ -575,6 +575,8 @@ impl Model {
         match q.subs[0].msgs.get(&seq) {
             Some(m) if m.st == St::Delayed => {
                 self.remove(name, false, seq);
+                self.serve_gained();
+                self.flush_outbox();
                 Ok(())
             }
             _ => Err(Error::NotFound {

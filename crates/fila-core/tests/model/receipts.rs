@@ -40,6 +40,9 @@ impl Model {
                 self.remove(name, dlq, seq);
             }));
         }
+        // A group freed by a delete may give its next message at once.
+        self.serve_gained();
+        self.flush_outbox();
         Ok(answers)
     }
 
@@ -86,6 +89,8 @@ impl Model {
         let seq = self.leased(name, false, r)?;
         self.q_mut(name)?.subs[0].msgs.get_mut(&seq).unwrap().st = St::Deferred;
         self.refresh_group(name, seq);
+        self.serve_gained();
+        self.flush_outbox();
         Ok(())
     }
 
