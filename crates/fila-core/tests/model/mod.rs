@@ -309,6 +309,28 @@ impl Model {
                     "channel_capacity_pct",
                     q.settings.channel_capacity_pct != settings.channel_capacity_pct,
                 ),
+                ("delay_ms", q.settings.delay_ms != settings.delay_ms),
+                (
+                    "redrive_allow",
+                    q.settings.redrive_allow != settings.redrive_allow,
+                ),
+                (
+                    "dedup_window_ms",
+                    q.settings.dedup_window_ms != settings.dedup_window_ms,
+                ),
+                (
+                    "content_dedup",
+                    q.settings.content_dedup != settings.content_dedup,
+                ),
+                ("ordered", q.settings.ordered != settings.ordered),
+                (
+                    "priority_levels",
+                    q.settings.priority_levels != settings.priority_levels,
+                ),
+                (
+                    "priority_fairness",
+                    q.settings.priority_fairness != settings.priority_fairness,
+                ),
             ];
             return match fields.iter().find(|f| f.1) {
                 None => Ok(false),
