@@ -278,6 +278,8 @@ mod loom_model {
                 expires_at_ms: u64::MAX,
                 delivery_count: 0,
                 dead_letter: None,
+                group: None,
+                priority: 1,
             },
             from: None,
             dedup: None,
