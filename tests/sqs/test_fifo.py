@@ -140,6 +140,10 @@ def test_what_a_fifo_queue_refuses_and_a_standard_queue_refuses(sqs, queue):
     with pytest.raises(ClientError) as e:
         sqs.send_message(QueueUrl=queue, MessageBody="x", MessageGroupId="g")
     assert code(e) == "InvalidParameterValue"
+    for name, value in [("DeduplicationScope", "queue"), ("ContentBasedDeduplication", "true")]:
+        with pytest.raises(ClientError) as e:
+            sqs.set_queue_attributes(QueueUrl=queue, Attributes={name: value})
+        assert code(e) == "InvalidAttributeName", name
 
 
 def test_a_fifo_queue_keeps_its_order_and_ids_through_a_restart(server):

@@ -48,8 +48,10 @@ pub(super) fn check_name(name: &str, fifo_attribute: Option<bool>) -> Result<boo
     }
 }
 
-/// A FIFO attribute of a create (`creating`: whether the queue is FIFO)
-/// or of a set (`creating`: `None`) onto `patch`. `Ok(false)`: not one.
+/// A FIFO attribute onto `patch`: `creating` is whether the queue is FIFO
+/// at its create, `None` at a set of a FIFO queue's attributes, and
+/// `Some(false)` too at a set of a standard queue's (which takes none of
+/// them). `Ok(false)`: not one.
 pub(super) fn setting(
     name: &str,
     value: &str,
@@ -78,8 +80,9 @@ pub(super) fn setting(
         }
     };
     match name {
+        "FifoQueue" if creating == Some(false) && value == "false" => {}
         "FifoQueue" => {
-            if creating.is_none() {
+            if creating != Some(true) {
                 return Err(SqsError::new(
                     Kind::InvalidAttributeName,
                     "FifoQueue cannot be changed after the queue is created.",

@@ -481,13 +481,9 @@ pub(super) async fn set_queue_attributes(
         .filter(|a| !a.is_null())
         .ok_or_else(|| SqsError::missing("Attributes"))?;
     let mut settings = SettingsPatch::default();
-    settings_of(attributes, None, &mut settings)?;
-    if settings.content_dedup.is_some() && !fifo::is_fifo(&name) {
-        return Err(SqsError::new(
-            Kind::InvalidAttributeName,
-            "Unknown Attribute ContentBasedDeduplication: it is a FIFO queue's.",
-        ));
-    }
+    // A standard queue takes no FIFO attribute, as at its create.
+    let creating = (!fifo::is_fifo(&name)).then_some(false);
+    settings_of(attributes, creating, &mut settings)?;
     if let Some(Some(target)) = &settings.dead_letter_target {
         check_redrive(cx, &name, target).await?;
     }
