@@ -182,3 +182,37 @@ fn a_restore_keeps_each_messages_level() {
     restored.check_invariants().unwrap();
     assert_eq!(drain(&restored, 2), ["seven", "two"]);
 }
+
+#[test]
+fn a_channels_priority_rings_count_against_the_stored_bytes_until_it_goes() {
+    let engine = engine(10, 0);
+    let mut m = msg("x", Some(5));
+    m.channel = Some("c".into());
+    engine.put("q", vec![m]).unwrap()[0].as_ref().unwrap();
+    let with_rings = engine.stored_bytes();
+    let mut plain = msg("x", Some(1));
+    plain.channel = Some("d".into());
+    engine.put("q", vec![plain]).unwrap()[0].as_ref().unwrap();
+    let without_rings = engine.stored_bytes() - with_rings;
+    assert!(
+        with_rings > without_rings,
+        "the channel of a level-5 message holds its rings: {with_rings} against {without_rings}"
+    );
+    drain(&engine, 2);
+    assert_eq!(
+        engine.stored_bytes(),
+        0,
+        "both channels went with their messages"
+    );
+    // A purge gives back the rings of the half it empties.
+    put(&engine, 5, &["p"]);
+    engine.purge(Address::queue("q")).unwrap();
+    engine.tick();
+    assert_eq!(engine.stored_bytes(), 0, "given back with the purged half");
+    // The unnamed channel keeps its rings while its queue lives.
+    put(&engine, 5, &["y"]);
+    drain(&engine, 1);
+    assert!(engine.stored_bytes() > 0, "the unnamed channel's rings");
+    engine.delete_queue("q").unwrap();
+    assert_eq!(engine.stored_bytes(), 0, "given back with the queue");
+}

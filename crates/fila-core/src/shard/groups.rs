@@ -105,6 +105,9 @@ pub(super) struct Groups {
     pub(super) slots: Vec<Option<Group>>,
     /// Each index's latest ticket.
     tickets: Vec<u32>,
+    /// Where the tickets of an index made again start: above every ticket
+    /// of the indexes given back ([`Groups::trim`]).
+    ticket_floor: u32,
     free: Vec<u32>,
     /// Group indexes by (channel, key).
     index: hashbrown::HashTable<u32>,
@@ -176,7 +179,7 @@ impl Groups {
             }
             None => {
                 self.slots.push(Some(group));
-                self.tickets.push(0);
+                self.tickets.push(self.ticket_floor);
                 u32::try_from(self.slots.len() - 1)
                     .ok()
                     .filter(|g| *g < 1 << 31)
@@ -217,7 +220,38 @@ impl Groups {
             entry.remove();
         }
         self.free.push(g);
+        self.trim();
         group.key
+    }
+
+    /// Once fewer than a quarter of at least 1 024 indexes hold a group,
+    /// gives back the free ones past the last live one (and the table's
+    /// room), so a burst of groups does not keep its memory after it
+    /// drains. Tickets of those indexes made again start above theirs.
+    fn trim(&mut self) {
+        let len = self.slots.len();
+        if len < 1024 || self.len() * 4 >= len {
+            return;
+        }
+        let keep = self
+            .slots
+            .iter()
+            .rposition(Option::is_some)
+            .map_or(0, |i| i + 1);
+        if let Some(top) = self.tickets[keep..].iter().max() {
+            self.ticket_floor = self.ticket_floor.max(top.wrapping_add(1));
+        }
+        self.slots.truncate(keep);
+        self.slots.shrink_to_fit();
+        self.tickets.truncate(keep);
+        self.tickets.shrink_to_fit();
+        self.free.retain(|g| (*g as usize) < keep);
+        self.free.shrink_to_fit();
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        self.index.shrink_to(0, |&x| {
+            let x = slots[x as usize].as_ref().expect("indexed groups are live");
+            hasher.hash_one((x.channel, &*x.key))
+        });
     }
 }
 
@@ -248,8 +282,12 @@ impl Group {
     }
 
     /// Removes member `seq`: the head or the last at once, another by a
-    /// search.
+    /// search. A ring of members left mostly empty gives room back.
     fn remove(&mut self, seq: u64) {
+        let cap = self.members.capacity();
+        if cap > 64 && self.members.len() * 4 < cap {
+            self.members.shrink_to(self.members.len() * 2);
+        }
         if seq == self.first {
             self.members.pop_front();
             self.first = self.members.front().map_or(0, |(s, _)| *s);
@@ -536,9 +574,12 @@ impl Shard {
     pub(super) fn ready(&mut self, q: SubId, channel: u32, level: u8, h: u64) {
         let sub = self.sub_mut(q);
         let c = &mut sub.channels[channel as usize];
-        c.push(level, h);
+        let made = c.push(level, h);
         if c.ready == 1 {
             sub.enter_round(channel, false);
+        }
+        if made {
+            self.budget.force(super::sub::LEVELS_BYTES);
         }
         if !self.gained.contains(&q) {
             self.gained.push(q);
@@ -721,5 +762,80 @@ impl Shard {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: usize) -> Arc<str> {
+        Arc::from(format!("g{i}"))
+    }
+
+    #[test]
+    fn a_drained_burst_of_groups_gives_its_indexes_back_and_tickets_never_repeat() {
+        let mut groups = Groups::default();
+        for i in 0..4_000 {
+            assert_eq!(groups.find_or_make(0, &key(i)), (i as u32, true));
+        }
+        let old_ticket = groups.next_ticket(3_999);
+        // Drain all but the first ten: once fewer than a quarter of the
+        // indexes are live, the free ones past the last live one go (999
+        // kept then: below 1 024 indexes nothing more is trimmed).
+        for i in (10..4_000).rev() {
+            groups.drop_group(i as u32);
+        }
+        assert_eq!(groups.len(), 10);
+        assert_eq!(
+            groups.slots.len(),
+            999,
+            "indexes past the last live one given back"
+        );
+        assert!(groups.slots.capacity() < 1024 && groups.tickets.capacity() < 1024);
+        assert_eq!(
+            groups.find(0, "g5"),
+            Some(5),
+            "the live ones are still found"
+        );
+        // An index made again starts its tickets above every one it had:
+        // an entry left behind by the old group is never taken for it.
+        for i in 0..3_000 {
+            groups.find_or_make(0, &key(100_000 + i));
+        }
+        // The free indexes below 999 first, then indexes given back.
+        let g = groups.find(0, "g102999").unwrap();
+        assert_eq!(g, 3_009);
+        assert_eq!(groups.queued_by(group_handle(3_999, old_ticket)), None);
+        let t = groups.next_ticket(g);
+        assert!(t > old_ticket, "{t} after {old_ticket}");
+    }
+
+    #[test]
+    fn a_ring_of_members_left_mostly_empty_gives_room_back() {
+        let mut group = Group {
+            key: key(0),
+            channel: 0,
+            members: VecDeque::new(),
+            first: 0,
+            last: 0,
+            busy: NIL,
+            queued: None,
+            queued_level: 1,
+            delayed: 0,
+        };
+        for seq in 0..10_000 {
+            group.insert(seq, seq as u32);
+        }
+        for seq in 0..9_990 {
+            group.remove(seq);
+        }
+        assert!(
+            group.members.capacity() < 1_000,
+            "{}",
+            group.members.capacity()
+        );
+        assert_eq!(group.members.front(), Some(&(9_990, 9_990)));
+        assert_eq!((group.first, group.last), (9_990, 9_999));
     }
 }

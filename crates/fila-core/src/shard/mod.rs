@@ -697,6 +697,12 @@ mod tests {
         assert_eq!(std::mem::size_of::<Record>(), 80);
     }
 
+    /// docs/engine.md gives what a channel's priority rings count.
+    #[test]
+    fn a_channels_priority_rings_count_336_bytes() {
+        assert_eq!(sub::LEVELS_BYTES, 336);
+    }
+
     #[test]
     fn timers_pack_into_four_bytes_and_back() {
         assert_eq!(std::mem::size_of::<Packed>(), 4);

@@ -478,7 +478,7 @@ impl Shard {
                 // Its channels go with it.
                 let channels: u64 = gone.channel_ids.keys().map(|n| channel_bytes(n)).sum();
                 let groups = gone.groups.as_deref().map_or(0, groups::Groups::bytes);
-                self.budget.release(channels + groups);
+                self.budget.release(channels + groups + gone.levels_bytes());
             }
             self.trim();
         }
@@ -493,6 +493,15 @@ impl Shard {
                 }
             }
             debug_assert_eq!(self.queue(slot).messages, 0, "every message swept");
+            // Its channels are gone (the named ones with their messages):
+            // what the unnamed ones' priority rings held goes too.
+            let levels: u64 = self
+                .queue(slot)
+                .subs
+                .iter()
+                .map(SubQueue::levels_bytes)
+                .sum();
+            self.budget.release(levels);
             self.dropping.pop();
             self.queues[slot as usize] = None;
             self.free_queues.push(slot);

@@ -183,10 +183,15 @@ impl Shard {
         c.bytes -= len;
         if c.held == 0 && channel != 0 {
             debug_assert_eq!(c.visible, 0);
+            let levels = if c.levels.is_some() {
+                sub::LEVELS_BYTES
+            } else {
+                0
+            };
             let name = c.vacate().expect("named channel");
             sub.channel_ids.remove(&name);
             sub.free_channels.push(channel);
-            self.budget.release(channel_bytes(&name));
+            self.budget.release(channel_bytes(&name) + levels);
         }
         self.maybe_compact(q, seq);
     }

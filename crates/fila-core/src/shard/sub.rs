@@ -44,13 +44,16 @@ impl Channel {
         self.name.take()
     }
 
-    /// Pushes a handle that may be given at priority `level`.
-    pub(super) fn push(&mut self, level: u8, h: u64) {
+    /// Pushes a handle that may be given at priority `level`; answers
+    /// whether that made the channel's [`Levels`] (its first handle above
+    /// level 1), which [`LEVELS_BYTES`] then count.
+    pub(super) fn push(&mut self, level: u8, h: u64) -> bool {
         self.ready += 1;
         if level == 1 && self.levels.is_none() {
             self.ring.push_or_grow(h);
-            return;
+            return false;
         }
+        let made = self.levels.is_none();
         let ready = self.ready - 1;
         let levels = self.levels.get_or_insert_with(|| Levels::new(ready));
         levels.ready[usize::from(level - 1)] += 1;
@@ -58,6 +61,7 @@ impl Channel {
             1 => self.ring.push_or_grow(h),
             _ => levels.rings[usize::from(level - 2)].push_or_grow(h),
         }
+        made
     }
 
     /// Puts a popped handle of priority `level` back first.
@@ -122,6 +126,11 @@ impl Channel {
         }
     }
 }
+
+/// What a channel's [`Levels`] count against `max_stored_bytes` while it
+/// has them (its rings' own buffers grow with messages, which count their
+/// entries).
+pub(crate) const LEVELS_BYTES: u64 = std::mem::size_of::<Levels>() as u64;
 
 /// A channel's priority levels above 1: their rings, what may be given at
 /// each level, and the fairness rule's count and cursor.
@@ -428,6 +437,11 @@ impl SubQueue {
             self.unlink(channel);
             self.link(channel, false);
         }
+    }
+
+    /// What its channels' [`Levels`] count (given back when the half goes).
+    pub(super) fn levels_bytes(&self) -> u64 {
+        self.channels.iter().filter(|c| c.levels.is_some()).count() as u64 * LEVELS_BYTES
     }
 
     /// The next channel with visible messages whose name starts with the
