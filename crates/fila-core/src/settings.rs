@@ -206,55 +206,31 @@ impl QueueSettings {
 
     /// The first field in which `self` and `other` differ.
     pub(crate) fn first_difference(&self, other: &QueueSettings) -> Option<&'static str> {
-        let fields: [(&'static str, bool); 17] = [
-            (
-                "visibility_timeout_ms",
-                self.visibility_timeout_ms != other.visibility_timeout_ms,
-            ),
-            (
-                "max_deliveries",
-                self.max_deliveries != other.max_deliveries,
-            ),
-            ("retention_ms", self.retention_ms != other.retention_ms),
-            (
-                "max_message_bytes",
-                self.max_message_bytes != other.max_message_bytes,
-            ),
-            (
-                "receive_wait_default_ms",
-                self.receive_wait_default_ms != other.receive_wait_default_ms,
-            ),
-            (
-                "dead_letter_on_expiration",
-                self.dead_letter_on_expiration != other.dead_letter_on_expiration,
-            ),
-            (
-                "dead_letter_target",
-                self.dead_letter_target != other.dead_letter_target,
-            ),
-            ("max_messages", self.max_messages != other.max_messages),
-            ("max_bytes", self.max_bytes != other.max_bytes),
-            (
-                "channel_capacity_pct",
-                self.channel_capacity_pct != other.channel_capacity_pct,
-            ),
-            ("delay_ms", self.delay_ms != other.delay_ms),
-            ("redrive_allow", self.redrive_allow != other.redrive_allow),
-            (
-                "dedup_window_ms",
-                self.dedup_window_ms != other.dedup_window_ms,
-            ),
-            ("content_dedup", self.content_dedup != other.content_dedup),
-            ("ordered", self.ordered != other.ordered),
-            (
-                "priority_levels",
-                self.priority_levels != other.priority_levels,
-            ),
-            (
-                "priority_fairness",
-                self.priority_fairness != other.priority_fairness,
-            ),
-        ];
+        macro_rules! differing {
+            ($($field:ident),*) => {
+                [$((stringify!($field), self.$field != other.$field)),*]
+            };
+        }
+        // Tags are no setting: they are not compared.
+        let fields = differing!(
+            visibility_timeout_ms,
+            max_deliveries,
+            retention_ms,
+            max_message_bytes,
+            receive_wait_default_ms,
+            dead_letter_on_expiration,
+            dead_letter_target,
+            max_messages,
+            max_bytes,
+            channel_capacity_pct,
+            delay_ms,
+            redrive_allow,
+            dedup_window_ms,
+            content_dedup,
+            ordered,
+            priority_levels,
+            priority_fairness
+        );
         fields
             .into_iter()
             .find(|(_, differs)| *differs)

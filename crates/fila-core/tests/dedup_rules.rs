@@ -3,20 +3,13 @@
 //! on time; content keys; what a purge, a delete and the stored-bytes
 //! limit do to the remembered ids.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use fila_core::limits::DEDUP_ID_LEN_MAX;
 use fila_core::*;
 
-const T0: u64 = 1_700_000_000_000;
+mod rules;
 
-fn engine(settings: QueueSettings) -> (ManualClock, Engine) {
-    let clock = ManualClock::new(T0);
-    let engine = Engine::new(2, Arc::new(clock.clone()));
-    assert!(engine.create_queue("q", settings).unwrap());
-    (clock, engine)
-}
+use rules::engine;
 
 fn put(engine: &Engine, payload: &str, id: Option<&str>) -> Result<PutReceipt, Error> {
     let mut m = NewMessage::new(Bytes::copy_from_slice(payload.as_bytes()));

@@ -11,14 +11,9 @@ use bytes::Bytes;
 use fila_core::limits::GROUP_LEN_MAX;
 use fila_core::*;
 
-const T0: u64 = 1_700_000_000_000;
+mod rules;
 
-fn engine(settings: QueueSettings) -> (ManualClock, Engine) {
-    let clock = ManualClock::new(T0);
-    let engine = Engine::new(2, Arc::new(clock.clone()));
-    assert!(engine.create_queue("q", settings).unwrap());
-    (clock, engine)
-}
+use rules::{engine, T0};
 
 fn msg(payload: &str, group: Option<&str>, channel: Option<&str>) -> NewMessage {
     let mut m = NewMessage::new(Bytes::copy_from_slice(payload.as_bytes()));

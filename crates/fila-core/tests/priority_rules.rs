@@ -8,17 +8,17 @@ use std::sync::Arc;
 use bytes::Bytes;
 use fila_core::*;
 
-const T0: u64 = 1_700_000_000_000;
+mod rules;
+
+use rules::T0;
 
 fn engine(levels: u8, fairness: u32) -> Engine {
-    let engine = Engine::new(2, Arc::new(ManualClock::new(T0)));
     let settings = QueueSettings {
         priority_levels: levels,
         priority_fairness: fairness,
         ..QueueSettings::default()
     };
-    assert!(engine.create_queue("q", settings).unwrap());
-    engine
+    rules::engine(settings).1
 }
 
 fn msg(payload: &str, level: Option<u8>) -> NewMessage {

@@ -653,22 +653,11 @@ pub(super) fn get_more(r: &mut Reader, entries: &mut [PutEntry]) -> Result<(), P
         if flags & !more::KNOWN != 0 {
             return Err(ProtoError::Malformed("unknown put entry fields"));
         }
-        let dedup_id = if flags & more::DEDUP_ID != 0 {
-            Some(r.str()?)
-        } else {
-            None
-        };
-        let group = if flags & more::GROUP != 0 {
-            Some(r.str()?)
-        } else {
-            None
-        };
-        let priority = if flags & more::PRIORITY != 0 {
-            Some(r.u8()?)
-        } else {
-            None
-        };
-        Ok((dedup_id, group, priority))
+        Ok((
+            r.flagged(flags & more::DEDUP_ID != 0, Reader::str)?,
+            r.flagged(flags & more::GROUP != 0, Reader::str)?,
+            r.flagged(flags & more::PRIORITY != 0, Reader::u8)?,
+        ))
     })?;
     if mores.len() != entries.len() {
         return Err(ProtoError::Malformed(

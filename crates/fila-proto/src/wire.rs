@@ -93,6 +93,19 @@ impl Reader {
         Ok(b)
     }
 
+    /// A field a flag says is there (`present`), or none.
+    pub(crate) fn flagged<T>(
+        &mut self,
+        present: bool,
+        f: impl FnOnce(&mut Reader) -> R<T>,
+    ) -> R<Option<T>> {
+        if present {
+            f(self).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
     pub(crate) fn opt<T>(&mut self, f: impl FnOnce(&mut Reader) -> R<T>) -> R<Option<T>> {
         match self.u8()? {
             0 => Ok(None),

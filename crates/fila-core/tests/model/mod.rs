@@ -271,67 +271,31 @@ impl Model {
         settings.validate()?;
         self.check_target(name, &settings)?;
         if let Some(q) = self.queues.get(name) {
-            let fields = [
-                (
-                    "visibility_timeout_ms",
-                    q.settings.visibility_timeout_ms != settings.visibility_timeout_ms,
-                ),
-                (
-                    "max_deliveries",
-                    q.settings.max_deliveries != settings.max_deliveries,
-                ),
-                (
-                    "retention_ms",
-                    q.settings.retention_ms != settings.retention_ms,
-                ),
-                (
-                    "max_message_bytes",
-                    q.settings.max_message_bytes != settings.max_message_bytes,
-                ),
-                (
-                    "receive_wait_default_ms",
-                    q.settings.receive_wait_default_ms != settings.receive_wait_default_ms,
-                ),
-                (
-                    "dead_letter_on_expiration",
-                    q.settings.dead_letter_on_expiration != settings.dead_letter_on_expiration,
-                ),
-                (
-                    "dead_letter_target",
-                    q.settings.dead_letter_target != settings.dead_letter_target,
-                ),
-                (
-                    "max_messages",
-                    q.settings.max_messages != settings.max_messages,
-                ),
-                ("max_bytes", q.settings.max_bytes != settings.max_bytes),
-                (
-                    "channel_capacity_pct",
-                    q.settings.channel_capacity_pct != settings.channel_capacity_pct,
-                ),
-                ("delay_ms", q.settings.delay_ms != settings.delay_ms),
-                (
-                    "redrive_allow",
-                    q.settings.redrive_allow != settings.redrive_allow,
-                ),
-                (
-                    "dedup_window_ms",
-                    q.settings.dedup_window_ms != settings.dedup_window_ms,
-                ),
-                (
-                    "content_dedup",
-                    q.settings.content_dedup != settings.content_dedup,
-                ),
-                ("ordered", q.settings.ordered != settings.ordered),
-                (
-                    "priority_levels",
-                    q.settings.priority_levels != settings.priority_levels,
-                ),
-                (
-                    "priority_fairness",
-                    q.settings.priority_fairness != settings.priority_fairness,
-                ),
-            ];
+            // Every setting, in the engine's order (tags are no setting).
+            macro_rules! differing {
+                ($($field:ident),*) => {
+                    [$((stringify!($field), q.settings.$field != settings.$field)),*]
+                };
+            }
+            let fields = differing!(
+                visibility_timeout_ms,
+                max_deliveries,
+                retention_ms,
+                max_message_bytes,
+                receive_wait_default_ms,
+                dead_letter_on_expiration,
+                dead_letter_target,
+                max_messages,
+                max_bytes,
+                channel_capacity_pct,
+                delay_ms,
+                redrive_allow,
+                dedup_window_ms,
+                content_dedup,
+                ordered,
+                priority_levels,
+                priority_fairness
+            );
             return match fields.iter().find(|f| f.1) {
                 None => Ok(false),
                 Some((field, _)) => Err(Error::QueueExists {

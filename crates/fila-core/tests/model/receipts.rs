@@ -8,7 +8,7 @@ use fila_core::lease::DELIVERY_COUNT_MAX;
 use fila_core::limits::{PEEK_MAX, REDRIVE_BATCH_MAX, VISIBILITY_MS_MAX};
 use fila_core::*;
 
-use super::{idx, Delivery, Job, MReceipt, Model, Out, St};
+use super::{idx, Delivery, Job, MReceipt, Model, Out, St, M};
 
 impl Model {
     // ----- receipts -----------------------------------------------------------
@@ -344,21 +344,27 @@ impl Model {
             .collect();
         for &old in &seqs {
             let mut m = self.remove(name, true, old);
-            let q = self.queues.get_mut(name).unwrap();
-            let seq = q.next_seq;
-            q.next_seq += 1;
-            q.stats.redriven += 1;
-            m.seq = seq;
-            m.inserted = t;
-            m.expires = t + q.settings.retention_ms;
-            m.visible_at = t;
-            m.count = 0;
-            m.first = None;
             m.dead_letter = None;
-            q.subs[0].msgs.insert(seq, m);
-            self.enter_visible(name, false, seq);
+            self.queues.get_mut(name).unwrap().stats.redriven += 1;
+            self.arrive(name, m, t);
         }
         seqs.len() as u64
+    }
+
+    /// Message `m` joins queue `name` at `t` as a new message: the next
+    /// sequence number, its life from `t`, no deliveries, visible.
+    fn arrive(&mut self, name: &str, mut m: M, t: u64) {
+        let q = self.queues.get_mut(name).unwrap();
+        let seq = q.next_seq;
+        q.next_seq += 1;
+        m.seq = seq;
+        m.inserted = t;
+        m.expires = t + q.settings.retention_ms;
+        m.visible_at = t;
+        m.count = 0;
+        m.first = None;
+        q.subs[0].msgs.insert(seq, m);
+        self.enter_visible(name, false, seq);
     }
 
     // ----- time ---------------------------------------------------------------
@@ -448,19 +454,8 @@ impl Model {
                 None => false,
             };
             if accepted {
-                let q = self.queues.get_mut(&out.target).unwrap();
-                let seq = q.next_seq;
-                q.next_seq += 1;
-                q.stats.puts += 1;
-                let mut m = out.msg;
-                m.seq = seq;
-                m.inserted = now;
-                m.expires = now + q.settings.retention_ms;
-                m.visible_at = now;
-                m.count = 0;
-                m.first = None;
-                q.subs[0].msgs.insert(seq, m);
-                self.enter_visible(&out.target.clone(), false, seq);
+                self.queues.get_mut(&out.target).unwrap().stats.puts += 1;
+                self.arrive(&out.target, out.msg, now);
             } else if let Some(q) = self.queues.get_mut(out.source.as_ref()) {
                 let mut m = out.msg;
                 m.seq = out.source_seq;

@@ -197,18 +197,10 @@ fn get_channel_and_group(r: &mut Reader) -> Result<ChannelAndGroup, ProtoError> 
     if tag & !(tag::CHANNEL | tag::GROUP | tag::PRIORITY) != 0 {
         return Err(ProtoError::Malformed("a message's channel tag is 0 to 7"));
     }
-    let channel = if tag & tag::CHANNEL != 0 {
-        Some(r.str()?)
-    } else {
-        None
-    };
-    let group = if tag & tag::GROUP != 0 {
-        Some(r.str()?)
-    } else {
-        None
-    };
-    let priority = if tag & tag::PRIORITY != 0 { r.u8()? } else { 1 };
-    Ok((channel, group, priority))
+    let channel = r.flagged(tag & tag::CHANNEL != 0, Reader::str)?;
+    let group = r.flagged(tag & tag::GROUP != 0, Reader::str)?;
+    let priority = r.flagged(tag & tag::PRIORITY != 0, Reader::u8)?;
+    Ok((channel, group, priority.unwrap_or(1)))
 }
 
 /// A message view with the groups of `f`, in the order of the full layout.
