@@ -491,6 +491,36 @@ impl Engine {
         self.on_shard(addr.queue, |o| o.peek(addr, from, max))
     }
 
+    /// Deletes message `seq` of the queue or its DLQ whatever its state (an
+    /// operator's delete: a lease on it ends and its receipt is refused).
+    pub fn delete_seq(&self, addr: Address<'_>, seq: u64) -> Result<(), Error> {
+        self.on_shard(addr.queue, |o| o.delete_seq(addr, seq))
+    }
+
+    /// Dead-letters message `seq` of the queue whatever its state, with an
+    /// operator's reason and description (answered as a consumer's).
+    pub fn dead_letter_seq(
+        &self,
+        name: &str,
+        seq: u64,
+        reason: &str,
+        description: &str,
+    ) -> Result<(), Error> {
+        self.on_shard(name, |o| o.dead_letter_seq(name, seq, reason, description))
+    }
+
+    /// The queue's channels with messages ready (the default channel
+    /// first on the first page, then named ones in name order after
+    /// `after`), at most `limit` (1–100), and the next page's `after`.
+    pub fn channels(
+        &self,
+        name: &str,
+        after: &str,
+        limit: usize,
+    ) -> Result<(Vec<ChannelBacklog>, Option<String>), Error> {
+        self.on_shard(name, |o| o.channels(name, after, limit))
+    }
+
     /// Moves dead letters back to their queue: all or `max`, optionally at
     /// most `rate_per_second`.
     pub fn redrive(

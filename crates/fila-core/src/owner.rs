@@ -676,6 +676,36 @@ impl Owner {
         self.on(addr.queue, |s, now| s.peek(addr, from, max, now))
     }
 
+    /// Deletes message `seq` whatever its state (see
+    /// [`crate::Engine::delete_seq`]).
+    pub fn delete_seq(&mut self, addr: Address<'_>, seq: u64) -> Result<(), Error> {
+        self.on(addr.queue, |s, now| s.delete_seq(addr, seq, now))
+    }
+
+    /// Dead-letters message `seq` whatever its state (see
+    /// [`crate::Engine::dead_letter_seq`]).
+    pub fn dead_letter_seq(
+        &mut self,
+        name: &str,
+        seq: u64,
+        reason: &str,
+        description: &str,
+    ) -> Result<(), Error> {
+        self.on(name, |s, now| {
+            s.dead_letter_seq(name, seq, reason.to_owned(), description.to_owned(), now)
+        })
+    }
+
+    /// A page of a queue's channels (see [`crate::Engine::channels`]).
+    pub fn channels(
+        &mut self,
+        name: &str,
+        after: &str,
+        limit: usize,
+    ) -> Result<(Vec<ChannelBacklog>, Option<String>), Error> {
+        self.on(name, |s, now| s.channels(name, after, limit, now))
+    }
+
     /// Moves dead letters back to their queue (see
     /// [`crate::Engine::redrive`]).
     pub fn redrive(

@@ -418,6 +418,17 @@ pub struct VisibilityChange {
     pub timeout_ms: u64,
 }
 
+/// A channel of a queue and its backlog (the channels request).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelBacklog {
+    /// Its name (`None`: the default channel).
+    pub name: Option<String>,
+    /// Its visible messages.
+    pub visible: u64,
+    /// Its messages in every state.
+    pub held: u64,
+}
+
 /// A queue's counts and counters (SPEC §1 "stats").
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct QueueStats {

@@ -54,6 +54,8 @@ pub const DEAD_LETTER_REASON_LEN_MAX: usize = 256;
 pub const DEAD_LETTER_DESCRIPTION_LEN_MAX: usize = 4_096;
 /// Messages one peek may return.
 pub const PEEK_MAX: u32 = 100;
+/// Channels one channels request may return.
+pub const CHANNELS_PAGE_MAX: u16 = 100;
 /// Dead letters a redrive moves at once, and a second at most: a redrive
 /// without a rate moves this many now and the rest at this rate, so no
 /// request moves an unbounded DLQ in one go. Also the highest rate a

@@ -421,6 +421,7 @@ macro_rules! emit {
     };
 }
 
+mod admin;
 mod dedup;
 mod groups;
 mod invariants;

@@ -189,35 +189,12 @@ impl Shard {
         description: String,
         now: u64,
     ) -> Result<(), Error> {
-        if reason.len() > crate::limits::DEAD_LETTER_REASON_LEN_MAX {
-            return Err(Error::invalid(
-                "reason",
-                format!(
-                    "at most {} bytes (got {})",
-                    crate::limits::DEAD_LETTER_REASON_LEN_MAX,
-                    reason.len()
-                ),
-            ));
-        }
-        if description.len() > crate::limits::DEAD_LETTER_DESCRIPTION_LEN_MAX {
-            return Err(Error::invalid(
-                "description",
-                format!(
-                    "at most {} bytes (got {})",
-                    crate::limits::DEAD_LETTER_DESCRIPTION_LEN_MAX,
-                    description.len()
-                ),
-            ));
-        }
+        Shard::check_dead_letter_text(&reason, &description)?;
         self.catch_up(now);
         let qslot = self.queue_slot(name)?;
         let q = self.sub_id(qslot, false);
         let slot = self.resolve(q, receipt)?;
-        // The reason and description are kept with the dead letter: they
-        // must fit the server's budget (counted when it is stored).
-        let kept = DEAD_LETTER_OVERHEAD_BYTES + (reason.len() + description.len()) as u64;
-        self.budget.reserve(kept)?;
-        self.budget.release(kept);
+        self.room_for_dead_letter_text(&reason, &description)?;
         self.records[slot as usize]
             .word
             .hold(receipt.generation)
