@@ -56,6 +56,12 @@ usage: fila [--addr ADDR] [--token TOKEN] [--tls] [--ca FILE]
   moves QUEUE                      its move tasks and redrives, with progress
   move-cancel QUEUE ID             cancel a running move task
   cancel QUEUE SEQ                 cancel a scheduled message
+  delete-seq QUEUE SEQ [--dlq]     delete one message whatever its state
+                                   (an operator's delete; manage)
+  dead-letter-seq QUEUE SEQ [--reason R] [--description D]
+                                   dead-letter one message whatever its state
+  channels QUEUE [--after NAME] [--max N]
+                                   channels with messages ready, and backlog
   server-stats
   reload                           the server reads its tokens and TLS
                                    files again (manage on every queue)
@@ -642,6 +648,50 @@ fn run(a: Args) -> Out {
                 .map_err(|_| Failure::Usage("not a task number".into()))?;
             let task = connect(&a)?.cancel_move(queue, id)?;
             output::print_moves(json, &[task]);
+            Ok(true)
+        }
+        "delete-seq" | "dead-letter-seq" => {
+            let dead_letter = cmd == "dead-letter-seq";
+            if dead_letter {
+                a.check_known(&["--reason", "--description"])?;
+            } else {
+                a.check_known(&["--dlq"])?;
+            }
+            let queue = a.pos(1, "a queue name")?;
+            let seq: u64 = a
+                .pos(2, "a sequence number")?
+                .parse()
+                .map_err(|_| Failure::Usage("not a sequence number".into()))?;
+            let mut c = connect(&a)?;
+            if dead_letter {
+                c.dead_letter_seq(
+                    queue,
+                    seq,
+                    a.value("--reason").unwrap_or("cli"),
+                    a.value("--description").unwrap_or(""),
+                )?;
+            } else {
+                c.delete_seq(queue, a.flag("--dlq"), seq)?;
+            }
+            if !json {
+                let done = if dead_letter {
+                    "dead-lettered"
+                } else {
+                    "deleted"
+                };
+                println!("{done} {seq}");
+            }
+            Ok(true)
+        }
+        "channels" => {
+            a.check_known(&["--after", "--max"])?;
+            let queue = a.pos(1, "a queue name")?;
+            let (channels, next) = connect(&a)?.channels(
+                queue,
+                a.value("--after").unwrap_or(""),
+                a.number("--max")?.unwrap_or(100),
+            )?;
+            output::print_channels(json, &channels, next.as_deref());
             Ok(true)
         }
         "cancel" => {

@@ -368,3 +368,36 @@ pub(crate) fn print_moves(json: bool, tasks: &[fila_client::MoveInfo]) {
         );
     }
 }
+
+pub(crate) fn print_channels(
+    json: bool,
+    channels: &[fila_client::ChannelInfo],
+    next: Option<&str>,
+) {
+    if json {
+        let items: Vec<String> = channels
+            .iter()
+            .map(|c| {
+                format!(
+                    "{{\"name\":{},\"visible\":{},\"held\":{}}}",
+                    c.name.as_deref().map_or("null".into(), json_str),
+                    c.visible,
+                    c.held
+                )
+            })
+            .collect();
+        println!(
+            "{{\"channels\":[{}],\"next\":{}}}",
+            items.join(","),
+            next.map_or("null".into(), json_str)
+        );
+        return;
+    }
+    for c in channels {
+        let name = c.name.as_deref().unwrap_or("(default)");
+        println!("{name}\t{} visible\t{} held", c.visible, c.held);
+    }
+    if let Some(next) = next {
+        println!("more: --after {next}");
+    }
+}

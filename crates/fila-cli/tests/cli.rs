@@ -381,3 +381,37 @@ fn a_higher_priority_is_received_first() {
     assert!(got.contains("\"payload\":\"urgent\""), "{got}");
     assert!(got.contains("\"priority\":5"), "{got}");
 }
+
+#[test]
+fn an_operator_deletes_and_dead_letters_by_seq_and_sees_the_channels() {
+    let s = TestServer::start();
+    assert!(fila(&s, &["queue", "create", "ops"], None).status.success());
+    for (body, channel) in [("a", "red"), ("b", "red"), ("c", "blue")] {
+        let o = fila(&s, &["put", "ops", body, "--channel", channel], None);
+        assert!(o.status.success(), "{o:?}");
+    }
+    let o = fila(&s, &["--json", "channels", "ops"], None);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(
+        out(&o).trim(),
+        "{\"channels\":[{\"name\":null,\"visible\":0,\"held\":0},\
+         {\"name\":\"blue\",\"visible\":1,\"held\":1},\
+         {\"name\":\"red\",\"visible\":2,\"held\":2}],\"next\":null}"
+    );
+    let o = fila(&s, &["delete-seq", "ops", "1"], None);
+    assert_eq!(out(&o).trim(), "deleted 1", "{o:?}");
+    let o = fila(
+        &s,
+        &["dead-letter-seq", "ops", "2", "--reason", "poison"],
+        None,
+    );
+    assert_eq!(out(&o).trim(), "dead-lettered 2", "{o:?}");
+    let dlq = out(&fila(&s, &["--json", "peek", "ops", "--dlq"], None));
+    assert!(dlq.contains("\"poison\""), "{dlq}");
+    let o = fila(&s, &["delete-seq", "ops", "1"], None);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no held message with sequence number 1"),
+        "{o:?}"
+    );
+}

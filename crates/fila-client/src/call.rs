@@ -6,9 +6,9 @@
 
 use bytes::Bytes;
 use fila_proto::{
-    limits::BATCH_LEN_MAX, DeferredRef, DeleteRef, Encode, Entry, Message, MoveInfo, Opcode,
-    PayloadsRef, PutAck, PutEntry, PutRef, QueueRef, Receipt, ReceiveRef, Request, Response,
-    Settings, SettingsPatch, Stats, VisibilityRef,
+    limits::BATCH_LEN_MAX, ChannelInfo, DeferredRef, DeleteRef, Encode, Entry, Message, MoveInfo,
+    Opcode, PayloadsRef, PutAck, PutEntry, PutRef, QueueRef, Receipt, ReceiveRef, Request,
+    Response, Settings, SettingsPatch, Stats, VisibilityRef,
 };
 
 use crate::{ClientError, EntryResult, Result};
@@ -400,6 +400,43 @@ pub(crate) fn cancel_move(queue: &str, id: u64) -> Call<Request, MoveInfo> {
         },
         parse: |r| match r {
             Response::Move(m) => Ok(*m),
+            other => Err(other),
+        },
+    }
+}
+
+pub(crate) fn delete_seq(queue: &str, dlq: bool, seq: u64) -> Call<Request, ()> {
+    simple(Request::DeleteSeq {
+        queue: queue_ref(queue, dlq),
+        seq,
+    })
+}
+
+pub(crate) fn dead_letter_seq(
+    queue: &str,
+    seq: u64,
+    reason: &str,
+    description: &str,
+) -> Call<Request, ()> {
+    simple(Request::DeadLetterSeq {
+        queue: queue.into(),
+        seq,
+        reason: reason.into(),
+        description: description.into(),
+    })
+}
+
+pub(crate) type ChannelsPage = (Vec<ChannelInfo>, Option<String>);
+
+pub(crate) fn channels(queue: &str, after: &str, limit: u16) -> Call<Request, ChannelsPage> {
+    Call {
+        req: Request::Channels {
+            queue: queue.into(),
+            after: after.into(),
+            limit,
+        },
+        parse: |r| match r {
+            Response::Channels { channels, next } => Ok((channels, next)),
             other => Err(other),
         },
     }

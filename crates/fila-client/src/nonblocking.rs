@@ -604,4 +604,35 @@ impl AsyncClient {
     pub async fn cancel_move(&self, queue: &str, id: u64) -> Result<MoveInfo> {
         self.run(call::cancel_move(queue, id)).await
     }
+
+    /// Deletes message `seq` of the queue (or its DLQ) whatever its state,
+    /// as an operator does: a lease on it ends. Needs manage.
+    pub async fn delete_seq(&self, queue: &str, dlq: bool, seq: u64) -> Result<()> {
+        self.run(call::delete_seq(queue, dlq, seq)).await
+    }
+
+    /// Dead-letters message `seq` of the queue whatever its state, with an
+    /// operator's reason and description. Needs manage.
+    pub async fn dead_letter_seq(
+        &self,
+        queue: &str,
+        seq: u64,
+        reason: &str,
+        description: &str,
+    ) -> Result<()> {
+        self.run(call::dead_letter_seq(queue, seq, reason, description))
+            .await
+    }
+
+    /// A page of the queue's channels with messages ready (the default
+    /// channel first when `after` is empty), at most `limit` (1–100), and
+    /// the `after` of the next page. Needs manage.
+    pub async fn channels(
+        &self,
+        queue: &str,
+        after: &str,
+        limit: u16,
+    ) -> Result<(Vec<ChannelInfo>, Option<String>)> {
+        self.run(call::channels(queue, after, limit)).await
+    }
 }

@@ -130,7 +130,10 @@ fn a_dead_letter_reason_past_its_limit_is_refused_and_nothing_moves() {
     let long = "d".repeat(limits::DEAD_LETTER_DESCRIPTION_LEN_MAX + 1);
     let e = engine.dead_letter_seq("q", seq, "", &long).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
-    assert_eq!(states(&engine, Address::queue("q")), [(seq, State::Visible)]);
+    assert_eq!(
+        states(&engine, Address::queue("q")),
+        [(seq, State::Visible)]
+    );
 }
 
 #[test]

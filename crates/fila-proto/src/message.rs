@@ -65,11 +65,17 @@ pub enum Opcode {
     ListMoves = 0x2b,
     /// Cancel a move task.
     CancelMove = 0x2c,
+    /// Delete one message by sequence number, whatever its state.
+    DeleteSeq = 0x2d,
+    /// Dead-letter one message by sequence number, whatever its state.
+    DeadLetterSeq = 0x2e,
+    /// A page of a queue's channels with their backlog.
+    Channels = 0x2f,
 }
 
 impl Opcode {
     /// Every opcode.
-    pub const ALL: [Opcode; 24] = [
+    pub const ALL: [Opcode; 27] = [
         Opcode::Hello,
         Opcode::Auth,
         Opcode::ServerStats,
@@ -94,6 +100,9 @@ impl Opcode {
         Opcode::StartMove,
         Opcode::ListMoves,
         Opcode::CancelMove,
+        Opcode::DeleteSeq,
+        Opcode::DeadLetterSeq,
+        Opcode::Channels,
     ];
 
     /// The opcode with this byte.
@@ -368,6 +377,47 @@ pub enum Request {
         /// The task's number.
         id: u64,
     },
+    /// Delete one message of the queue or its DLQ by sequence number,
+    /// whatever its state (an operator's delete: a lease on it ends).
+    DeleteSeq {
+        /// Queue or DLQ.
+        queue: QueueRef,
+        /// Its sequence number.
+        seq: u64,
+    },
+    /// Dead-letter one message of the queue by sequence number, whatever
+    /// its state, with an operator's reason.
+    DeadLetterSeq {
+        /// Queue name.
+        queue: String,
+        /// Its sequence number.
+        seq: u64,
+        /// The operator's reason.
+        reason: String,
+        /// The operator's description.
+        description: String,
+    },
+    /// The queue's channels with messages ready, a page at a time.
+    Channels {
+        /// Queue name.
+        queue: String,
+        /// Channels named after this one only ("" from the start, which
+        /// also answers the default channel first).
+        after: String,
+        /// Channels per page, 1–100.
+        limit: u16,
+    },
+}
+
+/// A channel and its backlog, as the channels request answers it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelInfo {
+    /// Its name (`None`: the default channel).
+    pub name: Option<String>,
+    /// Its visible messages.
+    pub visible: u64,
+    /// Its messages in every state.
+    pub held: u64,
 }
 
 /// What put answers per entry.
@@ -556,6 +606,14 @@ pub enum Response {
     Move(Box<MoveInfo>),
     /// To list move tasks.
     Moves(Vec<MoveInfo>),
+    /// To channels: one page, and the cursor of the next page when more
+    /// remain.
+    Channels {
+        /// The channels.
+        channels: Vec<ChannelInfo>,
+        /// Pass as `after` for the next page; absent on the last page.
+        next: Option<String>,
+    },
     /// The request failed.
     Error(WireError),
 }

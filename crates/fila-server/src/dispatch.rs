@@ -643,6 +643,36 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
         Request::CancelMove { queue, id } => answer(engine.cancel_move(&queue, id), |t| {
             Response::Move(Box::new(move_of(t)))
         }),
+        Request::DeleteSeq { queue, seq } => {
+            answer(engine.delete_seq(address(&queue), seq), |_| Response::Ok)
+        }
+        Request::DeadLetterSeq {
+            queue,
+            seq,
+            reason,
+            description,
+        } => answer(
+            engine.dead_letter_seq(&queue, seq, &reason, &description),
+            |_| Response::Ok,
+        ),
+        Request::Channels {
+            queue,
+            after,
+            limit,
+        } => answer(
+            engine.channels(&queue, &after, limit.into()),
+            |(channels, next)| Response::Channels {
+                channels: channels
+                    .into_iter()
+                    .map(|c| proto::ChannelInfo {
+                        name: c.name,
+                        visible: c.visible,
+                        held: c.held,
+                    })
+                    .collect(),
+                next,
+            },
+        ),
     }
 }
 

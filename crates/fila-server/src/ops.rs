@@ -71,7 +71,7 @@ use Permission::{Manage, Receive, Send};
 use Place::{Connection, EveryLoop, Shard, TargetThenShard};
 
 /// Every operation.
-pub(crate) const OPS: [Op; 24] = [
+pub(crate) const OPS: [Op; 27] = [
     row(Opcode::Hello, None, Connection, Small, false),
     row(Opcode::Auth, None, Connection, Small, false),
     row(Opcode::ServerStats, None, Connection, Small, false),
@@ -114,6 +114,9 @@ pub(crate) const OPS: [Op; 24] = [
     row(Opcode::StartMove, Some(Manage), Shard, Small, true),
     row(Opcode::ListMoves, Some(Manage), Shard, Small, false),
     row(Opcode::CancelMove, Some(Manage), Shard, Small, false),
+    row(Opcode::DeleteSeq, Some(Manage), Shard, Small, false),
+    row(Opcode::DeadLetterSeq, Some(Manage), Shard, Small, false),
+    row(Opcode::Channels, Some(Manage), Shard, Small, false),
 ];
 
 /// The row of `opcode` (a byte off the wire: `None` when it is none).
@@ -150,6 +153,8 @@ pub(crate) fn queue_of(req: &Request) -> Option<&str> {
         | Request::StartMove { queue, .. }
         | Request::ListMoves { queue }
         | Request::CancelMove { queue, .. }
+        | Request::DeadLetterSeq { queue, .. }
+        | Request::Channels { queue, .. }
         | Request::Put { queue, .. }
         | Request::CancelScheduled { queue, .. }
         | Request::Defer { queue, .. }
@@ -158,6 +163,7 @@ pub(crate) fn queue_of(req: &Request) -> Option<&str> {
         Request::Receive(r) => &r.queue.name,
         Request::UpdateVisibility { queue, .. }
         | Request::Delete { queue, .. }
+        | Request::DeleteSeq { queue, .. }
         | Request::Peek { queue, .. } => &queue.name,
     })
 }

@@ -65,11 +65,7 @@ impl Shard {
     /// A dead letter's reason and description within their limits.
     pub(super) fn check_dead_letter_text(reason: &str, description: &str) -> Result<(), Error> {
         for (field, text, max) in [
-            (
-                "reason",
-                reason,
-                crate::limits::DEAD_LETTER_REASON_LEN_MAX,
-            ),
+            ("reason", reason, crate::limits::DEAD_LETTER_REASON_LEN_MAX),
             (
                 "description",
                 description,
@@ -137,10 +133,7 @@ impl Shard {
         for (_, &id) in named.by_ref().take(room) {
             page.push(backlog(&sub.channels[id as usize]));
         }
-        let next = named
-            .next()
-            .and(page.last())
-            .and_then(|c| c.name.clone());
+        let next = named.next().and(page.last()).and_then(|c| c.name.clone());
         Ok((page, next))
     }
 }

@@ -30,6 +30,9 @@ impl Request {
             Request::StartMove { .. } => Opcode::StartMove,
             Request::ListMoves { .. } => Opcode::ListMoves,
             Request::CancelMove { .. } => Opcode::CancelMove,
+            Request::DeleteSeq { .. } => Opcode::DeleteSeq,
+            Request::DeadLetterSeq { .. } => Opcode::DeadLetterSeq,
+            Request::Channels { .. } => Opcode::Channels,
         }
     }
 
@@ -149,6 +152,30 @@ impl Request {
                 w.str(queue);
                 w.u64(*id);
             }
+            Request::DeleteSeq { queue, seq } => {
+                put_queue_ref(w, queue);
+                w.u64(*seq);
+            }
+            Request::DeadLetterSeq {
+                queue,
+                seq,
+                reason,
+                description,
+            } => {
+                w.str(queue);
+                w.u64(*seq);
+                w.str(reason);
+                w.str(description);
+            }
+            Request::Channels {
+                queue,
+                after,
+                limit,
+            } => {
+                w.str(queue);
+                w.str(after);
+                w.u16(*limit);
+            }
             Request::Put { .. }
             | Request::Receive(_)
             | Request::UpdateVisibility { .. }
@@ -266,6 +293,21 @@ impl Request {
             Opcode::CancelMove => Request::CancelMove {
                 queue: r.str()?,
                 id: r.u64()?,
+            },
+            Opcode::DeleteSeq => Request::DeleteSeq {
+                queue: get_queue_ref(r)?,
+                seq: r.u64()?,
+            },
+            Opcode::DeadLetterSeq => Request::DeadLetterSeq {
+                queue: r.str()?,
+                seq: r.u64()?,
+                reason: r.str()?,
+                description: r.str()?,
+            },
+            Opcode::Channels => Request::Channels {
+                queue: r.str()?,
+                after: r.str()?,
+                limit: r.u16()?,
             },
         };
         r.finish()?;

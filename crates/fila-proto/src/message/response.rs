@@ -101,6 +101,14 @@ impl Response {
             }
             Response::Move(m) => put_move(w, m),
             Response::Moves(ms) => w.list(ms, put_move),
+            Response::Channels { channels, next } => {
+                w.list(channels, |w, c| {
+                    w.opt(&c.name, |w, n| w.str(n));
+                    w.u64(c.visible);
+                    w.u64(c.held);
+                });
+                w.opt(next, |w, n| w.str(n));
+            }
             Response::Error(e) => put_error(w, e),
         }
         end_frame(buf, start);
@@ -144,7 +152,9 @@ impl Response {
             | Opcode::Purge
             | Opcode::CancelScheduled
             | Opcode::Defer
-            | Opcode::DeadLetter => Response::Ok,
+            | Opcode::DeadLetter
+            | Opcode::DeleteSeq
+            | Opcode::DeadLetterSeq => Response::Ok,
             Opcode::ServerStats => Response::ServerStats(r.list(10, |r| Ok((r.str()?, r.u64()?)))?),
             Opcode::Reload => Response::Reloaded {
                 generation: r.u64()?,
@@ -194,6 +204,16 @@ impl Response {
             },
             Opcode::StartMove | Opcode::CancelMove => Response::Move(Box::new(get_move(r)?)),
             Opcode::ListMoves => Response::Moves(r.list(41, get_move)?),
+            Opcode::Channels => Response::Channels {
+                channels: r.list(17, |r| {
+                    Ok(ChannelInfo {
+                        name: r.opt(Reader::str)?,
+                        visible: r.u64()?,
+                        held: r.u64()?,
+                    })
+                })?,
+                next: r.opt(Reader::str)?,
+            },
         };
         r.finish()?;
         Ok(resp)

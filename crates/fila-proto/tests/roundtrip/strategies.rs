@@ -258,6 +258,22 @@ pub fn request() -> impl Strategy<Value = Request> {
             }),
         s().prop_map(|queue| Request::ListMoves { queue }),
         (s(), any::<u64>()).prop_map(|(queue, id)| Request::CancelMove { queue, id }),
+        prop_oneof![
+            (queue_ref(), any::<u64>()).prop_map(|(queue, seq)| Request::DeleteSeq { queue, seq }),
+            (s(), any::<u64>(), s(), s()).prop_map(|(queue, seq, reason, description)| {
+                Request::DeadLetterSeq {
+                    queue,
+                    seq,
+                    reason,
+                    description,
+                }
+            }),
+            (s(), s(), any::<u16>()).prop_map(|(queue, after, limit)| Request::Channels {
+                queue,
+                after,
+                limit
+            }),
+        ],
     ]
 }
 
@@ -404,7 +420,9 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
             Just(Opcode::Purge),
             Just(Opcode::CancelScheduled),
             Just(Opcode::Defer),
-            Just(Opcode::DeadLetter)
+            Just(Opcode::DeadLetter),
+            Just(Opcode::DeleteSeq),
+            Just(Opcode::DeadLetterSeq)
         ]
         .prop_map(|op| (op, Response::Ok)),
         proptest::collection::vec((s(), any::<u64>()), 0..4)
@@ -477,6 +495,20 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
             .prop_map(|(op, m)| (op, Response::Move(Box::new(m)))),
         proptest::collection::vec(move_info(), 0..3)
             .prop_map(|ms| (Opcode::ListMoves, Response::Moves(ms))),
+        (
+            proptest::collection::vec(
+                (proptest::option::of(s()), any::<u64>(), any::<u64>()).prop_map(
+                    |(name, visible, held)| ChannelInfo {
+                        name,
+                        visible,
+                        held
+                    }
+                ),
+                0..4
+            ),
+            proptest::option::of(s())
+        )
+            .prop_map(|(channels, next)| (Opcode::Channels, Response::Channels { channels, next })),
         (proptest::sample::select(Opcode::ALL.to_vec()), wire_error())
             .prop_map(|(op, e)| (op, Response::Error(e))),
     ]
