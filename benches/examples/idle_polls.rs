@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! cargo build --release -p fila-server -p fila-benches --examples
-//! target/release/fila-server --metrics-listen off --sqs-listen off & SERVER=$!
+//! target/release/fila-server --metrics-listen off --sqs-listen off --console-listen off & SERVER=$!
 //! target/release/examples/idle_polls 127.0.0.1:7700 $SERVER 10000 20
 //! kill $SERVER
 //! ```

@@ -7,7 +7,7 @@
 //! A rough figure until the load generator exists.
 //!
 //! ```sh
-//! target/release/fila-server --metrics-listen off --sqs-listen off --listen 127.0.0.1:7790 & SERVER=$!
+//! target/release/fila-server --metrics-listen off --sqs-listen off --console-listen off --listen 127.0.0.1:7790 & SERVER=$!
 //! target/release/examples/loopback 127.0.0.1:7790 2 2 8 10
 //! kill $SERVER
 //! ```

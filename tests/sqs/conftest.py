@@ -42,6 +42,7 @@ class Server:
             "--listen", "127.0.0.1:0",
             "--sqs-listen", "127.0.0.1:0",
             "--metrics-listen", "off",
+            "--console-listen", "off",
             "--data-dir", self.data_dir,
             "--shards", "2",
             "--event-loops", "2",

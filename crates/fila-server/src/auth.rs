@@ -169,6 +169,12 @@ impl TokenTable {
         found
     }
 
+    /// The access key id of `token`, if it has one (how the console names
+    /// who is signed in without showing a secret).
+    pub fn id_of(&self, token: TokenId) -> Option<&str> {
+        self.entries.get(token.0)?.id.as_deref()
+    }
+
     /// Whether `token` may do `p` on every queue (a grant on `*`): what
     /// server-wide actions (a reload) need.
     pub fn allows_all(&self, token: TokenId, p: Permission) -> bool {

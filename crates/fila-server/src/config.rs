@@ -48,6 +48,8 @@ pub struct Config {
     /// The SQS-compatible HTTP API's address (docs/sqs.md); `None` turns
     /// it off.
     pub sqs_listen: Option<SocketAddr>,
+    /// The web console's address (docs/console.md); `None` turns it off.
+    pub console_listen: Option<SocketAddr>,
     /// Engine shards (one per core by default).
     pub shards: usize,
     /// Event loop threads (one per core by default).
@@ -214,6 +216,7 @@ impl Default for Config {
             listen: "127.0.0.1:7700".parse().expect("literal"),
             metrics_listen: Some("127.0.0.1:7701".parse().expect("literal")),
             sqs_listen: Some("127.0.0.1:9324".parse().expect("literal")),
+            console_listen: Some("127.0.0.1:7702".parse().expect("literal")),
             shards: cores(),
             event_loops: cores(),
             sqs_threads: 0,
@@ -287,11 +290,12 @@ impl Config {
     }
 
     /// Every listener's address, by its setting's name.
-    fn listeners(&self) -> [(&'static str, Option<SocketAddr>); 3] {
+    fn listeners(&self) -> [(&'static str, Option<SocketAddr>); 4] {
         [
             ("listen", Some(self.listen)),
             ("sqs_listen", self.sqs_listen),
             ("metrics_listen", self.metrics_listen),
+            ("console_listen", self.console_listen),
         ]
     }
 
@@ -435,6 +439,13 @@ impl Config {
             if let Some(a) = self.sqs_listen.filter(|a| !a.ip().is_loopback()) {
                 return Err(ConfigError::Invalid(format!(
                     "sqs_listen {a}: without tokens the SQS API listens on loopback only (add [[tokens]] to the config)"
+                )));
+            }
+        }
+        if self.tokens.is_empty() {
+            if let Some(a) = self.console_listen.filter(|a| !a.ip().is_loopback()) {
+                return Err(ConfigError::Invalid(format!(
+                    "console_listen {a}: without tokens the console listens on loopback only (add [[tokens]] to the config)"
                 )));
             }
         }

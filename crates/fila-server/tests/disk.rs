@@ -140,10 +140,12 @@ fn start(mut cmd: Command) -> Result<Running, String> {
     }
 }
 
-const ARGS: [&str; 10] = [
+const ARGS: [&str; 12] = [
     "--listen",
     "127.0.0.1:0",
     "--metrics-listen",
+    "off",
+    "--console-listen",
     "off",
     "--sqs-listen",
     "127.0.0.1:0",

@@ -322,6 +322,11 @@ impl Marks {
     pub fn failed(&self) -> bool {
         self.0.failed.load(Ordering::Acquire)
     }
+
+    /// Snapshots written since the store opened.
+    pub fn snapshots(&self) -> u64 {
+        self.0.snapshots.load(Ordering::Acquire)
+    }
 }
 
 struct Shared {

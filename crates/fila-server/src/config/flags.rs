@@ -39,6 +39,10 @@ impl Config {
                     let v = value("--sqs-listen")?;
                     self.sqs_listen = addr("--sqs-listen", &v)?;
                 }
+                "--console-listen" => {
+                    let v = value("--console-listen")?;
+                    self.console_listen = addr("--console-listen", &v)?;
+                }
                 "--shards" => self.shards = number("--shards", value("--shards")?)? as usize,
                 "--event-loops" => {
                     self.event_loops = number("--event-loops", value("--event-loops")?)? as usize
@@ -140,7 +144,8 @@ fila-server: the fila message-queue server
 usage: fila-server [--config FILE] [flags]
 
 With no arguments it listens on 127.0.0.1:7700 (the SQS-compatible API on
-127.0.0.1:9324, metrics on 127.0.0.1:7701) with one shard and one event
+127.0.0.1:9324, metrics on 127.0.0.1:7701, the web console on
+127.0.0.1:7702) with one shard and one event
 loop per core. Flags override the file.
 
   --config FILE             TOML file (keys as the flags, with underscores)
@@ -148,6 +153,8 @@ loop per core. Flags override the file.
   --metrics-listen ADDR     Prometheus /metrics, or \"off\" [127.0.0.1:7701]
   --sqs-listen ADDR         the SQS-compatible HTTP API, or \"off\"
                             [127.0.0.1:9324]
+  --console-listen ADDR     the web console (docs/console.md), or \"off\"
+                            [127.0.0.1:7702]
   --shards N                engine shards           [cores]
   --event-loops N           event loop threads      [cores]
   --sqs-threads N           threads of the SQS API  [half the cores]

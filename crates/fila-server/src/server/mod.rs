@@ -41,6 +41,7 @@ use crate::config::{Config, Sync};
 use crate::metrics::Metrics;
 use crate::scrape::MetricsEndpoint;
 
+mod console;
 mod durable;
 mod front;
 mod host;
@@ -183,6 +184,7 @@ pub struct Server {
     threads: Vec<std::thread::JoinHandle<()>>,
     metrics: Option<MetricsEndpoint>,
     sqs: Option<sqs::SqsListener>,
+    console: Option<console::ConsoleListener>,
 }
 
 /// Stops a server from another thread (a signal handler's, a test's).
@@ -241,6 +243,13 @@ impl Server {
             ),
             None => None,
         };
+        let console_listener = match config.console_listen {
+            Some(addr) => Some(
+                console::ConsoleListener::bind(addr)
+                    .map_err(|source| StartError::Listen { addr, source })?,
+            ),
+            None => None,
+        };
         let mut polls = Vec::new();
         let mut wakers = Vec::new();
         for _ in 0..config.event_loops {
@@ -255,7 +264,13 @@ impl Server {
                 .collect(),
             None => Vec::new(),
         };
-        let loops = Loops::new(wakers, sqs_notifies.clone());
+        // The console's gateway is the endpoint after them.
+        let console_notify = console_listener
+            .as_ref()
+            .map(|_| Arc::new(tokio::sync::Notify::new()));
+        let mut gateways = sqs_notifies.clone();
+        gateways.extend(console_notify.clone());
+        let loops = Loops::new(wakers, gateways);
         let fatal: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
         let stopping = Arc::new(AtomicBool::new(false));
         // Once recovered, the loops own the shards: the log writer and the
@@ -330,6 +345,7 @@ impl Server {
                     .spawn(move || l.run())?,
             );
         }
+        let console_index = config.event_loops + sqs_notifies.len();
         let sqs = match sqs_listener {
             Some(l) => Some(sqs::SqsListener::start(
                 l,
@@ -339,10 +355,20 @@ impl Server {
             )?),
             None => None,
         };
+        let console = match (console_listener, console_notify) {
+            (Some(l), Some(notify)) => Some(console::ConsoleListener::start(
+                l,
+                console_index,
+                notify,
+                shared.clone(),
+            )?),
+            _ => None,
+        };
         info!(
             listen = %local_addr,
             sqs = %shown(sqs.as_ref().map(|s| s.addr())),
             metrics = %shown(metrics_endpoint.as_ref().map(|m| m.addr())),
+            console = %shown(console.as_ref().map(|c| c.addr())),
             shards = config.shards,
             event_loops = config.event_loops,
             auth = !config.tokens.is_empty(),
@@ -357,6 +383,7 @@ impl Server {
             threads,
             metrics: metrics_endpoint,
             sqs,
+            console,
         })
     }
 
@@ -374,6 +401,11 @@ impl Server {
     /// The SQS API's address (the real port when 0 was asked for).
     pub fn sqs_addr(&self) -> Option<SocketAddr> {
         self.sqs.as_ref().map(|s| s.addr())
+    }
+
+    /// The web console's address (the real port when 0 was asked for).
+    pub fn console_addr(&self) -> Option<SocketAddr> {
+        self.console.as_ref().map(|c| c.addr())
     }
 
     /// The metrics endpoint's address.
@@ -435,6 +467,9 @@ impl Server {
         }
         if let Some(s) = self.sqs.as_mut() {
             s.join();
+        }
+        if let Some(c) = self.console.as_mut() {
+            c.join();
         }
         if let Some(m) = self.metrics.as_mut() {
             m.stop();

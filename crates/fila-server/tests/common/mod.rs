@@ -73,10 +73,12 @@ pub fn data_home() -> std::path::PathBuf {
     dir
 }
 
-pub const ARGS: [&str; 10] = [
+pub const ARGS: [&str; 12] = [
     "--listen",
     "127.0.0.1:0",
     "--metrics-listen",
+    "off",
+    "--console-listen",
     "off",
     "--sqs-listen",
     "127.0.0.1:0",

@@ -44,11 +44,11 @@ use crate::guard::AuthGuard;
 mod actions;
 mod attrs;
 mod auth;
-mod error;
-mod gateway;
+pub(in crate::server) mod error;
+pub(in crate::server) mod gateway;
 #[cfg(test)]
 mod hostile_input;
-mod query;
+pub(in crate::server) mod query;
 mod request;
 mod sigv4;
 

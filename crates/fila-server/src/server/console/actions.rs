@@ -1,0 +1,375 @@
+//! What the console changes on a queue: its settings, a redrive of its
+//! DLQ (paced, with its progress and a cancel), a purge (after typing the
+//! queue's name). Each is a form with the session's CSRF token, runs as the
+//! signed-in token (a grant it lacks refuses it), and comes back to the
+//! queue's page saying how it went.
+
+use fila_proto::{QueueRef, Request, Response, Settings, SettingsPatch};
+use hyper::StatusCode;
+
+use super::html::{url, Html};
+use super::pages::when;
+use super::routes::{param, Outcome, Params};
+use super::{Console, Visitor};
+use crate::auth::Permission;
+
+/// The settings the console edits: label, form name, and how each is read
+/// from the settings and written into a patch.
+struct Field {
+    label: &'static str,
+    name: &'static str,
+    get: fn(&Settings) -> String,
+    set: fn(&mut SettingsPatch, &str) -> Result<(), String>,
+}
+
+fn number<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, String> {
+    v.trim()
+        .parse()
+        .map_err(|_| format!("{name}: {v:?} is not a whole number in its range"))
+}
+
+fn boolean(name: &str, v: &str) -> Result<bool, String> {
+    match v.trim() {
+        "true" | "on" | "yes" | "1" => Ok(true),
+        "false" | "off" | "no" | "0" => Ok(false),
+        _ => Err(format!("{name}: {v:?} is not true or false")),
+    }
+}
+
+macro_rules! field {
+    ($label:literal, $name:ident, number) => {
+        Field {
+            label: $label,
+            name: stringify!($name),
+            get: |s| s.$name.to_string(),
+            set: |p, v| {
+                p.$name = Some(number(stringify!($name), v)?);
+                Ok(())
+            },
+        }
+    };
+    ($label:literal, $name:ident, boolean) => {
+        Field {
+            label: $label,
+            name: stringify!($name),
+            get: |s| s.$name.to_string(),
+            set: |p, v| {
+                p.$name = Some(boolean(stringify!($name), v)?);
+                Ok(())
+            },
+        }
+    };
+}
+
+const FIELDS: [Field; 16] = [
+    field!("Visibility timeout (ms)", visibility_timeout_ms, number),
+    field!("Max deliveries (0: no limit)", max_deliveries, number),
+    field!("Retention (ms)", retention_ms, number),
+    field!("Max message bytes", max_message_bytes, number),
+    field!("Receive wait default (ms)", receive_wait_default_ms, number),
+    field!("Delay of every put (ms)", delay_ms, number),
+    field!("Max messages", max_messages, number),
+    field!("Max bytes", max_bytes, number),
+    field!("Channel capacity (%)", channel_capacity_pct, number),
+    field!(
+        "Dead-letter on expiration",
+        dead_letter_on_expiration,
+        boolean
+    ),
+    field!("Dedup window (ms)", dedup_window_ms, number),
+    field!("Content dedup", content_dedup, boolean),
+    field!("Ordered (every put in a group)", ordered, boolean),
+    field!("Priority levels", priority_levels, number),
+    field!("Priority fairness (0: strict)", priority_fairness, number),
+    Field {
+        label: "Dead-letter target (empty: its own DLQ)",
+        name: "dead_letter_target",
+        get: |s| s.dead_letter_target.clone().unwrap_or_default(),
+        set: |p, v| {
+            let v = v.trim();
+            p.dead_letter_target = Some((!v.is_empty()).then(|| v.to_owned()));
+            Ok(())
+        },
+    },
+];
+
+/// The queue's settings: a form with the manage grant, a table without.
+pub(super) async fn settings_section(console: &Console, v: &Visitor, name: &str, h: &mut Html) {
+    h.raw("<section id=\"settings\"><h2>Settings</h2>");
+    let s = match console
+        .call(v, Request::GetQueue { name: name.into() })
+        .await
+    {
+        Ok(Response::Queue(s)) => s,
+        Ok(_) => {
+            h.el("p", "error", "an unexpected answer").raw("</section>");
+            return;
+        }
+        Err(e) => {
+            h.el("p", "muted", &e).raw("</section>");
+            return;
+        }
+    };
+    let manage = v.may(name, Permission::Manage);
+    if manage {
+        h.form(&format!("/queues/{}/settings", url(name)), &v.csrf);
+    }
+    h.raw("<table class=\"kv settings\">");
+    for f in &FIELDS {
+        h.raw("<tr>").el("th", "", f.label).raw("<td>");
+        if manage {
+            h.field("", f.name, &(f.get)(&s));
+        } else {
+            h.text(&(f.get)(&s));
+        }
+        h.raw("</td></tr>");
+    }
+    if !s.tags.is_empty() {
+        let tags: Vec<String> = s.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        h.raw("<tr>")
+            .el("th", "", "Tags")
+            .el("td", "", &tags.join(", "))
+            .raw("</tr>");
+    }
+    h.raw("</table>");
+    if manage {
+        h.button("Save settings", false).raw("</form>");
+    }
+    h.raw("</section>");
+}
+
+/// Saves the settings the form changed.
+pub(super) async fn settings(console: &Console, v: &Visitor, name: &str, form: &Params) -> Outcome {
+    let back = format!("/queues/{}", url(name));
+    let current = match console
+        .call(v, Request::GetQueue { name: name.into() })
+        .await
+    {
+        Ok(Response::Queue(s)) => s,
+        Ok(_) => return Outcome::done(back, Err("an unexpected answer".into())),
+        Err(e) => return Outcome::done(back, Err(e)),
+    };
+    let mut patch = SettingsPatch::default();
+    let mut changed = Vec::new();
+    for f in &FIELDS {
+        let Some(value) = param(form, f.name) else {
+            continue;
+        };
+        if value.trim() == (f.get)(&current) {
+            continue;
+        }
+        if let Err(e) = (f.set)(&mut patch, value) {
+            return Outcome::done(back, Err(e));
+        }
+        changed.push(f.name);
+    }
+    if changed.is_empty() {
+        return Outcome::done(back, Ok("Nothing changed.".into()));
+    }
+    let req = Request::UpdateQueue {
+        name: name.into(),
+        settings: patch,
+    };
+    let result = console
+        .call(v, req)
+        .await
+        .map(|_| format!("Saved: {}.", changed.join(", ")));
+    Outcome::done(back, result)
+}
+
+fn status(s: u8) -> &'static str {
+    match s {
+        0 => "running",
+        1 => "completed",
+        2 => "cancelled",
+        3 => "failed",
+        _ => "unknown",
+    }
+}
+
+/// The queue's move tasks (redrives among them) with their progress, and
+/// the redrive form.
+pub(super) async fn moves_section(
+    console: &Console,
+    v: &Visitor,
+    name: &str,
+    dead_lettered: u64,
+    h: &mut Html,
+) {
+    let q = url(name);
+    h.raw("<section id=\"moves\" data-live><h2>Redrive and move tasks</h2>");
+    match console
+        .call(v, Request::ListMoves { queue: name.into() })
+        .await
+    {
+        Ok(Response::Moves(tasks)) if !tasks.is_empty() => {
+            h.raw("<table class=\"moves\"><thead>");
+            h.head_row(&[
+                "#", "What", "Status", "Moved", "To move", "Rate/s", "Started", "",
+            ]);
+            h.raw("</thead><tbody>");
+            for t in tasks.iter().rev() {
+                let what = match (&t.to, t.from_dlq) {
+                    (_, true) => "redrive of the DLQ".to_owned(),
+                    (Some(to), false) => format!("move to {to}"),
+                    (None, false) => "move back to the sources".to_owned(),
+                };
+                let mut state = status(t.status).to_owned();
+                if let Some(f) = &t.failure {
+                    state.push_str(": ");
+                    state.push_str(f);
+                }
+                h.raw("<tr>");
+                for cell in [
+                    t.id.to_string(),
+                    what,
+                    state,
+                    t.moved.to_string(),
+                    t.to_move.to_string(),
+                    t.rate_per_second.to_string(),
+                    when(t.started_at_ms),
+                ] {
+                    h.el("td", "", &cell);
+                }
+                h.raw("<td>");
+                if t.status == 0 && v.may(name, Permission::Manage) {
+                    h.form(&format!("/queues/{q}/moves/{}/cancel", t.id), &v.csrf)
+                        .button("Cancel", true)
+                        .raw("</form>");
+                }
+                h.raw("</td></tr>");
+            }
+            h.raw("</tbody></table>");
+        }
+        Ok(_) => {
+            h.el("p", "muted", "No move tasks yet.");
+        }
+        Err(e) => {
+            h.el("p", "muted", &e);
+        }
+    }
+    h.raw("</section>");
+    if v.may(name, Permission::Manage) {
+        h.raw("<section><h3>Redrive the DLQ</h3>");
+        h.el(
+            "p",
+            "muted",
+            &format!(
+                "{dead_lettered} dead letters: each goes back to the queue, its delivery count reset."
+            ),
+        );
+        h.form(&format!("/queues/{q}/redrive"), &v.csrf);
+        h.field("A second (1–10000)", "rate", "100");
+        h.field("At most (empty: all)", "max", "");
+        h.button("Redrive", false).raw("</form></section>");
+    }
+}
+
+/// Starts a redrive of the DLQ at the form's rate.
+pub(super) async fn redrive(console: &Console, v: &Visitor, name: &str, form: &Params) -> Outcome {
+    let back = format!("/queues/{}", url(name));
+    let rate = match param(form, "rate").map(str::trim).filter(|r| !r.is_empty()) {
+        None => None,
+        Some(r) => match r.parse::<u32>() {
+            Ok(r) => Some(r),
+            Err(_) => {
+                return Outcome::done(back, Err(format!("rate: {r:?} is not a whole number")))
+            }
+        },
+    };
+    let max = match param(form, "max").map(str::trim).filter(|r| !r.is_empty()) {
+        None => None,
+        Some(m) => match m.parse::<u64>() {
+            Ok(m) => Some(m),
+            Err(_) => return Outcome::done(back, Err(format!("max: {m:?} is not a whole number"))),
+        },
+    };
+    let req = Request::Redrive {
+        queue: name.into(),
+        max_messages: max,
+        rate_per_second: rate,
+    };
+    let result = match console.call(v, req).await {
+        Ok(Response::Redrive { moved, scheduled }) => Ok(format!(
+            "Redrive started: {moved} moved now, {scheduled} more at the rate."
+        )),
+        Ok(_) => Err("an unexpected answer".into()),
+        Err(e) => Err(e),
+    };
+    Outcome::done(back, result)
+}
+
+/// Cancels a running move task.
+pub(super) async fn cancel_move(console: &Console, v: &Visitor, name: &str, id: &str) -> Outcome {
+    let back = format!("/queues/{}", url(name));
+    let Ok(id) = id.parse::<u64>() else {
+        return Outcome::refused(StatusCode::NOT_FOUND, "No such task.");
+    };
+    let req = Request::CancelMove {
+        queue: name.into(),
+        id,
+    };
+    let result = console
+        .call(v, req)
+        .await
+        .map(|_| format!("Task {id} cancelled."));
+    Outcome::done(back, result)
+}
+
+/// The purge's confirmation: type the queue's name.
+pub(super) fn purge_confirm(v: &Visitor, name: &str, query: &Params) -> Outcome {
+    if !v.may(name, Permission::Manage) {
+        return Outcome::refused(
+            StatusCode::FORBIDDEN,
+            &format!("forbidden: this token may not manage queue {name:?}"),
+        );
+    }
+    let dlq = param(query, "dlq") == Some("1");
+    let what = if dlq { "its DLQ" } else { "the queue" };
+    let mut h = Html::default();
+    h.el("h1", "", &format!("Purge {what}: {name}"));
+    h.el(
+        "p",
+        "warning",
+        &format!(
+            "Every message of {what} goes, in every state, now and for good. Type the queue's name to confirm."
+        ),
+    );
+    h.form(&format!("/queues/{}/purge", url(name)), &v.csrf);
+    if dlq {
+        h.hidden("dlq", "1");
+    }
+    h.field("Queue name", "confirm", "");
+    h.button("Purge", true).raw("</form><p>");
+    h.link(&format!("/queues/{}", url(name)), "Cancel");
+    h.raw("</p>");
+    Outcome::page(format!("Purge {name}"), h.finish())
+}
+
+/// Purges the queue or its DLQ once the form names it.
+pub(super) async fn purge(console: &Console, v: &Visitor, name: &str, form: &Params) -> Outcome {
+    let back = format!("/queues/{}", url(name));
+    let dlq = param(form, "dlq") == Some("1");
+    if param(form, "confirm").map(str::trim) != Some(name) {
+        return Outcome::done(
+            format!(
+                "/queues/{}/purge{}",
+                url(name),
+                if dlq { "?dlq=1" } else { "" }
+            ),
+            Err("Not purged: the name typed is not the queue's.".into()),
+        );
+    }
+    let req = Request::Purge {
+        queue: QueueRef {
+            name: name.into(),
+            dlq,
+        },
+    };
+    let what = if dlq { "Its DLQ" } else { "The queue" };
+    let result = console
+        .call(v, req)
+        .await
+        .map(|_| format!("{what} was purged."));
+    Outcome::done(back, result)
+}

@@ -1,0 +1,470 @@
+//! The web console (docs/console.md): pages that show the queues and the
+//! server, browse messages, and act on them, served by one thread of the
+//! server on a listener of its own (`--console-listen`).
+//!
+//! The thread runs a current-thread tokio runtime with hyper's HTTP/1.1
+//! server (HTTPS with TLS configured) and is one more endpoint of the
+//! loops' post, as an SQS thread is: every figure and every action is a
+//! request of the binary protocol's kind, authorized against the signed-in
+//! token's grants and run by the loop that owns the queue's shard
+//! (`sqs::gateway`); the console holds no lock any loop takes.
+//!
+//! Pages are written on the server (`html.rs`: every value escaped); the
+//! one script (`assets/console.js`) only refreshes the parts of a page
+//! marked live. Security: sign-in with a token (`session.rs`), an
+//! HttpOnly SameSite=Strict session cookie, a CSRF token in every form
+//! that changes something, `Origin` checked on every POST, a strict
+//! Content-Security-Policy (scripts and styles from the console only, no
+//! inline script or style, no frames).
+//!
+//! Limits: [`CONNECTIONS_MAX`] connections (past it a newcomer gets a 503
+//! and is closed), a request head within [`HEAD_SECS`] (also the most a
+//! keep-alive connection idles), a form body of at most [`BODY_BYTES_MAX`]
+//! within [`BODY_SECS`], messages of at most [`ANSWER_ROOM`] bytes an
+//! answer, [`session::SESSIONS_MAX`] sessions, failed sign-ins counted
+//! per address as on the other listeners, the history bounded
+//! (`history.rs`).
+#![cfg_attr(loom, allow(dead_code, unused_imports))]
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Response, StatusCode};
+use tokio::sync::Notify;
+use tracing::{debug, warn};
+
+use super::sqs::gateway::{Gateway, Reply};
+use super::Shared;
+use crate::auth::{Permission, TokenId};
+use crate::dispatch::{self, Answer, Caller};
+use crate::guard::AuthGuard;
+use crate::live::Access;
+
+mod actions;
+mod history;
+mod html;
+mod messages;
+mod pages;
+mod routes;
+mod session;
+
+use history::History;
+use session::Sessions;
+
+/// Connections served at once.
+pub const CONNECTIONS_MAX: usize = 32;
+/// How long a client has to send a request's head (and the longest a
+/// keep-alive connection waits for its next request).
+pub const HEAD_SECS: u64 = 10;
+/// The most bytes of a request's body (a form).
+pub const BODY_BYTES_MAX: usize = 64 << 10;
+/// How long a client has to send a request's body.
+pub const BODY_SECS: u64 = 10;
+/// The bytes of messages one page's answer may carry.
+pub const ANSWER_ROOM: usize = 2 << 20;
+
+/// The running console: its thread.
+pub(in crate::server) struct ConsoleListener {
+    addr: SocketAddr,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What the console's requests share (one thread: no locks).
+pub(super) struct Console {
+    gateway: Rc<Gateway>,
+    shared: Arc<Shared>,
+    sessions: RefCell<Sessions>,
+    history: RefCell<History>,
+    guard: RefCell<AuthGuard>,
+    /// Connections open now.
+    open: Cell<usize>,
+    /// The data directory's storage, for its free space (none with
+    /// `sync = none`).
+    disk: Option<fila_wal::FsStorage>,
+}
+
+/// Who asks: a live session, and the tokens of the last reload.
+pub(super) struct Visitor {
+    pub(super) session: String,
+    pub(super) csrf: String,
+    pub(super) access: Arc<Access>,
+    pub(super) token: Option<TokenId>,
+}
+
+impl Visitor {
+    /// Whether its token grants `p` on `queue` (anything without tokens).
+    pub(super) fn may(&self, queue: &str, p: Permission) -> bool {
+        self.token
+            .is_none_or(|t| self.access.tokens.allows(t, queue, p))
+    }
+
+    /// Who it is, in words, for the page's bar.
+    pub(super) fn label(&self) -> String {
+        match self.token {
+            None => "no tokens configured (loopback only)".into(),
+            Some(t) => match self.access.tokens.id_of(t) {
+                Some(id) => format!("signed in as {id}"),
+                None => "signed in with a token".into(),
+            },
+        }
+    }
+}
+
+impl ConsoleListener {
+    /// Binds `addr` (so a refused address fails the start).
+    pub(in crate::server) fn bind(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+        let l = std::net::TcpListener::bind(addr)?;
+        l.set_nonblocking(true)?;
+        Ok(l)
+    }
+
+    #[cfg(not(loom))]
+    /// Serves `listener` on a thread of its own, as endpoint `index` of
+    /// the loops' post, woken through `notify`.
+    pub(in crate::server) fn start(
+        listener: std::net::TcpListener,
+        index: usize,
+        notify: Arc<Notify>,
+        shared: Arc<Shared>,
+    ) -> io::Result<ConsoleListener> {
+        let addr = listener.local_addr()?;
+        let disk = match shared.config.sync {
+            crate::config::Sync::None => None,
+            _ => fila_wal::FsStorage::new(&shared.config.data_dir).ok(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("fila-console".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_io()
+                    .enable_time()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        warn!(error = %e, "the console's runtime did not start");
+                        return;
+                    }
+                };
+                let local = tokio::task::LocalSet::new();
+                local.block_on(&rt, serve(listener, index, notify, shared, disk));
+            })?;
+        Ok(ConsoleListener {
+            addr,
+            thread: Some(thread),
+        })
+    }
+
+    /// No console under `--cfg loom`.
+    #[cfg(loom)]
+    pub(in crate::server) fn start(
+        _listener: std::net::TcpListener,
+        _index: usize,
+        _notify: Arc<Notify>,
+        _shared: Arc<Shared>,
+    ) -> io::Result<ConsoleListener> {
+        Err(io::Error::other("the console is not built with --cfg loom"))
+    }
+
+    /// The address it listens on.
+    pub(in crate::server) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Waits for its thread (once the server stops).
+    pub(in crate::server) fn join(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Console {
+    /// Runs `req` for `v` (authorized by its token's grants first);
+    /// answers the wire answer, or the error's text.
+    pub(super) async fn call(
+        &self,
+        v: &Visitor,
+        req: fila_proto::Request,
+    ) -> Result<fila_proto::Response, String> {
+        match self.run(v, req).await? {
+            Answer::Wire(fila_proto::Response::Error(e)) => Err(e.message),
+            Answer::Wire(r) => Ok(r),
+            Answer::Messages(..) => Err("an unexpected answer".into()),
+        }
+    }
+
+    /// Runs a peek for `v`: the messages, or the error's text.
+    pub(super) async fn peek(
+        &self,
+        v: &Visitor,
+        queue: &str,
+        dlq: bool,
+        from_seq: u64,
+        max: u8,
+    ) -> Result<Vec<fila_core::Message>, String> {
+        let req = fila_proto::Request::Peek {
+            queue: fila_proto::QueueRef {
+                name: queue.into(),
+                dlq,
+            },
+            from_seq,
+            max_messages: max,
+        };
+        match self.run(v, req).await? {
+            Answer::Messages(_, ms) => Ok(ms),
+            Answer::Wire(fila_proto::Response::Error(e)) => Err(e.message),
+            Answer::Wire(_) => Err("an unexpected answer".into()),
+        }
+    }
+
+    async fn run(&self, v: &Visitor, req: fila_proto::Request) -> Result<Answer, String> {
+        let caller = Caller {
+            tokens: &v.access.tokens,
+            token: v.token,
+        };
+        if let Some(fila_proto::Response::Error(e)) = dispatch::authorize(&caller, &req) {
+            return Err(e.message);
+        }
+        let token = v.token.map(|t| (&v.access.tokens, t));
+        match self.gateway.call(req, token, ANSWER_ROOM).await {
+            Ok(Reply::Answer(a)) => Ok(a),
+            Ok(Reply::Late(_)) => Err("an unexpected answer".into()),
+            Err(e) => Err(e.message),
+        }
+    }
+
+    /// A request the console makes for itself (the history's samples):
+    /// no token's grants apply.
+    async fn call_internal(&self, req: fila_proto::Request) -> Option<fila_proto::Response> {
+        match self.gateway.call(req, None, 0).await {
+            Ok(Reply::Answer(Answer::Wire(r))) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(not(loom))]
+/// Accepts and serves connections, and samples the history once a
+/// second, until the server stops and what is in progress is answered.
+async fn serve(
+    listener: std::net::TcpListener,
+    index: usize,
+    notify: Arc<Notify>,
+    shared: Arc<Shared>,
+    disk: Option<fila_wal::FsStorage>,
+) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            warn!(error = %e, "the console could not take its socket");
+            return;
+        }
+    };
+    let gateway = Rc::new(Gateway::new(index, shared.clone(), notify, Arc::default()));
+    tokio::task::spawn_local(gateway.clone().mail());
+    let console = Rc::new(Console {
+        gateway: gateway.clone(),
+        shared: shared.clone(),
+        sessions: RefCell::default(),
+        history: RefCell::default(),
+        guard: RefCell::new(AuthGuard::with_capacity(crate::guard::PEERS_MAX)),
+        open: Cell::new(0),
+        disk,
+    });
+    tokio::task::spawn_local(sample(console.clone()));
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut stop_deadline: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            accepted = listener.accept(), if stop_deadline.is_none() => match accepted {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    if console.open.get() >= CONNECTIONS_MAX {
+                        debug!(%peer, "console connection refused: {CONNECTIONS_MAX} are open");
+                        tokio::task::spawn_local(routes::refuse(stream));
+                    } else {
+                        console.open.set(console.open.get() + 1);
+                        tokio::task::spawn_local(connection(console.clone(), stream, peer));
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %e, "console accept failed; retrying in 50 ms");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = tick.tick() => {}
+        }
+        if shared.stopping.load(Ordering::Acquire) {
+            let deadline = *stop_deadline.get_or_insert_with(|| {
+                Instant::now() + Duration::from_secs(shared.config.shutdown_grace_secs)
+            });
+            if gateway.in_progress() == 0 || Instant::now() >= deadline {
+                break;
+            }
+        }
+    }
+    shared
+        .loops
+        .get(index)
+        .drained
+        .store(true, Ordering::SeqCst);
+    debug!("console stopped");
+}
+
+#[cfg(not(loom))]
+/// Once a second: the queues shown lately and the server, into the
+/// history.
+async fn sample(console: Rc<Console>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+        let shared = &console.shared;
+        if shared.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let requests = shared
+            .metrics
+            .server_stats(&shared.totals)
+            .into_iter()
+            .find(|(k, _)| k == "requests")
+            .map_or(0, |(_, v)| v);
+        console.history.borrow_mut().record_server(
+            shared.connections.load(Ordering::Relaxed),
+            requests,
+            shared.totals.stored_bytes(),
+        );
+        let due = console.history.borrow_mut().due(Instant::now());
+        for name in due {
+            let req = fila_proto::Request::QueueStats { name: name.clone() };
+            match console.call_internal(req).await {
+                Some(fila_proto::Response::Stats(s)) => {
+                    console.history.borrow_mut().record(
+                        &name,
+                        history::Reading {
+                            visible: s.visible,
+                            in_flight: s.in_flight,
+                            delayed: s.delayed,
+                            deferred: s.deferred,
+                            dead_lettered: s.dead_lettered,
+                            puts: s.puts,
+                            deliveries: s.deliveries,
+                            deletes: s.deletes,
+                        },
+                    );
+                }
+                _ => console.history.borrow_mut().forget(&name),
+            }
+        }
+    }
+}
+
+#[cfg(not(loom))]
+/// Serves one connection (over TLS when TLS is configured), then counts
+/// it closed.
+async fn connection(console: Rc<Console>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+    let tls = console.shared.live.load().tls.clone();
+    match tls {
+        None => serve_http(&console, stream, peer, false).await,
+        Some(config) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+            let limit = Duration::from_secs(console.shared.config.tls_handshake_timeout_secs);
+            match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => serve_http(&console, tls, peer, true).await,
+                Ok(Err(e)) => {
+                    debug!(%peer, error = %e, "console TLS connection refused");
+                    let m = &console.shared.metrics;
+                    m.tls_errors.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(_) => {
+                    debug!(%peer, "console TLS handshake not finished in time");
+                    let m = &console.shared.metrics;
+                    m.tls_errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+    console.open.set(console.open.get() - 1);
+}
+
+#[cfg(not(loom))]
+/// Serves one keep-alive connection until its client closes it, it waits
+/// past [`HEAD_SECS`] for a request's head, or the server stops.
+async fn serve_http<S>(console: &Rc<Console>, stream: S, peer: SocketAddr, secure: bool)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
+{
+    use hyper::server::conn::http1;
+    use hyper::service::service_fn;
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let service = {
+        let console = console.clone();
+        service_fn(move |req| {
+            let console = console.clone();
+            async move {
+                Ok::<_, std::convert::Infallible>(routes::handle(&console, req, peer, secure).await)
+            }
+        })
+    };
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(HEAD_SECS))
+        .max_buf_size(16 << 10)
+        .max_headers(64)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            done = conn.as_mut() => {
+                if let Err(e) = done {
+                    debug!(%peer, error = %e, "console connection ended");
+                }
+                break;
+            }
+            _ = tick.tick() => {
+                if console.shared.stopping.load(Ordering::Acquire) {
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+}
+
+/// A page answer with the console's security headers.
+pub(super) fn answer(
+    status: StatusCode,
+    content_type: &str,
+    body: Vec<u8>,
+) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    let mut set = |k: &'static str, v: &str| {
+        if let Ok(v) = hyper::header::HeaderValue::from_str(v) {
+            h.insert(k, v);
+        }
+    };
+    set("content-type", content_type);
+    set("content-security-policy", CSP);
+    set("x-content-type-options", "nosniff");
+    set("x-frame-options", "DENY");
+    set("referrer-policy", "no-referrer");
+    set("cross-origin-opener-policy", "same-origin");
+    set("cache-control", "no-store");
+    r
+}
+
+/// The Content-Security-Policy of every answer: scripts, styles and
+/// fetches from the console itself only, no inline script or style, no
+/// plugins, frames, or forms sent elsewhere.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
