@@ -59,6 +59,13 @@ pub use server::{
     OUTPUT_BYTES_MIN, PREAUTH_FRAME_MAX, READ_BYTES_PER_TURN, SMALL_ANSWER_ROOM, TIMERS_PER_TURN,
 };
 
+/// The web console's limits and policy (docs/console.md).
+pub mod console {
+    pub use crate::server::console::{
+        ANSWER_ROOM, BODY_BYTES_MAX, BODY_SECS, CONNECTIONS_MAX, CSP, HEAD_SECS,
+    };
+}
+
 /// Checks a data directory without starting a server or changing it:
 /// answers what a start would recover, or why it would refuse.
 pub fn check_data(dir: &std::path::Path) -> Result<fila_store::Recovery, String> {

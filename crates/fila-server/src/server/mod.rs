@@ -41,7 +41,7 @@ use crate::config::{Config, Sync};
 use crate::metrics::Metrics;
 use crate::scrape::MetricsEndpoint;
 
-mod console;
+pub(crate) mod console;
 mod durable;
 mod front;
 mod host;

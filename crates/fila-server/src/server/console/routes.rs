@@ -85,8 +85,19 @@ pub(super) async fn refuse(mut stream: tokio::net::TcpStream) {
         body.len()
     );
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        use tokio::io::AsyncReadExt;
         let _ = stream.write_all(head.as_bytes()).await;
         let _ = stream.write_all(body.as_bytes()).await;
+        // Closed with its request unread, the socket would reset and the
+        // answer could be lost: the request is read (a little of it, for
+        // a second at most) after the answer's end is sent.
+        let _ = stream.shutdown().await;
+        let mut sink = [0u8; 4096];
+        for _ in 0..16 {
+            if matches!(stream.read(&mut sink).await, Ok(0) | Err(_)) {
+                break;
+            }
+        }
     })
     .await;
 }
@@ -175,6 +186,17 @@ pub(super) async fn handle(
             return text(
                 StatusCode::FORBIDDEN,
                 "Refused: the form was not sent from the console's own pages.",
+            );
+        }
+        let declared = parts
+            .headers
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.is_some_and(|n| n > BODY_BYTES_MAX as u64) {
+            return text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("A form is at most {BODY_BYTES_MAX} bytes."),
             );
         }
         match read_form(body).await {

@@ -1,0 +1,434 @@
+//! The web console over real HTTP, the way a browser and an attacker meet
+//! it: a form without its CSRF token (or from another origin) changes
+//! nothing; hostile payloads, attributes and reasons come back as text;
+//! sign-in by token and what a token's grants allow; the security headers;
+//! the limits on connections and bodies. (tests/console/ drives the same
+//! console in a real browser.)
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use fila_client::PutEntry;
+use fila_server::auth::{Grant, Permission};
+use fila_tests::TestServer;
+
+/// An answer: status, headers (lowercased names), body.
+struct Http {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Http {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn cookie(&self, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .filter(|(k, _)| k == "set-cookie")
+            .filter_map(|(_, v)| v.split(';').next()?.split_once('='))
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_owned())
+    }
+
+    /// The CSRF token the page's forms carry.
+    fn csrf(&self) -> String {
+        let at = self.body.find("name=\"csrf\" value=\"").expect("a form") + 19;
+        self.body[at..at + 64].to_owned()
+    }
+}
+
+/// One request on its own connection (`Connection: close`).
+fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Http {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if method == "POST" {
+        req.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned()))
+        .collect();
+    Http {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+fn console(s: &TestServer) -> SocketAddr {
+    s.server().console_addr().expect("the console is on")
+}
+
+/// A session's cookie header and its CSRF token (no tokens: the first
+/// page begins one).
+fn session(addr: SocketAddr) -> (String, String) {
+    let page = http(addr, "GET", "/", &[], "");
+    assert_eq!(page.status, 200, "{}", page.body);
+    let id = page.cookie("fila_session").expect("a session cookie");
+    (format!("fila_session={id}"), page.csrf())
+}
+
+fn put(s: &TestServer, queue: &str, payloads: &[&str]) {
+    let mut c = s.client();
+    c.create_queue(queue, Default::default()).unwrap();
+    let entries: Vec<PutEntry> = payloads
+        .iter()
+        .map(|p| PutEntry {
+            payload: p.as_bytes().to_vec().into(),
+            ..PutEntry::default()
+        })
+        .collect();
+    for r in c.put(queue, entries).unwrap() {
+        r.unwrap();
+    }
+}
+
+fn visible(s: &TestServer, queue: &str) -> u64 {
+    s.client().stats(queue).unwrap().visible
+}
+
+#[test]
+fn a_form_without_its_csrf_token_or_from_elsewhere_changes_nothing() {
+    let s = TestServer::start();
+    let addr = console(&s);
+    put(&s, "jobs", &["a", "b"]);
+    let (cookie, csrf) = session(addr);
+    let cookie_h = ("Cookie", cookie.as_str());
+    // No token, a wrong one, another session's, another origin.
+    let (_, other_csrf) = session(addr);
+    for (body, extra) in [
+        ("confirm=jobs".to_owned(), None),
+        (format!("confirm=jobs&csrf={}", "0".repeat(64)), None),
+        (format!("confirm=jobs&csrf={other_csrf}"), None),
+        (
+            format!("confirm=jobs&csrf={csrf}"),
+            Some(("Origin", "http://evil.example")),
+        ),
+        (
+            format!("confirm=jobs&csrf={csrf}"),
+            Some(("Sec-Fetch-Site", "cross-site")),
+        ),
+    ] {
+        let mut headers = vec![cookie_h];
+        headers.extend(extra);
+        let r = http(addr, "POST", "/queues/jobs/purge", &headers, &body);
+        assert_eq!(r.status, 403, "{body} {extra:?}: {}", r.body);
+        assert!(r.body.contains("Refused"), "{}", r.body);
+        assert_eq!(visible(&s, "jobs"), 2, "nothing purged");
+    }
+    // No session at all.
+    let r = http(
+        addr,
+        "POST",
+        "/queues/jobs/purge",
+        &[],
+        &format!("confirm=jobs&csrf={csrf}"),
+    );
+    assert_eq!(r.status, 403);
+    // The right name is asked for too.
+    let r = http(
+        addr,
+        "POST",
+        "/queues/jobs/purge",
+        &[cookie_h],
+        &format!("confirm=job&csrf={csrf}"),
+    );
+    assert_eq!(r.status, 303);
+    assert_eq!(visible(&s, "jobs"), 2);
+    // The console's own form, from its own origin, works.
+    let origin = format!("http://{addr}");
+    let r = http(
+        addr,
+        "POST",
+        "/queues/jobs/purge",
+        &[cookie_h, ("Origin", origin.as_str())],
+        &format!("confirm=jobs&csrf={csrf}"),
+    );
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(r.header("location"), Some("/queues/jobs"));
+    assert_eq!(visible(&s, "jobs"), 0, "purged");
+    let page = http(addr, "GET", "/queues/jobs", &[cookie_h], "");
+    assert!(page.body.contains("The queue was purged."), "{}", page.body);
+}
+
+#[test]
+fn hostile_payloads_attributes_and_reasons_are_shown_as_text() {
+    let s = TestServer::start();
+    let addr = console(&s);
+    let script = "<script>alert(1)</script>";
+    let img = "\"><img src=x onerror=alert(1)>";
+    put(&s, "evil", &[script, img]);
+    let mut c = s.client();
+    let e = PutEntry {
+        payload: "attrs".into(),
+        attributes: vec![(img.into(), script.into())],
+        ..PutEntry::default()
+    };
+    c.put("evil", vec![e]).unwrap().remove(0).unwrap();
+    c.dead_letter_seq("evil", 1, script, img).unwrap();
+    let (cookie, _) = session(addr);
+    let cookie_h = [("Cookie", cookie.as_str())];
+    let pages = [
+        "/queues/evil/messages",
+        "/queues/evil/messages?dlq=1",
+        "/queues/evil/messages/1?dlq=1",
+        "/queues/evil/messages/2",
+        "/queues/evil/messages/2?view=hex",
+        "/queues/evil/messages/2?view=json",
+        "/queues/evil/messages/3",
+    ];
+    for page in pages {
+        let r = http(addr, "GET", page, &cookie_h, "");
+        assert_eq!(r.status, 200, "{page}: {}", r.body);
+        assert!(!r.body.contains("<script>alert"), "{page}: {}", r.body);
+        assert!(!r.body.contains("<img"), "{page}: {}", r.body);
+        assert!(!r.body.contains("onerror=alert(1)>"), "{page}");
+    }
+    let dlq = http(addr, "GET", "/queues/evil/messages/1?dlq=1", &cookie_h, "").body;
+    assert!(
+        dlq.contains("consumer: &lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{dlq}"
+    );
+    assert!(
+        dlq.contains("&quot;&gt;&lt;img src=x onerror=alert(1)&gt;"),
+        "{dlq}"
+    );
+    let attrs = http(addr, "GET", "/queues/evil/messages/3", &cookie_h, "").body;
+    assert!(
+        attrs.contains("<td>&quot;&gt;&lt;img src=x onerror=alert(1)&gt;</td><td>&lt;script&gt;")
+    );
+    // Every page carries the policy that would stop a script anyway.
+    let r = http(addr, "GET", "/queues/evil", &cookie_h, "");
+    let csp = r.header("content-security-policy").unwrap();
+    assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"));
+    assert!(!csp.contains("unsafe-inline"));
+    assert_eq!(r.header("x-frame-options"), Some("DENY"));
+    assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+}
+
+#[test]
+fn sign_in_takes_a_token_and_a_tokens_grants_decide_what_it_sees_and_does() {
+    let s = TestServer::with(|c| {
+        c.tokens.add(
+            "admin-token".into(),
+            vec![Grant::new(
+                "*",
+                &[Permission::Manage, Permission::Send, Permission::Receive],
+            )],
+        );
+        c.tokens.add(
+            "reader-token".into(),
+            vec![Grant::new("orders", &[Permission::Receive])],
+        );
+    });
+    let addr = console(&s);
+    let mut admin = s.client_with_token("admin-token").unwrap();
+    admin.create_queue("orders", Default::default()).unwrap();
+    admin.create_queue("secret", Default::default()).unwrap();
+    admin
+        .put(
+            "orders",
+            vec![PutEntry {
+                payload: "o".into(),
+                ..PutEntry::default()
+            }],
+        )
+        .unwrap();
+    // No session: to the sign-in page.
+    let r = http(addr, "GET", "/", &[], "");
+    assert_eq!((r.status, r.header("location")), (303, Some("/signin")));
+    let form = http(addr, "GET", "/signin", &[], "");
+    let pre = form.cookie("fila_signin").unwrap();
+    let pre_h = format!("fila_signin={pre}");
+    let signin = |token: &str| {
+        http(
+            addr,
+            "POST",
+            "/signin",
+            &[("Cookie", pre_h.as_str())],
+            &format!("csrf={}&token={token}", form.csrf()),
+        )
+    };
+    let wrong = signin("guess");
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.body.contains("not one of the server"));
+    assert!(wrong.cookie("fila_session").is_none());
+    // The sign-in form's own CSRF token is needed too.
+    let r = http(addr, "POST", "/signin", &[], "token=reader-token");
+    assert_eq!(r.status, 403);
+    let ok = signin("reader-token");
+    assert_eq!(ok.status, 303, "{}", ok.body);
+    let cookie = format!("fila_session={}", ok.cookie("fila_session").unwrap());
+    let set = ok
+        .headers
+        .iter()
+        .find(|(k, v)| k == "set-cookie" && v.starts_with("fila_session="))
+        .unwrap();
+    assert!(set.1.contains("HttpOnly") && set.1.contains("SameSite=Strict"));
+    let cookie_h = ("Cookie", cookie.as_str());
+    // It sees only what its grants cover: orders, not secret.
+    let home = http(addr, "GET", "/", &[cookie_h], "");
+    assert!(home.body.contains("/queues/orders"), "{}", home.body);
+    assert!(!home.body.contains("secret"), "{}", home.body);
+    // It may browse orders (receive) but not manage it.
+    let r = http(addr, "GET", "/queues/orders/messages", &[cookie_h], "");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = http(addr, "GET", "/queues/orders/purge", &[cookie_h], "");
+    assert_eq!(r.status, 403);
+    assert!(r.body.contains("forbidden"), "{}", r.body);
+    let csrf = r.csrf();
+    let r = http(
+        addr,
+        "POST",
+        "/queues/orders/purge",
+        &[cookie_h],
+        &format!("csrf={csrf}&confirm=orders"),
+    );
+    assert_eq!(r.status, 303);
+    let after = http(addr, "GET", "/queues/orders/messages", &[cookie_h], "");
+    assert!(after.body.contains("forbidden"), "{}", after.body);
+    assert_eq!(admin.stats("orders").unwrap().visible, 1, "not purged");
+    let r = http(addr, "GET", "/queues/secret/messages", &[cookie_h], "");
+    assert_eq!(r.status, 403);
+    // Signed out, the session is gone.
+    let r = http(
+        addr,
+        "POST",
+        "/signout",
+        &[cookie_h],
+        &format!("csrf={csrf}"),
+    );
+    assert_eq!((r.status, r.header("location")), (303, Some("/signin")));
+    let r = http(addr, "GET", "/", &[cookie_h], "");
+    assert_eq!(r.status, 303);
+}
+
+#[test]
+fn an_operator_deletes_dead_letters_and_redrives_from_the_console() {
+    let s = TestServer::start();
+    let addr = console(&s);
+    put(&s, "work", &["one", "two", "three"]);
+    let (cookie, csrf) = session(addr);
+    let h = [("Cookie", cookie.as_str())];
+    let r = http(
+        addr,
+        "POST",
+        "/queues/work/messages/1/delete",
+        &h,
+        &format!("csrf={csrf}"),
+    );
+    assert_eq!(r.status, 303);
+    let r = http(
+        addr,
+        "POST",
+        "/queues/work/messages/2/dead-letter",
+        &h,
+        &format!("csrf={csrf}&reason=stuck&description=by+hand"),
+    );
+    assert_eq!(r.status, 303);
+    let stats = s.client().stats("work").unwrap();
+    assert_eq!((stats.visible, stats.dead_lettered), (1, 1));
+    let page = http(addr, "GET", "/queues/work/messages?dlq=1", &h, "").body;
+    assert!(
+        page.contains("consumer: stuck") && page.contains("by hand"),
+        "{page}"
+    );
+    let r = http(
+        addr,
+        "POST",
+        "/queues/work/redrive",
+        &h,
+        &format!("csrf={csrf}&rate=10&max="),
+    );
+    assert_eq!(r.status, 303);
+    let page = http(addr, "GET", "/queues/work", &h, "").body;
+    assert!(page.contains("Redrive started"), "{page}");
+    assert!(page.contains("redrive of the DLQ"), "{page}");
+    assert_eq!(s.client().stats("work").unwrap().visible, 2, "redriven");
+    // A message that is gone says so.
+    let r = http(
+        addr,
+        "POST",
+        "/queues/work/messages/1/delete",
+        &h,
+        &format!("csrf={csrf}"),
+    );
+    assert_eq!(r.status, 303);
+    let page = http(addr, "GET", "/queues/work/messages", &h, "").body;
+    assert!(
+        page.contains("no held message with sequence number 1"),
+        "{page}"
+    );
+}
+
+#[test]
+fn the_console_bounds_its_connections_and_bodies() {
+    let s = TestServer::start();
+    let addr = console(&s);
+    // Idle connections up to the limit; the next one gets a 503.
+    let held: Vec<TcpStream> = (0..fila_server::console::CONNECTIONS_MAX)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    // Each is counted once the console accepted it: a request on the
+    // last one proves every one before it was taken in.
+    let mut last = held.last().unwrap().try_clone().unwrap();
+    last.write_all(b"GET /static/console.css HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 12];
+    last.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"HTTP/1.1 200");
+    let r = http(addr, "GET", "/", &[], "");
+    assert_eq!(r.status, 503, "{}", r.body);
+    drop(held);
+    drop(last);
+    // Once they close, it serves again (the count is given back when each
+    // connection ends: a bounded wait for it).
+    let mut served = false;
+    for _ in 0..200 {
+        if http(addr, "GET", "/static/console.css", &[], "").status == 200 {
+            served = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(served);
+    // A form past its limit is refused before it is read.
+    let (cookie, csrf) = session(addr);
+    let big = format!(
+        "csrf={csrf}&x={}",
+        "a".repeat(fila_server::console::BODY_BYTES_MAX)
+    );
+    let r = http(
+        addr,
+        "POST",
+        "/queues/q/purge",
+        &[("Cookie", cookie.as_str())],
+        &big,
+    );
+    assert_eq!(r.status, 413, "{}", r.body);
+}
