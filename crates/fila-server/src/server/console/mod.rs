@@ -458,7 +458,7 @@ pub(super) fn answer(
     set("content-security-policy", CSP);
     set("x-content-type-options", "nosniff");
     set("x-frame-options", "DENY");
-    set("referrer-policy", "no-referrer");
+    set("referrer-policy", "same-origin");
     set("cross-origin-opener-policy", "same-origin");
     set("cache-control", "no-store");
     r

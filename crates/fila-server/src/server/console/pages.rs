@@ -251,12 +251,12 @@ fn server(console: &Console, h: &mut Html) {
     for (k, v) in rows {
         h.raw("<tr>").el("th", "", k).el("td", "", &v).raw("</tr>");
     }
-    h.raw("</table>");
+    h.raw("</table><div class=\"row\">");
     let history = console.history.borrow();
     let server = history.server();
     h.chart(
-        "Connections and requests a second, the last hour",
-        SPAN,
+        &format!("Connections and requests a second, {}", window(server.len())),
+        span(server.len()),
         &[
             (
                 "connections",
@@ -271,15 +271,15 @@ fn server(console: &Console, h: &mut Html) {
         ],
     );
     h.chart(
-        "Stored bytes, the last hour",
-        SPAN,
+        &format!("Stored bytes, {}", window(server.len())),
+        span(server.len()),
         &[(
             "stored bytes",
             "s3",
             server.iter().map(|s| s.stored_bytes).collect(),
         )],
     );
-    h.raw("</section>");
+    h.raw("</div></section>");
 }
 
 /// The log's state in words.
@@ -289,13 +289,12 @@ fn log_state(console: &Console) -> String {
         None => "none (sync = none: nothing is kept across a restart)".into(),
         Some(m) if m.failed() => "FAILED: nothing more is acknowledged".into(),
         Some(m) => format!(
-            "sync = {:?}; {} batches durable, {} waiting, {} snapshots since start",
-            shared.config.sync,
+            "sync = {}; {} batches durable, {} waiting, {} snapshots since start",
+            format!("{:?}", shared.config.sync).to_lowercase(),
             m.durable(),
             bytes(m.backlog_bytes()),
             m.snapshots()
-        )
-        .to_lowercase(),
+        ),
     }
 }
 
@@ -306,12 +305,26 @@ fn resident() -> Option<u64> {
     Some(pages * 4096)
 }
 
+/// The seconds a chart of `n` samples spans: the samples there are, at
+/// least two minutes, at most the hour kept.
+fn span(n: usize) -> usize {
+    n.clamp(120, SPAN)
+}
+
+/// What a chart of `n` samples shows, in words.
+fn window(n: usize) -> String {
+    match span(n) {
+        SPAN => "the last hour".into(),
+        s => format!("the last {} min", s.div_ceil(60)),
+    }
+}
+
 /// A queue's charts from its history.
 fn charts(h: &mut Html, samples: &[Sample]) {
     let series = |f: fn(&Sample) -> u32| samples.iter().map(|s| u64::from(f(s))).collect();
     h.chart(
-        "Depth, the last hour",
-        SPAN,
+        &format!("Depth, {}", window(samples.len())),
+        span(samples.len()),
         &[
             ("visible", "s1", series(|s| s.visible)),
             ("in flight", "s2", series(|s| s.in_flight)),
@@ -324,8 +337,8 @@ fn charts(h: &mut Html, samples: &[Sample]) {
         ],
     );
     h.chart(
-        "A second, the last hour",
-        SPAN,
+        &format!("A second, {}", window(samples.len())),
+        span(samples.len()),
         &[
             ("puts", "s1", series(|s| s.puts)),
             ("deliveries", "s2", series(|s| s.deliveries)),
@@ -399,7 +412,7 @@ pub(super) async fn queue(console: &Console, v: &Visitor, name: &str, query: &Pa
             .el("td", "", &val)
             .raw("</tr>");
     }
-    h.raw("</table>");
+    h.raw("</table><div class=\"charts\">");
     {
         let history = console.history.borrow();
         let samples: Vec<Sample> = history
@@ -408,7 +421,7 @@ pub(super) async fn queue(console: &Console, v: &Visitor, name: &str, query: &Pa
             .unwrap_or_default();
         charts(&mut h, &samples);
     }
-    h.raw("</section>");
+    h.raw("</div></section>");
     channels(console, v, name, query, &mut h).await;
     actions::moves_section(console, v, name, stats.dead_lettered, &mut h).await;
     actions::settings_section(console, v, name, &mut h).await;
