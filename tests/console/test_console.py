@@ -220,6 +220,7 @@ def test_redrive_a_dlq_cancel_it_and_watch_one_drain(server, browser, shot):
     assert "Redrive started" in flash(browser)
     wait(browser, lambda d: "running" in d.find_element(By.CSS_SELECTOR, "#moves table").text
          or figure(d, "In the DLQ") == "0", "the redrive's progress")
+    browser.execute_script("document.getElementById('moves').scrollIntoView()")
     shot(browser, "redrive")
     wait(browser, lambda d: figure(d, "In the DLQ") == "0", "the DLQ to drain")
     wait(browser, lambda d: "completed" in d.find_element(By.CSS_SELECTOR, "#moves table").text,

@@ -255,7 +255,10 @@ fn server(console: &Console, h: &mut Html) {
     let history = console.history.borrow();
     let server = history.server();
     h.chart(
-        &format!("Connections and requests a second, {}", window(server.len())),
+        &format!(
+            "Connections and requests a second, {}",
+            window(server.len())
+        ),
         span(server.len()),
         &[
             (
