@@ -277,3 +277,24 @@ fn the_readme_example_is_a_valid_config() {
     c.validate().unwrap();
     assert!(c.tls_files().is_some() && c.tokens.len() == 2);
 }
+
+#[test]
+fn the_console_listens_on_loopback_by_default_off_loopback_only_with_tokens() {
+    let c = Config::from_args(&args(&[])).unwrap();
+    assert_eq!(c.console_listen, Some("127.0.0.1:7702".parse().unwrap()));
+    let c = Config::from_args(&args(&["--console-listen", "off"])).unwrap();
+    assert_eq!(c.console_listen, None);
+    let e = Config::from_args(&args(&["--console-listen", "0.0.0.0:7702"]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("console_listen") && e.contains("tokens"), "{e}");
+    let mut c = Config::default();
+    c.merge_toml(
+        "console_listen = \"0.0.0.0:7702\"\nallow_plaintext = true\n[[tokens]]\ntoken = \"t\"\n[[tokens.grants]]\nqueues = \"*\"\npermissions = [\"manage\"]\n",
+    )
+    .unwrap();
+    c.validate().unwrap();
+    assert_eq!(c.console_listen, Some("0.0.0.0:7702".parse().unwrap()));
+    let plain: Vec<&str> = c.plaintext_off_loopback().iter().map(|(n, _)| *n).collect();
+    assert_eq!(plain, ["console_listen"]);
+}
