@@ -157,17 +157,7 @@ impl Html {
             "</figcaption><svg viewBox=\"0 0 600 120\" preserveAspectRatio=\"none\" role=\"img\">",
         );
         for (_, class, points) in series {
-            if points.is_empty() {
-                continue;
-            }
-            let _ = write!(self.out, "<polyline class=\"{}\" points=\"", escape(class));
-            let offset = span.saturating_sub(points.len());
-            for (i, v) in points.iter().enumerate() {
-                let x = (offset + i) as f64 * w / span.max(2).saturating_sub(1) as f64;
-                let y = h - (*v as f64 * (h - 4.0) / max as f64) - 2.0;
-                let _ = write!(self.out, "{x:.1},{y:.1} ");
-            }
-            self.out.push_str("\"/>");
+            self.polyline(class, points, span, (w, h), max);
         }
         self.out.push_str("</svg><div class=\"legend\">");
         for (label, class, points) in series {
@@ -176,6 +166,33 @@ impl Html {
             let _ = write!(self.out, " {}</span>", points.last().copied().unwrap_or(0));
         }
         self.out.push_str("</div></figure>");
+    }
+
+    /// A sparkline of `points` over `span` samples (a table cell's chart).
+    pub(super) fn spark(&mut self, class: &str, span: usize, points: &[u64]) {
+        let max = points.iter().copied().max().unwrap_or(0).max(1);
+        self.out.push_str(
+            "<svg class=\"spark\" viewBox=\"0 0 120 24\" preserveAspectRatio=\"none\" role=\"img\">",
+        );
+        self.polyline(class, points, span, (120.0, 24.0), max);
+        self.out.push_str("</svg>");
+    }
+
+    /// One series as an SVG polyline in a `w` × `h` box, the newest point
+    /// at the right edge, scaled to `max`.
+    fn polyline(&mut self, class: &str, points: &[u64], span: usize, (w, h): (f64, f64), max: u64) {
+        if points.is_empty() {
+            return;
+        }
+        let _ = write!(self.out, "<polyline class=\"{}\" points=\"", escape(class));
+        let offset = span.saturating_sub(points.len());
+        let step = w / span.max(2).saturating_sub(1) as f64;
+        for (i, v) in points.iter().enumerate() {
+            let x = (offset + i) as f64 * step;
+            let y = h - (*v as f64 * (h - 4.0) / max as f64) - 2.0;
+            let _ = write!(self.out, "{x:.1},{y:.1} ");
+        }
+        self.out.push_str("\"/>");
     }
 
     /// The page written so far.

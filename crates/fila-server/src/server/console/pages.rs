@@ -101,10 +101,11 @@ pub(super) async fn overview(console: &Console, v: &Visitor, query: &Params) -> 
                 "Put/s",
                 "Deliver/s",
                 "Delete/s",
+                "Depth",
             ]);
             h.raw("</thead><tbody>");
             if names.is_empty() {
-                h.raw("<tr><td colspan=\"10\" class=\"muted\">No queues")
+                h.raw("<tr><td colspan=\"11\" class=\"muted\">No queues")
                     .raw(if prefix.is_empty() {
                         ""
                     } else {
@@ -136,9 +137,23 @@ pub(super) async fn overview(console: &Console, v: &Visitor, query: &Params) -> 
                         ] {
                             h.el("td", "num", &cell);
                         }
+                        // Its depth (visible and in flight) since sampled.
+                        let depth: Vec<u64> =
+                            console
+                                .history
+                                .borrow()
+                                .samples(name)
+                                .map_or(Vec::new(), |s| {
+                                    s.iter()
+                                        .map(|s| u64::from(s.visible) + u64::from(s.in_flight))
+                                        .collect()
+                                });
+                        h.raw("<td>");
+                        h.spark("s1", span(depth.len()), &depth);
+                        h.raw("</td>");
                     }
                     Ok(_) | Err(_) => {
-                        h.raw("<td colspan=\"9\" class=\"muted\">")
+                        h.raw("<td colspan=\"10\" class=\"muted\">")
                             .text("no stats: this token may not manage it")
                             .raw("</td>");
                     }
