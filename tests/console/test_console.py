@@ -228,6 +228,17 @@ def test_redrive_a_dlq_cancel_it_and_watch_one_drain(server, browser, shot):
     assert int(figure(browser, "Visible")) == 60
 
 
+def test_settings_are_edited_with_the_manage_grant(server, browser):
+    browser.get(f"{server.url}/queues/jobs")
+    field = browser.find_element(By.NAME, "max_deliveries")
+    field.clear()
+    field.send_keys("7")
+    navigating(browser, browser.find_element(By.XPATH, "//button[text()='Save settings']").click)
+    assert "Saved: max_deliveries." in flash(browser)
+    assert browser.find_element(By.NAME, "max_deliveries").get_attribute("value") == "7"
+    assert json.loads(server.fila("--json", "queue", "get", "jobs"))["max_deliveries"] == 7
+
+
 class _Attacker(http.server.BaseHTTPRequestHandler):
     """A page of another site whose form posts to the console."""
 

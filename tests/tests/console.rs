@@ -432,3 +432,57 @@ fn the_console_bounds_its_connections_and_bodies() {
     );
     assert_eq!(r.status, 413, "{}", r.body);
 }
+
+#[test]
+fn settings_are_saved_field_by_field_and_a_bad_value_changes_nothing() {
+    let s = TestServer::start();
+    let addr = console(&s);
+    put(&s, "tuned", &[]);
+    let (cookie, csrf) = session(addr);
+    let h = [("Cookie", cookie.as_str())];
+    let r = http(
+        addr,
+        "POST",
+        "/queues/tuned/settings",
+        &h,
+        &format!("csrf={csrf}&visibility_timeout_ms=60000&max_deliveries=5&ordered=true&dead_letter_target="),
+    );
+    assert_eq!(r.status, 303);
+    let page = http(addr, "GET", "/queues/tuned", &h, "").body;
+    assert!(
+        page.contains("Saved: visibility_timeout_ms, ordered."),
+        "{page}"
+    );
+    let got = s.client().get_queue("tuned").unwrap();
+    assert_eq!((got.visibility_timeout_ms, got.ordered), (60_000, true));
+    for bad in [
+        "visibility_timeout_ms=soon",
+        "max_deliveries=-1",
+        "ordered=maybe",
+    ] {
+        let r = http(
+            addr,
+            "POST",
+            "/queues/tuned/settings",
+            &h,
+            &format!("csrf={csrf}&{bad}"),
+        );
+        assert_eq!(r.status, 303);
+        let page = http(addr, "GET", "/queues/tuned", &h, "").body;
+        assert!(page.contains("flash error"), "{bad}: {page}");
+    }
+    // Past a limit the engine's own error is shown.
+    http(
+        addr,
+        "POST",
+        "/queues/tuned/settings",
+        &h,
+        &format!("csrf={csrf}&visibility_timeout_ms=999999999999"),
+    );
+    let page = http(addr, "GET", "/queues/tuned", &h, "").body;
+    assert!(page.contains("visibility_timeout_ms"), "{page}");
+    assert_eq!(
+        s.client().get_queue("tuned").unwrap().visibility_timeout_ms,
+        60_000
+    );
+}
