@@ -264,7 +264,7 @@ fn https(addr: std::net::SocketAddr, ca: &std::path::Path, request: &str) -> Str
 }
 
 #[test]
-fn the_sqs_api_and_metrics_speak_tls_with_the_same_certificate() {
+fn the_sqs_api_the_console_and_metrics_speak_tls_with_the_same_certificate() {
     let s = setup(|_, _, _| {});
     let sqs = s.server.server().sqs_addr().unwrap();
     let body = "{}";
@@ -278,6 +278,15 @@ fn the_sqs_api_and_metrics_speak_tls_with_the_same_certificate() {
         ),
     );
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // The console too: the session cookie is then Secure.
+    let console = s.server.server().console_addr().unwrap();
+    let answer = https(
+        console,
+        &s.ca.cert,
+        "GET / HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("HttpOnly; SameSite=Strict; Secure"), "{answer}");
     let metrics = s.server.server().metrics_addr().unwrap();
     let answer = https(
         metrics,

@@ -45,6 +45,8 @@ pub(crate) mod console;
 mod durable;
 mod front;
 mod host;
+#[cfg(not(loom))]
+mod http;
 mod log_wait;
 #[cfg(all(test, loom))]
 mod loom_model;

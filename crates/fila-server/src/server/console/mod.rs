@@ -139,23 +139,9 @@ impl ConsoleListener {
             crate::config::Sync::None => None,
             _ => fila_wal::FsStorage::new(&shared.config.data_dir).ok(),
         };
-        let thread = std::thread::Builder::new()
-            .name("fila-console".into())
-            .spawn(move || {
-                let rt = match tokio::runtime::Builder::new_current_thread()
-                    .enable_io()
-                    .enable_time()
-                    .build()
-                {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        warn!(error = %e, "the console's runtime did not start");
-                        return;
-                    }
-                };
-                let local = tokio::task::LocalSet::new();
-                local.block_on(&rt, serve(listener, index, notify, shared, disk));
-            })?;
+        let thread = super::http::spawn_runtime("fila-console".into(), move || {
+            serve(listener, index, notify, shared, disk)
+        })?;
         Ok(ConsoleListener {
             addr,
             thread: Some(thread),
@@ -375,20 +361,10 @@ async fn connection(console: Rc<Console>, stream: tokio::net::TcpStream, peer: S
     match tls {
         None => serve_http(&console, stream, peer, false).await,
         Some(config) => {
-            let acceptor = tokio_rustls::TlsAcceptor::from(config);
-            let limit = Duration::from_secs(console.shared.config.tls_handshake_timeout_secs);
-            match tokio::time::timeout(limit, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => serve_http(&console, tls, peer, true).await,
-                Ok(Err(e)) => {
-                    debug!(%peer, error = %e, "console TLS connection refused");
-                    let m = &console.shared.metrics;
-                    m.tls_errors.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(_) => {
-                    debug!(%peer, "console TLS handshake not finished in time");
-                    let m = &console.shared.metrics;
-                    m.tls_errors.fetch_add(1, Ordering::Relaxed);
-                }
+            if let Some(tls) =
+                super::http::tls_accept(&console.shared, config, stream, peer, "console").await
+            {
+                serve_http(&console, tls, peer, true).await;
             }
         }
     }

@@ -159,25 +159,10 @@ impl SqsListener {
         for (k, notify) in notifies.into_iter().enumerate() {
             let listener = listener.try_clone()?;
             let (shared, common) = (shared.clone(), common.clone());
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("fila-sqs-{k}"))
-                    .spawn(move || {
-                        let rt = match tokio::runtime::Builder::new_current_thread()
-                            .enable_io()
-                            .enable_time()
-                            .build()
-                        {
-                            Ok(rt) => rt,
-                            Err(e) => {
-                                warn!(error = %e, "an SQS listener's runtime did not start");
-                                return;
-                            }
-                        };
-                        let local = tokio::task::LocalSet::new();
-                        local.block_on(&rt, serve(listener, k, first + k, notify, shared, common));
-                    })?,
-            );
+            threads.push(super::http::spawn_runtime(
+                format!("fila-sqs-{k}"),
+                move || serve(listener, k, first + k, notify, shared, common),
+            )?);
         }
         Ok(SqsListener { addr, threads })
     }
@@ -336,25 +321,10 @@ async fn connection(
     match tls {
         None => serve_http(&gateway, &common, stream, peer).await,
         Some(config) => {
-            let acceptor = tokio_rustls::TlsAcceptor::from(config);
-            let limit = Duration::from_secs(gateway.shared.config.tls_handshake_timeout_secs);
-            match tokio::time::timeout(limit, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => serve_http(&gateway, &common, tls, peer).await,
-                Ok(Err(e)) => {
-                    let second = gateway.shared.totals.now_ms() / 1000;
-                    if let Some(unlogged) = gateway.shared.tls_warn.allow(second) {
-                        warn!(%peer, error = %e, unlogged_since_last = unlogged, "SQS TLS connection refused");
-                    } else {
-                        debug!(%peer, error = %e, "SQS TLS connection refused");
-                    }
-                    let m = &gateway.shared.metrics;
-                    m.tls_errors.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(_) => {
-                    debug!(%peer, "SQS TLS handshake not finished in time");
-                    let m = &gateway.shared.metrics;
-                    m.tls_errors.fetch_add(1, Ordering::Relaxed);
-                }
+            if let Some(tls) =
+                super::http::tls_accept(&gateway.shared, config, stream, peer, "SQS").await
+            {
+                serve_http(&gateway, &common, tls, peer).await;
             }
         }
     }
