@@ -84,6 +84,7 @@ pub(super) async fn browse(console: &Console, v: &Visitor, name: &str, query: &P
     };
     let from = param(query, "from").and_then(seq_of).unwrap_or(0);
     let mut found: Vec<Message> = Vec::new();
+    let mut kept = 0usize;
     let mut next = Some(from);
     for _ in 0..PEEKS_MAX {
         let Some(at) = next else { break };
@@ -103,10 +104,12 @@ pub(super) async fn browse(console: &Console, v: &Visitor, name: &str, query: &P
         for m in got {
             if wanted.is_none_or(|w| m.state == w) && found.len() < PAGE {
                 next = Some(m.seq + 1);
+                kept += m.payload.len();
                 found.push(m);
             }
         }
-        if ended || found.len() >= PAGE {
+        // A page holds at most about two answers' room of messages.
+        if ended || found.len() >= PAGE || kept >= super::ANSWER_ROOM {
             break;
         }
     }
