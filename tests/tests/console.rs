@@ -95,7 +95,7 @@ fn session(addr: SocketAddr) -> (String, String) {
 
 fn put(s: &TestServer, queue: &str, payloads: &[&str]) {
     let mut c = s.client();
-    c.create_queue(queue, Default::default()).unwrap();
+    c.create_queue(queue, Default::default()).unwrap(); // idempotent
     let entries: Vec<PutEntry> = payloads
         .iter()
         .map(|p| PutEntry {
@@ -485,4 +485,29 @@ fn settings_are_saved_field_by_field_and_a_bad_value_changes_nothing() {
         s.client().get_queue("tuned").unwrap().visibility_timeout_ms,
         60_000
     );
+}
+
+#[test]
+fn a_page_of_large_messages_stops_at_its_room_and_links_to_the_rest() {
+    let s = TestServer::start();
+    let addr = console(&s);
+    let big = "x".repeat(250_000);
+    let payloads: Vec<&str> = (0..30).map(|_| big.as_str()).collect();
+    for chunk in payloads.chunks(10) {
+        put(&s, "large", chunk);
+    }
+    let (cookie, _) = session(addr);
+    let page = http(
+        addr,
+        "GET",
+        "/queues/large/messages",
+        &[("Cookie", cookie.as_str())],
+        "",
+    );
+    assert_eq!(page.status, 200);
+    let rows = page.body.matches("<td class=\"payload\">").count();
+    assert!((1..30).contains(&rows), "{rows} rows");
+    assert!(page.body.contains("Later messages"), "a link to the rest");
+    let room = fila_server::console::ANSWER_ROOM;
+    assert!(rows * 250_000 <= 2 * room + 250_000, "{rows} rows");
 }

@@ -286,7 +286,10 @@ fn the_sqs_api_the_console_and_metrics_speak_tls_with_the_same_certificate() {
         "GET / HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n",
     );
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(answer.contains("HttpOnly; SameSite=Strict; Secure"), "{answer}");
+    assert!(
+        answer.contains("HttpOnly; SameSite=Strict; Secure"),
+        "{answer}"
+    );
     let metrics = s.server.server().metrics_addr().unwrap();
     let answer = https(
         metrics,
