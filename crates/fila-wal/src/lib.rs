@@ -74,6 +74,15 @@ pub enum Error {
     /// An earlier write or sync failed; the log accepts nothing more.
     #[error("the log failed earlier and accepts nothing more")]
     Failed,
+    /// A truncation below the newest snapshot: those records are no
+    /// longer in the log.
+    #[error("cannot truncate after {lsn}: the log starts after its snapshot at {start}")]
+    Truncate {
+        /// The LSN asked for.
+        lsn: u64,
+        /// The newest snapshot's LSN.
+        start: u64,
+    },
     /// The disk is full or the directory closed to writing: nothing was
     /// lost and nothing half written is left; what failed (a commit's
     /// pending records, a snapshot) can be tried again once there is room.

@@ -49,6 +49,7 @@
 
 mod recover;
 mod snapshot;
+mod truncate;
 
 pub use snapshot::{snapshot_name, Snapshot, SnapshotFile, SnapshotReader};
 
@@ -232,6 +233,9 @@ pub struct Log<S: Storage> {
     room: Option<String>,
     room_retry: Option<std::time::Instant>,
     writing: Option<Writing>,
+    /// The newest snapshot's LSN (0: none): records up to it are no longer
+    /// all in the log.
+    snapshot_lsn: u64,
 }
 
 impl<S: Storage> std::fmt::Debug for Log<S> {

@@ -102,6 +102,7 @@ fn after_any_crash_every_committed_record_is_back_in_order() {
             // may have made it to disk; then it is kept).
             appended = last;
             durable = last;
+            let mut snapshot = covered;
             let mut disk_now = log.into_storage();
             if next() % 2 == 0 {
                 // The process dies in the middle of some operation.
@@ -115,12 +116,26 @@ fn after_any_crash_every_committed_record_is_back_in_order() {
                     .append((log.next_lsn() % 7) as u8, &body(log.next_lsn()))
                     .unwrap_or(appended);
                 appended = appended.max(lsn);
-                let step = match next() % 8 {
+                let step = match next() % 9 {
                     0 | 1 => log.commit().map(|d| durable = d),
                     2 => log.commit().and_then(|d| {
                         durable = d;
+                        snapshot = d;
                         log.snapshot(d, &d.to_be_bytes())
                     }),
+                    3 => {
+                        // A suffix cut (what a Raft follower does), to an
+                        // LSN at or after the snapshot: the records after
+                        // it never come back, and the next ones take their
+                        // LSNs (with bodies of those LSNs).
+                        let to = snapshot + next() % (log.next_lsn() - snapshot);
+                        let cut = log.truncate_after(to);
+                        // Dead part way, the disk holds between `to` and
+                        // what it held.
+                        durable = durable.min(to);
+                        appended = appended.max(to);
+                        cut
+                    }
                     _ => Ok(()),
                 };
                 if step.is_err() {
@@ -134,7 +149,11 @@ fn after_any_crash_every_committed_record_is_back_in_order() {
 }
 
 fn committed_log(records: u64) -> SimDisk {
-    let (mut log, _) = Log::open(SimDisk::new(3), opts()).unwrap();
+    committed_log_on(SimDisk::new(3), records)
+}
+
+fn committed_log_on(disk: SimDisk, records: u64) -> SimDisk {
+    let (mut log, _) = Log::open(disk, opts()).unwrap();
     for lsn in 1..=records {
         log.append((lsn % 7) as u8, &body(lsn)).unwrap();
         if lsn % 5 == 0 {
@@ -621,4 +640,125 @@ fn a_snapshot_without_room_is_given_up_and_the_log_goes_on() {
     log.snapshot(3, b"later").unwrap();
     let (_, recovered) = Log::open(log.into_storage(), opts()).unwrap();
     assert_eq!(recovered.snapshot.unwrap().body, b"later");
+}
+
+/// `(lsn, body)` of every record recovered from `storage`.
+fn recovered<S: Storage>(storage: S) -> Vec<(u64, Vec<u8>)> {
+    let (_, r) = Log::open(storage, opts()).unwrap();
+    r.records.into_iter().map(|r| (r.lsn, r.body)).collect()
+}
+
+fn new_body(lsn: u64) -> Vec<u8> {
+    format!("written after the cut: {lsn}").into_bytes()
+}
+
+/// Truncates `log` after 23, appends 24..=28 with new bodies, commits.
+fn cut_and_go_on<S: Storage>(log: &mut Log<S>) {
+    log.truncate_after(23).unwrap();
+    assert_eq!(log.next_lsn(), 24);
+    for lsn in 24..=28 {
+        assert_eq!(log.append(1, &new_body(lsn)).unwrap(), lsn);
+    }
+    assert_eq!(log.commit().unwrap(), 28);
+}
+
+fn expected_after_cut() -> Vec<(u64, Vec<u8>)> {
+    (1..=23)
+        .map(|l| (l, body(l)))
+        .chain((24..=28).map(|l| (l, new_body(l))))
+        .collect()
+}
+
+#[test]
+fn a_truncated_suffix_never_comes_back_and_new_records_take_its_lsns() {
+    // 60 records over several segments of 4 KiB, cut in the middle of one.
+    let disk = committed_log(60);
+    let (mut log, _) = Log::open(disk, opts()).unwrap();
+    cut_and_go_on(&mut log);
+    let mut disk = log.into_storage();
+    disk.crash();
+    assert_eq!(recovered(disk), expected_after_cut());
+    // The same on the real file system.
+    let dir = std::env::temp_dir().join(format!("fila-wal-cut-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    {
+        let (mut log, _) = Log::open(FsStorage::new(&dir).unwrap(), opts()).unwrap();
+        for lsn in 1..=60 {
+            log.append(1, &body(lsn)).unwrap();
+            if lsn % 5 == 0 {
+                log.commit().unwrap();
+            }
+        }
+        cut_and_go_on(&mut log);
+    }
+    assert_eq!(
+        recovered(FsStorage::new(&dir).unwrap()),
+        expected_after_cut()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn pending_records_after_the_cut_are_dropped_and_durable_ones_before_it_kept() {
+    let (mut log, _) = Log::open(SimDisk::new(9), opts()).unwrap();
+    for lsn in 1..=10 {
+        log.append(1, &body(lsn)).unwrap();
+    }
+    log.commit().unwrap();
+    for lsn in 11..=15 {
+        log.append(1, &body(lsn)).unwrap();
+    }
+    log.truncate_after(12).unwrap();
+    assert_eq!(log.durable_lsn(), 10);
+    assert_eq!(log.next_lsn(), 13);
+    assert_eq!(log.commit().unwrap(), 12);
+    // A cut at or past the end changes nothing.
+    log.truncate_after(12).unwrap();
+    log.truncate_after(99).unwrap();
+    assert_eq!(log.next_lsn(), 13);
+    let want: Vec<_> = (1..=12).map(|l| (l, body(l))).collect();
+    assert_eq!(recovered(log.into_storage()), want);
+}
+
+#[test]
+fn a_cut_below_the_snapshot_is_refused_and_one_at_it_empties_the_log() {
+    let (mut log, _) = Log::open(committed_log(60), opts()).unwrap();
+    log.snapshot(30, b"state at 30").unwrap();
+    assert!(matches!(
+        log.truncate_after(29),
+        Err(Error::Truncate { lsn: 29, start: 30 })
+    ));
+    log.truncate_after(30).unwrap();
+    assert_eq!(log.append(1, &new_body(31)).unwrap(), 31);
+    log.commit().unwrap();
+    let mut disk = log.into_storage();
+    disk.crash();
+    let (_, r) = Log::open(disk, opts()).unwrap();
+    assert_eq!(r.snapshot.map(|s| s.lsn), Some(30));
+    let got: Vec<_> = r.records.into_iter().map(|r| (r.lsn, r.body)).collect();
+    assert_eq!(got, [(31, new_body(31))]);
+}
+
+#[test]
+fn a_crash_part_way_through_a_cut_leaves_a_prefix_of_the_log() {
+    // Dying after each number of disk operations a cut takes (it takes
+    // fewer than 40 here), on disks that crash differently.
+    for (seed, ops) in (1..=10u64).flat_map(|s| (0..40).map(move |o| (s, o))) {
+        let (mut log, _) = Log::open(committed_log_on(SimDisk::new(seed), 60), opts()).unwrap();
+        let mut disk = log.into_storage();
+        disk.die_after(ops);
+        log = Log::open(disk, opts()).unwrap().0;
+        let cut = log.truncate_after(23);
+        let mut disk = log.into_storage();
+        disk.crash();
+        let got = recovered(disk);
+        let n = got.len() as u64;
+        assert!((23..=60).contains(&n), "seed {seed} ops {ops}: {n} records");
+        assert!(
+            cut.is_err() || n == 23,
+            "seed {seed} ops {ops}: a cut that answered Ok left {n}"
+        );
+        let want: Vec<_> = (1..=n).map(|l| (l, body(l))).collect();
+        assert_eq!(got, want, "seed {seed} ops {ops}");
+    }
 }

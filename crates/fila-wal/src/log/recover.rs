@@ -287,6 +287,7 @@ impl<S: Storage> Log<S> {
                 room: None,
                 room_retry: None,
                 writing: None,
+                snapshot_lsn: covered,
             },
             opened,
         ))

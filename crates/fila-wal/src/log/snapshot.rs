@@ -325,6 +325,7 @@ impl<S: Storage> Log<S> {
         }
         // Now nothing older is needed.
         let lsn = w.lsn;
+        self.snapshot_lsn = self.snapshot_lsn.max(lsn);
         if let Ok(names) = self.storage.list() {
             for old in names {
                 if snapshot_lsn(&old).is_some_and(|l| l < lsn) {
