@@ -17,8 +17,9 @@
 //! Content-Security-Policy (scripts and styles from the console only, no
 //! inline script or style, no frames).
 //!
-//! Limits: [`CONNECTIONS_MAX`] connections (past it a newcomer gets a 503
-//! and is closed), a request head within [`HEAD_SECS`] (also the most a
+//! Limits: [`CONNECTIONS_MAX`] connections (when all are open a newcomer
+//! takes the place of the one idle the longest, and gets a 503 only when
+//! every one is in the middle of a request: `conns.rs`), a request head within [`HEAD_SECS`] (also the most a
 //! keep-alive connection idles), a form body of at most [`BODY_BYTES_MAX`]
 //! within [`BODY_SECS`], messages of at most [`ANSWER_ROOM`] bytes an
 //! answer, [`session::SESSIONS_MAX`] sessions, failed sign-ins counted
@@ -26,7 +27,7 @@
 //! (`history.rs`).
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -48,6 +49,7 @@ use crate::guard::AuthGuard;
 use crate::live::Access;
 
 mod actions;
+mod conns;
 mod history;
 mod html;
 mod messages;
@@ -84,7 +86,7 @@ pub(super) struct Console {
     history: RefCell<History>,
     guard: RefCell<AuthGuard>,
     /// Connections open now.
-    open: Cell<usize>,
+    conns: conns::Conns,
     /// The data directory's storage, for its free space (none with
     /// `sync = none`).
     disk: Option<fila_wal::FsStorage>,
@@ -262,7 +264,7 @@ async fn serve(
         sessions: RefCell::default(),
         history: RefCell::default(),
         guard: RefCell::new(AuthGuard::with_capacity(crate::guard::PEERS_MAX)),
-        open: Cell::new(0),
+        conns: conns::Conns::default(),
         disk,
     });
     tokio::task::spawn_local(sample(console.clone()));
@@ -273,12 +275,14 @@ async fn serve(
             accepted = listener.accept(), if stop_deadline.is_none() => match accepted {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    if console.open.get() >= CONNECTIONS_MAX {
-                        debug!(%peer, "console connection refused: {CONNECTIONS_MAX} are open");
-                        tokio::task::spawn_local(routes::refuse(stream));
-                    } else {
-                        console.open.set(console.open.get() + 1);
-                        tokio::task::spawn_local(connection(console.clone(), stream, peer));
+                    match console.conns.admit(CONNECTIONS_MAX, Instant::now()) {
+                        Some(conn) => {
+                            tokio::task::spawn_local(connection(console.clone(), conn, stream, peer));
+                        }
+                        None => {
+                            debug!(%peer, "console connection refused: {CONNECTIONS_MAX} are busy");
+                            tokio::task::spawn_local(routes::refuse(stream));
+                        }
                     }
                 }
                 Err(e) => {
@@ -356,37 +360,56 @@ async fn sample(console: Rc<Console>) {
 #[cfg(not(loom))]
 /// Serves one connection (over TLS when TLS is configured), then counts
 /// it closed.
-async fn connection(console: Rc<Console>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+async fn connection(
+    console: Rc<Console>,
+    conn: Rc<conns::Conn>,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+) {
     let tls = console.shared.live.load().tls.clone();
-    match tls {
-        None => serve_http(&console, stream, peer, false).await,
-        Some(config) => {
-            if let Some(tls) =
-                super::http::tls_accept(&console.shared, config, stream, peer, "console").await
-            {
-                serve_http(&console, tls, peer, true).await;
+    let served = async {
+        match tls {
+            None => serve_http(&console, &conn, stream, peer, false).await,
+            Some(config) => {
+                if let Some(tls) =
+                    super::http::tls_accept(&console.shared, config, stream, peer, "console").await
+                {
+                    serve_http(&console, &conn, tls, peer, true).await;
+                }
             }
         }
+    };
+    tokio::select! {
+        () = served => {}
+        () = conn.close.notified() => debug!(%peer, "console connection closed: a newcomer took its place"),
     }
-    console.open.set(console.open.get() - 1);
+    console.conns.gone(&conn);
 }
 
 #[cfg(not(loom))]
 /// Serves one keep-alive connection until its client closes it, it waits
 /// past [`HEAD_SECS`] for a request's head, or the server stops.
-async fn serve_http<S>(console: &Rc<Console>, stream: S, peer: SocketAddr, secure: bool)
-where
+async fn serve_http<S>(
+    console: &Rc<Console>,
+    conn: &Rc<conns::Conn>,
+    stream: S,
+    peer: SocketAddr,
+    secure: bool,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
 {
     use hyper::server::conn::http1;
     use hyper::service::service_fn;
     use hyper_util::rt::{TokioIo, TokioTimer};
     let service = {
-        let console = console.clone();
+        let (console, conn) = (console.clone(), conn.clone());
         service_fn(move |req| {
-            let console = console.clone();
+            let (console, conn) = (console.clone(), conn.clone());
             async move {
-                Ok::<_, std::convert::Infallible>(routes::handle(&console, req, peer, secure).await)
+                conn.busy();
+                let answer = routes::handle(&console, req, peer, secure).await;
+                conn.idle(Instant::now());
+                Ok::<_, std::convert::Infallible>(answer)
             }
         })
     };
