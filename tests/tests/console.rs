@@ -84,13 +84,23 @@ fn console(s: &TestServer) -> SocketAddr {
     s.server().console_addr().expect("the console is on")
 }
 
+/// The console's session and sign-in cookie names: with its port, so two
+/// servers on one host keep their sessions apart.
+fn names(addr: SocketAddr) -> (String, String) {
+    (
+        format!("fila_session_{}", addr.port()),
+        format!("fila_signin_{}", addr.port()),
+    )
+}
+
 /// A session's cookie header and its CSRF token (no tokens: the first
 /// page begins one).
 fn session(addr: SocketAddr) -> (String, String) {
     let page = http(addr, "GET", "/", &[], "");
     assert_eq!(page.status, 200, "{}", page.body);
-    let id = page.cookie("fila_session").expect("a session cookie");
-    (format!("fila_session={id}"), page.csrf())
+    let (name, _) = names(addr);
+    let id = page.cookie(&name).expect("a session cookie");
+    (format!("{name}={id}"), page.csrf())
 }
 
 fn put(s: &TestServer, queue: &str, payloads: &[&str]) {
@@ -263,8 +273,9 @@ fn sign_in_takes_a_token_and_a_tokens_grants_decide_what_it_sees_and_does() {
     let r = http(addr, "GET", "/", &[], "");
     assert_eq!((r.status, r.header("location")), (303, Some("/signin")));
     let form = http(addr, "GET", "/signin", &[], "");
-    let pre = form.cookie("fila_signin").unwrap();
-    let pre_h = format!("fila_signin={pre}");
+    let (session_name, pre_name) = names(addr);
+    let pre = form.cookie(&pre_name).unwrap();
+    let pre_h = format!("{pre_name}={pre}");
     let signin = |token: &str| {
         http(
             addr,
@@ -277,17 +288,17 @@ fn sign_in_takes_a_token_and_a_tokens_grants_decide_what_it_sees_and_does() {
     let wrong = signin("guess");
     assert_eq!(wrong.status, 401);
     assert!(wrong.body.contains("not one of the server"));
-    assert!(wrong.cookie("fila_session").is_none());
+    assert!(wrong.cookie(&session_name).is_none());
     // The sign-in form's own CSRF token is needed too.
     let r = http(addr, "POST", "/signin", &[], "token=reader-token");
     assert_eq!(r.status, 403);
     let ok = signin("reader-token");
     assert_eq!(ok.status, 303, "{}", ok.body);
-    let cookie = format!("fila_session={}", ok.cookie("fila_session").unwrap());
+    let cookie = format!("{session_name}={}", ok.cookie(&session_name).unwrap());
     let set = ok
         .headers
         .iter()
-        .find(|(k, v)| k == "set-cookie" && v.starts_with("fila_session="))
+        .find(|(k, v)| k == "set-cookie" && v.starts_with(&format!("{session_name}=")))
         .unwrap();
     assert!(set.1.contains("HttpOnly") && set.1.contains("SameSite=Strict"));
     let cookie_h = ("Cookie", cookie.as_str());
@@ -507,4 +518,24 @@ fn a_page_of_large_messages_stops_at_its_room_and_links_to_the_rest() {
     assert!(page.body.contains("Later messages"), "a link to the rest");
     let room = fila_server::console::ANSWER_ROOM;
     assert!(rows * 250_000 <= 2 * room + 250_000, "{rows} rows");
+}
+
+#[test]
+fn two_servers_on_one_host_keep_their_console_sessions_apart() {
+    let (a, b) = (TestServer::start(), TestServer::start());
+    let (ca, cb) = (console(&a), console(&b));
+    let (cookie_a, _) = session(ca);
+    let (cookie_b, _) = session(cb);
+    assert_ne!(names(ca).0, names(cb).0);
+    // A browser sends both (cookies are not kept apart by port): each
+    // console takes its own.
+    let both = format!("{cookie_a}; {cookie_b}");
+    for addr in [ca, cb] {
+        let r = http(addr, "GET", "/", &[("Cookie", both.as_str())], "");
+        assert_eq!(r.status, 200);
+        assert!(
+            r.cookie(&names(addr).0).is_none(),
+            "no new session was begun"
+        );
+    }
 }

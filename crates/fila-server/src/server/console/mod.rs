@@ -87,6 +87,9 @@ pub(super) struct Console {
     guard: RefCell<AuthGuard>,
     /// Connections open now.
     conns: conns::Conns,
+    /// The names of its session and sign-in cookies (with its port).
+    cookie: String,
+    pre_cookie: String,
     /// The data directory's storage, for its free space (none with
     /// `sync = none`).
     disk: Option<fila_wal::FsStorage>,
@@ -258,6 +261,8 @@ async fn serve(
     };
     let gateway = Rc::new(Gateway::new(index, shared.clone(), notify, Arc::default()));
     tokio::task::spawn_local(gateway.clone().mail());
+    let port = listener.local_addr().map_or(0, |a| a.port());
+    let (cookie, pre_cookie) = session::cookie_names(port);
     let console = Rc::new(Console {
         gateway: gateway.clone(),
         shared: shared.clone(),
@@ -265,6 +270,8 @@ async fn serve(
         history: RefCell::default(),
         guard: RefCell::new(AuthGuard::with_capacity(crate::guard::PEERS_MAX)),
         conns: conns::Conns::default(),
+        cookie,
+        pre_cookie,
         disk,
     });
     tokio::task::spawn_local(sample(console.clone()));

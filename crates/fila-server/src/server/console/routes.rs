@@ -12,7 +12,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use tracing::{debug, warn};
 
 use super::html::{self, Html};
-use super::session::{self, cookie, same_secret, set_cookie, COOKIE, PRE_COOKIE};
+use super::session::{self, cookie, same_secret, set_cookie};
 use super::{actions, answer, messages, pages, Console, Visitor, BODY_BYTES_MAX, BODY_SECS};
 use crate::server::sqs::query::parse_form;
 
@@ -213,7 +213,7 @@ pub(super) async fn handle(
     let now = Instant::now();
     let mut cookies = Vec::new();
     let live_refresh = parts.headers.contains_key("x-fila-live");
-    let found = cookie(&parts.headers, COOKIE).and_then(|id| {
+    let found = cookie(&parts.headers, &console.cookie).and_then(|id| {
         let mut sessions = console.sessions.borrow_mut();
         let s = sessions.get(id, now)?;
         // A session's token must still be one of the last reload's.
@@ -239,7 +239,7 @@ pub(super) async fn handle(
             // No tokens: the console is on loopback; a session begins by
             // itself (its CSRF token is what it is for).
             let id = console.sessions.borrow_mut().begin(None, now);
-            cookies.push(set_cookie(COOKIE, &id, secure, None));
+            cookies.push(set_cookie(&console.cookie, &id, secure, None));
             let csrf = console
                 .sessions
                 .borrow_mut()
@@ -276,7 +276,7 @@ pub(super) async fn handle(
     }
     if post && path == "/signout" {
         console.sessions.borrow_mut().end(&visitor.session);
-        let clear = set_cookie(COOKIE, "", secure, Some(0));
+        let clear = set_cookie(&console.cookie, "", secure, Some(0));
         let to = if access.tokens.is_empty() {
             "/"
         } else {
@@ -362,13 +362,16 @@ async fn signin(
         let flash = error.map(|e| (false, e.to_owned()));
         let page = html::page("Sign in", None, flash.as_ref(), &h.finish());
         let mut r = answer(status, "text/html; charset=utf-8", page.into_bytes());
-        add_cookies(&mut r, &[set_cookie(PRE_COOKIE, &pre, secure, Some(600))]);
+        add_cookies(
+            &mut r,
+            &[set_cookie(&console.pre_cookie, &pre, secure, Some(600))],
+        );
         r
     };
     if parts.method != Method::POST {
         return show(StatusCode::OK, None);
     }
-    let pre = cookie(&parts.headers, PRE_COOKIE).unwrap_or("");
+    let pre = cookie(&parts.headers, &console.pre_cookie).unwrap_or("");
     let sent = param(form, "csrf").unwrap_or("");
     if pre.is_empty() || !same_secret(pre, sent) {
         return show(
@@ -403,8 +406,8 @@ async fn signin(
     see_other(
         "/",
         &[
-            set_cookie(COOKIE, &id, secure, None),
-            set_cookie(PRE_COOKIE, "", secure, Some(0)),
+            set_cookie(&console.cookie, &id, secure, None),
+            set_cookie(&console.pre_cookie, "", secure, Some(0)),
         ],
     )
 }

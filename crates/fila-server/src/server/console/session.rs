@@ -19,10 +19,17 @@ pub(super) const SESSIONS_MAX: usize = 256;
 pub(super) const IDLE: Duration = Duration::from_secs(30 * 60);
 /// A session ends this long after sign-in, used or not.
 pub(super) const LIFETIME: Duration = Duration::from_secs(12 * 3600);
-/// The session cookie's name.
+/// The session cookie's name, before the console's port: cookies are not
+/// kept apart by port, and two servers on one host (a cluster's nodes)
+/// must not overwrite each other's sessions.
 pub(super) const COOKIE: &str = "fila_session";
 /// The cookie of a sign-in form (its CSRF token, before any session).
 pub(super) const PRE_COOKIE: &str = "fila_signin";
+
+/// The names of the session and sign-in cookies of a console on `port`.
+pub(super) fn cookie_names(port: u16) -> (String, String) {
+    (format!("{COOKIE}_{port}"), format!("{PRE_COOKIE}_{port}"))
+}
 
 /// 32 random bytes as hex.
 pub(super) fn random_id() -> String {
