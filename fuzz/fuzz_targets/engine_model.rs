@@ -110,6 +110,13 @@ impl Bytes<'_> {
             34 => Op::Cancel(q, self.below(14)?),
             35 => Op::Redrive(q, self.opt(|b| b.below(4))?, self.opt(|b| b.below(3))?),
             36 => Op::CancelWait(self.u8()?),
+            37 => Op::BySeq {
+                q,
+                dlq: self.bool()?,
+                seq: self.below(14)?,
+                dead_letter: self.bool()?,
+                long: self.below(10)? == 0,
+            },
             _ => Op::Advance(if self.below(9)? == 0 {
                 59_000 + u32::from(self.u16_below(3000)?)
             } else {

@@ -30,6 +30,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (q.clone(), 0u8..14).prop_map(|(q, s)| Op::Cancel(q, s)),
         1 => (q.clone(), proptest::option::of(0u8..4), proptest::option::of(0u8..3)).prop_map(|(q, m, r)| Op::Redrive(q, m, r)),
         1 => any::<u8>().prop_map(Op::CancelWait),
+        1 => (q.clone(), any::<bool>(), 0u8..14, any::<bool>(), prop::bool::weighted(0.1))
+            .prop_map(|(q, dlq, seq, dead_letter, long)| Op::BySeq { q, dlq, seq, dead_letter, long }),
         6 => prop_oneof![8 => 0u32..3000, 1 => 59_000u32..62_000].prop_map(Op::Advance),
     ]
 }

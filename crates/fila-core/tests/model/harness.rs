@@ -59,6 +59,16 @@ pub enum Op {
     Redrive(u8, Option<u8>, Option<u8>),
     CancelWait(u8),
     Advance(u32),
+    /// An operator's delete (or, with `dead_letter`, dead-letter of a
+    /// main-queue message; `long`: a reason past its limit) by sequence
+    /// number, whatever the message's state.
+    BySeq {
+        q: u8,
+        dlq: bool,
+        seq: u8,
+        dead_letter: bool,
+        long: bool,
+    },
 }
 
 fn err(e: &Error) -> String {
@@ -458,6 +468,33 @@ impl Harness {
                         "cancel wait"
                     );
                 }
+            }
+            Op::BySeq {
+                q,
+                dlq,
+                seq,
+                dead_letter,
+                long,
+            } => {
+                let name = QUEUES[usize::from(q)];
+                let seq = u64::from(seq);
+                let (e, m) = if dead_letter {
+                    let reason = if long {
+                        "r".repeat(300)
+                    } else {
+                        "operator".into()
+                    };
+                    (
+                        engine.dead_letter_seq(name, seq, &reason, "by hand"),
+                        self.model.dead_letter_seq(name, seq, &reason, "by hand"),
+                    )
+                } else {
+                    (
+                        engine.delete_seq(Address { queue: name, dlq }, seq),
+                        self.model.delete_seq(name, dlq, seq),
+                    )
+                };
+                assert_eq!(res(&e, |_| ()), res(&m, |_| ()), "by seq");
             }
             Op::Advance(ms) => {
                 self.clock.advance(u64::from(ms));

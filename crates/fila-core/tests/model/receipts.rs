@@ -129,6 +129,56 @@ impl Model {
         Ok(())
     }
 
+    /// An operator's delete by sequence number, whatever the state.
+    pub fn delete_seq(&mut self, name: &str, dlq: bool, seq: u64) -> Result<(), Error> {
+        if !self.q(name)?.subs[idx(dlq)].msgs.contains_key(&seq) {
+            return Err(Error::NotFound { seq, what: "held" });
+        }
+        self.q_mut(name)?.stats.deletes += 1;
+        self.remove(name, dlq, seq);
+        self.serve_gained();
+        self.flush_outbox();
+        Ok(())
+    }
+
+    /// An operator's dead-letter by sequence number, whatever the state.
+    pub fn dead_letter_seq(
+        &mut self,
+        name: &str,
+        seq: u64,
+        reason: &str,
+        description: &str,
+    ) -> Result<(), Error> {
+        if reason.len() > 256 {
+            return Err(Error::InvalidArgument {
+                field: "reason",
+                limit: String::new(),
+            });
+        }
+        if description.len() > 4096 {
+            return Err(Error::InvalidArgument {
+                field: "description",
+                limit: String::new(),
+            });
+        }
+        if !self.q(name)?.subs[0].msgs.contains_key(&seq) {
+            return Err(Error::NotFound { seq, what: "held" });
+        }
+        let now = self.now;
+        self.dead_letter_msg(
+            name,
+            seq,
+            DeadLetterReason::Consumer {
+                reason: reason.to_owned(),
+                description: description.to_owned(),
+            },
+            now,
+        );
+        self.serve_gained();
+        self.flush_outbox();
+        Ok(())
+    }
+
     pub(super) fn dead_letter_msg(
         &mut self,
         name: &str,
