@@ -10,6 +10,19 @@ use fila_core::*;
 
 use super::{idx, Delivery, Job, MReceipt, Model, Out, St, M};
 
+/// A dead letter's reason and description within their limits.
+fn check_dead_letter_text(reason: &str, description: &str) -> Result<(), Error> {
+    for (field, text, max) in [("reason", reason, 256), ("description", description, 4096)] {
+        if text.len() > max {
+            return Err(Error::InvalidArgument {
+                field,
+                limit: String::new(),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl Model {
     // ----- receipts -----------------------------------------------------------
 
@@ -101,18 +114,7 @@ impl Model {
         reason: &str,
         description: &str,
     ) -> Result<(), Error> {
-        if reason.len() > 256 {
-            return Err(Error::InvalidArgument {
-                field: "reason",
-                limit: String::new(),
-            });
-        }
-        if description.len() > 4096 {
-            return Err(Error::InvalidArgument {
-                field: "description",
-                limit: String::new(),
-            });
-        }
+        check_dead_letter_text(reason, description)?;
         let seq = self.leased(name, false, r)?;
         let now = self.now;
         self.dead_letter_msg(
@@ -149,18 +151,7 @@ impl Model {
         reason: &str,
         description: &str,
     ) -> Result<(), Error> {
-        if reason.len() > 256 {
-            return Err(Error::InvalidArgument {
-                field: "reason",
-                limit: String::new(),
-            });
-        }
-        if description.len() > 4096 {
-            return Err(Error::InvalidArgument {
-                field: "description",
-                limit: String::new(),
-            });
-        }
+        check_dead_letter_text(reason, description)?;
         if !self.q(name)?.subs[0].msgs.contains_key(&seq) {
             return Err(Error::NotFound { seq, what: "held" });
         }

@@ -189,6 +189,14 @@ pub struct Server {
     console: Option<console::ConsoleListener>,
 }
 
+/// Binds a listener of an HTTP front end (so a refused address fails the
+/// start), non-blocking for its runtime.
+fn bind_nonblocking(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    let l = std::net::TcpListener::bind(addr)?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
 /// Stops a server from another thread (a signal handler's, a test's).
 #[derive(Clone)]
 pub struct StopHandle {
@@ -239,17 +247,15 @@ impl Server {
         })?;
         // The loops' wakers exist before the log, whose writer wakes them.
         let sqs_listener = match config.sqs_listen {
-            Some(addr) => Some(
-                sqs::SqsListener::bind(addr)
-                    .map_err(|source| StartError::Listen { addr, source })?,
-            ),
+            Some(addr) => {
+                Some(bind_nonblocking(addr).map_err(|source| StartError::Listen { addr, source })?)
+            }
             None => None,
         };
         let console_listener = match config.console_listen {
-            Some(addr) => Some(
-                console::ConsoleListener::bind(addr)
-                    .map_err(|source| StartError::Listen { addr, source })?,
-            ),
+            Some(addr) => {
+                Some(bind_nonblocking(addr).map_err(|source| StartError::Listen { addr, source })?)
+            }
             None => None,
         };
         let mut polls = Vec::new();

@@ -123,13 +123,6 @@ impl Visitor {
 }
 
 impl ConsoleListener {
-    /// Binds `addr` (so a refused address fails the start).
-    pub(in crate::server) fn bind(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
-        let l = std::net::TcpListener::bind(addr)?;
-        l.set_nonblocking(true)?;
-        Ok(l)
-    }
-
     #[cfg(not(loom))]
     /// Serves `listener` on a thread of its own, as endpoint `index` of
     /// the loops' post, woken through `notify`.

@@ -131,13 +131,6 @@ impl Common {
 }
 
 impl SqsListener {
-    /// Binds `addr` (so a refused address fails the start).
-    pub(in crate::server) fn bind(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
-        let l = std::net::TcpListener::bind(addr)?;
-        l.set_nonblocking(true)?;
-        Ok(l)
-    }
-
     #[cfg(not(loom))]
     /// Serves `listener` on one thread per notifier, each a runtime of
     /// its own accepting from the same socket; thread `k`'s gateway is
