@@ -164,3 +164,171 @@ impl Shard {
         Ok(())
     }
 }
+
+impl Shard {
+    /// Recomputes sub-queue `q`'s groups and its channels' ready counts from
+    /// its records ([`Shard::check_invariants`]): each grouped message in a
+    /// member state is a member of its group, in sequence order, and the
+    /// others are not; at most one member is leased and it is the group's
+    /// `busy`; the queued head is the first member, visible, of a group
+    /// with none leased; each channel's `ready` is its ungrouped visible
+    /// messages and its queued heads.
+    fn check_groups(&self, q: SubId) -> Result<(), String> {
+        let sub = self.sub(q);
+        let mut members: HashMap<u32, Vec<(u64, u32)>> = HashMap::new();
+        // Per channel, what may be given at each level.
+        let mut ready: HashMap<u32, [u32; 10]> = HashMap::new();
+        for (seq, slot) in sub.index.from(0) {
+            if !self.live(slot, q, seq) {
+                continue;
+            }
+            let r = &self.records[slot as usize];
+            let state = r.word.load().state;
+            let group = if q.is_dlq() {
+                None
+            } else {
+                r.extra.as_deref().and_then(|e| e.group.as_ref())
+            };
+            let Some(group) = group else {
+                ready.entry(r.channel).or_default()[usize::from(r.level() - 1)] +=
+                    u32::from(state == MessageState::Visible);
+                continue;
+            };
+            if state == MessageState::Deferred {
+                if group.id != NIL || group.member {
+                    return Err(format!(
+                        "deferred message {seq} is still in group {}",
+                        group.id
+                    ));
+                }
+                continue;
+            }
+            let g = sub
+                .groups
+                .as_deref()
+                .and_then(|groups| groups.slots.get(group.id as usize)?.as_ref())
+                .ok_or_else(|| format!("message {seq} names group {}, which is gone", group.id))?;
+            if !group.member {
+                return Err(format!("message {seq} is not marked a member of its group"));
+            }
+            if g.key != group.key || g.channel != r.channel {
+                return Err(format!(
+                    "message {seq} is in group {} of another key or channel",
+                    group.id
+                ));
+            }
+            members.entry(group.id).or_default().push((seq, slot));
+        }
+        let mut busy = 0;
+        let mut live = 0;
+        if let Some(groups) = sub.groups.as_deref() {
+            for (g, group) in groups.slots.iter().enumerate() {
+                let Some(group) = group else { continue };
+                live += 1;
+                let g = g as u32;
+                let want = members.remove(&g).unwrap_or_default();
+                if group.members.iter().copied().collect::<Vec<_>>() != want {
+                    return Err(format!(
+                        "group {:?} keeps members {:?}, its records {want:?}",
+                        group.key, group.members
+                    ));
+                }
+                if want.is_empty() {
+                    return Err(format!("group {:?} has no member and is kept", group.key));
+                }
+                if (group.first, group.last) != (want[0].0, want[want.len() - 1].0) {
+                    return Err(format!(
+                        "group {:?} keeps its ends as {}..{}, its members {want:?}",
+                        group.key, group.first, group.last
+                    ));
+                }
+                let leased: Vec<u32> = want
+                    .iter()
+                    .map(|(_, s)| *s)
+                    .filter(|s| {
+                        self.records[*s as usize].word.load().state == MessageState::InFlight
+                    })
+                    .collect();
+                if leased.len() > 1 {
+                    return Err(format!(
+                        "group {:?} has {} messages leased",
+                        group.key,
+                        leased.len()
+                    ));
+                }
+                let delayed = want
+                    .iter()
+                    .filter(|(_, s)| {
+                        self.records[*s as usize].word.load().state == MessageState::Delayed
+                    })
+                    .count() as u32;
+                if group.delayed != delayed {
+                    return Err(format!(
+                        "group {:?} counts {} delayed, its records {delayed}",
+                        group.key, group.delayed
+                    ));
+                }
+                if group.busy != leased.first().copied().unwrap_or(NIL) {
+                    return Err(format!(
+                        "group {:?} is busy with {}, its leased message is {leased:?}",
+                        group.key, group.busy
+                    ));
+                }
+                busy += u64::from(group.busy != NIL);
+                let head = want[0].1;
+                let may = group.busy == NIL
+                    && self.records[head as usize].word.load().state == MessageState::Visible;
+                if group.queued != may.then_some(head) {
+                    return Err(format!(
+                        "group {:?} has {:?} queued, its head {head} may be given: {may}",
+                        group.key, group.queued
+                    ));
+                }
+                if may && group.queued_level != self.records[head as usize].level() {
+                    return Err(format!(
+                        "group {:?} is queued at level {}, its head is at {}",
+                        group.key,
+                        group.queued_level,
+                        self.records[head as usize].level()
+                    ));
+                }
+                ready.entry(group.channel).or_default()[usize::from(group.queued_level - 1)] +=
+                    u32::from(may);
+            }
+            if groups.busy != busy || groups.len() != live {
+                return Err(format!(
+                    "groups count {} busy of {}, their records {busy} of {live}",
+                    groups.busy,
+                    groups.len()
+                ));
+            }
+        }
+        if let Some((g, _)) = members.into_iter().next() {
+            return Err(format!("messages name group {g}, which is not kept"));
+        }
+        for (id, c) in sub.channels.iter().enumerate() {
+            let levels = ready.get(&(id as u32)).copied().unwrap_or_default();
+            let want: u32 = levels.iter().sum();
+            if c.ready != want || c.in_round != (want > 0) {
+                return Err(format!(
+                    "channel {id} counts {} ready (in the round: {}), its records {want}",
+                    c.ready, c.in_round
+                ));
+            }
+            let kept = c.levels.as_ref().map_or_else(
+                || {
+                    let mut one = [0; 10];
+                    one[0] = c.ready;
+                    one
+                },
+                |l| l.ready,
+            );
+            if kept != levels {
+                return Err(format!(
+                    "channel {id} counts {kept:?} ready by level, its records {levels:?}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
