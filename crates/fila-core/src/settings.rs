@@ -207,12 +207,28 @@ impl QueueSettings {
     /// The first field in which `self` and `other` differ.
     pub(crate) fn first_difference(&self, other: &QueueSettings) -> Option<&'static str> {
         macro_rules! differing {
-            ($($field:ident),*) => {
+            ($($field:ident),*) => {{
+                // Every field is named (tags are no setting): a new one
+                // must join `for_each_setting!`.
+                let QueueSettings { $($field: _,)* tags: _ } = self;
                 [$((stringify!($field), self.$field != other.$field)),*]
-            };
+            }};
         }
-        // Tags are no setting: they are not compared.
-        let fields = differing!(
+        crate::for_each_setting!(differing)
+            .into_iter()
+            .find(|(_, differs)| *differs)
+            .map(|(name, _)| name)
+    }
+}
+
+/// Calls macro `$then` with the names of every queue setting, in the order
+/// a create compares them (tags are no setting): one list for the engine's
+/// comparisons and the reference model's.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! for_each_setting {
+    ($then:ident) => {
+        $then!(
             visibility_timeout_ms,
             max_deliveries,
             retention_ms,
@@ -230,12 +246,8 @@ impl QueueSettings {
             ordered,
             priority_levels,
             priority_fairness
-        );
-        fields
-            .into_iter()
-            .find(|(_, differs)| *differs)
-            .map(|(name, _)| name)
-    }
+        )
+    };
 }
 
 /// When a queue was made and last changed (ms since the epoch; 0 when not
@@ -348,43 +360,14 @@ impl SettingsUpdate {
     /// Whether it changes anything but tags (what a queue's last-modified
     /// time follows).
     pub fn changes_settings(&self) -> bool {
-        let SettingsUpdate {
-            visibility_timeout_ms,
-            max_deliveries,
-            retention_ms,
-            max_message_bytes,
-            receive_wait_default_ms,
-            dead_letter_on_expiration,
-            dead_letter_target,
-            max_messages,
-            max_bytes,
-            channel_capacity_pct,
-            delay_ms,
-            redrive_allow,
-            dedup_window_ms,
-            content_dedup,
-            ordered,
-            priority_levels,
-            priority_fairness,
-            tags_set: _,
-            tags_remove: _,
-        } = self;
-        visibility_timeout_ms.is_some()
-            || max_deliveries.is_some()
-            || retention_ms.is_some()
-            || max_message_bytes.is_some()
-            || receive_wait_default_ms.is_some()
-            || dead_letter_on_expiration.is_some()
-            || dead_letter_target.is_some()
-            || max_messages.is_some()
-            || max_bytes.is_some()
-            || channel_capacity_pct.is_some()
-            || delay_ms.is_some()
-            || redrive_allow.is_some()
-            || dedup_window_ms.is_some()
-            || content_dedup.is_some()
-            || ordered.is_some()
-            || priority_levels.is_some()
-            || priority_fairness.is_some()
+        macro_rules! any_set {
+            ($($field:ident),*) => {{
+                // Every field is named: a new one must join
+                // `for_each_setting!`.
+                let SettingsUpdate { $($field,)* tags_set: _, tags_remove: _ } = self;
+                false $(|| $field.is_some())*
+            }};
+        }
+        crate::for_each_setting!(any_set)
     }
 }

@@ -277,25 +277,7 @@ impl Model {
                     [$((stringify!($field), q.settings.$field != settings.$field)),*]
                 };
             }
-            let fields = differing!(
-                visibility_timeout_ms,
-                max_deliveries,
-                retention_ms,
-                max_message_bytes,
-                receive_wait_default_ms,
-                dead_letter_on_expiration,
-                dead_letter_target,
-                max_messages,
-                max_bytes,
-                channel_capacity_pct,
-                delay_ms,
-                redrive_allow,
-                dedup_window_ms,
-                content_dedup,
-                ordered,
-                priority_levels,
-                priority_fairness
-            );
+            let fields = fila_core::for_each_setting!(differing);
             return match fields.iter().find(|f| f.1) {
                 None => Ok(false),
                 Some((field, _)) => Err(Error::QueueExists {
