@@ -44,10 +44,25 @@ impl Shard {
         description: String,
         now: u64,
     ) -> Result<(), Error> {
+        self.dead_letter_found(name, reason, description, now, |s, q| s.by_seq(q, seq))
+    }
+
+    /// Dead-letters the main-queue message `find` names (after the reason
+    /// and description are checked and the shard caught up to `now`), kept
+    /// as a consumer's dead letter: a consumer's by receipt, an operator's
+    /// by sequence number.
+    pub(super) fn dead_letter_found(
+        &mut self,
+        name: &str,
+        reason: String,
+        description: String,
+        now: u64,
+        find: impl FnOnce(&Shard, SubId) -> Result<u32, Error>,
+    ) -> Result<(), Error> {
         Shard::check_dead_letter_text(&reason, &description)?;
         self.catch_up(now);
         let qslot = self.queue_slot(name)?;
-        let slot = self.by_seq(self.sub_id(qslot, false), seq)?;
+        let slot = find(self, self.sub_id(qslot, false))?;
         self.room_for_dead_letter_text(&reason, &description)?;
         let now = self.now;
         self.dead_letter_slot(

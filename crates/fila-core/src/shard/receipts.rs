@@ -189,27 +189,14 @@ impl Shard {
         description: String,
         now: u64,
     ) -> Result<(), Error> {
-        Shard::check_dead_letter_text(&reason, &description)?;
-        self.catch_up(now);
-        let qslot = self.queue_slot(name)?;
-        let q = self.sub_id(qslot, false);
-        let slot = self.resolve(q, receipt)?;
-        self.room_for_dead_letter_text(&reason, &description)?;
-        self.records[slot as usize]
-            .word
-            .hold(receipt.generation)
-            .map_err(|_| Error::ReceiptStale)?;
-        let now = self.now;
-        self.dead_letter_slot(
-            slot,
-            DeadLetterReason::Consumer {
-                reason,
-                description,
-            },
-            now,
-        );
-        self.serve_gained();
-        Ok(())
+        self.dead_letter_found(name, reason, description, now, |s, q| {
+            let slot = s.resolve(q, receipt)?;
+            s.records[slot as usize]
+                .word
+                .hold(receipt.generation)
+                .map_err(|_| Error::ReceiptStale)?;
+            Ok(slot)
+        })
     }
 
     /// Moves a main-queue message (in any state) to the DLQ or the target.
