@@ -8,22 +8,18 @@ target/console-screenshots). Every server and browser is stopped when its
 fixture ends."""
 
 import os
-import re
 import shutil
-import signal
-import subprocess
+import sys
 import tempfile
-import threading
 
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN_DIR = os.environ.get("FILA_BIN_DIR", os.path.join(ROOT, "target", "debug"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from fila_server import ROOT, FilaServer  # noqa: E402  (tests/fila_server.py)
+
 SHOTS = os.environ.get("FILA_SCREENSHOTS", os.path.join(ROOT, "target", "console-screenshots"))
-START_SECS = 30
-LINE = re.compile(r"fila-server listening listen=(\S+) .*console=(\S+)")
 
 ADMIN = "admin-secret-token"
 READER = "reader-secret-token"
@@ -44,82 +40,35 @@ permissions = ["receive"]
 """
 
 
-class Server:
+class Server(FilaServer):
     """One fila-server process with tokens, its console on."""
 
     def __init__(self, d):
+        super().__init__()
         self.dir = d
-        self.proc = None
-        self.addr = None
-        self.console = None
-        self.log = []
 
-    def start(self):
+    def args(self):
         config = os.path.join(self.dir, "fila.toml")
         with open(config, "w") as f:
             f.write(CONFIG)
-        self.proc = subprocess.Popen(
-            [
-                os.path.join(BIN_DIR, "fila-server"),
-                "--config", config,
-                "--listen", "127.0.0.1:0",
-                "--console-listen", "127.0.0.1:0",
-                "--sqs-listen", "off",
-                "--metrics-listen", "off",
-                "--data-dir", os.path.join(self.dir, "data"),
-                "--shards", "2",
-                "--event-loops", "2",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        found = threading.Event()
-
-        def read():
-            for line in self.proc.stdout:
-                self.log.append(line)
-                m = LINE.search(line)
-                if m and not found.is_set():
-                    self.addr, self.console = m.group(1), m.group(2)
-                    found.set()
-            found.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not found.wait(START_SECS) or self.console is None:
-            self.stop()
-            raise RuntimeError("fila-server did not start:\n" + "".join(self.log[-20:]))
-        return self
+        return [
+            "--config", config,
+            "--listen", "127.0.0.1:0",
+            "--console-listen", "127.0.0.1:0",
+            "--sqs-listen", "off",
+            "--metrics-listen", "off",
+            "--data-dir", os.path.join(self.dir, "data"),
+            "--shards", "2",
+            "--event-loops", "2",
+        ]
 
     @property
     def url(self):
-        return "http://" + self.console
-
-    def stop(self):
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.proc = None
+        return "http://" + self.listening["console"]
 
     def fila(self, *args, stdin=None):
         """Runs the fila CLI as the admin token; answers its output."""
-        out = subprocess.run(
-            [os.path.join(BIN_DIR, "fila"), "--addr", self.addr, "--token", ADMIN]
-            + list(args),
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if out.returncode != 0:
-            raise AssertionError(f"fila {args} exited {out.returncode}: {out.stderr}")
-        return out.stdout
+        return self.run_fila(args, token=ADMIN, stdin=stdin).stdout
 
 
 @pytest.fixture(scope="module")

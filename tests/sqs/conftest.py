@@ -6,11 +6,8 @@ target/debug). Every server is stopped (SIGTERM, then SIGKILL) when its
 fixture ends."""
 
 import os
-import re
-import signal
-import subprocess
+import sys
 import tempfile
-import threading
 import time
 import uuid
 
@@ -18,27 +15,21 @@ import boto3
 import botocore.config
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN_DIR = os.environ.get("FILA_BIN_DIR", os.path.join(ROOT, "target", "debug"))
-START_SECS = 30
-LINE = re.compile(r"fila-server listening listen=(\S+) sqs=(\S+)")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from fila_server import BIN_DIR, ROOT, FilaServer  # noqa: E402,F401  (tests/fila_server.py)
 
 
-class Server:
-    """One fila-server process on ephemeral loopback ports."""
+class Server(FilaServer):
+    """One fila-server process with the SQS API on ephemeral loopback ports."""
 
     def __init__(self, data_dir, extra=(), config=None):
+        super().__init__()
         self.data_dir = data_dir
         self.extra = list(extra)
         self.config = config
-        self.proc = None
-        self.addr = None
-        self.sqs_addr = None
-        self.log = []
 
-    def start(self):
+    def args(self):
         args = [
-            os.path.join(BIN_DIR, "fila-server"),
             "--listen", "127.0.0.1:0",
             "--sqs-listen", "127.0.0.1:0",
             "--metrics-listen", "off",
@@ -49,46 +40,15 @@ class Server:
         ]
         if self.config:
             args += ["--config", self.config]
-        args += self.extra
-        self.proc = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        found = threading.Event()
+        return args + self.extra
 
-        def read():
-            for line in self.proc.stdout:
-                self.log.append(line)
-                m = LINE.search(line)
-                if m and not found.is_set():
-                    self.addr, self.sqs_addr = m.group(1), m.group(2)
-                    found.set()
-            found.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not found.wait(START_SECS) or self.sqs_addr is None:
-            self.stop()
-            raise RuntimeError("fila-server did not start:\n" + "".join(self.log[-20:]))
-        return self
+    @property
+    def sqs_addr(self):
+        return self.listening.get("sqs")
 
     @property
     def endpoint(self):
         return "http://" + self.sqs_addr
-
-    def stop(self):
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.proc = None
-
-    def restart(self):
-        self.stop()
-        return self.start()
 
     def client(self, key="any", secret="any", **config):
         return boto3.client(
@@ -105,17 +65,9 @@ class Server:
         )
 
     def fila(self, *args, token=None, check=True):
-        """Runs the fila CLI against the binary protocol; answers its
-        standard output."""
-        cmd = [os.path.join(BIN_DIR, "fila"), "--addr", self.addr]
-        if token:
-            cmd += ["--token", token]
-        out = subprocess.run(
-            cmd + list(args), capture_output=True, text=True, timeout=60
-        )
-        if check and out.returncode != 0:
-            raise AssertionError(f"fila {args} exited {out.returncode}: {out.stderr}")
-        return out
+        """Runs the fila CLI against the binary protocol; answers the
+        finished process."""
+        return self.run_fila(args, token=token, check=check)
 
 
 @pytest.fixture(scope="module")
