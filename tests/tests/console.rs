@@ -103,6 +103,45 @@ fn session(addr: SocketAddr) -> (String, String) {
     (format!("{name}={id}"), page.csrf())
 }
 
+/// A browser's session with the console: its cookie and CSRF token.
+struct Session {
+    addr: SocketAddr,
+    cookie: String,
+    csrf: String,
+}
+
+impl Session {
+    fn begin(addr: SocketAddr) -> Session {
+        let (cookie, csrf) = session(addr);
+        Session { addr, cookie, csrf }
+    }
+
+    fn get(&self, path: &str) -> Http {
+        http(self.addr, "GET", path, &[("Cookie", &self.cookie)], "")
+    }
+
+    /// Posts `fields` with the session's CSRF token, as the console's own
+    /// form does; answers the page its answer sends the browser to.
+    fn post(&self, path: &str, fields: &str) -> Http {
+        let body = format!("csrf={}&{fields}", self.csrf);
+        let r = http(self.addr, "POST", path, &[("Cookie", &self.cookie)], &body);
+        assert_eq!(r.status, 303, "{path}: {}", r.body);
+        self.get(r.header("location").expect("where to"))
+    }
+}
+
+/// The text of a page's flash message and whether it is an error.
+fn flash(page: &Http) -> Option<(bool, &str)> {
+    let (error, at) = match page.body.find("<p class=\"flash error\"") {
+        Some(at) => (true, at),
+        None => (false, page.body.find("<p class=\"flash ok\"")?),
+    };
+    let text = &page.body[at..];
+    let start = text.find('>')? + 1;
+    let end = text.find("</p>")?;
+    Some((error, &text[start..end]))
+}
+
 fn put(s: &TestServer, queue: &str, payloads: &[&str]) {
     let mut c = s.client();
     c.create_queue(queue, Default::default()).unwrap(); // idempotent
@@ -342,58 +381,33 @@ fn sign_in_takes_a_token_and_a_tokens_grants_decide_what_it_sees_and_does() {
 #[test]
 fn an_operator_deletes_dead_letters_and_redrives_from_the_console() {
     let s = TestServer::start();
-    let addr = console(&s);
+    let b = Session::begin(console(&s));
     put(&s, "work", &["one", "two", "three"]);
-    let (cookie, csrf) = session(addr);
-    let h = [("Cookie", cookie.as_str())];
-    let r = http(
-        addr,
-        "POST",
-        "/queues/work/messages/1/delete",
-        &h,
-        &format!("csrf={csrf}"),
-    );
-    assert_eq!(r.status, 303);
-    let r = http(
-        addr,
-        "POST",
+    let page = b.post("/queues/work/messages/1/delete", "");
+    assert_eq!(flash(&page), Some((false, "Message 1 deleted.")));
+    let page = b.post(
         "/queues/work/messages/2/dead-letter",
-        &h,
-        &format!("csrf={csrf}&reason=stuck&description=by+hand"),
+        "reason=stuck&description=by+hand",
     );
-    assert_eq!(r.status, 303);
+    assert_eq!(flash(&page), Some((false, "Message 2 dead-lettered.")));
     let stats = s.client().stats("work").unwrap();
     assert_eq!((stats.visible, stats.dead_lettered), (1, 1));
-    let page = http(addr, "GET", "/queues/work/messages?dlq=1", &h, "").body;
+    let page = b.get("/queues/work/messages?dlq=1").body;
     assert!(
         page.contains("consumer: stuck") && page.contains("by hand"),
         "{page}"
     );
-    let r = http(
-        addr,
-        "POST",
-        "/queues/work/redrive",
-        &h,
-        &format!("csrf={csrf}&rate=10&max="),
-    );
-    assert_eq!(r.status, 303);
-    let page = http(addr, "GET", "/queues/work", &h, "").body;
-    assert!(page.contains("Redrive started"), "{page}");
-    assert!(page.contains("redrive of the DLQ"), "{page}");
+    let page = b.post("/queues/work/redrive", "rate=10&max=");
+    let (error, said) = flash(&page).unwrap();
+    assert!(!error && said.starts_with("Redrive started"), "{said}");
+    assert!(page.body.contains("redrive of the DLQ"), "{}", page.body);
     assert_eq!(s.client().stats("work").unwrap().visible, 2, "redriven");
     // A message that is gone says so.
-    let r = http(
-        addr,
-        "POST",
-        "/queues/work/messages/1/delete",
-        &h,
-        &format!("csrf={csrf}"),
-    );
-    assert_eq!(r.status, 303);
-    let page = http(addr, "GET", "/queues/work/messages", &h, "").body;
+    let page = b.post("/queues/work/messages/1/delete", "");
+    let (error, said) = flash(&page).unwrap();
     assert!(
-        page.contains("no held message with sequence number 1"),
-        "{page}"
+        error && said.contains("no held message with sequence number 1"),
+        "{said}"
     );
 }
 
@@ -444,54 +458,37 @@ fn the_console_bounds_its_connections_and_bodies() {
 #[test]
 fn settings_are_saved_field_by_field_and_a_bad_value_changes_nothing() {
     let s = TestServer::start();
-    let addr = console(&s);
+    let b = Session::begin(console(&s));
     put(&s, "tuned", &[]);
-    let (cookie, csrf) = session(addr);
-    let h = [("Cookie", cookie.as_str())];
-    let r = http(
-        addr,
-        "POST",
+    let page = b.post(
         "/queues/tuned/settings",
-        &h,
-        &format!("csrf={csrf}&visibility_timeout_ms=60000&max_deliveries=5&ordered=true&dead_letter_target="),
+        "visibility_timeout_ms=60000&max_deliveries=5&ordered=true&dead_letter_target=",
     );
-    assert_eq!(r.status, 303);
-    let page = http(addr, "GET", "/queues/tuned", &h, "").body;
-    assert!(
-        page.contains("Saved: visibility_timeout_ms, ordered."),
-        "{page}"
+    assert_eq!(
+        flash(&page),
+        Some((false, "Saved: visibility_timeout_ms, ordered."))
     );
     let got = s.client().get_queue("tuned").unwrap();
     assert_eq!((got.visibility_timeout_ms, got.ordered), (60_000, true));
-    for bad in [
-        "visibility_timeout_ms=soon",
-        "max_deliveries=-1",
-        "ordered=maybe",
+    for (bad, field) in [
+        ("visibility_timeout_ms=soon", "visibility_timeout_ms"),
+        ("max_deliveries=-1", "max_deliveries"),
+        ("ordered=maybe", "ordered"),
+        // Past a limit: the engine's own error.
+        (
+            "visibility_timeout_ms=999999999999",
+            "visibility_timeout_ms",
+        ),
     ] {
-        let r = http(
-            addr,
-            "POST",
-            "/queues/tuned/settings",
-            &h,
-            &format!("csrf={csrf}&{bad}"),
-        );
-        assert_eq!(r.status, 303);
-        let page = http(addr, "GET", "/queues/tuned", &h, "").body;
-        assert!(page.contains("flash error"), "{bad}: {page}");
+        let page = b.post("/queues/tuned/settings", bad);
+        let (error, said) = flash(&page).unwrap_or_else(|| panic!("{bad}: no flash"));
+        assert!(error && said.contains(field), "{bad}: {said}");
     }
-    // Past a limit the engine's own error is shown.
-    http(
-        addr,
-        "POST",
-        "/queues/tuned/settings",
-        &h,
-        &format!("csrf={csrf}&visibility_timeout_ms=999999999999"),
-    );
-    let page = http(addr, "GET", "/queues/tuned", &h, "").body;
-    assert!(page.contains("visibility_timeout_ms"), "{page}");
+    let got = s.client().get_queue("tuned").unwrap();
     assert_eq!(
-        s.client().get_queue("tuned").unwrap().visibility_timeout_ms,
-        60_000
+        (got.visibility_timeout_ms, got.max_deliveries, got.ordered),
+        (60_000, 5, true),
+        "nothing changed"
     );
 }
 
@@ -504,14 +501,7 @@ fn a_page_of_large_messages_stops_at_its_room_and_links_to_the_rest() {
     for chunk in payloads.chunks(10) {
         put(&s, "large", chunk);
     }
-    let (cookie, _) = session(addr);
-    let page = http(
-        addr,
-        "GET",
-        "/queues/large/messages",
-        &[("Cookie", cookie.as_str())],
-        "",
-    );
+    let page = Session::begin(addr).get("/queues/large/messages");
     assert_eq!(page.status, 200);
     let rows = page.body.matches("<td class=\"payload\">").count();
     assert!((1..30).contains(&rows), "{rows} rows");
