@@ -216,11 +216,17 @@ pub(super) async fn handle(
     let found = cookie(&parts.headers, &console.cookie).and_then(|id| {
         let mut sessions = console.sessions.borrow_mut();
         let s = sessions.get(id, now)?;
-        // A session's token must still be one of the last reload's.
+        // A session's token must still be one of the last reload's: one
+        // a reload removed (or tokens configured since an anonymous
+        // session began) ends it.
         let token = match (&s.token, access.tokens.is_empty()) {
-            (None, true) => None,
-            (Some(t), false) => Some(access.tokens.find(t)?),
-            _ => return None,
+            (None, true) => Ok(None),
+            (Some(t), false) => access.tokens.find(t).map(Some).ok_or(()),
+            _ => Err(()),
+        };
+        let Ok(token) = token else {
+            sessions.end(id);
+            return None;
         };
         let flash = if live_refresh { None } else { s.flash.take() };
         Some((
