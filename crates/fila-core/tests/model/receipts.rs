@@ -116,19 +116,7 @@ impl Model {
     ) -> Result<(), Error> {
         check_dead_letter_text(reason, description)?;
         let seq = self.leased(name, false, r)?;
-        let now = self.now;
-        self.dead_letter_msg(
-            name,
-            seq,
-            DeadLetterReason::Consumer {
-                reason: reason.to_owned(),
-                description: description.to_owned(),
-            },
-            now,
-        );
-        self.serve_gained();
-        self.flush_outbox();
-        Ok(())
+        self.consumer_dead_letter(name, seq, reason, description)
     }
 
     /// An operator's delete by sequence number, whatever the state.
@@ -155,6 +143,18 @@ impl Model {
         if !self.q(name)?.subs[0].msgs.contains_key(&seq) {
             return Err(Error::NotFound { seq, what: "held" });
         }
+        self.consumer_dead_letter(name, seq, reason, description)
+    }
+
+    /// Dead-letters message `seq` with a consumer's (or an operator's)
+    /// reason and description.
+    fn consumer_dead_letter(
+        &mut self,
+        name: &str,
+        seq: u64,
+        reason: &str,
+        description: &str,
+    ) -> Result<(), Error> {
         let now = self.now;
         self.dead_letter_msg(
             name,
