@@ -397,6 +397,7 @@ fn an_operator_deletes_dead_letters_and_redrives_from_the_console() {
         page.contains("consumer: stuck") && page.contains("by hand"),
         "{page}"
     );
+    assert!(!page.contains("Later messages"), "nothing is left: {page}");
     let page = b.post("/queues/work/redrive", "rate=10&max=");
     let (error, said) = flash(&page).unwrap();
     assert!(!error && said.starts_with("Redrive started"), "{said}");

@@ -177,7 +177,8 @@ pub(super) async fn browse(console: &Console, v: &Visitor, name: &str, query: &P
         h.raw("</tr>");
     }
     h.raw("</tbody></table>");
-    if let (Some(n), true) = (next, found.len() >= PAGE || next != Some(from)) {
+    // `next` is none once a peek came back empty: nothing is left.
+    if let Some(n) = next {
         let mut more = format!("/queues/{q}/messages?from={n}");
         if dlq {
             more.push_str("&dlq=1");
