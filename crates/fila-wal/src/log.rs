@@ -47,6 +47,7 @@
 //!   older one could miss records whose segments are gone), and the records
 //!   after it must follow on from its LSN; records it covers are skipped.
 
+mod read;
 mod recover;
 mod snapshot;
 mod truncate;
@@ -513,6 +514,18 @@ impl<S: Storage> Log<S> {
     /// The storage, for tests that crash it.
     pub fn into_storage(self) -> S {
         self.storage
+    }
+
+    /// The storage, for files its user keeps beside the log (any name that
+    /// is not a segment's or a snapshot's, nor `snap.tmp`: the log leaves
+    /// them alone).
+    pub fn storage_mut(&mut self) -> &mut S {
+        &mut self.storage
+    }
+
+    /// The storage, read only.
+    pub fn storage(&self) -> &S {
+        &self.storage
     }
 }
 

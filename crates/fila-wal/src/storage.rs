@@ -65,6 +65,36 @@ pub trait Storage: Send {
     }
 }
 
+/// Replaces the file `name` with `data` so that a crash leaves the old
+/// contents or the new, whole: written to `<name>.tmp`, synced, renamed
+/// over `name`, the directory synced. For small files kept beside a log (a
+/// Raft vote, a state machine's snapshot).
+pub fn replace_file<S: Storage + ?Sized>(
+    storage: &mut S,
+    name: &str,
+    data: &[u8],
+) -> io::Result<()> {
+    let tmp = format!("{name}.tmp");
+    match storage.remove(&tmp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    storage.create(&tmp)?;
+    storage.append(&tmp, data)?;
+    storage.sync(&tmp)?;
+    storage.rename(&tmp, name)?;
+    storage.sync_dir()
+}
+
+/// The whole file `name`, or `None` when there is none.
+pub fn read_file<S: Storage + ?Sized>(storage: &S, name: &str) -> io::Result<Option<Vec<u8>>> {
+    match storage.read(name) {
+        Ok(data) => Ok(Some(data)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Whether `e` says the disk is full or the directory is closed to
 /// writing: conditions that can pass (space freed, permissions mended),
 /// after which what failed may be tried again.
@@ -301,6 +331,9 @@ pub struct SimDisk {
     /// Files removed since the last directory sync: a crash may bring
     /// them back with their synced bytes.
     removed: BTreeMap<String, SimFile>,
+    /// Files a rename replaced since the last directory sync: a rename is
+    /// atomic, so a crash that loses the new entry brings the old one back.
+    replaced: BTreeMap<String, SimFile>,
     fail_syncs: u32,
     /// Mutating operations left before the process "dies": every later
     /// one fails until [`SimDisk::crash`].
@@ -332,7 +365,8 @@ impl SimDisk {
     /// The process dies and the machine restarts: each file keeps its
     /// synced bytes and a random prefix of the rest (at a sector boundary
     /// half of the time); entries not made durable may vanish, removes not
-    /// made durable may be undone.
+    /// made durable may be undone (a file a rename replaced is back when
+    /// the new entry vanished).
     pub fn crash(&mut self) {
         self.ops_left = None;
         let names: Vec<String> = self.files.keys().cloned().collect();
@@ -358,6 +392,13 @@ impl SimDisk {
             f.data.truncate(f.synced + kept);
             f.synced = f.data.len();
             f.entry_synced = true;
+        }
+        for (name, mut f) in std::mem::take(&mut self.replaced) {
+            if let std::collections::btree_map::Entry::Vacant(e) = self.files.entry(name) {
+                f.data.truncate(f.synced);
+                f.entry_synced = true;
+                e.insert(f);
+            }
         }
         let removed = std::mem::take(&mut self.removed);
         for (name, mut f) in removed {
@@ -507,6 +548,7 @@ impl Storage for SimDisk {
             f.entry_synced = true;
         }
         self.removed.clear();
+        self.replaced.clear();
         Ok(())
     }
 
@@ -539,7 +581,11 @@ impl Storage for SimDisk {
             .remove(from)
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, from.to_owned()))?;
         f.entry_synced = false;
-        self.files.insert(to.to_owned(), f);
+        if let Some(old) = self.files.insert(to.to_owned(), f) {
+            if old.entry_synced {
+                self.replaced.entry(to.to_owned()).or_insert(old);
+            }
+        }
         Ok(())
     }
 

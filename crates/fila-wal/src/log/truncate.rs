@@ -8,7 +8,11 @@
 //! a prefix of the one before (it ends at a record boundary, and every
 //! record kept is whole and in order), so recovery reads it as any other.
 //! The next record appended gets the LSN after it.
+//!
+//! A reset ([`Log::reset`]) empties the log and starts it again after any
+//! LSN, before or past its end.
 
+use super::snapshot::snapshot_lsn;
 use super::{segment_name, Current, Log, SEGMENT_HEADER};
 use crate::record::{self, Decoded};
 use crate::storage::Storage;
@@ -104,6 +108,65 @@ impl<S: Storage> Log<S> {
             number,
             len: at as u64,
         });
+        Ok(())
+    }
+
+    /// Empties the log and starts it again after `lsn`, before or past its
+    /// end: every record (pending and durable) and every snapshot goes, and
+    /// a snapshot at `lsn` holding `body` takes their place; the next record
+    /// appended gets `lsn + 1`. What a Raft log needs when a snapshot
+    /// installed from its leader reaches past its end, or its first entry
+    /// is not the one after its start. Segments go first, newest first
+    /// with a directory sync after each, then the snapshots past `lsn`,
+    /// then the new snapshot is written: a crash part way leaves a prefix
+    /// of the log before (records newest first, then snapshots, gone) or
+    /// the new one. A failure fails the log.
+    pub fn reset(&mut self, lsn: u64, body: &[u8]) -> Result<(), Error> {
+        if self.failed {
+            return Err(Error::Failed);
+        }
+        self.snapshot_abandon();
+        self.pending.clear();
+        self.pending_records.clear();
+        let result = self.reset_files(lsn, body);
+        if result.is_err() {
+            self.failed = true;
+        }
+        result
+    }
+
+    fn reset_files(&mut self, lsn: u64, body: &[u8]) -> Result<(), Error> {
+        let io = |storage: &S, name: &str| {
+            let file = storage.describe(name);
+            move |source| Error::Io { file, source }
+        };
+        while let Some(&(number, _)) = self.segments.last() {
+            let name = segment_name(number);
+            self.storage
+                .remove(&name)
+                .map_err(io(&self.storage, &name))?;
+            self.storage.sync_dir().map_err(io(&self.storage, "."))?;
+            self.segments.pop();
+        }
+        self.current = None;
+        let names = self.storage.list().map_err(io(&self.storage, "."))?;
+        let mut removed = false;
+        for name in names {
+            if snapshot_lsn(&name).is_some_and(|l| l > lsn) {
+                self.storage
+                    .remove(&name)
+                    .map_err(io(&self.storage, &name))?;
+                removed = true;
+            }
+        }
+        if removed {
+            self.storage.sync_dir().map_err(io(&self.storage, "."))?;
+        }
+        self.durable_lsn = lsn;
+        self.next_lsn = lsn + 1;
+        self.snapshot_lsn = 0;
+        self.snapshot(lsn, body)?;
+        self.snapshot_lsn = lsn;
         Ok(())
     }
 }
