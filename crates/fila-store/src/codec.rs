@@ -773,9 +773,12 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
     Ok(op)
 }
 
+mod batch;
 mod snapshot;
 
+pub use batch::{batch_push, batch_records};
+
 pub use snapshot::{
-    decode_snapshot, encode_part, encode_snapshot, encode_snapshot_end, encode_snapshot_start,
-    read_snapshot, SNAPSHOT_VERSION,
+    decode_snapshot, encode_image, encode_part, encode_snapshot, encode_snapshot_end,
+    encode_snapshot_start, read_snapshot, SNAPSHOT_VERSION,
 };

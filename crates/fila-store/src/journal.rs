@@ -19,7 +19,7 @@
 use crossbeam_utils::CachePadded;
 use fila_core::event::{Event, EventSink};
 
-use crate::codec::encode_event;
+use crate::codec::{batch_push, batch_records};
 use crate::sync::{AtomicBool, AtomicU64, Bounded, Fifo, Ordering, Thread, WriterCell};
 
 /// Empty buffers kept per shard for reuse: a shard publishes one buffer per
@@ -178,18 +178,7 @@ impl Journal {
 
 /// The entries of a taken buffer: (kind, body).
 pub(crate) fn entries(data: &[u8]) -> impl Iterator<Item = (u8, &[u8])> {
-    let mut at = 0;
-    std::iter::from_fn(move || {
-        if at + 5 > data.len() {
-            return None;
-        }
-        let kind = data[at];
-        let len =
-            u32::from_be_bytes([data[at + 1], data[at + 2], data[at + 3], data[at + 4]]) as usize;
-        let body = &data[at + 5..at + 5 + len];
-        at += 5 + len;
-        Some((kind, body))
-    })
+    batch_records(data).map(|r| r.expect("a shard's own buffer is whole"))
 }
 
 /// The [`EventSink`] of one shard: owned by the thread that owns the
@@ -214,13 +203,7 @@ impl EventSink for ShardSink {
                 .store(self.published + 1, Ordering::Release);
             self.stored_at = self.stored_at.max(message.inserted_at_ms);
         }
-        let b = &mut self.local;
-        let start = b.len();
-        b.extend_from_slice(&[0; 5]);
-        let kind = encode_event(event, b);
-        let len = u32::try_from(b.len() - start - 5).expect("a record is below 4 GiB");
-        b[start] = kind;
-        b[start + 1..start + 5].copy_from_slice(&len.to_be_bytes());
+        batch_push(event, &mut self.local);
     }
 
     fn publish(&mut self) {

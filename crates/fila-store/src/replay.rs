@@ -38,6 +38,7 @@ use fila_core::{MoveTask, QueueSettings, QueueTimes};
 
 use crate::codec::Op;
 
+#[derive(Clone)]
 struct Queue {
     name: String,
     settings: QueueSettings,
@@ -51,6 +52,7 @@ struct Queue {
 }
 
 /// The state being rebuilt.
+#[derive(Clone)]
 pub struct Replay {
     queues: HashMap<u32, Queue>,
     /// Messages moved out of their queue by a record of another queue.

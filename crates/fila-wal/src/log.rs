@@ -268,6 +268,12 @@ impl<S: Storage> Log<S> {
         self.durable_lsn
     }
 
+    /// The newest snapshot's LSN (0: none): the log holds no record up to
+    /// it.
+    pub fn snapshot_lsn(&self) -> u64 {
+        self.snapshot_lsn
+    }
+
     /// The LSN the next record will get.
     pub fn next_lsn(&self) -> u64 {
         self.next_lsn

@@ -62,6 +62,44 @@ pub fn encode_snapshot(image: &EngineImage) -> Vec<u8> {
     out
 }
 
+/// A whole image as a snapshot body of frames (the current format), in
+/// one buffer: what a replica sends another that is too far behind.
+pub fn encode_image(image: &EngineImage, out: &mut Vec<u8>) {
+    encode_snapshot_start(out);
+    for q in &image.queues {
+        encode_part(
+            &ImagePart::Queue {
+                id: q.id,
+                name: q.name.clone(),
+                settings: q.settings.clone(),
+                times: q.times,
+                next_seq: q.next_seq,
+                moves: q.moves.clone(),
+            },
+            out,
+        );
+        if !q.dedup.is_empty() {
+            encode_part(
+                &ImagePart::Dedup {
+                    queue: q.id,
+                    entries: q.dedup.clone(),
+                },
+                out,
+            );
+        }
+        for m in &q.messages {
+            encode_part(
+                &ImagePart::Message {
+                    queue: q.id,
+                    message: m.clone(),
+                },
+                out,
+            );
+        }
+    }
+    encode_snapshot_end(image.next_queue_id, out);
+}
+
 /// The start of a snapshot body of frames.
 pub fn encode_snapshot_start(out: &mut Vec<u8>) {
     u32_(out, SNAPSHOT_VERSION);

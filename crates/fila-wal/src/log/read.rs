@@ -43,7 +43,7 @@ impl<S: Storage> Log<S> {
                 if r.lsn > self.durable_lsn || r.lsn >= to {
                     break;
                 }
-                if r.lsn < from {
+                if r.lsn < from || r.lsn <= self.snapshot_lsn {
                     continue;
                 }
                 bytes += r.body.len();

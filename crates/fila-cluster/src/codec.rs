@@ -1,0 +1,286 @@
+//! What fila-cluster writes: a Raft entry as a log record, the vote file,
+//! the Raft log's start (the body of the log's snapshot) and the state
+//! machine's snapshot file. Integers are big-endian.
+//!
+//! * log id: `u64` term, `u64` leader node, `u64` index; an optional one is
+//!   a `u8` (0 none, 1 some) and then the id;
+//! * membership: `u32` count of configurations, each a `u32` count and the
+//!   `u64` voter ids; `u32` count of nodes, each its `u64` id and its address
+//!   (`u32` length, UTF-8);
+//! * entry (record kind [`ENTRY`]): `u8` version 1, its log id, `u8` payload
+//!   (0 blank, 1 a batch of records — the rest of the body —, 2 a
+//!   membership);
+//! * vote: `FILAVOTE`, `u8` version 1, `u64` term, `u64` node, `u8`
+//!   committed;
+//! * log start: `u8` version 1, the optional last purged log id;
+//! * state machine snapshot: `FILASMS\0`, `u8` version 1, the optional last
+//!   applied log id, the optional log id of the last membership and the
+//!   membership, then the partition's engine image in fila-store's snapshot
+//!   format.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use openraft::entry::RaftEntry;
+use openraft::EntryPayload;
+
+use crate::{Batch, Entry, LogId, Member, Membership, NodeId, StoredMembership, Vote};
+
+/// The log record kind of a Raft entry.
+pub const ENTRY: u8 = 1;
+const VERSION: u8 = 1;
+const VOTE_MAGIC: &[u8; 8] = b"FILAVOTE";
+const SM_MAGIC: &[u8; 8] = b"FILASMS\0";
+
+/// What does not parse.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}")]
+pub struct CodecError {
+    /// What is wrong.
+    pub what: &'static str,
+}
+
+fn bad(what: &'static str) -> CodecError {
+    CodecError { what }
+}
+
+impl From<CodecError> for std::io::Error {
+    fn from(e: CodecError) -> Self {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, e)
+    }
+}
+
+struct Reader<'a> {
+    data: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
+        if self.data.len() < n {
+            return Err(bad("cut short"));
+        }
+        let (head, rest) = self.data.split_at(n);
+        self.data = rest;
+        Ok(head)
+    }
+    fn u8(&mut self) -> Result<u8, CodecError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, CodecError> {
+        let b = self.take(4)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> Result<u64, CodecError> {
+        let mut n = [0u8; 8];
+        n.copy_from_slice(self.take(8)?);
+        Ok(u64::from_be_bytes(n))
+    }
+    fn rest(&mut self) -> &'a [u8] {
+        std::mem::take(&mut self.data)
+    }
+    fn end(&self) -> Result<(), CodecError> {
+        if self.data.is_empty() {
+            Ok(())
+        } else {
+            Err(bad("bytes left over"))
+        }
+    }
+}
+
+fn put_u32(out: &mut Vec<u8>, n: usize) {
+    out.extend_from_slice(&u32::try_from(n).expect("below 4 Gi").to_be_bytes());
+}
+
+fn put_log_id(out: &mut Vec<u8>, id: &LogId) {
+    out.extend_from_slice(&id.leader_id.term.to_be_bytes());
+    out.extend_from_slice(&id.leader_id.node_id.to_be_bytes());
+    out.extend_from_slice(&id.index.to_be_bytes());
+}
+
+fn log_id(r: &mut Reader<'_>) -> Result<LogId, CodecError> {
+    let term = r.u64()?;
+    let node = r.u64()?;
+    let index = r.u64()?;
+    Ok(LogId::new(
+        openraft::impls::leader_id_adv::LeaderId {
+            term,
+            node_id: node,
+        },
+        index,
+    ))
+}
+
+fn put_opt_log_id(out: &mut Vec<u8>, id: Option<&LogId>) {
+    match id {
+        None => out.push(0),
+        Some(id) => {
+            out.push(1);
+            put_log_id(out, id);
+        }
+    }
+}
+
+fn opt_log_id(r: &mut Reader<'_>) -> Result<Option<LogId>, CodecError> {
+    match r.u8()? {
+        0 => Ok(None),
+        1 => Ok(Some(log_id(r)?)),
+        _ => Err(bad("bad optional log id")),
+    }
+}
+
+fn put_membership(out: &mut Vec<u8>, m: &Membership) {
+    let configs = m.get_joint_config();
+    put_u32(out, configs.len());
+    for c in configs {
+        put_u32(out, c.len());
+        for id in c {
+            out.extend_from_slice(&id.to_be_bytes());
+        }
+    }
+    let nodes: Vec<(&NodeId, &Member)> = m.nodes().collect();
+    put_u32(out, nodes.len());
+    for (id, node) in nodes {
+        out.extend_from_slice(&id.to_be_bytes());
+        put_u32(out, node.addr.len());
+        out.extend_from_slice(node.addr.as_bytes());
+    }
+}
+
+/// Counts read from the bytes are checked against what is left, so a
+/// damaged count cannot make a huge allocation.
+fn count(r: &mut Reader<'_>, each: usize) -> Result<usize, CodecError> {
+    let n = r.u32()? as usize;
+    if n.saturating_mul(each) > r.data.len() {
+        return Err(bad("a count past the end"));
+    }
+    Ok(n)
+}
+
+fn membership(r: &mut Reader<'_>) -> Result<Membership, CodecError> {
+    let mut configs = Vec::new();
+    for _ in 0..count(r, 4)? {
+        let mut c = BTreeSet::new();
+        for _ in 0..count(r, 8)? {
+            c.insert(r.u64()?);
+        }
+        configs.push(c);
+    }
+    let mut nodes = BTreeMap::new();
+    for _ in 0..count(r, 12)? {
+        let id = r.u64()?;
+        let len = count(r, 1)?;
+        let addr = std::str::from_utf8(r.take(len)?).map_err(|_| bad("an address not UTF-8"))?;
+        nodes.insert(
+            id,
+            Member {
+                addr: addr.to_owned(),
+            },
+        );
+    }
+    Membership::new(configs, nodes).map_err(|_| bad("a membership with a voter that is no node"))
+}
+
+/// The body of the log record that holds `entry`.
+pub fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
+    out.push(VERSION);
+    put_log_id(out, &entry.log_id);
+    match &entry.payload {
+        EntryPayload::Blank => out.push(0),
+        EntryPayload::Normal(batch) => {
+            out.push(1);
+            out.extend_from_slice(&batch.0);
+        }
+        EntryPayload::Membership(m) => {
+            out.push(2);
+            put_membership(out, m);
+        }
+    }
+}
+
+/// The entry a log record's body holds.
+pub fn decode_entry(body: &[u8]) -> Result<Entry, CodecError> {
+    let mut r = Reader { data: body };
+    if r.u8()? != VERSION {
+        return Err(bad("unknown entry version"));
+    }
+    let id = log_id(&mut r)?;
+    let payload = match r.u8()? {
+        0 => EntryPayload::Blank,
+        1 => EntryPayload::Normal(Batch(Bytes::copy_from_slice(r.rest()))),
+        2 => EntryPayload::Membership(membership(&mut r)?),
+        _ => return Err(bad("unknown entry payload")),
+    };
+    r.end()?;
+    Ok(Entry::new(id, payload))
+}
+
+/// The vote file's bytes.
+pub fn encode_vote(vote: &Vote) -> Vec<u8> {
+    let mut out = VOTE_MAGIC.to_vec();
+    out.push(VERSION);
+    let leader = vote.leader_id();
+    out.extend_from_slice(&leader.term.to_be_bytes());
+    out.extend_from_slice(&leader.node_id.to_be_bytes());
+    out.push(u8::from(vote.is_committed()));
+    out
+}
+
+/// The vote a vote file holds.
+pub fn decode_vote(data: &[u8]) -> Result<Vote, CodecError> {
+    let mut r = Reader { data };
+    if r.take(8)? != VOTE_MAGIC || r.u8()? != VERSION {
+        return Err(bad("not a fila vote file"));
+    }
+    let term = r.u64()?;
+    let node = r.u64()?;
+    let committed = match r.u8()? {
+        0 => false,
+        1 => true,
+        _ => return Err(bad("bad committed flag")),
+    };
+    r.end()?;
+    Ok(if committed {
+        Vote::new_committed(term, node)
+    } else {
+        Vote::new(term, node)
+    })
+}
+
+/// The log start's bytes: the last purged log id.
+pub fn encode_start(purged: Option<&LogId>) -> Vec<u8> {
+    let mut out = vec![VERSION];
+    put_opt_log_id(&mut out, purged);
+    out
+}
+
+/// The last purged log id a log start holds.
+pub fn decode_start(data: &[u8]) -> Result<Option<LogId>, CodecError> {
+    let mut r = Reader { data };
+    if r.u8()? != VERSION {
+        return Err(bad("unknown log start version"));
+    }
+    let id = opt_log_id(&mut r)?;
+    r.end()?;
+    Ok(id)
+}
+
+/// The head of a state machine snapshot file (the engine image follows).
+pub fn encode_sm_head(applied: Option<&LogId>, membership: &StoredMembership, out: &mut Vec<u8>) {
+    out.extend_from_slice(SM_MAGIC);
+    out.push(VERSION);
+    put_opt_log_id(out, applied);
+    put_opt_log_id(out, membership.log_id().as_ref());
+    put_membership(out, membership.membership());
+}
+
+/// A state machine snapshot file's head, and the engine image after it.
+pub fn decode_sm_head(data: &[u8]) -> Result<(Option<LogId>, StoredMembership, &[u8]), CodecError> {
+    let mut r = Reader { data };
+    if r.take(8)? != SM_MAGIC || r.u8()? != VERSION {
+        return Err(bad("not a fila state machine snapshot"));
+    }
+    let applied = opt_log_id(&mut r)?;
+    let at = opt_log_id(&mut r)?;
+    let m = membership(&mut r)?;
+    Ok((applied, StoredMembership::new(at, m), r.rest()))
+}

@@ -1,0 +1,122 @@
+//! # fila-cluster: partitions replicated with openraft
+//!
+//! fila-cluster owns what makes a fila partition a Raft group: the type
+//! configuration openraft runs with ([`TypeConfig`]), the Raft log kept in a
+//! [`fila_wal`] log ([`LogStore`]: an entry is one record, its LSN the
+//! entry's index + 1; the vote in a file replaced whole and synced before
+//! it is used; suffix truncation and purging by the log's own cut, reset
+//! and snapshot), and the state machine ([`StateMachine`]) that applies
+//! committed entries — batches of fila-store's records, the same records a
+//! single node's log holds — through [`fila_store::replay::Replay`], with
+//! its snapshot the partition's engine image in fila-store's snapshot
+//! format.
+//!
+//! What an entry, a vote and a snapshot look like on disk is [`codec`].
+//! It knows nothing of sockets or loops: how peers reach each other and
+//! how a node's loops reach a group are the server's.
+#![forbid(unsafe_code)]
+
+pub mod codec;
+mod log_store;
+mod state;
+
+pub use log_store::LogStore;
+pub use state::StateMachine;
+
+use std::fmt;
+
+use bytes::Bytes;
+
+/// A node's id in the cluster.
+pub type NodeId = u64;
+
+/// What a Raft group knows of a member: where its peers reach it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Member {
+    /// Its peer address (`host:port`).
+    pub addr: String,
+}
+
+impl fmt::Display for Member {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.addr)
+    }
+}
+
+/// An entry's data: a batch of fila-store records
+/// ([`fila_store::codec::batch_records`]), made by the leader's engine for
+/// one operation or a run of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Batch(pub Bytes);
+
+impl fmt::Display for Batch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "batch of {} bytes", self.0.len())
+    }
+}
+
+/// What applying an entry answers: how many records it applied.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Records applied.
+    pub records: u32,
+}
+
+openraft::declare_raft_types!(
+    /// The types a fila Raft group runs with: ids are `u64`, a member is its
+    /// address, an entry's data a [`Batch`].
+    pub TypeConfig:
+        D = Batch,
+        R = Applied,
+        NodeId = NodeId,
+        Node = Member,
+);
+
+/// A log id of this configuration.
+pub type LogId = openraft::alias::LogIdOf<TypeConfig>;
+/// A vote of this configuration.
+pub type Vote = openraft::alias::VoteOf<TypeConfig>;
+/// An entry of this configuration.
+pub type Entry = openraft::alias::EntryOf<TypeConfig>;
+/// A membership of this configuration.
+pub type Membership = openraft::Membership<NodeId, Member>;
+/// A membership and the log id it was recorded at.
+pub type StoredMembership = openraft::alias::StoredMembershipOf<TypeConfig>;
+/// A snapshot's metadata.
+pub type SnapshotMeta = openraft::alias::SnapshotMetaOf<TypeConfig>;
+
+/// What can go wrong opening a group's storage, in one line each.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The log failed or is corrupt.
+    #[error(transparent)]
+    Wal(#[from] fila_wal::Error),
+    /// A record of the log passed its checksum but does not parse.
+    #[error("Raft log record {lsn}: {what}")]
+    Record {
+        /// Its LSN.
+        lsn: u64,
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// The vote file does not parse.
+    #[error("the Raft vote file: {what}")]
+    Vote {
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// The state machine's snapshot does not parse.
+    #[error("the state machine snapshot: {what}")]
+    Snapshot {
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// Reading a file failed.
+    #[error("{file}: {source}")]
+    Io {
+        /// The file.
+        file: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}

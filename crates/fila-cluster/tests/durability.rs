@@ -1,0 +1,273 @@
+//! What the Raft log and the state machine keep through a crash: every
+//! entry and vote acknowledged (appended and flushed, saved) is back, with
+//! its payload, and nothing cut or purged is; committed batches of a real
+//! engine's records rebuild its state, and so does a snapshot of them after
+//! a restart or installed on another replica.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Cursor;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use fila_cluster::{Batch, Entry, LogId, LogStore, Member, Membership, StateMachine, Vote};
+use fila_core::event::{EngineImage, Event, EventSink};
+use fila_core::{Address, Engine, ManualClock, NewMessage, QueueSettings, ReceiveOptions};
+use fila_store::codec::batch_push;
+use fila_wal::{LogOptions, SimDisk};
+use openraft::entry::RaftEntry;
+use openraft::storage::{IOFlushed, RaftLogStorage, RaftStateMachine};
+use openraft::{EntryPayload, RaftLogReader, RaftSnapshotBuilder};
+
+fn options() -> LogOptions {
+    LogOptions {
+        segment_bytes: 2048,
+    }
+}
+
+fn log_id(term: u64, index: u64) -> LogId {
+    LogId::new(
+        openraft::impls::leader_id_adv::LeaderId { term, node_id: 1 },
+        index,
+    )
+}
+
+fn membership(voters: &[u64]) -> Membership {
+    let nodes: BTreeMap<u64, Member> = voters
+        .iter()
+        .map(|&n| {
+            (
+                n,
+                Member {
+                    addr: format!("127.0.0.1:{}", 7800 + n),
+                },
+            )
+        })
+        .collect();
+    Membership::new(vec![voters.iter().copied().collect::<BTreeSet<_>>()], nodes).unwrap()
+}
+
+/// Entry `index` of term `term`: a membership at 1, blanks at multiples of
+/// 7, batches of bytes otherwise.
+fn entry(term: u64, index: u64) -> Entry {
+    let payload = match index {
+        1 => EntryPayload::Membership(membership(&[1, 2, 3])),
+        i if i % 7 == 0 => EntryPayload::Blank,
+        i => EntryPayload::Normal(Batch(Bytes::from(
+            format!("term {term} entry {i} ").repeat(1 + (i % 13) as usize),
+        ))),
+    };
+    Entry::new(log_id(term, index), payload)
+}
+
+async fn append(log: &mut LogStore<SimDisk>, entries: Vec<Entry>) {
+    use openraft::type_config::TypeConfigExt;
+    let (tx, flushed) = fila_cluster::TypeConfig::oneshot();
+    log.append(entries, IOFlushed::signal(tx)).await.unwrap();
+    flushed.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn what_the_raft_log_acknowledged_is_back_after_any_crash() {
+    for seed in 1..=20u64 {
+        let mut log = LogStore::open(SimDisk::new(seed), options()).unwrap();
+        log.save_vote(&Vote::new(1, 1)).await.unwrap();
+        for i in 0..30 {
+            append(&mut log, vec![entry(1, i)]).await;
+        }
+        // A new leader's log overrides 21..: cut, then its own entries.
+        log.truncate_after(Some(log_id(1, 20))).await.unwrap();
+        log.save_vote(&Vote::new_committed(2, 2)).await.unwrap();
+        append(&mut log, (21..=26).map(|i| entry(2, i)).collect()).await;
+        log.purge(log_id(1, 10)).await.unwrap();
+        let mut disk = log.close().unwrap();
+        disk.crash();
+        let mut log = LogStore::open(disk, options()).unwrap();
+        let state = log.get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id, Some(log_id(1, 10)), "seed {seed}");
+        assert_eq!(state.last_log_id, Some(log_id(2, 26)), "seed {seed}");
+        assert_eq!(
+            log.read_vote().await.unwrap(),
+            Some(Vote::new_committed(2, 2))
+        );
+        let got = log.try_get_log_entries(0..100).await.unwrap();
+        let want: Vec<Entry> = (11..=20)
+            .map(|i| entry(1, i))
+            .chain((21..=26).map(|i| entry(2, i)))
+            .collect();
+        assert_eq!(got, want, "seed {seed}");
+        // Past the end: a purge there empties the log, which goes on from it.
+        log.purge(log_id(2, 40)).await.unwrap();
+        append(&mut log, vec![entry(2, 41)]).await;
+        let mut disk = log.close().unwrap();
+        disk.crash();
+        let mut log = LogStore::open(disk, options()).unwrap();
+        let state = log.get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id, Some(log_id(2, 40)));
+        assert_eq!(state.last_log_id, Some(log_id(2, 41)));
+        assert_eq!(
+            log.try_get_log_entries(0..100).await.unwrap(),
+            [entry(2, 41)]
+        );
+    }
+}
+
+#[tokio::test]
+async fn reads_older_than_the_tail_come_back_from_the_segments() {
+    // Entries of ~64 KiB: the tail in memory keeps the newest 16 MiB, so
+    // the first of 400 are read back from disk.
+    let mut log = LogStore::open(SimDisk::new(3), LogOptions::default()).unwrap();
+    let big = |i: u64| {
+        Entry::new(
+            log_id(1, i),
+            EntryPayload::Normal(Batch(Bytes::from(vec![i as u8; 64 << 10]))),
+        )
+    };
+    for i in 0..400 {
+        append(&mut log, vec![big(i)]).await;
+    }
+    let got = log.try_get_log_entries(5..9).await.unwrap();
+    assert_eq!(got, (5..9).map(big).collect::<Vec<_>>());
+    let limited = log.limited_get_log_entries(0, 400).await.unwrap();
+    assert!(
+        !limited.is_empty() && limited.len() < 400,
+        "{}",
+        limited.len()
+    );
+    assert_eq!(limited[0], big(0));
+    let all = log.try_get_log_entries(0..400).await.unwrap();
+    assert_eq!(all.len(), 400);
+    assert!(all.iter().enumerate().all(|(i, e)| e.index() == i as u64));
+}
+
+/// Captures an engine's records, one batch per operation.
+struct Capture {
+    batches: Arc<Mutex<Vec<Vec<u8>>>>,
+    current: Vec<u8>,
+}
+
+impl EventSink for Capture {
+    fn record(&mut self, event: &Event<'_>) {
+        batch_push(event, &mut self.current);
+    }
+    fn publish(&mut self) {
+        if !self.current.is_empty() {
+            let batch = std::mem::take(&mut self.current);
+            self.batches.lock().unwrap().push(batch);
+        }
+    }
+}
+
+fn normal(mut image: EngineImage) -> EngineImage {
+    image.queues.sort_by(|a, b| a.name.cmp(&b.name));
+    for q in &mut image.queues {
+        q.messages.sort_by_key(|m| (m.dlq, m.seq));
+    }
+    image
+}
+
+/// An engine run through puts, receives, deletes and a purge; answers it
+/// and its batches.
+fn worked_engine() -> (Engine, Vec<Vec<u8>>) {
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let engine = Engine::new(1, clock.clone());
+    let batches = Arc::new(Mutex::new(Vec::new()));
+    engine.set_journal(
+        0,
+        Some(Box::new(Capture {
+            batches: batches.clone(),
+            current: Vec::new(),
+        })),
+    );
+    for q in ["orders", "mail"] {
+        engine.create_queue(q, QueueSettings::default()).unwrap();
+    }
+    for i in 0..40 {
+        let q = if i % 3 == 0 { "mail" } else { "orders" };
+        engine
+            .put(q, vec![NewMessage::new(format!("message {i}"))])
+            .unwrap();
+    }
+    let got = engine
+        .receive_now(Address::queue("orders"), &ReceiveOptions::now(10))
+        .unwrap();
+    let receipts: Vec<_> = got
+        .iter()
+        .take(6)
+        .filter_map(|m| m.receipt)
+        .collect();
+    assert_eq!(receipts.len(), 6);
+    engine.delete(Address::queue("orders"), &receipts).unwrap();
+    engine.purge(Address::queue("mail")).unwrap();
+    engine
+        .put("mail", vec![NewMessage::new("after the purge")])
+        .unwrap();
+    clock.advance(60_000);
+    let batches = std::mem::take(&mut *batches.lock().unwrap());
+    (engine, batches)
+}
+
+async fn apply(sm: &mut StateMachine<SimDisk>, entries: Vec<Entry>) {
+    let items = entries.into_iter().map(|e| Ok((e, None)));
+    sm.apply(futures_util::stream::iter(items)).await.unwrap();
+}
+
+#[tokio::test]
+async fn committed_batches_rebuild_the_engine_and_so_does_a_snapshot() {
+    let (engine, batches) = worked_engine();
+    assert!(batches.len() > 40, "{} batches", batches.len());
+    let want = normal(engine.export(|| {}).unwrap());
+    let mut sm = StateMachine::open(SimDisk::new(1)).unwrap();
+    let mut entries = vec![Entry::new(
+        log_id(1, 0),
+        EntryPayload::Membership(membership(&[1])),
+    )];
+    for (i, b) in batches.into_iter().enumerate() {
+        entries.push(Entry::new(
+            log_id(1, i as u64 + 1),
+            EntryPayload::Normal(Batch(Bytes::from(b))),
+        ));
+    }
+    let last = entries.last().unwrap().log_id;
+    apply(&mut sm, entries).await;
+    assert_eq!(sm.applied().unwrap(), Some(last));
+    assert_eq!(normal(sm.image().unwrap()), want);
+    // A snapshot, kept through a crash.
+    let snap = sm.build_snapshot().await.unwrap();
+    assert_eq!(snap.meta.last_log_id, Some(last));
+    let mut disk = sm.close().unwrap();
+    disk.crash();
+    let mut sm = StateMachine::open(disk).unwrap();
+    assert_eq!(normal(sm.image().unwrap()), want);
+    let (applied, m) = sm.applied_state().await.unwrap();
+    assert_eq!(
+        (applied, m.membership().clone()),
+        (Some(last), membership(&[1]))
+    );
+    // Installed on another replica.
+    let mut other = StateMachine::open(SimDisk::new(2)).unwrap();
+    other
+        .install_snapshot(&snap.meta, Cursor::new(snap.snapshot.into_inner()))
+        .await
+        .unwrap();
+    assert_eq!(normal(other.image().unwrap()), want);
+    assert_eq!(
+        other.get_current_snapshot().await.unwrap().unwrap().meta,
+        snap.meta
+    );
+}
+
+#[tokio::test]
+async fn a_batch_that_does_not_parse_is_refused() {
+    let mut sm = StateMachine::open(SimDisk::new(1)).unwrap();
+    let bad = Entry::new(
+        log_id(1, 0),
+        EntryPayload::Normal(Batch(Bytes::from_static(&[9, 0, 0, 0, 50, 1, 2]))),
+    );
+    let items = vec![Ok((bad, None))];
+    let err = sm
+        .apply(futures_util::stream::iter(items))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("entry 0"), "{err}");
+    assert_eq!(sm.applied().unwrap(), None);
+}
