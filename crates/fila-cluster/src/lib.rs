@@ -9,7 +9,9 @@
 //! committed entries — batches of fila-store's records, the same records a
 //! single node's log holds — through [`fila_store::replay::Replay`], with
 //! its snapshot the partition's engine image in fila-store's snapshot
-//! format.
+//! format; and a replica ([`Replica`]) whose leader executes each
+//! operation on its engine and answers once the records it made are
+//! committed.
 //!
 //! What an entry, a vote and a snapshot look like on disk is [`codec`].
 //! It knows nothing of sockets or loops: how peers reach each other and
@@ -18,9 +20,11 @@
 
 pub mod codec;
 mod log_store;
+mod replica;
 mod state;
 
 pub use log_store::LogStore;
+pub use replica::{Replica, ReplicaError};
 pub use state::StateMachine;
 
 use std::fmt;

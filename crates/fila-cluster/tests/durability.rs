@@ -190,11 +190,7 @@ fn worked_engine() -> (Engine, Vec<Vec<u8>>) {
     let got = engine
         .receive_now(Address::queue("orders"), &ReceiveOptions::now(10))
         .unwrap();
-    let receipts: Vec<_> = got
-        .iter()
-        .take(6)
-        .filter_map(|m| m.receipt)
-        .collect();
+    let receipts: Vec<_> = got.iter().take(6).filter_map(|m| m.receipt).collect();
     assert_eq!(receipts.len(), 6);
     engine.delete(Address::queue("orders"), &receipts).unwrap();
     engine.purge(Address::queue("mail")).unwrap();

@@ -1,0 +1,245 @@
+//! One replica of a partition: the group's Raft node, its state machine,
+//! and — while it leads — the engine that executes requests.
+//!
+//! The leader executes: [`Replica::execute`] runs an operation on the
+//! leader's engine, whose journal sink captures the records it made (the
+//! same records a single node logs); they are proposed as one entry and
+//! the answer is handed back only once that entry is committed — as a
+//! single node answers only after its fsync. Followers apply committed
+//! entries through the replay ([`crate::StateMachine`]) and keep no engine.
+//!
+//! A replica that becomes leader first catches up: it commits a blank
+//! entry (so every entry before it in its log is committed) and waits
+//! until the state machine has applied it, then rebuilds its engine from
+//! the state machine's image; it serves from that engine for the rest of
+//! its term. Operations
+//! run one at a time per replica, so the engine's state is always the
+//! committed state plus the one operation in flight. When a proposal
+//! fails — leadership lost — the engine is dropped: what it executed may
+//! or may not commit, and the next term rebuilds from what did.
+//!
+//! Each rebuilt engine signs receipts with a key of its own (the
+//! partition's secret mixed with the index of the blank entry it was
+//! rebuilt at), so a receipt an earlier engine issued is refused.
+//!
+//! Not yet: leases are not replicated (a message leased before a failover
+//! is visible again on the new leader at once and its receipt is refused
+//! there), operations are not pipelined, and reads that change nothing are
+//! answered from the leader's engine without a read index.
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use fila_core::event::{Event, EventSink};
+use fila_core::{Clock, Engine, ReceiptKey};
+use fila_store::codec::batch_push;
+use fila_wal::Storage;
+use openraft::async_runtime::watch::WatchReceiver;
+use openraft::{Config, Raft, RaftNetworkFactory};
+
+use crate::{Batch, LogStore, NodeId, StateMachine, TypeConfig};
+
+/// How long a new leader waits for its blank entry to be applied before
+/// it gives up (it was deposed, or its peers are unreachable).
+pub const CATCH_UP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Why a replica did not execute an operation.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaError {
+    /// This replica does not lead the partition; `leader` does, when known.
+    #[error("not the partition's leader (the leader is {})", leader.map_or("unknown".to_owned(), |l| format!("node {l}")))]
+    NotLeader {
+        /// The leader, when known.
+        leader: Option<NodeId>,
+    },
+    /// Leadership was lost after the operation ran and before its records
+    /// committed: they may still commit (a put retried with its
+    /// deduplication id is stored once).
+    #[error("leadership was lost before the change committed: it may or may not have been made")]
+    Unknown {
+        /// The leader, when known.
+        leader: Option<NodeId>,
+    },
+    /// The Raft node stopped or its storage failed.
+    #[error("the partition's Raft node failed: {0}")]
+    Raft(String),
+    /// Rebuilding the engine from the state machine failed.
+    #[error("rebuilding the partition's engine: {0}")]
+    Rebuild(String),
+}
+
+/// The records the leader's engine makes, captured per operation.
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl EventSink for Capture {
+    fn record(&mut self, event: &Event<'_>) {
+        if let Ok(mut b) = self.0.lock() {
+            batch_push(event, &mut b);
+        }
+    }
+}
+
+/// The engine a leader serves from, for one term.
+struct Serving {
+    engine: Engine,
+    records: Arc<Mutex<Vec<u8>>>,
+    term: u64,
+}
+
+/// A replica of one partition.
+pub struct Replica<S: Storage + 'static> {
+    id: NodeId,
+    raft: Raft<TypeConfig, StateMachine<S>>,
+    sm: StateMachine<S>,
+    clock: Arc<dyn Clock>,
+    secret: [u64; 2],
+    serving: tokio::sync::Mutex<Option<Serving>>,
+}
+
+impl<S: Storage + 'static> Replica<S> {
+    /// Starts the replica `id` of a partition on its log and state
+    /// machine; peers are reached through `network`. `secret` is the
+    /// partition's receipt secret (every replica has the same).
+    pub async fn start<N>(
+        id: NodeId,
+        config: Arc<Config>,
+        network: N,
+        log: LogStore<S>,
+        sm: StateMachine<S>,
+        clock: Arc<dyn Clock>,
+        secret: [u64; 2],
+    ) -> Result<Replica<S>, ReplicaError>
+    where
+        N: RaftNetworkFactory<TypeConfig>,
+        N::Network:
+            openraft::network::NetSnapshot<TypeConfig, SnapshotData = std::io::Cursor<Vec<u8>>>,
+    {
+        let raft = Raft::new(id, config, network, log, sm.clone())
+            .await
+            .map_err(|e| ReplicaError::Raft(e.to_string()))?;
+        Ok(Replica {
+            id,
+            raft,
+            sm,
+            clock,
+            secret,
+            serving: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// The Raft node (membership changes, metrics, the network's
+    /// handlers).
+    pub fn raft(&self) -> &Raft<TypeConfig, StateMachine<S>> {
+        &self.raft
+    }
+
+    /// The state machine.
+    pub fn state(&self) -> &StateMachine<S> {
+        &self.sm
+    }
+
+    /// This replica's node id.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// Runs `op` on the leader's engine and answers its result once the
+    /// records it made are committed (at once when it made none).
+    pub async fn execute<R>(&self, op: impl FnOnce(&Engine) -> R) -> Result<R, ReplicaError> {
+        let mut serving = self.serving.lock().await;
+        let (leader, term) = {
+            let m = self.raft.metrics();
+            let m = m.borrow_watched();
+            (m.current_leader, m.current_term)
+        };
+        if leader != Some(self.id) {
+            *serving = None;
+            return Err(ReplicaError::NotLeader { leader });
+        }
+        if serving.as_ref().map(|s| s.term) != Some(term) {
+            *serving = None;
+            *serving = Some(self.catch_up(term).await?);
+        }
+        let s = serving.as_ref().expect("set above");
+        let result = op(&s.engine);
+        let records = std::mem::take(&mut *s.records.lock().map_err(|_| poisoned())?);
+        if records.is_empty() {
+            return Ok(result);
+        }
+        match self.raft.client_write(Batch(Bytes::from(records))).await {
+            Ok(_) => Ok(result),
+            Err(e) => {
+                *serving = None;
+                let leader = e.forward_to_leader().and_then(|f| f.leader_id);
+                Err(match e {
+                    openraft::errors::RaftError::Fatal(f) => ReplicaError::Raft(f.to_string()),
+                    _ => ReplicaError::Unknown { leader },
+                })
+            }
+        }
+    }
+
+    /// Everything in the leader's log committed and applied, an engine
+    /// rebuilt from it. A blank entry is committed first: entries of
+    /// earlier terms in the log (some of which clients may have been told
+    /// are committed — a leader that restarted does not know) are then
+    /// committed too, and applying up to the blank applies them all.
+    async fn catch_up(&self, term: u64) -> Result<Serving, ReplicaError> {
+        let blank = match self.raft.write_blank().await {
+            Ok(written) => written.log_id,
+            Err(e) => {
+                let leader = e.forward_to_leader().and_then(|f| f.leader_id);
+                return Err(match e {
+                    openraft::errors::RaftError::Fatal(f) => ReplicaError::Raft(f.to_string()),
+                    _ => ReplicaError::NotLeader { leader },
+                });
+            }
+        };
+        self.raft
+            .wait(Some(CATCH_UP_TIMEOUT))
+            .applied_index_at_least(Some(blank.index), "the partition catches up")
+            .await
+            .map_err(|_| ReplicaError::Unknown { leader: None })?;
+        let image = self
+            .sm
+            .image()
+            .map_err(|e| ReplicaError::Rebuild(e.to_string()))?;
+        let engine =
+            Engine::with_receipt_key(1, self.clock.clone(), rebuild_key(self.secret, blank.index));
+        engine
+            .restore(image)
+            .map_err(|e| ReplicaError::Rebuild(e.to_string()))?;
+        let records = Arc::new(Mutex::new(Vec::new()));
+        engine.set_journal(0, Some(Box::new(Capture(records.clone()))));
+        Ok(Serving {
+            engine,
+            records,
+            term,
+        })
+    }
+
+    /// Stops the Raft node.
+    pub async fn shutdown(&self) -> Result<(), ReplicaError> {
+        *self.serving.lock().await = None;
+        self.raft
+            .shutdown()
+            .await
+            .map_err(|e| ReplicaError::Raft(e.to_string()))
+    }
+}
+
+/// The receipt key of the engine rebuilt at the blank entry `index`: the
+/// partition's secret mixed with the index (unique in the group's
+/// history), so a receipt of an earlier engine — whose slots and lease
+/// generations the rebuilt one hands out again — fails its tag.
+fn rebuild_key(secret: [u64; 2], index: u64) -> ReceiptKey {
+    ReceiptKey::fixed(
+        secret[0] ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        secret[1] ^ index.rotate_left(32),
+        index as u32,
+    )
+}
+
+fn poisoned() -> ReplicaError {
+    ReplicaError::Raft("a lock was poisoned".to_owned())
+}

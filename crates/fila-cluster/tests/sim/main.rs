@@ -1,0 +1,552 @@
+//! Simulation of one replicated partition: three replicas in one process
+//! on a paused tokio clock (time moves only when every task waits), their
+//! disks simulated, their network in process. Each seed draws a run of
+//! client operations — puts, receives, deletes — among crashes (the Raft
+//! node stopped, its disks crashed, restarted later), nodes cut off from
+//! the others and healed, and message delays. A history checker then
+//! holds the end state to what clients were told:
+//!
+//! * every acknowledged put is still there or was delivered;
+//! * no acknowledged delete comes back;
+//! * no message is there that was never put;
+//! * a delivery count acknowledged (its receive committed) never goes
+//!   backwards;
+//! * every replica holds the same state.
+//!
+//! `FILA_SIM_SEEDS` sets how many seeds run (CI runs the default; the long
+//! run is in docs/cluster.md).
+
+mod net;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fila_cluster::{LogStore, Member, NodeId, Replica, ReplicaError, StateMachine};
+use fila_core::{Address, Clock, Engine, NewMessage, QueueSettings, ReceiveOptions};
+use fila_wal::LogOptions;
+use net::{Disk, Factory, Net, Rng};
+
+const NODES: [NodeId; 3] = [1, 2, 3];
+const QUEUE: &str = "jobs";
+
+/// The engines' clock: the paused tokio clock, from a fixed start.
+#[derive(Debug)]
+struct SimClock(tokio::time::Instant);
+
+impl Clock for SimClock {
+    fn now_ms(&self) -> u64 {
+        1_700_000_000_000 + self.0.elapsed().as_millis() as u64
+    }
+}
+
+struct Slot {
+    log: Disk,
+    state: Disk,
+    replica: Option<Arc<Replica<Disk>>>,
+    store: Option<LogStore<Disk>>,
+}
+
+struct Cluster {
+    net: Arc<Net>,
+    slots: BTreeMap<NodeId, Slot>,
+    config: Arc<openraft::Config>,
+    clock: Arc<dyn Clock>,
+    secret: [u64; 2],
+    /// The node that answered last, tried first.
+    leader: NodeId,
+}
+
+fn options() -> LogOptions {
+    LogOptions {
+        segment_bytes: 16 << 10,
+    }
+}
+
+impl Cluster {
+    async fn new(seed: u64) -> Cluster {
+        let config = openraft::Config {
+            heartbeat_interval: 50,
+            election_timeout_min: 150,
+            election_timeout_max: 300,
+            // Snapshots and purges happen within a run.
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(40),
+            max_in_snapshot_log_to_keep: 10,
+            ..Default::default()
+        };
+        let mut c = Cluster {
+            net: Net::new(seed, 20),
+            slots: NODES
+                .iter()
+                .map(|&id| {
+                    (
+                        id,
+                        Slot {
+                            log: Disk::new(seed * 10 + id),
+                            state: Disk::new(seed * 10 + id + 5),
+                            replica: None,
+                            store: None,
+                        },
+                    )
+                })
+                .collect(),
+            config: Arc::new(config.validate().unwrap()),
+            clock: Arc::new(SimClock(tokio::time::Instant::now())),
+            secret: [seed, seed ^ 0x5eed],
+            leader: 1,
+        };
+        for id in NODES {
+            c.start(id).await;
+        }
+        let members: BTreeMap<NodeId, Member> = NODES
+            .iter()
+            .map(|&id| {
+                (
+                    id,
+                    Member {
+                        addr: format!("node-{id}"),
+                    },
+                )
+            })
+            .collect();
+        c.replica(1)
+            .unwrap()
+            .raft()
+            .initialize(members)
+            .await
+            .unwrap();
+        c
+    }
+
+    fn replica(&self, id: NodeId) -> Option<Arc<Replica<Disk>>> {
+        self.slots[&id].replica.clone()
+    }
+
+    async fn start(&mut self, id: NodeId) {
+        let slot = self.slots.get_mut(&id).unwrap();
+        if slot.replica.is_some() {
+            return;
+        }
+        let log = LogStore::open(slot.log.clone(), options()).unwrap();
+        slot.store = Some(log.clone());
+        let state = StateMachine::open(slot.state.clone()).unwrap();
+        let factory = Factory {
+            from: id,
+            net: self.net.clone(),
+        };
+        let replica = Replica::start(
+            id,
+            self.config.clone(),
+            factory,
+            log,
+            state,
+            self.clock.clone(),
+            self.secret,
+        )
+        .await
+        .unwrap();
+        self.net.up(id, replica.raft().clone());
+        slot.replica = Some(Arc::new(replica));
+    }
+
+    /// The node stops and its machine crashes: what it had not synced is
+    /// lost.
+    async fn crash(&mut self, id: NodeId) {
+        let slot = self.slots.get_mut(&id).unwrap();
+        let Some(replica) = slot.replica.take() else {
+            return;
+        };
+        slot.store = None;
+        self.net.down(id);
+        replica.shutdown().await.unwrap();
+        drop(replica);
+        slot.log = slot.log.crash();
+        slot.state = slot.state.crash();
+    }
+
+    /// Runs `op` on whichever node leads, trying each (the last leader
+    /// first); answers its result, or `None` when no node took it (or the
+    /// outcome is unknown).
+    async fn run<R>(&mut self, op: impl Fn(&Engine) -> R) -> Option<R> {
+        let mut order: Vec<NodeId> = vec![self.leader];
+        order.extend(NODES.iter().filter(|&&n| n != self.leader));
+        for id in order {
+            let Some(replica) = self.replica(id) else {
+                continue;
+            };
+            let done = tokio::time::timeout(Duration::from_secs(3), replica.execute(&op)).await;
+            match done {
+                Ok(Ok(r)) => {
+                    self.leader = id;
+                    return Some(r);
+                }
+                Ok(Err(ReplicaError::NotLeader { leader: Some(l) })) => self.leader = l,
+                Ok(Err(ReplicaError::Unknown { .. })) | Err(_) => return None,
+                Ok(Err(_)) => {}
+            }
+        }
+        None
+    }
+}
+
+/// What clients were told.
+#[derive(Default)]
+struct History {
+    attempted: HashSet<String>,
+    acked: HashSet<String>,
+    /// The highest delivery count a committed receive answered.
+    delivered: HashMap<String, u32>,
+    /// The receipt of that delivery.
+    receipts: HashMap<String, fila_core::Receipt>,
+    /// Old receipts tried after their message was delivered again.
+    stale_tried: usize,
+    deleted: HashSet<String>,
+}
+
+async fn put(c: &mut Cluster, h: &mut History, n: u64) {
+    let body = format!("m{n}");
+    h.attempted.insert(body.clone());
+    let answer = c
+        .run(|e| e.put(QUEUE, vec![NewMessage::new(body.clone())]))
+        .await;
+    if tracing() {
+        eprintln!("put {body} -> {answer:?} via {}", c.leader);
+    }
+    if let Some(Ok(entries)) = answer {
+        if entries.iter().all(|r| r.is_ok()) {
+            h.acked.insert(body);
+        }
+    }
+}
+
+async fn receive_and_delete(c: &mut Cluster, h: &mut History, rng: &mut Rng) {
+    let max = 1 + rng.below(5) as u32;
+    let got = c
+        .run(|e| e.receive_now(Address::queue(QUEUE), &ReceiveOptions::now(max)))
+        .await;
+    if tracing() {
+        let b: Option<Vec<String>> = got.as_ref().and_then(|g| g.as_ref().ok()).map(|ms| {
+            ms.iter()
+                .map(|m| {
+                    format!(
+                        "{}#{}",
+                        String::from_utf8_lossy(&m.payload),
+                        m.delivery_count
+                    )
+                })
+                .collect()
+        });
+        eprintln!("receive -> {b:?} via {}", c.leader);
+    }
+    let Some(Ok(messages)) = got else {
+        return;
+    };
+    let mut receipts = Vec::new();
+    let mut bodies = Vec::new();
+    let mut stale = Vec::new();
+    for m in messages {
+        let body = String::from_utf8_lossy(&m.payload).into_owned();
+        let seen = h.delivered.entry(body.clone()).or_default();
+        assert!(
+            m.delivery_count >= *seen,
+            "{body}: delivered with count {} after {seen}",
+            m.delivery_count
+        );
+        *seen = m.delivery_count;
+        let receipt = m.receipt.expect("a received message has a receipt");
+        if let Some(old) = h.receipts.insert(body.clone(), receipt) {
+            stale.push((body.clone(), old));
+        }
+        if rng.below(4) != 0 {
+            receipts.push(m.receipt.expect("a received message has a receipt"));
+            bodies.push(body);
+        }
+    }
+    // A receipt of an earlier delivery of a message delivered again is
+    // refused.
+    for (body, old) in stale {
+        let refused = c
+            .run(|e| e.delete(Address::queue(QUEUE), std::slice::from_ref(&old)))
+            .await;
+        if let Some(Ok(results)) = refused {
+            assert!(
+                results[0].is_err(),
+                "{body}: an old receipt deleted it after a later delivery"
+            );
+            h.stale_tried += 1;
+        }
+    }
+    if receipts.is_empty() {
+        return;
+    }
+    if rng.below(3) == 0 {
+        // The consumer is slow: a failover may come first.
+        tokio::time::sleep(Duration::from_millis(rng.below(400))).await;
+    }
+    let deleted = c.run(|e| e.delete(Address::queue(QUEUE), &receipts)).await;
+    if tracing() {
+        eprintln!("delete {bodies:?} -> {deleted:?} via {}", c.leader);
+    }
+    if let Some(Ok(results)) = deleted {
+        for (body, r) in bodies.into_iter().zip(results) {
+            if r.is_ok() {
+                h.deleted.insert(body);
+            }
+        }
+    }
+}
+
+/// The queue's messages on `engine`: body → delivery count.
+fn contents(engine: &Engine) -> BTreeMap<String, u32> {
+    let mut out = BTreeMap::new();
+    let mut from = 0;
+    loop {
+        let page = engine.peek(Address::queue(QUEUE), from, 100).unwrap();
+        let Some(last) = page.last() else {
+            return out;
+        };
+        from = last.seq + 1;
+        for m in page {
+            out.insert(
+                String::from_utf8_lossy(&m.payload).into_owned(),
+                m.delivery_count,
+            );
+        }
+    }
+}
+
+async fn life(seed: u64) -> History {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut c = Cluster::new(seed).await;
+    let mut h = History::default();
+    // The queue exists before the faults begin.
+    let mut created = false;
+    for _ in 0..50 {
+        if let Some(r) = c
+            .run(|e| e.create_queue(QUEUE, QueueSettings::default()))
+            .await
+        {
+            r.unwrap();
+            created = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(created, "seed {seed}: no leader took the queue");
+    let mut n = 0;
+    let mut down: Vec<NodeId> = Vec::new();
+    for _ in 0..120 {
+        match rng.below(100) {
+            0..=44 => {
+                n += 1;
+                put(&mut c, &mut h, n).await;
+            }
+            45..=69 => receive_and_delete(&mut c, &mut h, &mut rng).await,
+            70..=76 if down.is_empty() => {
+                let id = NODES[rng.below(3) as usize];
+                if tracing() {
+                    eprintln!("crash {id}");
+                }
+                c.crash(id).await;
+                down.push(id);
+            }
+            77..=83 => {
+                for id in down.drain(..) {
+                    if tracing() {
+                        eprintln!("start {id}");
+                    }
+                    c.start(id).await;
+                }
+            }
+            84..=89 => {
+                let id = NODES[rng.below(3) as usize];
+                if tracing() {
+                    eprintln!("cut {id}");
+                }
+                c.net.cut_off(id)
+            }
+            90..=94 => {
+                if tracing() {
+                    eprintln!("heal");
+                }
+                c.net.heal()
+            }
+            _ => tokio::time::sleep(Duration::from_millis(rng.below(1000))).await,
+        }
+    }
+    // The end: every node up and reachable, one leader, everyone caught up.
+    c.net.heal();
+    for id in down.drain(..) {
+        c.start(id).await;
+    }
+    let end = loop {
+        if let Some(e) = c.run(contents).await {
+            // A write, so the leader's term has an entry everyone applies.
+            break e;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let leader = c.replica(c.leader).unwrap();
+    let applied = leader.raft().metrics().borrow_watched().last_applied;
+    let index = applied.map_or(0, |l| l.index);
+    let mut images = Vec::new();
+    for id in NODES {
+        let r = c.replica(id).unwrap();
+        r.raft()
+            .wait(Some(Duration::from_secs(30)))
+            .applied_index_at_least(Some(index), "catch up")
+            .await
+            .unwrap_or_else(|e| panic!("seed {seed}: node {id} did not catch up: {e}"));
+        images.push(normal(r.state().image().unwrap()));
+    }
+    assert!(
+        images.windows(2).all(|w| w[0] == w[1]),
+        "seed {seed}: the replicas differ"
+    );
+    if tracing() {
+        use openraft::RaftLogReader;
+        for id in NODES {
+            let m = c
+                .replica(id)
+                .unwrap()
+                .raft()
+                .metrics()
+                .borrow_watched()
+                .clone();
+            eprintln!(
+                "node {id}: term {} last {:?} applied {:?} snapshot {:?} purged {:?} leader {:?}",
+                m.current_term,
+                m.last_log_index,
+                m.last_applied,
+                m.snapshot,
+                m.purged,
+                m.current_leader
+            );
+            let mut store = c.slots[&id].store.clone().unwrap();
+            for e in store.try_get_log_entries(0..1000).await.unwrap() {
+                let what = match &e.payload {
+                    openraft::EntryPayload::Blank => "blank".to_owned(),
+                    openraft::EntryPayload::Membership(_) => "membership".to_owned(),
+                    openraft::EntryPayload::Normal(b) => {
+                        let mut w = Vec::new();
+                        for r in fila_store::codec::batch_records(&b.0) {
+                            let (k, body) = r.unwrap();
+                            match fila_store::codec::decode(k, body).unwrap() {
+                                fila_store::codec::Op::Stored { message, .. } => w.push(format!(
+                                    "stored {}={}",
+                                    message.seq,
+                                    String::from_utf8_lossy(&message.payload)
+                                )),
+                                op => w.push(format!("{op:?}").chars().take(40).collect()),
+                            }
+                        }
+                        w.join(", ")
+                    }
+                };
+                eprintln!("  {}-{}: {what}", e.log_id.leader_id, e.log_id.index);
+            }
+        }
+    }
+    check(seed, &h, &end);
+    for id in NODES {
+        c.crash(id).await;
+    }
+    h
+}
+
+use openraft::async_runtime::watch::WatchReceiver;
+
+fn normal(mut image: fila_core::event::EngineImage) -> fila_core::event::EngineImage {
+    image.queues.sort_by(|a, b| a.name.cmp(&b.name));
+    for q in &mut image.queues {
+        q.messages.sort_by_key(|m| (m.dlq, m.seq));
+    }
+    image
+}
+
+fn check(seed: u64, h: &History, end: &BTreeMap<String, u32>) {
+    for body in &h.acked {
+        assert!(
+            end.contains_key(body) || h.delivered.contains_key(body),
+            "seed {seed}: acknowledged put {body} is gone and was never delivered"
+        );
+    }
+    for body in &h.deleted {
+        assert!(
+            !end.contains_key(body),
+            "seed {seed}: acknowledged delete of {body} came back"
+        );
+    }
+    for (body, count) in end {
+        assert!(
+            h.attempted.contains(body),
+            "seed {seed}: {body} was never put"
+        );
+        if let Some(seen) = h.delivered.get(body) {
+            assert!(
+                count >= seen,
+                "seed {seed}: {body} has delivery count {count} after {seen} was acknowledged"
+            );
+        }
+    }
+}
+
+/// Whether to print each step (`FILA_SIM_TRACE`, with `FILA_SIM_SEED` to
+/// run one seed): what a failing seed did.
+fn tracing() -> bool {
+    std::env::var_os("FILA_SIM_TRACE").is_some()
+}
+
+fn seeds() -> u64 {
+    std::env::var("FILA_SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40)
+}
+
+#[test]
+fn a_replicated_partition_keeps_what_it_acknowledged_through_crashes_and_cuts() {
+    let mut totals = History::default();
+    let only: Option<u64> = std::env::var("FILA_SIM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    for seed in 1..=seeds() {
+        if only.is_some_and(|o| o != seed) {
+            continue;
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let h = rt.block_on(life(seed));
+        totals
+            .acked
+            .extend(h.acked.iter().map(|b| format!("{seed}/{b}")));
+        totals
+            .deleted
+            .extend(h.deleted.iter().map(|b| format!("{seed}/{b}")));
+        totals
+            .attempted
+            .extend(h.attempted.iter().map(|b| format!("{seed}/{b}")));
+        totals.stale_tried += h.stale_tried;
+    }
+    // The runs did something: a good share of the puts were acknowledged
+    // (the faults make many time out), and some deletes.
+    assert!(
+        totals.acked.len() * 4 > totals.attempted.len(),
+        "{} of {} puts acknowledged",
+        totals.acked.len(),
+        totals.attempted.len()
+    );
+    assert!(!totals.deleted.is_empty());
+    assert!(totals.stale_tried > 0, "no old receipt was tried");
+    eprintln!(
+        "{} seeds: {} puts, {} acknowledged, {} deletes acknowledged, {} old receipts refused",
+        seeds(),
+        totals.attempted.len(),
+        totals.acked.len(),
+        totals.deleted.len(),
+        totals.stale_tried
+    );
+}
