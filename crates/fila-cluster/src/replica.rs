@@ -12,11 +12,11 @@
 //! entry (so every entry before it in its log is committed) and waits
 //! until the state machine has applied it, then rebuilds its engine from
 //! the state machine's image; it serves from that engine for the rest of
-//! its term. Operations
-//! run one at a time per replica, so the engine's state is always the
-//! committed state plus the one operation in flight. When a proposal
-//! fails — leadership lost — the engine is dropped: what it executed may
-//! or may not commit, and the next term rebuilds from what did.
+//! its leadership. Operations are pipelined: the engine's state is the
+//! committed state plus the operations whose entries are in flight. When a
+//! proposal fails — leadership lost — the engine is dropped: what it
+//! executed may or may not commit, and the next leadership rebuilds from
+//! what did.
 //!
 //! Each rebuilt engine signs receipts with a key of its own (the
 //! partition's secret mixed with the index of the blank entry it was
@@ -34,7 +34,7 @@ use fila_core::event::{Event, EventSink};
 use fila_core::{Clock, Engine, ReceiptKey};
 use fila_store::codec::batch_push;
 use fila_wal::Storage;
-use openraft::async_runtime::watch::WatchReceiver;
+use openraft::impls::ProgressResponder;
 use openraft::{Config, Raft, RaftNetworkFactory};
 
 use crate::{Batch, LogStore, NodeId, StateMachine, TypeConfig};
@@ -42,6 +42,11 @@ use crate::{Batch, LogStore, NodeId, StateMachine, TypeConfig};
 /// How long a new leader waits for its blank entry to be applied before
 /// it gives up (it was deposed, or its peers are unreachable).
 pub const CATCH_UP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long an operation waits for its entry to commit before its
+/// outcome is reported unknown (a leader cut off from its peers does not
+/// know it was deposed until it hears from them).
+pub const COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Why a replica did not execute an operation.
 #[derive(Debug, thiserror::Error)]
@@ -79,11 +84,14 @@ impl EventSink for Capture {
     }
 }
 
-/// The engine a leader serves from, for one term.
+/// The id of a leadership: its term and node.
+type LeaderId = openraft::impls::leader_id_adv::LeaderId<u64, NodeId>;
+
+/// The engine a leader serves from, for one leadership.
 struct Serving {
     engine: Engine,
     records: Arc<Mutex<Vec<u8>>>,
-    term: u64,
+    leader: LeaderId,
 }
 
 /// A replica of one partition.
@@ -145,37 +153,81 @@ impl<S: Storage + 'static> Replica<S> {
 
     /// Runs `op` on the leader's engine and answers its result once the
     /// records it made are committed (at once when it made none).
+    ///
+    /// Operations are pipelined: each runs on the engine and has its
+    /// entry submitted in turn (so entries are in the order the engine
+    /// made them), and the next may run while earlier ones wait for their
+    /// commit. Every entry is submitted on the condition that the leader is
+    /// still the one the engine was rebuilt for, so an engine that another
+    /// leader's entries have overtaken never gets an entry in.
     pub async fn execute<R>(&self, op: impl FnOnce(&Engine) -> R) -> Result<R, ReplicaError> {
-        let mut serving = self.serving.lock().await;
-        let (leader, term) = {
-            let m = self.raft.metrics();
-            let m = m.borrow_watched();
-            (m.current_leader, m.current_term)
-        };
-        if leader != Some(self.id) {
-            *serving = None;
-            return Err(ReplicaError::NotLeader { leader });
-        }
-        if serving.as_ref().map(|s| s.term) != Some(term) {
-            *serving = None;
-            *serving = Some(self.catch_up(term).await?);
-        }
-        let s = serving.as_ref().expect("set above");
-        let result = op(&s.engine);
-        let records = std::mem::take(&mut *s.records.lock().map_err(|_| poisoned())?);
-        if records.is_empty() {
-            return Ok(result);
-        }
-        match self.raft.client_write(Batch(Bytes::from(records))).await {
-            Ok(_) => Ok(result),
-            Err(e) => {
+        let (result, leader_id, committed) = {
+            let mut serving = self.serving.lock().await;
+            let leader_id = match self.raft.as_leader() {
+                Ok(leader) => *leader.leader_id(),
+                Err(forward) => {
+                    *serving = None;
+                    return Err(ReplicaError::NotLeader {
+                        leader: forward.leader_id,
+                    });
+                }
+            };
+            if serving.as_ref().map(|s| s.leader) != Some(leader_id) {
                 *serving = None;
-                let leader = e.forward_to_leader().and_then(|f| f.leader_id);
-                Err(match e {
-                    openraft::errors::RaftError::Fatal(f) => ReplicaError::Raft(f.to_string()),
-                    _ => ReplicaError::Unknown { leader },
+                *serving = Some(self.catch_up(leader_id).await?);
+            }
+            let s = serving.as_ref().expect("set above");
+            let result = op(&s.engine);
+            let records = std::mem::take(&mut *s.records.lock().map_err(|_| poisoned())?);
+            if records.is_empty() {
+                return Ok(result);
+            }
+            let (responder, committed) = ProgressResponder::complete_only();
+            let submitted = self
+                .raft
+                .write(Batch(Bytes::from(records)))
+                .with_leader(leader_id)
+                .responder(responder)
+                .await;
+            if let Err(fatal) = submitted {
+                *serving = None;
+                return Err(ReplicaError::Raft(fatal.to_string()));
+            }
+            (result, leader_id, committed)
+        };
+        let committed = tokio::time::timeout(COMMIT_TIMEOUT, committed).await;
+        match committed {
+            Ok(Ok(Ok(_))) => Ok(result),
+            Err(_) => {
+                // No quorum answered in time: the entry may still commit.
+                self.forget(leader_id).await;
+                Err(ReplicaError::Unknown { leader: None })
+            }
+            Ok(failed) => {
+                // Leadership was lost: what the engine executed may or may
+                // not commit, so it is not served from again.
+                self.forget(leader_id).await;
+                use openraft::errors::ClientWriteError as E;
+                Err(match failed {
+                    // Refused before it was appended: nothing was made.
+                    Ok(Err(E::ForwardToLeader(f))) => ReplicaError::NotLeader {
+                        leader: f.leader_id,
+                    },
+                    Ok(Err(E::PreconditionFailed(_))) => ReplicaError::NotLeader { leader: None },
+                    Ok(Err(E::LogEntryDiscarded(f))) => ReplicaError::Unknown {
+                        leader: f.leader_id,
+                    },
+                    _ => ReplicaError::Unknown { leader: None },
                 })
             }
+        }
+    }
+
+    /// Drops the engine of leadership `leader`, if it is still the one.
+    async fn forget(&self, leader: LeaderId) {
+        let mut serving = self.serving.lock().await;
+        if serving.as_ref().is_some_and(|s| s.leader == leader) {
+            *serving = None;
         }
     }
 
@@ -184,7 +236,7 @@ impl<S: Storage + 'static> Replica<S> {
     /// earlier terms in the log (some of which clients may have been told
     /// are committed — a leader that restarted does not know) are then
     /// committed too, and applying up to the blank applies them all.
-    async fn catch_up(&self, term: u64) -> Result<Serving, ReplicaError> {
+    async fn catch_up(&self, leader: LeaderId) -> Result<Serving, ReplicaError> {
         let blank = match self.raft.write_blank().await {
             Ok(written) => written.log_id,
             Err(e) => {
@@ -214,7 +266,7 @@ impl<S: Storage + 'static> Replica<S> {
         Ok(Serving {
             engine,
             records,
-            term,
+            leader,
         })
     }
 
