@@ -22,15 +22,21 @@
 //! partition's secret mixed with the index of the blank entry it was
 //! rebuilt at), so a receipt an earlier engine issued is refused.
 //!
-//! Not yet: leases are not replicated (a message leased before a failover
-//! is visible again on the new leader at once and its receipt is refused
-//! there), operations are not pipelined, and reads that change nothing are
-//! answered from the leader's engine without a read index.
+//! Leases are committed before a receive is answered (a delivery's record
+//! says when its lease ends, and every change of that time is a record),
+//! so a deposed leader hands out nothing; a new leader keeps each
+//! committed lease's message out of sight until the lease ends, and at
+//! least for the longest election timeout from when it took over.
+//!
+//! Not yet: a lease's receipt does not work on the new leader (the
+//! message comes back when its lease ends; the receipt is refused), the
+//! DLQ's leases are not kept, and reads that change nothing are answered
+//! from the leader's engine without a read index.
 
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use fila_core::event::{Event, EventSink};
+use fila_core::event::{EngineImage, Event, EventSink};
 use fila_core::{Clock, Engine, ReceiptKey};
 use fila_store::codec::batch_push;
 use fila_wal::Storage;
@@ -101,6 +107,9 @@ pub struct Replica<S: Storage + 'static> {
     sm: StateMachine<S>,
     clock: Arc<dyn Clock>,
     secret: [u64; 2],
+    /// How long a lease of the last leader is kept past now at least: the
+    /// longest election timeout.
+    lease_grace_ms: u64,
     serving: tokio::sync::Mutex<Option<Serving>>,
 }
 
@@ -122,6 +131,7 @@ impl<S: Storage + 'static> Replica<S> {
         N::Network:
             openraft::network::NetSnapshot<TypeConfig, SnapshotData = std::io::Cursor<Vec<u8>>>,
     {
+        let lease_grace_ms = config.election_timeout_max;
         let raft = Raft::new(id, config, network, log, sm.clone())
             .await
             .map_err(|e| ReplicaError::Raft(e.to_string()))?;
@@ -131,6 +141,7 @@ impl<S: Storage + 'static> Replica<S> {
             sm,
             clock,
             secret,
+            lease_grace_ms,
             serving: tokio::sync::Mutex::new(None),
         })
     }
@@ -252,10 +263,11 @@ impl<S: Storage + 'static> Replica<S> {
             .applied_index_at_least(Some(blank.index), "the partition catches up")
             .await
             .map_err(|_| ReplicaError::Unknown { leader: None })?;
-        let image = self
+        let mut image = self
             .sm
             .image()
             .map_err(|e| ReplicaError::Rebuild(e.to_string()))?;
+        keep_leases(&mut image, self.clock.now_ms() + self.lease_grace_ms);
         let engine =
             Engine::with_receipt_key(1, self.clock.clone(), rebuild_key(self.secret, blank.index));
         engine
@@ -277,6 +289,22 @@ impl<S: Storage + 'static> Replica<S> {
             .shutdown()
             .await
             .map_err(|e| ReplicaError::Raft(e.to_string()))
+    }
+}
+
+/// Keeps every committed lease: a message leased by an earlier leader stays
+/// out of sight until its lease ends, and at least until `floor` (now plus
+/// the longest election timeout: the clocks of two leaders differ, and a
+/// consumer holding the lease may not have heard of the change), then is
+/// visible again. Leases of the DLQ's messages are not kept (the engine
+/// does not hold a DLQ message back; docs/cluster.md).
+fn keep_leases(image: &mut EngineImage, floor: u64) {
+    for q in &mut image.queues {
+        for m in &mut q.messages {
+            if m.lease_until_ms > 0 && !m.deferred {
+                m.visible_at_ms = m.visible_at_ms.max(m.lease_until_ms).max(floor);
+            }
+        }
     }
 }
 

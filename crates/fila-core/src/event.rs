@@ -4,9 +4,13 @@
 //! A shard hands each event to its [`EventSink`], if one is installed, at the
 //! moment the change is made and in the order the changes are made. The
 //! events say what a write-ahead log needs to rebuild the queues and their
-//! messages, and nothing more: leases are not events (after a restart a
-//! leased message is visible again), nor is a message becoming visible when
-//! its delay ends (its visible time is in the event that stored it).
+//! messages, and a replica needs to keep leases apart: a delivery says
+//! when its lease ends, and a change of that time (extended, shortened,
+//! ended by the consumer) is an event of its own. A lease running out is
+//! not an event (it is time, as is a message becoming visible when its
+//! delay ends: its visible time is in the event that stored it). A single
+//! node's restart does not restore leases (a leased message is visible
+//! again); a cluster's new leader does (docs/cluster.md).
 //!
 //! Queues are named by their id, which is unique for the engine's life and
 //! restored with it, so an event about a deleted queue can never touch a
@@ -117,12 +121,25 @@ pub enum Event<'a> {
         /// Whether it is deferred now.
         deferred: bool,
     },
-    /// A message was delivered; its delivery count is now `count`.
+    /// A message was delivered; its delivery count is now `count` and its
+    /// lease ends at `until` (the time of the delivery for a quick look,
+    /// which leases nothing).
     Delivered {
         /// The message.
         at: Spot,
         /// Its delivery count.
         count: u32,
+        /// When its lease ends (ms).
+        until: u64,
+    },
+    /// A leased message's lease now ends at `until`: extended or shortened
+    /// by a visibility change, or ended (visible again) by one of zero or
+    /// by an abandoned answer — then `until` is the time it ended.
+    LeaseSet {
+        /// The message.
+        at: Spot,
+        /// When its lease ends (ms).
+        until: u64,
     },
     /// A queue's move tasks changed (one began, moved a batch, ended):
     /// they are whole here.
@@ -135,8 +152,8 @@ pub enum Event<'a> {
 }
 
 impl Event<'_> {
-    /// Whether it is a delivery: a receive's new delivery count, or a
-    /// receive-deferred taking a message back from deferral. A delivery is
+    /// Whether it is a delivery: a receive's new delivery count, a lease's
+    /// new end, or a receive-deferred taking a message back from deferral. A delivery is
     /// logged, but the answer that made it does not wait for the log (a
     /// restart may lose the deliveries of the last moments,
     /// docs/durability.md); every other change is what an answer
@@ -145,6 +162,7 @@ impl Event<'_> {
         matches!(
             self,
             Event::Delivered { .. }
+                | Event::LeaseSet { .. }
                 | Event::Deferred {
                     deferred: false,
                     ..
@@ -195,6 +213,12 @@ pub struct MessageImage {
     /// Its priority level (1 ..= 10; 1 in an image written before
     /// priorities).
     pub priority: u8,
+    /// When its last lease ends, as its events said (0: none since it was
+    /// stored, or ended by the consumer). [`crate::Engine::restore`]
+    /// ignores it (a restored message is not leased); a cluster's new
+    /// leader keeps the message out of sight until then
+    /// (docs/cluster.md).
+    pub lease_until_ms: u64,
 }
 
 /// A deduplication key a put remembers, and until when.

@@ -35,7 +35,8 @@ pub mod kind {
     pub const REMOVED: u8 = 5;
     /// A message deferred or taken back: spot, flag.
     pub const DEFERRED: u8 = 6;
-    /// A message delivered: spot, count.
+    /// A message delivered: spot, count (read only: [`DELIVERED_2`] is
+    /// written).
     pub const DELIVERED: u8 = 7;
     /// A queue created or changed: id, name, settings and their extension
     /// (what [`QUEUE_SET`], read only now, did not carry).
@@ -48,6 +49,11 @@ pub mod kind {
     /// A message stored with parts [`STORED`] does not carry (its group):
     /// from, message, then [`super::more`] flags and the parts flagged.
     pub const STORED_2: u8 = 11;
+    /// A message delivered: spot, count, when its lease ends (what
+    /// [`DELIVERED`], read only now, did not carry).
+    pub const DELIVERED_2: u8 = 12;
+    /// A lease's end changed: spot, when it ends.
+    pub const LEASE_SET: u8 = 13;
 }
 
 /// Flags of a message's optional parts, after the message in a
@@ -60,7 +66,9 @@ pub(crate) mod more {
     pub const GROUP: u8 = 2;
     /// Its priority level (a `u8`, when above 1).
     pub const PRIORITY: u8 = 4;
-    pub const KNOWN: u8 = DEDUP | GROUP | PRIORITY;
+    /// When its last lease ends (a `u64`, when not 0; snapshots only).
+    pub const LEASE: u8 = 8;
+    pub const KNOWN: u8 = DEDUP | GROUP | PRIORITY | LEASE;
 }
 
 /// A message's optional parts: flags, then each one present.
@@ -69,10 +77,12 @@ pub(crate) fn message_more(
     dedup: Option<&DedupMark>,
     group: Option<&str>,
     priority: u8,
+    lease_until: u64,
 ) {
     let flags = if dedup.is_some() { more::DEDUP } else { 0 }
         | if group.is_some() { more::GROUP } else { 0 }
-        | if priority > 1 { more::PRIORITY } else { 0 };
+        | if priority > 1 { more::PRIORITY } else { 0 }
+        | if lease_until > 0 { more::LEASE } else { 0 };
     u8_(out, flags);
     if let Some(d) = dedup {
         out.extend_from_slice(&d.key.to_be_bytes());
@@ -84,15 +94,19 @@ pub(crate) fn message_more(
     if priority > 1 {
         u8_(out, priority);
     }
+    if lease_until > 0 {
+        u64_(out, lease_until);
+    }
 }
 
 /// A message's optional parts as read: its put's deduplication key, its
-/// group key, its priority level.
-pub(crate) type MoreParts = (Option<DedupMark>, Option<Arc<str>>, u8);
+/// group key, its priority level, when its last lease ends.
+pub(crate) type MoreParts = (Option<DedupMark>, Option<Arc<str>>, u8, u64);
 
-/// Whether a message needs [`message_more`] (a group or a level above 1).
-pub(crate) fn needs_more(group: Option<&str>, priority: u8) -> bool {
-    group.is_some() || priority > 1
+/// Whether a message needs [`message_more`] (a group, a level above 1 or
+/// a lease's end).
+pub(crate) fn needs_more(group: Option<&str>, priority: u8, lease_until: u64) -> bool {
+    group.is_some() || priority > 1 || lease_until > 0
 }
 
 /// A record or snapshot that does not parse.
@@ -169,6 +183,16 @@ pub enum Op {
         at: Spot,
         /// Its count.
         count: u32,
+        /// When its lease ends (0: a record of the first format, which
+        /// did not say).
+        until: u64,
+    },
+    /// See [`Event::LeaseSet`].
+    LeaseSet {
+        /// The message.
+        at: Spot,
+        /// When its lease ends.
+        until: u64,
     },
 }
 
@@ -404,8 +428,8 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
                 }
             }
             message(out, &view_parts(m));
-            if needs_more(m.group, m.priority) {
-                message_more(out, dedup.as_ref(), m.group, m.priority);
+            if needs_more(m.group, m.priority, 0) {
+                message_more(out, dedup.as_ref(), m.group, m.priority, 0);
                 return kind::STORED_2;
             }
             // Added later, at the end: a record without it reads as before.
@@ -424,10 +448,16 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
             u8_(out, u8::from(*deferred));
             kind::DEFERRED
         }
-        Event::Delivered { at, count } => {
+        Event::Delivered { at, count, until } => {
             spot(out, at);
             u32_(out, *count);
-            kind::DELIVERED
+            u64_(out, *until);
+            kind::DELIVERED_2
+        }
+        Event::LeaseSet { at, until } => {
+            spot(out, at);
+            u64_(out, *until);
+            kind::LEASE_SET
         }
     }
 }
@@ -567,7 +597,15 @@ impl<'a> Reader<'a> {
         } else {
             1
         };
-        Ok((dedup, group, priority))
+        let lease = if flags & more::LEASE != 0 {
+            match self.u64()? {
+                0 => return Err(bad("a lease's end is not 0")),
+                l => l,
+            }
+        } else {
+            0
+        };
+        Ok((dedup, group, priority, lease))
     }
     /// Reads the settings' [`keyed`] extension into `s`.
     fn keyed(&mut self, s: &mut QueueSettings) -> Result<(), CodecError> {
@@ -690,6 +728,7 @@ impl<'a> Reader<'a> {
                 dead_letter,
                 group: None,
                 priority: 1,
+                lease_until_ms: 0,
             },
         ))
     }
@@ -740,7 +779,10 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
             let from = if r.flag()? { Some(r.spot()?) } else { None };
             let (queue, mut message) = r.message()?;
             let dedup = if kind == kind::STORED_2 {
-                let (dedup, group, priority) = r.more()?;
+                let (dedup, group, priority, lease) = r.more()?;
+                if lease != 0 {
+                    return Err(bad("a stored message carries no lease"));
+                }
                 (message.group, message.priority) = (group, priority);
                 dedup
             } else if r.at < r.data.len() {
@@ -766,6 +808,16 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
         kind::DELIVERED => Op::Delivered {
             at: r.spot()?,
             count: r.u32()?,
+            until: 0,
+        },
+        kind::DELIVERED_2 => Op::Delivered {
+            at: r.spot()?,
+            count: r.u32()?,
+            until: r.u64()?,
+        },
+        kind::LEASE_SET => Op::LeaseSet {
+            at: r.spot()?,
+            until: r.u64()?,
         },
         _ => return Err(bad("unknown record kind")),
     };

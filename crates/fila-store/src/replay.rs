@@ -254,6 +254,10 @@ impl Replay {
             Op::Deferred { at, deferred } => {
                 if let Some(m) = self.message(&at) {
                     m.deferred = deferred;
+                    if deferred {
+                        // Deferring ends its lease.
+                        m.lease_until_ms = 0;
+                    }
                     if !deferred {
                         // Taken back by receive-deferred: leased, so
                         // visible at once after a restart (not at the time
@@ -262,9 +266,17 @@ impl Replay {
                     }
                 }
             }
-            Op::Delivered { at, count } => {
+            Op::Delivered { at, count, until } => {
                 if let Some(m) = self.message(&at) {
+                    if count >= m.delivery_count {
+                        m.lease_until_ms = until;
+                    }
                     m.delivery_count = m.delivery_count.max(count);
+                }
+            }
+            Op::LeaseSet { at, until } => {
+                if let Some(m) = self.message(&at) {
+                    m.lease_until_ms = until;
                 }
             }
         }

@@ -11,6 +11,9 @@
 //! * no message is there that was never put;
 //! * a delivery count acknowledged (its receive committed) never goes
 //!   backwards;
+//! * no two acknowledged leases of a message overlap: a redelivery comes
+//!   no sooner than the end of the lease before it, across failovers;
+//! * a receipt of an earlier delivery is refused after a later one;
 //! * every replica holds the same state.
 //!
 //! `FILA_SIM_SEEDS` sets how many seeds run (CI runs the default; the long
@@ -29,6 +32,8 @@ use net::{Disk, Factory, Net, Rng};
 
 const NODES: [NodeId; 3] = [1, 2, 3];
 const QUEUE: &str = "jobs";
+/// Receives lease for this long: failovers happen within a lease.
+const LEASE_MS: u64 = 2_000;
 
 /// The engines' clock: the paused tokio clock, from a fixed start.
 #[derive(Debug)]
@@ -198,6 +203,10 @@ struct History {
     delivered: HashMap<String, u32>,
     /// The receipt of that delivery.
     receipts: HashMap<String, fila_core::Receipt>,
+    /// When the lease of that delivery ends.
+    lease_ends: HashMap<String, u64>,
+    /// Deliveries checked against the lease before them.
+    leases_checked: usize,
     /// Old receipts tried after their message was delivered again.
     stale_tried: usize,
     deleted: HashSet<String>,
@@ -221,8 +230,10 @@ async fn put(c: &mut Cluster, h: &mut History, n: u64) {
 
 async fn receive_and_delete(c: &mut Cluster, h: &mut History, rng: &mut Rng) {
     let max = 1 + rng.below(5) as u32;
+    let mut options = ReceiveOptions::now(max);
+    options.visibility_ms = Some(LEASE_MS);
     let got = c
-        .run(|e| e.receive_now(Address::queue(QUEUE), &ReceiveOptions::now(max)))
+        .run(|e| e.receive_now(Address::queue(QUEUE), &options))
         .await;
     if tracing() {
         let b: Option<Vec<String>> = got.as_ref().and_then(|g| g.as_ref().ok()).map(|ms| {
@@ -253,6 +264,17 @@ async fn receive_and_delete(c: &mut Cluster, h: &mut History, rng: &mut Rng) {
             m.delivery_count
         );
         *seen = m.delivery_count;
+        // No two committed leases of a message overlap: this delivery
+        // (made when its lease began) is not before the last one's lease
+        // ended.
+        let delivered_at = m.next_visible_at_ms - LEASE_MS;
+        if let Some(end) = h.lease_ends.insert(body.clone(), m.next_visible_at_ms) {
+            assert!(
+                delivered_at >= end,
+                "{body}: delivered again at {delivered_at}, before the lease that ends at {end}"
+            );
+            h.leases_checked += 1;
+        }
         let receipt = m.receipt.expect("a received message has a receipt");
         if let Some(old) = h.receipts.insert(body.clone(), receipt) {
             stale.push((body.clone(), old));
@@ -399,10 +421,27 @@ async fn life(seed: u64) -> History {
             .unwrap_or_else(|e| panic!("seed {seed}: node {id} did not catch up: {e}"));
         images.push(normal(r.state().image().unwrap()));
     }
-    assert!(
-        images.windows(2).all(|w| w[0] == w[1]),
-        "seed {seed}: the replicas differ"
-    );
+    for (i, w) in images.windows(2).enumerate() {
+        if w[0] != w[1] {
+            let diff: Vec<String> = w[0].queues.iter().zip(&w[1].queues).flat_map(|(a, b)| {
+                let mut d = Vec::new();
+                if (a.id, &a.name, a.next_seq) != (b.id, &b.name, b.next_seq) {
+                    d.push(format!("queue {} / {}", a.name, b.name));
+                }
+                if a.dedup != b.dedup {
+                    d.push(format!("dedup of {}", a.name));
+                }
+                for m in a.messages.iter().filter(|m| !b.messages.contains(m)) {
+                    d.push(format!("node {}: {m:?}", NODES[i]));
+                }
+                for m in b.messages.iter().filter(|m| !a.messages.contains(m)) {
+                    d.push(format!("node {}: {m:?}", NODES[i + 1]));
+                }
+                d
+            }).collect();
+            panic!("seed {seed}: the replicas differ: {diff:#?}");
+        }
+    }
     if tracing() {
         use openraft::RaftLogReader;
         for id in NODES {
@@ -530,6 +569,7 @@ fn a_replicated_partition_keeps_what_it_acknowledged_through_crashes_and_cuts() 
             .attempted
             .extend(h.attempted.iter().map(|b| format!("{seed}/{b}")));
         totals.stale_tried += h.stale_tried;
+        totals.leases_checked += h.leases_checked;
     }
     // The runs did something: a good share of the puts were acknowledged
     // (the faults make many time out), and some deletes.
@@ -541,13 +581,15 @@ fn a_replicated_partition_keeps_what_it_acknowledged_through_crashes_and_cuts() 
     );
     assert!(!totals.deleted.is_empty());
     assert!(totals.stale_tried > 0, "no old receipt was tried");
+    assert!(totals.leases_checked > 0, "no delivery followed a lease");
     eprintln!(
-        "{} seeds: {} puts, {} acknowledged, {} deletes acknowledged, {} old receipts refused",
+        "{} seeds: {} puts, {} acknowledged, {} deletes acknowledged, {} old receipts refused, {} redeliveries after a lease",
         seeds(),
         totals.attempted.len(),
         totals.acked.len(),
         totals.deleted.len(),
-        totals.stale_tried
+        totals.stale_tried,
+        totals.leases_checked
     );
 }
 

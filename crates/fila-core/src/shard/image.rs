@@ -143,6 +143,11 @@ impl Shard {
             dead_letter: extra.and_then(|e| e.dead_letter.clone()),
             group: extra.and_then(|e| e.group.as_ref().map(|g| g.key.clone())),
             priority: r.level(),
+            lease_until_ms: if word.state == MessageState::InFlight {
+                r.visible_at
+            } else {
+                0
+            },
         }
     }
 

@@ -94,6 +94,13 @@ impl Shard {
                 let visible_at = now + change.timeout_ms;
                 if change.timeout_ms == 0 {
                     let slot = self.end_lease(q, &change.receipt, LeaseEnd::Release)?;
+                    emit!(
+                        self,
+                        Event::LeaseSet {
+                            at: self.spot(slot),
+                            until: now,
+                        }
+                    );
                     self.records[slot as usize].visible_at = visible_at;
                     if self.records[slot as usize].expires_at <= now {
                         // Its lease outlived its life: it expires as it is released.
@@ -110,6 +117,13 @@ impl Shard {
                         .map_err(|_| Error::ReceiptStale)?;
                     self.records[slot as usize].visible_at = visible_at;
                     self.set_timer(slot, visible_at);
+                    emit!(
+                        self,
+                        Event::LeaseSet {
+                            at: self.spot(slot),
+                            until: visible_at,
+                        }
+                    );
                 }
                 Ok(visible_at)
             })
@@ -148,6 +162,13 @@ impl Shard {
             let Ok(slot) = self.end_lease(q, receipt, LeaseEnd::Release) else {
                 continue;
             };
+            emit!(
+                self,
+                Event::LeaseSet {
+                    at: self.spot(slot),
+                    until: now,
+                }
+            );
             let r = &mut self.records[slot as usize];
             let count = r.word.load().delivery_count;
             r.word.set_delivery_count(count.saturating_sub(1));

@@ -146,6 +146,7 @@ impl Shard {
             Event::Delivered {
                 at: self.spot(slot),
                 count: word.delivery_count,
+                until: now + visibility_ms,
             }
         );
         let state = if quick_look {

@@ -139,8 +139,8 @@ pub fn encode_part(part: &ImagePart, out: &mut Vec<u8>) {
         }
         ImagePart::Message { queue, message: m } => {
             message(out, &image_parts(*queue, m));
-            if needs_more(m.group.as_deref(), m.priority) {
-                message_more(out, None, m.group.as_deref(), m.priority);
+            if needs_more(m.group.as_deref(), m.priority, m.lease_until_ms) {
+                message_more(out, None, m.group.as_deref(), m.priority, m.lease_until_ms);
                 frame::MESSAGE_2
             } else {
                 frame::MESSAGE
@@ -256,13 +256,14 @@ pub fn read_snapshot(body: &mut dyn std::io::Read, replay: &mut Replay) -> Resul
                     kind @ (frame::MESSAGE | frame::MESSAGE_2) => {
                         let (queue, mut message) = r.message()?;
                         if kind == frame::MESSAGE_2 {
-                            let (dedup, group, priority) = r.more()?;
+                            let (dedup, group, priority, lease) = r.more()?;
                             if dedup.is_some() {
                                 return Err(bad(
                                     "a snapshot's message carries no deduplication key",
                                 ));
                             }
                             (message.group, message.priority) = (group, priority);
+                            message.lease_until_ms = lease;
                         }
                         replay.apply_part(ImagePart::Message { queue, message });
                     }
