@@ -408,9 +408,17 @@ async fn life(seed: u64) -> History {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    // A blank entry after everything: entries of operations whose clients
+    // gave up may still have been on their way; once every replica has
+    // applied the blank, they have applied those too.
     let leader = c.replica(c.leader).unwrap();
-    let applied = leader.raft().metrics().borrow_watched().last_applied;
-    let index = applied.map_or(0, |l| l.index);
+    let index = leader
+        .raft()
+        .write_blank()
+        .await
+        .unwrap_or_else(|e| panic!("seed {seed}: the last blank entry: {e}"))
+        .log_id
+        .index;
     let mut images = Vec::new();
     for id in NODES {
         let r = c.replica(id).unwrap();
