@@ -16,7 +16,11 @@
 //! * state machine snapshot: `FILASMS\0`, `u8` version 1, the optional last
 //!   applied log id, the optional log id of the last membership and the
 //!   membership, then the partition's engine image in fila-store's snapshot
-//!   format.
+//!   format;
+//! * the peer protocol's requests and answers ([`PeerRequest`],
+//!   [`PeerAnswer`]): a kind byte, then a vote (term, node, committed),
+//!   log ids, entries (`u32` count, each a `u32` length and an entry's
+//!   body), and for a snapshot its metadata and the image to the end.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -218,10 +222,7 @@ pub fn decode_entry(body: &[u8]) -> Result<Entry, CodecError> {
 pub fn encode_vote(vote: &Vote) -> Vec<u8> {
     let mut out = VOTE_MAGIC.to_vec();
     out.push(VERSION);
-    let leader = vote.leader_id();
-    out.extend_from_slice(&leader.term.to_be_bytes());
-    out.extend_from_slice(&leader.node_id.to_be_bytes());
-    out.push(u8::from(vote.is_committed()));
+    put_vote(&mut out, vote);
     out
 }
 
@@ -231,19 +232,9 @@ pub fn decode_vote(data: &[u8]) -> Result<Vote, CodecError> {
     if r.take(8)? != VOTE_MAGIC || r.u8()? != VERSION {
         return Err(bad("not a fila vote file"));
     }
-    let term = r.u64()?;
-    let node = r.u64()?;
-    let committed = match r.u8()? {
-        0 => false,
-        1 => true,
-        _ => return Err(bad("bad committed flag")),
-    };
+    let v = vote(&mut r)?;
     r.end()?;
-    Ok(if committed {
-        Vote::new_committed(term, node)
-    } else {
-        Vote::new(term, node)
-    })
+    Ok(v)
 }
 
 /// The log start's bytes: the last purged log id.
@@ -283,4 +274,210 @@ pub fn decode_sm_head(data: &[u8]) -> Result<(Option<LogId>, StoredMembership, &
     let at = opt_log_id(&mut r)?;
     let m = membership(&mut r)?;
     Ok((applied, StoredMembership::new(at, m), r.rest()))
+}
+
+// ----- the peer protocol's messages ------------------------------------------
+
+fn put_vote(out: &mut Vec<u8>, vote: &Vote) {
+    let leader = vote.leader_id();
+    out.extend_from_slice(&leader.term.to_be_bytes());
+    out.extend_from_slice(&leader.node_id.to_be_bytes());
+    out.push(u8::from(vote.is_committed()));
+}
+
+fn vote(r: &mut Reader<'_>) -> Result<Vote, CodecError> {
+    let term = r.u64()?;
+    let node = r.u64()?;
+    Ok(match r.u8()? {
+        0 => Vote::new(term, node),
+        1 => Vote::new_committed(term, node),
+        _ => return Err(bad("bad committed flag")),
+    })
+}
+
+fn put_entries(out: &mut Vec<u8>, entries: &[Entry]) {
+    put_u32(out, entries.len());
+    let mut body = Vec::new();
+    for e in entries {
+        body.clear();
+        encode_entry(e, &mut body);
+        put_u32(out, body.len());
+        out.extend_from_slice(&body);
+    }
+}
+
+fn entries(r: &mut Reader<'_>) -> Result<Vec<Entry>, CodecError> {
+    // An entry takes at least 30 bytes with its length.
+    let n = count(r, 30)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let len = count(r, 1)?;
+        out.push(decode_entry(r.take(len)?)?);
+    }
+    Ok(out)
+}
+
+/// A request of the peer protocol: an append, a vote, a whole snapshot.
+#[derive(Debug)]
+pub enum PeerRequest {
+    /// `AppendEntries`.
+    Append(openraft::raft::AppendEntriesRequest<crate::TypeConfig>),
+    /// `RequestVote`.
+    Vote(openraft::raft::VoteRequest<crate::TypeConfig>),
+    /// A whole snapshot: the leader's vote, its metadata, the image.
+    Snapshot(Vote, crate::SnapshotMeta, Vec<u8>),
+}
+
+/// An answer of the peer protocol.
+#[derive(Debug)]
+pub enum PeerAnswer {
+    /// To an append.
+    Append(openraft::raft::AppendEntriesResponse<crate::TypeConfig>),
+    /// To a vote.
+    Vote(openraft::raft::VoteResponse<crate::TypeConfig>),
+    /// To a snapshot: the receiver's vote.
+    Snapshot(Vote),
+    /// The request was not handled (why).
+    Refused(String),
+}
+
+const REQ_APPEND: u8 = 1;
+const REQ_VOTE: u8 = 2;
+const REQ_SNAPSHOT: u8 = 3;
+const ANS_APPEND: u8 = 0x81;
+const ANS_VOTE: u8 = 0x82;
+const ANS_SNAPSHOT: u8 = 0x83;
+const ANS_REFUSED: u8 = 0xff;
+
+/// A request's bytes: its kind, then its body.
+pub fn encode_request(req: &PeerRequest, out: &mut Vec<u8>) {
+    match req {
+        PeerRequest::Append(a) => {
+            out.push(REQ_APPEND);
+            put_vote(out, &a.vote);
+            put_opt_log_id(out, a.prev_log_id.as_ref());
+            put_opt_log_id(out, a.leader_commit.as_ref());
+            put_entries(out, &a.entries);
+        }
+        PeerRequest::Vote(v) => {
+            out.push(REQ_VOTE);
+            put_vote(out, &v.vote);
+            put_opt_log_id(out, v.last_log_id.as_ref());
+        }
+        PeerRequest::Snapshot(v, meta, data) => {
+            out.push(REQ_SNAPSHOT);
+            put_vote(out, v);
+            put_opt_log_id(out, meta.last_log_id.as_ref());
+            put_opt_log_id(out, meta.last_membership.log_id().as_ref());
+            put_membership(out, meta.last_membership.membership());
+            out.extend_from_slice(data);
+        }
+    }
+}
+
+/// The request `data` holds.
+pub fn decode_request(data: &[u8]) -> Result<PeerRequest, CodecError> {
+    let mut r = Reader { data };
+    let req = match r.u8()? {
+        REQ_APPEND => {
+            let v = vote(&mut r)?;
+            let prev_log_id = opt_log_id(&mut r)?;
+            let leader_commit = opt_log_id(&mut r)?;
+            let entries = entries(&mut r)?;
+            PeerRequest::Append(openraft::raft::AppendEntriesRequest {
+                vote: v,
+                prev_log_id,
+                entries,
+                leader_commit,
+            })
+        }
+        REQ_VOTE => {
+            let v = vote(&mut r)?;
+            let last = opt_log_id(&mut r)?;
+            PeerRequest::Vote(openraft::raft::VoteRequest::new(v, last))
+        }
+        REQ_SNAPSHOT => {
+            let v = vote(&mut r)?;
+            let last_log_id = opt_log_id(&mut r)?;
+            let at = opt_log_id(&mut r)?;
+            let m = membership(&mut r)?;
+            let meta = crate::SnapshotMeta {
+                last_log_id,
+                last_membership: StoredMembership::new(at, m),
+            };
+            return Ok(PeerRequest::Snapshot(v, meta, r.rest().to_vec()));
+        }
+        _ => return Err(bad("unknown peer request")),
+    };
+    r.end()?;
+    Ok(req)
+}
+
+/// An answer's bytes: its kind, then its body.
+pub fn encode_answer(answer: &PeerAnswer, out: &mut Vec<u8>) {
+    use openraft::raft::AppendEntriesResponse as A;
+    match answer {
+        PeerAnswer::Append(a) => {
+            out.push(ANS_APPEND);
+            match a {
+                A::Success => out.push(0),
+                A::PartialSuccess(id) => {
+                    out.push(1);
+                    put_opt_log_id(out, id.as_ref());
+                }
+                A::Conflict => out.push(2),
+                A::HigherVote(v) => {
+                    out.push(3);
+                    put_vote(out, v);
+                }
+            }
+        }
+        PeerAnswer::Vote(v) => {
+            out.push(ANS_VOTE);
+            put_vote(out, &v.vote);
+            out.push(u8::from(v.vote_granted));
+            put_opt_log_id(out, v.last_log_id.as_ref());
+        }
+        PeerAnswer::Snapshot(v) => {
+            out.push(ANS_SNAPSHOT);
+            put_vote(out, v);
+        }
+        PeerAnswer::Refused(why) => {
+            out.push(ANS_REFUSED);
+            out.extend_from_slice(why.as_bytes());
+        }
+    }
+}
+
+/// The answer `data` holds.
+pub fn decode_answer(data: &[u8]) -> Result<PeerAnswer, CodecError> {
+    use openraft::raft::AppendEntriesResponse as A;
+    let mut r = Reader { data };
+    let answer = match r.u8()? {
+        ANS_APPEND => PeerAnswer::Append(match r.u8()? {
+            0 => A::Success,
+            1 => A::PartialSuccess(opt_log_id(&mut r)?),
+            2 => A::Conflict,
+            3 => A::HigherVote(vote(&mut r)?),
+            _ => return Err(bad("unknown append answer")),
+        }),
+        ANS_VOTE => {
+            let v = vote(&mut r)?;
+            let granted = match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(bad("bad granted flag")),
+            };
+            let last = opt_log_id(&mut r)?;
+            PeerAnswer::Vote(openraft::raft::VoteResponse::new(v, last, granted))
+        }
+        ANS_SNAPSHOT => PeerAnswer::Snapshot(vote(&mut r)?),
+        ANS_REFUSED => {
+            let why = String::from_utf8_lossy(r.rest()).into_owned();
+            return Ok(PeerAnswer::Refused(why));
+        }
+        _ => return Err(bad("unknown peer answer")),
+    };
+    r.end()?;
+    Ok(answer)
 }

@@ -20,6 +20,7 @@
 
 pub mod codec;
 mod log_store;
+pub mod peer;
 mod replica;
 mod state;
 

@@ -401,24 +401,22 @@ async fn life(seed: u64) -> History {
     for id in down.drain(..) {
         c.start(id).await;
     }
-    let end = loop {
+    // The end state, then a blank entry after everything: entries of
+    // operations whose clients gave up may still have been on their way;
+    // once every replica has applied the blank, they have applied those
+    // too. (Leadership may move in between: then again.)
+    let mut last = None;
+    for _ in 0..600 {
         if let Some(e) = c.run(contents).await {
-            // A write, so the leader's term has an entry everyone applies.
-            break e;
+            let leader = c.replica(c.leader).unwrap();
+            if let Ok(blank) = leader.raft().write_blank().await {
+                last = Some((e, blank.log_id.index));
+                break;
+            }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    // A blank entry after everything: entries of operations whose clients
-    // gave up may still have been on their way; once every replica has
-    // applied the blank, they have applied those too.
-    let leader = c.replica(c.leader).unwrap();
-    let index = leader
-        .raft()
-        .write_blank()
-        .await
-        .unwrap_or_else(|e| panic!("seed {seed}: the last blank entry: {e}"))
-        .log_id
-        .index;
+    }
+    let (end, index) = last.unwrap_or_else(|| panic!("seed {seed}: no leader at the end"));
     let mut images = Vec::new();
     for id in NODES {
         let r = c.replica(id).unwrap();
@@ -431,22 +429,27 @@ async fn life(seed: u64) -> History {
     }
     for (i, w) in images.windows(2).enumerate() {
         if w[0] != w[1] {
-            let diff: Vec<String> = w[0].queues.iter().zip(&w[1].queues).flat_map(|(a, b)| {
-                let mut d = Vec::new();
-                if (a.id, &a.name, a.next_seq) != (b.id, &b.name, b.next_seq) {
-                    d.push(format!("queue {} / {}", a.name, b.name));
-                }
-                if a.dedup != b.dedup {
-                    d.push(format!("dedup of {}", a.name));
-                }
-                for m in a.messages.iter().filter(|m| !b.messages.contains(m)) {
-                    d.push(format!("node {}: {m:?}", NODES[i]));
-                }
-                for m in b.messages.iter().filter(|m| !a.messages.contains(m)) {
-                    d.push(format!("node {}: {m:?}", NODES[i + 1]));
-                }
-                d
-            }).collect();
+            let diff: Vec<String> = w[0]
+                .queues
+                .iter()
+                .zip(&w[1].queues)
+                .flat_map(|(a, b)| {
+                    let mut d = Vec::new();
+                    if (a.id, &a.name, a.next_seq) != (b.id, &b.name, b.next_seq) {
+                        d.push(format!("queue {} / {}", a.name, b.name));
+                    }
+                    if a.dedup != b.dedup {
+                        d.push(format!("dedup of {}", a.name));
+                    }
+                    for m in a.messages.iter().filter(|m| !b.messages.contains(m)) {
+                        d.push(format!("node {}: {m:?}", NODES[i]));
+                    }
+                    for m in b.messages.iter().filter(|m| !a.messages.contains(m)) {
+                        d.push(format!("node {}: {m:?}", NODES[i + 1]));
+                    }
+                    d
+                })
+                .collect();
             panic!("seed {seed}: the replicas differ: {diff:#?}");
         }
     }

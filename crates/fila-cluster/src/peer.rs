@@ -1,0 +1,310 @@
+//! The peer network: Raft's messages between nodes over TCP.
+//!
+//! A connection begins with a handshake that proves the caller holds the
+//! cluster's secret: the listener sends `FILAPEER` and a 32-byte random
+//! nonce; the caller answers `FILAPEER`, its node id and
+//! HMAC-SHA256(secret, `fila peer` ‖ nonce ‖ node id); the listener checks
+//! it in constant time and answers one byte (1) or closes the connection.
+//! Then frames go both ways, one request and its answer at a time: a `u32`
+//! length (of what follows, at most [`FRAME_MAX`]), the `u64` group (the
+//! partition), and a request or an answer ([`crate::codec::PeerRequest`],
+//! [`crate::codec::PeerAnswer`]).
+//!
+//! Limits: [`CONNECTIONS_MAX`] connections served at once (more wait to
+//! be accepted), a handshake within [`HANDSHAKE_TIMEOUT`], a connection
+//! idle for [`IDLE_TIMEOUT`] closed, a frame past [`FRAME_MAX`] refused
+//! before it is read. A caller reconnects after any error; a request
+//! that does not get its answer within the time openraft gives it fails
+//! (openraft retries it).
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fila_wal::Storage;
+use hmac::{Hmac, Mac};
+use openraft::errors::{RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{RPCOption, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::{OptionalSend, Raft, RaftNetworkV2};
+use sha2::Sha256;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::codec::{self, PeerAnswer, PeerRequest};
+use crate::{Member, NodeId, StateMachine, TypeConfig, Vote};
+
+/// The largest frame: a snapshot travels whole in one.
+pub const FRAME_MAX: usize = 1 << 30;
+/// Connections a node serves at once.
+pub const CONNECTIONS_MAX: usize = 64;
+/// The handshake's time.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// A connection with no request for this long is closed.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+const MAGIC: &[u8; 8] = b"FILAPEER";
+
+fn mac(secret: &[u8], nonce: &[u8; 32], node: NodeId) -> [u8; 32] {
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("any key length");
+    m.update(b"fila peer");
+    m.update(nonce);
+    m.update(&node.to_be_bytes());
+    m.finalize().into_bytes().into()
+}
+
+fn invalid(why: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, why.to_string())
+}
+
+async fn write_frame(stream: &mut TcpStream, group: u64, payload: &[u8]) -> io::Result<()> {
+    let len = u32::try_from(8 + payload.len())
+        .ok()
+        .filter(|&l| l as usize <= FRAME_MAX)
+        .ok_or_else(|| invalid("a frame past the limit"))?;
+    let mut head = [0u8; 12];
+    head[..4].copy_from_slice(&len.to_be_bytes());
+    head[4..].copy_from_slice(&group.to_be_bytes());
+    stream.write_all(&head).await?;
+    stream.write_all(payload).await?;
+    stream.flush().await
+}
+
+async fn read_frame(stream: &mut TcpStream) -> io::Result<(u64, Vec<u8>)> {
+    let len = stream.read_u32().await? as usize;
+    if !(8..=FRAME_MAX).contains(&len) {
+        return Err(invalid(format!("a frame of {len} bytes")));
+    }
+    let group = stream.read_u64().await?;
+    let mut payload = vec![0u8; len - 8];
+    stream.read_exact(&mut payload).await?;
+    Ok((group, payload))
+}
+
+/// Serves the peer protocol on `listener` until the task is dropped:
+/// `group` finds the Raft node of a partition.
+pub async fn serve<S, G>(listener: TcpListener, secret: Arc<[u8]>, group: G)
+where
+    S: Storage + 'static,
+    G: Fn(u64) -> Option<Raft<TypeConfig, StateMachine<S>>> + Send + Sync + 'static,
+{
+    let group = Arc::new(group);
+    let slots = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
+    loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let (secret, group) = (secret.clone(), group.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            if let Err(e) = connection(stream, &secret, &*group).await {
+                tracing::debug!("peer connection closed: {e}");
+            }
+        });
+    }
+}
+
+async fn connection<S, G>(mut stream: TcpStream, secret: &[u8], group: &G) -> io::Result<()>
+where
+    S: Storage + 'static,
+    G: Fn(u64) -> Option<Raft<TypeConfig, StateMachine<S>>>,
+{
+    stream.set_nodelay(true)?;
+    let mut nonce = [0u8; 32];
+    getrandom::fill(&mut nonce).map_err(|e| io::Error::other(e.to_string()))?;
+    let handshake = async {
+        let mut hello = MAGIC.to_vec();
+        hello.extend_from_slice(&nonce);
+        stream.write_all(&hello).await?;
+        let mut answer = [0u8; 8 + 8 + 32];
+        stream.read_exact(&mut answer).await?;
+        let node = u64::from_be_bytes(answer[8..16].try_into().expect("8 bytes"));
+        let want = mac(secret, &nonce, node);
+        let diff = want
+            .iter()
+            .zip(&answer[16..])
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        if &answer[..8] != MAGIC || std::hint::black_box(diff) != 0 {
+            return Err(invalid("a peer without the cluster's secret"));
+        }
+        stream.write_all(&[1]).await
+    };
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake)
+        .await
+        .map_err(|_| invalid("the handshake took too long"))??;
+    let mut out = Vec::new();
+    loop {
+        let (g, payload) = tokio::time::timeout(IDLE_TIMEOUT, read_frame(&mut stream))
+            .await
+            .map_err(|_| invalid("idle"))??;
+        let answer = match (group(g), codec::decode_request(&payload)) {
+            (None, _) => PeerAnswer::Refused(format!("no partition {g} here")),
+            (_, Err(e)) => PeerAnswer::Refused(format!("a request that does not parse: {e}")),
+            (Some(raft), Ok(req)) => handle(&raft, req).await,
+        };
+        out.clear();
+        codec::encode_answer(&answer, &mut out);
+        write_frame(&mut stream, g, &out).await?;
+    }
+}
+
+async fn handle<S: Storage + 'static>(
+    raft: &Raft<TypeConfig, StateMachine<S>>,
+    req: PeerRequest,
+) -> PeerAnswer {
+    match req {
+        PeerRequest::Append(a) => match raft.append_entries(a).await {
+            Ok(r) => PeerAnswer::Append(r),
+            Err(e) => PeerAnswer::Refused(e.to_string()),
+        },
+        PeerRequest::Vote(v) => match raft.vote(v).await {
+            Ok(r) => PeerAnswer::Vote(r),
+            Err(e) => PeerAnswer::Refused(e.to_string()),
+        },
+        PeerRequest::Snapshot(vote, meta, data) => {
+            let snapshot = openraft::storage::Snapshot {
+                meta,
+                snapshot: std::io::Cursor::new(data),
+            };
+            match raft.install_full_snapshot(vote, snapshot).await {
+                Ok(r) => PeerAnswer::Snapshot(r.vote),
+                Err(e) => PeerAnswer::Refused(e.to_string()),
+            }
+        }
+    }
+}
+
+/// Makes the connections of node `id` to its peers in one group.
+#[derive(Clone)]
+pub struct PeerNetwork {
+    id: NodeId,
+    group: u64,
+    secret: Arc<[u8]>,
+}
+
+impl PeerNetwork {
+    /// Node `id`'s side of group `group`, proving `secret`.
+    pub fn new(id: NodeId, group: u64, secret: Arc<[u8]>) -> PeerNetwork {
+        PeerNetwork { id, group, secret }
+    }
+}
+
+/// One node's connection to a peer.
+pub struct PeerConn {
+    net: PeerNetwork,
+    addr: String,
+    stream: Option<TcpStream>,
+    out: Vec<u8>,
+}
+
+impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
+    type Network = PeerConn;
+
+    async fn new_client(&mut self, _target: NodeId, node: &Member) -> PeerConn {
+        PeerConn {
+            net: self.clone(),
+            addr: node.addr.clone(),
+            stream: None,
+            out: Vec::new(),
+        }
+    }
+}
+
+impl PeerConn {
+    async fn connect(&self) -> io::Result<TcpStream> {
+        let mut stream = TcpStream::connect(&self.addr).await?;
+        stream.set_nodelay(true)?;
+        let mut hello = [0u8; 8 + 32];
+        stream.read_exact(&mut hello).await?;
+        if &hello[..8] != MAGIC {
+            return Err(invalid("not a fila peer"));
+        }
+        let nonce: [u8; 32] = hello[8..].try_into().expect("32 bytes");
+        let mut answer = MAGIC.to_vec();
+        answer.extend_from_slice(&self.net.id.to_be_bytes());
+        answer.extend_from_slice(&mac(&self.net.secret, &nonce, self.net.id));
+        stream.write_all(&answer).await?;
+        if stream.read_u8().await? != 1 {
+            return Err(invalid("the peer refused the handshake"));
+        }
+        Ok(stream)
+    }
+
+    async fn call(&mut self, req: &PeerRequest, timeout: Duration) -> io::Result<PeerAnswer> {
+        self.out.clear();
+        codec::encode_request(req, &mut self.out);
+        let exchange = async {
+            if self.stream.is_none() {
+                self.stream = Some(self.connect().await?);
+            }
+            let stream = self.stream.as_mut().expect("connected");
+            write_frame(stream, self.net.group, &self.out).await?;
+            let (_, payload) = read_frame(stream).await?;
+            codec::decode_answer(&payload).map_err(invalid)
+        };
+        let answer = match tokio::time::timeout(timeout, exchange).await {
+            Ok(Ok(answer)) => return Ok(answer),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "no answer in time")),
+        };
+        // Whatever is half sent or half read, the next call starts afresh.
+        self.stream = None;
+        answer
+    }
+}
+
+fn unreachable(e: impl std::error::Error + 'static) -> RPCError<TypeConfig> {
+    RPCError::Unreachable(Unreachable::new(&e))
+}
+
+impl RaftNetworkV2<TypeConfig> for PeerConn {
+    type SnapshotData = std::io::Cursor<Vec<u8>>;
+
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
+        match self
+            .call(&PeerRequest::Append(rpc), option.soft_ttl())
+            .await
+        {
+            Ok(PeerAnswer::Append(a)) => Ok(a),
+            Ok(other) => Err(unreachable(invalid(format!("{other:?}")))),
+            Err(e) => Err(unreachable(e)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        match self.call(&PeerRequest::Vote(rpc), option.soft_ttl()).await {
+            Ok(PeerAnswer::Vote(v)) => Ok(v),
+            Ok(other) => Err(unreachable(invalid(format!("{other:?}")))),
+            Err(e) => Err(unreachable(e)),
+        }
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: openraft::alias::SnapshotOf<TypeConfig, std::io::Cursor<Vec<u8>>>,
+        _cancel: impl std::future::Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        let req = PeerRequest::Snapshot(vote, snapshot.meta, snapshot.snapshot.into_inner());
+        let lost = |e: io::Error| StreamingError::Unreachable(Unreachable::new(&e));
+        match self.call(&req, option.soft_ttl()).await {
+            Ok(PeerAnswer::Snapshot(v)) => Ok(SnapshotResponse::new(v)),
+            Ok(other) => Err(lost(invalid(format!("{other:?}")))),
+            Err(e) => Err(lost(e)),
+        }
+    }
+}

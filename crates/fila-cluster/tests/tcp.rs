@@ -1,0 +1,285 @@
+//! Three replicas of a partition on one machine, their peers reached over
+//! real TCP on loopback (the peer protocol with its handshake), their logs
+//! and state machines on the file system: the leader is stopped and
+//! another takes over, nothing acknowledged is lost, the stopped node
+//! comes back and catches up; a caller without the cluster's secret, and a
+//! frame past the limit, are refused.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fila_cluster::peer::{serve, PeerNetwork, FRAME_MAX};
+use fila_cluster::{LogStore, Member, NodeId, Replica, StateMachine};
+use fila_core::{NewMessage, QueueSettings, SystemClock};
+use fila_wal::{FsStorage, LogOptions};
+use openraft::async_runtime::watch::WatchReceiver;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+const QUEUE: &str = "orders";
+
+struct Node {
+    replica: Arc<Replica<FsStorage>>,
+    server: JoinHandle<()>,
+}
+
+struct Dir(std::path::PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn config() -> Arc<openraft::Config> {
+    Arc::new(
+        openraft::Config {
+            heartbeat_interval: 50,
+            election_timeout_min: 300,
+            election_timeout_max: 600,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap(),
+    )
+}
+
+async fn start(
+    dir: &std::path::Path,
+    id: NodeId,
+    listener: TcpListener,
+    secret: &Arc<[u8]>,
+) -> Node {
+    let log = LogStore::open(
+        FsStorage::new(dir.join(format!("node-{id}/log"))).unwrap(),
+        LogOptions::default(),
+    )
+    .unwrap();
+    let sm =
+        StateMachine::open(FsStorage::new(dir.join(format!("node-{id}/state"))).unwrap()).unwrap();
+    let replica = Replica::start(
+        id,
+        config(),
+        PeerNetwork::new(id, 0, secret.clone()),
+        log,
+        sm,
+        Arc::new(SystemClock),
+        [7, 11],
+    )
+    .await
+    .unwrap();
+    let raft = replica.raft().clone();
+    let server = tokio::spawn(serve(listener, secret.clone(), move |g| {
+        (g == 0).then(|| raft.clone())
+    }));
+    Node {
+        replica: Arc::new(replica),
+        server,
+    }
+}
+
+/// Runs a put on whichever node leads, for at most `within`; answers the
+/// node and how long it took.
+async fn put(nodes: &BTreeMap<NodeId, Node>, body: &str, within: Duration) -> (NodeId, Duration) {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        for (id, n) in nodes {
+            let r = n
+                .replica
+                .execute(|e| e.put(QUEUE, vec![NewMessage::new(body.to_owned())]))
+                .await;
+            if let Ok(Ok(entries)) = r {
+                assert!(entries[0].is_ok());
+                return (*id, start.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no node took {body} within {within:?}");
+}
+
+fn bodies(image: &fila_core::event::EngineImage) -> Vec<String> {
+    let mut out: Vec<String> = image
+        .queues
+        .iter()
+        .flat_map(|q| &q.messages)
+        .map(|m| String::from_utf8_lossy(&m.payload).into_owned())
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_over_tcp_survives_its_leader_stopping() {
+    let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-tcp-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    let secret: Arc<[u8]> = Arc::from(&b"the cluster's secret"[..]);
+    let mut listeners = BTreeMap::new();
+    let mut members = BTreeMap::new();
+    for id in 1..=3u64 {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        members.insert(
+            id,
+            Member {
+                addr: l.local_addr().unwrap().to_string(),
+            },
+        );
+        listeners.insert(id, l);
+    }
+    let mut nodes = BTreeMap::new();
+    for (id, l) in listeners {
+        nodes.insert(id, start(&dir.0, id, l, &secret).await);
+    }
+    nodes[&1]
+        .replica
+        .raft()
+        .initialize(members.clone())
+        .await
+        .unwrap();
+    let start_at = Instant::now();
+    let created = loop {
+        assert!(start_at.elapsed() < Duration::from_secs(30), "no leader");
+        let mut done = None;
+        for (id, n) in &nodes {
+            if let Ok(r) = n
+                .replica
+                .execute(|e| e.create_queue(QUEUE, QueueSettings::default()))
+                .await
+            {
+                r.unwrap();
+                done = Some(*id);
+            }
+        }
+        if let Some(id) = done {
+            break id;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut acked = Vec::new();
+    for i in 0..50 {
+        let body = format!("before-{i}");
+        put(&nodes, &body, Duration::from_secs(10)).await;
+        acked.push(body);
+    }
+    // The leader stops: its peers stop hearing from it.
+    let leader = nodes[&created]
+        .replica
+        .raft()
+        .current_leader()
+        .await
+        .unwrap();
+    let old = nodes.remove(&leader).unwrap();
+    old.server.abort();
+    old.replica.shutdown().await.unwrap();
+    drop(old);
+    let (new_leader, failover) = put(&nodes, "after-0", Duration::from_secs(30)).await;
+    assert_ne!(new_leader, leader);
+    eprintln!("failover: the first put after the leader stopped took {failover:?}");
+    acked.push("after-0".to_owned());
+    for i in 1..50 {
+        let body = format!("after-{i}");
+        put(&nodes, &body, Duration::from_secs(10)).await;
+        acked.push(body);
+    }
+    // It comes back on its address and catches up.
+    let listener = TcpListener::bind(&members[&leader].addr).await.unwrap();
+    nodes.insert(leader, start(&dir.0, leader, listener, &secret).await);
+    let last = put(&nodes, "last", Duration::from_secs(10)).await.0;
+    acked.push("last".to_owned());
+    let index = nodes[&last]
+        .replica
+        .raft()
+        .metrics()
+        .borrow_watched()
+        .last_applied
+        .unwrap()
+        .index;
+    let mut images = Vec::new();
+    for (id, n) in &nodes {
+        n.replica
+            .raft()
+            .wait(Some(Duration::from_secs(30)))
+            .applied_index_at_least(Some(index), "catch up")
+            .await
+            .unwrap_or_else(|e| panic!("node {id}: {e}"));
+        images.push(bodies(&n.replica.state().image().unwrap()));
+    }
+    acked.sort();
+    for (i, got) in images.iter().enumerate() {
+        assert_eq!(got, &acked, "replica {}", i + 1);
+    }
+    // The leader's engine says the same.
+    let peeked = nodes[&last]
+        .replica
+        .execute(|e| e.stats(QUEUE).unwrap().visible as usize)
+        .await
+        .unwrap();
+    assert_eq!(peeked, acked.len());
+    for n in nodes.values() {
+        n.server.abort();
+        n.replica.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_caller_without_the_secret_or_with_a_huge_frame_is_refused() {
+    use openraft::network::{RPCOption, RaftNetworkFactory};
+    use openraft::RaftNetworkV2;
+    let dir =
+        Dir(std::env::temp_dir().join(format!("fila-cluster-tcp-refuse-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    let secret: Arc<[u8]> = Arc::from(&b"right"[..]);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let node = start(&dir.0, 1, listener, &secret).await;
+    let member = Member { addr: addr.clone() };
+    let vote = openraft::raft::VoteRequest::new(fila_cluster::Vote::new(9, 2), None);
+    // The wrong secret: no answer, and the node's vote is untouched.
+    let mut wrong = PeerNetwork::new(2, 0, Arc::from(&b"wrong"[..]));
+    let mut conn = wrong.new_client(1, &member).await;
+    let got = conn
+        .vote(vote.clone(), RPCOption::new(Duration::from_secs(2)))
+        .await;
+    assert!(got.is_err(), "{got:?}");
+    assert_eq!(
+        node.replica.raft().metrics().borrow_watched().current_term,
+        0
+    );
+    // The right one: answered.
+    let mut right = PeerNetwork::new(2, 0, secret.clone());
+    let mut conn = right.new_client(1, &member).await;
+    let got = conn
+        .vote(vote, RPCOption::new(Duration::from_secs(2)))
+        .await
+        .unwrap();
+    assert_eq!(got.vote.leader_id().term, 9);
+    // A frame past the limit, after a good handshake: the connection is
+    // closed before anything of it is read.
+    let mut raw = TcpStream::connect(&addr).await.unwrap();
+    let mut hello = [0u8; 40];
+    raw.read_exact(&mut hello).await.unwrap();
+    let nonce: [u8; 32] = hello[8..].try_into().unwrap();
+    let mut m = <hmac::Hmac<sha2::Sha256> as hmac::Mac>::new_from_slice(&secret).unwrap();
+    hmac::Mac::update(&mut m, b"fila peer");
+    hmac::Mac::update(&mut m, &nonce);
+    hmac::Mac::update(&mut m, &3u64.to_be_bytes());
+    let mut answer = b"FILAPEER".to_vec();
+    answer.extend_from_slice(&3u64.to_be_bytes());
+    answer.extend_from_slice(&hmac::Mac::finalize(m).into_bytes());
+    raw.write_all(&answer).await.unwrap();
+    assert_eq!(raw.read_u8().await.unwrap(), 1);
+    raw.write_all(&((FRAME_MAX as u32) + 1).to_be_bytes())
+        .await
+        .unwrap();
+    raw.write_all(&0u64.to_be_bytes()).await.unwrap();
+    let mut rest = Vec::new();
+    let n = tokio::time::timeout(Duration::from_secs(5), raw.read_to_end(&mut rest))
+        .await
+        .expect("the node closes the connection")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "nothing is answered to a frame past the limit");
+    node.server.abort();
+    node.replica.shutdown().await.unwrap();
+}
