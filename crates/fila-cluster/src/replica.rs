@@ -18,20 +18,20 @@
 //! executed may or may not commit, and the next leadership rebuilds from
 //! what did.
 //!
-//! Each rebuilt engine signs receipts with a key of its own (the
-//! partition's secret mixed with the index of the blank entry it was
-//! rebuilt at), so a receipt an earlier engine issued is refused.
+//! Receipts name a lease by the message's sequence number, sub-queue and
+//! delivery count, signed with the partition's secret: every leader holds
+//! the same message under the same sequence number and count, so a
+//! committed lease's receipt works on the next leader, and a receipt of
+//! an earlier delivery is refused.
 //!
 //! Leases are committed before a receive is answered (a delivery's record
 //! says when its lease ends, and every change of that time is a record),
 //! so a deposed leader hands out nothing; a new leader keeps each
-//! committed lease's message out of sight until the lease ends, and at
-//! least for the longest election timeout from when it took over.
+//! committed lease in flight until it ends, and at least for the longest
+//! election timeout from when it took over.
 //!
-//! Not yet: a lease's receipt does not work on the new leader (the
-//! message comes back when its lease ends; the receipt is refused), the
-//! DLQ's leases are not kept, and reads that change nothing are answered
-//! from the leader's engine without a read index.
+//! Not yet: reads that change nothing are answered from the leader's
+//! engine without a read index.
 
 use std::sync::{Arc, Mutex};
 
@@ -268,10 +268,9 @@ impl<S: Storage + 'static> Replica<S> {
             .image()
             .map_err(|e| ReplicaError::Rebuild(e.to_string()))?;
         keep_leases(&mut image, self.clock.now_ms() + self.lease_grace_ms);
-        let engine =
-            Engine::with_receipt_key(1, self.clock.clone(), rebuild_key(self.secret, blank.index));
+        let engine = Engine::with_receipt_key(1, self.clock.clone(), partition_key(self.secret));
         engine
-            .restore(image)
+            .restore_leased(image)
             .map_err(|e| ReplicaError::Rebuild(e.to_string()))?;
         let records = Arc::new(Mutex::new(Vec::new()));
         engine.set_journal(0, Some(Box::new(Capture(records.clone()))));
@@ -293,31 +292,26 @@ impl<S: Storage + 'static> Replica<S> {
 }
 
 /// Keeps every committed lease: a message leased by an earlier leader stays
-/// out of sight until its lease ends, and at least until `floor` (now plus
+/// in flight until its lease ends, and at least until `floor` (now plus
 /// the longest election timeout: the clocks of two leaders differ, and a
-/// consumer holding the lease may not have heard of the change), then is
-/// visible again. Leases of the DLQ's messages are not kept (the engine
-/// does not hold a DLQ message back; docs/cluster.md).
+/// consumer holding the lease may not have heard of the change); its
+/// receipt works here.
 fn keep_leases(image: &mut EngineImage, floor: u64) {
     for q in &mut image.queues {
         for m in &mut q.messages {
             if m.lease_until_ms > 0 && !m.deferred {
-                m.visible_at_ms = m.visible_at_ms.max(m.lease_until_ms).max(floor);
+                m.lease_until_ms = m.lease_until_ms.max(floor);
             }
         }
     }
 }
 
-/// The receipt key of the engine rebuilt at the blank entry `index`: the
-/// partition's secret mixed with the index (unique in the group's
-/// history), so a receipt of an earlier engine — whose slots and lease
-/// generations the rebuilt one hands out again — fails its tag.
-fn rebuild_key(secret: [u64; 2], index: u64) -> ReceiptKey {
-    ReceiptKey::fixed(
-        secret[0] ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15),
-        secret[1] ^ index.rotate_left(32),
-        index as u32,
-    )
+/// The receipt key of the partition's engines: the partition's secret,
+/// naming leases by sequence number, sub-queue and delivery count — what
+/// every leader holds alike — so a committed lease's receipt works on the
+/// next leader, and one of an earlier delivery does not.
+fn partition_key(secret: [u64; 2]) -> ReceiptKey {
+    ReceiptKey::fixed(secret[0], secret[1], 1).by_sequence()
 }
 
 fn poisoned() -> ReplicaError {

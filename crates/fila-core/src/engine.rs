@@ -279,7 +279,22 @@ impl Engine {
     /// ids stay what they were; new queues get ids above every restored
     /// one. Leases are not restored: every message is visible, delayed or
     /// deferred. Nothing is refused for the limits.
-    pub fn restore(&self, image: EngineImage) -> Result<(), Error> {
+    pub fn restore(&self, mut image: EngineImage) -> Result<(), Error> {
+        // A restart ends every lease: the messages are visible again.
+        for q in &mut image.queues {
+            for m in &mut q.messages {
+                m.lease_until_ms = 0;
+            }
+        }
+        self.restore_leased(image)
+    }
+
+    /// [`Engine::restore`], keeping leases: a message whose
+    /// `lease_until_ms` is still to come is in flight until then, its
+    /// delivery count as saved, and a receipt naming it by sequence number
+    /// ([`ReceiptKey::by_sequence`]) with that count ends or changes its
+    /// lease here (what a cluster's new leader does).
+    pub fn restore_leased(&self, image: EngineImage) -> Result<(), Error> {
         self.core
             .next_queue_id
             .fetch_max(image.next_queue_id, Ordering::AcqRel);

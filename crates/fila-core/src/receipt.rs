@@ -10,16 +10,29 @@ use crate::error::Error;
 /// SipHash-2-4 tag of its fields under the [`ReceiptKey`] the engine drew at
 /// start, checked (in constant time) before anything else, and the key's
 /// boot epoch, so a receipt of an earlier run is refused.
+///
+/// A receipt names its lease one of two ways, as its key says: by the slot
+/// the message holds and the lease's generation (version 2: a single
+/// node), or by the message's sequence number, sub-queue and delivery
+/// count (version 3: a cluster's partition, whose every leader holds the
+/// same message under the same sequence number and count, so a committed
+/// lease's receipt works on the next leader).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Receipt {
     pub(crate) epoch: u32,
     pub(crate) queue_id: u32,
+    /// By slot: the slot. By sequence: the delivery count, and the DLQ in
+    /// the top bit.
     pub(crate) slot: u32,
+    /// By slot: the lease's generation. By sequence: the sequence number.
     pub(crate) generation: u64,
     pub(crate) tag: u64,
+    pub(crate) by_seq: bool,
 }
 
 const RECEIPT_VERSION: u8 = 2;
+const RECEIPT_VERSION_SEQ: u8 = 3;
+const DLQ_BIT: u32 = 1 << 31;
 /// Length of a receipt in bytes.
 pub const RECEIPT_LEN: usize = 32;
 /// The bytes of a receipt covered by its tag.
@@ -32,11 +45,15 @@ pub struct ReceiptKey {
     /// Keyed once; each tag is a one-shot hash from this state.
     sip: siphasher::sip::SipHasher24,
     epoch: u32,
+    /// Receipts name leases by sequence number (version 3).
+    by_seq: bool,
 }
 
 impl PartialEq for ReceiptKey {
     fn eq(&self, other: &ReceiptKey) -> bool {
-        self.sip.keys() == other.sip.keys() && self.epoch == other.epoch
+        self.sip.keys() == other.sip.keys()
+            && self.epoch == other.epoch
+            && self.by_seq == other.by_seq
     }
 }
 
@@ -47,6 +64,7 @@ impl std::fmt::Debug for ReceiptKey {
         // Never print the secret.
         f.debug_struct("ReceiptKey")
             .field("epoch", &self.epoch)
+            .field("by_seq", &self.by_seq)
             .finish_non_exhaustive()
     }
 }
@@ -84,7 +102,21 @@ impl ReceiptKey {
         ReceiptKey {
             sip: siphasher::sip::SipHasher24::new_with_keys(k0, k1),
             epoch,
+            by_seq: false,
         }
+    }
+
+    /// The same key, naming leases by sequence number (version 3
+    /// receipts): what a cluster's partition uses, so that every leader
+    /// with the key takes the receipts of the leases it holds.
+    pub fn by_sequence(mut self) -> ReceiptKey {
+        self.by_seq = true;
+        self
+    }
+
+    /// Whether receipts name leases by sequence number.
+    pub fn names_by_sequence(&self) -> bool {
+        self.by_seq
     }
 
     /// The boot epoch receipts carry.
@@ -96,14 +128,21 @@ impl ReceiptKey {
         self.sip.hash(body)
     }
 
-    /// A signed receipt for this lease.
-    pub(crate) fn mint(&self, queue_id: u32, slot: u32, generation: u64) -> Receipt {
+    /// A signed receipt for this lease: by slot and generation, or by
+    /// sequence number, sub-queue and delivery count, as the key says.
+    pub(crate) fn mint(&self, queue_id: u32, lease: Lease) -> Receipt {
+        let (slot, generation) = if self.by_seq {
+            (lease.count | if lease.dlq { DLQ_BIT } else { 0 }, lease.seq)
+        } else {
+            (lease.slot, lease.generation)
+        };
         let mut r = Receipt {
             epoch: self.epoch,
             queue_id,
             slot,
             generation,
             tag: 0,
+            by_seq: self.by_seq,
         };
         r.tag = self.tag(&r.body());
         r
@@ -124,6 +163,11 @@ impl ReceiptKey {
                 "receipt was not issued by this server",
             ));
         }
+        if receipt.by_seq != self.by_seq {
+            return Err(Error::ReceiptInvalid(
+                "receipt was not issued by this server",
+            ));
+        }
         if receipt.epoch != self.epoch {
             return Err(Error::ReceiptStale);
         }
@@ -131,10 +175,34 @@ impl ReceiptKey {
     }
 }
 
+/// What names a lease, whichever way a receipt names it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Lease {
+    pub(crate) slot: u32,
+    pub(crate) generation: u64,
+    pub(crate) dlq: bool,
+    pub(crate) seq: u64,
+    pub(crate) count: u32,
+}
+
 impl Receipt {
+    /// A version 3 receipt's lease: sub-queue, sequence number, delivery
+    /// count.
+    pub(crate) fn by_sequence(&self) -> Option<(bool, u64, u32)> {
+        self.by_seq.then_some((
+            self.slot & DLQ_BIT != 0,
+            self.generation,
+            self.slot & !DLQ_BIT,
+        ))
+    }
+
     fn body(&self) -> [u8; RECEIPT_BODY] {
         let mut b = [0u8; RECEIPT_BODY];
-        b[0] = RECEIPT_VERSION;
+        b[0] = if self.by_seq {
+            RECEIPT_VERSION_SEQ
+        } else {
+            RECEIPT_VERSION
+        };
         b[1..5].copy_from_slice(&self.epoch.to_be_bytes());
         b[5..9].copy_from_slice(&self.queue_id.to_be_bytes());
         b[9..13].copy_from_slice(&self.slot.to_be_bytes());
@@ -157,9 +225,11 @@ impl Receipt {
         if b.len() != RECEIPT_LEN {
             return Err(Error::ReceiptInvalid("a receipt is 32 bytes"));
         }
-        if b[0] != RECEIPT_VERSION {
-            return Err(Error::ReceiptInvalid("unknown receipt version"));
-        }
+        let by_seq = match b[0] {
+            RECEIPT_VERSION => false,
+            RECEIPT_VERSION_SEQ => true,
+            _ => return Err(Error::ReceiptInvalid("unknown receipt version")),
+        };
         if b[21..RECEIPT_BODY] != [0, 0, 0] {
             return Err(Error::ReceiptInvalid(
                 "receipt was not issued by this server",
@@ -177,6 +247,7 @@ impl Receipt {
             slot: u32_at(9),
             generation: u64_at(13),
             tag: u64_at(RECEIPT_BODY),
+            by_seq,
         })
     }
 }

@@ -173,25 +173,54 @@ impl Cluster {
     /// first); answers its result, or `None` when no node took it (or the
     /// outcome is unknown).
     async fn run<R>(&mut self, op: impl Fn(&Engine) -> R) -> Option<R> {
+        match self.attempt(&op).await {
+            Outcome::Done(r) => Some(r),
+            Outcome::Refused | Outcome::Unknown => None,
+        }
+    }
+
+    /// [`Cluster::run`], tried again (up to 5 s) while no node takes it
+    /// and nothing was made; an unknown outcome is not tried again.
+    async fn run_patiently<R>(&mut self, op: impl Fn(&Engine) -> R) -> Option<R> {
+        for _ in 0..50 {
+            match self.attempt(&op).await {
+                Outcome::Done(r) => return Some(r),
+                Outcome::Unknown => return None,
+                Outcome::Refused => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        None
+    }
+
+    async fn attempt<R>(&mut self, op: &impl Fn(&Engine) -> R) -> Outcome<R> {
         let mut order: Vec<NodeId> = vec![self.leader];
         order.extend(NODES.iter().filter(|&&n| n != self.leader));
         for id in order {
             let Some(replica) = self.replica(id) else {
                 continue;
             };
-            let done = tokio::time::timeout(Duration::from_secs(3), replica.execute(&op)).await;
+            let done = tokio::time::timeout(Duration::from_secs(3), replica.execute(op)).await;
             match done {
                 Ok(Ok(r)) => {
                     self.leader = id;
-                    return Some(r);
+                    return Outcome::Done(r);
                 }
                 Ok(Err(ReplicaError::NotLeader { leader: Some(l) })) => self.leader = l,
-                Ok(Err(ReplicaError::Unknown { .. })) | Err(_) => return None,
+                Ok(Err(ReplicaError::Unknown { .. })) | Err(_) => return Outcome::Unknown,
                 Ok(Err(_)) => {}
             }
         }
-        None
+        Outcome::Refused
     }
+}
+
+/// How an operation went.
+enum Outcome<R> {
+    Done(R),
+    /// No node took it: nothing was made.
+    Refused,
+    /// It may or may not have been made.
+    Unknown,
 }
 
 /// What clients were told.
@@ -207,6 +236,8 @@ struct History {
     lease_ends: HashMap<String, u64>,
     /// Deliveries checked against the lease before them.
     leases_checked: usize,
+    /// Deletes by a receipt of a lease another leader granted.
+    receipts_moved: usize,
     /// Old receipts tried after their message was delivered again.
     stale_tried: usize,
     deleted: HashSet<String>,
@@ -228,7 +259,12 @@ async fn put(c: &mut Cluster, h: &mut History, n: u64) {
     }
 }
 
-async fn receive_and_delete(c: &mut Cluster, h: &mut History, rng: &mut Rng) {
+async fn receive_and_delete(
+    c: &mut Cluster,
+    h: &mut History,
+    rng: &mut Rng,
+    down: &mut Vec<NodeId>,
+) {
     let max = 1 + rng.below(5) as u32;
     let mut options = ReceiveOptions::now(max);
     options.visibility_ms = Some(LEASE_MS);
@@ -305,13 +341,36 @@ async fn receive_and_delete(c: &mut Cluster, h: &mut History, rng: &mut Rng) {
         // The consumer is slow: a failover may come first.
         tokio::time::sleep(Duration::from_millis(rng.below(400))).await;
     }
-    let deleted = c.run(|e| e.delete(Address::queue(QUEUE), &receipts)).await;
+    let received_on = c.leader;
+    if down.is_empty() && rng.below(4) == 0 {
+        // The leader that granted the leases crashes before the delete.
+        if tracing() {
+            eprintln!("crash {received_on} (the receive's leader)");
+        }
+        c.crash(received_on).await;
+        down.push(received_on);
+    }
+    let deleted = c
+        .run_patiently(|e| e.delete(Address::queue(QUEUE), &receipts))
+        .await;
+    let after = c.clock.now_ms();
     if tracing() {
         eprintln!("delete {bodies:?} -> {deleted:?} via {}", c.leader);
     }
     if let Some(Ok(results)) = deleted {
         for (body, r) in bodies.into_iter().zip(results) {
+            // A lease still running when the delete was answered was
+            // running when it was made: its receipt works, on whichever
+            // leader holds the partition now.
+            let lease_end = h.lease_ends[&body];
+            assert!(
+                r.is_ok() || after >= lease_end,
+                "{body}: its receipt was refused ({r:?}) at {after}, within its lease (to {lease_end})"
+            );
             if r.is_ok() {
+                if c.leader != received_on {
+                    h.receipts_moved += 1;
+                }
                 h.deleted.insert(body);
             }
         }
@@ -363,7 +422,7 @@ async fn life(seed: u64) -> History {
                 n += 1;
                 put(&mut c, &mut h, n).await;
             }
-            45..=69 => receive_and_delete(&mut c, &mut h, &mut rng).await,
+            45..=69 => receive_and_delete(&mut c, &mut h, &mut rng, &mut down).await,
             70..=76 if down.is_empty() => {
                 let id = NODES[rng.below(3) as usize];
                 if tracing() {
@@ -581,6 +640,7 @@ fn a_replicated_partition_keeps_what_it_acknowledged_through_crashes_and_cuts() 
             .extend(h.attempted.iter().map(|b| format!("{seed}/{b}")));
         totals.stale_tried += h.stale_tried;
         totals.leases_checked += h.leases_checked;
+        totals.receipts_moved += h.receipts_moved;
     }
     // The runs did something: a good share of the puts were acknowledged
     // (the faults make many time out), and some deletes.
@@ -593,12 +653,17 @@ fn a_replicated_partition_keeps_what_it_acknowledged_through_crashes_and_cuts() 
     assert!(!totals.deleted.is_empty());
     assert!(totals.stale_tried > 0, "no old receipt was tried");
     assert!(totals.leases_checked > 0, "no delivery followed a lease");
+    assert!(
+        totals.receipts_moved > 0,
+        "no receipt was used on another leader"
+    );
     eprintln!(
-        "{} seeds: {} puts, {} acknowledged, {} deletes acknowledged, {} old receipts refused, {} redeliveries after a lease",
+        "{} seeds: {} puts, {} acknowledged, {} deletes acknowledged ({} on another leader than the receive's), {} old receipts refused, {} redeliveries after a lease",
         seeds(),
         totals.attempted.len(),
         totals.acked.len(),
         totals.deleted.len(),
+        totals.receipts_moved,
         totals.stale_tried,
         totals.leases_checked
     );

@@ -6,7 +6,7 @@ use super::*;
 
 impl Shard {
     /// The live message `seq` of sub-queue `q`, or `not_found`.
-    fn by_seq(&self, q: SubId, seq: u64) -> Result<u32, Error> {
+    pub(super) fn by_seq(&self, q: SubId, seq: u64) -> Result<u32, Error> {
         self.sub(q)
             .index
             .get(seq)

@@ -153,7 +153,8 @@ impl Shard {
 
     /// Restores a queue and its messages into this (empty of that name)
     /// shard at its time: messages due are visible, the others delayed,
-    /// deferred ones deferred; expiries and delays are timers again. The
+    /// deferred ones deferred, leased ones (a lease still to come) in
+    /// flight until it ends; expiries, delays and leases are timers again. The
     /// queue and its bytes count against the engine's limits whatever
     /// they are (nothing restored is refused).
     pub(crate) fn restore_queue(&mut self, image: QueueImage) -> Result<(), Error> {
@@ -200,8 +201,11 @@ impl Shard {
                     group: m.group.map(groups::GroupRef::new),
                 }))
             };
+            let leased = m.lease_until_ms > now && !m.deferred;
             let state = if m.deferred && !m.dlq {
                 MessageState::Deferred
+            } else if leased {
+                MessageState::InFlight
             } else if !m.dlq && m.visible_at_ms > now {
                 MessageState::Delayed
             } else {
@@ -212,7 +216,11 @@ impl Shard {
                 seq: m.seq,
                 inserted_at: m.inserted_at_ms,
                 expires_at: m.expires_at_ms,
-                visible_at: m.visible_at_ms,
+                visible_at: if leased {
+                    m.lease_until_ms
+                } else {
+                    m.visible_at_ms
+                },
                 extra,
                 state,
                 delivery_count: m.delivery_count,

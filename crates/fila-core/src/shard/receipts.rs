@@ -6,15 +6,30 @@ use super::*;
 impl Shard {
     // ----- receipts ---------------------------------------------------------
 
-    /// The slot a receipt names, if it belongs to sub-queue `q` of this queue.
-    pub(super) fn resolve(&self, q: SubId, receipt: &Receipt) -> Result<u32, Error> {
+    /// The slot a receipt names, if it belongs to sub-queue `q` of this
+    /// queue, and the generation of the lease it holds: the receipt's own
+    /// (by slot), or — by sequence number — the generation of the live
+    /// lease of that message when it is leased with the receipt's
+    /// delivery count (any other delivery's receipt is stale).
+    pub(super) fn resolve(&self, q: SubId, receipt: &Receipt) -> Result<(u32, u64), Error> {
         self.key.verify(receipt)?;
         let queue = self.queue(q.queue());
         if receipt.queue_id != queue.id {
             return Err(Error::ReceiptStale);
         }
+        if let Some((dlq, seq, count)) = receipt.by_sequence() {
+            if dlq != q.is_dlq() {
+                return Err(Error::ReceiptStale);
+            }
+            let slot = self.by_seq(q, seq).map_err(|_| Error::ReceiptStale)?;
+            let word = self.records[slot as usize].word.load();
+            if word.state != MessageState::InFlight || word.delivery_count != count {
+                return Err(Error::ReceiptStale);
+            }
+            return Ok((slot, word.generation));
+        }
         match self.records.get(receipt.slot as usize) {
-            Some(r) if r.q == q => Ok(receipt.slot),
+            Some(r) if r.q == q => Ok((receipt.slot, receipt.generation)),
             // The tag proved this engine issued it: a slot given back since
             // (the slab was trimmed) held a lease that has ended.
             Some(_) | None => Err(Error::ReceiptStale),
@@ -27,10 +42,10 @@ impl Shard {
         receipt: &Receipt,
         end: LeaseEnd,
     ) -> Result<u32, Error> {
-        let slot = self.resolve(q, receipt)?;
+        let (slot, generation) = self.resolve(q, receipt)?;
         self.records[slot as usize]
             .word
-            .end_lease(receipt.generation, end)
+            .end_lease(generation, end)
             .map_err(|refused| match refused {
                 Refused::Stale | Refused::WrongState(_) => Error::ReceiptStale,
             })?;
@@ -110,10 +125,10 @@ impl Shard {
                         self.enter_visible(slot);
                     }
                 } else {
-                    let slot = self.resolve(q, &change.receipt)?;
+                    let (slot, generation) = self.resolve(q, &change.receipt)?;
                     self.records[slot as usize]
                         .word
-                        .hold(change.receipt.generation)
+                        .hold(generation)
                         .map_err(|_| Error::ReceiptStale)?;
                     self.records[slot as usize].visible_at = visible_at;
                     self.set_timer(slot, visible_at);
@@ -143,14 +158,31 @@ impl Shard {
             if self.key.verify(receipt).is_err() {
                 continue;
             }
-            let Some(r) = self.records.get(receipt.slot as usize) else {
-                continue;
+            // The sub-queue: the slot's (by slot), or the receipt's (by
+            // sequence: its queue by id, the DLQ by its bit).
+            let q = match receipt.by_sequence() {
+                Some((dlq, _, _)) => {
+                    let Some(qslot) = self.queues.iter().position(|queue| {
+                        queue
+                            .as_ref()
+                            .is_some_and(|queue| queue.id == receipt.queue_id)
+                    }) else {
+                        continue;
+                    };
+                    self.sub_id(qslot as u32, dlq)
+                }
+                None => {
+                    let Some(r) = self.records.get(receipt.slot as usize) else {
+                        continue;
+                    };
+                    let word = r.word.load();
+                    if word.state != MessageState::InFlight || word.generation != receipt.generation
+                    {
+                        continue;
+                    }
+                    r.q
+                }
             };
-            let word = r.word.load();
-            if word.state != MessageState::InFlight || word.generation != receipt.generation {
-                continue;
-            }
-            let q = r.q;
             let live_queue = self.queues.get(q.queue() as usize).is_some_and(|queue| {
                 queue
                     .as_ref()
@@ -211,10 +243,10 @@ impl Shard {
         now: u64,
     ) -> Result<(), Error> {
         self.dead_letter_found(name, reason, description, now, |s, q| {
-            let slot = s.resolve(q, receipt)?;
+            let (slot, generation) = s.resolve(q, receipt)?;
             s.records[slot as usize]
                 .word
-                .hold(receipt.generation)
+                .hold(generation)
                 .map_err(|_| Error::ReceiptStale)?;
             Ok(slot)
         })

@@ -140,7 +140,16 @@ impl Shard {
         let queue = self.queue_mut(q.queue());
         queue.counters.deliveries += 1;
         let queue_id = queue.id;
-        let receipt = self.key.mint(queue_id, slot, word.generation);
+        let receipt = self.key.mint(
+            queue_id,
+            crate::receipt::Lease {
+                slot,
+                generation: word.generation,
+                dlq: q.is_dlq(),
+                seq: self.records[slot as usize].seq,
+                count: word.delivery_count,
+            },
+        );
         emit!(
             self,
             Event::Delivered {

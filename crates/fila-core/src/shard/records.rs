@@ -50,6 +50,11 @@ impl Shard {
                 self.set_stream_timer(slot, new.visible_at);
             }
             MessageState::Deferred => self.enter_state(slot, MessageState::Deferred),
+            MessageState::InFlight => {
+                // A lease kept by a restore: it ends at its visible time.
+                self.enter_state(slot, MessageState::InFlight);
+                self.set_stream_timer(slot, new.visible_at);
+            }
             _ => {
                 self.enter_state(slot, MessageState::Visible);
                 if !self.cover(slot, q) {
