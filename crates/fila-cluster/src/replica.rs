@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use fila_core::event::{EngineImage, Event, EventSink};
-use fila_core::{Clock, Engine, ReceiptKey};
+use fila_core::{Clock, Engine, Owner, ReceiptKey};
 use fila_store::codec::batch_push;
 use fila_wal::Storage;
 use openraft::impls::ProgressResponder;
@@ -53,6 +53,9 @@ pub const CATCH_UP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 /// outcome is reported unknown (a leader cut off from its peers does not
 /// know it was deposed until it hears from them).
 pub const COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Timers the engine runs before an operation at most.
+const TIMERS_PER_OPERATION: usize = 1_024;
 
 /// Why a replica did not execute an operation.
 #[derive(Debug, thiserror::Error)]
@@ -93,9 +96,10 @@ impl EventSink for Capture {
 /// The id of a leadership: its term and node.
 type LeaderId = openraft::impls::leader_id_adv::LeaderId<u64, NodeId>;
 
-/// The engine a leader serves from, for one leadership.
+/// The engine a leader serves from, for one leadership: one owner of
+/// its one shard.
 struct Serving {
-    engine: Engine,
+    owner: Owner,
     records: Arc<Mutex<Vec<u8>>>,
     leader: LeaderId,
 }
@@ -171,7 +175,10 @@ impl<S: Storage + 'static> Replica<S> {
     /// commit. Every entry is submitted on the condition that the leader is
     /// still the one the engine was rebuilt for, so an engine that another
     /// leader's entries have overtaken never gets an entry in.
-    pub async fn execute<R>(&self, op: impl FnOnce(&Engine) -> R) -> Result<R, ReplicaError> {
+    ///
+    /// `op` must not park a receive (a receive with a wait answers what is
+    /// there: a waiting receive is its caller's loop of tries).
+    pub async fn execute<R>(&self, op: impl FnOnce(&mut Owner) -> R) -> Result<R, ReplicaError> {
         let (result, leader_id, committed) = {
             let mut serving = self.serving.lock().await;
             let leader_id = match self.raft.as_leader() {
@@ -187,8 +194,16 @@ impl<S: Storage + 'static> Replica<S> {
                 *serving = None;
                 *serving = Some(self.catch_up(leader_id).await?);
             }
-            let s = serving.as_ref().expect("set above");
-            let result = op(&s.engine);
+            let s = serving.as_mut().expect("set above");
+            let result = op(&mut s.owner);
+            // A dead letter for the partition's own shard: taken in here.
+            while s.owner.has_output() {
+                for t in s.owner.take_transit() {
+                    s.owner.accept(t);
+                }
+                // No receive parks here: nothing completes later.
+                s.owner.take_completions();
+            }
             let records = std::mem::take(&mut *s.records.lock().map_err(|_| poisoned())?);
             if records.is_empty() {
                 return Ok(result);
@@ -274,8 +289,12 @@ impl<S: Storage + 'static> Replica<S> {
             .map_err(|e| ReplicaError::Rebuild(e.to_string()))?;
         let records = Arc::new(Mutex::new(Vec::new()));
         engine.set_journal(0, Some(Box::new(Capture(records.clone()))));
+        let owner = engine
+            .into_owners(1, TIMERS_PER_OPERATION)
+            .pop()
+            .expect("one owner");
         Ok(Serving {
-            engine,
+            owner,
             records,
             leader,
         })

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fila_cluster::{LogStore, Member, NodeId, Replica, ReplicaError, StateMachine};
-use fila_core::{Address, Clock, Engine, NewMessage, QueueSettings, ReceiveOptions};
+use fila_core::{Address, Clock, NewMessage, Owner, QueueSettings, ReceiveOptions, Received};
 use fila_wal::LogOptions;
 use net::{Disk, Factory, Net, Rng};
 
@@ -172,7 +172,7 @@ impl Cluster {
     /// Runs `op` on whichever node leads, trying each (the last leader
     /// first); answers its result, or `None` when no node took it (or the
     /// outcome is unknown).
-    async fn run<R>(&mut self, op: impl Fn(&Engine) -> R) -> Option<R> {
+    async fn run<R>(&mut self, op: impl Fn(&mut Owner) -> R) -> Option<R> {
         match self.attempt(&op).await {
             Outcome::Done(r) => Some(r),
             Outcome::Refused | Outcome::Unknown => None,
@@ -181,7 +181,7 @@ impl Cluster {
 
     /// [`Cluster::run`], tried again (up to 5 s) while no node takes it
     /// and nothing was made; an unknown outcome is not tried again.
-    async fn run_patiently<R>(&mut self, op: impl Fn(&Engine) -> R) -> Option<R> {
+    async fn run_patiently<R>(&mut self, op: impl Fn(&mut Owner) -> R) -> Option<R> {
         for _ in 0..50 {
             match self.attempt(&op).await {
                 Outcome::Done(r) => return Some(r),
@@ -192,7 +192,7 @@ impl Cluster {
         None
     }
 
-    async fn attempt<R>(&mut self, op: &impl Fn(&Engine) -> R) -> Outcome<R> {
+    async fn attempt<R>(&mut self, op: &impl Fn(&mut Owner) -> R) -> Outcome<R> {
         let mut order: Vec<NodeId> = vec![self.leader];
         order.extend(NODES.iter().filter(|&&n| n != self.leader));
         for id in order {
@@ -269,7 +269,7 @@ async fn receive_and_delete(
     let mut options = ReceiveOptions::now(max);
     options.visibility_ms = Some(LEASE_MS);
     let got = c
-        .run(|e| e.receive_now(Address::queue(QUEUE), &options))
+        .run(|e| receive_now(e, &options))
         .await;
     if tracing() {
         let b: Option<Vec<String>> = got.as_ref().and_then(|g| g.as_ref().ok()).map(|ms| {
@@ -378,7 +378,18 @@ async fn receive_and_delete(
 }
 
 /// The queue's messages on `engine`: body → delivery count.
-fn contents(engine: &Engine) -> BTreeMap<String, u32> {
+/// A receive that never waits.
+fn receive_now(
+    owner: &mut Owner,
+    options: &ReceiveOptions,
+) -> Result<Vec<fila_core::Message>, fila_core::Error> {
+    match owner.receive(Address::queue(QUEUE), options, None)? {
+        Received::Ready(messages) => Ok(messages),
+        Received::Parked(_) => unreachable!("no wait, no parking"),
+    }
+}
+
+fn contents(engine: &mut Owner) -> BTreeMap<String, u32> {
     let mut out = BTreeMap::new();
     let mut from = 0;
     loop {
