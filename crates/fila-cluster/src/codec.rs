@@ -5,8 +5,8 @@
 //! * log id: `u64` term, `u64` leader node, `u64` index; an optional one is
 //!   a `u8` (0 none, 1 some) and then the id;
 //! * membership: `u32` count of configurations, each a `u32` count and the
-//!   `u64` voter ids; `u32` count of nodes, each its `u64` id and its address
-//!   (`u32` length, UTF-8);
+//!   `u64` voter ids; `u32` count of nodes, each its `u64` id, its peer
+//!   address and its client address (each a `u32` length, UTF-8);
 //! * entry (record kind [`ENTRY`]): `u8` version 1, its log id, `u8` payload
 //!   (0 blank, 1 a batch of records — the rest of the body —, 2 a
 //!   membership);
@@ -145,8 +145,10 @@ fn put_membership(out: &mut Vec<u8>, m: &Membership) {
     put_u32(out, nodes.len());
     for (id, node) in nodes {
         out.extend_from_slice(&id.to_be_bytes());
-        put_u32(out, node.addr.len());
-        out.extend_from_slice(node.addr.as_bytes());
+        for addr in [&node.addr, &node.client] {
+            put_u32(out, addr.len());
+            out.extend_from_slice(addr.as_bytes());
+        }
     }
 }
 
@@ -160,6 +162,12 @@ fn count(r: &mut Reader<'_>, each: usize) -> Result<usize, CodecError> {
     Ok(n)
 }
 
+fn text(r: &mut Reader<'_>) -> Result<String, CodecError> {
+    let len = count(r, 1)?;
+    let t = std::str::from_utf8(r.take(len)?).map_err(|_| bad("an address not UTF-8"))?;
+    Ok(t.to_owned())
+}
+
 fn membership(r: &mut Reader<'_>) -> Result<Membership, CodecError> {
     let mut configs = Vec::new();
     for _ in 0..count(r, 4)? {
@@ -170,16 +178,11 @@ fn membership(r: &mut Reader<'_>) -> Result<Membership, CodecError> {
         configs.push(c);
     }
     let mut nodes = BTreeMap::new();
-    for _ in 0..count(r, 12)? {
+    for _ in 0..count(r, 16)? {
         let id = r.u64()?;
-        let len = count(r, 1)?;
-        let addr = std::str::from_utf8(r.take(len)?).map_err(|_| bad("an address not UTF-8"))?;
-        nodes.insert(
-            id,
-            Member {
-                addr: addr.to_owned(),
-            },
-        );
+        let addr = text(r)?;
+        let client = text(r)?;
+        nodes.insert(id, Member { addr, client });
     }
     Membership::new(configs, nodes).map_err(|_| bad("a membership with a voter that is no node"))
 }

@@ -35,11 +35,15 @@ use bytes::Bytes;
 /// A node's id in the cluster.
 pub type NodeId = u64;
 
-/// What a Raft group knows of a member: where its peers reach it.
+/// What a Raft group knows of a member: where its peers reach it, and
+/// where clients do.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Member {
     /// Its peer address (`host:port`).
     pub addr: String,
+    /// Its client address (`host:port`): where a `not_leader` answer sends
+    /// clients.
+    pub client: String,
 }
 
 impl fmt::Display for Member {

@@ -39,6 +39,7 @@ fn membership(voters: &[u64]) -> Membership {
                 n,
                 Member {
                     addr: format!("127.0.0.1:{}", 7800 + n),
+                    client: format!("127.0.0.1:{}", 7700 + n),
                 },
             )
         })

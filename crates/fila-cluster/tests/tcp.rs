@@ -124,6 +124,7 @@ async fn a_partition_over_tcp_survives_its_leader_stopping() {
             id,
             Member {
                 addr: l.local_addr().unwrap().to_string(),
+                client: format!("client-{id}"),
             },
         );
         listeners.insert(id, l);
@@ -234,7 +235,10 @@ async fn a_caller_without_the_secret_or_with_a_huge_frame_is_refused() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let node = start(&dir.0, 1, listener, &secret).await;
-    let member = Member { addr: addr.clone() };
+    let member = Member {
+        addr: addr.clone(),
+        client: String::new(),
+    };
     let vote = openraft::raft::VoteRequest::new(fila_cluster::Vote::new(9, 2), None);
     // The wrong secret: no answer, and the node's vote is untouched.
     let mut wrong = PeerNetwork::new(2, 0, Arc::from(&b"wrong"[..]));

@@ -46,9 +46,17 @@ impl ErrorCode {
     pub const INTERNAL: ErrorCode = ErrorCode(200);
     /// The server is shutting down and takes no new work.
     pub const SHUTTING_DOWN: ErrorCode = ErrorCode(201);
+    /// A cluster's node that does not lead the queue's partition: nothing
+    /// was done; the message names the leader (`leader <id> at
+    /// <host:port>`) when it is known. Retry there.
+    pub const NOT_LEADER: ErrorCode = ErrorCode(202);
+    /// A cluster's leader lost its leadership before the change was
+    /// committed: it may or may not have been made (a put retried with its
+    /// deduplication id is stored once).
+    pub const OUTCOME_UNKNOWN: ErrorCode = ErrorCode(203);
 
     /// Every code this version knows, with its name.
-    pub const ALL: [(ErrorCode, &'static str); 19] = [
+    pub const ALL: [(ErrorCode, &'static str); 21] = [
         (ErrorCode::INVALID_ARGUMENT, "invalid_argument"),
         (ErrorCode::QUEUE_NOT_FOUND, "queue_not_found"),
         (ErrorCode::QUEUE_EXISTS, "queue_exists"),
@@ -68,6 +76,8 @@ impl ErrorCode {
         (ErrorCode::UNKNOWN_OPCODE, "unknown_opcode"),
         (ErrorCode::INTERNAL, "internal"),
         (ErrorCode::SHUTTING_DOWN, "shutting_down"),
+        (ErrorCode::NOT_LEADER, "not_leader"),
+        (ErrorCode::OUTCOME_UNKNOWN, "outcome_unknown"),
     ];
 
     /// The snake_case name, or `unknown` for a code this version lacks.

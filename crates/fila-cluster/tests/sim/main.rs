@@ -110,6 +110,7 @@ impl Cluster {
                     id,
                     Member {
                         addr: format!("node-{id}"),
+                        client: format!("client-{id}"),
                     },
                 )
             })
@@ -268,9 +269,7 @@ async fn receive_and_delete(
     let max = 1 + rng.below(5) as u32;
     let mut options = ReceiveOptions::now(max);
     options.visibility_ms = Some(LEASE_MS);
-    let got = c
-        .run(|e| receive_now(e, &options))
-        .await;
+    let got = c.run(|e| receive_now(e, &options)).await;
     if tracing() {
         let b: Option<Vec<String>> = got.as_ref().and_then(|g| g.as_ref().ok()).map(|ms| {
             ms.iter()
