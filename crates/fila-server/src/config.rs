@@ -7,11 +7,13 @@ use std::path::{Path, PathBuf};
 use crate::auth::TokenTable;
 use crate::tls::{ClientAuth, TlsFiles};
 
+mod cluster;
 mod file;
 mod flags;
 #[cfg(test)]
 mod tests;
 
+pub use cluster::{ClusterConfig, ClusterMember};
 pub use flags::HELP;
 
 /// A configuration that could not be used, in one line.
@@ -118,6 +120,8 @@ pub struct Config {
     pub allow_plaintext: bool,
     /// How log lines are written.
     pub log_format: LogFormat,
+    /// This node's place in a cluster; `None`: a single node.
+    pub cluster: Option<ClusterConfig>,
     /// The command line this configuration came from (what a reload reads
     /// again); empty when it was built in code.
     pub args: Vec<String>,
@@ -246,6 +250,7 @@ impl Default for Config {
             tls_handshake_timeout_secs: 10,
             allow_plaintext: false,
             log_format: LogFormat::Text,
+            cluster: None,
             args: Vec::new(),
         }
     }
@@ -455,6 +460,7 @@ impl Config {
                 self.listen
             )));
         }
+        self.validate_cluster()?;
         self.validate_tls()
     }
 }

@@ -45,6 +45,7 @@ struct FileConfig {
     log_format: Option<String>,
     #[serde(default)]
     tokens: Vec<FileToken>,
+    cluster: Option<super::cluster::FileCluster>,
 }
 
 #[derive(Deserialize)]
@@ -103,6 +104,9 @@ impl Config {
         }
         if let Some(v) = f.console_listen {
             self.console_listen = addr("console_listen", &v)?;
+        }
+        if let Some(c) = f.cluster {
+            self.cluster = Some(c.into_config()?);
         }
         if let Some(v) = f.metrics_listen {
             self.metrics_listen = addr("metrics_listen", &v)?;

@@ -298,3 +298,65 @@ fn the_console_listens_on_loopback_by_default_off_loopback_only_with_tokens() {
     let plain: Vec<&str> = c.plaintext_off_loopback().iter().map(|(n, _)| *n).collect();
     assert_eq!(plain, ["console_listen"]);
 }
+
+const CLUSTER: &str = "sqs_listen = \"off\"\nconsole_listen = \"off\"\ndata_dir = \"/d\"\n\
+[cluster]\nnode_id = 2\nlisten = \"127.0.0.1:7710\"\nsecret = \"sixteen bytes at least\"\n\
+[[cluster.members]]\nid = 1\npeer = \"127.0.0.1:7710\"\nclient = \"127.0.0.1:7700\"\n\
+[[cluster.members]]\nid = 2\npeer = \"127.0.0.1:7711\"\nclient = \"127.0.0.1:7703\"\n";
+
+fn cluster_with(replace: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let mut text = CLUSTER.to_owned();
+    for (from, to) in replace {
+        assert!(text.contains(from), "{from}");
+        text = text.replace(from, to);
+    }
+    let mut c = Config::default();
+    c.merge_toml(&text)?;
+    c.validate()?;
+    Ok(c)
+}
+
+#[test]
+fn a_cluster_section_names_the_node_its_peers_and_the_secret() {
+    let c = cluster_with(&[]).unwrap();
+    let cluster = c.cluster.unwrap();
+    assert_eq!((cluster.node_id, cluster.listen.port()), (2, 7710));
+    assert_eq!(cluster.members.len(), 2);
+    assert_eq!(cluster.members[1].client, "127.0.0.1:7703");
+    assert!(Config::default().cluster.is_none());
+}
+
+#[test]
+fn a_cluster_section_that_cannot_work_is_one_clear_line() {
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[("node_id = 2", "node_id = 3")],
+            "is not one of cluster.members",
+        ),
+        (&[("id = 2", "id = 1")], "each once"),
+        (&[("sixteen bytes at least", "short")], "at least 16 bytes"),
+        (
+            &[("sqs_listen = \"off\"\n", "")],
+            "do not serve a cluster yet",
+        ),
+        (
+            &[("console_listen = \"off\"\n", "")],
+            "do not serve a cluster yet",
+        ),
+        (&[("data_dir = \"/d\"\n", "sync = \"none\"\n")], "durable"),
+        (
+            &[("listen = \"127.0.0.1:7710\"", "listen = \"0.0.0.0:7710\"")],
+            "allow_plaintext",
+        ),
+        (
+            &[("listen = \"127.0.0.1:7710\"", "listen = \"nowhere\"")],
+            "not an address",
+        ),
+        (&[("secret", "secrets")], "unknown field"),
+    ];
+    for (replace, want) in cases {
+        let e = cluster_with(replace).unwrap_err().to_string();
+        assert!(e.contains(want), "{replace:?}: {e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+}

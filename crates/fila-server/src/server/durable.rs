@@ -102,6 +102,11 @@ pub(super) fn open(
             return Err(data_dir(format!("cannot lock {LOCK_FILE}: {e}")))
         }
     }
+    if config.cluster.is_some() {
+        // A cluster node keeps its partition in its Raft log (`raft/`):
+        // the single node's log is not used.
+        return Ok((None, Some(lock)));
+    }
     let storage = FsStorage::new(&dir).map_err(|e| data_dir(e.to_string()))?;
     let wake = {
         let loops = loops.clone();

@@ -117,6 +117,56 @@ impl ListJob {
     }
 }
 
+impl ListJob {
+    /// Where its answer goes.
+    pub(in crate::server) fn route(&self) -> Route {
+        self.route
+    }
+
+    /// Adds the names of `owner`'s shards.
+    fn gather(&mut self, owner: &Owner) {
+        for range in &self.ranges {
+            let mut mine = owner.list_queues(&range.prefix, &self.after, self.limit + 1);
+            if range.exact {
+                mine.retain(|n| *n == range.prefix);
+            }
+            self.names.append(&mut mine);
+        }
+        if self.ranges.len() > 1 {
+            // Ranges may overlap ("a*" and "ab*").
+            self.names.sort_unstable();
+            self.names.dedup();
+        }
+        // Keep what can still be on the page: memory stays O(limit).
+        if self.names.len() > 2 * (self.limit + 1) {
+            self.names.sort_unstable();
+            self.names.truncate(self.limit + 1);
+        }
+    }
+
+    /// The page, once every owner added its names.
+    fn finish(self) -> (Route, Done) {
+        let ListJob {
+            route,
+            names,
+            limit,
+            ..
+        } = self;
+        let (names, next) = fila_core::page_of(names, limit);
+        (
+            route,
+            Done::Answer(Response::Queues { names, next }.into(), false),
+        )
+    }
+
+    /// The whole list from one owner of every shard (a cluster node's
+    /// partition).
+    pub(in crate::server) fn finish_on(mut self, owner: &Owner) -> (Route, Done) {
+        self.gather(owner);
+        self.finish()
+    }
+}
+
 /// What became of a request at its shard's owner.
 pub(in crate::server) enum Done {
     /// The answer, and whether the call logged a change (then it waits
@@ -201,6 +251,11 @@ impl ShardHost {
     /// then what its call completed for others, kept for
     /// [`ShardHost::next_local`]) or sent to the loop that owns its shard.
     pub(in crate::server) fn submit(&mut self, run: RunJob, post: &mut Post) {
+        if let Some(cluster) = self.shared.cluster {
+            // A cluster node: every queue is the partition's.
+            post.send(cluster, Msg::Run(run));
+            return;
+        }
         let route = run.route;
         if let Some(done) = self.serve(run, post) {
             self.deliver(route, done, post);
@@ -245,6 +300,10 @@ impl ShardHost {
         post: &mut Post,
     ) {
         if receipts.is_empty() {
+            return;
+        }
+        if let Some(cluster) = self.shared.cluster {
+            post.send(cluster, Msg::Abandon { shard, receipts });
             return;
         }
         let dest = self.owner_of(shard);
@@ -419,48 +478,23 @@ impl ShardHost {
         post: &mut Post,
     ) {
         if let Some(list) = ListJob::new(&self.shared, route, req, token) {
-            self.visit_list(list, post);
+            match self.shared.cluster {
+                Some(cluster) => post.send(cluster, Msg::List(list)),
+                None => self.visit_list(list, post),
+            }
         }
     }
 
     fn visit_list(&mut self, mut list: Box<ListJob>, post: &mut Post) {
-        for range in &list.ranges {
-            let mut mine = self
-                .owner
-                .list_queues(&range.prefix, &list.after, list.limit + 1);
-            if range.exact {
-                mine.retain(|n| *n == range.prefix);
-            }
-            list.names.append(&mut mine);
-        }
-        if list.ranges.len() > 1 {
-            // Ranges may overlap ("a*" and "ab*").
-            list.names.sort_unstable();
-            list.names.dedup();
-        }
-        // Keep what can still be on the page: memory stays O(limit).
-        if list.names.len() > 2 * (list.limit + 1) {
-            list.names.sort_unstable();
-            list.names.truncate(list.limit + 1);
-        }
+        list.gather(&self.owner);
         list.left -= 1;
         if list.left > 0 {
             let next = (self.index + 1) % self.shared.loops.owners();
             post.send(next, Msg::List(list));
             return;
         }
-        let ListJob {
-            route,
-            names,
-            limit,
-            ..
-        } = *list;
-        let (names, next) = fila_core::page_of(names, limit);
-        self.deliver(
-            route,
-            Done::Answer(Response::Queues { names, next }.into(), false),
-            post,
-        );
+        let (route, done) = (*list).finish();
+        self.deliver(route, done, post);
     }
 
     /// A scrape's part: the first `max` queues of the shards owned here,

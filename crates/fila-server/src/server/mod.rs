@@ -41,6 +41,8 @@ use crate::config::{Config, Sync};
 use crate::metrics::Metrics;
 use crate::scrape::MetricsEndpoint;
 
+#[cfg(not(loom))]
+mod cluster;
 pub(crate) mod console;
 mod durable;
 mod front;
@@ -105,6 +107,9 @@ struct Shared {
     auth_warn: WarnLimit,
     /// The "TLS handshake failed" warning, at most once a second.
     tls_warn: WarnLimit,
+    /// A cluster node: the endpoint every queue request goes to (its
+    /// partition's replica, `cluster.rs`).
+    cluster: Option<usize>,
 }
 
 /// A warning logged at most once a second, with how many were left out
@@ -187,6 +192,8 @@ pub struct Server {
     metrics: Option<MetricsEndpoint>,
     sqs: Option<sqs::SqsListener>,
     console: Option<console::ConsoleListener>,
+    #[cfg(not(loom))]
+    cluster: Option<cluster::ClusterNode>,
 }
 
 /// Binds a listener of an HTTP front end (so a refused address fails the
@@ -278,6 +285,18 @@ impl Server {
             .map(|_| Arc::new(tokio::sync::Notify::new()));
         let mut gateways = sqs_notifies.clone();
         gateways.extend(console_notify.clone());
+        // A cluster node's endpoint is the last.
+        #[cfg(not(loom))]
+        let cluster_notify = config
+            .cluster
+            .as_ref()
+            .map(|_| Arc::new(tokio::sync::Notify::new()));
+        #[cfg(loom)]
+        let cluster_notify: Option<Arc<tokio::sync::Notify>> = None;
+        let cluster_index = cluster_notify
+            .as_ref()
+            .map(|_| config.event_loops + gateways.len());
+        gateways.extend(cluster_notify.clone());
         let loops = Loops::new(wakers, gateways);
         let fatal: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
         let stopping = Arc::new(AtomicBool::new(false));
@@ -331,6 +350,7 @@ impl Server {
             evictions_pending: AtomicU64::new(0),
             auth_warn: WarnLimit::default(),
             tls_warn: WarnLimit::default(),
+            cluster: cluster_index,
         });
         let mut listener = Some(listener);
         let mut threads = Vec::new();
@@ -372,6 +392,16 @@ impl Server {
             )?),
             _ => None,
         };
+        #[cfg(not(loom))]
+        let cluster = match (&config.cluster, cluster_index, cluster_notify) {
+            (Some(c), Some(index), Some(notify)) => Some(cluster::ClusterNode::start(
+                c,
+                index,
+                notify,
+                shared.clone(),
+            )?),
+            _ => None,
+        };
         info!(
             listen = %local_addr,
             sqs = %shown(sqs.as_ref().map(|s| s.addr())),
@@ -392,6 +422,8 @@ impl Server {
             metrics: metrics_endpoint,
             sqs,
             console,
+            #[cfg(not(loom))]
+            cluster,
         })
     }
 
@@ -477,6 +509,10 @@ impl Server {
             s.join();
         }
         if let Some(c) = self.console.as_mut() {
+            c.join();
+        }
+        #[cfg(not(loom))]
+        if let Some(c) = self.cluster.as_mut() {
             c.join();
         }
         if let Some(m) = self.metrics.as_mut() {

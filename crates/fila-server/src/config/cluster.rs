@@ -1,0 +1,139 @@
+//! A node's place in a cluster (docs/cluster.md): the `[cluster]` table of
+//! the configuration file and what it must satisfy.
+
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+
+use super::{addr, Config, ConfigError, Sync};
+
+/// This node's place in a cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// This node's id (one of `members`).
+    pub node_id: u64,
+    /// Where this node's peers reach it (the peer protocol).
+    pub listen: SocketAddr,
+    /// The secret every node of the cluster holds: a peer proves it before
+    /// anything else (at least 16 bytes).
+    pub secret: String,
+    /// The voters the cluster starts with, this node among them.
+    pub members: Vec<ClusterMember>,
+}
+
+/// A voter the cluster starts with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterMember {
+    /// Its node id.
+    pub id: u64,
+    /// Its peer address (`host:port`).
+    pub peer: String,
+    /// Its client address (`host:port`): where `not_leader` sends clients.
+    pub client: String,
+}
+
+/// The most voters a cluster starts with.
+pub const MEMBERS_MAX: usize = 7;
+/// The shortest cluster secret.
+pub const SECRET_MIN: usize = 16;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileCluster {
+    node_id: u64,
+    listen: String,
+    secret: String,
+    members: Vec<FileMember>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileMember {
+    id: u64,
+    peer: String,
+    client: String,
+}
+
+impl FileCluster {
+    pub(super) fn into_config(self) -> Result<ClusterConfig, ConfigError> {
+        let listen = addr("cluster.listen", &self.listen)?.ok_or_else(|| {
+            ConfigError::Invalid("cluster.listen: a cluster node needs an address".into())
+        })?;
+        Ok(ClusterConfig {
+            node_id: self.node_id,
+            listen,
+            secret: self.secret,
+            members: self
+                .members
+                .into_iter()
+                .map(|m| ClusterMember {
+                    id: m.id,
+                    peer: m.peer,
+                    client: m.client,
+                })
+                .collect(),
+        })
+    }
+}
+
+impl Config {
+    /// The cluster's rules: a node among its members, distinct ids, a long
+    /// enough secret, durable (`sync = "always"`, a data directory), and
+    /// the SQS API and the console off (they do not reach a cluster's
+    /// partitions yet).
+    pub(super) fn validate_cluster(&self) -> Result<(), ConfigError> {
+        let Some(c) = &self.cluster else {
+            return Ok(());
+        };
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        if c.members.is_empty() || c.members.len() > MEMBERS_MAX {
+            return bad(format!(
+                "cluster.members: 1..={MEMBERS_MAX} members (got {})",
+                c.members.len()
+            ));
+        }
+        let mut ids: Vec<u64> = c.members.iter().map(|m| m.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.len() != c.members.len() || ids.contains(&0) {
+            return bad("cluster.members: every id at least 1, and each once".into());
+        }
+        if !ids.contains(&c.node_id) {
+            return bad(format!(
+                "cluster.node_id {} is not one of cluster.members",
+                c.node_id
+            ));
+        }
+        for m in &c.members {
+            if m.peer.is_empty() || m.client.is_empty() {
+                return bad(format!(
+                    "cluster.members: node {} needs a peer and a client address",
+                    m.id
+                ));
+            }
+        }
+        if c.secret.len() < SECRET_MIN {
+            return bad(format!(
+                "cluster.secret: at least {SECRET_MIN} bytes (every node holds the same)"
+            ));
+        }
+        if self.sync != Sync::Always || self.data_dir.as_os_str().is_empty() {
+            return bad(
+                "cluster: a cluster node is durable (sync = \"always\" and a data_dir)".into(),
+            );
+        }
+        if self.sqs_listen.is_some() || self.console_listen.is_some() {
+            return bad(
+                "cluster: the SQS API and the console do not serve a cluster yet: set sqs_listen = \"off\" and console_listen = \"off\""
+                    .into(),
+            );
+        }
+        if !c.listen.ip().is_loopback() && !self.allow_plaintext {
+            return bad(format!(
+                "cluster.listen {}: peers off loopback need allow_plaintext (the peer protocol is authenticated, not encrypted)",
+                c.listen
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,391 @@
+//! A cluster node (docs/cluster.md): this node's replica of the cluster's
+//! partition, the peer listener, and the endpoint of the loops' post that
+//! every queue request goes to instead of a loop's shards.
+//!
+//! One thread (`fila-cluster`) runs a small tokio runtime of its own with
+//! the Raft node ([`fila_cluster::Replica`]), the peer protocol's listener
+//! ([`fila_cluster::peer::serve`]) and the endpoint's mailbox: a request
+//! (`Msg::Run`), a list of queues (`Msg::List`) or the leases of an answer
+//! nobody could take (`Msg::Abandon`) runs on the replica — on the leader
+//! it executes on the partition's engine and is answered once its records
+//! are committed; on a follower it is answered `not_leader` with the
+//! leader's client address — and its answer goes back to the connection's
+//! loop as `Msg::Done`. A receive that waits is tried again every
+//! [`POLL`] until its wait ends or messages come (a replica parks
+//! nothing). The single node's own engine and log are not used.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fila_cluster::peer::{serve, PeerNetwork};
+use fila_cluster::{LogStore, Member, Replica, ReplicaError, StateMachine};
+use fila_core::{Owner, SystemClock};
+use fila_proto::{ErrorCode, Request};
+use fila_wal::{FsStorage, LogOptions};
+use openraft::async_runtime::watch::WatchReceiver;
+use sha2::{Digest, Sha256};
+use tokio::sync::{Notify, Semaphore};
+use tracing::{info, warn};
+
+use super::host::{Done, ListJob, RunJob};
+use super::mailbox::Msg;
+use super::Shared;
+use crate::config::ClusterConfig;
+use crate::dispatch::{self, error, Answer, Outcome};
+
+/// How often a waiting receive looks again.
+pub(in crate::server) const POLL: Duration = Duration::from_millis(50);
+/// Requests running on the replica at once; more wait for a turn.
+const RUNNING_MAX: usize = 4_096;
+/// Timers: a heartbeat every 100 ms, an election after 400–800 ms without
+/// one.
+const HEARTBEAT_MS: u64 = 100;
+const ELECTION_MS: (u64, u64) = (400, 800);
+
+/// The cluster node's thread.
+pub(in crate::server) struct ClusterNode {
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+type Node = Replica<FsStorage>;
+
+impl ClusterNode {
+    /// Opens this node's Raft log and state machine (under the data
+    /// directory's `raft/`), binds the peer listener and starts the thread
+    /// as endpoint `index` of the post.
+    pub(in crate::server) fn start(
+        config: &ClusterConfig,
+        index: usize,
+        notify: Arc<Notify>,
+        shared: Arc<Shared>,
+    ) -> io::Result<ClusterNode> {
+        let dir = shared.config.data_dir.join("raft");
+        let storage = |name: &str| FsStorage::new(dir.join(name));
+        let log = LogStore::open(storage("log")?, LogOptions::default())
+            .map_err(|e| io::Error::other(format!("the Raft log: {e}")))?;
+        let state = StateMachine::open(storage("state")?)
+            .map_err(|e| io::Error::other(format!("the Raft state: {e}")))?;
+        let listener = std::net::TcpListener::bind(config.listen)?;
+        listener.set_nonblocking(true)?;
+        let config = config.clone();
+        let thread = std::thread::Builder::new()
+            .name("fila-cluster".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .thread_name("fila-cluster-rt")
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => return fail(&shared, format!("the cluster runtime: {e}")),
+                };
+                rt.block_on(run(config, listener, log, state, index, notify, shared));
+            })?;
+        Ok(ClusterNode {
+            thread: Some(thread),
+        })
+    }
+
+    /// Waits for its thread (once the server stops).
+    pub(in crate::server) fn join(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The server cannot go on: says why and stops it.
+fn fail(shared: &Shared, why: String) {
+    warn!("{why}");
+    shared
+        .fatal
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_or_insert(why);
+    shared.stopping.store(true, Ordering::Release);
+    for i in 0..shared.loops.endpoints() {
+        shared.loops.wake(i);
+    }
+}
+
+/// The partition's receipt secret, derived from the cluster's.
+fn receipt_secret(secret: &str) -> [u64; 2] {
+    let d = Sha256::new()
+        .chain_update(b"fila partition receipts")
+        .chain_update(secret.as_bytes())
+        .finalize();
+    let u = |i: usize| u64::from_be_bytes(d[i..i + 8].try_into().expect("8 bytes"));
+    [u(0), u(8)]
+}
+
+async fn run(
+    config: ClusterConfig,
+    listener: std::net::TcpListener,
+    log: LogStore<FsStorage>,
+    state: StateMachine<FsStorage>,
+    index: usize,
+    notify: Arc<Notify>,
+    shared: Arc<Shared>,
+) {
+    let raft_config = openraft::Config {
+        cluster_name: "fila".into(),
+        heartbeat_interval: HEARTBEAT_MS,
+        election_timeout_min: ELECTION_MS.0,
+        election_timeout_max: ELECTION_MS.1,
+        ..Default::default()
+    };
+    let raft_config = match raft_config.validate() {
+        Ok(c) => Arc::new(c),
+        Err(e) => return fail(&shared, format!("the Raft configuration: {e}")),
+    };
+    let secret: Arc<[u8]> = Arc::from(config.secret.as_bytes());
+    let replica = match Replica::start(
+        config.node_id,
+        raft_config,
+        PeerNetwork::new(config.node_id, 0, secret.clone()),
+        log,
+        state,
+        Arc::new(SystemClock),
+        receipt_secret(&config.secret),
+    )
+    .await
+    {
+        Ok(r) => Arc::new(r),
+        Err(e) => return fail(&shared, format!("the cluster node: {e}")),
+    };
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => return fail(&shared, format!("the peer listener: {e}")),
+    };
+    let raft = replica.raft().clone();
+    let peers = tokio::spawn(serve(listener, secret, move |g| {
+        (g == 0).then(|| raft.clone())
+    }));
+    bootstrap(&config, &replica).await;
+    info!(node = config.node_id, peers = %config.listen, "cluster node started");
+    mail(replica.clone(), index, notify, shared).await;
+    peers.abort();
+    if let Err(e) = replica.shutdown().await {
+        warn!("stopping the cluster node: {e}");
+    }
+}
+
+/// The node with the lowest id of a cluster that has never started makes
+/// the first membership: every member a voter.
+async fn bootstrap(config: &ClusterConfig, replica: &Node) {
+    let lowest = config.members.iter().map(|m| m.id).min();
+    if lowest != Some(config.node_id) {
+        return;
+    }
+    let empty = {
+        let m = replica.raft().metrics();
+        let m = m.borrow_watched();
+        m.last_log_index.is_none() && m.membership_config.membership().voter_ids().count() == 0
+    };
+    if !empty {
+        return;
+    }
+    let members: BTreeMap<u64, Member> = config
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.id,
+                Member {
+                    addr: m.peer.clone(),
+                    client: m.client.clone(),
+                },
+            )
+        })
+        .collect();
+    match replica.raft().initialize(members).await {
+        Ok(()) => info!(members = config.members.len(), "cluster initialized"),
+        Err(e) => warn!("initializing the cluster: {e}"),
+    }
+}
+
+/// Serves the endpoint's mailbox until the server stops and nothing is in
+/// progress.
+async fn mail(replica: Arc<Node>, index: usize, notify: Arc<Notify>, shared: Arc<Shared>) {
+    let running = Arc::new(AtomicUsize::new(0));
+    let turns = Arc::new(Semaphore::new(RUNNING_MAX));
+    let me = shared.loops.get(index);
+    loop {
+        while let Some(msg) = me.take() {
+            let (replica, shared, running) = (replica.clone(), shared.clone(), running.clone());
+            let Ok(turn) = turns.clone().acquire_owned().await else {
+                return;
+            };
+            running.fetch_add(1, Ordering::AcqRel);
+            tokio::spawn(async move {
+                on_msg(&replica, &shared, msg).await;
+                running.fetch_sub(1, Ordering::AcqRel);
+                drop(turn);
+            });
+        }
+        let stopping = shared.stopping.load(Ordering::Acquire);
+        let idle = running.load(Ordering::Acquire) == 0;
+        me.drained.store(stopping && idle, Ordering::SeqCst);
+        if stopping
+            && idle
+            && shared
+                .loops
+                .iter()
+                .all(|l| l.drained.load(Ordering::Acquire))
+        {
+            return;
+        }
+        me.about_to_sleep();
+        if me.has_mail() {
+            me.awake();
+            continue;
+        }
+        if stopping {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        } else {
+            let _ = tokio::time::timeout(Duration::from_millis(200), notify.notified()).await;
+        }
+        me.awake();
+    }
+}
+
+/// Sends an answer back to its connection's loop.
+fn answer(shared: &Shared, route: super::host::Route, done: Done) {
+    let msg = Msg::Done { route, done };
+    if !shared
+        .loops
+        .push_within(route.lp, msg, Instant::now() + Duration::from_secs(5))
+    {
+        warn!(
+            lp = route.lp,
+            "a loop's mailbox stayed full: an answer was dropped"
+        );
+    }
+}
+
+async fn on_msg(replica: &Node, shared: &Shared, msg: Msg) {
+    match msg {
+        Msg::Run(job) => {
+            let route = job.route;
+            let done = Done::Answer(run_job(replica, shared, job).await, false);
+            answer(shared, route, done);
+        }
+        Msg::List(list) => {
+            let route = list.route();
+            let done = match replica.execute(move |owner| list_on(*list, owner)).await {
+                Ok(answer) => answer,
+                Err(e) => refusal(replica, &e),
+            };
+            answer(shared, route, Done::Answer(done, false));
+        }
+        Msg::Abandon { receipts, .. } => {
+            let _ = replica
+                .execute(move |owner| owner.abandon(0, &receipts))
+                .await;
+        }
+        Msg::Cancel { reply, .. } => {
+            // Nothing parks here: a cancel finds nothing to cancel.
+            if let Some(route) = reply {
+                answer(shared, route, Done::Cancelled);
+            }
+        }
+        _ => debug_assert!(false, "not a message for the cluster node"),
+    }
+}
+
+/// The answer of `e`: `not_leader` naming the leader, `outcome_unknown`,
+/// or `internal`.
+fn refusal(replica: &Node, e: &ReplicaError) -> Answer {
+    match e {
+        ReplicaError::NotLeader { leader } => {
+            let at = leader.and_then(|id| {
+                let m = replica.raft().metrics();
+                let m = m.borrow_watched();
+                let node = m.membership_config.membership().get_node(&id)?;
+                Some(format!("leader {id} at {}", node.client))
+            });
+            let message = match at {
+                Some(at) => format!("not_leader: this node does not lead the partition; {at}"),
+                None => "not_leader: this node does not lead the partition; the leader is not known yet (try another node)".to_owned(),
+            };
+            error(ErrorCode::NOT_LEADER, message).into()
+        }
+        ReplicaError::Unknown { .. } => {
+            error(ErrorCode::OUTCOME_UNKNOWN, format!("outcome_unknown: {e}")).into()
+        }
+        _ => error(ErrorCode::INTERNAL, format!("internal: {e}")).into(),
+    }
+}
+
+/// A request on the partition: run on the leader's engine (a receive
+/// that waits, again every [`POLL`] until messages come or the wait
+/// ends).
+async fn run_job(replica: &Node, shared: &Shared, job: RunJob) -> Answer {
+    let room = job.route.room;
+    let started = Instant::now();
+    let mut wait: Option<Duration> = None;
+    loop {
+        let mut req = job.req.clone();
+        let asked_wait = match &mut req {
+            Request::Receive(r) => Some(r.wait_ms.replace(0)),
+            _ => None,
+        };
+        let ran = replica
+            .execute(move |owner| {
+                let default_wait = match (&asked_wait, crate::ops::queue_of(&req)) {
+                    (Some(None), Some(q)) => owner
+                        .queue_settings(q)
+                        .map(|s| s.receive_wait_default_ms)
+                        .unwrap_or(0),
+                    (Some(Some(ms)), _) => *ms,
+                    _ => 0,
+                };
+                (run_on(owner, req, room), default_wait)
+            })
+            .await;
+        let (answer, wait_ms) = match ran {
+            Ok(done) => done,
+            Err(e) => return refusal(replica, &e),
+        };
+        let wait = *wait.get_or_insert(Duration::from_millis(wait_ms));
+        let empty = matches!(&answer, Answer::Messages(_, ms) if ms.is_empty());
+        let left = wait.saturating_sub(started.elapsed());
+        if !empty || left.is_zero() || shared.stopping.load(Ordering::Acquire) {
+            return answer;
+        }
+        tokio::time::sleep(left.min(POLL)).await;
+    }
+}
+
+/// Runs a request on the partition's engine as a shard host runs one: a
+/// dead-letter target it names is checked first.
+fn run_on(owner: &mut Owner, req: Request, room: usize) -> Answer {
+    if let Some(target) = dispatch::target_of(&req) {
+        if let Err(answer) = dispatch::precheck(&req) {
+            return answer.into();
+        }
+        if !owner.has_queue(target) {
+            return Answer::failed(&fila_core::Error::QueueNotFound(target.to_owned()));
+        }
+    }
+    match dispatch::run(owner, req, room) {
+        Outcome::Answer(a) => a,
+        Outcome::Parked(wait) => {
+            // Never: every receive here has no wait.
+            owner.cancel_wait(wait);
+            Answer::Messages(fila_proto::Fields::ALL, Vec::new())
+        }
+    }
+}
+
+/// A list of queues, whole, from the partition's engine.
+fn list_on(list: ListJob, owner: &Owner) -> Answer {
+    match list.finish_on(owner) {
+        (_, Done::Answer(answer, _)) => answer,
+        _ => error(ErrorCode::INTERNAL, "internal: a list did not finish").into(),
+    }
+}
