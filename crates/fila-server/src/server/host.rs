@@ -119,6 +119,7 @@ impl ListJob {
 
 impl ListJob {
     /// Where its answer goes.
+    #[cfg(not(loom))]
     pub(in crate::server) fn route(&self) -> Route {
         self.route
     }
@@ -161,6 +162,7 @@ impl ListJob {
 
     /// The whole list from one owner of every shard (a cluster node's
     /// partition).
+    #[cfg(not(loom))]
     pub(in crate::server) fn finish_on(mut self, owner: &Owner) -> (Route, Done) {
         self.gather(owner);
         self.finish()

@@ -59,6 +59,7 @@ fn shared_for(loops: Loops, totals: fila_core::Totals) -> Arc<Shared> {
         evictions_pending: AtomicU64::new(0),
         auth_warn: super::WarnLimit::default(),
         tls_warn: super::WarnLimit::default(),
+        cluster: None,
         live: Arc::new(crate::live::Live::new(&Config::default()).expect("no TLS files")),
     })
 }
