@@ -210,37 +210,121 @@ impl Client {
         }
     }
 
-    /// Sends one request and waits for its answer.
+    /// Sends one request and waits for its answer (following `not_leader`
+    /// to the leader it names, with [`ClientOptions::follow_leader`]).
     pub fn call(&mut self, req: Request) -> Result<Response> {
-        let id = self.send(&req)?;
-        self.wait(id, Duration::from_millis(req.long_poll_ms()))
+        let mut hops = 0;
+        loop {
+            let id = self.send(&req)?;
+            let r = self.wait(id, Duration::from_millis(req.long_poll_ms()))?;
+            if let Response::Error(e) = &r {
+                if hops < crate::LEADER_HOPS && self.follow(e.code, &e.message) {
+                    hops += 1;
+                    continue;
+                }
+            }
+            return Ok(r);
+        }
     }
 
     fn run<R: Encode, T>(&mut self, c: Call<R, T>) -> Result<T> {
-        let id = self.send(&c.req)?;
-        let r = self.wait(id, Duration::from_millis(c.req.long_poll_ms()))?;
-        c.read(r)
+        let mut hops = 0;
+        loop {
+            let id = self.send(&c.req)?;
+            let r = self.wait(id, Duration::from_millis(c.req.long_poll_ms()))?;
+            if let Response::Error(e) = &r {
+                if hops < crate::LEADER_HOPS && self.follow(e.code, &e.message) {
+                    hops += 1;
+                    continue;
+                }
+            }
+            return c.read(r);
+        }
+    }
+
+    /// A `not_leader` answer that names the leader: the connection moves
+    /// there (`true`: send again).
+    fn follow(&mut self, code: ErrorCode, message: &str) -> bool {
+        if code != ErrorCode::NOT_LEADER || !self.options.follow_leader {
+            return false;
+        }
+        let Some(addr) = crate::leader_in(message) else {
+            return false;
+        };
+        if addr == self.options.addr {
+            return false;
+        }
+        self.options.addr = addr.to_owned();
+        self.conn = None;
+        true
+    }
+
+    /// The address this client talks to now (another node's after it
+    /// followed `not_leader`).
+    pub fn addr(&self) -> &str {
+        &self.options.addr
     }
 
     /// Runs a batch helper's requests pipelined, at most [`WINDOW`] in
-    /// flight, and joins their entries in order.
+    /// flight, and joins their entries in order. Requests answered
+    /// `not_leader` are sent again, in order, to the leader named, once
+    /// every answer of the window is in (each request was refused or done
+    /// by itself: none is done twice).
     fn batch<R: Encode, T>(
         &mut self,
         calls: impl Iterator<Item = Call<R, Vec<EntryResult<T>>>>,
     ) -> Result<Vec<EntryResult<T>>> {
-        let mut out = Vec::new();
-        let mut in_flight = VecDeque::with_capacity(WINDOW);
-        let mut calls = calls.peekable();
-        while calls.peek().is_some() || !in_flight.is_empty() {
-            while in_flight.len() < WINDOW {
-                let Some(c) = calls.next() else { break };
-                in_flight.push_back((self.send(&c.req)?, c));
+        let mut done: Vec<Option<Vec<EntryResult<T>>>> = Vec::new();
+        let mut waiting: VecDeque<(usize, Call<R, Vec<EntryResult<T>>>)> = VecDeque::new();
+        let mut in_flight: VecDeque<(u64, usize, Call<R, Vec<EntryResult<T>>>)> =
+            VecDeque::with_capacity(WINDOW);
+        let mut calls = calls.enumerate().peekable();
+        let mut hops = 0;
+        let mut moving: Option<String> = None;
+        loop {
+            while moving.is_none() && in_flight.len() < WINDOW {
+                let next = match waiting.pop_front() {
+                    Some(c) => Some(c),
+                    None => calls.next(),
+                };
+                let Some((i, c)) = next else { break };
+                if done.len() <= i {
+                    done.resize_with(i + 1, || None);
+                }
+                in_flight.push_back((self.send(&c.req)?, i, c));
             }
-            let (id, c) = in_flight.pop_front().expect("one in flight");
+            let Some((id, i, c)) = in_flight.pop_front() else {
+                match moving.take() {
+                    Some(addr) => {
+                        // Every answer of the old leader is in: move.
+                        self.options.addr = addr;
+                        self.conn = None;
+                        continue;
+                    }
+                    None => break,
+                }
+            };
             let r = self.wait(id, Duration::ZERO)?;
-            out.extend(c.read(r)?);
+            if let Response::Error(e) = &r {
+                if e.code == ErrorCode::NOT_LEADER
+                    && self.options.follow_leader
+                    && (moving.is_some() || hops < crate::LEADER_HOPS)
+                {
+                    if let Some(addr) = crate::leader_in(&e.message) {
+                        if addr != self.options.addr {
+                            if moving.is_none() {
+                                hops += 1;
+                                moving = Some(addr.to_owned());
+                            }
+                            waiting.push_back((i, c));
+                            continue;
+                        }
+                    }
+                }
+            }
+            done[i] = Some(c.read(r)?);
         }
-        Ok(out)
+        Ok(done.into_iter().flatten().flatten().collect())
     }
 
     /// Hello: the server's name and frame limit.

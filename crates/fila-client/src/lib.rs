@@ -140,6 +140,22 @@ pub struct ClientOptions {
     pub request_timeout: Duration,
     /// Speak TLS (`None`: clear text).
     pub tls: Option<TlsOptions>,
+    /// On a cluster (docs/cluster.md): a request answered `not_leader`
+    /// naming the leader is sent again there, the connection moved to it
+    /// (at most [`LEADER_HOPS`] times a request). Nothing was done by the
+    /// node that refused it, so nothing is done twice.
+    pub follow_leader: bool,
+}
+
+/// How many times one request follows `not_leader` to another node.
+pub const LEADER_HOPS: usize = 3;
+
+/// The leader's client address a `not_leader` message names (`... leader
+/// <id> at <host:port>`).
+pub fn leader_in(message: &str) -> Option<&str> {
+    let at = message.rfind(" at ")?;
+    let addr = message[at + 4..].split_whitespace().next()?;
+    (message[..at].contains("leader") && addr.contains(':')).then_some(addr)
 }
 
 impl ClientOptions {
@@ -162,6 +178,7 @@ impl ClientOptions {
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
             tls,
+            follow_leader: true,
         }
     }
 
@@ -241,4 +258,19 @@ fn grouped(group: &str, payloads: &[bytes::Bytes]) -> Vec<PutEntry> {
             ..PutEntry::default()
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::leader_in;
+
+    #[test]
+    fn a_not_leader_message_names_the_leaders_address() {
+        let m = "not_leader: this node does not lead the partition; leader 2 at 127.0.0.1:7720";
+        assert_eq!(leader_in(m), Some("127.0.0.1:7720"));
+        let unknown = "not_leader: this node does not lead the partition; the leader is not known yet (try another node)";
+        assert_eq!(leader_in(unknown), None);
+        assert_eq!(leader_in("queue_not_found: no queue at all"), None);
+        assert_eq!(leader_in("leader 1 at nowhere"), None);
+    }
 }

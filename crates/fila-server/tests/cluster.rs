@@ -113,9 +113,11 @@ fn cluster(dir: &Path) -> Vec<Node> {
         .collect()
 }
 
+/// A client of one node that does not follow `not_leader`.
 fn client(addr: &str) -> Option<Client> {
     let mut o = ClientOptions::new(addr.to_string());
     o.request_timeout = Duration::from_secs(10);
+    o.follow_leader = false;
     Client::connect(o).ok()
 }
 
@@ -197,6 +199,22 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
     let mut attempted = HashSet::new();
     let mut acked = HashSet::new();
     let mut deleted = HashSet::new();
+    // A client that follows: connected to the follower, its puts (one, and
+    // a batch) go to the leader, and so does it.
+    let mut follows = Client::connect(ClientOptions::new(nodes[follower].client.clone())).unwrap();
+    follows.put_one("jobs", "followed").unwrap();
+    assert_eq!(follows.addr(), nodes[leader].client);
+    let mut follows = Client::connect(ClientOptions::new(nodes[follower].client.clone())).unwrap();
+    let batch: Vec<String> = (0..30).map(|i| format!("batch-{i}")).collect();
+    let payloads: Vec<bytes::Bytes> = batch.iter().map(|b| b.clone().into()).collect();
+    for r in follows.put_payloads("jobs", &payloads).unwrap() {
+        r.unwrap();
+    }
+    assert_eq!(follows.addr(), nodes[leader].client);
+    for body in batch.into_iter().chain(["followed".to_owned()]) {
+        attempted.insert(body.clone());
+        acked.insert(body);
+    }
     let mut c = client(&nodes[leader].client).unwrap();
     for i in 0..100 {
         let body = format!("m{i}");
@@ -258,5 +276,5 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
     for body in &end {
         assert!(attempted.contains(body), "{body} was never put");
     }
-    assert_eq!(acked.len(), 152, "every put was acknowledged");
+    assert_eq!(acked.len(), 183, "every put was acknowledged");
 }
