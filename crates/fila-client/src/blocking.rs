@@ -274,10 +274,10 @@ impl Client {
         &mut self,
         calls: impl Iterator<Item = Call<R, Vec<EntryResult<T>>>>,
     ) -> Result<Vec<EntryResult<T>>> {
+        type Batch<R, T> = Call<R, Vec<EntryResult<T>>>;
         let mut done: Vec<Option<Vec<EntryResult<T>>>> = Vec::new();
-        let mut waiting: VecDeque<(usize, Call<R, Vec<EntryResult<T>>>)> = VecDeque::new();
-        let mut in_flight: VecDeque<(u64, usize, Call<R, Vec<EntryResult<T>>>)> =
-            VecDeque::with_capacity(WINDOW);
+        let mut waiting: VecDeque<(usize, Batch<R, T>)> = VecDeque::new();
+        let mut in_flight: VecDeque<(u64, usize, Batch<R, T>)> = VecDeque::with_capacity(WINDOW);
         let mut calls = calls.enumerate().peekable();
         let mut hops = 0;
         let mut moving: Option<String> = None;
