@@ -63,6 +63,9 @@ usage: fila [--addr ADDR] [--token TOKEN] [--tls] [--ca FILE]
   channels QUEUE [--after NAME] [--max N]
                                    channels with messages ready, and backlog
   server-stats
+  cluster status                   a cluster node's view: members, leader,
+                                   log indexes, each member's lag (asked of
+                                   the node --addr names; docs/cluster.md)
   reload                           the server reads its tokens and TLS
                                    files again (manage on every queue)
 
@@ -705,6 +708,20 @@ fn run(a: Args) -> Out {
             if !json {
                 println!("cancelled {seq}");
             }
+            Ok(true)
+        }
+        "cluster" => {
+            match a.pos(1, "a cluster subcommand (status)")? {
+                "status" => {}
+                other => {
+                    return Err(Failure::Usage(format!(
+                        "unknown cluster subcommand {other:?} (status)"
+                    )))
+                }
+            }
+            a.check_known(&[])?;
+            let s = connect(&a)?.cluster_status()?;
+            output::cluster_status(json, &s);
             Ok(true)
         }
         "server-stats" => {

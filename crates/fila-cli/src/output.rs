@@ -401,3 +401,73 @@ pub(crate) fn print_channels(
         println!("more: --after {next}");
     }
 }
+
+/// A cluster node's view: the node, the leader, the log's indexes, then one
+/// line a member (the leader knows how far each has taken the log).
+pub fn cluster_status(json: bool, s: &fila_client::ClusterStatus) {
+    let opt = |v: Option<u64>| v.map_or("null".to_owned(), |v| v.to_string());
+    let last = s.last_log_index;
+    if json {
+        let members: Vec<String> = s
+            .members
+            .iter()
+            .map(|m| {
+                format!(
+                    "{{\"id\":{},\"peer\":{},\"client\":{},\"voter\":{},\"matched_index\":{}}}",
+                    m.id,
+                    json_str(&m.peer),
+                    json_str(&m.client),
+                    m.voter,
+                    opt(m.matched_index)
+                )
+            })
+            .collect();
+        println!(
+            "{{\"node_id\":{},\"leader\":{},\"term\":{},\"last_log_index\":{},\"committed_index\":{},\"applied_index\":{},\"members\":[{}]}}",
+            s.node_id,
+            opt(s.leader),
+            s.term,
+            opt(last),
+            opt(s.committed_index),
+            opt(s.applied_index),
+            members.join(",")
+        );
+        return;
+    }
+    let show = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
+    println!(
+        "node {}, leader {}, term {}; log {} (committed {}, applied {})",
+        s.node_id,
+        show(s.leader),
+        s.term,
+        show(last),
+        show(s.committed_index),
+        show(s.applied_index)
+    );
+    println!(
+        "{:<6} {:<8} {:<24} {:<24} {:>10} {:>8}",
+        "id", "role", "client", "peer", "matched", "lag"
+    );
+    for m in &s.members {
+        let role = if Some(m.id) == s.leader {
+            "leader"
+        } else if m.voter {
+            "voter"
+        } else {
+            "learner"
+        };
+        let lag = match (last, m.matched_index) {
+            (Some(l), Some(mi)) => l.saturating_sub(mi).to_string(),
+            _ => "-".to_owned(),
+        };
+        println!(
+            "{:<6} {:<8} {:<24} {:<24} {:>10} {:>8}",
+            m.id,
+            role,
+            m.client,
+            m.peer,
+            show(m.matched_index),
+            lag
+        );
+    }
+}

@@ -118,6 +118,11 @@ fn a_tour_with_the_cli() {
         .status
         .success());
     assert!(out(&fila(&s, &["server-stats"], None)).contains("connections"));
+    // A single node has no cluster to show: a refusal (1), said plainly.
+    let o = fila(&s, &["cluster", "status"], None);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("single node"));
+    assert_eq!(fila(&s, &["cluster", "grow"], None).status.code(), Some(2));
 }
 
 #[test]

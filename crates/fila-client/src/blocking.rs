@@ -337,6 +337,15 @@ impl Client {
         self.run(call::server_stats())
     }
 
+    /// A cluster node's view of its cluster (docs/cluster.md); a single
+    /// node answers `invalid_argument`. Asked of the node connected to:
+    /// it does not follow `not_leader`.
+    pub fn cluster_status(&mut self) -> Result<ClusterStatus> {
+        let id = self.send(&Request::ClusterStatus)?;
+        let r = self.wait(id, Duration::ZERO)?;
+        call::cluster_status().read(r)
+    }
+
     /// Asks the server to read its tokens and TLS files again (needs
     /// manage on every queue); a file that fails keeps what is in use and
     /// is answered as an error.

@@ -109,6 +109,16 @@ pub(crate) fn server_stats() -> Call<Request, Vec<(String, u64)>> {
     }
 }
 
+pub(crate) fn cluster_status() -> Call<Request, fila_proto::ClusterStatus> {
+    Call {
+        req: Request::ClusterStatus,
+        parse: |r| match r {
+            Response::ClusterStatus(v) => Ok(*v),
+            other => Err(other),
+        },
+    }
+}
+
 pub(crate) fn reload() -> Call<Request, crate::Reloaded> {
     Call {
         req: Request::Reload,

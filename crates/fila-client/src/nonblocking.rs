@@ -364,6 +364,12 @@ impl AsyncClient {
         self.run(call::server_stats()).await
     }
 
+    /// A cluster node's view of its cluster (docs/cluster.md); a single
+    /// node answers `invalid_argument`.
+    pub async fn cluster_status(&self) -> Result<ClusterStatus> {
+        self.run(call::cluster_status()).await
+    }
+
     /// Asks the server to read its tokens and TLS files again (needs
     /// manage on every queue); a file that fails keeps what is in use and
     /// is answered as an error.

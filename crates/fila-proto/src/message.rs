@@ -112,6 +112,41 @@ impl Default for Fields {
     }
 }
 
+/// A cluster node's view of its cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterStatus {
+    /// The node answering.
+    pub node_id: u64,
+    /// The leader it knows of.
+    pub leader: Option<u64>,
+    /// Its Raft term.
+    pub term: u64,
+    /// The index of the last entry in its log.
+    pub last_log_index: Option<u64>,
+    /// The index of the last entry committed.
+    pub committed_index: Option<u64>,
+    /// The index of the last entry its state machine applied.
+    pub applied_index: Option<u64>,
+    /// The members (voters and learners).
+    pub members: Vec<ClusterMemberStatus>,
+}
+
+/// A member as a cluster node sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterMemberStatus {
+    /// Its node id.
+    pub id: u64,
+    /// Its peer address.
+    pub peer: String,
+    /// Its client address.
+    pub client: String,
+    /// A voter (else a learner).
+    pub voter: bool,
+    /// On the leader: the index of the last entry it holds (its lag is the
+    /// leader's last index less this); `None` elsewhere, or not known yet.
+    pub matched_index: Option<u64>,
+}
+
 /// Every request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
@@ -127,6 +162,9 @@ pub enum Request {
     },
     /// Server-wide stats.
     ServerStats,
+    /// A cluster node's view of its cluster: members, leader, log indexes,
+    /// how far each member has taken the log (docs/cluster.md).
+    ClusterStatus,
     /// Re-read the server's tokens and TLS files (needs manage on every
     /// queue, a grant on `*`).
     Reload,
@@ -456,6 +494,8 @@ pub enum Response {
     Ok,
     /// To server stats: named counters.
     ServerStats(Vec<(String, u64)>),
+    /// To cluster status.
+    ClusterStatus(Box<ClusterStatus>),
     /// To reload: what is in place now.
     Reloaded {
         /// Which reload (0: none since the start).

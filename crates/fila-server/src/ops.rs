@@ -71,11 +71,12 @@ use Permission::{Manage, Receive, Send};
 use Place::{Connection, EveryLoop, Shard, TargetThenShard};
 
 /// Every operation.
-pub(crate) const OPS: [Op; 27] = [
+pub(crate) const OPS: [Op; 28] = [
     row(Opcode::Hello, None, Connection, Small, false),
     row(Opcode::Auth, None, Connection, Small, false),
     row(Opcode::ServerStats, None, Connection, Small, false),
     row(Opcode::Reload, None, Connection, Small, false),
+    row(Opcode::ClusterStatus, None, Connection, Small, false),
     row(
         Opcode::CreateQueue,
         Some(Manage),
@@ -142,6 +143,7 @@ pub(crate) fn queue_of(req: &Request) -> Option<&str> {
         | Request::Auth { .. }
         | Request::ListQueues { .. }
         | Request::ServerStats
+        | Request::ClusterStatus
         | Request::Reload => return None,
         Request::CreateQueue { name, .. }
         | Request::GetQueue { name }

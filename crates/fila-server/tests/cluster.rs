@@ -196,6 +196,34 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
         "{err} names {}",
         nodes[leader].client
     );
+    // Every node names the same leader; the leader knows how far each
+    // member has taken the log.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let views: Vec<_> = nodes
+            .iter()
+            .map(|n| client(&n.client).unwrap().cluster_status().unwrap())
+            .collect();
+        let agreed = views.iter().all(|v| v.leader == Some(nodes[leader].id));
+        let caught_up = views[leader].members.len() == 3
+            && views[leader]
+                .members
+                .iter()
+                .all(|m| m.voter && m.matched_index.is_some());
+        if agreed && caught_up {
+            assert_eq!(views[follower].node_id, nodes[follower].id);
+            assert!(views[leader]
+                .members
+                .iter()
+                .any(|m| m.client == nodes[follower].client));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the views never agreed: {views:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let mut attempted = HashSet::new();
     let mut acked = HashSet::new();
     let mut deleted = HashSet::new();

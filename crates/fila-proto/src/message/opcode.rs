@@ -15,6 +15,8 @@ pub enum Opcode {
     ServerStats = 0x03,
     /// Re-read the tokens and TLS files (manage on every queue).
     Reload = 0x04,
+    /// A cluster node's view of its cluster (docs/cluster.md).
+    ClusterStatus = 0x05,
     /// Create a queue.
     CreateQueue = 0x10,
     /// A queue's settings.
@@ -65,11 +67,12 @@ pub enum Opcode {
 
 impl Opcode {
     /// Every opcode.
-    pub const ALL: [Opcode; 27] = [
+    pub const ALL: [Opcode; 28] = [
         Opcode::Hello,
         Opcode::Auth,
         Opcode::ServerStats,
         Opcode::Reload,
+        Opcode::ClusterStatus,
         Opcode::CreateQueue,
         Opcode::GetQueue,
         Opcode::UpdateQueue,

@@ -9,6 +9,7 @@ impl Request {
             Request::Hello { .. } => Opcode::Hello,
             Request::Auth { .. } => Opcode::Auth,
             Request::ServerStats => Opcode::ServerStats,
+            Request::ClusterStatus => Opcode::ClusterStatus,
             Request::Reload => Opcode::Reload,
             Request::CreateQueue { .. } => Opcode::CreateQueue,
             Request::GetQueue { .. } => Opcode::GetQueue,
@@ -79,7 +80,7 @@ impl Request {
         match self {
             Request::Hello { client } => w.str(client),
             Request::Auth { token } => w.str(token),
-            Request::ServerStats | Request::Reload => {}
+            Request::ServerStats | Request::Reload | Request::ClusterStatus => {}
             Request::CreateQueue { name, settings } | Request::UpdateQueue { name, settings } => {
                 w.str(name);
                 put_patch(w, settings);
@@ -199,6 +200,7 @@ impl Request {
             Opcode::Hello => Request::Hello { client: r.str()? },
             Opcode::Auth => Request::Auth { token: r.str()? },
             Opcode::ServerStats => Request::ServerStats,
+            Opcode::ClusterStatus => Request::ClusterStatus,
             Opcode::Reload => Request::Reload,
             Opcode::CreateQueue => Request::CreateQueue {
                 name: r.str()?,

@@ -44,6 +44,21 @@ impl Response {
                 w.str(k);
                 w.u64(*v);
             }),
+            Response::ClusterStatus(c) => {
+                w.u64(c.node_id);
+                w.opt(&c.leader, |w, v| w.u64(*v));
+                w.u64(c.term);
+                for i in [&c.last_log_index, &c.committed_index, &c.applied_index] {
+                    w.opt(i, |w, v| w.u64(*v));
+                }
+                w.list(&c.members, |w, m| {
+                    w.u64(m.id);
+                    w.str(&m.peer);
+                    w.str(&m.client);
+                    w.bool(m.voter);
+                    w.opt(&m.matched_index, |w, v| w.u64(*v));
+                });
+            }
             Response::Reloaded {
                 generation,
                 tokens,
@@ -156,6 +171,23 @@ impl Response {
             | Opcode::DeleteSeq
             | Opcode::DeadLetterSeq => Response::Ok,
             Opcode::ServerStats => Response::ServerStats(r.list(10, |r| Ok((r.str()?, r.u64()?)))?),
+            Opcode::ClusterStatus => Response::ClusterStatus(Box::new(ClusterStatus {
+                node_id: r.u64()?,
+                leader: r.opt(Reader::u64)?,
+                term: r.u64()?,
+                last_log_index: r.opt(Reader::u64)?,
+                committed_index: r.opt(Reader::u64)?,
+                applied_index: r.opt(Reader::u64)?,
+                members: r.list(14, |r| {
+                    Ok(ClusterMemberStatus {
+                        id: r.u64()?,
+                        peer: r.str()?,
+                        client: r.str()?,
+                        voter: r.bool()?,
+                        matched_index: r.opt(Reader::u64)?,
+                    })
+                })?,
+            })),
             Opcode::Reload => Response::Reloaded {
                 generation: r.u64()?,
                 tokens: r.u32()?,

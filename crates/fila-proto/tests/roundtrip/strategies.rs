@@ -165,6 +165,7 @@ pub fn request() -> impl Strategy<Value = Request> {
         s().prop_map(|token| Request::Auth { token }),
         Just(Request::ServerStats),
         Just(Request::Reload),
+        Just(Request::ClusterStatus),
         (s(), patch()).prop_map(|(name, settings)| Request::CreateQueue { name, settings }),
         s().prop_map(|name| Request::GetQueue { name }),
         (s(), patch()).prop_map(|(name, settings)| Request::UpdateQueue { name, settings }),
@@ -427,6 +428,45 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
         .prop_map(|op| (op, Response::Ok)),
         proptest::collection::vec((s(), any::<u64>()), 0..4)
             .prop_map(|p| (Opcode::ServerStats, Response::ServerStats(p))),
+        (
+            any::<u64>(),
+            proptest::option::of(any::<u64>()),
+            any::<u64>(),
+            proptest::option::of(any::<u64>()),
+            proptest::collection::vec(
+                (
+                    any::<u64>(),
+                    s(),
+                    s(),
+                    any::<bool>(),
+                    proptest::option::of(any::<u64>())
+                ),
+                0..4
+            )
+        )
+            .prop_map(|(node_id, leader, term, applied, members)| (
+                Opcode::ClusterStatus,
+                Response::ClusterStatus(Box::new(ClusterStatus {
+                    node_id,
+                    leader,
+                    term,
+                    last_log_index: applied.map(|a| a + 1),
+                    committed_index: applied,
+                    applied_index: applied,
+                    members: members
+                        .into_iter()
+                        .map(
+                            |(id, peer, client, voter, matched_index)| ClusterMemberStatus {
+                                id,
+                                peer,
+                                client,
+                                voter,
+                                matched_index
+                            }
+                        )
+                        .collect(),
+                }))
+            )),
         any::<bool>().prop_map(|c| (Opcode::CreateQueue, Response::Created(c))),
         (any::<u64>(), any::<u32>(), any::<bool>()).prop_map(|(generation, tokens, tls)| (
             Opcode::Reload,

@@ -167,10 +167,59 @@ async fn run(
     }));
     bootstrap(&config, &replica).await;
     info!(node = config.node_id, peers = %config.listen, "cluster node started");
-    mail(replica.clone(), index, notify, shared).await;
+    let view = tokio::spawn(keep_view(replica.clone(), shared.clone()));
+    mail(replica.clone(), index, notify, shared.clone()).await;
+    view.abort();
+    *shared
+        .cluster_view
+        .lock()
+        .unwrap_or_else(|p| p.into_inner()) = None;
     peers.abort();
     if let Err(e) = replica.shutdown().await {
         warn!("stopping the cluster node: {e}");
+    }
+}
+
+/// How often the cluster's view (what `ClusterStatus` answers) is
+/// refreshed.
+const VIEW_EVERY: Duration = Duration::from_millis(100);
+
+/// Keeps `shared.cluster_view` the Raft node's view: members, leader, log
+/// indexes, and on the leader how far each member has taken the log.
+async fn keep_view(replica: Arc<Node>, shared: Arc<Shared>) {
+    loop {
+        let status = {
+            let m = replica.raft().metrics();
+            let m = m.borrow_watched();
+            let membership = m.membership_config.membership();
+            let voters: Vec<u64> = membership.voter_ids().collect();
+            let matched = m.replication.as_ref();
+            fila_proto::ClusterStatus {
+                node_id: m.id,
+                leader: m.current_leader,
+                term: m.current_term,
+                last_log_index: m.last_log_index,
+                committed_index: m.cluster_committed.map(|c| c.index),
+                applied_index: m.last_applied.map(|a| a.index),
+                members: membership
+                    .nodes()
+                    .map(|(id, node)| fila_proto::ClusterMemberStatus {
+                        id: *id,
+                        peer: node.addr.clone(),
+                        client: node.client.clone(),
+                        voter: voters.contains(id),
+                        matched_index: matched
+                            .and_then(|r| r.get(id))
+                            .and_then(|l| l.as_ref().map(|l| l.index)),
+                    })
+                    .collect(),
+            }
+        };
+        *shared
+            .cluster_view
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(status);
+        tokio::time::sleep(VIEW_EVERY).await;
     }
 }
 

@@ -110,6 +110,9 @@ struct Shared {
     /// A cluster node: the endpoint every queue request goes to (its
     /// partition's replica, `cluster.rs`).
     cluster: Option<usize>,
+    /// A cluster node's view of its cluster, refreshed by its thread (what
+    /// `ClusterStatus` answers).
+    cluster_view: Mutex<Option<fila_proto::ClusterStatus>>,
 }
 
 /// A warning logged at most once a second, with how many were left out
@@ -351,6 +354,7 @@ impl Server {
             auth_warn: WarnLimit::default(),
             tls_warn: WarnLimit::default(),
             cluster: cluster_index,
+            cluster_view: Mutex::new(None),
         });
         let mut listener = Some(listener);
         let mut threads = Vec::new();

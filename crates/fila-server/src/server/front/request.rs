@@ -230,6 +230,23 @@ impl FrontEnd {
                 shared.metrics.server_stats(&shared.totals),
             ));
         }
+        if let Request::ClusterStatus = req {
+            let view = shared
+                .cluster_view
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            return Some(match view.as_ref() {
+                Some(status) => Response::ClusterStatus(Box::new(status.clone())),
+                None if shared.cluster.is_none() => error(
+                    ErrorCode::INVALID_ARGUMENT,
+                    "invalid_argument: this server is a single node, not a cluster's (docs/cluster.md)",
+                ),
+                None => error(
+                    ErrorCode::SHUTTING_DOWN,
+                    "shutting_down: the cluster node is starting or stopping",
+                ),
+            });
+        }
         let op = ops::of(&req);
         let opcode = op.opcode as u8;
         let fields = match &req {
