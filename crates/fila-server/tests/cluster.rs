@@ -1,5 +1,8 @@
 //! A cluster of three `fila-server` processes on loopback (docs/cluster.md):
-//! a follower answers `not_leader` naming the leader's client address; the
+//! a follower answers `not_leader` naming the leader's client address; every
+//! node names the same leader in its cluster status; a client of a follower
+//! follows to the leader; leases the leader granted hold after it is killed
+//! and their receipts delete on the next leader; the
 //! leader is killed with SIGKILL, another takes over, the killed node
 //! comes back on its data directory, then the next leader is killed too
 //! and the two left (the one that came back among them) serve; at the end
@@ -259,6 +262,10 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
         }
     }
     assert_eq!(deleted.len(), 10);
+    // Five more leased (for the queue's 30 s) and not deleted yet when the
+    // leader dies.
+    let held = c.receive("jobs", 5, Some(0)).unwrap();
+    assert_eq!(held.len(), 5);
     // The leader dies.
     nodes[leader].kill();
     let killed_at = Instant::now();
@@ -273,6 +280,25 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
     attempted.insert("after the kill".into());
     acked.insert("after the kill".into());
     let mut c = client(&nodes[new_leader].client).unwrap();
+    // The leases the dead leader granted hold on the new one: none of those
+    // messages is given again, and their receipts delete them there.
+    let held_bodies: HashSet<String> = held
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m.payload).into_owned())
+        .collect();
+    let others = c.receive("jobs", 20, Some(0)).unwrap();
+    assert!(
+        others
+            .iter()
+            .all(|m| !held_bodies.contains(&*String::from_utf8_lossy(&m.payload))),
+        "a message leased by the old leader was given again within its lease"
+    );
+    let receipts: Vec<_> = held.iter().filter_map(|m| m.receipt).collect();
+    for (m, r) in held.iter().zip(c.delete("jobs", &receipts).unwrap()) {
+        r.unwrap_or_else(|e| panic!("the old leader's receipt was refused: {e}"));
+        deleted.insert(String::from_utf8_lossy(&m.payload).into_owned());
+    }
+
     for i in 100..150 {
         let body = format!("m{i}");
         attempted.insert(body.clone());
