@@ -79,9 +79,15 @@ impl Drop for Conn {
 
 struct Inner {
     options: ClientOptions,
+    /// Where it talks now: `options.addr`, or the leader a `not_leader`
+    /// named.
+    addr: Mutex<String>,
     tls: crate::tls::TlsCache,
     /// The connection in use (checked without waiting).
     current: Mutex<Option<Arc<Conn>>>,
+    /// Connections left for another node, kept until the answers they
+    /// wait for are in.
+    retired: Mutex<Vec<Arc<Conn>>>,
     /// Held while a new connection is opened, so only one is.
     connecting: tokio::sync::Mutex<()>,
 }
@@ -227,9 +233,11 @@ impl AsyncClient {
     pub async fn connect(options: ClientOptions) -> Result<AsyncClient> {
         let c = AsyncClient {
             inner: Arc::new(Inner {
+                addr: Mutex::new(options.addr.clone()),
                 options,
                 tls: crate::tls::TlsCache::default(),
                 current: Mutex::new(None),
+                retired: Mutex::new(Vec::new()),
                 connecting: tokio::sync::Mutex::new(()),
             }),
         };
@@ -260,8 +268,50 @@ impl AsyncClient {
         Ok(shared)
     }
 
+    /// The address it talks to now (another node's after it followed
+    /// `not_leader`).
+    pub fn addr(&self) -> String {
+        self.inner
+            .addr
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// A `not_leader` answer on `used` that names the leader: the client
+    /// moves there (`true`: send again). Answers still due on the old
+    /// connection come in before it closes.
+    fn follow(&self, used: &Arc<Shared>, code: ErrorCode, message: &str) -> bool {
+        if code != ErrorCode::NOT_LEADER || !self.inner.options.follow_leader {
+            return false;
+        }
+        let Some(leader) = crate::leader_in(message) else {
+            return false;
+        };
+        let mut addr = self.inner.addr.lock().unwrap_or_else(|p| p.into_inner());
+        let mut current = self.inner.current.lock().unwrap_or_else(|p| p.into_inner());
+        let still_there = current
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(&c.shared, used));
+        if still_there {
+            if *addr == leader {
+                return false;
+            }
+            *addr = leader.to_owned();
+            if let Some(old) = current.take() {
+                let mut retired = self.inner.retired.lock().unwrap_or_else(|p| p.into_inner());
+                retired.retain(|c| !c.shared.state().pending.is_empty());
+                retired.push(old);
+            }
+        }
+        // Moved already (by another call that was refused too): send again.
+        true
+    }
+
     async fn open(&self) -> Result<Conn> {
-        let o = &self.inner.options;
+        let mut options = self.inner.options.clone();
+        options.addr = self.addr();
+        let o = &options;
         let connect_error = |source| ClientError::Connect {
             addr: o.addr.clone(),
             source,
@@ -323,9 +373,23 @@ impl AsyncClient {
 
     /// Sends one request (a [`Request`] or a borrowed view) and waits for
     /// its answer, up to the request timeout beyond its long-poll wait.
+    ///
+    /// A `not_leader` answer naming the leader is followed there (with
+    /// [`ClientOptions::follow_leader`], at most [`LEADER_HOPS`] times).
     pub async fn call<R: Encode + ?Sized>(&self, req: &R) -> Result<Response> {
-        let sent = self.send(req).await?;
-        sent.answer(self.limit(req)).await
+        let mut hops = 0;
+        loop {
+            let sent = self.send(req).await?;
+            let used = sent.shared.clone();
+            let r = sent.answer(self.limit(req)).await?;
+            if let Response::Error(e) = &r {
+                if hops < LEADER_HOPS && self.follow(&used, e.code, &e.message) {
+                    hops += 1;
+                    continue;
+                }
+            }
+            return Ok(r);
+        }
     }
 
     async fn run<R: Encode, T>(&self, c: Call<R, T>) -> Result<T> {
@@ -348,7 +412,22 @@ impl AsyncClient {
                 in_flight.push_back((self.send(&c.req).await?, c));
             }
             let (sent, c) = in_flight.pop_front().expect("one in flight");
-            let r = sent.answer(self.inner.options.request_timeout).await?;
+            let used = sent.shared.clone();
+            let mut r = sent.answer(self.inner.options.request_timeout).await?;
+            let mut hops = 0;
+            // Refused by a node that does not lead: that request again, on
+            // the leader, before the next answer is read (the order holds).
+            while let Response::Error(e) = &r {
+                if hops >= LEADER_HOPS || !self.follow(&used, e.code, &e.message) {
+                    break;
+                }
+                hops += 1;
+                r = self
+                    .send(&c.req)
+                    .await?
+                    .answer(self.inner.options.request_timeout)
+                    .await?;
+            }
             out.extend(c.read(r)?);
         }
         Ok(out)

@@ -246,6 +246,32 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
         attempted.insert(body.clone());
         acked.insert(body);
     }
+    // The async client follows too.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let follower_addr = nodes[follower].client.clone();
+    let (async_addr, async_bodies) = rt.block_on(async move {
+        let c = fila_client::AsyncClient::connect(ClientOptions::new(follower_addr))
+            .await
+            .unwrap();
+        c.put_one("jobs", "async-followed").await.unwrap();
+        let bodies: Vec<String> = (0..25).map(|i| format!("async-batch-{i}")).collect();
+        let payloads: Vec<bytes::Bytes> = bodies.iter().map(|b| b.clone().into()).collect();
+        for r in c.put_payloads("jobs", &payloads).await.unwrap() {
+            r.unwrap();
+        }
+        (c.addr(), bodies)
+    });
+    assert_eq!(async_addr, nodes[leader].client);
+    for body in async_bodies
+        .into_iter()
+        .chain(["async-followed".to_owned()])
+    {
+        attempted.insert(body.clone());
+        acked.insert(body);
+    }
     let mut c = client(&nodes[leader].client).unwrap();
     for i in 0..100 {
         let body = format!("m{i}");
@@ -330,5 +356,5 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
     for body in &end {
         assert!(attempted.contains(body), "{body} was never put");
     }
-    assert_eq!(acked.len(), 183, "every put was acknowledged");
+    assert_eq!(acked.len(), 209, "every put was acknowledged");
 }
