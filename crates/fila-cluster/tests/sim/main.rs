@@ -224,6 +224,21 @@ enum Outcome<R> {
     Unknown,
 }
 
+/// Creates the queue on whichever node leads first (within 5 s).
+async fn create_queue(c: &mut Cluster, seed: u64) {
+    for _ in 0..50 {
+        if let Some(r) = c
+            .run(|e| e.create_queue(QUEUE, QueueSettings::default()))
+            .await
+        {
+            r.unwrap();
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("seed {seed}: no leader took the queue");
+}
+
 /// What clients were told.
 #[derive(Default)]
 struct History {
@@ -411,19 +426,7 @@ async fn life(seed: u64) -> History {
     let mut c = Cluster::new(seed).await;
     let mut h = History::default();
     // The queue exists before the faults begin.
-    let mut created = false;
-    for _ in 0..50 {
-        if let Some(r) = c
-            .run(|e| e.create_queue(QUEUE, QueueSettings::default()))
-            .await
-        {
-            r.unwrap();
-            created = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(created, "seed {seed}: no leader took the queue");
+    create_queue(&mut c, seed).await;
     let mut n = 0;
     let mut down: Vec<NodeId> = Vec::new();
     for _ in 0..120 {
@@ -694,19 +697,7 @@ fn pipelined_operations_commit_in_the_order_the_engine_made_them() {
             .unwrap();
         rt.block_on(async move {
             let mut c = Cluster::new(seed).await;
-            let mut created = false;
-            for _ in 0..50 {
-                if let Some(r) = c
-                    .run(|e| e.create_queue(QUEUE, QueueSettings::default()))
-                    .await
-                {
-                    r.unwrap();
-                    created = true;
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            assert!(created);
+            create_queue(&mut c, seed).await;
             let leader = c.replica(c.leader).unwrap();
             let mut tasks = Vec::new();
             for i in 0..200u64 {

@@ -19,7 +19,16 @@ impl<S: Storage> Log<S> {
     pub fn read(&self, from: u64, to: u64, max_bytes: usize) -> Result<Vec<OwnedRecord>, Error> {
         let mut out = Vec::new();
         let mut bytes = 0usize;
-        let full = |out: &Vec<OwnedRecord>, bytes: usize| !out.is_empty() && bytes >= max_bytes;
+        // Keeps a record; answers whether the answer is full.
+        let take = |out: &mut Vec<OwnedRecord>, bytes: &mut usize, r: record::Record<'_>| {
+            *bytes += r.body.len();
+            out.push(OwnedRecord {
+                lsn: r.lsn,
+                kind: r.kind,
+                body: r.body.to_vec(),
+            });
+            *bytes >= max_bytes
+        };
         let to = to.min(self.next_lsn);
         for (k, &(number, first)) in self.segments.iter().enumerate() {
             let end = self
@@ -46,13 +55,7 @@ impl<S: Storage> Log<S> {
                 if r.lsn < from || r.lsn <= self.snapshot_lsn {
                     continue;
                 }
-                bytes += r.body.len();
-                out.push(OwnedRecord {
-                    lsn: r.lsn,
-                    kind: r.kind,
-                    body: r.body.to_vec(),
-                });
-                if full(&out, bytes) {
+                if take(&mut out, &mut bytes, r) {
                     return Ok(out);
                 }
             }
@@ -67,13 +70,7 @@ impl<S: Storage> Log<S> {
             let Decoded::Record(r, _) = record::decode(&self.pending[start..]) else {
                 unreachable!("pending records are encoded by this log");
             };
-            bytes += r.body.len();
-            out.push(OwnedRecord {
-                lsn: r.lsn,
-                kind: r.kind,
-                body: r.body.to_vec(),
-            });
-            if full(&out, bytes) {
+            if take(&mut out, &mut bytes, r) {
                 break;
             }
         }

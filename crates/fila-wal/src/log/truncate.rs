@@ -67,19 +67,7 @@ impl<S: Storage> Log<S> {
             .segments
             .iter()
             .rposition(|&(_, first)| first <= lsn + 1);
-        let later = keep.map_or(0, |k| k + 1);
-        // Newest first, each removal made durable before the next: a crash
-        // may lose a removal not yet synced, and a segment kept after a
-        // removed one would leave a gap.
-        while self.segments.len() > later {
-            let (number, _) = self.segments[self.segments.len() - 1];
-            let name = segment_name(number);
-            self.storage
-                .remove(&name)
-                .map_err(io(&self.storage, &name))?;
-            self.storage.sync_dir().map_err(io(&self.storage, "."))?;
-            self.segments.pop();
-        }
+        self.remove_segments_from(keep.map_or(0, |k| k + 1))?;
         let Some(k) = keep else {
             self.current = None;
             return Ok(());
@@ -140,14 +128,7 @@ impl<S: Storage> Log<S> {
             let file = storage.describe(name);
             move |source| Error::Io { file, source }
         };
-        while let Some(&(number, _)) = self.segments.last() {
-            let name = segment_name(number);
-            self.storage
-                .remove(&name)
-                .map_err(io(&self.storage, &name))?;
-            self.storage.sync_dir().map_err(io(&self.storage, "."))?;
-            self.segments.pop();
-        }
+        self.remove_segments_from(0)?;
         self.current = None;
         let names = self.storage.list().map_err(io(&self.storage, "."))?;
         let mut removed = false;
@@ -167,6 +148,27 @@ impl<S: Storage> Log<S> {
         self.snapshot_lsn = 0;
         self.snapshot(lsn, body)?;
         self.snapshot_lsn = lsn;
+        Ok(())
+    }
+
+    /// Removes the segments from the `first`-th on, newest first, each
+    /// removal made durable before the next: a crash may lose a removal
+    /// not yet synced, and a segment kept after a removed one would leave a
+    /// gap.
+    fn remove_segments_from(&mut self, first: usize) -> Result<(), Error> {
+        while self.segments.len() > first {
+            let (number, _) = self.segments[self.segments.len() - 1];
+            let name = segment_name(number);
+            if let Err(source) = self.storage.remove(&name) {
+                let file = self.storage.describe(&name);
+                return Err(Error::Io { file, source });
+            }
+            if let Err(source) = self.storage.sync_dir() {
+                let file = self.storage.describe(".");
+                return Err(Error::Io { file, source });
+            }
+            self.segments.pop();
+        }
         Ok(())
     }
 }
