@@ -1,0 +1,134 @@
+//! What a peer or a damaged disk can hand the decoders: arbitrary bytes,
+//! and good encodings cut short or with a bit flipped. Every decoder
+//! answers an error or a value; none panics, and none allocates past what
+//! the bytes could hold (counts are checked against the bytes left).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use fila_cluster::codec::{self, PeerAnswer, PeerRequest};
+use fila_cluster::{Batch, Entry, LogId, Member, Membership, Vote};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, VoteRequest};
+use openraft::entry::RaftEntry;
+use openraft::EntryPayload;
+use proptest::prelude::*;
+
+fn log_id(term: u64, index: u64) -> LogId {
+    LogId::new(
+        openraft::impls::leader_id_adv::LeaderId { term, node_id: 2 },
+        index,
+    )
+}
+
+fn membership() -> Membership {
+    let nodes: BTreeMap<u64, Member> = (1..=3)
+        .map(|n| {
+            (
+                n,
+                Member {
+                    addr: format!("10.0.0.{n}:7711"),
+                    client: format!("10.0.0.{n}:7710"),
+                },
+            )
+        })
+        .collect();
+    Membership::new(vec![(1..=3).collect::<BTreeSet<u64>>()], nodes).unwrap()
+}
+
+/// Good encodings of every kind the decoders read.
+fn samples() -> Vec<Vec<u8>> {
+    let entries = vec![
+        Entry::new(log_id(1, 1), EntryPayload::Blank),
+        Entry::new(log_id(1, 2), EntryPayload::Membership(membership())),
+        Entry::new(
+            log_id(1, 3),
+            EntryPayload::Normal(Batch(Bytes::from_static(b"\x04\x00\x00\x00\x02hi"))),
+        ),
+    ];
+    let mut out = Vec::new();
+    let mut b = Vec::new();
+    codec::encode_request(
+        &PeerRequest::Append(AppendEntriesRequest {
+            vote: Vote::new_committed(1, 2),
+            prev_log_id: Some(log_id(1, 0)),
+            entries: entries.clone(),
+            leader_commit: Some(log_id(1, 2)),
+        }),
+        &mut b,
+    );
+    out.push(std::mem::take(&mut b));
+    codec::encode_request(
+        &PeerRequest::Vote(VoteRequest::new(Vote::new(3, 1), Some(log_id(2, 9)))),
+        &mut b,
+    );
+    out.push(std::mem::take(&mut b));
+    codec::encode_answer(
+        &PeerAnswer::Append(AppendEntriesResponse::HigherVote(Vote::new(4, 3))),
+        &mut b,
+    );
+    out.push(std::mem::take(&mut b));
+    codec::encode_answer(&PeerAnswer::Refused("no".into()), &mut b);
+    out.push(std::mem::take(&mut b));
+    for e in &entries {
+        codec::encode_entry(e, &mut b);
+        out.push(std::mem::take(&mut b));
+    }
+    out.push(codec::encode_vote(&Vote::new_committed(5, 1)));
+    out.push(codec::encode_start(Some(&log_id(1, 7))));
+    let stored = fila_cluster::StoredMembership::new(Some(log_id(1, 2)), membership());
+    codec::encode_sm_head(Some(&log_id(1, 3)), &stored, &mut b);
+    out.push(b);
+    out
+}
+
+/// Every decoder on `bytes`: none may panic.
+fn decode_all(bytes: &[u8]) {
+    let _ = codec::decode_request(bytes);
+    let _ = codec::decode_answer(bytes);
+    let _ = codec::decode_entry(bytes);
+    let _ = codec::decode_vote(bytes);
+    let _ = codec::decode_start(bytes);
+    let _ = codec::decode_sm_head(bytes);
+}
+
+#[test]
+fn good_encodings_decode_back() {
+    let s = samples();
+    assert!(
+        matches!(codec::decode_request(&s[0]), Ok(PeerRequest::Append(a)) if a.entries.len() == 3)
+    );
+    assert!(matches!(
+        codec::decode_request(&s[1]),
+        Ok(PeerRequest::Vote(_))
+    ));
+    assert!(matches!(
+        codec::decode_answer(&s[2]),
+        Ok(PeerAnswer::Append(_))
+    ));
+    assert!(matches!(codec::decode_answer(&s[3]), Ok(PeerAnswer::Refused(w)) if w == "no"));
+    assert_eq!(
+        codec::decode_vote(&s[7]).unwrap(),
+        Vote::new_committed(5, 1)
+    );
+    assert_eq!(codec::decode_start(&s[8]).unwrap(), Some(log_id(1, 7)));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        decode_all(&bytes);
+    }
+
+    #[test]
+    fn cut_or_flipped_encodings_never_panic(which in 0usize..10, cut in any::<usize>(), flip in any::<usize>(), bit in 0u8..8) {
+        let s = samples();
+        let good = &s[which % s.len()];
+        decode_all(&good[..cut % (good.len() + 1)]);
+        let mut bad = good.clone();
+        let i = flip % bad.len();
+        bad[i] ^= 1 << bit;
+        decode_all(&bad);
+    }
+}
