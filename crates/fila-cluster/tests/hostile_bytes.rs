@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::Bytes;
 use fila_cluster::codec::{self, PeerAnswer, PeerRequest};
 use fila_cluster::{Batch, Entry, LogId, Member, Membership, Vote};
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, VoteRequest};
 use openraft::entry::RaftEntry;
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, VoteRequest};
 use openraft::EntryPayload;
 use proptest::prelude::*;
 

@@ -327,7 +327,7 @@ async fn on_msg(replica: &Node, shared: &Shared, msg: Msg) {
             let route = list.route();
             let done = match replica.execute(move |owner| list_on(*list, owner)).await {
                 Ok(answer) => answer,
-                Err(e) => refusal(replica, &e),
+                Err(e) => refusal(replica, shared, &e),
             };
             answer(shared, route, Done::Answer(done, false));
         }
@@ -347,8 +347,9 @@ async fn on_msg(replica: &Node, shared: &Shared, msg: Msg) {
 }
 
 /// The answer of `e`: `not_leader` naming the leader, `outcome_unknown`,
-/// or `internal`.
-fn refusal(replica: &Node, e: &ReplicaError) -> Answer {
+/// or `internal` — and then the Raft node failed (its storage): the server
+/// stops, saying why, as a single node does when its log fails.
+fn refusal(replica: &Node, shared: &Shared, e: &ReplicaError) -> Answer {
     match e {
         ReplicaError::NotLeader { leader } => {
             let at = leader.and_then(|id| {
@@ -366,7 +367,13 @@ fn refusal(replica: &Node, e: &ReplicaError) -> Answer {
         ReplicaError::Unknown { .. } => {
             error(ErrorCode::OUTCOME_UNKNOWN, format!("outcome_unknown: {e}")).into()
         }
-        _ => error(ErrorCode::INTERNAL, format!("internal: {e}")).into(),
+        _ => {
+            fail(
+                shared,
+                format!("the cluster node failed, nothing more can be acknowledged: {e}"),
+            );
+            error(ErrorCode::INTERNAL, format!("internal: {e}")).into()
+        }
     }
 }
 
@@ -398,7 +405,7 @@ async fn run_job(replica: &Node, shared: &Shared, job: RunJob) -> Answer {
             .await;
         let (answer, wait_ms) = match ran {
             Ok(done) => done,
-            Err(e) => return refusal(replica, &e),
+            Err(e) => return refusal(replica, shared, &e),
         };
         let wait = *wait.get_or_insert(Duration::from_millis(wait_ms));
         let empty = matches!(&answer, Answer::Messages(_, ms) if ms.is_empty());
