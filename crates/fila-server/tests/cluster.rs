@@ -4,7 +4,9 @@
 //! follows to the leader; leases the leader granted hold after it is killed
 //! and their receipts delete on the next leader; the
 //! leader is killed with SIGKILL, another takes over, the killed node
-//! comes back on its data directory, then the next leader is killed too
+//! comes back on its data directory, the next leader is paused with
+//! SIGSTOP (another takes over; woken, it acknowledges nothing more as a
+//! leader), then the leader is killed too
 //! and the two left (the one that came back among them) serve; at the end
 //! every acknowledged put that was not acknowledged deleted is there, no
 //! acknowledged delete came back and nothing is there that was never put.
@@ -60,6 +62,17 @@ impl Drop for Node {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Sends a signal to a node's process (`-STOP`, `-CONT`).
+fn signal(node: &Node, sig: &str) {
+    let pid = node.child.as_ref().expect("running").id().to_string();
+    let ok = Command::new("kill")
+        .args([sig, &pid])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
 }
 
 struct Dir(PathBuf);
@@ -341,6 +354,37 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
     });
     attempted.insert("after the return".into());
     acked.insert("after the return".into());
+    // The leader is paused (SIGSTOP): another takes over while it sleeps;
+    // woken (SIGCONT), it takes nothing more as a leader — its client is
+    // answered not_leader once it hears of the new term — and loses
+    // nothing.
+    let mut paused = client(&nodes[now_leading].client).unwrap();
+    signal(&nodes[now_leading], "-STOP");
+    let (during, _) = on_leader(&nodes, Duration::from_secs(30), |c| {
+        c.put_one("jobs", "while it slept")
+    });
+    assert_ne!(during, now_leading);
+    attempted.insert("while it slept".into());
+    acked.insert("while it slept".into());
+    signal(&nodes[now_leading], "-CONT");
+    let woke = Instant::now();
+    loop {
+        attempted.insert("to the woken one".into());
+        match paused.put_one("jobs", "to the woken one") {
+            Err(e) if e.code() == Some(ErrorCode::NOT_LEADER) => break,
+            // Made before it heard (it cannot be: the new leader's term
+            // refuses its entries) or unknown: either way not acknowledged
+            // here, unless it was.
+            Ok(_) => panic!("a deposed leader acknowledged a put"),
+            Err(_) => {}
+        }
+        assert!(
+            woke.elapsed() < Duration::from_secs(30),
+            "the woken leader never stepped down"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let now_leading = during;
     nodes[now_leading].kill();
     let (last, end) = on_leader(&nodes, Duration::from_secs(30), present);
     assert_ne!(last, now_leading);
@@ -356,5 +400,5 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
     for body in &end {
         assert!(attempted.contains(body), "{body} was never put");
     }
-    assert_eq!(acked.len(), 209, "every put was acknowledged");
+    assert_eq!(acked.len(), 210, "every put was acknowledged");
 }
