@@ -34,7 +34,8 @@ usage: fila-loadgen [flags]
                        127.0.0.1:9324), redis (Streams), beanstalkd,
                        nats (JetStream)
                                                       [fila]
-  --addr ADDR          the server                     [127.0.0.1:7700]
+  --addr ADDR          the server (a cluster's node: the run goes to
+                       the node that leads)           [127.0.0.1:7700]
   --nats-storage KIND  memory or file (JetStream)     [memory]
   --token TOKEN        access token                   [$FILA_TOKEN]
   --tls                fila: speak TLS (or a filas:// address), with
@@ -379,7 +380,10 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
     let addr = target.addr.clone();
     let label = target.label.clone();
     let target: Box<dyn Target> = match system.as_str() {
-        "fila" => Box::new(target),
+        "fila" => {
+            target.go_to_leader(load.scenario != "floor");
+            Box::new(target)
+        }
         "redis" => Box::new(peers::redis::Redis { addr, label }),
         "sqs" => Box::new(peers::sqs::Sqs { addr, label }),
         "beanstalkd" => Box::new(peers::beanstalkd::Beanstalkd {

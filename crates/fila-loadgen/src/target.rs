@@ -170,6 +170,34 @@ impl Fila {
     fn connect(&self) -> Result<Client, String> {
         Client::connect(self.options()).map_err(|e| e.to_string())
     }
+
+    /// On a cluster (docs/cluster.md), the run goes to the node that leads
+    /// (asked once, at the start: a leader change during the run shows as
+    /// errors); a single node answers the question `invalid_argument` and
+    /// nothing changes. `ask`: false when no server is there to ask.
+    pub fn go_to_leader(&mut self, ask: bool) {
+        if !ask {
+            return;
+        }
+        let Ok(mut c) = self.connect() else {
+            return;
+        };
+        let Ok(status) = c.cluster_status() else {
+            return;
+        };
+        let leader = status
+            .leader
+            .and_then(|id| status.members.iter().find(|m| m.id == id));
+        if let Some(m) = leader {
+            if m.client != self.addr {
+                eprintln!(
+                    "fila-loadgen: node {} leads the cluster: the run goes to {}",
+                    m.id, m.client
+                );
+                self.addr = m.client.clone();
+            }
+        }
+    }
 }
 
 impl Target for Fila {
