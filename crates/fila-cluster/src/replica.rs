@@ -30,8 +30,8 @@
 //! committed lease in flight until it ends, and at least for the longest
 //! election timeout from when it took over.
 //!
-//! Not yet: reads that change nothing are answered from the leader's
-//! engine without a read index.
+//! A read that must not be stale ([`Replica::read`]) first confirms the
+//! leadership with a quorum (openraft's read index).
 
 use std::sync::{Arc, Mutex};
 
@@ -246,6 +246,30 @@ impl<S: Storage + 'static> Replica<S> {
                     _ => ReplicaError::Unknown { leader: None },
                 })
             }
+        }
+    }
+
+    /// Runs `op`, a read (it changes nothing), once this replica has
+    /// confirmed with a quorum that it still leads and has applied every
+    /// entry committed before (openraft's read index): a leader cut off
+    /// from the others answers `NotLeader` instead of its old state. What
+    /// `op` sees is the committed state and the operations in flight.
+    pub async fn read<R>(&self, op: impl FnOnce(&mut Owner) -> R) -> Result<R, ReplicaError> {
+        let confirmed = tokio::time::timeout(
+            COMMIT_TIMEOUT,
+            self.raft
+                .ensure_linearizable(openraft::ReadPolicy::ReadIndex),
+        )
+        .await;
+        match confirmed {
+            Ok(Ok(_)) => self.execute(op).await,
+            Ok(Err(openraft::errors::RaftError::Fatal(f))) => {
+                Err(ReplicaError::Raft(f.to_string()))
+            }
+            Ok(Err(e)) => Err(ReplicaError::NotLeader {
+                leader: e.forward_to_leader().and_then(|f| f.leader_id),
+            }),
+            Err(_) => Err(ReplicaError::NotLeader { leader: None }),
         }
     }
 

@@ -774,3 +774,65 @@ fn pipelined_operations_commit_in_the_order_the_engine_made_them() {
         });
     }
 }
+
+/// A leader cut off from the others does not know it was deposed: a read
+/// through the read index is refused there (not answered from its old
+/// state), while the new leader answers it with what was committed since.
+#[test]
+fn a_cut_off_leader_does_not_answer_reads_from_its_old_state() {
+    for seed in 1..=3u64 {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let mut c = Cluster::new(seed).await;
+            create_queue(&mut c, seed).await;
+            let old = c.leader;
+            let old_replica = c.replica(old).unwrap();
+            assert_eq!(
+                old_replica
+                    .read(|o| o.stats(QUEUE).unwrap().visible)
+                    .await
+                    .unwrap(),
+                0
+            );
+            c.net.cut_off(old);
+            // The others elect a leader and take a put.
+            let mut put = None;
+            for _ in 0..100 {
+                for id in NODES.iter().filter(|&&n| n != old) {
+                    let r = c.replica(*id).unwrap();
+                    if let Ok(Ok(_)) = r
+                        .execute(|o| o.put(QUEUE, vec![NewMessage::new("new")]))
+                        .await
+                    {
+                        put = Some(*id);
+                    }
+                }
+                if put.is_some() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let new = put.unwrap_or_else(|| panic!("seed {seed}: no new leader"));
+            // The old one still thinks it leads; its read is refused.
+            let stale = old_replica.read(|o| o.stats(QUEUE).unwrap().visible).await;
+            assert!(
+                matches!(stale, Err(ReplicaError::NotLeader { .. })),
+                "seed {seed}: {stale:?}"
+            );
+            let fresh = c
+                .replica(new)
+                .unwrap()
+                .read(|o| o.stats(QUEUE).unwrap().visible)
+                .await;
+            assert_eq!(fresh.unwrap(), 1, "seed {seed}");
+            c.net.heal();
+            for id in NODES {
+                c.crash(id).await;
+            }
+        });
+    }
+}

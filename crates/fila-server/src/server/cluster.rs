@@ -12,7 +12,8 @@
 //! leader's client address — and its answer goes back to the connection's
 //! loop as `Msg::Done`. A receive that waits is tried again every
 //! [`POLL`] until its wait ends or messages come (a replica parks
-//! nothing). The single node's own engine and log are not used.
+//! nothing). A read (peek, stats, settings, channels, move tasks, a list)
+//! first confirms the leadership with a quorum. The single node's own engine and log are not used.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -23,7 +24,7 @@ use std::time::{Duration, Instant};
 use fila_cluster::peer::{serve, PeerNetwork};
 use fila_cluster::{LogStore, Member, Replica, ReplicaError, StateMachine};
 use fila_core::{Owner, SystemClock};
-use fila_proto::{ErrorCode, Request};
+use fila_proto::{ErrorCode, Opcode, Request};
 use fila_wal::{FsStorage, LogOptions};
 use openraft::async_runtime::watch::WatchReceiver;
 use sha2::{Digest, Sha256};
@@ -325,7 +326,7 @@ async fn on_msg(replica: &Node, shared: &Shared, msg: Msg) {
         }
         Msg::List(list) => {
             let route = list.route();
-            let done = match replica.execute(move |owner| list_on(*list, owner)).await {
+            let done = match replica.read(move |owner| list_on(*list, owner)).await {
                 Ok(answer) => answer,
                 Err(e) => refusal(replica, shared, &e),
             };
@@ -390,19 +391,32 @@ async fn run_job(replica: &Node, shared: &Shared, job: RunJob) -> Answer {
             Request::Receive(r) => Some(r.wait_ms.replace(0)),
             _ => None,
         };
-        let ran = replica
-            .execute(move |owner| {
-                let default_wait = match (&asked_wait, crate::ops::queue_of(&req)) {
-                    (Some(None), Some(q)) => owner
-                        .queue_settings(q)
-                        .map(|s| s.receive_wait_default_ms)
-                        .unwrap_or(0),
-                    (Some(Some(ms)), _) => *ms,
-                    _ => 0,
-                };
-                (run_on(owner, req, room), default_wait)
-            })
-            .await;
+        // A read is answered only once the leadership is confirmed with a
+        // quorum (a deposed leader that does not know it refuses it).
+        let read = matches!(
+            req.opcode(),
+            Opcode::Peek
+                | Opcode::QueueStats
+                | Opcode::GetQueue
+                | Opcode::Channels
+                | Opcode::ListMoves
+        );
+        let work = move |owner: &mut Owner| {
+            let default_wait = match (&asked_wait, crate::ops::queue_of(&req)) {
+                (Some(None), Some(q)) => owner
+                    .queue_settings(q)
+                    .map(|s| s.receive_wait_default_ms)
+                    .unwrap_or(0),
+                (Some(Some(ms)), _) => *ms,
+                _ => 0,
+            };
+            (run_on(owner, req, room), default_wait)
+        };
+        let ran = if read {
+            replica.read(work).await
+        } else {
+            replica.execute(work).await
+        };
         let (answer, wait_ms) = match ran {
             Ok(done) => done,
             Err(e) => return refusal(replica, shared, &e),
