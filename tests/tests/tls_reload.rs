@@ -164,7 +164,7 @@ fn a_reload_under_load_swaps_the_certificate_and_the_tokens_and_drops_nobody() {
 }
 
 #[test]
-fn a_reload_needs_manage_on_every_queue() {
+fn a_reload_and_a_cluster_change_need_manage_on_every_queue() {
     let s = TestServer::with(|c| {
         c.tokens.add(
             "narrow".into(),
@@ -185,4 +185,18 @@ fn a_reload_needs_manage_on_every_queue() {
     assert_eq!(e.code(), Some(ErrorCode::FORBIDDEN), "{e}");
     let r = s.client_with_token("wide").unwrap().reload().unwrap();
     assert_eq!((r.generation, r.tokens, r.tls), (1, 2, false));
+    // So does a change of a cluster's members (this single node has none).
+    let remove = fila_client::ClusterChange::Remove { id: 2 };
+    let e = s
+        .client_with_token("narrow")
+        .unwrap()
+        .change_cluster(remove.clone())
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::FORBIDDEN), "{e}");
+    let e = s
+        .client_with_token("wide")
+        .unwrap()
+        .change_cluster(remove)
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::INVALID_ARGUMENT), "{e}");
 }

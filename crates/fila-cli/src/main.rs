@@ -9,6 +9,7 @@ use std::io::Read;
 use std::process::ExitCode;
 
 use bytes::Bytes;
+mod cluster;
 mod output;
 
 use fila_client::{
@@ -66,6 +67,14 @@ usage: fila [--addr ADDR] [--token TOKEN] [--tls] [--ca FILE]
   cluster status                   a cluster node's view: members, leader,
                                    log indexes, each member's lag (asked of
                                    the node --addr names; docs/cluster.md)
+  cluster add ID --peer HOST:PORT --client HOST:PORT [--wait SECS]
+                                   add a node as a learner and wait (60 s;
+                                   0: not) until it has caught up
+  cluster promote ID               make a caught-up learner a voter
+  cluster remove ID                take a voter or a learner out
+  cluster transfer [--to ID]       hand the leadership to a voter (the one
+                                   furthest along); cluster changes need
+                                   manage on every queue
   reload                           the server reads its tokens and TLS
                                    files again (manage on every queue)
 
@@ -710,20 +719,7 @@ fn run(a: Args) -> Out {
             }
             Ok(true)
         }
-        "cluster" => {
-            match a.pos(1, "a cluster subcommand (status)")? {
-                "status" => {}
-                other => {
-                    return Err(Failure::Usage(format!(
-                        "unknown cluster subcommand {other:?} (status)"
-                    )))
-                }
-            }
-            a.check_known(&[])?;
-            let s = connect(&a)?.cluster_status()?;
-            output::cluster_status(json, &s);
-            Ok(true)
-        }
+        "cluster" => cluster::run(&a, json),
         "server-stats" => {
             a.check_known(&[])?;
             let pairs = connect(&a)?.server_stats()?;

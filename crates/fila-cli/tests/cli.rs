@@ -123,6 +123,34 @@ fn a_tour_with_the_cli() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("single node"));
     assert_eq!(fila(&s, &["cluster", "grow"], None).status.code(), Some(2));
+    // Nor members to change.
+    let o = fila(
+        &s,
+        &[
+            "cluster",
+            "add",
+            "4",
+            "--peer",
+            "127.0.0.1:1",
+            "--client",
+            "127.0.0.1:2",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("single node"));
+    assert_eq!(
+        fila(&s, &["cluster", "add", "4", "--peer", "127.0.0.1:1"], None)
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        fila(&s, &["cluster", "promote", "zero"], None)
+            .status
+            .code(),
+        Some(2)
+    );
 }
 
 #[test]

@@ -346,6 +346,15 @@ impl Client {
         call::cluster_status().read(r)
     }
 
+    /// Changes a cluster's members or moves its leadership
+    /// (docs/cluster.md): sent to the leader (a `not_leader` answer is
+    /// followed), answered once the change is committed — a transfer once
+    /// another node leads. Needs manage on every queue; a single node
+    /// answers `invalid_argument`, as does a change that cannot be made.
+    pub fn change_cluster(&mut self, change: ClusterChange) -> Result<()> {
+        self.run(call::change_cluster(change))
+    }
+
     /// Asks the server to read its tokens and TLS files again (needs
     /// manage on every queue); a file that fails keeps what is in use and
     /// is answered as an error.

@@ -119,6 +119,16 @@ pub(crate) fn cluster_status() -> Call<Request, fila_proto::ClusterStatus> {
     }
 }
 
+pub(crate) fn change_cluster(change: fila_proto::ClusterChange) -> Call<Request, ()> {
+    Call {
+        req: Request::ChangeCluster(change),
+        parse: |r| match r {
+            Response::Ok => Ok(()),
+            other => Err(other),
+        },
+    }
+}
+
 pub(crate) fn reload() -> Call<Request, crate::Reloaded> {
     Call {
         req: Request::Reload,

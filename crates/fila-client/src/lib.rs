@@ -36,10 +36,10 @@ use std::time::Duration;
 
 use fila_proto::ProtoError;
 pub use fila_proto::{
-    limits, Availability, ChannelInfo, ClusterMemberStatus, ClusterStatus, DeferredRef, DeleteRef,
-    Encode, ErrorCode, Fields, Message, MoveInfo, Opcode, PayloadsRef, PutAck, PutEntry, PutRef,
-    QueueRef, Receipt, Receive, ReceiveRef, Request, Response, Settings, SettingsPatch, Stats,
-    VisibilityRef, WireError, RECEIPT_LEN,
+    limits, Availability, ChannelInfo, ClusterChange, ClusterMemberStatus, ClusterStatus,
+    DeferredRef, DeleteRef, Encode, ErrorCode, Fields, Message, MoveInfo, Opcode, PayloadsRef,
+    PutAck, PutEntry, PutRef, QueueRef, Receipt, Receive, ReceiveRef, Request, Response, Settings,
+    SettingsPatch, Stats, VisibilityRef, WireError, RECEIPT_LEN,
 };
 
 mod blocking;

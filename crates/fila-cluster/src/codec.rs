@@ -320,7 +320,8 @@ fn entries(r: &mut Reader<'_>) -> Result<Vec<Entry>, CodecError> {
     Ok(out)
 }
 
-/// A request of the peer protocol: an append, a vote, a whole snapshot.
+/// A request of the peer protocol: an append, a vote, a whole snapshot, a
+/// transfer of the leadership.
 #[derive(Debug)]
 pub enum PeerRequest {
     /// `AppendEntries`.
@@ -329,6 +330,8 @@ pub enum PeerRequest {
     Vote(openraft::raft::VoteRequest<crate::TypeConfig>),
     /// A whole snapshot: the leader's vote, its metadata, the image.
     Snapshot(Vote, crate::SnapshotMeta, Vec<u8>),
+    /// The leader hands its leadership to a node.
+    TransferLeader(openraft::raft::TransferLeaderRequest<crate::TypeConfig>),
 }
 
 /// An answer of the peer protocol.
@@ -340,6 +343,8 @@ pub enum PeerAnswer {
     Vote(openraft::raft::VoteResponse<crate::TypeConfig>),
     /// To a snapshot: the receiver's vote.
     Snapshot(Vote),
+    /// To a transfer of the leadership.
+    TransferLeader(openraft::raft::TransferLeaderResponse<crate::TypeConfig>),
     /// The request was not handled (why).
     Refused(String),
 }
@@ -347,9 +352,11 @@ pub enum PeerAnswer {
 const REQ_APPEND: u8 = 1;
 const REQ_VOTE: u8 = 2;
 const REQ_SNAPSHOT: u8 = 3;
+const REQ_TRANSFER: u8 = 4;
 const ANS_APPEND: u8 = 0x81;
 const ANS_VOTE: u8 = 0x82;
 const ANS_SNAPSHOT: u8 = 0x83;
+const ANS_TRANSFER: u8 = 0x84;
 const ANS_REFUSED: u8 = 0xff;
 
 /// A request's bytes: its kind, then its body.
@@ -374,6 +381,12 @@ pub fn encode_request(req: &PeerRequest, out: &mut Vec<u8>) {
             put_opt_log_id(out, meta.last_membership.log_id().as_ref());
             put_membership(out, meta.last_membership.membership());
             out.extend_from_slice(data);
+        }
+        PeerRequest::TransferLeader(t) => {
+            out.push(REQ_TRANSFER);
+            put_vote(out, t.from_leader());
+            out.extend_from_slice(&t.to_node_id().to_be_bytes());
+            put_opt_log_id(out, t.last_log_id());
         }
     }
 }
@@ -410,6 +423,12 @@ pub fn decode_request(data: &[u8]) -> Result<PeerRequest, CodecError> {
             };
             return Ok(PeerRequest::Snapshot(v, meta, r.rest().to_vec()));
         }
+        REQ_TRANSFER => {
+            let from = vote(&mut r)?;
+            let to = r.u64()?;
+            let last = opt_log_id(&mut r)?;
+            PeerRequest::TransferLeader(openraft::raft::TransferLeaderRequest::new(from, to, last))
+        }
         _ => return Err(bad("unknown peer request")),
     };
     r.end()?;
@@ -445,6 +464,23 @@ pub fn encode_answer(answer: &PeerAnswer, out: &mut Vec<u8>) {
             out.push(ANS_SNAPSHOT);
             put_vote(out, v);
         }
+        PeerAnswer::TransferLeader(t) => {
+            use openraft::raft::TransferLeaderError as T;
+            out.push(ANS_TRANSFER);
+            match t {
+                Ok(()) => out.push(0),
+                Err(T::VoteChanged { expected, actual }) => {
+                    out.push(1);
+                    put_vote(out, expected);
+                    put_vote(out, actual);
+                }
+                Err(T::LogNotFlushed { expected, actual }) => {
+                    out.push(2);
+                    put_opt_log_id(out, expected.as_ref());
+                    put_opt_log_id(out, actual.as_ref());
+                }
+            }
+        }
         PeerAnswer::Refused(why) => {
             out.push(ANS_REFUSED);
             out.extend_from_slice(why.as_bytes());
@@ -475,6 +511,21 @@ pub fn decode_answer(data: &[u8]) -> Result<PeerAnswer, CodecError> {
             PeerAnswer::Vote(openraft::raft::VoteResponse::new(v, last, granted))
         }
         ANS_SNAPSHOT => PeerAnswer::Snapshot(vote(&mut r)?),
+        ANS_TRANSFER => {
+            use openraft::raft::TransferLeaderError as T;
+            PeerAnswer::TransferLeader(match r.u8()? {
+                0 => Ok(()),
+                1 => Err(T::VoteChanged {
+                    expected: vote(&mut r)?,
+                    actual: vote(&mut r)?,
+                }),
+                2 => Err(T::LogNotFlushed {
+                    expected: opt_log_id(&mut r)?,
+                    actual: opt_log_id(&mut r)?,
+                }),
+                _ => return Err(bad("unknown transfer answer")),
+            })
+        }
         ANS_REFUSED => {
             let why = String::from_utf8_lossy(r.rest()).into_owned();
             return Ok(PeerAnswer::Refused(why));

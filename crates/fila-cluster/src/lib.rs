@@ -11,7 +11,8 @@
 //! its snapshot the partition's engine image in fila-store's snapshot
 //! format; and a replica ([`Replica`]) whose leader executes each
 //! operation on its engine and answers once the records it made are
-//! committed.
+//! committed; the replica's members change through its leader
+//! ([`membership`]).
 //!
 //! What an entry, a vote and a snapshot look like on disk is [`codec`].
 //! It knows nothing of sockets or loops: how peers reach each other and
@@ -20,6 +21,7 @@
 
 pub mod codec;
 mod log_store;
+pub mod membership;
 pub mod peer;
 mod replica;
 mod state;

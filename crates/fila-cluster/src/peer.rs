@@ -26,7 +26,8 @@ use hmac::{Hmac, Mac};
 use openraft::errors::{RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use openraft::{OptionalSend, Raft, RaftNetworkV2};
 use sha2::Sha256;
@@ -176,6 +177,10 @@ async fn handle<S: Storage + 'static>(
                 Err(e) => PeerAnswer::Refused(e.to_string()),
             }
         }
+        PeerRequest::TransferLeader(t) => match raft.handle_transfer_leader(t).await {
+            Ok(r) => PeerAnswer::TransferLeader(r),
+            Err(e) => PeerAnswer::Refused(e.to_string()),
+        },
     }
 }
 
@@ -305,6 +310,21 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
             Ok(PeerAnswer::Snapshot(v)) => Ok(SnapshotResponse::new(v)),
             Ok(other) => Err(lost(invalid(format!("{other:?}")))),
             Err(e) => Err(lost(e)),
+        }
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        req: TransferLeaderRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse<TypeConfig>, RPCError<TypeConfig>> {
+        match self
+            .call(&PeerRequest::TransferLeader(req), option.soft_ttl())
+            .await
+        {
+            Ok(PeerAnswer::TransferLeader(t)) => Ok(t),
+            Ok(other) => Err(unreachable(invalid(format!("{other:?}")))),
+            Err(e) => Err(unreachable(e)),
         }
     }
 }

@@ -77,6 +77,9 @@ pub enum ReplicaError {
     /// The Raft node stopped or its storage failed.
     #[error("the partition's Raft node failed: {0}")]
     Raft(String),
+    /// A membership change or a transfer that cannot be made (why).
+    #[error("{0}")]
+    Refused(String),
     /// Rebuilding the engine from the state machine failed.
     #[error("rebuilding the partition's engine: {0}")]
     Rebuild(String),

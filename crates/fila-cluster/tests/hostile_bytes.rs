@@ -9,7 +9,10 @@ use bytes::Bytes;
 use fila_cluster::codec::{self, PeerAnswer, PeerRequest};
 use fila_cluster::{Batch, Entry, LogId, Member, Membership, Vote};
 use openraft::entry::RaftEntry;
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, VoteRequest};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, TransferLeaderError, TransferLeaderRequest,
+    VoteRequest,
+};
 use openraft::EntryPayload;
 use proptest::prelude::*;
 
@@ -77,8 +80,41 @@ fn samples() -> Vec<Vec<u8>> {
     out.push(codec::encode_start(Some(&log_id(1, 7))));
     let stored = fila_cluster::StoredMembership::new(Some(log_id(1, 2)), membership());
     codec::encode_sm_head(Some(&log_id(1, 3)), &stored, &mut b);
-    out.push(b);
+    out.push(std::mem::take(&mut b));
+    for req in transfers() {
+        codec::encode_request(&req, &mut b);
+        out.push(std::mem::take(&mut b));
+    }
+    for answer in transfer_answers() {
+        codec::encode_answer(&answer, &mut b);
+        out.push(std::mem::take(&mut b));
+    }
     out
+}
+
+fn transfers() -> Vec<PeerRequest> {
+    vec![
+        PeerRequest::TransferLeader(TransferLeaderRequest::new(
+            Vote::new_committed(3, 1),
+            2,
+            Some(log_id(3, 40)),
+        )),
+        PeerRequest::TransferLeader(TransferLeaderRequest::new(Vote::new(1, 1), 3, None)),
+    ]
+}
+
+fn transfer_answers() -> Vec<PeerAnswer> {
+    vec![
+        PeerAnswer::TransferLeader(Ok(())),
+        PeerAnswer::TransferLeader(Err(TransferLeaderError::VoteChanged {
+            expected: Vote::new_committed(3, 1),
+            actual: Vote::new_committed(4, 2),
+        })),
+        PeerAnswer::TransferLeader(Err(TransferLeaderError::LogNotFlushed {
+            expected: Some(log_id(3, 40)),
+            actual: None,
+        })),
+    ]
 }
 
 /// Every decoder on `bytes`: none may panic.
@@ -111,6 +147,14 @@ fn good_encodings_decode_back() {
         Vote::new_committed(5, 1)
     );
     assert_eq!(codec::decode_start(&s[8]).unwrap(), Some(log_id(1, 7)));
+    for (i, want) in transfers().iter().enumerate() {
+        let got = codec::decode_request(&s[10 + i]).unwrap();
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+    }
+    for (i, want) in transfer_answers().iter().enumerate() {
+        let got = codec::decode_answer(&s[12 + i]).unwrap();
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+    }
 }
 
 proptest! {
@@ -122,7 +166,7 @@ proptest! {
     }
 
     #[test]
-    fn cut_or_flipped_encodings_never_panic(which in 0usize..10, cut in any::<usize>(), flip in any::<usize>(), bit in 0u8..8) {
+    fn cut_or_flipped_encodings_never_panic(which in 0usize..15, cut in any::<usize>(), flip in any::<usize>(), bit in 0u8..8) {
         let s = samples();
         let good = &s[which % s.len()];
         decode_all(&good[..cut % (good.len() + 1)]);

@@ -147,6 +147,37 @@ pub struct ClusterMemberStatus {
     pub matched_index: Option<u64>,
 }
 
+/// A change of a cluster's membership or leadership (docs/cluster.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClusterChange {
+    /// Add a node as a learner (it takes the log, it does not vote) and
+    /// answer once it has caught up.
+    AddLearner {
+        /// Its node id.
+        id: u64,
+        /// Its peer address (`host:port`).
+        peer: String,
+        /// Its client address (`host:port`).
+        client: String,
+    },
+    /// Make a learner a voter.
+    Promote {
+        /// Its node id.
+        id: u64,
+    },
+    /// Remove a node, voter or learner.
+    Remove {
+        /// Its node id.
+        id: u64,
+    },
+    /// Hand the leadership to another voter: `to`, or the one whose log is
+    /// furthest along.
+    TransferLeader {
+        /// The voter to lead (`None`: the leader picks).
+        to: Option<u64>,
+    },
+}
+
 /// Every request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
@@ -165,6 +196,10 @@ pub enum Request {
     /// A cluster node's view of its cluster: members, leader, log indexes,
     /// how far each member has taken the log (docs/cluster.md).
     ClusterStatus,
+    /// Change a cluster's membership or move its leadership (needs manage
+    /// on every queue, a grant on `*`; sent to any node, done by the
+    /// leader).
+    ChangeCluster(ClusterChange),
     /// Re-read the server's tokens and TLS files (needs manage on every
     /// queue, a grant on `*`).
     Reload,

@@ -438,11 +438,12 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
         | Request::Auth { .. }
         | Request::ServerStats
         | Request::ClusterStatus
+        | Request::ChangeCluster(_)
         | Request::Reload
         | Request::ListQueues { .. } => Outcome::Answer(
             error(
                 ErrorCode::INTERNAL,
-                "hello, auth, server stats, cluster status, reload and list are not a shard's",
+                "hello, auth, server stats, cluster status and changes, reload and list are not a shard's",
             )
             .into(),
         ),

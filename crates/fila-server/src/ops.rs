@@ -71,12 +71,15 @@ use Permission::{Manage, Receive, Send};
 use Place::{Connection, EveryLoop, Shard, TargetThenShard};
 
 /// Every operation.
-pub(crate) const OPS: [Op; 28] = [
+pub(crate) const OPS: [Op; 29] = [
     row(Opcode::Hello, None, Connection, Small, false),
     row(Opcode::Auth, None, Connection, Small, false),
     row(Opcode::ServerStats, None, Connection, Small, false),
     row(Opcode::Reload, None, Connection, Small, false),
     row(Opcode::ClusterStatus, None, Connection, Small, false),
+    // Checked on its connection's loop (a cluster's, manage on `*`), run
+    // by the cluster node.
+    row(Opcode::ChangeCluster, None, Shard, Small, false),
     row(
         Opcode::CreateQueue,
         Some(Manage),
@@ -144,6 +147,7 @@ pub(crate) fn queue_of(req: &Request) -> Option<&str> {
         | Request::ListQueues { .. }
         | Request::ServerStats
         | Request::ClusterStatus
+        | Request::ChangeCluster(_)
         | Request::Reload => return None,
         Request::CreateQueue { name, .. }
         | Request::GetQueue { name }

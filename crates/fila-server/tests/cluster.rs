@@ -11,189 +11,21 @@
 //! every acknowledged put that was not acknowledged deleted is there, no
 //! acknowledged delete came back and nothing is there that was never put.
 
+mod cluster_harness;
 mod common;
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fila_client::{Client, ClientOptions, ErrorCode, QueueRef, SettingsPatch};
-
-struct Node {
-    id: u64,
-    config: PathBuf,
-    client: String,
-    child: Option<std::process::Child>,
-}
-
-impl Node {
-    fn start(&mut self) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_fila-server"))
-            .arg("--config")
-            .arg(&self.config)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("fila-server starts");
-        match common::listening(&mut child, 30) {
-            Some((_, _, rx)) => {
-                std::thread::spawn(move || while rx.recv().is_ok() {});
-            }
-            None => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("node {} did not start", self.id);
-            }
-        }
-        self.child = Some(child);
-    }
-
-    /// SIGKILL.
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Sends a signal to a node's process (`-STOP`, `-CONT`).
-fn signal(node: &Node, sig: &str) {
-    let pid = node.child.as_ref().expect("running").id().to_string();
-    let ok = Command::new("kill")
-        .args([sig, &pid])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill {sig} {pid}");
-}
-
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A free port on loopback (bound and let go).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn cluster(dir: &Path) -> Vec<Node> {
-    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
-    let mut members = String::new();
-    for (i, (client, peer)) in ports.iter().enumerate() {
-        members.push_str(&format!(
-            "[[cluster.members]]\nid = {}\npeer = \"127.0.0.1:{peer}\"\nclient = \"127.0.0.1:{client}\"\n",
-            i + 1
-        ));
-    }
-    ports
-        .iter()
-        .enumerate()
-        .map(|(i, (client, peer))| {
-            let id = i as u64 + 1;
-            let data = dir.join(format!("node-{id}"));
-            let config = dir.join(format!("node-{id}.toml"));
-            std::fs::write(
-                &config,
-                format!(
-                    "listen = \"127.0.0.1:{client}\"\nmetrics_listen = \"off\"\nsqs_listen = \"off\"\n\
-                     console_listen = \"off\"\nshards = 1\nevent_loops = 1\ndata_dir = \"{}\"\n\
-                     [cluster]\nnode_id = {id}\nlisten = \"127.0.0.1:{peer}\"\n\
-                     secret = \"a secret the three nodes share\"\n{members}",
-                    data.display()
-                ),
-            )
-            .unwrap();
-            Node {
-                id,
-                config,
-                client: format!("127.0.0.1:{client}"),
-                child: None,
-            }
-        })
-        .collect()
-}
-
-/// A client of one node that does not follow `not_leader`.
-fn client(addr: &str) -> Option<Client> {
-    let mut o = ClientOptions::new(addr.to_string());
-    o.request_timeout = Duration::from_secs(10);
-    o.follow_leader = false;
-    Client::connect(o).ok()
-}
-
-/// Runs `op` on whichever live node leads; answers the node's index and
-/// the result, within `within`. A `not_leader` answer is followed (its
-/// message names the leader's client address).
-fn on_leader<R>(
-    nodes: &[Node],
-    within: Duration,
-    mut op: impl FnMut(&mut Client) -> Result<R, fila_client::ClientError>,
-) -> (usize, R) {
-    let start = Instant::now();
-    while start.elapsed() < within {
-        for (i, n) in nodes.iter().enumerate() {
-            if n.child.is_none() {
-                continue;
-            }
-            let Some(mut c) = client(&n.client) else {
-                continue;
-            };
-            match op(&mut c) {
-                Ok(r) => return (i, r),
-                Err(e) if e.code() == Some(ErrorCode::NOT_LEADER) => {}
-                Err(_) => {}
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("no node led within {within:?}");
-}
-
-fn present(c: &mut Client) -> Result<HashSet<String>, fila_client::ClientError> {
-    let mut out = HashSet::new();
-    let mut from = 0;
-    loop {
-        let page = c.peek(
-            QueueRef {
-                name: "jobs".into(),
-                dlq: false,
-            },
-            from,
-            100,
-        )?;
-        let Some(last) = page.last() else {
-            return Ok(out);
-        };
-        from = last.seq + 1;
-        out.extend(
-            page.iter()
-                .map(|m| String::from_utf8_lossy(&m.payload).into_owned()),
-        );
-    }
-}
+use cluster_harness::{client, cluster, on_leader, present, signal, Dir};
+use fila_client::{Client, ClientOptions, ErrorCode, SettingsPatch};
 
 #[test]
 fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
     let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-procs-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&dir.0);
     std::fs::create_dir_all(&dir.0).unwrap();
-    let mut nodes = cluster(&dir.0);
+    let mut nodes = cluster(&dir.0, 3);
     for n in &mut nodes {
         n.start();
     }

@@ -17,6 +17,8 @@ pub enum Opcode {
     Reload = 0x04,
     /// A cluster node's view of its cluster (docs/cluster.md).
     ClusterStatus = 0x05,
+    /// Change a cluster's membership or leadership (docs/cluster.md).
+    ChangeCluster = 0x06,
     /// Create a queue.
     CreateQueue = 0x10,
     /// A queue's settings.
@@ -67,12 +69,13 @@ pub enum Opcode {
 
 impl Opcode {
     /// Every opcode.
-    pub const ALL: [Opcode; 28] = [
+    pub const ALL: [Opcode; 29] = [
         Opcode::Hello,
         Opcode::Auth,
         Opcode::ServerStats,
         Opcode::Reload,
         Opcode::ClusterStatus,
+        Opcode::ChangeCluster,
         Opcode::CreateQueue,
         Opcode::GetQueue,
         Opcode::UpdateQueue,

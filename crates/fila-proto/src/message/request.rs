@@ -10,6 +10,7 @@ impl Request {
             Request::Auth { .. } => Opcode::Auth,
             Request::ServerStats => Opcode::ServerStats,
             Request::ClusterStatus => Opcode::ClusterStatus,
+            Request::ChangeCluster(_) => Opcode::ChangeCluster,
             Request::Reload => Opcode::Reload,
             Request::CreateQueue { .. } => Opcode::CreateQueue,
             Request::GetQueue { .. } => Opcode::GetQueue,
@@ -81,6 +82,7 @@ impl Request {
             Request::Hello { client } => w.str(client),
             Request::Auth { token } => w.str(token),
             Request::ServerStats | Request::Reload | Request::ClusterStatus => {}
+            Request::ChangeCluster(change) => put_change(w, change),
             Request::CreateQueue { name, settings } | Request::UpdateQueue { name, settings } => {
                 w.str(name);
                 put_patch(w, settings);
@@ -201,6 +203,7 @@ impl Request {
             Opcode::Auth => Request::Auth { token: r.str()? },
             Opcode::ServerStats => Request::ServerStats,
             Opcode::ClusterStatus => Request::ClusterStatus,
+            Opcode::ChangeCluster => Request::ChangeCluster(get_change(r)?),
             Opcode::Reload => Request::Reload,
             Opcode::CreateQueue => Request::CreateQueue {
                 name: r.str()?,
@@ -315,4 +318,43 @@ impl Request {
         r.finish()?;
         Ok(req)
     }
+}
+
+fn put_change(w: &mut Writer<'_>, change: &ClusterChange) {
+    match change {
+        ClusterChange::AddLearner { id, peer, client } => {
+            w.u8(1);
+            w.u64(*id);
+            w.str(peer);
+            w.str(client);
+        }
+        ClusterChange::Promote { id } => {
+            w.u8(2);
+            w.u64(*id);
+        }
+        ClusterChange::Remove { id } => {
+            w.u8(3);
+            w.u64(*id);
+        }
+        ClusterChange::TransferLeader { to } => {
+            w.u8(4);
+            w.opt(to, |w, to| w.u64(*to));
+        }
+    }
+}
+
+fn get_change(r: &mut Reader) -> Result<ClusterChange, ProtoError> {
+    Ok(match r.u8()? {
+        1 => ClusterChange::AddLearner {
+            id: r.u64()?,
+            peer: r.str()?,
+            client: r.str()?,
+        },
+        2 => ClusterChange::Promote { id: r.u64()? },
+        3 => ClusterChange::Remove { id: r.u64()? },
+        4 => ClusterChange::TransferLeader {
+            to: r.opt(Reader::u64)?,
+        },
+        _ => return Err(ProtoError::Malformed("unknown cluster change")),
+    })
 }

@@ -169,7 +169,8 @@ impl Response {
             | Opcode::Defer
             | Opcode::DeadLetter
             | Opcode::DeleteSeq
-            | Opcode::DeadLetterSeq => Response::Ok,
+            | Opcode::DeadLetterSeq
+            | Opcode::ChangeCluster => Response::Ok,
             Opcode::ServerStats => Response::ServerStats(r.list(10, |r| Ok((r.str()?, r.u64()?)))?),
             Opcode::ClusterStatus => Response::ClusterStatus(Box::new(ClusterStatus {
                 node_id: r.u64()?,

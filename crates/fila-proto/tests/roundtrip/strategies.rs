@@ -166,6 +166,17 @@ pub fn request() -> impl Strategy<Value = Request> {
         Just(Request::ServerStats),
         Just(Request::Reload),
         Just(Request::ClusterStatus),
+        prop_oneof![
+            (any::<u64>(), s(), s()).prop_map(|(id, peer, client)| ClusterChange::AddLearner {
+                id,
+                peer,
+                client
+            }),
+            any::<u64>().prop_map(|id| ClusterChange::Promote { id }),
+            any::<u64>().prop_map(|id| ClusterChange::Remove { id }),
+            proptest::option::of(any::<u64>()).prop_map(|to| ClusterChange::TransferLeader { to }),
+        ]
+        .prop_map(Request::ChangeCluster),
         (s(), patch()).prop_map(|(name, settings)| Request::CreateQueue { name, settings }),
         s().prop_map(|name| Request::GetQueue { name }),
         (s(), patch()).prop_map(|(name, settings)| Request::UpdateQueue { name, settings }),
@@ -423,7 +434,8 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
             Just(Opcode::Defer),
             Just(Opcode::DeadLetter),
             Just(Opcode::DeleteSeq),
-            Just(Opcode::DeadLetterSeq)
+            Just(Opcode::DeadLetterSeq),
+            Just(Opcode::ChangeCluster)
         ]
         .prop_map(|op| (op, Response::Ok)),
         proptest::collection::vec((s(), any::<u64>()), 0..4)

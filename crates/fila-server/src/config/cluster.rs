@@ -19,6 +19,10 @@ pub struct ClusterConfig {
     pub secret: String,
     /// The voters the cluster starts with, this node among them.
     pub members: Vec<ClusterMember>,
+    /// This node joins a running cluster (a new node, or one brought back
+    /// with an empty data directory): it never makes the first membership
+    /// and waits for the leader to add it (`fila cluster add`).
+    pub join: bool,
 }
 
 /// A voter the cluster starts with.
@@ -44,6 +48,8 @@ pub(super) struct FileCluster {
     listen: String,
     secret: String,
     members: Vec<FileMember>,
+    #[serde(default)]
+    join: bool,
 }
 
 #[derive(Deserialize)]
@@ -72,6 +78,7 @@ impl FileCluster {
                     client: m.client,
                 })
                 .collect(),
+            join: self.join,
         })
     }
 }

@@ -323,7 +323,13 @@ fn a_cluster_section_names_the_node_its_peers_and_the_secret() {
     assert_eq!((cluster.node_id, cluster.listen.port()), (2, 7710));
     assert_eq!(cluster.members.len(), 2);
     assert_eq!(cluster.members[1].client, "127.0.0.1:7703");
+    assert!(
+        !cluster.join,
+        "a node starts its cluster unless it joins one"
+    );
     assert!(Config::default().cluster.is_none());
+    let joins = cluster_with(&[("node_id = 2\n", "node_id = 2\njoin = true\n")]).unwrap();
+    assert!(joins.cluster.unwrap().join);
 }
 
 #[test]

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use fila_cluster::peer::{serve, PeerNetwork};
 use fila_cluster::{LogStore, Member, Replica, ReplicaError, StateMachine};
 use fila_core::{Owner, SystemClock};
-use fila_proto::{ErrorCode, Opcode, Request};
+use fila_proto::{ClusterChange, ErrorCode, Opcode, Request};
 use fila_wal::{FsStorage, LogOptions};
 use openraft::async_runtime::watch::WatchReceiver;
 use sha2::{Digest, Sha256};
@@ -170,6 +170,7 @@ async fn run(
     info!(node = config.node_id, peers = %config.listen, "cluster node started");
     let view = tokio::spawn(keep_view(replica.clone(), shared.clone()));
     mail(replica.clone(), index, notify, shared.clone()).await;
+    hand_over(&replica).await;
     view.abort();
     *shared
         .cluster_view
@@ -224,11 +225,24 @@ async fn keep_view(replica: Arc<Node>, shared: Arc<Shared>) {
     }
 }
 
+/// A leader being stopped hands its leadership to the voter furthest
+/// along first, so that the others need not wait for an election.
+async fn hand_over(replica: &Node) {
+    if !replica.raft().is_leader() {
+        return;
+    }
+    match replica.transfer_leader(None).await {
+        Ok(to) => info!(to, "stopping: the leadership was handed over"),
+        Err(e) => warn!("stopping: the leadership was not handed over: {e}"),
+    }
+}
+
 /// The node with the lowest id of a cluster that has never started makes
-/// the first membership: every member a voter.
+/// the first membership, every member a voter — unless it joins a running
+/// cluster (`join`).
 async fn bootstrap(config: &ClusterConfig, replica: &Node) {
     let lowest = config.members.iter().map(|m| m.id).min();
-    if lowest != Some(config.node_id) {
+    if lowest != Some(config.node_id) || config.join {
         return;
     }
     let empty = {
@@ -368,6 +382,11 @@ fn refusal(replica: &Node, shared: &Shared, e: &ReplicaError) -> Answer {
         ReplicaError::Unknown { .. } => {
             error(ErrorCode::OUTCOME_UNKNOWN, format!("outcome_unknown: {e}")).into()
         }
+        ReplicaError::Refused(why) => error(
+            ErrorCode::INVALID_ARGUMENT,
+            format!("invalid_argument: {why}"),
+        )
+        .into(),
         _ => {
             fail(
                 shared,
@@ -382,6 +401,12 @@ fn refusal(replica: &Node, shared: &Shared, e: &ReplicaError) -> Answer {
 /// that waits, again every [`POLL`] until messages come or the wait
 /// ends).
 async fn run_job(replica: &Node, shared: &Shared, job: RunJob) -> Answer {
+    if let Request::ChangeCluster(change) = job.req {
+        return match change_cluster(replica, change).await {
+            Ok(()) => fila_proto::Response::Ok.into(),
+            Err(e) => refusal(replica, shared, &e),
+        };
+    }
     let room = job.route.room;
     let started = Instant::now();
     let mut wait: Option<Duration> = None;
@@ -428,6 +453,37 @@ async fn run_job(replica: &Node, shared: &Shared, job: RunJob) -> Answer {
             return answer;
         }
         tokio::time::sleep(left.min(POLL)).await;
+    }
+}
+
+/// The longest member address.
+const ADDR_MAX: usize = 255;
+
+/// Whether `a` is `host:port`, short enough to keep in the membership.
+fn host_port(a: &str) -> bool {
+    a.len() <= ADDR_MAX
+        && a.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0)
+        })
+}
+
+/// A change of the members or the leadership, on the leader.
+async fn change_cluster(replica: &Node, change: ClusterChange) -> Result<(), ReplicaError> {
+    match change {
+        ClusterChange::AddLearner { id, peer, client } => {
+            for (what, a) in [("peer", &peer), ("client", &client)] {
+                if !host_port(a) {
+                    return Err(ReplicaError::Refused(format!(
+                        "node {id}: the {what} address {a:?} is not host:port (at most {ADDR_MAX} bytes)"
+                    )));
+                }
+            }
+            let member = Member { addr: peer, client };
+            replica.add_learner(id, member).await
+        }
+        ClusterChange::Promote { id } => replica.promote(id).await,
+        ClusterChange::Remove { id } => replica.remove(id).await,
+        ClusterChange::TransferLeader { to } => replica.transfer_leader(to).await.map(drop),
     }
 }
 

@@ -247,6 +247,21 @@ impl FrontEnd {
                 ),
             });
         }
+        if let Request::ChangeCluster(_) = req {
+            if token.is_some_and(|t| !access.tokens.allows_all(t, crate::auth::Permission::Manage))
+            {
+                return Some(error(
+                    ErrorCode::FORBIDDEN,
+                    "forbidden: a cluster change needs manage on every queue (a grant on \"*\")",
+                ));
+            }
+            if shared.cluster.is_none() {
+                return Some(error(
+                    ErrorCode::INVALID_ARGUMENT,
+                    "invalid_argument: this server is a single node, not a cluster's (docs/cluster.md)",
+                ));
+            }
+        }
         let op = ops::of(&req);
         let opcode = op.opcode as u8;
         let fields = match &req {

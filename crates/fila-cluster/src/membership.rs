@@ -1,0 +1,231 @@
+//! Changing a group's members and moving its leadership, on the leader.
+//!
+//! A node joins as a learner ([`Replica::add_learner`]): it takes the log
+//! (or the snapshot) and does not vote. Once it has caught up it is made
+//! a voter ([`Replica::promote`]); a voter or a learner is taken out with
+//! [`Replica::remove`]. Each change is one membership entry — a change of
+//! voters goes through openraft's joint configuration, so the old and the
+//! new voters both agree — and is answered once it is committed.
+//! [`Replica::transfer_leader`] hands the leadership to a voter that has
+//! the whole log, for a node about to be stopped.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use fila_wal::Storage;
+use openraft::async_runtime::watch::WatchReceiver;
+use openraft::{ChangeMembers, ServerState};
+
+use crate::{Member, NodeId, Replica, ReplicaError};
+
+/// How far (in entries) a learner may be behind the leader's log and still
+/// be made a voter: a voter that lags far slows every commit it is needed
+/// for.
+pub const PROMOTE_LAG_MAX: u64 = 1_024;
+
+/// How long a membership change may take to commit.
+pub const CHANGE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a transfer of the leadership may take.
+pub const TRANSFER_TIMEOUT: Duration = Duration::from_secs(3);
+
+fn refused(why: String) -> ReplicaError {
+    ReplicaError::Refused(why)
+}
+
+/// What the leader sees of its group now.
+struct View {
+    voters: BTreeSet<NodeId>,
+    nodes: BTreeMap<NodeId, Member>,
+    last_log_index: u64,
+    /// The last entry each member holds, as far as the leader knows.
+    matched: BTreeMap<NodeId, u64>,
+}
+
+impl<S: Storage + 'static> Replica<S> {
+    /// The group as its leader sees it, or `NotLeader`.
+    fn leader_view(&self) -> Result<View, ReplicaError> {
+        let m = self.raft().metrics();
+        let m = m.borrow_watched();
+        if m.state != ServerState::Leader {
+            return Err(ReplicaError::NotLeader {
+                leader: m.current_leader,
+            });
+        }
+        let membership = m.membership_config.membership();
+        Ok(View {
+            voters: membership.voter_ids().collect(),
+            nodes: membership.nodes().map(|(id, n)| (*id, n.clone())).collect(),
+            last_log_index: m.last_log_index.unwrap_or(0),
+            matched: m
+                .replication
+                .as_ref()
+                .map(|r| {
+                    r.iter()
+                        .filter_map(|(id, l)| Some((*id, l.as_ref()?.index)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+    }
+
+    /// Proposes `change` and waits (at most [`CHANGE_TIMEOUT`]) for it to
+    /// commit.
+    async fn change(
+        &self,
+        change: ChangeMembers<NodeId, Member>,
+        retain: bool,
+    ) -> Result<(), ReplicaError> {
+        let done = tokio::time::timeout(
+            CHANGE_TIMEOUT,
+            self.raft().change_membership(change, retain),
+        )
+        .await;
+        use openraft::errors::{ClientWriteError as W, RaftError as R};
+        match done {
+            Ok(Ok(_)) => Ok(()),
+            Err(_) => Err(ReplicaError::Unknown { leader: None }),
+            Ok(Err(R::Fatal(f))) => Err(ReplicaError::Raft(f.to_string())),
+            Ok(Err(R::APIError(W::ForwardToLeader(f)))) => Err(ReplicaError::NotLeader {
+                leader: f.leader_id,
+            }),
+            Ok(Err(R::APIError(W::ChangeMembershipError(e)))) => Err(refused(e.to_string())),
+            Ok(Err(R::APIError(_))) => Err(ReplicaError::Unknown { leader: None }),
+        }
+    }
+
+    /// Adds node `id`, reached at `member`, as a learner; answers once the
+    /// membership that holds it is committed (it then takes the log from
+    /// the leader; [`Replica::promote`] makes it a voter once it has
+    /// caught up). Adding a learner already there with the same addresses
+    /// changes nothing.
+    pub async fn add_learner(&self, id: NodeId, member: Member) -> Result<(), ReplicaError> {
+        let view = self.leader_view()?;
+        if id == 0 {
+            return Err(refused("node ids start at 1".to_owned()));
+        }
+        if let Some(known) = view.nodes.get(&id) {
+            if *known == member && !view.voters.contains(&id) {
+                return Ok(());
+            }
+            let what = if view.voters.contains(&id) {
+                "a voter"
+            } else {
+                "a learner"
+            };
+            return Err(refused(format!(
+                "node {id} is already {what} (peer {}, client {}): remove it first",
+                known.addr, known.client
+            )));
+        }
+        if let Some((other, _)) = view
+            .nodes
+            .iter()
+            .find(|(_, n)| n.addr == member.addr || n.client == member.client)
+        {
+            return Err(refused(format!(
+                "node {other} already has peer address {} or client address {}",
+                member.addr, member.client
+            )));
+        }
+        self.change(
+            ChangeMembers::AddNodes(BTreeMap::from([(id, member)])),
+            true,
+        )
+        .await
+    }
+
+    /// Makes learner `id` a voter, once it is at most [`PROMOTE_LAG_MAX`]
+    /// entries behind the leader. Promoting a voter changes nothing.
+    pub async fn promote(&self, id: NodeId) -> Result<(), ReplicaError> {
+        let view = self.leader_view()?;
+        if view.voters.contains(&id) {
+            return Ok(());
+        }
+        let behind = lag(&view, id)?;
+        if behind > PROMOTE_LAG_MAX {
+            return Err(refused(format!(
+                "node {id} has not caught up: it is {behind} entries behind the leader (at most {PROMOTE_LAG_MAX}); wait and promote it again (fila cluster status shows its lag)"
+            )));
+        }
+        self.change(ChangeMembers::AddVoterIds(BTreeSet::from([id])), true)
+            .await
+    }
+
+    /// Takes node `id` out of the group, voter or learner. The last voter
+    /// cannot be removed. A node not in the group changes nothing.
+    pub async fn remove(&self, id: NodeId) -> Result<(), ReplicaError> {
+        let view = self.leader_view()?;
+        if !view.nodes.contains_key(&id) {
+            return Ok(());
+        }
+        if view.voters.contains(&id) {
+            if view.voters.len() == 1 {
+                return Err(refused(format!(
+                    "node {id} is the only voter: add and promote another first"
+                )));
+            }
+            self.change(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false)
+                .await
+        } else {
+            self.change(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false)
+                .await
+        }
+    }
+
+    /// Hands the leadership to voter `to`, or to the voter whose log is
+    /// furthest along; answers the new leader once it has taken over
+    /// (within [`TRANSFER_TIMEOUT`]).
+    pub async fn transfer_leader(&self, to: Option<NodeId>) -> Result<NodeId, ReplicaError> {
+        let view = self.leader_view()?;
+        let me = self.id();
+        let to = match to {
+            Some(to) if to == me => return Ok(me),
+            Some(to) if !view.voters.contains(&to) => {
+                return Err(refused(format!("node {to} is not a voter")))
+            }
+            Some(to) => to,
+            None => view
+                .voters
+                .iter()
+                .filter(|v| **v != me)
+                .max_by_key(|v| view.matched.get(v).copied())
+                .copied()
+                .ok_or_else(|| refused("there is no other voter to lead".to_owned()))?,
+        };
+        self.raft()
+            .trigger()
+            .transfer_leader(to)
+            .await
+            .map_err(|e| ReplicaError::Raft(e.to_string()))?;
+        let moved = self
+            .raft()
+            .wait(Some(TRANSFER_TIMEOUT))
+            .metrics(
+                |m| m.current_leader.is_some_and(|l| l != me),
+                "the leadership moves",
+            )
+            .await;
+        match moved {
+            Ok(m) => Ok(m.current_leader.unwrap_or(to)),
+            Err(_) => Err(refused(format!(
+                "node {to} did not take the leadership within {} s (is it running and caught up?)",
+                TRANSFER_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+}
+
+fn lag(view: &View, id: NodeId) -> Result<u64, ReplicaError> {
+    if !view.nodes.contains_key(&id) {
+        return Err(refused(format!("node {id} is not a member: add it first")));
+    }
+    if view.voters.contains(&id) {
+        return Err(refused(format!("node {id} is a voter, not a learner")));
+    }
+    let matched = view.matched.get(&id).copied();
+    Ok(view
+        .last_log_index
+        .saturating_sub(matched.unwrap_or(0))
+        .max(u64::from(matched.is_none())))
+}

@@ -1,0 +1,223 @@
+//! Shared by the tests that run a cluster of `fila-server` processes.
+
+// Each test file uses its own part of it.
+#![allow(dead_code)]
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fila_client::{Client, ClientOptions, ErrorCode, QueueRef};
+
+use super::common;
+
+pub struct Node {
+    pub id: u64,
+    pub config: PathBuf,
+    pub data: PathBuf,
+    pub client: String,
+    pub peer: String,
+    pub child: Option<std::process::Child>,
+}
+
+impl Node {
+    pub fn start(&mut self) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fila-server"))
+            .arg("--config")
+            .arg(&self.config)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("fila-server starts");
+        match common::listening(&mut child, 30) {
+            Some((_, _, rx)) => {
+                std::thread::spawn(move || while rx.recv().is_ok() {});
+            }
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("node {} did not start", self.id);
+            }
+        }
+        self.child = Some(child);
+    }
+
+    /// SIGTERM, and waits (at most 30 s, then SIGKILL) for it to end:
+    /// answers whether it ended on its own.
+    pub fn stop(&mut self) -> bool {
+        let Some(mut c) = self.child.take() else {
+            return true;
+        };
+        let pid = c.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = c.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        false
+    }
+
+    /// SIGKILL.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Sends a signal to a node's process (`-STOP`, `-CONT`).
+pub fn signal(node: &Node, sig: &str) {
+    let pid = node.child.as_ref().expect("running").id().to_string();
+    let ok = Command::new("kill")
+        .args([sig, &pid])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+pub struct Dir(pub PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A free port on loopback (bound and let go).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `[[cluster.members]]` entry.
+fn member(id: u64, client: u16, peer: u16) -> String {
+    format!("[[cluster.members]]\nid = {id}\npeer = \"127.0.0.1:{peer}\"\nclient = \"127.0.0.1:{client}\"\n")
+}
+
+/// Node `id`'s configuration file (under `dir`), listening on fresh
+/// ports; `members` as given, or — a node that joins — itself alone.
+fn node(dir: &Path, id: u64, ports: (u16, u16), members: Option<&str>) -> Node {
+    let (client, peer) = ports;
+    let data = dir.join(format!("node-{id}"));
+    let config = dir.join(format!("node-{id}.toml"));
+    let (members, join) = match members {
+        Some(m) => (m.to_owned(), false),
+        None => (member(id, client, peer), true),
+    };
+    std::fs::write(
+        &config,
+        format!(
+            "listen = \"127.0.0.1:{client}\"\nmetrics_listen = \"off\"\nsqs_listen = \"off\"\n\
+             console_listen = \"off\"\nshards = 1\nevent_loops = 1\ndata_dir = \"{}\"\n\
+             [cluster]\nnode_id = {id}\nlisten = \"127.0.0.1:{peer}\"\njoin = {join}\n\
+             secret = \"a secret the three nodes share\"\n{members}",
+            data.display()
+        ),
+    )
+    .unwrap();
+    Node {
+        id,
+        config,
+        data,
+        client: format!("127.0.0.1:{client}"),
+        peer: format!("127.0.0.1:{peer}"),
+        child: None,
+    }
+}
+
+/// The configurations of a cluster of `n` voters, ids 1..=n (not started).
+pub fn cluster(dir: &Path, n: u64) -> Vec<Node> {
+    let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+    let members: String = ports
+        .iter()
+        .zip(1..)
+        .map(|((client, peer), id)| member(id, *client, *peer))
+        .collect();
+    ports
+        .iter()
+        .zip(1..)
+        .map(|(p, id)| node(dir, id, *p, Some(&members)))
+        .collect()
+}
+
+/// The configuration of node `id` that joins a running cluster (`join =
+/// true`; not started).
+pub fn joiner(dir: &Path, id: u64) -> Node {
+    node(dir, id, (free_port(), free_port()), None)
+}
+
+/// A client of one node that does not follow `not_leader`.
+pub fn client(addr: &str) -> Option<Client> {
+    let mut o = ClientOptions::new(addr.to_string());
+    o.request_timeout = Duration::from_secs(10);
+    o.follow_leader = false;
+    Client::connect(o).ok()
+}
+
+/// Runs `op` on whichever live node leads; answers the node's index and
+/// the result, within `within`. A `not_leader` answer is followed (its
+/// message names the leader's client address).
+pub fn on_leader<R>(
+    nodes: &[Node],
+    within: Duration,
+    mut op: impl FnMut(&mut Client) -> Result<R, fila_client::ClientError>,
+) -> (usize, R) {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        for (i, n) in nodes.iter().enumerate() {
+            if n.child.is_none() {
+                continue;
+            }
+            let Some(mut c) = client(&n.client) else {
+                continue;
+            };
+            match op(&mut c) {
+                Ok(r) => return (i, r),
+                Err(e) if e.code() == Some(ErrorCode::NOT_LEADER) => {}
+                Err(_) => {}
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("no node led within {within:?}");
+}
+
+pub fn present(c: &mut Client) -> Result<HashSet<String>, fila_client::ClientError> {
+    let mut out = HashSet::new();
+    let mut from = 0;
+    loop {
+        let page = c.peek(
+            QueueRef {
+                name: "jobs".into(),
+                dlq: false,
+            },
+            from,
+            100,
+        )?;
+        let Some(last) = page.last() else {
+            return Ok(out);
+        };
+        from = last.seq + 1;
+        out.extend(
+            page.iter()
+                .map(|m| String::from_utf8_lossy(&m.payload).into_owned()),
+        );
+    }
+}

@@ -1,0 +1,228 @@
+//! A cluster's members change while it serves (docs/cluster.md): a fourth
+//! node joins as a learner, catches up and is promoted; the leadership is
+//! handed to it; a voter is removed and stopped; a node killed and wiped
+//! comes back as a new learner and takes everything again; a leader
+//! stopped with SIGTERM hands its leadership over first. Changes that
+//! cannot be made are refused, saying why. At the end every acknowledged
+//! put is there and nothing else.
+
+mod cluster_harness;
+mod common;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use cluster_harness::{client, cluster, joiner, on_leader, present, Dir, Node};
+use fila_client::{
+    Client, ClientError, ClientOptions, ClusterChange, ClusterStatus, ErrorCode, SettingsPatch,
+};
+
+/// A client of `addr` that follows `not_leader`.
+fn following(addr: &str) -> Client {
+    let mut o = ClientOptions::new(addr.to_owned());
+    o.request_timeout = Duration::from_secs(20);
+    Client::connect(o).unwrap()
+}
+
+/// Waits (at most 30 s) until the leader's status satisfies `ok`.
+fn leader_sees(nodes: &[Node], what: &str, ok: impl Fn(&ClusterStatus) -> bool) -> ClusterStatus {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = None;
+    while Instant::now() < deadline {
+        for n in nodes.iter().filter(|n| n.child.is_some()) {
+            let Some(s) = client(&n.client).and_then(|mut c| c.cluster_status().ok()) else {
+                continue;
+            };
+            if s.leader == Some(s.node_id) {
+                if ok(&s) {
+                    return s;
+                }
+                last = Some(s);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the leader never saw {what}: {last:?}");
+}
+
+/// Waits (at most 10 s: a node's view is refreshed every 100 ms) until
+/// `node` says `id` leads.
+fn leads(node: &Node, id: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut c = client(&node.client).unwrap();
+    loop {
+        let s = c.cluster_status().unwrap();
+        if s.leader == Some(id) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "node {id} never led: {s:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether member `id` is a voter holding the leader's whole log.
+fn caught_up(s: &ClusterStatus, id: u64) -> bool {
+    s.members
+        .iter()
+        .any(|m| m.id == id && m.matched_index.is_some() && m.matched_index >= s.committed_index)
+}
+
+fn is_voter(s: &ClusterStatus, id: u64) -> Option<bool> {
+    s.members.iter().find(|m| m.id == id).map(|m| m.voter)
+}
+
+fn refused(r: Result<(), ClientError>, says: &str) {
+    let e = r.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::INVALID_ARGUMENT), "{e}");
+    assert!(e.to_string().contains(says), "{e} says {says:?}");
+}
+
+/// Puts `n` messages named `tag-i` through a following client; records
+/// the acknowledged ones.
+fn put(c: &mut Client, tag: &str, n: usize, acked: &mut HashSet<String>) {
+    for i in 0..n {
+        let body = format!("{tag}-{i}");
+        c.put_one("jobs", body.clone()).unwrap();
+        acked.insert(body);
+    }
+}
+
+#[test]
+fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
+    let dir =
+        Dir(std::env::temp_dir().join(format!("fila-cluster-members-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let mut nodes = cluster(&dir.0, 3);
+    for n in &mut nodes {
+        n.start();
+    }
+    on_leader(&nodes, Duration::from_secs(30), |c| {
+        c.create_queue("jobs", SettingsPatch::default())
+    });
+    let mut acked = HashSet::new();
+    let mut c = following(&nodes[0].client);
+    put(&mut c, "three", 50, &mut acked);
+
+    // Node 4 joins: started with `join`, added as a learner, caught up,
+    // promoted.
+    nodes.push(joiner(&dir.0, 4));
+    nodes[3].start();
+    let (peer, client4) = (nodes[3].peer.clone(), nodes[3].client.clone());
+    // Refused: a second node at an address in use, a bad address, an
+    // unknown node's promotion, a transfer to a learner.
+    refused(
+        c.change_cluster(ClusterChange::AddLearner {
+            id: 9,
+            peer: nodes[1].peer.clone(),
+            client: "127.0.0.1:1".into(),
+        }),
+        "already has",
+    );
+    refused(
+        c.change_cluster(ClusterChange::AddLearner {
+            id: 9,
+            peer: "no port".into(),
+            client: "127.0.0.1:1".into(),
+        }),
+        "host:port",
+    );
+    refused(
+        c.change_cluster(ClusterChange::Promote { id: 9 }),
+        "not a member",
+    );
+    c.change_cluster(ClusterChange::AddLearner {
+        id: 4,
+        peer: peer.clone(),
+        client: client4.clone(),
+    })
+    .unwrap();
+    // Adding it again with the same addresses changes nothing.
+    c.change_cluster(ClusterChange::AddLearner {
+        id: 4,
+        peer,
+        client: client4,
+    })
+    .unwrap();
+    refused(
+        c.change_cluster(ClusterChange::TransferLeader { to: Some(4) }),
+        "not a voter",
+    );
+    leader_sees(&nodes, "node 4 caught up", |s| {
+        is_voter(s, 4) == Some(false) && caught_up(s, 4)
+    });
+    c.change_cluster(ClusterChange::Promote { id: 4 }).unwrap();
+    leader_sees(&nodes, "four voters", |s| {
+        s.members.iter().filter(|m| m.voter).count() == 4
+    });
+    put(&mut c, "four", 20, &mut acked);
+
+    // The leadership goes to node 4; it serves.
+    c.change_cluster(ClusterChange::TransferLeader { to: Some(4) })
+        .unwrap();
+    leads(&nodes[3], 4);
+    let mut on4 = client(&nodes[3].client).unwrap();
+    on4.put_one("jobs", "on node 4").unwrap();
+    acked.insert("on node 4".into());
+
+    // Node 1 is removed, then stopped; the three left serve, and still do
+    // with one of them (node 2) killed.
+    c.change_cluster(ClusterChange::Remove { id: 1 }).unwrap();
+    leader_sees(&nodes, "node 1 gone", |s| is_voter(s, 1).is_none());
+    assert!(nodes[0].stop());
+    nodes[1].kill();
+    let mut c = following(&nodes[2].client);
+    put(&mut c, "without-1-and-2", 20, &mut acked);
+
+    // Node 2 comes back wiped: removed, started empty with `join`, added as
+    // a learner (it takes the whole log or a snapshot), promoted.
+    c.change_cluster(ClusterChange::Remove { id: 2 }).unwrap();
+    std::fs::remove_dir_all(&nodes[1].data).unwrap();
+    let mut wiped = joiner(&dir.0, 2);
+    wiped.start();
+    let back = Instant::now();
+    c.change_cluster(ClusterChange::AddLearner {
+        id: 2,
+        peer: wiped.peer.clone(),
+        client: wiped.client.clone(),
+    })
+    .unwrap();
+    nodes[1] = wiped;
+    leader_sees(&nodes, "node 2 caught up", |s| caught_up(s, 2));
+    eprintln!(
+        "a wiped node took the log again in {:?} after it was added",
+        back.elapsed()
+    );
+    c.change_cluster(ClusterChange::Promote { id: 2 }).unwrap();
+    put(&mut c, "wiped-back", 20, &mut acked);
+
+    // Node 2, wiped and back, holds everything: it answers from its own
+    // copy once it leads.
+    leader_sees(&nodes, "three voters", |s| {
+        s.members.iter().filter(|m| m.voter).count() == 3 && caught_up(s, 2)
+    });
+    c.change_cluster(ClusterChange::TransferLeader { to: Some(2) })
+        .unwrap();
+    leads(&nodes[1], 2);
+    let mut on2 = client(&nodes[1].client).unwrap();
+    assert_eq!(
+        present(&mut on2).unwrap(),
+        acked,
+        "the wiped node's copy: every acknowledged put, and nothing else"
+    );
+
+    // The leader stopped with SIGTERM hands its leadership over on its way
+    // out; the others serve.
+    let stopped = Instant::now();
+    assert!(nodes[1].stop(), "the leader ended on SIGTERM");
+    on_leader(&nodes, Duration::from_secs(30), |c| {
+        c.put_one("jobs", "after the stop")
+    });
+    eprintln!(
+        "the leader stopped with SIGTERM: the next put was acknowledged {:?} after",
+        stopped.elapsed()
+    );
+    acked.insert("after the stop".into());
+    let (_, end) = on_leader(&nodes, Duration::from_secs(30), present);
+    assert_eq!(end, acked, "every acknowledged put, and nothing else");
+}
