@@ -114,10 +114,13 @@ fn catch_up(
     let target = c.cluster_status()?.last_log_index.unwrap_or(0);
     loop {
         let s = c.cluster_status()?;
+        // Only a view that holds it as a learner counts: one taken before
+        // the change (refreshed every 100 ms) may name an earlier member
+        // under the same id and how far that one had taken the log.
         let matched = s
             .members
             .iter()
-            .find(|m| m.id == id)
+            .find(|m| m.id == id && !m.voter)
             .and_then(|m| m.matched_index);
         if let Some(m) = matched.filter(|m| *m >= target) {
             return Ok((m, started.elapsed()));

@@ -10,6 +10,12 @@
 //! partition), and a request or an answer ([`crate::codec::PeerRequest`],
 //! [`crate::codec::PeerAnswer`]).
 //!
+//! With [`PeerTls`], every connection is TLS first (the listener presents
+//! its node's certificate; the caller checks it against the cluster's CA
+//! for the host of the peer address it dialled), and the handshake above
+//! and the frames travel inside it: the secret proves the caller, the
+//! certificate the listener, and nothing travels in clear.
+//!
 //! Limits: [`CONNECTIONS_MAX`] connections served at once (more wait to
 //! be accepted), a handshake within [`HANDSHAKE_TIMEOUT`], a connection
 //! idle for [`IDLE_TIMEOUT`] closed, a frame past [`FRAME_MAX`] refused
@@ -31,7 +37,7 @@ use openraft::raft::{
 };
 use openraft::{OptionalSend, Raft, RaftNetworkV2};
 use sha2::Sha256;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::codec::{self, PeerAnswer, PeerRequest};
@@ -60,7 +66,34 @@ fn invalid(why: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, why.to_string())
 }
 
-async fn write_frame(stream: &mut TcpStream, group: u64, payload: &[u8]) -> io::Result<()> {
+/// A connection's byte stream: TCP, or TLS over it.
+pub trait PeerStream: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> PeerStream for T {}
+
+type Stream = Box<dyn PeerStream>;
+
+/// TLS between nodes: how a listener presents itself and how a caller
+/// checks it.
+#[derive(Clone)]
+pub struct PeerTls {
+    /// The listener's side (its node's certificate).
+    pub server: Arc<rustls::ServerConfig>,
+    /// The caller's side (the cluster's CA).
+    pub client: Arc<rustls::ClientConfig>,
+}
+
+/// The host a peer address names, as TLS checks it.
+fn server_name(addr: &str) -> io::Result<rustls::pki_types::ServerName<'static>> {
+    let host = addr
+        .rsplit_once(':')
+        .map_or(addr, |(h, _)| h)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    rustls::pki_types::ServerName::try_from(host.to_owned())
+        .map_err(|_| invalid(format!("{addr}: not a host to check a certificate for")))
+}
+
+async fn write_frame(stream: &mut Stream, group: u64, payload: &[u8]) -> io::Result<()> {
     let len = u32::try_from(8 + payload.len())
         .ok()
         .filter(|&l| l as usize <= FRAME_MAX)
@@ -73,7 +106,7 @@ async fn write_frame(stream: &mut TcpStream, group: u64, payload: &[u8]) -> io::
     stream.flush().await
 }
 
-async fn read_frame(stream: &mut TcpStream) -> io::Result<(u64, Vec<u8>)> {
+async fn read_frame(stream: &mut Stream) -> io::Result<(u64, Vec<u8>)> {
     let len = stream.read_u32().await? as usize;
     if !(8..=FRAME_MAX).contains(&len) {
         return Err(invalid(format!("a frame of {len} bytes")));
@@ -84,9 +117,9 @@ async fn read_frame(stream: &mut TcpStream) -> io::Result<(u64, Vec<u8>)> {
     Ok((group, payload))
 }
 
-/// Serves the peer protocol on `listener` until the task is dropped:
-/// `group` finds the Raft node of a partition.
-pub async fn serve<S, G>(listener: TcpListener, secret: Arc<[u8]>, group: G)
+/// Serves the peer protocol on `listener` until the task is dropped
+/// (over TLS with `tls`): `group` finds the Raft node of a partition.
+pub async fn serve<S, G>(listener: TcpListener, secret: Arc<[u8]>, tls: Option<PeerTls>, group: G)
 where
     S: Storage + 'static,
     G: Fn(u64) -> Option<Raft<TypeConfig, StateMachine<S>>> + Send + Sync + 'static,
@@ -100,22 +133,38 @@ where
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
-        let (secret, group) = (secret.clone(), group.clone());
+        let (secret, group, tls) = (secret.clone(), group.clone(), tls.clone());
         tokio::spawn(async move {
             let _permit = permit;
-            if let Err(e) = connection(stream, &secret, &*group).await {
+            if let Err(e) = connection(stream, &secret, tls, &*group).await {
                 tracing::debug!("peer connection closed: {e}");
             }
         });
     }
 }
 
-async fn connection<S, G>(mut stream: TcpStream, secret: &[u8], group: &G) -> io::Result<()>
+async fn connection<S, G>(
+    tcp: TcpStream,
+    secret: &[u8],
+    tls: Option<PeerTls>,
+    group: &G,
+) -> io::Result<()>
 where
     S: Storage + 'static,
     G: Fn(u64) -> Option<Raft<TypeConfig, StateMachine<S>>>,
 {
-    stream.set_nodelay(true)?;
+    tcp.set_nodelay(true)?;
+    let mut stream: Stream = match tls {
+        None => Box::new(tcp),
+        Some(tls) => {
+            let accepted = tokio_rustls::TlsAcceptor::from(tls.server).accept(tcp);
+            Box::new(
+                tokio::time::timeout(HANDSHAKE_TIMEOUT, accepted)
+                    .await
+                    .map_err(|_| invalid("the TLS handshake took too long"))??,
+            )
+        }
+    };
     let mut nonce = [0u8; 32];
     getrandom::fill(&mut nonce).map_err(|e| io::Error::other(e.to_string()))?;
     let handshake = async {
@@ -190,12 +239,19 @@ pub struct PeerNetwork {
     id: NodeId,
     group: u64,
     secret: Arc<[u8]>,
+    tls: Option<PeerTls>,
 }
 
 impl PeerNetwork {
-    /// Node `id`'s side of group `group`, proving `secret`.
-    pub fn new(id: NodeId, group: u64, secret: Arc<[u8]>) -> PeerNetwork {
-        PeerNetwork { id, group, secret }
+    /// Node `id`'s side of group `group`, proving `secret` (over TLS with
+    /// `tls`).
+    pub fn new(id: NodeId, group: u64, secret: Arc<[u8]>, tls: Option<PeerTls>) -> PeerNetwork {
+        PeerNetwork {
+            id,
+            group,
+            secret,
+            tls,
+        }
     }
 }
 
@@ -203,7 +259,7 @@ impl PeerNetwork {
 pub struct PeerConn {
     net: PeerNetwork,
     addr: String,
-    stream: Option<TcpStream>,
+    stream: Option<Stream>,
     out: Vec<u8>,
 }
 
@@ -221,9 +277,17 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
 }
 
 impl PeerConn {
-    async fn connect(&self) -> io::Result<TcpStream> {
-        let mut stream = TcpStream::connect(&self.addr).await?;
-        stream.set_nodelay(true)?;
+    async fn connect(&self) -> io::Result<Stream> {
+        let tcp = TcpStream::connect(&self.addr).await?;
+        tcp.set_nodelay(true)?;
+        let mut stream: Stream = match &self.net.tls {
+            None => Box::new(tcp),
+            Some(tls) => Box::new(
+                tokio_rustls::TlsConnector::from(tls.client.clone())
+                    .connect(server_name(&self.addr)?, tcp)
+                    .await?,
+            ),
+        };
         let mut hello = [0u8; 8 + 32];
         stream.read_exact(&mut hello).await?;
         if &hello[..8] != MAGIC {

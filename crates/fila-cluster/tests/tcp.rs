@@ -1,15 +1,16 @@
 //! Three replicas of a partition on one machine, their peers reached over
-//! real TCP on loopback (the peer protocol with its handshake), their logs
-//! and state machines on the file system: the leader is stopped and
-//! another takes over, nothing acknowledged is lost, the stopped node
-//! comes back and catches up; a caller without the cluster's secret, and a
-//! frame past the limit, are refused.
+//! real TCP on loopback (the peer protocol with its handshake, inside TLS),
+//! their logs and state machines on the file system: the leader is stopped
+//! and another takes over, nothing acknowledged is lost, the stopped node
+//! comes back and catches up; a caller without the cluster's secret, a
+//! frame past the limit, a caller that does not trust the listener's
+//! certificate and one that speaks no TLS to a TLS listener are refused.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fila_cluster::peer::{serve, PeerNetwork, FRAME_MAX};
+use fila_cluster::peer::{serve, PeerNetwork, PeerTls, FRAME_MAX};
 use fila_cluster::{LogStore, Member, NodeId, Replica, StateMachine};
 use fila_core::{NewMessage, QueueSettings, SystemClock};
 use fila_wal::{FsStorage, LogOptions};
@@ -46,11 +47,50 @@ fn config() -> Arc<openraft::Config> {
     )
 }
 
+/// A cluster's TLS: a CA of its own and one certificate (for 127.0.0.1)
+/// every node presents.
+fn pki() -> PeerTls {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, SanType};
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let issuer = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    let mut leaf = CertificateParams::new(Vec::<String>::new()).unwrap();
+    leaf.subject_alt_names
+        .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+    let key = KeyPair::generate().unwrap();
+    let cert = leaf.signed_by(&key, &issuer).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(issuer.der().to_vec()))
+        .unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    PeerTls {
+        server: Arc::new(server),
+        client: Arc::new(client),
+    }
+}
+
 async fn start(
     dir: &std::path::Path,
     id: NodeId,
     listener: TcpListener,
     secret: &Arc<[u8]>,
+    tls: Option<PeerTls>,
 ) -> Node {
     let log = LogStore::open(
         FsStorage::new(dir.join(format!("node-{id}/log"))).unwrap(),
@@ -62,7 +102,7 @@ async fn start(
     let replica = Replica::start(
         id,
         config(),
-        PeerNetwork::new(id, 0, secret.clone()),
+        PeerNetwork::new(id, 0, secret.clone(), tls.clone()),
         log,
         sm,
         Arc::new(SystemClock),
@@ -71,7 +111,7 @@ async fn start(
     .await
     .unwrap();
     let raft = replica.raft().clone();
-    let server = tokio::spawn(serve(listener, secret.clone(), move |g| {
+    let server = tokio::spawn(serve(listener, secret.clone(), tls, move |g| {
         (g == 0).then(|| raft.clone())
     }));
     Node {
@@ -112,7 +152,8 @@ fn bodies(image: &fila_core::event::EngineImage) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_partition_over_tcp_survives_its_leader_stopping() {
+async fn a_partition_over_tls_survives_its_leader_stopping() {
+    let tls = pki();
     let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-tcp-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&dir.0);
     let secret: Arc<[u8]> = Arc::from(&b"the cluster's secret"[..]);
@@ -131,7 +172,7 @@ async fn a_partition_over_tcp_survives_its_leader_stopping() {
     }
     let mut nodes = BTreeMap::new();
     for (id, l) in listeners {
-        nodes.insert(id, start(&dir.0, id, l, &secret).await);
+        nodes.insert(id, start(&dir.0, id, l, &secret, Some(tls.clone())).await);
     }
     nodes[&1]
         .replica
@@ -186,7 +227,10 @@ async fn a_partition_over_tcp_survives_its_leader_stopping() {
     }
     // It comes back on its address and catches up.
     let listener = TcpListener::bind(&members[&leader].addr).await.unwrap();
-    nodes.insert(leader, start(&dir.0, leader, listener, &secret).await);
+    nodes.insert(
+        leader,
+        start(&dir.0, leader, listener, &secret, Some(tls.clone())).await,
+    );
     let last = put(&nodes, "last", Duration::from_secs(10)).await.0;
     acked.push("last".to_owned());
     let index = nodes[&last]
@@ -234,14 +278,14 @@ async fn a_caller_without_the_secret_or_with_a_huge_frame_is_refused() {
     let secret: Arc<[u8]> = Arc::from(&b"right"[..]);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
-    let node = start(&dir.0, 1, listener, &secret).await;
+    let node = start(&dir.0, 1, listener, &secret, None).await;
     let member = Member {
         addr: addr.clone(),
         client: String::new(),
     };
     let vote = openraft::raft::VoteRequest::new(fila_cluster::Vote::new(9, 2), None);
     // The wrong secret: no answer, and the node's vote is untouched.
-    let mut wrong = PeerNetwork::new(2, 0, Arc::from(&b"wrong"[..]));
+    let mut wrong = PeerNetwork::new(2, 0, Arc::from(&b"wrong"[..]), None);
     let mut conn = wrong.new_client(1, &member).await;
     let got = conn
         .vote(vote.clone(), RPCOption::new(Duration::from_secs(2)))
@@ -252,7 +296,7 @@ async fn a_caller_without_the_secret_or_with_a_huge_frame_is_refused() {
         0
     );
     // The right one: answered.
-    let mut right = PeerNetwork::new(2, 0, secret.clone());
+    let mut right = PeerNetwork::new(2, 0, secret.clone(), None);
     let mut conn = right.new_client(1, &member).await;
     let got = conn
         .vote(vote, RPCOption::new(Duration::from_secs(2)))
@@ -284,6 +328,53 @@ async fn a_caller_without_the_secret_or_with_a_huge_frame_is_refused() {
         .expect("the node closes the connection")
         .unwrap_or(0);
     assert_eq!(n, 0, "nothing is answered to a frame past the limit");
+    node.server.abort();
+    node.replica.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_tls_listener_refuses_callers_that_do_not_trust_it_or_speak_no_tls() {
+    use openraft::network::{RPCOption, RaftNetworkFactory};
+    use openraft::RaftNetworkV2;
+    let dir =
+        Dir(std::env::temp_dir().join(format!("fila-cluster-tls-refuse-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    let secret: Arc<[u8]> = Arc::from(&b"right"[..]);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let tls = pki();
+    let node = start(&dir.0, 1, listener, &secret, Some(tls.clone())).await;
+    let member = Member {
+        addr: addr.clone(),
+        client: String::new(),
+    };
+    let vote = openraft::raft::VoteRequest::new(fila_cluster::Vote::new(9, 2), None);
+    let ask = |tls: Option<PeerTls>| {
+        let (member, vote, secret) = (member.clone(), vote.clone(), secret.clone());
+        async move {
+            let mut net = PeerNetwork::new(2, 0, secret, tls);
+            let mut conn = net.new_client(1, &member).await;
+            conn.vote(vote, RPCOption::new(Duration::from_secs(2)))
+                .await
+        }
+    };
+    // A caller that trusts another CA, and one without TLS: no answer, the
+    // node's term untouched.
+    assert!(ask(Some(pki())).await.is_err());
+    assert!(ask(None).await.is_err());
+    assert_eq!(
+        node.replica.raft().metrics().borrow_watched().current_term,
+        0
+    );
+    // What a plaintext caller reads is no `FILAPEER` greeting: the
+    // listener waits for a TLS hello.
+    let mut raw = TcpStream::connect(&addr).await.unwrap();
+    let mut hello = [0u8; 8];
+    let read = tokio::time::timeout(Duration::from_millis(300), raw.read_exact(&mut hello)).await;
+    assert!(read.is_err(), "a TLS listener greets no one in clear");
+    // A caller that trusts the cluster's CA: answered.
+    let got = ask(Some(tls)).await.unwrap();
+    assert_eq!(got.vote.leader_id().term, 9);
     node.server.abort();
     node.replica.shutdown().await.unwrap();
 }

@@ -187,6 +187,40 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
     Ok(Arc::new(config))
 }
 
+/// TLS between a cluster's nodes: the listener's side (this node's
+/// certificate and key, no client certificates — a peer proves itself with
+/// the cluster's secret inside) and the caller's (the certificates of the
+/// other nodes must chain to the CAs of `ca`).
+pub fn peer_configs(
+    cert: &Path,
+    key: &Path,
+    ca: &Path,
+) -> Result<(Arc<ServerConfig>, Arc<rustls::ClientConfig>), TlsError> {
+    let chain = load_certs("tls_cert", cert)?;
+    let key = load_key("tls_key", key)?;
+    let provider = provider();
+    let server = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError::Rustls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| TlsError::Rustls(format!("tls_cert and tls_key: {e}")))?;
+    let mut roots = RootCertStore::empty();
+    for c in load_certs("cluster.tls_ca", ca)? {
+        roots.add(c).map_err(|e| TlsError::Pem {
+            field: "cluster.tls_ca",
+            path: ca.display().to_string(),
+            message: format!("not a usable CA certificate: {e}"),
+        })?;
+    }
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError::Rustls(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok((Arc::new(server), Arc::new(client)))
+}
+
 /// The names a client certificate stands for: its subject alternative
 /// names of type DNS and URI, and its subject's common name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

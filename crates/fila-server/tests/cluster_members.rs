@@ -1,4 +1,5 @@
-//! A cluster's members change while it serves (docs/cluster.md): a fourth
+//! A cluster over TLS (clients and peers; openssl checks a peer port's
+//! certificate) whose members change while it serves (docs/cluster.md): a fourth
 //! node joins as a learner, catches up and is promoted; the leadership is
 //! handed to it; a voter is removed and stopped; a node killed and wiped
 //! comes back as a new learner and takes everything again; a leader
@@ -12,14 +13,12 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use cluster_harness::{client, cluster, joiner, on_leader, present, Dir, Node};
-use fila_client::{
-    Client, ClientError, ClientOptions, ClusterChange, ClusterStatus, ErrorCode, SettingsPatch,
-};
+use cluster_harness::{client, cluster, joiner, on_leader, options, present, with_tls, Dir, Node};
+use fila_client::{Client, ClientError, ClusterChange, ClusterStatus, ErrorCode, SettingsPatch};
 
 /// A client of `addr` that follows `not_leader`.
 fn following(addr: &str) -> Client {
-    let mut o = ClientOptions::new(addr.to_owned());
+    let mut o = options(addr);
     o.request_timeout = Duration::from_secs(20);
     Client::connect(o).unwrap()
 }
@@ -87,16 +86,52 @@ fn put(c: &mut Client, tag: &str, n: usize, acked: &mut HashSet<String>) {
     }
 }
 
+/// openssl, as a peer would, gets the node's certificate on its peer port
+/// and checks it against the cluster's CA; a caller in clear text is not
+/// greeted.
+fn peers_speak_tls(node: &Node, pki: &std::path::Path) {
+    let out = std::process::Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &node.peer,
+            "-verify_return_error",
+            "-CAfile",
+        ])
+        .arg(pki.join("ca.crt"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("Verify return code: 0 (ok)"),
+        "openssl s_client to the peer port: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    use std::io::Read;
+    let mut raw = std::net::TcpStream::connect(&node.peer).unwrap();
+    raw.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut greeting = [0u8; 8];
+    assert!(
+        raw.read_exact(&mut greeting).is_err(),
+        "a TLS peer listener greets no one in clear"
+    );
+}
+
 #[test]
 fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
     let dir =
         Dir(std::env::temp_dir().join(format!("fila-cluster-members-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&dir.0);
     std::fs::create_dir_all(&dir.0).unwrap();
+    // Over TLS: clients to nodes, and nodes to each other.
+    let pki = with_tls(&dir.0);
     let mut nodes = cluster(&dir.0, 3);
     for n in &mut nodes {
         n.start();
     }
+    peers_speak_tls(&nodes[0], &pki);
     on_leader(&nodes, Duration::from_secs(30), |c| {
         c.create_queue("jobs", SettingsPatch::default())
     });

@@ -23,6 +23,9 @@ pub struct ClusterConfig {
     /// with an empty data directory): it never makes the first membership
     /// and waits for the leader to add it (`fila cluster add`).
     pub join: bool,
+    /// With TLS on (`tls_cert`, `tls_key`): the CA every node's
+    /// certificate chains to; the nodes then speak TLS to each other.
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 /// A voter the cluster starts with.
@@ -50,6 +53,7 @@ pub(super) struct FileCluster {
     members: Vec<FileMember>,
     #[serde(default)]
     join: bool,
+    tls_ca: Option<std::path::PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -79,13 +83,15 @@ impl FileCluster {
                 })
                 .collect(),
             join: self.join,
+            tls_ca: self.tls_ca,
         })
     }
 }
 
 impl Config {
     /// The cluster's rules: a node among its members, distinct ids, a long
-    /// enough secret, durable (`sync = "always"`, a data directory), and
+    /// enough secret, durable (`sync = "always"`, a data directory), a CA
+    /// for the peers exactly when TLS is on, and
     /// the SQS API and the console off (they do not reach a cluster's
     /// partitions yet).
     pub(super) fn validate_cluster(&self) -> Result<(), ConfigError> {
@@ -135,9 +141,20 @@ impl Config {
                     .into(),
             );
         }
-        if !c.listen.ip().is_loopback() && !self.allow_plaintext {
+        match (&self.tls_cert, &c.tls_ca) {
+            (Some(_), None) => {
+                return bad(
+                    "cluster.tls_ca: with TLS on, the nodes speak TLS to each other: name the CA their certificates chain to".into(),
+                )
+            }
+            (None, Some(_)) => {
+                return bad("cluster.tls_ca needs TLS: set tls_cert and tls_key too".into())
+            }
+            _ => {}
+        }
+        if c.tls_ca.is_none() && !c.listen.ip().is_loopback() && !self.allow_plaintext {
             return bad(format!(
-                "cluster.listen {}: peers off loopback need allow_plaintext (the peer protocol is authenticated, not encrypted)",
+                "cluster.listen {}: peers off loopback need TLS (tls_cert, tls_key, cluster.tls_ca) or allow_plaintext (the peer protocol is authenticated, not encrypted)",
                 c.listen
             ));
         }

@@ -330,6 +330,22 @@ fn a_cluster_section_names_the_node_its_peers_and_the_secret() {
     assert!(Config::default().cluster.is_none());
     let joins = cluster_with(&[("node_id = 2\n", "node_id = 2\njoin = true\n")]).unwrap();
     assert!(joins.cluster.unwrap().join);
+    // Peers over TLS may listen off loopback without allow_plaintext.
+    let tls = cluster_with(&[
+        (
+            "sqs_listen",
+            "tls_cert = \"/c.crt\"\ntls_key = \"/c.key\"\nsqs_listen",
+        ),
+        (
+            "node_id = 2\nlisten = \"127.0.0.1:7710\"",
+            "node_id = 2\nlisten = \"0.0.0.0:7710\"\ntls_ca = \"/ca.crt\"",
+        ),
+    ])
+    .unwrap();
+    assert_eq!(
+        tls.cluster.unwrap().tls_ca,
+        Some(std::path::PathBuf::from("/ca.crt"))
+    );
 }
 
 #[test]
@@ -359,6 +375,18 @@ fn a_cluster_section_that_cannot_work_is_one_clear_line() {
             "not an address",
         ),
         (&[("secret", "secrets")], "unknown field"),
+        // With TLS on, the peers speak it too: they need the CA.
+        (
+            &[(
+                "sqs_listen",
+                "tls_cert = \"/c.crt\"\ntls_key = \"/c.key\"\nsqs_listen",
+            )],
+            "cluster.tls_ca",
+        ),
+        (
+            &[("node_id = 2\n", "node_id = 2\ntls_ca = \"/ca.crt\"\n")],
+            "needs TLS",
+        ),
     ];
     for (replace, want) in cases {
         let e = cluster_with(replace).unwrap_err().to_string();

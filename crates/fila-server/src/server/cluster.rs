@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fila_cluster::peer::{serve, PeerNetwork};
+use fila_cluster::peer::{serve, PeerNetwork, PeerTls};
 use fila_cluster::{LogStore, Member, Replica, ReplicaError, StateMachine};
 use fila_core::{Owner, SystemClock};
 use fila_proto::{ClusterChange, ErrorCode, Opcode, Request};
@@ -69,6 +69,18 @@ impl ClusterNode {
             .map_err(|e| io::Error::other(format!("the Raft log: {e}")))?;
         let state = StateMachine::open(storage("state")?)
             .map_err(|e| io::Error::other(format!("the Raft state: {e}")))?;
+        let tls = match (
+            &shared.config.tls_cert,
+            &shared.config.tls_key,
+            &config.tls_ca,
+        ) {
+            (Some(cert), Some(key), Some(ca)) => {
+                let (server, client) = crate::tls::peer_configs(cert, key, ca)
+                    .map_err(|e| io::Error::other(format!("the peers' TLS: {e}")))?;
+                Some(PeerTls { server, client })
+            }
+            _ => None,
+        };
         let listener = std::net::TcpListener::bind(config.listen)?;
         listener.set_nonblocking(true)?;
         let config = config.clone();
@@ -84,7 +96,9 @@ impl ClusterNode {
                     Ok(rt) => rt,
                     Err(e) => return fail(&shared, format!("the cluster runtime: {e}")),
                 };
-                rt.block_on(run(config, listener, log, state, index, notify, shared));
+                rt.block_on(run(
+                    config, tls, listener, log, state, index, notify, shared,
+                ));
             })?;
         Ok(ClusterNode {
             thread: Some(thread),
@@ -123,8 +137,10 @@ fn receipt_secret(secret: &str) -> [u64; 2] {
     [u(0), u(8)]
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run(
     config: ClusterConfig,
+    tls: Option<PeerTls>,
     listener: std::net::TcpListener,
     log: LogStore<FsStorage>,
     state: StateMachine<FsStorage>,
@@ -147,7 +163,7 @@ async fn run(
     let replica = match Replica::start(
         config.node_id,
         raft_config,
-        PeerNetwork::new(config.node_id, 0, secret.clone()),
+        PeerNetwork::new(config.node_id, 0, secret.clone(), tls.clone()),
         log,
         state,
         Arc::new(SystemClock),
@@ -163,11 +179,12 @@ async fn run(
         Err(e) => return fail(&shared, format!("the peer listener: {e}")),
     };
     let raft = replica.raft().clone();
-    let peers = tokio::spawn(serve(listener, secret, move |g| {
+    let peer_tls = tls.is_some();
+    let peers = tokio::spawn(serve(listener, secret, tls, move |g| {
         (g == 0).then(|| raft.clone())
     }));
     bootstrap(&config, &replica).await;
-    info!(node = config.node_id, peers = %config.listen, "cluster node started");
+    info!(node = config.node_id, peers = %config.listen, tls = peer_tls, "cluster node started");
     let view = tokio::spawn(keep_view(replica.clone(), shared.clone()));
     mail(replica.clone(), index, notify, shared.clone()).await;
     hand_over(&replica).await;

@@ -121,12 +121,22 @@ fn node(dir: &Path, id: u64, ports: (u16, u16), members: Option<&str>) -> Node {
         Some(m) => (m.to_owned(), false),
         None => (member(id, client, peer), true),
     };
+    let (tls, peer_tls) = match pki() {
+        Some(pki) => (
+            format!(
+                "tls_cert = \"{0}/server.crt\"\ntls_key = \"{0}/server.key\"\n",
+                pki.display()
+            ),
+            format!("tls_ca = \"{}/ca.crt\"\n", pki.display()),
+        ),
+        None => (String::new(), String::new()),
+    };
     std::fs::write(
         &config,
         format!(
             "listen = \"127.0.0.1:{client}\"\nmetrics_listen = \"off\"\nsqs_listen = \"off\"\n\
-             console_listen = \"off\"\nshards = 1\nevent_loops = 1\ndata_dir = \"{}\"\n\
-             [cluster]\nnode_id = {id}\nlisten = \"127.0.0.1:{peer}\"\njoin = {join}\n\
+             console_listen = \"off\"\nshards = 1\nevent_loops = 1\ndata_dir = \"{}\"\n{tls}\
+             [cluster]\nnode_id = {id}\nlisten = \"127.0.0.1:{peer}\"\njoin = {join}\n{peer_tls}\
              secret = \"a secret the three nodes share\"\n{members}",
             data.display()
         ),
@@ -139,6 +149,43 @@ fn node(dir: &Path, id: u64, ports: (u16, u16), members: Option<&str>) -> Node {
         client: format!("127.0.0.1:{client}"),
         peer: format!("127.0.0.1:{peer}"),
         child: None,
+    }
+}
+
+/// The folder of the certificates every node and client of this process
+/// uses, once [`with_tls`] made them.
+static PKI: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+fn pki() -> Option<PathBuf> {
+    PKI.lock().unwrap().clone()
+}
+
+/// From now on, in this process, the nodes speak TLS to their clients and
+/// to each other: a CA and a certificate for 127.0.0.1 minted with openssl
+/// (`scripts/mint-certs.sh`) under `dir/pki`; answers that folder.
+pub fn with_tls(dir: &Path) -> PathBuf {
+    let pki = dir.join("pki");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/mint-certs.sh");
+    let ok = Command::new("bash")
+        .arg(script)
+        .arg(&pki)
+        .status()
+        .expect("scripts/mint-certs.sh runs")
+        .success();
+    assert!(ok, "scripts/mint-certs.sh minted the certificates");
+    *PKI.lock().unwrap() = Some(pki.clone());
+    pki
+}
+
+/// A node's client options: clear text, or TLS trusting the test CA.
+pub fn options(addr: &str) -> ClientOptions {
+    let o = ClientOptions::new(addr.to_string());
+    match pki() {
+        Some(pki) => o.tls(fila_client::TlsOptions {
+            ca: Some(pki.join("ca.crt")),
+            ..Default::default()
+        }),
+        None => o,
     }
 }
 
@@ -165,7 +212,7 @@ pub fn joiner(dir: &Path, id: u64) -> Node {
 
 /// A client of one node that does not follow `not_leader`.
 pub fn client(addr: &str) -> Option<Client> {
-    let mut o = ClientOptions::new(addr.to_string());
+    let mut o = options(addr);
     o.request_timeout = Duration::from_secs(10);
     o.follow_leader = false;
     Client::connect(o).ok()
