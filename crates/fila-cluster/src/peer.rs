@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use fila_wal::Storage;
 use hmac::{Hmac, Mac};
+use openraft::async_runtime::watch::WatchReceiver;
 use openraft::errors::{RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory};
 use openraft::raft::{
@@ -212,9 +213,9 @@ async fn handle<S: Storage + 'static>(
             Ok(r) => PeerAnswer::Append(r),
             Err(e) => PeerAnswer::Refused(e.to_string()),
         },
-        PeerRequest::Vote(v) => match raft.vote(v).await {
+        PeerRequest::Vote(v) => match vote(raft, v).await {
             Ok(r) => PeerAnswer::Vote(r),
-            Err(e) => PeerAnswer::Refused(e.to_string()),
+            Err(e) => PeerAnswer::Refused(e),
         },
         PeerRequest::Snapshot(vote, meta, data) => {
             let snapshot = openraft::storage::Snapshot {
@@ -231,6 +232,35 @@ async fn handle<S: Storage + 'static>(
             Err(e) => PeerAnswer::Refused(e.to_string()),
         },
     }
+}
+
+/// Answers a vote request — only on a node that is a voter of the
+/// membership it holds. A node that holds none (it never started, or it was
+/// wiped and waits to be added back) or that is a learner or was removed
+/// grants nothing: a wiped node has forgotten its vote and its log, and a
+/// candidate with an old membership that still counts it must not win
+/// with its vote.
+pub async fn vote<S: Storage + 'static>(
+    raft: &Raft<TypeConfig, StateMachine<S>>,
+    req: VoteRequest<TypeConfig>,
+) -> Result<VoteResponse<TypeConfig>, String> {
+    let me = *raft.node_id();
+    let voter = {
+        let m = raft.metrics();
+        let m = m.borrow_watched();
+        let voters = m
+            .membership_config
+            .membership()
+            .voter_ids()
+            .any(|v| v == me);
+        voters
+    };
+    if !voter {
+        return Err(format!(
+            "node {me} is not a voter of the membership it holds: it grants no vote"
+        ));
+    }
+    raft.vote(req).await.map_err(|e| e.to_string())
 }
 
 /// Makes the connections of node `id` to its peers in one group.

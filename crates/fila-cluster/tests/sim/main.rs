@@ -19,6 +19,7 @@
 //! `FILA_SIM_SEEDS` sets how many seeds run (CI runs the default; the long
 //! run is in docs/cluster.md).
 
+mod members;
 mod net;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -69,7 +70,14 @@ fn options() -> LogOptions {
 }
 
 impl Cluster {
+    /// The three voters [`NODES`], started.
     async fn new(seed: u64) -> Cluster {
+        Cluster::with(seed, &NODES).await
+    }
+
+    /// Nodes `slots` started; the first three make the first membership
+    /// (the others wait to be added).
+    async fn with(seed: u64, slots: &[NodeId]) -> Cluster {
         let config = openraft::Config {
             heartbeat_interval: 50,
             election_timeout_min: 150,
@@ -81,7 +89,7 @@ impl Cluster {
         };
         let mut c = Cluster {
             net: Net::new(seed, 20),
-            slots: NODES
+            slots: slots
                 .iter()
                 .map(|&id| {
                     (
@@ -100,7 +108,7 @@ impl Cluster {
             secret: [seed, seed ^ 0x5eed],
             leader: 1,
         };
-        for id in NODES {
+        for &id in slots {
             c.start(id).await;
         }
         let members: BTreeMap<NodeId, Member> = NODES
@@ -115,12 +123,18 @@ impl Cluster {
                 )
             })
             .collect();
-        c.replica(1)
-            .unwrap()
-            .raft()
-            .initialize(members)
-            .await
-            .unwrap();
+        // Every first member starts the cluster with the same membership (a
+        // node that holds none grants no vote).
+        for &id in slots.iter().take(3) {
+            let first = c
+                .replica(id)
+                .unwrap()
+                .raft()
+                .initialize(members.clone())
+                .await;
+            // One already replicated to: it needs no membership of its own.
+            assert!(id != 1 || first.is_ok(), "{first:?}");
+        }
         c
     }
 
@@ -195,7 +209,7 @@ impl Cluster {
 
     async fn attempt<R>(&mut self, op: &impl Fn(&mut Owner) -> R) -> Outcome<R> {
         let mut order: Vec<NodeId> = vec![self.leader];
-        order.extend(NODES.iter().filter(|&&n| n != self.leader));
+        order.extend(self.slots.keys().filter(|&&n| n != self.leader));
         for id in order {
             let Some(replica) = self.replica(id) else {
                 continue;

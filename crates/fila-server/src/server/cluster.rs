@@ -254,12 +254,12 @@ async fn hand_over(replica: &Node) {
     }
 }
 
-/// The node with the lowest id of a cluster that has never started makes
-/// the first membership, every member a voter — unless it joins a running
-/// cluster (`join`).
+/// Every node of a cluster that has never started makes the first
+/// membership, the same on each (every configured member a voter): a node
+/// that holds no membership grants no vote, so each needs it — unless it
+/// joins a running cluster (`join`), and then waits to be added.
 async fn bootstrap(config: &ClusterConfig, replica: &Node) {
-    let lowest = config.members.iter().map(|m| m.id).min();
-    if lowest != Some(config.node_id) || config.join {
+    if config.join {
         return;
     }
     let empty = {
@@ -285,7 +285,8 @@ async fn bootstrap(config: &ClusterConfig, replica: &Node) {
         .collect();
     match replica.raft().initialize(members).await {
         Ok(()) => info!(members = config.members.len(), "cluster initialized"),
-        Err(e) => warn!("initializing the cluster: {e}"),
+        // Another member's first entries reached it first: it holds them.
+        Err(e) => info!("not initializing the cluster: {e}"),
     }
 }
 
