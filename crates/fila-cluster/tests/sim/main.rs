@@ -19,16 +19,18 @@
 //! `FILA_SIM_SEEDS` sets how many seeds run (CI runs the default; the long
 //! run is in docs/cluster.md).
 
+mod history;
 mod members;
 mod net;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use fila_cluster::{LogStore, Member, NodeId, Replica, ReplicaError, StateMachine};
 use fila_core::{Address, Clock, NewMessage, Owner, QueueSettings, ReceiveOptions, Received};
 use fila_wal::LogOptions;
+use history::{check, normal, History};
 use net::{Disk, Factory, Net, Rng};
 
 const NODES: [NodeId; 3] = [1, 2, 3];
@@ -251,26 +253,6 @@ async fn create_queue(c: &mut Cluster, seed: u64) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("seed {seed}: no leader took the queue");
-}
-
-/// What clients were told.
-#[derive(Default)]
-struct History {
-    attempted: HashSet<String>,
-    acked: HashSet<String>,
-    /// The highest delivery count a committed receive answered.
-    delivered: HashMap<String, u32>,
-    /// The receipt of that delivery.
-    receipts: HashMap<String, fila_core::Receipt>,
-    /// When the lease of that delivery ends.
-    lease_ends: HashMap<String, u64>,
-    /// Deliveries checked against the lease before them.
-    leases_checked: usize,
-    /// Deletes by a receipt of a lease another leader granted.
-    receipts_moved: usize,
-    /// Old receipts tried after their message was delivered again.
-    stale_tried: usize,
-    deleted: HashSet<String>,
 }
 
 async fn put(c: &mut Cluster, h: &mut History, n: u64) {
@@ -591,41 +573,6 @@ async fn life(seed: u64) -> History {
 }
 
 use openraft::async_runtime::watch::WatchReceiver;
-
-fn normal(mut image: fila_core::event::EngineImage) -> fila_core::event::EngineImage {
-    image.queues.sort_by(|a, b| a.name.cmp(&b.name));
-    for q in &mut image.queues {
-        q.messages.sort_by_key(|m| (m.dlq, m.seq));
-    }
-    image
-}
-
-fn check(seed: u64, h: &History, end: &BTreeMap<String, u32>) {
-    for body in &h.acked {
-        assert!(
-            end.contains_key(body) || h.delivered.contains_key(body),
-            "seed {seed}: acknowledged put {body} is gone and was never delivered"
-        );
-    }
-    for body in &h.deleted {
-        assert!(
-            !end.contains_key(body),
-            "seed {seed}: acknowledged delete of {body} came back"
-        );
-    }
-    for (body, count) in end {
-        assert!(
-            h.attempted.contains(body),
-            "seed {seed}: {body} was never put"
-        );
-        if let Some(seen) = h.delivered.get(body) {
-            assert!(
-                count >= seen,
-                "seed {seed}: {body} has delivery count {count} after {seen} was acknowledged"
-            );
-        }
-    }
-}
 
 /// Whether to print each step (`FILA_SIM_TRACE`, with `FILA_SIM_SEED` to
 /// run one seed): what a failing seed did.
