@@ -3,8 +3,9 @@
 # three nodes with scripts/cluster.sh, leaves N messages leased in a queue
 # (the load generator's redelivery scenario with a 10-minute lease), kills a
 # follower with SIGKILL, removes it, wipes its data directory, starts it
-# empty with join = true, adds it back (`fila cluster add` says how long it
-# took to hold the leader's log) and promotes it.
+# empty with join = true under a new id (4: a node id is never used twice),
+# adds it (`fila cluster add` says how long it took to hold the leader's
+# log) and promotes it.
 #   scripts/cluster-wiped.sh [N] [DIR]      (N: 100000, DIR: /tmp/fila-wiped)
 # Uses the release binaries (built if missing).
 set -euo pipefail
@@ -37,8 +38,10 @@ kill -9 "$pid"
 while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
 fila cluster remove "$victim"
 rm -rf "$dir/node-$victim"
-sed -i 's/^\[cluster\]$/[cluster]\njoin = true/' "$dir/node-$victim.toml"
-target/release/fila-server --config "$dir/node-$victim.toml" > "$dir/node-$victim.log" 2>&1 &
+# The same machine (addresses, directory), a new id: node 4.
+sed -e 's/^\[cluster\]$/[cluster]\njoin = true/' -e 's/^node_id = .*/node_id = 4/' \
+    -e "s/^id = $victim\$/id = 4/" "$dir/node-$victim.toml" > "$dir/node-4.toml"
+target/release/fila-server --config "$dir/node-4.toml" > "$dir/node-4.log" 2>&1 &
 node=$!
-fila cluster add "$victim" --peer "127.0.0.1:77${victim}1" --client "127.0.0.1:77${victim}0"
-fila cluster promote "$victim"
+fila cluster add 4 --peer "127.0.0.1:77${victim}1" --client "127.0.0.1:77${victim}0"
+fila cluster promote 4

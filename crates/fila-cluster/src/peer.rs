@@ -2,9 +2,12 @@
 //!
 //! A connection begins with a handshake that proves the caller holds the
 //! cluster's secret: the listener sends `FILAPEER` and a 32-byte random
-//! nonce; the caller answers `FILAPEER`, its node id and
-//! HMAC-SHA256(secret, `fila peer` ‖ nonce ‖ node id); the listener checks
-//! it in constant time and answers one byte (1) or closes the connection.
+//! nonce; the caller answers `FILAPEER`, its node id, the node id it means
+//! to reach and HMAC-SHA256(secret, `fila peer` ‖ nonce ‖ its id ‖ that
+//! id); the listener checks the MAC in constant time and that it is the
+//! node meant — a node at an address that once was another's (a wiped node
+//! back under a new id) takes nothing sent to the old one — and answers
+//! one byte (1) or closes the connection.
 //! Then frames go both ways, one request and its answer at a time: a `u32`
 //! length (of what follows, at most [`FRAME_MAX`]), the `u64` group (the
 //! partition), and a request or an answer ([`crate::codec::PeerRequest`],
@@ -29,7 +32,6 @@ use std::time::Duration;
 
 use fila_wal::Storage;
 use hmac::{Hmac, Mac};
-use openraft::async_runtime::watch::WatchReceiver;
 use openraft::errors::{RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory};
 use openraft::raft::{
@@ -55,11 +57,13 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 const MAGIC: &[u8; 8] = b"FILAPEER";
 
-fn mac(secret: &[u8], nonce: &[u8; 32], node: NodeId) -> [u8; 32] {
+/// The handshake's MAC of caller `node` reaching node `target`.
+pub fn mac(secret: &[u8], nonce: &[u8; 32], node: NodeId, target: NodeId) -> [u8; 32] {
     let mut m = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("any key length");
     m.update(b"fila peer");
     m.update(nonce);
     m.update(&node.to_be_bytes());
+    m.update(&target.to_be_bytes());
     m.finalize().into_bytes().into()
 }
 
@@ -118,10 +122,16 @@ async fn read_frame(stream: &mut Stream) -> io::Result<(u64, Vec<u8>)> {
     Ok((group, payload))
 }
 
-/// Serves the peer protocol on `listener` until the task is dropped
-/// (over TLS with `tls`): `group` finds the Raft node of a partition.
-pub async fn serve<S, G>(listener: TcpListener, secret: Arc<[u8]>, tls: Option<PeerTls>, group: G)
-where
+/// Serves the peer protocol of node `me` on `listener` until the task is
+/// dropped (over TLS with `tls`): `group` finds the Raft node of a
+/// partition.
+pub async fn serve<S, G>(
+    listener: TcpListener,
+    me: NodeId,
+    secret: Arc<[u8]>,
+    tls: Option<PeerTls>,
+    group: G,
+) where
     S: Storage + 'static,
     G: Fn(u64) -> Option<Raft<TypeConfig, StateMachine<S>>> + Send + Sync + 'static,
 {
@@ -137,7 +147,7 @@ where
         let (secret, group, tls) = (secret.clone(), group.clone(), tls.clone());
         tokio::spawn(async move {
             let _permit = permit;
-            if let Err(e) = connection(stream, &secret, tls, &*group).await {
+            if let Err(e) = connection(stream, me, &secret, tls, &*group).await {
                 tracing::debug!("peer connection closed: {e}");
             }
         });
@@ -146,6 +156,7 @@ where
 
 async fn connection<S, G>(
     tcp: TcpStream,
+    me: NodeId,
     secret: &[u8],
     tls: Option<PeerTls>,
     group: &G,
@@ -172,16 +183,22 @@ where
         let mut hello = MAGIC.to_vec();
         hello.extend_from_slice(&nonce);
         stream.write_all(&hello).await?;
-        let mut answer = [0u8; 8 + 8 + 32];
+        let mut answer = [0u8; 8 + 8 + 8 + 32];
         stream.read_exact(&mut answer).await?;
         let node = u64::from_be_bytes(answer[8..16].try_into().expect("8 bytes"));
-        let want = mac(secret, &nonce, node);
+        let target = u64::from_be_bytes(answer[16..24].try_into().expect("8 bytes"));
+        let want = mac(secret, &nonce, node, target);
         let diff = want
             .iter()
-            .zip(&answer[16..])
+            .zip(&answer[24..])
             .fold(0u8, |acc, (a, b)| acc | (a ^ b));
         if &answer[..8] != MAGIC || std::hint::black_box(diff) != 0 {
             return Err(invalid("a peer without the cluster's secret"));
+        }
+        if target != me {
+            return Err(invalid(format!(
+                "node {node} meant to reach node {target}: this is node {me}"
+            )));
         }
         stream.write_all(&[1]).await
     };
@@ -213,9 +230,9 @@ async fn handle<S: Storage + 'static>(
             Ok(r) => PeerAnswer::Append(r),
             Err(e) => PeerAnswer::Refused(e.to_string()),
         },
-        PeerRequest::Vote(v) => match vote(raft, v).await {
+        PeerRequest::Vote(v) => match raft.vote(v).await {
             Ok(r) => PeerAnswer::Vote(r),
-            Err(e) => PeerAnswer::Refused(e),
+            Err(e) => PeerAnswer::Refused(e.to_string()),
         },
         PeerRequest::Snapshot(vote, meta, data) => {
             let snapshot = openraft::storage::Snapshot {
@@ -232,35 +249,6 @@ async fn handle<S: Storage + 'static>(
             Err(e) => PeerAnswer::Refused(e.to_string()),
         },
     }
-}
-
-/// Answers a vote request — only on a node that is a voter of the
-/// membership it holds. A node that holds none (it never started, or it was
-/// wiped and waits to be added back) or that is a learner or was removed
-/// grants nothing: a wiped node has forgotten its vote and its log, and a
-/// candidate with an old membership that still counts it must not win
-/// with its vote.
-pub async fn vote<S: Storage + 'static>(
-    raft: &Raft<TypeConfig, StateMachine<S>>,
-    req: VoteRequest<TypeConfig>,
-) -> Result<VoteResponse<TypeConfig>, String> {
-    let me = *raft.node_id();
-    let voter = {
-        let m = raft.metrics();
-        let m = m.borrow_watched();
-        let voters = m
-            .membership_config
-            .membership()
-            .voter_ids()
-            .any(|v| v == me);
-        voters
-    };
-    if !voter {
-        return Err(format!(
-            "node {me} is not a voter of the membership it holds: it grants no vote"
-        ));
-    }
-    raft.vote(req).await.map_err(|e| e.to_string())
 }
 
 /// Makes the connections of node `id` to its peers in one group.
@@ -288,6 +276,7 @@ impl PeerNetwork {
 /// One node's connection to a peer.
 pub struct PeerConn {
     net: PeerNetwork,
+    target: NodeId,
     addr: String,
     stream: Option<Stream>,
     out: Vec<u8>,
@@ -296,9 +285,10 @@ pub struct PeerConn {
 impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
     type Network = PeerConn;
 
-    async fn new_client(&mut self, _target: NodeId, node: &Member) -> PeerConn {
+    async fn new_client(&mut self, target: NodeId, node: &Member) -> PeerConn {
         PeerConn {
             net: self.clone(),
+            target,
             addr: node.addr.clone(),
             stream: None,
             out: Vec::new(),
@@ -326,7 +316,8 @@ impl PeerConn {
         let nonce: [u8; 32] = hello[8..].try_into().expect("32 bytes");
         let mut answer = MAGIC.to_vec();
         answer.extend_from_slice(&self.net.id.to_be_bytes());
-        answer.extend_from_slice(&mac(&self.net.secret, &nonce, self.net.id));
+        answer.extend_from_slice(&self.target.to_be_bytes());
+        answer.extend_from_slice(&mac(&self.net.secret, &nonce, self.net.id, self.target));
         stream.write_all(&answer).await?;
         if stream.read_u8().await? != 1 {
             return Err(invalid("the peer refused the handshake"));

@@ -30,8 +30,12 @@
 //! committed lease in flight until it ends, and at least for the longest
 //! election timeout from when it took over.
 //!
-//! A read that must not be stale ([`Replica::read`]) first confirms the
-//! leadership with a quorum (openraft's read index).
+//! An operation that made no records — a read, a put answered as the
+//! duplicate of an earlier one — may rest on entries still in flight: its
+//! answer waits until every entry submitted before it has committed (and
+//! is `Unknown` if one did not). A read that must not be stale
+//! ([`Replica::read`]) first confirms the leadership with a quorum
+//! (openraft's read index).
 
 use std::sync::{Arc, Mutex};
 
@@ -105,6 +109,28 @@ struct Serving {
     owner: Owner,
     records: Arc<Mutex<Vec<u8>>>,
     leader: LeaderId,
+    /// Entries submitted from this engine so far.
+    submitted: u64,
+    /// How far they committed, or that one failed.
+    done: Arc<tokio::sync::watch::Sender<Done>>,
+}
+
+/// The entries of one engine that committed: every one up to `through`
+/// (the first is 1), unless `failed` — one did not commit in time or was
+/// refused, and the engine is not served from again.
+#[derive(Clone, Copy, Debug, Default)]
+struct Done {
+    through: u64,
+    failed: bool,
+}
+
+/// What an operation's answer waits for.
+enum Wait {
+    /// Its own entry's outcome.
+    Entry(tokio::sync::oneshot::Receiver<Result<(), ReplicaError>>),
+    /// It made no records, but what it saw includes the entries submitted
+    /// before it (up to this one): they must commit first.
+    Tail(tokio::sync::watch::Receiver<Done>, u64),
 }
 
 /// A replica of one partition.
@@ -182,7 +208,7 @@ impl<S: Storage + 'static> Replica<S> {
     /// `op` must not park a receive (a receive with a wait answers what is
     /// there: a waiting receive is its caller's loop of tries).
     pub async fn execute<R>(&self, op: impl FnOnce(&mut Owner) -> R) -> Result<R, ReplicaError> {
-        let (result, leader_id, committed) = {
+        let (result, leader_id, wait) = {
             let mut serving = self.serving.lock().await;
             let leader_id = match self.raft.as_leader() {
                 Ok(leader) => *leader.leader_id(),
@@ -193,7 +219,10 @@ impl<S: Storage + 'static> Replica<S> {
                     });
                 }
             };
-            if serving.as_ref().map(|s| s.leader) != Some(leader_id) {
+            let stale = serving
+                .as_ref()
+                .is_none_or(|s| s.leader != leader_id || s.done.borrow().failed);
+            if stale {
                 *serving = None;
                 *serving = Some(self.catch_up(leader_id).await?);
             }
@@ -209,45 +238,65 @@ impl<S: Storage + 'static> Replica<S> {
             }
             let records = std::mem::take(&mut *s.records.lock().map_err(|_| poisoned())?);
             if records.is_empty() {
-                return Ok(result);
+                // Its answer may rest on entries still in flight (a put
+                // answered as a duplicate of one not committed yet, a read
+                // of it): it waits for them.
+                let k = s.submitted;
+                if k == 0 || s.done.borrow().through >= k {
+                    return Ok(result);
+                }
+                (result, leader_id, Wait::Tail(s.done.subscribe(), k))
+            } else {
+                let (responder, committed) = ProgressResponder::complete_only();
+                let submitted = self
+                    .raft
+                    .write(Batch(Bytes::from(records)))
+                    .with_leader(leader_id)
+                    .responder(responder)
+                    .await;
+                if let Err(fatal) = submitted {
+                    *serving = None;
+                    return Err(ReplicaError::Raft(fatal.to_string()));
+                }
+                s.submitted += 1;
+                let (k, done) = (s.submitted, s.done.clone());
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                // Its outcome is noted even when the caller stops waiting.
+                tokio::spawn(async move {
+                    let outcome = outcome(tokio::time::timeout(COMMIT_TIMEOUT, committed).await);
+                    done.send_modify(|d| match outcome {
+                        Ok(()) => d.through = d.through.max(k),
+                        Err(_) => d.failed = true,
+                    });
+                    let _ = tx.send(outcome);
+                });
+                (result, leader_id, Wait::Entry(rx))
             }
-            let (responder, committed) = ProgressResponder::complete_only();
-            let submitted = self
-                .raft
-                .write(Batch(Bytes::from(records)))
-                .with_leader(leader_id)
-                .responder(responder)
-                .await;
-            if let Err(fatal) = submitted {
-                *serving = None;
-                return Err(ReplicaError::Raft(fatal.to_string()));
-            }
-            (result, leader_id, committed)
         };
-        let committed = tokio::time::timeout(COMMIT_TIMEOUT, committed).await;
-        match committed {
-            Ok(Ok(Ok(_))) => Ok(result),
-            Err(_) => {
-                // No quorum answered in time: the entry may still commit.
-                self.forget(leader_id).await;
-                Err(ReplicaError::Unknown { leader: None })
+        let outcome = match wait {
+            Wait::Entry(rx) => rx
+                .await
+                .unwrap_or(Err(ReplicaError::Unknown { leader: None })),
+            Wait::Tail(mut rx, k) => {
+                let seen = tokio::time::timeout(
+                    COMMIT_TIMEOUT,
+                    rx.wait_for(|d| d.through >= k || d.failed),
+                )
+                .await;
+                match seen {
+                    Ok(Ok(d)) if !d.failed => Ok(()),
+                    _ => Err(ReplicaError::Unknown { leader: None }),
+                }
             }
-            Ok(failed) => {
-                // Leadership was lost: what the engine executed may or may
-                // not commit, so it is not served from again.
+        };
+        match outcome {
+            Ok(()) => Ok(result),
+            Err(e) => {
+                // Leadership was lost, or no quorum answered in time: what
+                // the engine executed may or may not commit, so it is not
+                // served from again.
                 self.forget(leader_id).await;
-                use openraft::errors::ClientWriteError as E;
-                Err(match failed {
-                    // Refused before it was appended: nothing was made.
-                    Ok(Err(E::ForwardToLeader(f))) => ReplicaError::NotLeader {
-                        leader: f.leader_id,
-                    },
-                    Ok(Err(E::PreconditionFailed(_))) => ReplicaError::NotLeader { leader: None },
-                    Ok(Err(E::LogEntryDiscarded(f))) => ReplicaError::Unknown {
-                        leader: f.leader_id,
-                    },
-                    _ => ReplicaError::Unknown { leader: None },
-                })
+                Err(e)
             }
         }
     }
@@ -324,6 +373,8 @@ impl<S: Storage + 'static> Replica<S> {
             owner,
             records,
             leader,
+            submitted: 0,
+            done: Arc::new(tokio::sync::watch::channel(Done::default()).0),
         })
     }
 
@@ -358,6 +409,37 @@ fn keep_leases(image: &mut EngineImage, floor: u64) {
 /// next leader, and one of an earlier delivery does not.
 fn partition_key(secret: [u64; 2]) -> ReceiptKey {
     ReceiptKey::fixed(secret[0], secret[1], 1).by_sequence()
+}
+
+/// What an entry's commit, waited for at most [`COMMIT_TIMEOUT`], says
+/// (`X`: the responder's channel closed).
+type Committed<X> = Result<
+    Result<
+        Result<
+            openraft::raft::ClientWriteResponse<TypeConfig>,
+            openraft::errors::ClientWriteError<TypeConfig>,
+        >,
+        X,
+    >,
+    tokio::time::error::Elapsed,
+>;
+
+fn outcome<X>(committed: Committed<X>) -> Result<(), ReplicaError> {
+    use openraft::errors::ClientWriteError as E;
+    match committed {
+        Ok(Ok(Ok(_))) => Ok(()),
+        // No quorum answered in time: the entry may still commit.
+        Err(_) => Err(ReplicaError::Unknown { leader: None }),
+        // Refused before it was appended: nothing was made.
+        Ok(Ok(Err(E::ForwardToLeader(f)))) => Err(ReplicaError::NotLeader {
+            leader: f.leader_id,
+        }),
+        Ok(Ok(Err(E::PreconditionFailed(_)))) => Err(ReplicaError::NotLeader { leader: None }),
+        Ok(Ok(Err(E::LogEntryDiscarded(f)))) => Err(ReplicaError::Unknown {
+            leader: f.leader_id,
+        }),
+        _ => Err(ReplicaError::Unknown { leader: None }),
+    }
 }
 
 fn poisoned() -> ReplicaError {

@@ -2,8 +2,8 @@
 //! real TCP on loopback (the peer protocol with its handshake, inside TLS),
 //! their logs and state machines on the file system: the leader is stopped
 //! and another takes over, nothing acknowledged is lost, the stopped node
-//! comes back and catches up; a caller without the cluster's secret, a
-//! frame past the limit, a caller that does not trust the listener's
+//! comes back and catches up; a caller without the cluster's secret, one
+//! that means another node, a frame past the limit, a caller that does not trust the listener's
 //! certificate and one that speaks no TLS to a TLS listener are refused.
 
 use std::collections::BTreeMap;
@@ -111,7 +111,7 @@ async fn start(
     .await
     .unwrap();
     let raft = replica.raft().clone();
-    let server = tokio::spawn(serve(listener, secret.clone(), tls, move |g| {
+    let server = tokio::spawn(serve(listener, id, secret.clone(), tls, move |g| {
         (g == 0).then(|| raft.clone())
     }));
     Node {
@@ -174,11 +174,12 @@ async fn a_partition_over_tls_survives_its_leader_stopping() {
     for (id, l) in listeners {
         nodes.insert(id, start(&dir.0, id, l, &secret, Some(tls.clone())).await);
     }
-    // Every node starts with the same membership (a node that holds none
-    // grants no vote).
-    for n in nodes.values() {
-        n.replica.raft().initialize(members.clone()).await.unwrap();
-    }
+    nodes[&1]
+        .replica
+        .raft()
+        .initialize(members.clone())
+        .await
+        .unwrap();
     let start_at = Instant::now();
     let created = loop {
         assert!(start_at.elapsed() < Duration::from_secs(30), "no leader");
@@ -296,35 +297,31 @@ async fn a_caller_without_the_secret_or_with_a_huge_frame_is_refused() {
         node.replica.raft().metrics().borrow_watched().current_term,
         0
     );
-    // The right one: refused while the node holds no membership (it is
-    // no voter of one yet), answered once it does.
+    // The right secret, meant for another node at this address (node 1's
+    // address was node 4's once): refused in the handshake.
     let mut right = PeerNetwork::new(2, 0, secret.clone(), None);
-    let mut conn = right.new_client(1, &member).await;
+    let mut conn = right.new_client(4, &member).await;
     let got = conn
         .vote(vote.clone(), RPCOption::new(Duration::from_secs(2)))
         .await;
-    assert!(got.is_err(), "a node without a membership voted: {got:?}");
-    node.replica
-        .raft()
-        .initialize(BTreeMap::from([(1, member.clone())]))
+    assert!(got.is_err(), "a request meant for node 4 reached node 1");
+    // Meant for it: answered.
+    let mut conn = right.new_client(1, &member).await;
+    let got = conn
+        .vote(vote, RPCOption::new(Duration::from_secs(2)))
         .await
         .unwrap();
-    conn.vote(vote, RPCOption::new(Duration::from_secs(2)))
-        .await
-        .expect("answered");
+    assert_eq!(got.vote.leader_id().term, 9);
     // A frame past the limit, after a good handshake: the connection is
     // closed before anything of it is read.
     let mut raw = TcpStream::connect(&addr).await.unwrap();
     let mut hello = [0u8; 40];
     raw.read_exact(&mut hello).await.unwrap();
     let nonce: [u8; 32] = hello[8..].try_into().unwrap();
-    let mut m = <hmac::Hmac<sha2::Sha256> as hmac::Mac>::new_from_slice(&secret).unwrap();
-    hmac::Mac::update(&mut m, b"fila peer");
-    hmac::Mac::update(&mut m, &nonce);
-    hmac::Mac::update(&mut m, &3u64.to_be_bytes());
     let mut answer = b"FILAPEER".to_vec();
     answer.extend_from_slice(&3u64.to_be_bytes());
-    answer.extend_from_slice(&hmac::Mac::finalize(m).into_bytes());
+    answer.extend_from_slice(&1u64.to_be_bytes());
+    answer.extend_from_slice(&fila_cluster::peer::mac(&secret, &nonce, 3, 1));
     raw.write_all(&answer).await.unwrap();
     assert_eq!(raw.read_u8().await.unwrap(), 1);
     raw.write_all(&((FRAME_MAX as u32) + 1).to_be_bytes())
@@ -381,14 +378,9 @@ async fn a_tls_listener_refuses_callers_that_do_not_trust_it_or_speak_no_tls() {
     let mut hello = [0u8; 8];
     let read = tokio::time::timeout(Duration::from_millis(300), raw.read_exact(&mut hello)).await;
     assert!(read.is_err(), "a TLS listener greets no one in clear");
-    // A caller that trusts the cluster's CA: answered (once the node is a
-    // voter of a membership).
-    node.replica
-        .raft()
-        .initialize(BTreeMap::from([(1, member.clone())]))
-        .await
-        .unwrap();
-    ask(Some(tls)).await.expect("answered");
+    // A caller that trusts the cluster's CA: answered.
+    let got = ask(Some(tls)).await.unwrap();
+    assert_eq!(got.vote.leader_id().term, 9);
     node.server.abort();
     node.replica.shutdown().await.unwrap();
 }

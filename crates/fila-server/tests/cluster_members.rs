@@ -2,7 +2,7 @@
 //! certificate) whose members change while it serves (docs/cluster.md): a fourth
 //! node joins as a learner, catches up and is promoted; the leadership is
 //! handed to it; a voter is removed and stopped; a node killed and wiped
-//! comes back as a new learner and takes everything again; a leader
+//! comes back under a new id as a learner and takes everything again; a leader
 //! stopped with SIGTERM hands its leadership over first. Changes that
 //! cannot be made are refused, saying why. At the end every acknowledged
 //! put is there and nothing else.
@@ -209,39 +209,40 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
     let mut c = following(&nodes[2].client);
     put(&mut c, "without-1-and-2", 20, &mut acked);
 
-    // Node 2 comes back wiped: removed, started empty with `join`, added as
-    // a learner (it takes the whole log or a snapshot), promoted.
+    // Node 2's machine comes back wiped: node 2 is removed, and the machine
+    // started empty with `join` under a new id, 5, added as a learner (it
+    // takes the whole log or a snapshot) and promoted.
     c.change_cluster(ClusterChange::Remove { id: 2 }).unwrap();
     std::fs::remove_dir_all(&nodes[1].data).unwrap();
-    let mut wiped = joiner(&dir.0, 2);
+    let mut wiped = joiner(&dir.0, 5);
     wiped.start();
     let back = Instant::now();
     c.change_cluster(ClusterChange::AddLearner {
-        id: 2,
+        id: 5,
         peer: wiped.peer.clone(),
         client: wiped.client.clone(),
     })
     .unwrap();
     nodes[1] = wiped;
-    leader_sees(&nodes, "node 2 caught up", |s| caught_up(s, 2));
+    leader_sees(&nodes, "node 5 caught up", |s| caught_up(s, 5));
     eprintln!(
         "a wiped node took the log again in {:?} after it was added",
         back.elapsed()
     );
-    c.change_cluster(ClusterChange::Promote { id: 2 }).unwrap();
+    c.change_cluster(ClusterChange::Promote { id: 5 }).unwrap();
     put(&mut c, "wiped-back", 20, &mut acked);
 
-    // Node 2, wiped and back, holds everything: it answers from its own
+    // Node 5, the wiped machine, holds everything: it answers from its own
     // copy once it leads.
     leader_sees(&nodes, "three voters", |s| {
-        s.members.iter().filter(|m| m.voter).count() == 3 && caught_up(s, 2)
+        s.members.iter().filter(|m| m.voter).count() == 3 && caught_up(s, 5)
     });
-    c.change_cluster(ClusterChange::TransferLeader { to: Some(2) })
+    c.change_cluster(ClusterChange::TransferLeader { to: Some(5) })
         .unwrap();
-    leads(&nodes[1], 2);
-    let mut on2 = client(&nodes[1].client).unwrap();
+    leads(&nodes[1], 5);
+    let mut on5 = client(&nodes[1].client).unwrap();
     assert_eq!(
-        present(&mut on2).unwrap(),
+        present(&mut on5).unwrap(),
         acked,
         "the wiped node's copy: every acknowledged put, and nothing else"
     );

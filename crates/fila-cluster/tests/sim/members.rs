@@ -1,9 +1,12 @@
 //! The partition's members change among the faults: a node is added as a
-//! learner and promoted, a voter is removed — then crashed, its disks
-//! wiped, and started again empty, to be added back later as a new member
-//! — while clients put, receive and delete and nodes crash, restart and
-//! are cut off. The history checker holds the end state to what clients
-//! were told, and every member at the end holds the same state.
+//! learner and promoted, a voter is removed — then crashed and its disks
+//! thrown away; a new empty node under a new id takes its place, to be
+//! added later, as an operator brings a wiped machine back — while clients put, receive and delete and nodes crash, restart and
+//! are cut off; half the puts carry a deduplication id and are sent again
+//! with it while their outcome is unknown or no node takes them, as a
+//! client does after a failover. The history checker holds the end state
+//! to what clients were told, no message is stored twice, and every
+//! member at the end holds the same state.
 
 use std::collections::BTreeSet;
 
@@ -15,9 +18,18 @@ use super::*;
 /// Four nodes: three voters at first, one waiting to be added.
 const SLOTS: [NodeId; 4] = [1, 2, 3, 4];
 
-/// Membership changes a run made.
+/// A node of the cluster now, drawn by `rng`.
+fn any(c: &Cluster, rng: &mut Rng) -> NodeId {
+    let ids: Vec<NodeId> = c.slots.keys().copied().collect();
+    ids[rng.below(ids.len() as u64) as usize]
+}
+
+/// Membership changes a run made (and puts sent again).
 #[derive(Default)]
 struct Changes {
+    /// Puts acknowledged after they were sent again with their
+    /// deduplication id (an earlier try's outcome unknown, or no leader).
+    resent: usize,
     added: usize,
     promoted: usize,
     /// Removed (their commit answered), then wiped.
@@ -50,7 +62,7 @@ async fn change(c: &mut Cluster, rng: &mut Rng, down: &mut Vec<NodeId>, done: &m
     let (Some(replica), Some((voters, nodes))) = (c.replica(leader), membership(c, leader)) else {
         return;
     };
-    let outsider = SLOTS.iter().copied().find(|id| !nodes.contains(id));
+    let outsider = c.slots.keys().copied().find(|id| !nodes.contains(id));
     let learner = nodes.iter().copied().find(|id| !voters.contains(id));
     let within = Duration::from_secs(15);
     if let Some(id) = learner {
@@ -77,15 +89,64 @@ async fn change(c: &mut Cluster, rng: &mut Rng, down: &mut Vec<NodeId>, done: &m
             eprintln!("remove {id} -> {r:?} via {leader}");
         }
         if matches!(r, Ok(Ok(()))) {
-            // Out of the membership for good: its disks may go.
+            // Out of the membership for good: its disks go, and the machine
+            // comes back empty under a new id.
             c.crash(id).await;
             down.retain(|d| *d != id);
-            let slot = c.slots.get_mut(&id).unwrap();
-            let life = (done.wiped as u64 + 1) * 1_000;
-            slot.log = Disk::new(life + id);
-            slot.state = Disk::new(life + id + 5);
-            c.start(id).await;
+            c.slots.remove(&id);
+            let new = c.slots.keys().max().copied().unwrap_or(0).max(c.retired) + 1;
+            c.retired = new;
+            c.slots.insert(
+                new,
+                Slot {
+                    log: Disk::new(new * 1_000 + 1),
+                    state: Disk::new(new * 1_000 + 2),
+                    replica: None,
+                    store: None,
+                },
+            );
+            c.start(new).await;
+            if tracing() {
+                eprintln!("node {id} wiped: back as node {new}");
+            }
             done.wiped += 1;
+        }
+    }
+}
+
+/// A put with a deduplication id, sent again with the same id while no
+/// node takes it or its outcome is unknown — what a client does after a
+/// failover: stored once whatever the tries before made.
+async fn put_deduplicated(c: &mut Cluster, h: &mut History, n: u64, done: &mut Changes) {
+    let body = format!("d{n}");
+    h.attempted.insert(body.clone());
+    let op = |e: &mut Owner| {
+        let mut m = NewMessage::new(body.clone());
+        m.dedup_id = Some(body.clone());
+        e.put(QUEUE, vec![m])
+    };
+    for attempt in 0..20 {
+        let outcome = c.attempt(&op).await;
+        if tracing() {
+            let what = match &outcome {
+                Outcome::Done(r) => format!("{r:?}"),
+                Outcome::Unknown => "unknown".to_owned(),
+                Outcome::Refused => "refused".to_owned(),
+            };
+            eprintln!("put {body} (try {attempt}) -> {what} via {}", c.leader);
+        }
+        match outcome {
+            Outcome::Done(Ok(entries)) => {
+                if entries.iter().all(|r| r.is_ok()) {
+                    h.acked.insert(body);
+                    done.resent += usize::from(attempt > 0);
+                }
+                return;
+            }
+            Outcome::Done(Err(_)) => return,
+            Outcome::Unknown | Outcome::Refused => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
         }
     }
 }
@@ -100,13 +161,17 @@ async fn churn(seed: u64) -> (History, Changes) {
     let mut down: Vec<NodeId> = Vec::new();
     for _ in 0..120 {
         match rng.below(100) {
-            0..=39 => {
+            0..=19 => {
                 n += 1;
                 put(&mut c, &mut h, n).await;
             }
+            20..=39 => {
+                n += 1;
+                put_deduplicated(&mut c, &mut h, n, &mut done).await;
+            }
             40..=59 => receive_and_delete(&mut c, &mut h, &mut rng, &mut down).await,
             60..=65 if down.is_empty() => {
-                let id = SLOTS[rng.below(4) as usize];
+                let id = any(&c, &mut rng);
                 if tracing() {
                     eprintln!("crash {id}");
                 }
@@ -122,7 +187,7 @@ async fn churn(seed: u64) -> (History, Changes) {
                 }
             }
             72..=75 => {
-                let id = SLOTS[rng.below(4) as usize];
+                let id = any(&c, &mut rng);
                 if tracing() {
                     eprintln!("cut {id}");
                 }
@@ -175,7 +240,8 @@ async fn churn(seed: u64) -> (History, Changes) {
         );
     }
     check(seed, &h, &end);
-    for id in SLOTS {
+    let ids: Vec<NodeId> = c.slots.keys().copied().collect();
+    for id in ids {
         c.crash(id).await;
     }
     (h, done)
@@ -186,7 +252,7 @@ fn members_added_promoted_removed_and_wiped_among_faults_lose_nothing() {
     let seeds: u64 = std::env::var("FILA_SIM_MEMBER_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+        .unwrap_or(10);
     let mut total = Changes::default();
     let (mut acked, mut deleted) = (0, 0);
     let only: Option<u64> = std::env::var("FILA_SIM_SEED")
@@ -207,13 +273,15 @@ fn members_added_promoted_removed_and_wiped_among_faults_lose_nothing() {
         total.added += done.added;
         total.promoted += done.promoted;
         total.wiped += done.wiped;
+        total.resent += done.resent;
     }
     // The runs changed the members, more than once, and served meanwhile.
     assert!(total.added > seeds as usize / 2, "{} adds", total.added);
     assert!(total.promoted > 0 && total.wiped > 0);
+    assert!(total.resent > 0, "no put was sent again");
     assert!(acked > 0 && deleted > 0);
     eprintln!(
-        "{seeds} seeds: {} learners added, {} promoted, {} voters removed and wiped; {acked} puts and {deleted} deletes acknowledged",
-        total.added, total.promoted, total.wiped
+        "{seeds} seeds: {} learners added, {} promoted, {} voters removed and wiped; {acked} puts and {deleted} deletes acknowledged, {} puts acknowledged after they were sent again",
+        total.added, total.promoted, total.wiped, total.resent
     );
 }

@@ -226,9 +226,7 @@ impl RaftNetworkV2<TypeConfig> for Conn {
             .deliver(self.from, self.to)
             .await
             .map_err(rpc_err)?;
-        let answer = fila_cluster::peer::vote(&node, rpc)
-            .await
-            .map_err(|e| rpc_err(io::Error::other(e)))?;
+        let answer = node.vote(rpc).await.map_err(rpc_err)?;
         self.net
             .deliver(self.to, self.from)
             .await

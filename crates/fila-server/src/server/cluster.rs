@@ -180,7 +180,7 @@ async fn run(
     };
     let raft = replica.raft().clone();
     let peer_tls = tls.is_some();
-    let peers = tokio::spawn(serve(listener, secret, tls, move |g| {
+    let peers = tokio::spawn(serve(listener, config.node_id, secret, tls, move |g| {
         (g == 0).then(|| raft.clone())
     }));
     bootstrap(&config, &replica).await;
@@ -254,12 +254,12 @@ async fn hand_over(replica: &Node) {
     }
 }
 
-/// Every node of a cluster that has never started makes the first
-/// membership, the same on each (every configured member a voter): a node
-/// that holds no membership grants no vote, so each needs it — unless it
-/// joins a running cluster (`join`), and then waits to be added.
+/// The node with the lowest id of a cluster that has never started makes
+/// the first membership, every member a voter — unless it joins a running
+/// cluster (`join`); the others wait to hear from it.
 async fn bootstrap(config: &ClusterConfig, replica: &Node) {
-    if config.join {
+    let lowest = config.members.iter().map(|m| m.id).min();
+    if lowest != Some(config.node_id) || config.join {
         return;
     }
     let empty = {
@@ -285,8 +285,7 @@ async fn bootstrap(config: &ClusterConfig, replica: &Node) {
         .collect();
     match replica.raft().initialize(members).await {
         Ok(()) => info!(members = config.members.len(), "cluster initialized"),
-        // Another member's first entries reached it first: it holds them.
-        Err(e) => info!("not initializing the cluster: {e}"),
+        Err(e) => warn!("initializing the cluster: {e}"),
     }
 }
 
