@@ -168,6 +168,29 @@ impl Cluster {
         slot.replica = Some(Arc::new(replica));
     }
 
+    /// The end of a run: every node up and reachable, the end state read on
+    /// the leader, then a blank entry after everything — entries of
+    /// operations whose clients gave up may still have been on their way;
+    /// once a replica has applied the blank, it has applied those too
+    /// (leadership may move in between: then again). Answers the end state
+    /// and the blank's index.
+    async fn settle(&mut self, seed: u64, down: &mut Vec<NodeId>) -> (BTreeMap<String, u32>, u64) {
+        self.net.heal();
+        for id in down.drain(..) {
+            self.start(id).await;
+        }
+        for _ in 0..600 {
+            if let Some(e) = self.run(contents).await {
+                let leader = self.replica(self.leader).unwrap();
+                if let Ok(blank) = leader.raft().write_blank().await {
+                    return (e, blank.log_id.index);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("seed {seed}: no leader at the end")
+    }
+
     /// The node stops and its machine crashes: what it had not synced is
     /// lost.
     async fn crash(&mut self, id: NodeId) {
@@ -461,27 +484,7 @@ async fn life(seed: u64) -> History {
             _ => tokio::time::sleep(Duration::from_millis(rng.below(1000))).await,
         }
     }
-    // The end: every node up and reachable, one leader, everyone caught up.
-    c.net.heal();
-    for id in down.drain(..) {
-        c.start(id).await;
-    }
-    // The end state, then a blank entry after everything: entries of
-    // operations whose clients gave up may still have been on their way;
-    // once every replica has applied the blank, they have applied those
-    // too. (Leadership may move in between: then again.)
-    let mut last = None;
-    for _ in 0..600 {
-        if let Some(e) = c.run(contents).await {
-            let leader = c.replica(c.leader).unwrap();
-            if let Ok(blank) = leader.raft().write_blank().await {
-                last = Some((e, blank.log_id.index));
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let (end, index) = last.unwrap_or_else(|| panic!("seed {seed}: no leader at the end"));
+    let (end, index) = c.settle(seed, &mut down).await;
     let mut images = Vec::new();
     for id in NODES {
         let r = c.replica(id).unwrap();

@@ -203,23 +203,8 @@ async fn churn(seed: u64) -> (History, Changes) {
             _ => tokio::time::sleep(Duration::from_millis(rng.below(1000))).await,
         }
     }
-    c.net.heal();
-    for id in down.drain(..) {
-        c.start(id).await;
-    }
     // The end: a blank entry after everything, applied by every member.
-    let mut last = None;
-    for _ in 0..600 {
-        if let Some(e) = c.run(contents).await {
-            let leader = c.replica(c.leader).unwrap();
-            if let Ok(blank) = leader.raft().write_blank().await {
-                last = Some((e, blank.log_id.index));
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let (end, index) = last.unwrap_or_else(|| panic!("seed {seed}: no leader at the end"));
+    let (end, index) = c.settle(seed, &mut down).await;
     let (_, members) = membership(&c, c.leader).unwrap();
     let mut images = Vec::new();
     for &id in &members {
