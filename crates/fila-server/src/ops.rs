@@ -25,6 +25,9 @@ pub(crate) enum Place {
     TargetThenShard,
     /// On every loop in turn (a list of queues).
     EveryLoop,
+    /// On a cluster node's Raft node (a change of its members; checked on
+    /// its connection's loop first).
+    Cluster,
 }
 
 /// How much room an answer may take.
@@ -68,7 +71,7 @@ const fn row(
 
 use AnswerRoom::{Messages, Small};
 use Permission::{Manage, Receive, Send};
-use Place::{Connection, EveryLoop, Shard, TargetThenShard};
+use Place::{Cluster, Connection, EveryLoop, Shard, TargetThenShard};
 
 /// Every operation.
 pub(crate) const OPS: [Op; 29] = [
@@ -77,9 +80,7 @@ pub(crate) const OPS: [Op; 29] = [
     row(Opcode::ServerStats, None, Connection, Small, false),
     row(Opcode::Reload, None, Connection, Small, false),
     row(Opcode::ClusterStatus, None, Connection, Small, false),
-    // Checked on its connection's loop (a cluster's, manage on `*`), run
-    // by the cluster node.
-    row(Opcode::ChangeCluster, None, Shard, Small, false),
+    row(Opcode::ChangeCluster, None, Cluster, Small, false),
     row(
         Opcode::CreateQueue,
         Some(Manage),
@@ -191,7 +192,7 @@ mod tests {
     #[test]
     fn a_row_names_a_grant_exactly_when_its_requests_name_a_queue() {
         for o in &OPS {
-            let names_queue = o.place != Connection && o.place != EveryLoop;
+            let names_queue = ![Connection, EveryLoop, Cluster].contains(&o.place);
             assert_eq!(o.grant.is_some(), names_queue, "{:?}", o.opcode);
         }
     }
