@@ -14,12 +14,14 @@
 
 use std::sync::Arc;
 
-use fila_core::event::{DedupMark, Event, MessageImage, MessageView, Spot};
+use fila_core::event::{DedupMark, Event, MessageImage, Spot};
 
 use fila_core::{
     DeadLetter, DeadLetterReason, MessageId, MoveStatus, MoveTask, Payload, QueueSettings,
     QueueTimes,
 };
+
+use write::*;
 
 /// Record kinds.
 pub mod kind {
@@ -194,195 +196,6 @@ pub enum Op {
         /// When its lease ends.
         until: u64,
     },
-}
-
-// ----- writing ---------------------------------------------------------------
-
-fn u8_(out: &mut Vec<u8>, v: u8) {
-    out.push(v);
-}
-fn u32_(out: &mut Vec<u8>, v: u32) {
-    out.extend_from_slice(&v.to_be_bytes());
-}
-fn u64_(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(&v.to_be_bytes());
-}
-fn bytes_(out: &mut Vec<u8>, v: &[u8]) {
-    u32_(
-        out,
-        u32::try_from(v.len()).expect("fields are far below 4 GiB"),
-    );
-    out.extend_from_slice(v);
-}
-fn opt_str(out: &mut Vec<u8>, v: Option<&str>) {
-    match v {
-        None => u8_(out, 0),
-        Some(s) => {
-            u8_(out, 1);
-            bytes_(out, s.as_bytes());
-        }
-    }
-}
-fn spot(out: &mut Vec<u8>, s: &Spot) {
-    u32_(out, s.queue);
-    u8_(out, u8::from(s.dlq));
-    u64_(out, s.seq);
-}
-
-fn settings(out: &mut Vec<u8>, s: &QueueSettings) {
-    u64_(out, s.visibility_timeout_ms);
-    u32_(out, s.max_deliveries);
-    u64_(out, s.retention_ms);
-    u32_(out, s.max_message_bytes);
-    u64_(out, s.receive_wait_default_ms);
-    u8_(out, u8::from(s.dead_letter_on_expiration));
-    opt_str(out, s.dead_letter_target.as_deref());
-    u64_(out, s.max_messages);
-    u64_(out, s.max_bytes);
-    u8_(out, s.channel_capacity_pct);
-}
-
-/// A queue's move tasks.
-fn tasks(out: &mut Vec<u8>, tasks: &[MoveTask]) {
-    u32_(out, tasks.len() as u32);
-    for t in tasks {
-        u64_(out, t.id);
-        u8_(out, u8::from(t.from_dlq));
-        opt_str(out, t.to.as_deref());
-        u32_(out, t.rate);
-        u64_(out, t.started_at_ms);
-        u64_(out, t.moved);
-        u64_(out, t.to_move);
-        match t.max {
-            None => u8_(out, 0),
-            Some(m) => {
-                u8_(out, 1);
-                u64_(out, m);
-            }
-        }
-        u8_(out, t.status.code());
-        opt_str(out, t.failure.as_deref());
-        u64_(out, t.cursor);
-        u64_(out, t.end);
-    }
-}
-
-/// What settings gained after the first record format: the queue delay,
-/// the redrive-allow policy, the tags, and the queue's times.
-fn extension(out: &mut Vec<u8>, s: &QueueSettings, times: QueueTimes) {
-    u64_(out, s.delay_ms);
-    opt_str(out, s.redrive_allow.as_deref());
-    u32_(out, s.tags.len() as u32);
-    for (k, v) in &s.tags {
-        bytes_(out, k.as_bytes());
-        bytes_(out, v.as_bytes());
-    }
-    u64_(out, times.created_at_ms);
-    u64_(out, times.modified_at_ms);
-}
-
-/// Keys of the settings' keyed extension: each setting added after the
-/// [`extension`] is one `u8` key and one `u64` value, so a setting added
-/// later needs no new record kind. An unknown key does not parse (a log
-/// written by a newer version is refused, not misread).
-mod setting {
-    pub const DEDUP_WINDOW_MS: u8 = 1;
-    pub const CONTENT_DEDUP: u8 = 2;
-    pub const ORDERED: u8 = 3;
-    pub const PRIORITY_LEVELS: u8 = 4;
-    pub const PRIORITY_FAIRNESS: u8 = 5;
-}
-
-/// The settings' keyed extension.
-fn keyed(out: &mut Vec<u8>, s: &QueueSettings) {
-    let pairs = [
-        (setting::DEDUP_WINDOW_MS, s.dedup_window_ms),
-        (setting::CONTENT_DEDUP, u64::from(s.content_dedup)),
-        (setting::ORDERED, u64::from(s.ordered)),
-        (setting::PRIORITY_LEVELS, u64::from(s.priority_levels)),
-        (setting::PRIORITY_FAIRNESS, u64::from(s.priority_fairness)),
-    ];
-    u32_(out, pairs.len() as u32);
-    for (k, v) in pairs {
-        u8_(out, k);
-        u64_(out, v);
-    }
-}
-
-/// The parts of a message both records and snapshots carry.
-struct MessageParts<'a> {
-    at: Spot,
-    id: Option<MessageId>,
-    payload: &'a [u8],
-    attributes: Option<&'a [(Box<str>, Box<str>)]>,
-    channel: Option<&'a str>,
-    inserted_at_ms: u64,
-    visible_at_ms: u64,
-    expires_at_ms: u64,
-    delivery_count: u32,
-    deferred: bool,
-    dead_letter: Option<&'a DeadLetter>,
-}
-
-fn message(out: &mut Vec<u8>, m: &MessageParts<'_>) {
-    spot(out, &m.at);
-    match m.id {
-        None => u8_(out, 0),
-        Some(id) => {
-            u8_(out, 1);
-            out.extend_from_slice(&id.0.to_be_bytes());
-        }
-    }
-    u64_(out, m.inserted_at_ms);
-    u64_(out, m.visible_at_ms);
-    u64_(out, m.expires_at_ms);
-    u32_(out, m.delivery_count);
-    u8_(out, u8::from(m.deferred));
-    opt_str(out, m.channel);
-    let attributes = m.attributes.unwrap_or(&[]);
-    u32_(out, attributes.len() as u32);
-    for (k, v) in attributes {
-        bytes_(out, k.as_bytes());
-        bytes_(out, v.as_bytes());
-    }
-    match m.dead_letter {
-        None => u8_(out, 0),
-        Some(d) => {
-            u8_(out, 1);
-            bytes_(out, d.source_queue.as_bytes());
-            u64_(out, d.at_ms);
-            u32_(out, d.delivery_count);
-            match &d.reason {
-                DeadLetterReason::MaxDeliveries => u8_(out, 0),
-                DeadLetterReason::Expired => u8_(out, 1),
-                DeadLetterReason::Consumer {
-                    reason,
-                    description,
-                } => {
-                    u8_(out, 2);
-                    bytes_(out, reason.as_bytes());
-                    bytes_(out, description.as_bytes());
-                }
-            }
-        }
-    }
-    bytes_(out, m.payload);
-}
-
-fn view_parts<'a>(v: &MessageView<'a>) -> MessageParts<'a> {
-    MessageParts {
-        at: v.at,
-        id: v.id,
-        payload: v.payload,
-        attributes: v.attributes.map(|a| &a[..]),
-        channel: v.channel,
-        inserted_at_ms: v.inserted_at_ms,
-        visible_at_ms: v.visible_at_ms,
-        expires_at_ms: v.expires_at_ms,
-        delivery_count: v.delivery_count,
-        deferred: false,
-        dead_letter: v.dead_letter,
-    }
 }
 
 /// Appends an event's record body to `out`; answers its kind.
@@ -827,6 +640,7 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
 
 mod batch;
 mod snapshot;
+mod write;
 
 pub use batch::{batch_push, batch_records};
 
