@@ -150,6 +150,19 @@ pub fn load_key(field: &'static str, path: &Path) -> Result<PrivateKeyDer<'stati
     })
 }
 
+/// The CA certificates of the PEM file `path` (setting `field`).
+fn ca_roots(field: &'static str, path: &Path) -> Result<RootCertStore, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for ca in load_certs(field, path)? {
+        roots.add(ca).map_err(|e| TlsError::Pem {
+            field,
+            path: path.display().to_string(),
+            message: format!("not a usable CA certificate: {e}"),
+        })?;
+    }
+    Ok(roots)
+}
+
 /// The server's TLS configuration from its files: the certificate and key
 /// (which must match), and the client CA when there is one.
 pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
@@ -162,14 +175,7 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
     let builder = match &files.client_ca {
         None => builder.with_no_client_auth(),
         Some(path) => {
-            let mut roots = RootCertStore::empty();
-            for ca in load_certs("tls_client_ca", path)? {
-                roots.add(ca).map_err(|e| TlsError::Pem {
-                    field: "tls_client_ca",
-                    path: path.display().to_string(),
-                    message: format!("not a usable CA certificate: {e}"),
-                })?;
-            }
+            let roots = ca_roots("tls_client_ca", path)?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
             let verifier = match files.client_auth {
                 ClientAuth::Optional => verifier.allow_unauthenticated(),
@@ -205,14 +211,7 @@ pub fn peer_configs(
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .map_err(|e| TlsError::Rustls(format!("tls_cert and tls_key: {e}")))?;
-    let mut roots = RootCertStore::empty();
-    for c in load_certs("cluster.tls_ca", ca)? {
-        roots.add(c).map_err(|e| TlsError::Pem {
-            field: "cluster.tls_ca",
-            path: ca.display().to_string(),
-            message: format!("not a usable CA certificate: {e}"),
-        })?;
-    }
+    let roots = ca_roots("cluster.tls_ca", ca)?;
     let client = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| TlsError::Rustls(e.to_string()))?
