@@ -332,6 +332,9 @@ pub enum PeerRequest {
     Snapshot(Vote, crate::SnapshotMeta, Vec<u8>),
     /// The leader hands its leadership to a node.
     TransferLeader(openraft::raft::TransferLeaderRequest<crate::TypeConfig>),
+    /// A request a follower forwards to its leader, opaque here: the
+    /// server's (see [`crate::peer::Forward`]).
+    Forward(Vec<u8>),
 }
 
 /// An answer of the peer protocol.
@@ -345,6 +348,8 @@ pub enum PeerAnswer {
     Snapshot(Vote),
     /// To a transfer of the leadership.
     TransferLeader(openraft::raft::TransferLeaderResponse<crate::TypeConfig>),
+    /// To a forwarded request: its answer, opaque here.
+    Forwarded(Vec<u8>),
     /// The request was not handled (why).
     Refused(String),
 }
@@ -353,10 +358,12 @@ const REQ_APPEND: u8 = 1;
 const REQ_VOTE: u8 = 2;
 const REQ_SNAPSHOT: u8 = 3;
 const REQ_TRANSFER: u8 = 4;
+const REQ_FORWARD: u8 = 5;
 const ANS_APPEND: u8 = 0x81;
 const ANS_VOTE: u8 = 0x82;
 const ANS_SNAPSHOT: u8 = 0x83;
 const ANS_TRANSFER: u8 = 0x84;
+const ANS_FORWARDED: u8 = 0x85;
 const ANS_REFUSED: u8 = 0xff;
 
 /// A request's bytes: its kind, then its body.
@@ -387,6 +394,10 @@ pub fn encode_request(req: &PeerRequest, out: &mut Vec<u8>) {
             put_vote(out, t.from_leader());
             out.extend_from_slice(&t.to_node_id().to_be_bytes());
             put_opt_log_id(out, t.last_log_id());
+        }
+        PeerRequest::Forward(body) => {
+            out.push(REQ_FORWARD);
+            out.extend_from_slice(body);
         }
     }
 }
@@ -429,6 +440,7 @@ pub fn decode_request(data: &[u8]) -> Result<PeerRequest, CodecError> {
             let last = opt_log_id(&mut r)?;
             PeerRequest::TransferLeader(openraft::raft::TransferLeaderRequest::new(from, to, last))
         }
+        REQ_FORWARD => return Ok(PeerRequest::Forward(r.rest().to_vec())),
         _ => return Err(bad("unknown peer request")),
     };
     r.end()?;
@@ -481,6 +493,10 @@ pub fn encode_answer(answer: &PeerAnswer, out: &mut Vec<u8>) {
                 }
             }
         }
+        PeerAnswer::Forwarded(body) => {
+            out.push(ANS_FORWARDED);
+            out.extend_from_slice(body);
+        }
         PeerAnswer::Refused(why) => {
             out.push(ANS_REFUSED);
             out.extend_from_slice(why.as_bytes());
@@ -526,6 +542,7 @@ pub fn decode_answer(data: &[u8]) -> Result<PeerAnswer, CodecError> {
                 _ => return Err(bad("unknown transfer answer")),
             })
         }
+        ANS_FORWARDED => return Ok(PeerAnswer::Forwarded(r.rest().to_vec())),
         ANS_REFUSED => {
             let why = String::from_utf8_lossy(r.rest()).into_owned();
             return Ok(PeerAnswer::Refused(why));

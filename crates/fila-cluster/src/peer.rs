@@ -19,6 +19,12 @@
 //! and the frames travel inside it: the secret proves the caller, the
 //! certificate the listener, and nothing travels in clear.
 //!
+//! A follower may forward a request to its leader ([`Forwarder`]): the
+//! bytes travel opaque and the listener's [`Forward`] handler answers them
+//! (the server's: a request a client could not take elsewhere, such as an
+//! SQS call). A forwarding node uses at most [`FORWARD_CONNECTIONS`] to
+//! each peer, so that forwards leave room for Raft's own connections.
+//!
 //! Limits: [`CONNECTIONS_MAX`] connections served at once (more wait to
 //! be accepted), a handshake within [`HANDSHAKE_TIMEOUT`], a connection
 //! idle for [`IDLE_TIMEOUT`] closed, a frame past [`FRAME_MAX`] refused
@@ -26,9 +32,11 @@
 //! that does not get its answer within the time openraft gives it fails
 //! (openraft retries it).
 
+use std::future::Future;
 use std::io;
-use std::sync::Arc;
-use std::time::Duration;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use fila_wal::Storage;
 use hmac::{Hmac, Mac};
@@ -56,6 +64,14 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 const MAGIC: &[u8; 8] = b"FILAPEER";
+
+/// Connections a node forwards over to one peer at once.
+pub const FORWARD_CONNECTIONS: usize = 8;
+
+/// A node's handler of forwarded requests: the request's bytes in, its
+/// answer's bytes out.
+pub type Forward =
+    Arc<dyn Fn(Vec<u8>) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send>> + Send + Sync>;
 
 /// The handshake's MAC of caller `node` reaching node `target`.
 pub fn mac(secret: &[u8], nonce: &[u8; 32], node: NodeId, target: NodeId) -> [u8; 32] {
@@ -124,13 +140,14 @@ async fn read_frame(stream: &mut Stream) -> io::Result<(u64, Vec<u8>)> {
 
 /// Serves the peer protocol of node `me` on `listener` until the task is
 /// dropped (over TLS with `tls`): `group` finds the Raft node of a
-/// partition.
+/// partition, `forward` answers forwarded requests (refused without one).
 pub async fn serve<S, G>(
     listener: TcpListener,
     me: NodeId,
     secret: Arc<[u8]>,
     tls: Option<PeerTls>,
     group: G,
+    forward: Option<Forward>,
 ) where
     S: Storage + 'static,
     G: Fn(u64) -> Option<Raft<TypeConfig, StateMachine<S>>> + Send + Sync + 'static,
@@ -145,9 +162,10 @@ pub async fn serve<S, G>(
             continue;
         };
         let (secret, group, tls) = (secret.clone(), group.clone(), tls.clone());
+        let forward = forward.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            if let Err(e) = connection(stream, me, &secret, tls, &*group).await {
+            if let Err(e) = connection(stream, me, &secret, tls, &*group, forward).await {
                 tracing::debug!("peer connection closed: {e}");
             }
         });
@@ -160,6 +178,7 @@ async fn connection<S, G>(
     secret: &[u8],
     tls: Option<PeerTls>,
     group: &G,
+    forward: Option<Forward>,
 ) -> io::Result<()>
 where
     S: Storage + 'static,
@@ -210,10 +229,18 @@ where
         let (g, payload) = tokio::time::timeout(IDLE_TIMEOUT, read_frame(&mut stream))
             .await
             .map_err(|_| invalid("idle"))??;
-        let answer = match (group(g), codec::decode_request(&payload)) {
-            (None, _) => PeerAnswer::Refused(format!("no partition {g} here")),
-            (_, Err(e)) => PeerAnswer::Refused(format!("a request that does not parse: {e}")),
-            (Some(raft), Ok(req)) => handle(&raft, req).await,
+        let answer = match (codec::decode_request(&payload), &forward) {
+            (Err(e), _) => PeerAnswer::Refused(format!("a request that does not parse: {e}")),
+            (Ok(PeerRequest::Forward(body)), Some(forward)) => {
+                PeerAnswer::Forwarded(forward(body).await)
+            }
+            (Ok(PeerRequest::Forward(_)), None) => {
+                PeerAnswer::Refused("this node takes no forwarded requests".into())
+            }
+            (Ok(req), _) => match group(g) {
+                None => PeerAnswer::Refused(format!("no partition {g} here")),
+                Some(raft) => handle(&raft, req).await,
+            },
         };
         out.clear();
         codec::encode_answer(&answer, &mut out);
@@ -248,6 +275,7 @@ async fn handle<S: Storage + 'static>(
             Ok(r) => PeerAnswer::TransferLeader(r),
             Err(e) => PeerAnswer::Refused(e.to_string()),
         },
+        PeerRequest::Forward(_) => PeerAnswer::Refused("a forward is not a group's".into()),
     }
 }
 
@@ -345,6 +373,82 @@ impl PeerConn {
         // Whatever is half sent or half read, the next call starts afresh.
         self.stream = None;
         answer
+    }
+}
+
+/// A connection kept for the next forward, closed well before the
+/// listener's [`IDLE_TIMEOUT`] would close it.
+struct Idle {
+    conn: PeerConn,
+    since: Instant,
+}
+
+/// Forwards requests to peers (see the module docs): a few connections to
+/// each, kept between forwards.
+pub struct Forwarder {
+    net: PeerNetwork,
+    slots: tokio::sync::Semaphore,
+    idle: Mutex<Vec<Idle>>,
+}
+
+impl Forwarder {
+    /// Node `net`'s forwarder: at most [`FORWARD_CONNECTIONS`] forwards
+    /// at once.
+    pub fn new(net: PeerNetwork) -> Forwarder {
+        Forwarder {
+            net,
+            slots: tokio::sync::Semaphore::new(FORWARD_CONNECTIONS),
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Sends `body` to node `target` at peer address `addr` and returns
+    /// its answer, within `timeout` (the wait for a free connection
+    /// included). An error leaves unknown whether the peer handled it.
+    pub async fn forward(
+        &self,
+        target: NodeId,
+        addr: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> io::Result<Vec<u8>> {
+        let started = Instant::now();
+        let late = || io::Error::new(io::ErrorKind::TimedOut, "no answer in time");
+        let _slot = tokio::time::timeout(timeout, self.slots.acquire())
+            .await
+            .map_err(|_| late())?
+            .map_err(|_| io::Error::other("the forwarder is closed"))?;
+        let kept = {
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            idle.retain(|i| i.since.elapsed() < IDLE_TIMEOUT / 2);
+            let at = idle
+                .iter()
+                .position(|i| i.conn.target == target && i.conn.addr == addr);
+            at.map(|at| idle.swap_remove(at).conn)
+        };
+        let mut conn = kept.unwrap_or_else(|| PeerConn {
+            net: self.net.clone(),
+            target,
+            addr: addr.to_owned(),
+            stream: None,
+            out: Vec::new(),
+        });
+        let left = timeout.saturating_sub(started.elapsed());
+        let answer = conn.call(&PeerRequest::Forward(body), left).await?;
+        if conn.stream.is_some() {
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            if idle.len() < FORWARD_CONNECTIONS {
+                idle.push(Idle {
+                    conn,
+                    since: Instant::now(),
+                });
+            }
+        }
+        match answer {
+            PeerAnswer::Forwarded(body) => Ok(body),
+            PeerAnswer::Refused(why) => Err(io::Error::other(why)),
+            other => Err(invalid(format!("{other:?}"))),
+        }
     }
 }
 

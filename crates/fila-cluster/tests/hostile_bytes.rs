@@ -155,6 +155,16 @@ fn good_encodings_decode_back() {
         let got = codec::decode_answer(&s[12 + i]).unwrap();
         assert_eq!(format!("{got:?}"), format!("{want:?}"));
     }
+    // A forward and its answer carry their bytes as they are, empty ones
+    // too.
+    for body in [Vec::new(), b"\x00\xffany bytes".to_vec()] {
+        let mut b = Vec::new();
+        codec::encode_request(&PeerRequest::Forward(body.clone()), &mut b);
+        assert!(matches!(codec::decode_request(&b), Ok(PeerRequest::Forward(f)) if f == body));
+        b.clear();
+        codec::encode_answer(&PeerAnswer::Forwarded(body.clone()), &mut b);
+        assert!(matches!(codec::decode_answer(&b), Ok(PeerAnswer::Forwarded(f)) if f == body));
+    }
 }
 
 proptest! {

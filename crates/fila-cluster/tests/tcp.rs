@@ -4,13 +4,14 @@
 //! and another takes over, nothing acknowledged is lost, the stopped node
 //! comes back and catches up; a caller without the cluster's secret, one
 //! that means another node, a frame past the limit, a caller that does not trust the listener's
-//! certificate and one that speaks no TLS to a TLS listener are refused.
+//! certificate and one that speaks no TLS to a TLS listener are refused;
+//! forwarded requests reach a node's handler, and only with the secret.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fila_cluster::peer::{serve, PeerNetwork, PeerTls, FRAME_MAX};
+use fila_cluster::peer::{serve, Forward, Forwarder, PeerNetwork, PeerTls, FRAME_MAX};
 use fila_cluster::{LogStore, Member, NodeId, Replica, StateMachine};
 use fila_core::{NewMessage, QueueSettings, SystemClock};
 use fila_wal::{FsStorage, LogOptions};
@@ -111,9 +112,14 @@ async fn start(
     .await
     .unwrap();
     let raft = replica.raft().clone();
-    let server = tokio::spawn(serve(listener, id, secret.clone(), tls, move |g| {
-        (g == 0).then(|| raft.clone())
-    }));
+    let server = tokio::spawn(serve(
+        listener,
+        id,
+        secret.clone(),
+        tls,
+        move |g| (g == 0).then(|| raft.clone()),
+        None,
+    ));
     Node {
         replica: Arc::new(replica),
         server,
@@ -383,4 +389,71 @@ async fn a_tls_listener_refuses_callers_that_do_not_trust_it_or_speak_no_tls() {
     assert_eq!(got.vote.leader_id().term, 9);
     node.server.abort();
     node.replica.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarded_requests_reach_the_handler_with_the_secret_only() {
+    let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-fwd-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    let secret: Arc<[u8]> = Arc::from(&b"right"[..]);
+    // Node 5 answers a forward with its bytes reversed.
+    let reverse: Forward = Arc::new(|mut body: Vec<u8>| {
+        Box::pin(async move {
+            body.reverse();
+            body
+        })
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let server = tokio::spawn(serve::<FsStorage, _>(
+        listener,
+        5,
+        secret.clone(),
+        None,
+        |_| None,
+        Some(reverse),
+    ));
+    let forwarder = Arc::new(Forwarder::new(PeerNetwork::new(2, 0, secret.clone(), None)));
+    // More at once than the forwarder keeps connections: each is answered.
+    let mut calls = Vec::new();
+    for i in 0..3 * fila_cluster::peer::FORWARD_CONNECTIONS {
+        let (forwarder, addr) = (forwarder.clone(), addr.clone());
+        calls.push(tokio::spawn(async move {
+            let body = format!("call {i}").into_bytes();
+            let got = forwarder
+                .forward(5, &addr, body.clone(), Duration::from_secs(5))
+                .await
+                .unwrap();
+            assert_eq!(got, body.into_iter().rev().collect::<Vec<u8>>());
+        }));
+    }
+    for c in calls {
+        c.await.unwrap();
+    }
+    // Meant for another node at that address, or without the secret: no
+    // answer.
+    assert!(forwarder
+        .forward(6, &addr, b"x".to_vec(), Duration::from_secs(2))
+        .await
+        .is_err());
+    let wrong = Forwarder::new(PeerNetwork::new(2, 0, Arc::from(&b"wrong"[..]), None));
+    assert!(wrong
+        .forward(5, &addr, b"x".to_vec(), Duration::from_secs(2))
+        .await
+        .is_err());
+    // A node without a handler refuses forwards (and says so).
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let bare_addr = listener.local_addr().unwrap().to_string();
+    let bare = start(&dir.0, 1, listener, &secret, None).await;
+    let refused = forwarder
+        .forward(1, &bare_addr, b"x".to_vec(), Duration::from_secs(2))
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("no forwarded requests"),
+        "{refused}"
+    );
+    server.abort();
+    bare.server.abort();
+    bare.replica.shutdown().await.unwrap();
 }

@@ -91,9 +91,9 @@ impl FileCluster {
 impl Config {
     /// The cluster's rules: a node among its members, distinct ids, a long
     /// enough secret, durable (`sync = "always"`, a data directory), a CA
-    /// for the peers exactly when TLS is on, and
-    /// the SQS API and the console off (they do not reach a cluster's
-    /// partitions yet).
+    /// for the peers exactly when TLS is on, and the console off (it shows
+    /// a single node's engine; the SQS API serves a cluster: a follower
+    /// forwards its calls to the leader).
     pub(super) fn validate_cluster(&self) -> Result<(), ConfigError> {
         let Some(c) = &self.cluster else {
             return Ok(());
@@ -135,9 +135,9 @@ impl Config {
                 "cluster: a cluster node is durable (sync = \"always\" and a data_dir)".into(),
             );
         }
-        if self.sqs_listen.is_some() || self.console_listen.is_some() {
+        if self.console_listen.is_some() {
             return bad(
-                "cluster: the SQS API and the console do not serve a cluster yet: set sqs_listen = \"off\" and console_listen = \"off\""
+                "cluster: the console does not serve a cluster yet: set console_listen = \"off\""
                     .into(),
             );
         }

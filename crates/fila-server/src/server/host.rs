@@ -160,6 +160,32 @@ impl ListJob {
         )
     }
 
+    /// Its visible ranges, cursor and limit (what a follower forwards to
+    /// its leader).
+    #[cfg(not(loom))]
+    pub(in crate::server) fn parts(&self) -> (Vec<auth::Range>, String, usize) {
+        (self.ranges.clone(), self.after.clone(), self.limit)
+    }
+
+    /// The list a follower forwarded ([`ListJob::parts`]), answered to
+    /// `route`.
+    #[cfg(not(loom))]
+    pub(in crate::server) fn of_parts(
+        route: Route,
+        ranges: Vec<auth::Range>,
+        after: String,
+        limit: usize,
+    ) -> ListJob {
+        ListJob {
+            route,
+            ranges,
+            after,
+            limit: limit.clamp(1, dispatch::LIST_PAGE_MAX),
+            names: Vec::new(),
+            left: 1,
+        }
+    }
+
     /// The whole list from one owner of every shard (a cluster node's
     /// partition).
     #[cfg(not(loom))]

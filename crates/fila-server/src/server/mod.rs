@@ -108,7 +108,7 @@ struct Shared {
     /// The "TLS handshake failed" warning, at most once a second.
     tls_warn: WarnLimit,
     /// A cluster node: the endpoint every queue request goes to (its
-    /// partition's replica, `cluster.rs`).
+    /// partition's replica, `cluster/`).
     cluster: Option<usize>,
     /// A cluster node's view of its cluster, refreshed by its thread (what
     /// `ClusterStatus` answers).

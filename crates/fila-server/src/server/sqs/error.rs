@@ -234,7 +234,9 @@ impl SqsError {
             C::RECEIPT_STALE | C::RECEIPT_INVALID => Kind::ReceiptHandleIsInvalid,
             C::FORBIDDEN => Kind::AccessDenied,
             C::UNAUTHENTICATED => Kind::InvalidClientTokenId,
-            C::SHUTTING_DOWN => Kind::ServiceUnavailable,
+            // A cluster between leaders, or a forward to the leader that
+            // failed: SDKs try again.
+            C::SHUTTING_DOWN | C::NOT_LEADER | C::OUTCOME_UNKNOWN => Kind::ServiceUnavailable,
             C::INTERNAL => Kind::InternalError,
             _ => Kind::InvalidParameterValue,
         };

@@ -11,7 +11,10 @@
 //! cancelled, and a late answer nobody waits for gives its leases back.
 //! With `sync = always` an answer waits for the log exactly as on the
 //! binary protocol (the call logged a change, or it hands out a message
-//! that may not be durable yet).
+//! that may not be durable yet). On a cluster node every request goes to
+//! the cluster node's endpoint instead (`server/cluster`), which forwards
+//! it to the partition's leader when this node does not lead it; nothing
+//! parks there.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -201,9 +204,13 @@ impl Gateway {
                 let Some(list) = ListJob::new(&self.shared, route, req, token) else {
                     return Err(SqsError::new(Kind::InternalError, "not a list"));
                 };
-                state.post.send(0, Msg::List(list));
+                state
+                    .post
+                    .send(self.shared.cluster.unwrap_or(0), Msg::List(list));
             } else {
                 let dest = match dispatch::target_of(&req) {
+                    // A cluster node: every queue is its partition's.
+                    _ if self.shared.cluster.is_some() => self.shared.cluster.unwrap_or(0),
                     Some(target) => owner_of(target),
                     None => match crate::ops::queue_of(&req) {
                         Some(q) => owner_of(q),
@@ -396,7 +403,10 @@ impl Gateway {
         if receipts.is_empty() {
             return;
         }
-        let dest = fila_core::owner_of_shard(shard, self.shared.loops.owners());
+        let dest = self
+            .shared
+            .cluster
+            .unwrap_or_else(|| fila_core::owner_of_shard(shard, self.shared.loops.owners()));
         post.send(dest, Msg::Abandon { shard, receipts });
     }
 }

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fila_cluster::peer::{serve, PeerNetwork, PeerTls};
+use fila_cluster::peer::{serve, Forward, Forwarder, PeerNetwork, PeerTls};
 use fila_cluster::{LogStore, Member, Replica, ReplicaError, StateMachine};
 use fila_core::{Owner, SystemClock};
 use fila_proto::{ClusterChange, ErrorCode, Opcode, Request};
@@ -35,6 +35,9 @@ use super::host::{Done, ListJob, RunJob};
 use super::mailbox::Msg;
 use super::Shared;
 use crate::config::ClusterConfig;
+use forward::Ask;
+
+mod forward;
 use crate::dispatch::{self, error, Answer, Outcome};
 
 /// How often a waiting receive looks again.
@@ -180,13 +183,31 @@ async fn run(
     };
     let raft = replica.raft().clone();
     let peer_tls = tls.is_some();
-    let peers = tokio::spawn(serve(listener, config.node_id, secret, tls, move |g| {
-        (g == 0).then(|| raft.clone())
-    }));
+    let fwd = Arc::new(Forwarder::new(PeerNetwork::new(
+        config.node_id,
+        0,
+        secret.clone(),
+        tls.clone(),
+    )));
+    let answers: Forward = {
+        let (replica, shared) = (replica.clone(), shared.clone());
+        Arc::new(move |body| {
+            let (replica, shared) = (replica.clone(), shared.clone());
+            Box::pin(async move { answer_forward(&replica, &shared, body).await })
+        })
+    };
+    let peers = tokio::spawn(serve(
+        listener,
+        config.node_id,
+        secret,
+        tls,
+        move |g| (g == 0).then(|| raft.clone()),
+        Some(answers),
+    ));
     bootstrap(&config, &replica).await;
     info!(node = config.node_id, peers = %config.listen, tls = peer_tls, "cluster node started");
     let view = tokio::spawn(keep_view(replica.clone(), shared.clone()));
-    mail(replica.clone(), index, notify, shared.clone()).await;
+    mail(replica.clone(), fwd, index, notify, shared.clone()).await;
     hand_over(&replica).await;
     view.abort();
     *shared
@@ -291,19 +312,26 @@ async fn bootstrap(config: &ClusterConfig, replica: &Node) {
 
 /// Serves the endpoint's mailbox until the server stops and nothing is in
 /// progress.
-async fn mail(replica: Arc<Node>, index: usize, notify: Arc<Notify>, shared: Arc<Shared>) {
+async fn mail(
+    replica: Arc<Node>,
+    fwd: Arc<Forwarder>,
+    index: usize,
+    notify: Arc<Notify>,
+    shared: Arc<Shared>,
+) {
     let running = Arc::new(AtomicUsize::new(0));
     let turns = Arc::new(Semaphore::new(RUNNING_MAX));
     let me = shared.loops.get(index);
     loop {
         while let Some(msg) = me.take() {
             let (replica, shared, running) = (replica.clone(), shared.clone(), running.clone());
+            let fwd = fwd.clone();
             let Ok(turn) = turns.clone().acquire_owned().await else {
                 return;
             };
             running.fetch_add(1, Ordering::AcqRel);
             tokio::spawn(async move {
-                on_msg(&replica, &shared, msg).await;
+                on_msg(&replica, &shared, &fwd, msg).await;
                 running.fetch_sub(1, Ordering::AcqRel);
                 drop(turn);
             });
@@ -348,25 +376,43 @@ fn answer(shared: &Shared, route: super::host::Route, done: Done) {
     }
 }
 
-async fn on_msg(replica: &Node, shared: &Shared, msg: Msg) {
+async fn on_msg(replica: &Node, shared: &Shared, fwd: &Forwarder, msg: Msg) {
     match msg {
         Msg::Run(job) => {
             let route = job.route;
-            let done = Done::Answer(run_job(replica, shared, job).await, false);
+            let done = Done::Answer(run_job(replica, shared, fwd, job).await, false);
             answer(shared, route, done);
         }
         Msg::List(list) => {
             let route = list.route();
-            let done = match replica.read(move |owner| list_on(*list, owner)).await {
-                Ok(answer) => answer,
-                Err(e) => refusal(replica, shared, &e),
+            let ask = forwards(shared, &route).then(|| {
+                let (ranges, after, limit) = list.parts();
+                Ask::List {
+                    ranges,
+                    after,
+                    limit,
+                }
+            });
+            let done = match (replica.read(move |owner| list_on(*list, owner)).await, ask) {
+                (Ok(answer), _) => answer,
+                (Err(ReplicaError::NotLeader { leader: Some(id) }), Some(ask)) => {
+                    match forward_to(replica, shared, fwd, id, &ask).await {
+                        Ok((answer, _)) | Err(answer) => answer,
+                    }
+                }
+                (Err(e), _) => refusal(replica, shared, &e),
             };
             answer(shared, route, Done::Answer(done, false));
         }
         Msg::Abandon { receipts, .. } => {
-            let _ = replica
+            let given = receipts.clone();
+            let ran = replica
                 .execute(move |owner| owner.abandon(0, &receipts))
                 .await;
+            // Leases a gateway took through the leader go back there.
+            if let Err(ReplicaError::NotLeader { leader: Some(id) }) = ran {
+                let _ = forward_to(replica, shared, fwd, id, &Ask::Abandon(given)).await;
+            }
         }
         Msg::Cancel { reply, .. } => {
             // Nothing parks here: a cancel finds nothing to cancel.
@@ -414,10 +460,55 @@ fn refusal(replica: &Node, shared: &Shared, e: &ReplicaError) -> Answer {
     }
 }
 
+/// How long a request of a gateway waits for a leader to be known before
+/// it is answered `not_leader` (an election takes about a second).
+const LEADER_WAIT: Duration = Duration::from_secs(5);
+/// How long a forward to the leader may take.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether a request came from a gateway (the SQS API, the console): one
+/// a follower forwards to its leader, since its caller cannot follow a
+/// `not_leader` answer.
+fn forwards(shared: &Shared, route: &super::host::Route) -> bool {
+    route.lp >= shared.loops.owners()
+}
+
+/// The leader's peer address, when this node knows it.
+fn peer_of(replica: &Node, id: u64) -> Option<String> {
+    let m = replica.raft().metrics();
+    let m = m.borrow_watched();
+    Some(m.membership_config.membership().get_node(&id)?.addr.clone())
+}
+
+/// Sends `ask` to the leader `leader`: its answer and wait, or the answer
+/// of a forward that failed.
+async fn forward_to(
+    replica: &Node,
+    shared: &Shared,
+    fwd: &Forwarder,
+    leader: u64,
+    ask: &Ask,
+) -> Result<(Answer, u64), Answer> {
+    let Some(addr) = peer_of(replica, leader) else {
+        let lost = ReplicaError::NotLeader { leader: None };
+        return Err(refusal(replica, shared, &lost));
+    };
+    match fwd
+        .forward(leader, &addr, ask.encode(), FORWARD_TIMEOUT)
+        .await
+    {
+        Ok(bytes) => forward::decode_answer(&bytes).map_err(|why| {
+            let e = std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+            forward::lost(leader, &e)
+        }),
+        Err(e) => Err(forward::lost(leader, &e)),
+    }
+}
+
 /// A request on the partition: run on the leader's engine (a receive
 /// that waits, again every [`POLL`] until messages come or the wait
-/// ends).
-async fn run_job(replica: &Node, shared: &Shared, job: RunJob) -> Answer {
+/// ends); a gateway's request on a follower is forwarded to the leader.
+async fn run_job(replica: &Node, shared: &Shared, fwd: &Forwarder, job: RunJob) -> Answer {
     if let Request::ChangeCluster(change) = job.req {
         return match change_cluster(replica, change).await {
             Ok(()) => fila_proto::Response::Ok.into(),
@@ -425,43 +516,32 @@ async fn run_job(replica: &Node, shared: &Shared, job: RunJob) -> Answer {
         };
     }
     let room = job.route.room;
+    let forwards = forwards(shared, &job.route);
     let started = Instant::now();
     let mut wait: Option<Duration> = None;
     loop {
-        let mut req = job.req.clone();
-        let asked_wait = match &mut req {
-            Request::Receive(r) => Some(r.wait_ms.replace(0)),
-            _ => None,
-        };
-        // A read is answered only once the leadership is confirmed with a
-        // quorum (a deposed leader that does not know it refuses it).
-        let read = matches!(
-            req.opcode(),
-            Opcode::Peek
-                | Opcode::QueueStats
-                | Opcode::GetQueue
-                | Opcode::Channels
-                | Opcode::ListMoves
-        );
-        let work = move |owner: &mut Owner| {
-            let default_wait = match (&asked_wait, crate::ops::queue_of(&req)) {
-                (Some(None), Some(q)) => owner
-                    .queue_settings(q)
-                    .map(|s| s.receive_wait_default_ms)
-                    .unwrap_or(0),
-                (Some(Some(ms)), _) => *ms,
-                _ => 0,
-            };
-            (run_on(owner, req, room), default_wait)
-        };
-        let ran = if read {
-            replica.read(work).await
-        } else {
-            replica.execute(work).await
+        let ran = match attempt(replica, job.req.clone(), room).await {
+            Ok(done) => Ok(done),
+            Err(ReplicaError::NotLeader { leader: Some(id) }) if forwards => {
+                let ask = Ask::Run {
+                    room,
+                    req: Box::new(job.req.clone()),
+                };
+                forward_to(replica, shared, fwd, id, &ask).await
+            }
+            Err(ReplicaError::NotLeader { leader: None })
+                if forwards
+                    && started.elapsed() < LEADER_WAIT
+                    && !shared.stopping.load(Ordering::Acquire) =>
+            {
+                tokio::time::sleep(POLL).await;
+                continue;
+            }
+            Err(e) => Err(refusal(replica, shared, &e)),
         };
         let (answer, wait_ms) = match ran {
             Ok(done) => done,
-            Err(e) => return refusal(replica, shared, &e),
+            Err(answer) => return answer,
         };
         let wait = *wait.get_or_insert(Duration::from_millis(wait_ms));
         let empty = matches!(&answer, Answer::Messages(_, ms) if ms.is_empty());
@@ -470,6 +550,105 @@ async fn run_job(replica: &Node, shared: &Shared, job: RunJob) -> Answer {
             return answer;
         }
         tokio::time::sleep(left.min(POLL)).await;
+    }
+}
+
+/// One look of `req` on this node's replica: its answer, and the wait a
+/// receive asked for (or its queue's default). A read is answered only
+/// once the leadership is confirmed with a quorum (a deposed leader that
+/// does not know it refuses it).
+async fn attempt(
+    replica: &Node,
+    mut req: Request,
+    room: usize,
+) -> Result<(Answer, u64), ReplicaError> {
+    let asked_wait = match &mut req {
+        Request::Receive(r) => Some(r.wait_ms.replace(0)),
+        _ => None,
+    };
+    let read = matches!(
+        req.opcode(),
+        Opcode::Peek | Opcode::QueueStats | Opcode::GetQueue | Opcode::Channels | Opcode::ListMoves
+    );
+    let work = move |owner: &mut Owner| {
+        let default_wait = match (&asked_wait, crate::ops::queue_of(&req)) {
+            (Some(None), Some(q)) => owner
+                .queue_settings(q)
+                .map(|s| s.receive_wait_default_ms)
+                .unwrap_or(0),
+            (Some(Some(ms)), _) => *ms,
+            _ => 0,
+        };
+        (run_on(owner, req, room), default_wait)
+    };
+    if read {
+        replica.read(work).await
+    } else {
+        replica.execute(work).await
+    }
+}
+
+/// The leader's side of a forward: runs what a follower sent as its own
+/// and answers it (see [`forward`]).
+async fn answer_forward(replica: &Node, shared: &Shared, body: Vec<u8>) -> Vec<u8> {
+    let ask = match Ask::decode(&body) {
+        Ok(ask) => ask,
+        Err(why) => return forward::refused(&why),
+    };
+    match ask {
+        Ask::Run { req, .. } if req.opcode() == Opcode::ChangeCluster => {
+            forward::refused("a cluster change is not forwarded")
+        }
+        Ask::Run { room, req } => {
+            let opcode = req.opcode() as u8;
+            let (answer, wait_ms) = match attempt(replica, *req, room).await {
+                Ok(done) => done,
+                Err(e) => (refusal(replica, shared, &e), 0),
+            };
+            forward::encode_answer(&answer, opcode, wait_ms)
+        }
+        Ask::List {
+            ranges,
+            after,
+            limit,
+        } => {
+            let list = ListJob::of_parts(nowhere(), ranges, after, limit);
+            let answer = match replica.read(move |owner| list_on(list, owner)).await {
+                Ok(answer) => answer,
+                Err(e) => refusal(replica, shared, &e),
+            };
+            forward::encode_answer(&answer, Opcode::ListQueues as u8, 0)
+        }
+        Ask::Abandon(receipts) => {
+            let answer = match replica
+                .execute(move |owner| owner.abandon(0, &receipts))
+                .await
+            {
+                Ok(_) => fila_proto::Response::Ok.into(),
+                Err(e) => refusal(replica, shared, &e),
+            };
+            // `Ok` travels as the answer of an opcode whose answer it is.
+            forward::encode_answer(&answer, Opcode::Auth as u8, 0)
+        }
+    }
+}
+
+/// The route of a request that came from another node (its answer goes
+/// back over the peer connection, not to a loop).
+fn nowhere() -> super::host::Route {
+    super::host::Route {
+        lp: usize::MAX,
+        conn: super::front::ConnRef {
+            slot: 0,
+            generation: 0,
+        },
+        request_id: 0,
+        opcode: 0,
+        started: Instant::now(),
+        room: 0,
+        park: 0,
+        fields: fila_proto::Fields::ALL,
+        shard: 0,
     }
 }
 

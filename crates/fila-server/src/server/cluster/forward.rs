@@ -1,0 +1,481 @@
+//! What a follower forwards to its partition's leader, and how the leader
+//! answers it.
+//!
+//! A binary client told `not_leader` goes to the leader itself; an SQS SDK
+//! or a browser cannot, so a request of the SQS API or the console that
+//! reaches a follower is forwarded: the follower sends it over the peer
+//! protocol ([`fila_cluster::peer::Forwarder`], authenticated with the
+//! cluster's secret, inside TLS when the nodes speak it), the leader runs it
+//! on its replica exactly as its own requests and sends back the answer.
+//! The follower checked the caller's credentials and grants before: the
+//! leader trusts its peers to have done so (every node holds the same
+//! tokens, docs/cluster.md). A receive that waits is forwarded once per
+//! look ([`super::POLL`]): no peer connection is held while it waits.
+//!
+//! The bytes: a request is its kind, then a run (the answer's room, the
+//! request's frame), a list (its cursor, limit and the caller's visible
+//! ranges) or leases given back (receipts); an answer is the wait a
+//! receive asked for or its queue's default, then the answer's frame, and
+//! for messages each one's first delivery time (the frame does not carry
+//! it). Every length is checked against the bytes left: a peer's bytes
+//! never panic a node.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use fila_core::{DeadLetter, DeadLetterReason, MessageId, Payload, Receipt, State};
+use fila_proto::{self as proto, Decoded, ErrorCode, Opcode, Request, Response};
+
+use crate::auth;
+use crate::dispatch::{error, Answer};
+
+/// A forwarded request.
+#[derive(Debug, PartialEq)]
+pub(super) enum Ask {
+    /// A request, and the bytes of messages its answer may carry.
+    Run { room: usize, req: Box<Request> },
+    /// A list of queues: what the caller may see, from where, how many.
+    List {
+        ranges: Vec<auth::Range>,
+        after: String,
+        limit: usize,
+    },
+    /// Leases whose answer nobody took.
+    Abandon(Vec<Receipt>),
+}
+
+const RUN: u8 = 1;
+const LIST: u8 = 2;
+const ABANDON: u8 = 3;
+
+const WIRE: u8 = 0;
+const MESSAGES: u8 = 1;
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u32).to_be_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// Reads a peer's bytes, every length checked.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err("a forward cut short".into());
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_be_bytes(self.take(4)?.try_into().expect("4")))
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_be_bytes(self.take(8)?.try_into().expect("8")))
+    }
+
+    fn str(&mut self) -> Result<String, String> {
+        let n = self.u32()? as usize;
+        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "a name that is not UTF-8".into())
+    }
+
+    /// A count of items of at least `each` bytes, no more than the bytes
+    /// left can hold.
+    fn count(&mut self, each: usize) -> Result<usize, String> {
+        let n = self.u32()? as usize;
+        if n.saturating_mul(each) > self.0.len() {
+            return Err("a count past the bytes".into());
+        }
+        Ok(n)
+    }
+
+    fn frame(&mut self) -> Result<(proto::FrameHeader, Bytes), String> {
+        match proto::decode_frame(self.0, proto::FRAME_LEN_LIMIT) {
+            Ok(Decoded::Frame {
+                header,
+                body,
+                consumed,
+            }) if consumed == self.0.len() => Ok((header, Bytes::copy_from_slice(body))),
+            Ok(_) => Err("a frame that is not the whole rest".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+impl Ask {
+    pub(super) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        match self {
+            Ask::Run { room, req } => {
+                out.push(RUN);
+                out.extend_from_slice(&(*room as u64).to_be_bytes());
+                let mut frame = BytesMut::new();
+                req.encode(0, &mut frame);
+                out.extend_from_slice(&frame);
+            }
+            Ask::List {
+                ranges,
+                after,
+                limit,
+            } => {
+                out.push(LIST);
+                put_str(&mut out, after);
+                out.extend_from_slice(&(*limit as u64).to_be_bytes());
+                out.extend_from_slice(&(ranges.len() as u32).to_be_bytes());
+                for r in ranges {
+                    out.push(u8::from(r.exact));
+                    put_str(&mut out, &r.prefix);
+                }
+            }
+            Ask::Abandon(receipts) => {
+                out.push(ABANDON);
+                out.extend_from_slice(&(receipts.len() as u32).to_be_bytes());
+                for r in receipts {
+                    out.extend_from_slice(&r.to_bytes());
+                }
+            }
+        }
+        out
+    }
+
+    pub(super) fn decode(bytes: &[u8]) -> Result<Ask, String> {
+        let mut r = Reader(bytes);
+        let ask = match r.u8()? {
+            RUN => {
+                let room = usize::try_from(r.u64()?).map_err(|_| "a room past memory")?;
+                let (header, body) = r.frame()?;
+                let req = Request::decode(&header, body).map_err(|e| e.to_string())?;
+                return Ok(Ask::Run {
+                    room,
+                    req: Box::new(req),
+                });
+            }
+            LIST => {
+                let after = r.str()?;
+                let limit = usize::try_from(r.u64()?).map_err(|_| "a limit past memory")?;
+                let n = r.count(5)?;
+                let mut ranges = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let exact = r.u8()? != 0;
+                    ranges.push(auth::Range {
+                        prefix: r.str()?,
+                        exact,
+                    });
+                }
+                Ask::List {
+                    ranges,
+                    after,
+                    limit,
+                }
+            }
+            ABANDON => {
+                let n = r.count(fila_core::RECEIPT_LEN)?;
+                let receipts = (0..n)
+                    .map(|_| {
+                        Receipt::from_bytes(r.take(fila_core::RECEIPT_LEN)?)
+                            .map_err(|e| e.to_string())
+                    })
+                    .collect::<Result<_, String>>()?;
+                Ask::Abandon(receipts)
+            }
+            k => return Err(format!("an unknown forward ({k})")),
+        };
+        if !r.0.is_empty() {
+            return Err("bytes after a forward".into());
+        }
+        Ok(ask)
+    }
+}
+
+/// The bytes of `answer` to a request of `opcode`, with the wait a
+/// receive goes on with.
+pub(super) fn encode_answer(answer: &Answer, opcode: u8, wait_ms: u64) -> Vec<u8> {
+    let mut out = wait_ms.to_be_bytes().to_vec();
+    match answer {
+        Answer::Wire(_) => out.push(WIRE),
+        Answer::Messages(_, ms) => {
+            out.push(MESSAGES);
+            out.extend_from_slice(&(ms.len() as u32).to_be_bytes());
+            for m in ms {
+                match m.first_received_at_ms {
+                    Some(at) => {
+                        out.push(1);
+                        out.extend_from_slice(&at.to_be_bytes());
+                    }
+                    None => out.push(0),
+                }
+            }
+        }
+    }
+    let mut frame = BytesMut::new();
+    answer.encode(opcode, 0, &mut frame);
+    out.extend_from_slice(&frame);
+    out
+}
+
+/// The answer and wait `bytes` hold.
+pub(super) fn decode_answer(bytes: &[u8]) -> Result<(Answer, u64), String> {
+    let mut r = Reader(bytes);
+    let wait_ms = r.u64()?;
+    let first = match r.u8()? {
+        WIRE => None,
+        MESSAGES => {
+            let n = r.count(1)?;
+            let mut first = Vec::with_capacity(n);
+            for _ in 0..n {
+                first.push(match r.u8()? {
+                    0 => None,
+                    _ => Some(r.u64()?),
+                });
+            }
+            Some(first)
+        }
+        k => return Err(format!("an unknown answer ({k})")),
+    };
+    let (header, body) = r.frame()?;
+    let response = Response::decode(&header, body).map_err(|e| e.to_string())?;
+    let answer = match (first, response) {
+        (None, response) => Answer::Wire(response),
+        (Some(first), Response::Messages(ms)) => messages(proto::Fields::ALL, ms, first)?,
+        (Some(first), Response::Selected(fields, ms)) => messages(fields, ms, first)?,
+        (Some(_), _) => return Err("messages that are not messages".into()),
+    };
+    Ok((answer, wait_ms))
+}
+
+fn messages(
+    fields: proto::Fields,
+    ms: Vec<proto::Message>,
+    first: Vec<Option<u64>>,
+) -> Result<Answer, String> {
+    if ms.len() != first.len() {
+        return Err("first deliveries that are not the messages'".into());
+    }
+    let ms = ms
+        .into_iter()
+        .zip(first)
+        .map(|(m, first)| message_of(m, first))
+        .collect::<Result<_, String>>()?;
+    Ok(Answer::Messages(fields, ms))
+}
+
+/// The engine's message a wire message shows (the inverse of the
+/// dispatch's view of one).
+fn message_of(
+    m: proto::Message,
+    first_received_at_ms: Option<u64>,
+) -> Result<fila_core::Message, String> {
+    let state = match m.state {
+        1 => State::Visible,
+        2 => State::InFlight,
+        3 => State::Delayed,
+        4 => State::Deferred,
+        5 => State::DeadLettered,
+        s => return Err(format!("an unknown state ({s})")),
+    };
+    let receipt = m
+        .receipt
+        .map(|r| Receipt::from_bytes(&r))
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let dead_letter = m.dead_letter.map(|d| {
+        let reason = match d.reason {
+            1 => DeadLetterReason::MaxDeliveries,
+            2 => DeadLetterReason::Expired,
+            _ => DeadLetterReason::Consumer {
+                reason: d.consumer_reason,
+                description: d.description,
+            },
+        };
+        Arc::new(DeadLetter {
+            source_queue: Arc::from(d.source_queue),
+            at_ms: d.at_ms,
+            reason,
+            delivery_count: d.delivery_count,
+        })
+    });
+    let attributes = (!m.attributes.is_empty()).then(|| {
+        m.attributes
+            .into_iter()
+            .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+            .collect()
+    });
+    Ok(fila_core::Message {
+        id: MessageId(m.id),
+        seq: m.seq,
+        payload: Payload::from(&m.payload[..]),
+        attributes,
+        channel: m.channel.map(Arc::from),
+        inserted_at_ms: m.inserted_at_ms,
+        expires_at_ms: m.expires_at_ms,
+        next_visible_at_ms: m.next_visible_at_ms,
+        delivery_count: m.delivery_count,
+        first_received_at_ms,
+        state,
+        receipt,
+        dead_letter,
+        group: m.group.map(Arc::from),
+        priority: m.priority,
+    })
+}
+
+/// The answer of a forward that failed on the way (the leader may or may
+/// not have run it).
+pub(super) fn lost(leader: u64, e: &std::io::Error) -> Answer {
+    error(
+        ErrorCode::OUTCOME_UNKNOWN,
+        format!("outcome_unknown: forwarding to the leader (node {leader}) failed: {e}"),
+    )
+    .into()
+}
+
+/// The answer to bytes that are no forward.
+pub(super) fn refused(why: &str) -> Vec<u8> {
+    let answer: Answer = error(
+        ErrorCode::INVALID_ARGUMENT,
+        format!("invalid_argument: a forward that does not parse: {why}"),
+    )
+    .into();
+    // An error's frame reads the same whatever its opcode.
+    encode_answer(&answer, Opcode::Auth as u8, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::QueueRef;
+
+    fn message(first: Option<u64>, dead: bool) -> fila_core::Message {
+        let mut receipt = [9u8; fila_core::RECEIPT_LEN];
+        receipt[0] = 3;
+        receipt[21..24].fill(0);
+        fila_core::Message {
+            id: MessageId(0x1234_5678_9abc),
+            seq: 42,
+            payload: Payload::from(&b"a body"[..]),
+            attributes: Some(Arc::from(vec![("k".into(), "v".into())])),
+            channel: Some(Arc::from("eu")),
+            inserted_at_ms: 1_000,
+            expires_at_ms: 9_000,
+            next_visible_at_ms: 5_000,
+            delivery_count: 3,
+            first_received_at_ms: first,
+            state: if dead {
+                State::DeadLettered
+            } else {
+                State::InFlight
+            },
+            receipt: Some(Receipt::from_bytes(&receipt).unwrap()),
+            dead_letter: dead.then(|| {
+                Arc::new(DeadLetter {
+                    source_queue: Arc::from("orders"),
+                    at_ms: 4_000,
+                    reason: DeadLetterReason::Consumer {
+                        reason: "bad".into(),
+                        description: "no good".into(),
+                    },
+                    delivery_count: 2,
+                })
+            }),
+            group: Some(Arc::from("g")),
+            priority: 4,
+        }
+    }
+
+    #[test]
+    fn asks_decode_back() {
+        let asks = [
+            Ask::Run {
+                room: 1 << 20,
+                req: Box::new(Request::Receive(proto::Receive {
+                    queue: QueueRef {
+                        name: "orders".into(),
+                        dlq: false,
+                    },
+                    max_messages: 10,
+                    visibility_ms: Some(30_000),
+                    wait_ms: Some(20_000),
+                    channel: None,
+                    fields: proto::Fields::ALL,
+                })),
+            },
+            Ask::List {
+                ranges: vec![
+                    auth::Range::all("or"),
+                    auth::Range {
+                        prefix: "x".into(),
+                        exact: true,
+                    },
+                ],
+                after: "ab".into(),
+                limit: 100,
+            },
+            Ask::Abandon(vec![message(None, false).receipt.unwrap()]),
+        ];
+        for ask in asks {
+            let bytes = ask.encode();
+            assert_eq!(Ask::decode(&bytes).unwrap(), ask);
+            // Cut anywhere, or with a byte more: refused, never a panic.
+            for cut in 0..bytes.len() {
+                assert!(Ask::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+            }
+            let mut more = bytes.clone();
+            more.push(0);
+            assert!(Ask::decode(&more).is_err());
+        }
+    }
+
+    #[test]
+    fn messages_come_back_whole_with_their_first_delivery() {
+        let ms = vec![message(Some(2_000), false), message(None, true)];
+        for fields in [proto::Fields::ALL, proto::Fields(proto::Fields::ALL.0 & !1)] {
+            let answer = Answer::Messages(fields, ms.clone());
+            let bytes = encode_answer(&answer, Opcode::Receive as u8, 20_000);
+            let (back, wait) = decode_answer(&bytes).unwrap();
+            assert_eq!(wait, 20_000);
+            match back {
+                Answer::Messages(f, got) if fields == proto::Fields::ALL => {
+                    assert_eq!(f, fields);
+                    assert_eq!(got, ms);
+                }
+                Answer::Messages(f, got) => {
+                    assert_eq!(f, fields);
+                    assert_eq!(got.len(), 2);
+                    assert_eq!(got[0].receipt, ms[0].receipt);
+                }
+                Answer::Wire(w) => panic!("{w:?}"),
+            }
+            for cut in 0..bytes.len() {
+                assert!(decode_answer(&bytes[..cut]).is_err(), "cut at {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn wire_answers_come_back_as_they_were() {
+        let answers: [Response; 2] = [
+            Response::Ok,
+            error(ErrorCode::NOT_LEADER, "not_leader: elsewhere"),
+        ];
+        for want in answers {
+            let bytes = encode_answer(&want.clone().into(), Opcode::DeleteQueue as u8, 0);
+            match decode_answer(&bytes).unwrap() {
+                (Answer::Wire(got), 0) => assert_eq!(got, want),
+                _ => panic!("not a wire answer"),
+            }
+        }
+        match decode_answer(&refused("why")).unwrap() {
+            (Answer::Wire(Response::Error(e)), 0) => {
+                assert_eq!(e.code, ErrorCode::INVALID_ARGUMENT)
+            }
+            _ => panic!("not refused"),
+        }
+    }
+}
