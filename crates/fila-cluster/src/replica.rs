@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use fila_core::event::{EngineImage, Event, EventSink};
-use fila_core::{Clock, Engine, Owner, ReceiptKey};
+use fila_core::{Clock, Engine, EngineLimits, Owner, ReceiptKey};
 use fila_store::codec::batch_push;
 use fila_wal::Storage;
 use openraft::impls::ProgressResponder;
@@ -143,6 +143,8 @@ pub struct Replica<S: Storage + 'static> {
     /// How long a lease of the last leader is kept past now at least: the
     /// longest election timeout.
     lease_grace_ms: u64,
+    /// The limits the leader's engine enforces (none until set).
+    limits: std::sync::Mutex<EngineLimits>,
     serving: tokio::sync::Mutex<Option<Serving>>,
 }
 
@@ -175,8 +177,17 @@ impl<S: Storage + 'static> Replica<S> {
             clock,
             secret,
             lease_grace_ms,
+            limits: std::sync::Mutex::new(EngineLimits::default()),
             serving: tokio::sync::Mutex::new(None),
         })
+    }
+
+    /// The server-wide limits (stored bytes, queues) the partition's
+    /// leader enforces from its next leadership on (a node sets them
+    /// before it serves). Replaying committed entries never checks them:
+    /// what the leader took stays.
+    pub fn set_limits(&self, limits: EngineLimits) {
+        *self.limits.lock().unwrap_or_else(|p| p.into_inner()) = limits;
     }
 
     /// The Raft node (membership changes, metrics, the network's
@@ -363,6 +374,8 @@ impl<S: Storage + 'static> Replica<S> {
         engine
             .restore_leased(image)
             .map_err(|e| ReplicaError::Rebuild(e.to_string()))?;
+        // After the restore: what is stored stays whatever the limits.
+        engine.set_limits(*self.limits.lock().unwrap_or_else(|p| p.into_inner()));
         let records = Arc::new(Mutex::new(Vec::new()));
         engine.set_journal(0, Some(Box::new(Capture(records.clone()))));
         let owner = engine

@@ -1,5 +1,5 @@
 //! A cluster of three `fila-server` processes on loopback (docs/cluster.md):
-//! a follower answers `not_leader` naming the leader's client address; every
+//! the partition is held to the nodes' `max_queues`; a follower answers `not_leader` naming the leader's client address; every
 //! node names the same leader in its cluster status; a client of a follower
 //! follows to the leader; leases the leader granted hold after it is killed
 //! and their receipts delete on the next leader; the
@@ -17,7 +17,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use cluster_harness::{client, cluster, on_leader, present, signal, Dir};
+use cluster_harness::{client, cluster, on_leader, present, signal, Dir, QUEUES_MAX};
 use fila_client::{Client, ClientOptions, ErrorCode, SettingsPatch};
 
 #[test]
@@ -32,6 +32,17 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
     let (leader, _) = on_leader(&nodes, Duration::from_secs(30), |c| {
         c.create_queue("jobs", SettingsPatch::default())
     });
+    // The partition is held to the nodes' configured limits: past
+    // `max_queues`, a create is refused.
+    let mut on = client(&nodes[leader].client).unwrap();
+    for i in 1..QUEUES_MAX {
+        on.create_queue(&format!("more-{i}"), SettingsPatch::default())
+            .unwrap();
+    }
+    let err = on
+        .create_queue("one-too-many", SettingsPatch::default())
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::RESOURCE_EXHAUSTED), "{err}");
     // A follower names the leader.
     let follower = (leader + 1) % 3;
     let err = client(&nodes[follower].client)

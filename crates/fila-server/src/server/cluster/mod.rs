@@ -177,6 +177,11 @@ async fn run(
         Ok(r) => Arc::new(r),
         Err(e) => return fail(&shared, format!("the cluster node: {e}")),
     };
+    // The partition is held to the node's configured limits.
+    replica.set_limits(fila_core::EngineLimits {
+        max_stored_bytes: shared.config.max_stored_bytes,
+        max_queues: shared.config.max_queues,
+    });
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => return fail(&shared, format!("the peer listener: {e}")),
