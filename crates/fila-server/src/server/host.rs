@@ -269,6 +269,10 @@ impl ShardHost {
     /// The loop a request goes to first: its dead-letter target's owner
     /// (to check the target exists), else its queue's.
     pub(in crate::server) fn first_hop(&self, req: &Request) -> usize {
+        if let Some(cluster) = self.shared.cluster {
+            // A cluster node: every request is away at its endpoint.
+            return cluster;
+        }
         match dispatch::target_of(req) {
             Some(target) => self.owner_of_queue(target),
             None => crate::ops::queue_of(req).map_or(self.index, |q| self.owner_of_queue(q)),

@@ -26,7 +26,8 @@ impl FrontEnd {
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
-        if local {
+        // A cluster node's endpoint is no loop: nothing to move to.
+        if local || first >= self.shared.loops.owners() {
             conn.streak = (usize::MAX, 0);
             return;
         }
