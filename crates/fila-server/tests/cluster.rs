@@ -1,5 +1,6 @@
 //! A cluster of three `fila-server` processes on loopback (docs/cluster.md):
-//! the partition is held to the nodes' `max_queues`; a follower answers `not_leader` naming the leader's client address; every
+//! the partition is held to the nodes' `max_queues` and the server's stats
+//! are its leader's; a follower answers `not_leader` naming the leader's client address; every
 //! node names the same leader in its cluster status; a client of a follower
 //! follows to the leader; leases the leader granted hold after it is killed
 //! and their receipts delete on the next leader; the
@@ -43,8 +44,18 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
         .create_queue("one-too-many", SettingsPatch::default())
         .unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::RESOURCE_EXHAUSTED), "{err}");
+    // The server's stats are the partition's, from its leader.
+    let stats = on.server_stats().unwrap();
+    let stat = |name: &str| stats.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+    assert_eq!(stat("queues"), Some(QUEUES_MAX), "{stats:?}");
+    assert_eq!(stat("max_queues"), Some(QUEUES_MAX), "{stats:?}");
     // A follower names the leader.
     let follower = (leader + 1) % 3;
+    let err = client(&nodes[follower].client)
+        .unwrap()
+        .server_stats()
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::NOT_LEADER), "{err}");
     let err = client(&nodes[follower].client)
         .unwrap()
         .put_one("jobs", "to a follower")

@@ -520,6 +520,16 @@ async fn run_job(replica: &Node, shared: &Shared, fwd: &Forwarder, job: RunJob) 
             Err(e) => refusal(replica, shared, &e),
         };
     }
+    if let Request::ServerStats = job.req {
+        // The partition's totals (queues, stored bytes, its limits) as its
+        // leader holds them, with this node's connections and requests.
+        return match replica.read(|owner| owner.totals()).await {
+            Ok(totals) => {
+                fila_proto::Response::ServerStats(shared.metrics.server_stats(&totals)).into()
+            }
+            Err(e) => refusal(replica, shared, &e),
+        };
+    }
     let room = job.route.room;
     let forwards = forwards(shared, &job.route);
     let started = Instant::now();

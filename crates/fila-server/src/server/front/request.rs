@@ -225,7 +225,9 @@ impl FrontEnd {
         if let Some(forbidden) = dispatch::authorize(&caller, &req) {
             return Some(forbidden);
         }
-        if let Request::ServerStats = req {
+        // A cluster node's queues are its partition's: its stats come from
+        // the partition's leader (the cluster endpoint), not from here.
+        if let (Request::ServerStats, None) = (&req, shared.cluster) {
             return Some(Response::ServerStats(
                 shared.metrics.server_stats(&shared.totals),
             ));
