@@ -237,7 +237,7 @@ fn members_added_promoted_removed_and_wiped_among_faults_lose_nothing() {
     let seeds: u64 = std::env::var("FILA_SIM_MEMBER_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+        .unwrap_or(4);
     let mut total = Changes::default();
     let (mut acked, mut deleted) = (0, 0);
     let only: Option<u64> = std::env::var("FILA_SIM_SEED")
