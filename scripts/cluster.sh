@@ -6,8 +6,9 @@
 # ./fila-cluster); the secret the nodes share is made once and kept there.
 # Clients connect to any node: 127.0.0.1:7710, :7720, :7730 (a node that does
 # not lead answers not_leader with the leader's address). Peers talk on
-# :7711, :7721, :7731; the SQS API is on :7712, :7722, :7732 (a node that does
-# not lead forwards SQS calls to the leader). A node may be killed and started again by hand:
+# :7711, :7721, :7731; the SQS API is on :7712, :7722, :7732 and the console on
+# :7713, :7723, :7733 (a node that does not lead forwards their calls to the
+# leader). A node may be killed and started again by hand:
 #   target/release/fila-server --config DIR/node-2.toml
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +41,7 @@ for i in 1 2 3; do
 listen = "127.0.0.1:77${i}0"
 metrics_listen = "off"
 sqs_listen = "127.0.0.1:77${i}2"
-console_listen = "off"
+console_listen = "127.0.0.1:77${i}3"
 data_dir = "$dir/node-$i"
 
 [cluster]
@@ -53,5 +54,5 @@ TOML
     "$bin" --config "$dir/node-$i.toml" > "$dir/node-$i.log" 2>&1 &
     pids+=($!)
 done
-echo "three nodes: clients at 127.0.0.1:7710, :7720, :7730, SQS at :7712, :7722, :7732 (logs in $dir); Ctrl-C stops them"
+echo "three nodes: clients at 127.0.0.1:7710, :7720, :7730, SQS at :7712, :7722, :7732, consoles at :7713, :7723, :7733 (logs in $dir); Ctrl-C stops them"
 wait

@@ -91,9 +91,8 @@ impl FileCluster {
 impl Config {
     /// The cluster's rules: a node among its members, distinct ids, a long
     /// enough secret, durable (`sync = "always"`, a data directory), a CA
-    /// for the peers exactly when TLS is on, and the console off (it shows
-    /// a single node's engine; the SQS API serves a cluster: a follower
-    /// forwards its calls to the leader).
+    /// for the peers exactly when TLS is on (the SQS API and the console
+    /// serve a cluster: a follower forwards their calls to the leader).
     pub(super) fn validate_cluster(&self) -> Result<(), ConfigError> {
         let Some(c) = &self.cluster else {
             return Ok(());
@@ -133,12 +132,6 @@ impl Config {
         if self.sync != Sync::Always || self.data_dir.as_os_str().is_empty() {
             return bad(
                 "cluster: a cluster node is durable (sync = \"always\" and a data_dir)".into(),
-            );
-        }
-        if self.console_listen.is_some() {
-            return bad(
-                "cluster: the console does not serve a cluster yet: set console_listen = \"off\""
-                    .into(),
             );
         }
         match (&self.tls_cert, &c.tls_ca) {

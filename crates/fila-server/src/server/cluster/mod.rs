@@ -520,22 +520,12 @@ async fn run_job(replica: &Node, shared: &Shared, fwd: &Forwarder, job: RunJob) 
             Err(e) => refusal(replica, shared, &e),
         };
     }
-    if let Request::ServerStats = job.req {
-        // The partition's totals (queues, stored bytes, its limits) as its
-        // leader holds them, with this node's connections and requests.
-        return match replica.read(|owner| owner.totals()).await {
-            Ok(totals) => {
-                fila_proto::Response::ServerStats(shared.metrics.server_stats(&totals)).into()
-            }
-            Err(e) => refusal(replica, shared, &e),
-        };
-    }
     let room = job.route.room;
     let forwards = forwards(shared, &job.route);
     let started = Instant::now();
     let mut wait: Option<Duration> = None;
     loop {
-        let ran = match attempt(replica, job.req.clone(), room).await {
+        let ran = match attempt(replica, shared, job.req.clone(), room).await {
             Ok(done) => Ok(done),
             Err(ReplicaError::NotLeader { leader: Some(id) }) if forwards => {
                 let ask = Ask::Run {
@@ -574,9 +564,17 @@ async fn run_job(replica: &Node, shared: &Shared, fwd: &Forwarder, job: RunJob) 
 /// does not know it refuses it).
 async fn attempt(
     replica: &Node,
+    shared: &Shared,
     mut req: Request,
     room: usize,
 ) -> Result<(Answer, u64), ReplicaError> {
+    if let Request::ServerStats = req {
+        // The partition's totals (queues, stored bytes, its limits) as its
+        // leader holds them, with this node's connections and requests.
+        let totals = replica.read(|owner| owner.totals()).await?;
+        let stats = shared.metrics.server_stats(&totals);
+        return Ok((fila_proto::Response::ServerStats(stats).into(), 0));
+    }
     let asked_wait = match &mut req {
         Request::Receive(r) => Some(r.wait_ms.replace(0)),
         _ => None,
@@ -616,7 +614,7 @@ async fn answer_forward(replica: &Node, shared: &Shared, body: Vec<u8>) -> Vec<u
         }
         Ask::Run { room, req } => {
             let opcode = req.opcode() as u8;
-            let (answer, wait_ms) = match attempt(replica, *req, room).await {
+            let (answer, wait_ms) = match attempt(replica, shared, *req, room).await {
                 Ok(done) => done,
                 Err(e) => (refusal(replica, shared, &e), 0),
             };

@@ -93,6 +93,10 @@ pub(super) struct Console {
     /// The data directory's storage, for its free space (none with
     /// `sync = none`).
     disk: Option<fila_wal::FsStorage>,
+    /// On a cluster node: the partition's server stats, as its leader
+    /// answered them at the last sample (none before, or while no leader
+    /// answers).
+    partition: RefCell<Option<Vec<(String, u64)>>>,
 }
 
 /// Who asks: a live session, and the tokens of the last reload.
@@ -266,6 +270,7 @@ async fn serve(
         cookie,
         pre_cookie,
         disk,
+        partition: RefCell::default(),
     });
     tokio::task::spawn_local(sample(console.clone()));
     let mut tick = tokio::time::interval(Duration::from_millis(100));
@@ -321,16 +326,29 @@ async fn sample(console: Rc<Console>) {
         if shared.stopping.load(Ordering::Acquire) {
             return;
         }
-        let requests = shared
-            .metrics
-            .server_stats(&shared.totals)
-            .into_iter()
-            .find(|(k, _)| k == "requests")
-            .map_or(0, |(_, v)| v);
+        let local = shared.metrics.server_stats(&shared.totals);
+        let stat = |stats: &[(String, u64)], name: &str| {
+            stats.iter().find(|(k, _)| k == name).map_or(0, |(_, v)| *v)
+        };
+        let requests = stat(&local, "requests");
+        // A cluster node's queues are its partition's: their figures come
+        // from its leader.
+        let stored = if shared.cluster.is_some() {
+            let req = fila_proto::Request::ServerStats;
+            let partition = match console.call_internal(req).await {
+                Some(fila_proto::Response::ServerStats(stats)) => Some(stats),
+                _ => None,
+            };
+            let stored = partition.as_deref().map_or(0, |p| stat(p, "stored_bytes"));
+            *console.partition.borrow_mut() = partition;
+            stored
+        } else {
+            shared.totals.stored_bytes()
+        };
         console.history.borrow_mut().record_server(
             shared.connections.load(Ordering::Relaxed),
             requests,
-            shared.totals.stored_bytes(),
+            stored,
         );
         let due = console.history.borrow_mut().due(Instant::now());
         for name in due {

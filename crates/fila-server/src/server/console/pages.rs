@@ -185,7 +185,7 @@ pub(super) async fn overview(console: &Console, v: &Visitor, query: &Params) -> 
 fn server(console: &Console, h: &mut Html) {
     let shared = &console.shared;
     let config = &shared.config;
-    let totals = &shared.totals;
+    let figures = Figures::of(console);
     h.raw("<section id=\"server\" data-live><h2>Server</h2><table class=\"kv\">");
     let rows: Vec<(&str, String)> = vec![
         (
@@ -219,15 +219,17 @@ fn server(console: &Console, h: &mut Html) {
         ),
         (
             "Queues",
-            format!("{} of {}", totals.queue_count(), totals.limits().max_queues),
+            match &figures {
+                Some(f) => format!("{} of {}", f.queues, f.max_queues),
+                None => "unknown (no leader answered)".into(),
+            },
         ),
         (
             "Stored",
-            format!(
-                "{} of {}",
-                bytes(totals.stored_bytes()),
-                bytes(totals.limits().max_stored_bytes)
-            ),
+            match &figures {
+                Some(f) => format!("{} of {}", bytes(f.stored), bytes(f.max_stored)),
+                None => "unknown (no leader answered)".into(),
+            },
         ),
         ("Log", log_state(console)),
         (
@@ -244,10 +246,10 @@ fn server(console: &Console, h: &mut Html) {
         ),
         (
             "Puts",
-            if totals.disk() == fila_core::DiskState::Ok {
-                "taken".into()
-            } else {
-                "refused: the disk is short of room or not writable".into()
+            match &figures {
+                Some(f) if !f.puts_refused => "taken".into(),
+                Some(_) => "refused: the disk is short of room or not writable".into(),
+                None => "unknown (no leader answered)".into(),
             },
         ),
         (
@@ -300,9 +302,65 @@ fn server(console: &Console, h: &mut Html) {
     h.raw("</div></section>");
 }
 
-/// The log's state in words.
+/// The figures of the queues the server holds: its engine's, or on a
+/// cluster node its partition's as the leader answered them last.
+struct Figures {
+    queues: u64,
+    max_queues: u64,
+    stored: u64,
+    max_stored: u64,
+    puts_refused: bool,
+}
+
+impl Figures {
+    fn of(console: &Console) -> Option<Figures> {
+        let shared = &console.shared;
+        if shared.cluster.is_none() {
+            let t = &shared.totals;
+            return Some(Figures {
+                queues: t.queue_count(),
+                max_queues: t.limits().max_queues,
+                stored: t.stored_bytes(),
+                max_stored: t.limits().max_stored_bytes,
+                puts_refused: t.disk() != fila_core::DiskState::Ok,
+            });
+        }
+        let partition = console.partition.borrow();
+        let stats = partition.as_deref()?;
+        let stat = |name: &str| stats.iter().find(|(k, _)| k == name).map_or(0, |(_, v)| *v);
+        Some(Figures {
+            queues: stat("queues"),
+            max_queues: stat("max_queues"),
+            stored: stat("stored_bytes"),
+            max_stored: stat("max_stored_bytes"),
+            puts_refused: stat("puts_refused_disk") != 0,
+        })
+    }
+}
+
+/// The log's state in words (a cluster node's: the Raft group's).
 fn log_state(console: &Console) -> String {
     let shared = &console.shared;
+    if shared.cluster.is_some() {
+        let view = shared
+            .cluster_view
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let show = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
+        return match view.as_ref() {
+            Some(v) => format!(
+                "cluster node {} of {}, leader {}, term {}; log {} (committed {}, applied {})",
+                v.node_id,
+                v.members.len(),
+                show(v.leader),
+                v.term,
+                show(v.last_log_index),
+                show(v.committed_index),
+                show(v.applied_index)
+            ),
+            None => "cluster node starting or stopping".into(),
+        };
+    }
     match &shared.marks {
         None => "none (sync = none: nothing is kept across a restart)".into(),
         Some(m) if m.failed() => "FAILED: nothing more is acknowledged".into(),
