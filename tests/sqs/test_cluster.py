@@ -4,7 +4,8 @@ on loopback, each with its own SQS endpoint. SDKs cannot follow a
 pointed at followers creates, sends, receives (long polls too), changes
 visibility and deletes, a receipt handle from one node works on another,
 and after the leader is killed with SIGKILL every acknowledged message that
-was not deleted is still there, through the nodes left."""
+was not deleted is still there, through the nodes left. /metrics shows
+the partition's queues on the leader and who leads on every node."""
 
 import json
 import os
@@ -12,6 +13,7 @@ import socket
 import tempfile
 import threading
 import time
+import urllib.request
 
 import boto3
 import botocore.config
@@ -78,7 +80,7 @@ def nodes():
                 with open(config, "w") as f:
                     f.write(
                         f'listen = "127.0.0.1:{client}"\nsqs_listen = "127.0.0.1:0"\n'
-                        f'metrics_listen = "off"\nconsole_listen = "off"\n'
+                        f'metrics_listen = "127.0.0.1:0"\nconsole_listen = "off"\n'
                         f'shards = 1\nevent_loops = 1\ndata_dir = "{d}/node-{i}"\n'
                         f'[cluster]\nnode_id = {i}\nlisten = "127.0.0.1:{peer}"\n'
                         f'secret = "{SECRET}"\n{members}'
@@ -89,6 +91,12 @@ def nodes():
             for n in started.values():
                 if n.proc is not None:
                     n.stop()
+
+
+def scrape(node):
+    """The node's /metrics text."""
+    with urllib.request.urlopen(f"http://{node.listening['metrics']}/metrics", timeout=10) as r:
+        return r.read().decode()
 
 
 def leader_of(nodes, within=30):
@@ -174,6 +182,16 @@ def test_followers_forward_every_call_and_nothing_acknowledged_is_lost(nodes):
     t.join(30)
     assert [m["Body"] for m in waited["messages"]] == ["late"]
     assert waited["took"] < 10
+
+    # /metrics: the queues' series are the partition's, on its leader; every
+    # node says who leads.
+    lead_metrics = scrape(nodes[leader])
+    assert "fila_cluster_leads 1" in lead_metrics
+    assert "fila_queues 2" in lead_metrics, lead_metrics
+    assert 'fila_queue_visible{queue="orders"}' in lead_metrics
+    follower_metrics = scrape(nodes[follower])
+    assert "fila_cluster_leads 0" in follower_metrics
+    assert f"fila_cluster_leader {leader}" in follower_metrics
 
     # The leader dies: what was acknowledged and not deleted is all there,
     # through the nodes left, and the cluster takes more.

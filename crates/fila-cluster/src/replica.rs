@@ -182,6 +182,16 @@ impl<S: Storage + 'static> Replica<S> {
         })
     }
 
+    /// Runs `op` on the engine this node serves the partition with, while
+    /// it leads and has caught up (none otherwise): unconfirmed by a
+    /// quorum, for figures such as metrics, never for an answer.
+    pub async fn serving<R>(&self, op: impl FnOnce(&mut Owner) -> R) -> Option<R> {
+        let leader_id = *self.raft.as_leader().ok()?.leader_id();
+        let mut serving = self.serving.lock().await;
+        let s = serving.as_mut().filter(|s| s.leader == leader_id)?;
+        Some(op(&mut s.owner))
+    }
+
     /// The server-wide limits (stored bytes, queues) the partition's
     /// leader enforces from its next leadership on (a node sets them
     /// before it serves). Replaying committed entries never checks them:

@@ -54,6 +54,18 @@ pub trait EngineView: Send + Sync {
     fn totals(&self) -> Totals;
     /// The first `max` queues by name with their stats.
     fn queue_stats(&self, max: usize) -> Vec<(String, QueueStats)>;
+    /// A cluster node's state (none on a single node).
+    fn cluster(&self) -> Option<ClusterSeries> {
+        None
+    }
+}
+
+/// What `/metrics` shows of a cluster node.
+pub struct ClusterSeries {
+    /// Its view of its cluster.
+    pub status: fila_proto::ClusterStatus,
+    /// While it leads: the partition's totals (the engine-wide series).
+    pub partition: Option<Totals>,
 }
 
 impl EngineView for Engine {
@@ -291,7 +303,13 @@ impl Metrics {
     /// `fila_metrics_queues_omitted`), so a scrape's size and cost stay
     /// bounded however many queues there are.
     pub fn render(&self, view: &dyn EngineView, max_queues: usize) -> String {
-        let engine = view.totals();
+        let cluster = view.cluster();
+        // A cluster node's queues are its partition's: their series are the
+        // leader's (elsewhere the node's own engine's, which holds none).
+        let engine = match cluster.as_ref().and_then(|c| c.partition.clone()) {
+            Some(partition) => partition,
+            None => view.totals(),
+        };
         let mut o = String::new();
         let gauge = |o: &mut String, name: &str, help: &str, v: u64| {
             let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
@@ -402,6 +420,9 @@ impl Metrics {
             "The server's budget for stored messages.",
             engine.limits().max_stored_bytes,
         );
+        if let Some(c) = &cluster {
+            render_cluster(&mut o, c);
+        }
         let queues = if max_queues == 0 {
             Vec::new()
         } else {
@@ -497,6 +518,36 @@ impl Metrics {
             }
         }
         o
+    }
+}
+
+/// A cluster node's series: whether it leads, the term, the leader, its
+/// log's indexes and, on the leader, how far each member has taken the log.
+fn render_cluster(o: &mut String, c: &ClusterSeries) {
+    let s = &c.status;
+    let leads = s.leader == Some(s.node_id);
+    let _ = writeln!(o, "# HELP fila_cluster_leads 1 while this node leads the partition (its queue series are the partition's).\n# TYPE fila_cluster_leads gauge\nfila_cluster_leads {}", u64::from(leads));
+    let _ = writeln!(o, "# HELP fila_cluster_leader The node that leads the partition, as this node knows it (0: none known).\n# TYPE fila_cluster_leader gauge\nfila_cluster_leader {}", s.leader.unwrap_or(0));
+    let _ = writeln!(o, "# HELP fila_cluster_term The Raft term this node is in.\n# TYPE fila_cluster_term gauge\nfila_cluster_term {}", s.term);
+    let _ = writeln!(o, "# HELP fila_cluster_log_index This node's Raft log: its last entry, the last committed, the last applied.\n# TYPE fila_cluster_log_index gauge");
+    for (kind, v) in [
+        ("last", s.last_log_index),
+        ("committed", s.committed_index),
+        ("applied", s.applied_index),
+    ] {
+        if let Some(v) = v {
+            let _ = writeln!(o, "fila_cluster_log_index{{index=\"{kind}\"}} {v}");
+        }
+    }
+    let _ = writeln!(o, "# HELP fila_cluster_member_matched_index On the leader: the last entry each member holds.\n# TYPE fila_cluster_member_matched_index gauge");
+    for m in &s.members {
+        if let Some(v) = m.matched_index {
+            let _ = writeln!(
+                o,
+                "fila_cluster_member_matched_index{{member=\"{}\"}} {v}",
+                m.id
+            );
+        }
     }
 }
 

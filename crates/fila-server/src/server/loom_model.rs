@@ -60,7 +60,7 @@ fn shared_for(loops: Loops, totals: fila_core::Totals) -> Arc<Shared> {
         auth_warn: super::WarnLimit::default(),
         tls_warn: super::WarnLimit::default(),
         cluster: None,
-        cluster_view: std::sync::Mutex::new(None),
+        published: Arc::default(),
         live: Arc::new(crate::live::Live::new(&Config::default()).expect("no TLS files")),
     })
 }

@@ -110,9 +110,10 @@ struct Shared {
     /// A cluster node: the endpoint every queue request goes to (its
     /// partition's replica, `cluster/`).
     cluster: Option<usize>,
-    /// A cluster node's view of its cluster, refreshed by its thread (what
-    /// `ClusterStatus` answers).
-    cluster_view: Mutex<Option<fila_proto::ClusterStatus>>,
+    /// What a cluster node's thread publishes: its view of its cluster
+    /// (what `ClusterStatus` answers), the partition's totals while it
+    /// leads.
+    published: Arc<view::Published>,
 }
 
 /// A warning logged at most once a second, with how many were left out
@@ -306,10 +307,12 @@ impl Server {
         // Once recovered, the loops own the shards: the log writer and the
         // metrics endpoint ask them, never the engine.
         let alive = Arc::new(AtomicU64::new(config.event_loops as u64));
+        let published = Arc::new(view::Published::default());
         let view = Arc::new(LoopsView {
             loops: loops.clone(),
             totals: engine.totals(),
             alive: alive.clone(),
+            cluster: cluster_index.map(|i| (i, published.clone())),
         });
         let (store, data_lock) =
             durable::open(&config, &engine, view.clone(), &loops, &fatal, &stopping)?;
@@ -354,7 +357,7 @@ impl Server {
             auth_warn: WarnLimit::default(),
             tls_warn: WarnLimit::default(),
             cluster: cluster_index,
-            cluster_view: Mutex::new(None),
+            published,
         });
         let mut listener = Some(listener);
         let mut threads = Vec::new();

@@ -77,14 +77,28 @@ pub(in crate::server) struct ScrapeAsk {
     pub(in crate::server) reply: MpscSender<Vec<(String, QueueStats)>>,
 }
 
+/// What a cluster node's thread publishes for the other threads.
+#[derive(Default)]
+pub(in crate::server) struct Published {
+    /// Its view of its cluster, refreshed every 100 ms (what
+    /// `ClusterStatus` answers, what `/metrics` shows).
+    pub(in crate::server) view: Mutex<Option<fila_proto::ClusterStatus>>,
+    /// While it leads: the totals of the partition's engine (`/metrics`).
+    pub(in crate::server) totals: Mutex<Option<Totals>>,
+}
+
 /// The engine as the loops hold it, for the log writer (snapshots) and
 /// the metrics endpoint (per-queue series): both ask every loop through
-/// its mailbox and never touch a shard themselves.
+/// its mailbox and never touch a shard themselves. On a cluster node the
+/// metrics endpoint asks the cluster's endpoint instead, which answers
+/// while it leads the partition.
 pub(in crate::server) struct LoopsView {
     pub(in crate::server) loops: Loops,
     pub(in crate::server) totals: Totals,
     /// Loops still running.
     pub(in crate::server) alive: Arc<AtomicU64>,
+    /// A cluster node: its endpoint, and what its thread publishes.
+    pub(in crate::server) cluster: Option<(usize, Arc<Published>)>,
 }
 
 impl LoopsView {
@@ -174,6 +188,14 @@ impl crate::metrics::EngineView for LoopsView {
     fn queue_stats(&self, max: usize) -> Vec<(String, QueueStats)> {
         let (reply, answers) = std::sync::mpsc::channel();
         let deadline = Instant::now() + GATHER_DEADLINE;
+        if let Some((index, _)) = &self.cluster {
+            let ask = Msg::Scrape(ScrapeAsk { max, reply });
+            if !self.loops.push_within(*index, ask, deadline) {
+                return Vec::new();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            return answers.recv_timeout(left).unwrap_or_default();
+        }
         self.ask(
             || {
                 Msg::Scrape(ScrapeAsk {
@@ -195,5 +217,20 @@ impl crate::metrics::EngineView for LoopsView {
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         all.truncate(max);
         all
+    }
+
+    fn cluster(&self) -> Option<crate::metrics::ClusterSeries> {
+        let (_, published) = self.cluster.as_ref()?;
+        let status = published
+            .view
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()?;
+        let partition = published
+            .totals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        Some(crate::metrics::ClusterSeries { status, partition })
     }
 }

@@ -216,7 +216,13 @@ async fn run(
     hand_over(&replica).await;
     view.abort();
     *shared
-        .cluster_view
+        .published
+        .view
+        .lock()
+        .unwrap_or_else(|p| p.into_inner()) = None;
+    *shared
+        .published
+        .totals
         .lock()
         .unwrap_or_else(|p| p.into_inner()) = None;
     peers.abort();
@@ -229,8 +235,9 @@ async fn run(
 /// refreshed.
 const VIEW_EVERY: Duration = Duration::from_millis(100);
 
-/// Keeps `shared.cluster_view` the Raft node's view: members, leader, log
-/// indexes, and on the leader how far each member has taken the log.
+/// Keeps `shared.published.view` the Raft node's view: members, leader, log
+/// indexes, and on the leader how far each member has taken the log; and
+/// `shared.published.totals` the partition's totals while it leads.
 async fn keep_view(replica: Arc<Node>, shared: Arc<Shared>) {
     loop {
         let status = {
@@ -261,9 +268,16 @@ async fn keep_view(replica: Arc<Node>, shared: Arc<Shared>) {
             }
         };
         *shared
-            .cluster_view
+            .published
+            .view
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(status);
+        let totals = replica.serving(|owner| owner.totals()).await;
+        *shared
+            .published
+            .totals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = totals;
         tokio::time::sleep(VIEW_EVERY).await;
     }
 }
@@ -418,6 +432,22 @@ async fn on_msg(replica: &Node, shared: &Shared, fwd: &Forwarder, msg: Msg) {
             if let Err(ReplicaError::NotLeader { leader: Some(id) }) = ran {
                 let _ = forward_to(replica, shared, fwd, id, &Ask::Abandon(given)).await;
             }
+        }
+        Msg::Scrape(ask) => {
+            // The metrics endpoint's per-queue series: the partition's,
+            // while this node leads it.
+            let max = ask.max;
+            let stats = replica
+                .serving(move |owner| {
+                    let names = owner.list_queues("", "", max);
+                    names
+                        .into_iter()
+                        .filter_map(|q| owner.stats(&q).ok().map(|s| (q, s)))
+                        .collect()
+                })
+                .await
+                .unwrap_or_default();
+            let _ = ask.reply.send(stats);
         }
         Msg::Cancel { reply, .. } => {
             // Nothing parks here: a cancel finds nothing to cancel.

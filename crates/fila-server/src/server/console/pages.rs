@@ -343,7 +343,8 @@ fn log_state(console: &Console) -> String {
     let shared = &console.shared;
     if shared.cluster.is_some() {
         let view = shared
-            .cluster_view
+            .published
+            .view
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let show = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());

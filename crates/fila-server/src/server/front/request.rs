@@ -234,7 +234,8 @@ impl FrontEnd {
         }
         if let Request::ClusterStatus = req {
             let view = shared
-                .cluster_view
+                .published
+                .view
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             return Some(match view.as_ref() {
