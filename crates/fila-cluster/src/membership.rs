@@ -98,7 +98,9 @@ impl<S: Storage + 'static> Replica<S> {
     /// membership that holds it is committed (it then takes the log from
     /// the leader; [`Replica::promote`] makes it a voter once it has
     /// caught up). Adding a learner already there with the same addresses
-    /// changes nothing.
+    /// changes nothing; an id at or below the highest that was ever a
+    /// member is refused (ids only grow: a removed node comes back under a
+    /// new one).
     pub async fn add_learner(&self, id: NodeId, member: Member) -> Result<(), ReplicaError> {
         let view = self.leader_view()?;
         if id == 0 {
@@ -116,6 +118,19 @@ impl<S: Storage + 'static> Replica<S> {
             return Err(refused(format!(
                 "node {id} is already {what} (peer {}, client {}): remove it first",
                 known.addr, known.client
+            )));
+        }
+        // A removed node's id is never taken again: a node that comes back
+        // (wiped, or not) joins under a new one. Raft's safety rests on a
+        // member's vote and log, which a wiped node lost.
+        let highest = self
+            .state()
+            .highest_id()
+            .map_err(|e| ReplicaError::Raft(e.to_string()))?
+            .max(view.nodes.keys().copied().max().unwrap_or(0));
+        if id <= highest {
+            return Err(refused(format!(
+                "node {id}: ids only grow — every id up to {highest} is or was a member; a node that was removed comes back under a new id above {highest}"
             )));
         }
         if let Some((other, _)) = view

@@ -10,6 +10,11 @@
 //! openraft applies the committed entries after it again (every record is
 //! idempotent: applying one whose effect the state already shows changes
 //! nothing).
+//!
+//! Beside the queues it keeps the highest node id that was ever a member
+//! (a removed node's id is never taken again: [`StateMachine::highest_id`]).
+//! A snapshot's data is [`IDS_MAGIC`], that id, then the engine image (data
+//! without the magic, of an earlier version, is an image alone).
 
 use std::io::{self, Cursor};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,12 +28,31 @@ use openraft::storage::{EntryResponder, RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 
 use crate::codec::{decode_sm_head, encode_sm_head};
-use crate::{Applied, LogId, SnapshotMeta, StoredMembership, TypeConfig};
+use crate::{Applied, LogId, NodeId, SnapshotMeta, StoredMembership, TypeConfig};
 
 type SnapshotOf = openraft::alias::SnapshotOf<TypeConfig, Cursor<Vec<u8>>>;
 
 /// The state machine's snapshot file.
 pub const SNAPSHOT_FILE: &str = "state.snap";
+
+/// What a snapshot's data starts with: the highest member id follows.
+pub const IDS_MAGIC: &[u8; 8] = b"FILAIDS1";
+
+/// The highest member id a snapshot's data holds, and its engine image.
+fn split_data(data: &[u8]) -> (NodeId, &[u8]) {
+    match data.strip_prefix(IDS_MAGIC.as_slice()) {
+        Some(rest) if rest.len() >= 8 => {
+            let (id, image) = rest.split_at(8);
+            (u64::from_be_bytes(id.try_into().expect("8 bytes")), image)
+        }
+        _ => (0, data),
+    }
+}
+
+/// The highest id of a membership's nodes.
+fn highest_of(m: &StoredMembership) -> NodeId {
+    m.membership().nodes().map(|(id, _)| *id).max().unwrap_or(0)
+}
 
 /// The state machine of one group. Cloned, it is the same one (the
 /// snapshot builder openraft runs is a clone).
@@ -49,7 +73,9 @@ struct Inner<S> {
     replay: Replay,
     applied: Option<LogId>,
     membership: StoredMembership,
-    /// The newest snapshot: its metadata and its engine image.
+    /// The highest node id that was ever a member.
+    highest: NodeId,
+    /// The newest snapshot: its metadata and its data.
     snapshot: Option<(SnapshotMeta, Arc<Vec<u8>>)>,
 }
 
@@ -71,19 +97,22 @@ impl<S: Storage + 'static> StateMachine<S> {
             replay: Replay::default(),
             applied: None,
             membership: StoredMembership::default(),
+            highest: 0,
             snapshot: None,
         };
         if let Some(data) = data {
             let bad = |what| crate::Error::Snapshot { what };
-            let (applied, membership, image) = decode_sm_head(&data).map_err(|e| bad(e.what))?;
+            let (applied, membership, body) = decode_sm_head(&data).map_err(|e| bad(e.what))?;
+            let (highest, image) = split_data(body);
             read_snapshot(&mut &image[..], &mut inner.replay).map_err(|e| bad(e.what))?;
+            inner.highest = highest.max(highest_of(&membership));
             let meta = SnapshotMeta {
                 last_log_id: applied,
                 last_membership: membership.clone(),
             };
             inner.applied = applied;
             inner.membership = membership;
-            inner.snapshot = Some((meta, Arc::new(image.to_vec())));
+            inner.snapshot = Some((meta, Arc::new(body.to_vec())));
         }
         Ok(StateMachine {
             inner: Arc::new(Mutex::new(inner)),
@@ -106,6 +135,13 @@ impl<S: Storage + 'static> StateMachine<S> {
         Ok(self.lock()?.applied)
     }
 
+    /// The highest node id that was ever a member, as far as this state
+    /// has applied (kept across snapshots): a new member takes an id above
+    /// it.
+    pub fn highest_id(&self) -> io::Result<NodeId> {
+        Ok(self.lock()?.highest)
+    }
+
     /// Closes the state machine; answers its storage when no clone is
     /// left (for tests that crash it).
     pub fn close(self) -> Option<S> {
@@ -115,13 +151,13 @@ impl<S: Storage + 'static> StateMachine<S> {
 }
 
 impl<S: Storage> Inner<S> {
-    /// Makes `meta` and `image` the snapshot, on disk first.
-    fn keep_snapshot(&mut self, meta: SnapshotMeta, image: Vec<u8>) -> io::Result<()> {
-        let mut file = Vec::with_capacity(image.len() + 256);
+    /// Makes `meta` and `data` the snapshot, on disk first.
+    fn keep_snapshot(&mut self, meta: SnapshotMeta, data: Vec<u8>) -> io::Result<()> {
+        let mut file = Vec::with_capacity(data.len() + 256);
         encode_sm_head(meta.last_log_id.as_ref(), &meta.last_membership, &mut file);
-        file.extend_from_slice(&image);
+        file.extend_from_slice(&data);
         fila_wal::replace_file(&mut self.storage, SNAPSHOT_FILE, &file)?;
-        self.snapshot = Some((meta, Arc::new(image)));
+        self.snapshot = Some((meta, Arc::new(data)));
         Ok(())
     }
 }
@@ -131,7 +167,8 @@ impl<S: Storage + 'static> RaftSnapshotBuilder<TypeConfig> for StateMachine<S> {
 
     async fn build_snapshot(&mut self) -> Result<SnapshotOf, io::Error> {
         let mut inner = self.lock()?;
-        let mut image = Vec::new();
+        let mut image = IDS_MAGIC.to_vec();
+        image.extend_from_slice(&inner.highest.to_be_bytes());
         encode_image(&inner.replay.clone().into_image(), &mut image);
         let meta = SnapshotMeta {
             last_log_id: inner.applied,
@@ -177,6 +214,7 @@ impl<S: Storage + 'static> RaftStateMachine<TypeConfig> for StateMachine<S> {
                 }
                 EntryPayload::Membership(m) => {
                     inner.membership = StoredMembership::new(Some(entry.log_id), m.clone());
+                    inner.highest = inner.highest.max(highest_of(&inner.membership));
                 }
             }
             inner.applied = Some(entry.log_id);
@@ -197,14 +235,19 @@ impl<S: Storage + 'static> RaftStateMachine<TypeConfig> for StateMachine<S> {
         meta: &SnapshotMeta,
         snapshot: Cursor<Vec<u8>>,
     ) -> Result<(), io::Error> {
-        let image = snapshot.into_inner();
+        let data = snapshot.into_inner();
+        let (highest, image) = split_data(&data);
         let mut replay = Replay::default();
         read_snapshot(&mut &image[..], &mut replay).map_err(invalid)?;
         let mut inner = self.lock()?;
-        inner.keep_snapshot(meta.clone(), image)?;
+        inner.keep_snapshot(meta.clone(), data.clone())?;
         inner.replay = replay;
         inner.applied = meta.last_log_id;
         inner.membership = meta.last_membership.clone();
+        inner.highest = inner
+            .highest
+            .max(highest)
+            .max(highest_of(&meta.last_membership));
         Ok(())
     }
 
@@ -214,5 +257,75 @@ impl<S: Storage + 'static> RaftStateMachine<TypeConfig> for StateMachine<S> {
             meta: meta.clone(),
             snapshot: Cursor::new(image.to_vec()),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use fila_wal::SimDisk;
+
+    use super::*;
+    use crate::{Member, Membership};
+
+    fn log_id(index: u64) -> LogId {
+        LogId::new(
+            openraft::impls::leader_id_adv::LeaderId {
+                term: 1,
+                node_id: 1,
+            },
+            index,
+        )
+    }
+
+    fn members(ids: &[u64]) -> StoredMembership {
+        let nodes: BTreeMap<u64, Member> = ids.iter().map(|n| (*n, Member::default())).collect();
+        let voters: BTreeSet<u64> = ids.iter().copied().collect();
+        StoredMembership::new(
+            Some(log_id(1)),
+            Membership::new(vec![voters], nodes).unwrap(),
+        )
+    }
+
+    fn data(highest: Option<u64>) -> Vec<u8> {
+        let mut out = Vec::new();
+        if let Some(h) = highest {
+            out.extend_from_slice(IDS_MAGIC);
+            out.extend_from_slice(&h.to_be_bytes());
+        }
+        encode_image(&EngineImage::default(), &mut out);
+        out
+    }
+
+    #[tokio::test]
+    async fn the_highest_member_id_survives_snapshots_and_restarts() {
+        // Node 7 was a member once; the membership now is {1, 2}.
+        let meta = SnapshotMeta {
+            last_log_id: Some(log_id(10)),
+            last_membership: members(&[1, 2]),
+        };
+        let mut sm = StateMachine::open(SimDisk::new(1)).unwrap();
+        sm.install_snapshot(&meta, Cursor::new(data(Some(7))))
+            .await
+            .unwrap();
+        assert_eq!(sm.highest_id().unwrap(), 7);
+        // Its own snapshot carries it to another node, and a restart reads
+        // it back.
+        let built = sm.build_snapshot().await.unwrap();
+        let mut other = StateMachine::open(SimDisk::new(2)).unwrap();
+        other
+            .install_snapshot(&built.meta, built.snapshot)
+            .await
+            .unwrap();
+        assert_eq!(other.highest_id().unwrap(), 7);
+        let disk = other.close().unwrap();
+        assert_eq!(StateMachine::open(disk).unwrap().highest_id().unwrap(), 7);
+        // An earlier version's data (an image alone): the membership's.
+        let mut old = StateMachine::open(SimDisk::new(3)).unwrap();
+        old.install_snapshot(&meta, Cursor::new(data(None)))
+            .await
+            .unwrap();
+        assert_eq!(old.highest_id().unwrap(), 2);
     }
 }

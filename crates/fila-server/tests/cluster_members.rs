@@ -216,6 +216,16 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
     std::fs::remove_dir_all(&nodes[1].data).unwrap();
     let mut wiped = joiner(&dir.0, 5);
     wiped.start();
+    // Under its old id it is refused: a removed id is never taken again.
+    let err = c
+        .change_cluster(ClusterChange::AddLearner {
+            id: 2,
+            peer: wiped.peer.clone(),
+            client: wiped.client.clone(),
+        })
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::INVALID_ARGUMENT), "{err}");
+    assert!(err.to_string().contains("ids only grow"), "{err}");
     let back = Instant::now();
     c.change_cluster(ClusterChange::AddLearner {
         id: 5,
