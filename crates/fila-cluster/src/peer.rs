@@ -22,8 +22,10 @@
 //! A follower may forward a request to its leader ([`Forwarder`]): the
 //! bytes travel opaque and the listener's [`Forward`] handler answers them
 //! (the server's: a request a client could not take elsewhere, such as an
-//! SQS call). A forwarding node uses at most [`FORWARD_CONNECTIONS`] to
-//! each peer, so that forwards leave room for Raft's own connections.
+//! SQS call). A node has at most [`FORWARD_CONNECTIONS`] forwards under
+//! way at once, each on a connection of its own (a follower forwards only
+//! to its leader), so that forwards leave room for Raft's own connections
+//! within the leader's [`CONNECTIONS_MAX`].
 //!
 //! Limits: [`CONNECTIONS_MAX`] connections served at once (more wait to
 //! be accepted), a handshake within [`HANDSHAKE_TIMEOUT`], a connection
@@ -65,7 +67,7 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 const MAGIC: &[u8; 8] = b"FILAPEER";
 
-/// Connections a node forwards over to one peer at once.
+/// Forwards a node has under way at once, each on a connection of its own.
 pub const FORWARD_CONNECTIONS: usize = 8;
 
 /// A node's handler of forwarded requests: the request's bytes in, its
