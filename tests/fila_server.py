@@ -1,14 +1,17 @@
 """A fila-server process for the Python suites (tests/sqs, tests/console):
 started with the flags given on ephemeral loopback ports, its addresses
 read from its "fila-server listening" line, stopped with SIGTERM (then
-SIGKILL); and the fila CLI against it.
+SIGKILL); and the fila CLI against it. A cluster's nodes and their
+configuration files too.
 
 The binaries come from FILA_BIN_DIR (the suites' scripts build them into
 target/debug)."""
 
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import threading
 
@@ -89,3 +92,53 @@ class FilaServer:
         if check and out.returncode != 0:
             raise AssertionError(f"fila {args} exited {out.returncode}: {out.stderr}")
         return out
+
+
+def free_port():
+    """A free port on loopback (bound and let go)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ClusterNode(FilaServer):
+    """A node of a cluster, started from its configuration file alone."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+
+    def args(self):
+        return ["--config", self.config]
+
+    def leader(self, token=None):
+        """The leader its cluster status names; None while it starts or
+        knows none."""
+        out = self.run_fila(["--json", "cluster", "status"], token=token, check=False)
+        if out.returncode != 0:
+            return None
+        return json.loads(out.stdout).get("leader")
+
+
+def cluster_configs(d, listeners, extra="", n=3):
+    """Writes the configuration files of an `n`-node cluster on loopback
+    under `d` (every node's `listeners` and `extra` lines, its own client
+    and peer ports, the shared secret, the members); answers their paths
+    by node id."""
+    ports = {i: (free_port(), free_port()) for i in range(1, n + 1)}
+    members = "".join(
+        f'[[cluster.members]]\nid = {i}\npeer = "127.0.0.1:{p}"\nclient = "127.0.0.1:{c}"\n'
+        for i, (c, p) in ports.items()
+    )
+    paths = {}
+    for i, (client, peer) in ports.items():
+        path = os.path.join(d, f"node-{i}.toml")
+        with open(path, "w") as f:
+            f.write(
+                f'listen = "127.0.0.1:{client}"\n{listeners}\n'
+                f'shards = 1\nevent_loops = 1\ndata_dir = "{d}/node-{i}"\n{extra}\n'
+                f'[cluster]\nnode_id = {i}\nlisten = "127.0.0.1:{peer}"\n'
+                f'secret = "a secret the nodes of the test share"\n{members}'
+            )
+        paths[i] = path
+    return paths

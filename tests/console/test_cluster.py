@@ -5,35 +5,19 @@ leader holds them (the follower forwards each call), and the server
 section shows the Raft group's state and the partition's figures."""
 
 import json
-import os
-import socket
 import tempfile
 import time
 
 import pytest
 from selenium.webdriver.common.by import By
 
-from conftest import ADMIN, CONFIG, FilaServer
+from conftest import ADMIN, CONFIG
+from fila_server import ClusterNode, cluster_configs
 from test_console import figure, sign_in, text_of, wait
 
-SECRET = "a secret the three nodes share"
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Node(FilaServer):
+class Node(ClusterNode):
     """One node of the cluster, its console on."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-
-    def args(self):
-        return ["--config", self.config]
 
     @property
     def url(self):
@@ -42,32 +26,14 @@ class Node(FilaServer):
     def fila(self, *args):
         return self.run_fila(args, token=ADMIN).stdout
 
-    def leader(self):
-        out = self.run_fila(["--json", "cluster", "status"], token=ADMIN, check=False)
-        return json.loads(out.stdout).get("leader") if out.returncode == 0 else None
-
 
 @pytest.fixture(scope="module")
 def nodes():
     with tempfile.TemporaryDirectory() as d:
-        ports = {i: (free_port(), free_port()) for i in (1, 2, 3)}
-        members = "".join(
-            f'[[cluster.members]]\nid = {i}\npeer = "127.0.0.1:{p}"\nclient = "127.0.0.1:{c}"\n'
-            for i, (c, p) in ports.items()
-        )
+        listeners = 'console_listen = "127.0.0.1:0"\nsqs_listen = "off"\nmetrics_listen = "off"'
         started = {}
         try:
-            for i, (client, peer) in ports.items():
-                config = os.path.join(d, f"node-{i}.toml")
-                with open(config, "w") as f:
-                    f.write(
-                        f'listen = "127.0.0.1:{client}"\nconsole_listen = "127.0.0.1:0"\n'
-                        f'sqs_listen = "off"\nmetrics_listen = "off"\n'
-                        f'shards = 1\nevent_loops = 1\ndata_dir = "{d}/node-{i}"\n'
-                        f"{CONFIG}\n"
-                        f'[cluster]\nnode_id = {i}\nlisten = "127.0.0.1:{peer}"\n'
-                        f'secret = "{SECRET}"\n{members}'
-                    )
+            for i, config in cluster_configs(d, listeners, extra=CONFIG).items():
                 started[i] = Node(config).start()
             yield started
         finally:
@@ -79,7 +45,7 @@ def test_a_follower_s_console_shows_the_partition(nodes, browser, shot):
     deadline = time.monotonic() + 30
     leader = None
     while leader is None and time.monotonic() < deadline:
-        leader = next((n.leader() for n in nodes.values() if n.leader()), None)
+        leader = next((n.leader(ADMIN) for n in nodes.values() if n.leader(ADMIN)), None)
         if leader is None:
             time.sleep(0.1)
     assert leader is not None, "no leader"

@@ -7,9 +7,6 @@ and after the leader is killed with SIGKILL every acknowledged message that
 was not deleted is still there, through the nodes left. /metrics shows
 the partition's queues on the leader and who leads on every node."""
 
-import json
-import os
-import socket
 import tempfile
 import threading
 import time
@@ -19,26 +16,11 @@ import boto3
 import botocore.config
 import pytest
 
-from conftest import FilaServer
-
-SECRET = "a secret the three nodes share"
+from fila_server import ClusterNode, cluster_configs
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Node(FilaServer):
-    """One node of the cluster, started from a configuration file."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-
-    def args(self):
-        return ["--config", self.config]
+class Node(ClusterNode):
+    """One node of the cluster, its SQS endpoint and /metrics on."""
 
     def client(self):
         return boto3.client(
@@ -54,11 +36,6 @@ class Node(FilaServer):
             ),
         )
 
-    def status(self):
-        """Its view of the cluster; None while it starts."""
-        out = self.run_fila(["--json", "cluster", "status"], check=False)
-        return json.loads(out.stdout) if out.returncode == 0 else None
-
     def kill(self):
         self.proc.kill()
         self.proc.wait(10)
@@ -68,23 +45,10 @@ class Node(FilaServer):
 @pytest.fixture(scope="module")
 def nodes():
     with tempfile.TemporaryDirectory() as d:
-        ports = {i: (free_port(), free_port()) for i in (1, 2, 3)}
-        members = "".join(
-            f'[[cluster.members]]\nid = {i}\npeer = "127.0.0.1:{p}"\nclient = "127.0.0.1:{c}"\n'
-            for i, (c, p) in ports.items()
-        )
+        listeners = 'sqs_listen = "127.0.0.1:0"\nmetrics_listen = "127.0.0.1:0"\nconsole_listen = "off"'
         started = {}
         try:
-            for i, (client, peer) in ports.items():
-                config = os.path.join(d, f"node-{i}.toml")
-                with open(config, "w") as f:
-                    f.write(
-                        f'listen = "127.0.0.1:{client}"\nsqs_listen = "127.0.0.1:0"\n'
-                        f'metrics_listen = "127.0.0.1:0"\nconsole_listen = "off"\n'
-                        f'shards = 1\nevent_loops = 1\ndata_dir = "{d}/node-{i}"\n'
-                        f'[cluster]\nnode_id = {i}\nlisten = "127.0.0.1:{peer}"\n'
-                        f'secret = "{SECRET}"\n{members}'
-                    )
+            for i, config in cluster_configs(d, listeners).items():
                 started[i] = Node(config).start()
             yield started
         finally:
@@ -106,7 +70,7 @@ def leader_of(nodes, within=30):
         for n in nodes.values():
             if n.proc is None:
                 continue
-            leader = (n.status() or {}).get("leader")
+            leader = n.leader()
             if leader is not None and nodes[leader].proc is not None:
                 return leader
         time.sleep(0.1)
