@@ -7,12 +7,14 @@ configuration files too.
 The binaries come from FILA_BIN_DIR (the suites' scripts build them into
 target/debug)."""
 
+import contextlib
 import json
 import os
 import re
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -142,3 +144,18 @@ def cluster_configs(d, listeners, extra="", n=3):
             )
         paths[i] = path
     return paths
+
+
+@contextlib.contextmanager
+def running_cluster(node_class, listeners, extra=""):
+    """A 3-node cluster of `node_class` (a ClusterNode) started in a
+    temporary directory; every node is stopped at the end."""
+    with tempfile.TemporaryDirectory() as d:
+        started = {}
+        try:
+            for i, config in cluster_configs(d, listeners, extra).items():
+                started[i] = node_class(config).start()
+            yield started
+        finally:
+            for n in started.values():
+                n.stop()

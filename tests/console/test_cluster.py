@@ -5,14 +5,13 @@ leader holds them (the follower forwards each call), and the server
 section shows the Raft group's state and the partition's figures."""
 
 import json
-import tempfile
 import time
 
 import pytest
 from selenium.webdriver.common.by import By
 
 from conftest import ADMIN, CONFIG
-from fila_server import ClusterNode, cluster_configs
+from fila_server import ClusterNode, running_cluster
 from test_console import figure, sign_in, text_of, wait
 
 
@@ -29,16 +28,9 @@ class Node(ClusterNode):
 
 @pytest.fixture(scope="module")
 def nodes():
-    with tempfile.TemporaryDirectory() as d:
-        listeners = 'console_listen = "127.0.0.1:0"\nsqs_listen = "off"\nmetrics_listen = "off"'
-        started = {}
-        try:
-            for i, config in cluster_configs(d, listeners, extra=CONFIG).items():
-                started[i] = Node(config).start()
-            yield started
-        finally:
-            for n in started.values():
-                n.stop()
+    listeners = 'console_listen = "127.0.0.1:0"\nsqs_listen = "off"\nmetrics_listen = "off"'
+    with running_cluster(Node, listeners, extra=CONFIG) as started:
+        yield started
 
 
 def test_a_follower_s_console_shows_the_partition(nodes, browser, shot):

@@ -7,7 +7,6 @@ and after the leader is killed with SIGKILL every acknowledged message that
 was not deleted is still there, through the nodes left. /metrics shows
 the partition's queues on the leader and who leads on every node."""
 
-import tempfile
 import threading
 import time
 import urllib.request
@@ -16,7 +15,7 @@ import boto3
 import botocore.config
 import pytest
 
-from fila_server import ClusterNode, cluster_configs
+from fila_server import ClusterNode, running_cluster
 
 
 class Node(ClusterNode):
@@ -44,17 +43,9 @@ class Node(ClusterNode):
 
 @pytest.fixture(scope="module")
 def nodes():
-    with tempfile.TemporaryDirectory() as d:
-        listeners = 'sqs_listen = "127.0.0.1:0"\nmetrics_listen = "127.0.0.1:0"\nconsole_listen = "off"'
-        started = {}
-        try:
-            for i, config in cluster_configs(d, listeners).items():
-                started[i] = Node(config).start()
-            yield started
-        finally:
-            for n in started.values():
-                if n.proc is not None:
-                    n.stop()
+    listeners = 'sqs_listen = "127.0.0.1:0"\nmetrics_listen = "127.0.0.1:0"\nconsole_listen = "off"'
+    with running_cluster(Node, listeners) as started:
+        yield started
 
 
 def scrape(node):
