@@ -96,13 +96,47 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> PeerStream for T {}
 type Stream = Box<dyn PeerStream>;
 
 /// TLS between nodes: how a listener presents itself and how a caller
-/// checks it.
+/// checks it. Cloned, it is the same one: [`PeerTls::set`] (a reload of the
+/// certificates) takes effect for every connection made after it, and
+/// connections already open keep theirs.
 #[derive(Clone)]
 pub struct PeerTls {
-    /// The listener's side (its node's certificate).
-    pub server: Arc<rustls::ServerConfig>,
-    /// The caller's side (the cluster's CA).
-    pub client: Arc<rustls::ClientConfig>,
+    configs: Arc<std::sync::RwLock<TlsConfigs>>,
+}
+
+type TlsConfigs = (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>);
+
+impl PeerTls {
+    /// The listener's side (its node's certificate) and the caller's (the
+    /// cluster's CA).
+    pub fn new(server: Arc<rustls::ServerConfig>, client: Arc<rustls::ClientConfig>) -> PeerTls {
+        PeerTls {
+            configs: Arc::new(std::sync::RwLock::new((server, client))),
+        }
+    }
+
+    /// Replaces both sides for the connections made from now on.
+    pub fn set(&self, server: Arc<rustls::ServerConfig>, client: Arc<rustls::ClientConfig>) {
+        *self.configs.write().unwrap_or_else(|p| p.into_inner()) = (server, client);
+    }
+
+    /// The listener's side in force.
+    pub fn server_config(&self) -> Arc<rustls::ServerConfig> {
+        self.configs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .clone()
+    }
+
+    /// The caller's side in force.
+    pub fn client_config(&self) -> Arc<rustls::ClientConfig> {
+        self.configs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+            .clone()
+    }
 }
 
 /// The host a peer address names, as TLS checks it.
@@ -190,7 +224,7 @@ where
     let mut stream: Stream = match tls {
         None => Box::new(tcp),
         Some(tls) => {
-            let accepted = tokio_rustls::TlsAcceptor::from(tls.server).accept(tcp);
+            let accepted = tokio_rustls::TlsAcceptor::from(tls.server_config()).accept(tcp);
             Box::new(
                 tokio::time::timeout(HANDSHAKE_TIMEOUT, accepted)
                     .await
@@ -333,7 +367,7 @@ impl PeerConn {
         let mut stream: Stream = match &self.net.tls {
             None => Box::new(tcp),
             Some(tls) => Box::new(
-                tokio_rustls::TlsConnector::from(tls.client.clone())
+                tokio_rustls::TlsConnector::from(tls.client_config())
                     .connect(server_name(&self.addr)?, tcp)
                     .await?,
             ),

@@ -4,7 +4,8 @@
 //! and another takes over, nothing acknowledged is lost, the stopped node
 //! comes back and catches up; a caller without the cluster's secret, one
 //! that means another node, a frame past the limit, a caller that does not trust the listener's
-//! certificate and one that speaks no TLS to a TLS listener are refused;
+//! certificate and one that speaks no TLS to a TLS listener are refused (and
+//! after a reload of its certificates, callers that trust only the old);
 //! forwarded requests reach a node's handler, and only with the secret.
 
 use std::collections::BTreeMap;
@@ -51,6 +52,12 @@ fn config() -> Arc<openraft::Config> {
 /// A cluster's TLS: a CA of its own and one certificate (for 127.0.0.1)
 /// every node presents.
 fn pki() -> PeerTls {
+    let (server, client) = pki_parts();
+    PeerTls::new(server, client)
+}
+
+/// The two sides of [`pki`]'s TLS.
+fn pki_parts() -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
     use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, SanType};
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -80,10 +87,7 @@ fn pki() -> PeerTls {
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    PeerTls {
-        server: Arc::new(server),
-        client: Arc::new(client),
-    }
+    (Arc::new(server), Arc::new(client))
 }
 
 async fn start(
@@ -385,7 +389,16 @@ async fn a_tls_listener_refuses_callers_that_do_not_trust_it_or_speak_no_tls() {
     let read = tokio::time::timeout(Duration::from_millis(300), raw.read_exact(&mut hello)).await;
     assert!(read.is_err(), "a TLS listener greets no one in clear");
     // A caller that trusts the cluster's CA: answered.
-    let got = ask(Some(tls)).await.unwrap();
+    let got = ask(Some(tls.clone())).await.unwrap();
+    assert_eq!(got.vote.leader_id().term, 9);
+    // Its certificates reloaded (another CA here): connections made after
+    // present the new one — a caller of the new CA is answered, one of the
+    // old refused.
+    let (server, client) = pki_parts();
+    let old = PeerTls::new(tls.server_config(), tls.client_config());
+    tls.set(server.clone(), client.clone());
+    assert!(ask(Some(old)).await.is_err());
+    let got = ask(Some(PeerTls::new(server, client))).await.unwrap();
     assert_eq!(got.vote.leader_id().term, 9);
     node.server.abort();
     node.replica.shutdown().await.unwrap();

@@ -60,6 +60,8 @@ pub struct Live {
     current: RwLock<Arc<Access>>,
     /// The configuration of the last reload (reloads one at a time).
     config: Mutex<Config>,
+    /// A cluster node's TLS towards its peers, reloaded with the rest.
+    peer_tls: Mutex<Option<fila_cluster::peer::PeerTls>>,
 }
 
 impl Live {
@@ -77,7 +79,15 @@ impl Live {
                 tls,
             })),
             config: Mutex::new(config.clone()),
+            peer_tls: Mutex::new(None),
         })
+    }
+
+    /// A cluster node's TLS towards its peers: a reload reads the node's
+    /// certificate and the cluster's CA again and puts them in place for
+    /// the peer connections made after it.
+    pub fn set_peer_tls(&self, tls: fila_cluster::peer::PeerTls) {
+        *self.peer_tls.lock().unwrap_or_else(|e| e.into_inner()) = Some(tls);
     }
 
     /// The generation of the current access.
@@ -115,11 +125,22 @@ impl Live {
             Some(files) => Some(tls::server_config(&files)?),
             None => None,
         };
+        let peer = match (
+            &fresh.tls_cert,
+            &fresh.tls_key,
+            fresh.cluster.as_ref().and_then(|c| c.tls_ca.as_ref()),
+        ) {
+            (Some(cert), Some(key), Some(ca)) => Some(tls::peer_configs(cert, key, ca)?),
+            _ => None,
+        };
         let mut others = fresh.clone();
         others.tokens = last.tokens.clone();
         (others.tls_cert, others.tls_key) = (last.tls_cert.clone(), last.tls_key.clone());
         (others.tls_client_ca, others.tls_client_auth) =
             (last.tls_client_ca.clone(), last.tls_client_auth);
+        if let (Some(o), Some(l)) = (others.cluster.as_mut(), last.cluster.as_ref()) {
+            o.tls_ca = l.tls_ca.clone();
+        }
         if others != *last {
             warn!("reload: only tokens and TLS files change while running; other settings changed in the configuration take effect at the next restart");
         }
@@ -135,10 +156,22 @@ impl Live {
             tls,
         });
         self.generation.store(generation, Ordering::Release);
+        if let (Some(handle), Some((server, client))) = (
+            self.peer_tls
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref(),
+            peer,
+        ) {
+            handle.set(server, client);
+        }
         // Other settings stay as they were started.
         last.tokens = fresh.tokens;
         (last.tls_cert, last.tls_key) = (fresh.tls_cert, fresh.tls_key);
         (last.tls_client_ca, last.tls_client_auth) = (fresh.tls_client_ca, fresh.tls_client_auth);
+        if let (Some(l), Some(f)) = (last.cluster.as_mut(), fresh.cluster) {
+            l.tls_ca = f.tls_ca;
+        }
         info!(
             generation,
             tokens = reloaded.tokens,

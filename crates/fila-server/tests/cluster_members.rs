@@ -2,8 +2,10 @@
 //! certificate) whose members change while it serves (docs/cluster.md): a fourth
 //! node joins as a learner, catches up and is promoted; the leadership is
 //! handed to it; a voter is removed and stopped; a node killed and wiped
-//! comes back under a new id as a learner and takes everything again; a leader
-//! stopped with SIGTERM hands its leadership over first. Changes that
+//! comes back under a new id as a learner and takes everything again (its
+//! old id refused); the certificates are rotated and reloaded with SIGHUP
+//! (the peer ports present the new ones); a leader stopped with SIGTERM
+//! hands its leadership over first. Changes that
 //! cannot be made are refused, saying why. At the end every acknowledged
 //! put is there and nothing else.
 
@@ -90,6 +92,23 @@ fn put(c: &mut Client, tag: &str, n: usize, acked: &mut HashSet<String>) {
 /// and checks it against the cluster's CA; a caller in clear text is not
 /// greeted.
 fn peers_speak_tls(node: &Node, pki: &std::path::Path) {
+    if let Err(text) = peer_verifies(node, pki) {
+        panic!("openssl s_client to the peer port: {text}");
+    }
+    use std::io::Read;
+    let mut raw = std::net::TcpStream::connect(&node.peer).unwrap();
+    raw.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut greeting = [0u8; 8];
+    assert!(
+        raw.read_exact(&mut greeting).is_err(),
+        "a TLS peer listener greets no one in clear"
+    );
+}
+
+/// openssl, as a peer would, checks the certificate the node's peer port
+/// presents against the CA in `pki`; what it said when it fails.
+fn peer_verifies(node: &Node, pki: &std::path::Path) -> Result<(), String> {
     let out = std::process::Command::new("openssl")
         .args([
             "s_client",
@@ -103,20 +122,46 @@ fn peers_speak_tls(node: &Node, pki: &std::path::Path) {
         .output()
         .expect("openssl runs");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("Verify return code: 0 (ok)"),
-        "openssl s_client to the peer port: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    use std::io::Read;
-    let mut raw = std::net::TcpStream::connect(&node.peer).unwrap();
-    raw.set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    let mut greeting = [0u8; 8];
-    assert!(
-        raw.read_exact(&mut greeting).is_err(),
-        "a TLS peer listener greets no one in clear"
-    );
+    if out.status.success() && text.contains("Verify return code: 0 (ok)") {
+        Ok(())
+    } else {
+        Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+/// The certificates rotated — a new CA, minted with openssl, copied over
+/// the files every node was started with — and every running node sent
+/// SIGHUP: each peer port comes to present a certificate of the new CA
+/// (a reload acts on its own time, so this looks again, for at most 30 s).
+fn rotate_certificates(nodes: &[Node], dir: &std::path::Path, pki: &std::path::Path) {
+    let fresh = dir.join("pki-rotated");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/mint-certs.sh");
+    let ok = std::process::Command::new("bash")
+        .arg(script)
+        .arg(&fresh)
+        .status()
+        .expect("scripts/mint-certs.sh runs")
+        .success();
+    assert!(ok, "scripts/mint-certs.sh minted the new certificates");
+    for f in ["ca.crt", "server.crt", "server.key"] {
+        std::fs::copy(fresh.join(f), pki.join(f)).unwrap();
+    }
+    let running: Vec<&Node> = nodes.iter().filter(|n| n.child.is_some()).collect();
+    for n in &running {
+        cluster_harness::signal(n, "-HUP");
+    }
+    for n in running {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while let Err(text) = peer_verifies(n, pki) {
+            assert!(
+                Instant::now() < deadline,
+                "node {}'s peer port never presented the new certificate: {text}",
+                n.id
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
 
 #[test]
@@ -256,6 +301,14 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
         acked,
         "the wiped node's copy: every acknowledged put, and nothing else"
     );
+
+    // New certificates, reloaded with SIGHUP: the peer ports present them,
+    // and the cluster serves clients that trust only the new CA.
+    rotate_certificates(&nodes, &dir.0, &pki);
+    let (_, _) = on_leader(&nodes, Duration::from_secs(30), |c| {
+        c.put_one("jobs", "after the rotation")
+    });
+    acked.insert("after the rotation".into());
 
     // The leader stopped with SIGTERM hands its leadership over on its way
     // out; the others serve.

@@ -80,7 +80,9 @@ impl ClusterNode {
             (Some(cert), Some(key), Some(ca)) => {
                 let (server, client) = crate::tls::peer_configs(cert, key, ca)
                     .map_err(|e| io::Error::other(format!("the peers' TLS: {e}")))?;
-                Some(PeerTls { server, client })
+                let tls = PeerTls::new(server, client);
+                shared.live.set_peer_tls(tls.clone());
+                Some(tls)
             }
             _ => None,
         };
