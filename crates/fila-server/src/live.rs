@@ -61,6 +61,7 @@ pub struct Live {
     /// The configuration of the last reload (reloads one at a time).
     config: Mutex<Config>,
     /// A cluster node's TLS towards its peers, reloaded with the rest.
+    #[cfg(not(loom))]
     peer_tls: Mutex<Option<fila_cluster::peer::PeerTls>>,
 }
 
@@ -79,6 +80,7 @@ impl Live {
                 tls,
             })),
             config: Mutex::new(config.clone()),
+            #[cfg(not(loom))]
             peer_tls: Mutex::new(None),
         })
     }
@@ -86,6 +88,7 @@ impl Live {
     /// A cluster node's TLS towards its peers: a reload reads the node's
     /// certificate and the cluster's CA again and puts them in place for
     /// the peer connections made after it.
+    #[cfg(not(loom))]
     pub fn set_peer_tls(&self, tls: fila_cluster::peer::PeerTls) {
         *self.peer_tls.lock().unwrap_or_else(|e| e.into_inner()) = Some(tls);
     }
@@ -133,6 +136,8 @@ impl Live {
             (Some(cert), Some(key), Some(ca)) => Some(tls::peer_configs(cert, key, ca)?),
             _ => None,
         };
+        #[cfg(loom)]
+        drop(peer);
         let mut others = fresh.clone();
         others.tokens = last.tokens.clone();
         (others.tls_cert, others.tls_key) = (last.tls_cert.clone(), last.tls_key.clone());
@@ -156,6 +161,7 @@ impl Live {
             tls,
         });
         self.generation.store(generation, Ordering::Release);
+        #[cfg(not(loom))]
         if let (Some(handle), Some((server, client))) = (
             self.peer_tls
                 .lock()
