@@ -48,8 +48,9 @@ impl<S: Storage + 'static> Replica<S> {
         let m = self.raft().metrics();
         let m = m.borrow_watched();
         if m.state != ServerState::Leader {
+            drop(m);
             return Err(ReplicaError::NotLeader {
-                leader: m.current_leader,
+                leader: self.known_leader(),
             });
         }
         let membership = m.membership_config.membership();

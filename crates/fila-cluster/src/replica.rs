@@ -44,6 +44,7 @@ use fila_core::event::{EngineImage, Event, EventSink};
 use fila_core::{Clock, Engine, EngineLimits, Owner, ReceiptKey};
 use fila_store::codec::batch_push;
 use fila_wal::Storage;
+use openraft::async_runtime::watch::WatchReceiver;
 use openraft::impls::ProgressResponder;
 use openraft::{Config, Raft, RaftNetworkFactory};
 
@@ -186,10 +187,33 @@ impl<S: Storage + 'static> Replica<S> {
     /// it leads and has caught up (none otherwise): unconfirmed by a
     /// quorum, for figures such as metrics, never for an answer.
     pub async fn serving<R>(&self, op: impl FnOnce(&mut Owner) -> R) -> Option<R> {
-        let leader_id = *self.raft.as_leader().ok()?.leader_id();
+        let leader_id = self.leading().ok()?;
         let mut serving = self.serving.lock().await;
         let s = serving.as_mut().filter(|s| s.leader == leader_id)?;
         Some(op(&mut s.owner))
+    }
+
+    /// The leadership this node holds (its committed vote, while it is in
+    /// the leader's state), or the leader it knows of. A leader that
+    /// committed a membership without itself keeps its vote but is no
+    /// longer a leader: it leads nothing, and names no leader (it hears
+    /// from none).
+    fn leading(&self) -> Result<LeaderId, Option<NodeId>> {
+        match self.raft.as_leader() {
+            Ok(leader) if self.raft.is_leader() => Ok(*leader.leader_id()),
+            Ok(_) => Err(None),
+            Err(forward) => Err(forward.leader_id),
+        }
+    }
+
+    /// The leader this node knows of: openraft's current leader, unless
+    /// that is this node's own old leadership (it was removed while it
+    /// led, and hears from no leader since).
+    pub fn known_leader(&self) -> Option<NodeId> {
+        let m = self.raft.metrics();
+        let m = m.borrow_watched();
+        m.current_leader
+            .filter(|&l| l != m.id || m.state == openraft::ServerState::Leader)
     }
 
     /// The server-wide limits (stored bytes, queues) the partition's
@@ -231,13 +255,11 @@ impl<S: Storage + 'static> Replica<S> {
     pub async fn execute<R>(&self, op: impl FnOnce(&mut Owner) -> R) -> Result<R, ReplicaError> {
         let (result, leader_id, wait) = {
             let mut serving = self.serving.lock().await;
-            let leader_id = match self.raft.as_leader() {
-                Ok(leader) => *leader.leader_id(),
-                Err(forward) => {
+            let leader_id = match self.leading() {
+                Ok(leader_id) => leader_id,
+                Err(leader) => {
                     *serving = None;
-                    return Err(ReplicaError::NotLeader {
-                        leader: forward.leader_id,
-                    });
+                    return Err(ReplicaError::NotLeader { leader });
                 }
             };
             let stale = serving
@@ -360,7 +382,13 @@ impl<S: Storage + 'static> Replica<S> {
     /// are committed — a leader that restarted does not know) are then
     /// committed too, and applying up to the blank applies them all.
     async fn catch_up(&self, leader: LeaderId) -> Result<Serving, ReplicaError> {
-        let blank = match self.raft.write_blank().await {
+        // Bounded: a leader that steps down (removed from the membership)
+        // may never answer an entry it took just before.
+        let Ok(written) = tokio::time::timeout(CATCH_UP_TIMEOUT, self.raft.write_blank()).await
+        else {
+            return Err(ReplicaError::Unknown { leader: None });
+        };
+        let blank = match written {
             Ok(written) => written.log_id,
             Err(e) => {
                 let leader = e.forward_to_leader().and_then(|f| f.leader_id);

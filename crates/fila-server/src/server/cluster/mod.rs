@@ -242,6 +242,7 @@ const VIEW_EVERY: Duration = Duration::from_millis(100);
 /// `shared.published.totals` the partition's totals while it leads.
 async fn keep_view(replica: Arc<Node>, shared: Arc<Shared>) {
     loop {
+        let leader = replica.known_leader();
         let status = {
             let m = replica.raft().metrics();
             let m = m.borrow_watched();
@@ -250,7 +251,7 @@ async fn keep_view(replica: Arc<Node>, shared: Arc<Shared>) {
             let matched = m.replication.as_ref();
             fila_proto::ClusterStatus {
                 node_id: m.id,
-                leader: m.current_leader,
+                leader,
                 term: m.current_term,
                 last_log_index: m.last_log_index,
                 committed_index: m.cluster_committed.map(|c| c.index),
