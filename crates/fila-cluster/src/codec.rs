@@ -44,7 +44,7 @@ pub struct CodecError {
     pub what: &'static str,
 }
 
-fn bad(what: &'static str) -> CodecError {
+pub(crate) fn bad(what: &'static str) -> CodecError {
     CodecError { what }
 }
 
@@ -54,12 +54,12 @@ impl From<CodecError> for std::io::Error {
     }
 }
 
-struct Reader<'a> {
-    data: &'a [u8],
+pub(crate) struct Reader<'a> {
+    pub(crate) data: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
         if self.data.len() < n {
             return Err(bad("cut short"));
         }
@@ -67,14 +67,14 @@ impl<'a> Reader<'a> {
         self.data = rest;
         Ok(head)
     }
-    fn u8(&mut self) -> Result<u8, CodecError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, CodecError> {
         Ok(self.take(1)?[0])
     }
-    fn u32(&mut self) -> Result<u32, CodecError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, CodecError> {
         let b = self.take(4)?;
         Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
-    fn u64(&mut self) -> Result<u64, CodecError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, CodecError> {
         let mut n = [0u8; 8];
         n.copy_from_slice(self.take(8)?);
         Ok(u64::from_be_bytes(n))
@@ -82,7 +82,7 @@ impl<'a> Reader<'a> {
     fn rest(&mut self) -> &'a [u8] {
         std::mem::take(&mut self.data)
     }
-    fn end(&self) -> Result<(), CodecError> {
+    pub(crate) fn end(&self) -> Result<(), CodecError> {
         if self.data.is_empty() {
             Ok(())
         } else {
@@ -91,7 +91,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn put_u32(out: &mut Vec<u8>, n: usize) {
+pub(crate) fn put_u32(out: &mut Vec<u8>, n: usize) {
     out.extend_from_slice(&u32::try_from(n).expect("below 4 Gi").to_be_bytes());
 }
 

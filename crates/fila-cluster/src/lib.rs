@@ -12,7 +12,10 @@
 //! format; and a replica ([`Replica`]) whose leader executes each
 //! operation on its engine and answers once the records it made are
 //! committed; the replica's members change through its leader
-//! ([`membership`]).
+//! ([`membership`]). The metadata group ([`meta`]) is a Raft group of the
+//! same kind whose state machine holds the cluster's map — partitions,
+//! their replicas and receipt keys, and the partition each queue lives
+//! in — instead of queues.
 //!
 //! What an entry, a vote and a snapshot look like on disk is [`codec`].
 //! It knows nothing of sockets or loops: how peers reach each other and
@@ -22,11 +25,13 @@
 pub mod codec;
 mod log_store;
 pub mod membership;
+pub mod meta;
 pub mod peer;
 mod replica;
 mod state;
 
 pub use log_store::LogStore;
+pub use meta::{ClusterMap, MapChange, Metadata, Partition};
 pub use replica::{Replica, ReplicaError};
 pub use state::StateMachine;
 

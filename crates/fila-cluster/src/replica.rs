@@ -102,7 +102,7 @@ impl EventSink for Capture {
 }
 
 /// The id of a leadership: its term and node.
-type LeaderId = openraft::impls::leader_id_adv::LeaderId<u64, NodeId>;
+pub(crate) type LeaderId = openraft::impls::leader_id_adv::LeaderId<u64, NodeId>;
 
 /// The engine a leader serves from, for one leadership: one owner of
 /// its one shard.
@@ -140,7 +140,9 @@ pub struct Replica<S: Storage + 'static> {
     raft: Raft<TypeConfig, StateMachine<S>>,
     sm: StateMachine<S>,
     clock: Arc<dyn Clock>,
-    secret: [u64; 2],
+    /// The partition's receipt secret; a replica that does not know it
+    /// yet does not serve.
+    secret: Mutex<Option<[u64; 2]>>,
     /// How long a lease of the last leader is kept past now at least: the
     /// longest election timeout.
     lease_grace_ms: u64,
@@ -152,7 +154,9 @@ pub struct Replica<S: Storage + 'static> {
 impl<S: Storage + 'static> Replica<S> {
     /// Starts the replica `id` of a partition on its log and state
     /// machine; peers are reached through `network`. `secret` is the
-    /// partition's receipt secret (every replica has the same).
+    /// partition's receipt secret (every replica has the same); without
+    /// one it takes part in its group but serves nothing until
+    /// [`Replica::set_secret`].
     pub async fn start<N>(
         id: NodeId,
         config: Arc<Config>,
@@ -160,7 +164,7 @@ impl<S: Storage + 'static> Replica<S> {
         log: LogStore<S>,
         sm: StateMachine<S>,
         clock: Arc<dyn Clock>,
-        secret: [u64; 2],
+        secret: Option<[u64; 2]>,
     ) -> Result<Replica<S>, ReplicaError>
     where
         N: RaftNetworkFactory<TypeConfig>,
@@ -176,7 +180,7 @@ impl<S: Storage + 'static> Replica<S> {
             raft,
             sm,
             clock,
-            secret,
+            secret: Mutex::new(secret),
             lease_grace_ms,
             limits: std::sync::Mutex::new(EngineLimits::default()),
             serving: tokio::sync::Mutex::new(None),
@@ -199,11 +203,7 @@ impl<S: Storage + 'static> Replica<S> {
     /// longer a leader: it leads nothing, and names no leader (it hears
     /// from none).
     fn leading(&self) -> Result<LeaderId, Option<NodeId>> {
-        match self.raft.as_leader() {
-            Ok(leader) if self.raft.is_leader() => Ok(*leader.leader_id()),
-            Ok(_) => Err(None),
-            Err(forward) => Err(forward.leader_id),
-        }
+        leading(&self.raft)
     }
 
     /// The leader this node knows of: openraft's current leader, unless
@@ -214,6 +214,16 @@ impl<S: Storage + 'static> Replica<S> {
         let m = m.borrow_watched();
         m.current_leader
             .filter(|&l| l != m.id || m.state == openraft::ServerState::Leader)
+    }
+
+    /// The partition's receipt secret, once this node knows it (from the
+    /// cluster's map); a secret set before stays — a partition's key never
+    /// changes.
+    pub fn set_secret(&self, secret: [u64; 2]) {
+        self.secret
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(secret);
     }
 
     /// The server-wide limits (stored bytes, queues) the partition's
@@ -350,22 +360,8 @@ impl<S: Storage + 'static> Replica<S> {
     /// from the others answers `NotLeader` instead of its old state. What
     /// `op` sees is the committed state and the operations in flight.
     pub async fn read<R>(&self, op: impl FnOnce(&mut Owner) -> R) -> Result<R, ReplicaError> {
-        let confirmed = tokio::time::timeout(
-            COMMIT_TIMEOUT,
-            self.raft
-                .ensure_linearizable(openraft::ReadPolicy::ReadIndex),
-        )
-        .await;
-        match confirmed {
-            Ok(Ok(_)) => self.execute(op).await,
-            Ok(Err(openraft::errors::RaftError::Fatal(f))) => {
-                Err(ReplicaError::Raft(f.to_string()))
-            }
-            Ok(Err(e)) => Err(ReplicaError::NotLeader {
-                leader: e.forward_to_leader().and_then(|f| f.leader_id),
-            }),
-            Err(_) => Err(ReplicaError::NotLeader { leader: None }),
-        }
+        confirm(&self.raft).await?;
+        self.execute(op).await
     }
 
     /// Drops the engine of leadership `leader`, if it is still the one.
@@ -408,7 +404,12 @@ impl<S: Storage + 'static> Replica<S> {
             .image()
             .map_err(|e| ReplicaError::Rebuild(e.to_string()))?;
         keep_leases(&mut image, self.clock.now_ms() + self.lease_grace_ms);
-        let engine = Engine::with_receipt_key(1, self.clock.clone(), partition_key(self.secret));
+        let secret = *self.secret.lock().map_err(|_| poisoned())?;
+        let Some(secret) = secret else {
+            // It learns the key from the cluster's map.
+            return Err(ReplicaError::NotLeader { leader: None });
+        };
+        let engine = Engine::with_receipt_key(1, self.clock.clone(), partition_key(secret));
         engine
             .restore_leased(image)
             .map_err(|e| ReplicaError::Rebuild(e.to_string()))?;
@@ -454,6 +455,65 @@ fn keep_leases(image: &mut EngineImage, floor: u64) {
     }
 }
 
+/// The leadership `raft` holds (its committed vote, while it is in the
+/// leader's state), or the leader it knows of (see [`Replica::leading`]).
+pub(crate) fn leading<S: Storage + 'static>(
+    raft: &Raft<TypeConfig, StateMachine<S>>,
+) -> Result<LeaderId, Option<NodeId>> {
+    match raft.as_leader() {
+        Ok(leader) if raft.is_leader() => Ok(*leader.leader_id()),
+        Ok(_) => Err(None),
+        Err(forward) => Err(forward.leader_id),
+    }
+}
+
+/// Confirms with a quorum that `raft` still leads and has applied every
+/// entry committed before (openraft's read index), within
+/// [`COMMIT_TIMEOUT`]; else `NotLeader`.
+pub(crate) async fn confirm<S: Storage + 'static>(
+    raft: &Raft<TypeConfig, StateMachine<S>>,
+) -> Result<(), ReplicaError> {
+    let confirmed = tokio::time::timeout(
+        COMMIT_TIMEOUT,
+        raft.ensure_linearizable(openraft::ReadPolicy::ReadIndex),
+    )
+    .await;
+    match confirmed {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(openraft::errors::RaftError::Fatal(f))) => Err(ReplicaError::Raft(f.to_string())),
+        Ok(Err(e)) => Err(ReplicaError::NotLeader {
+            leader: e.forward_to_leader().and_then(|f| f.leader_id),
+        }),
+        Err(_) => Err(ReplicaError::NotLeader { leader: None }),
+    }
+}
+
+/// What a failed `client_write` says.
+pub(crate) fn write_error(
+    e: openraft::errors::RaftError<TypeConfig, openraft::errors::ClientWriteError<TypeConfig>>,
+) -> ReplicaError {
+    match e {
+        openraft::errors::RaftError::Fatal(f) => ReplicaError::Raft(f.to_string()),
+        openraft::errors::RaftError::APIError(e) => refused_write(e),
+    }
+}
+
+/// What a write the leader refused or dropped says.
+fn refused_write(e: openraft::errors::ClientWriteError<TypeConfig>) -> ReplicaError {
+    use openraft::errors::ClientWriteError as E;
+    match e {
+        // Refused before it was appended: nothing was made.
+        E::ForwardToLeader(f) => ReplicaError::NotLeader {
+            leader: f.leader_id,
+        },
+        E::PreconditionFailed(_) => ReplicaError::NotLeader { leader: None },
+        E::LogEntryDiscarded(f) => ReplicaError::Unknown {
+            leader: f.leader_id,
+        },
+        _ => ReplicaError::Unknown { leader: None },
+    }
+}
+
 /// The receipt key of the partition's engines: the partition's secret,
 /// naming leases by sequence number, sub-queue and delivery count — what
 /// every leader holds alike — so a committed lease's receipt works on the
@@ -476,20 +536,13 @@ type Committed<X> = Result<
 >;
 
 fn outcome<X>(committed: Committed<X>) -> Result<(), ReplicaError> {
-    use openraft::errors::ClientWriteError as E;
     match committed {
         Ok(Ok(Ok(_))) => Ok(()),
         // No quorum answered in time: the entry may still commit.
         Err(_) => Err(ReplicaError::Unknown { leader: None }),
-        // Refused before it was appended: nothing was made.
-        Ok(Ok(Err(E::ForwardToLeader(f)))) => Err(ReplicaError::NotLeader {
-            leader: f.leader_id,
-        }),
-        Ok(Ok(Err(E::PreconditionFailed(_)))) => Err(ReplicaError::NotLeader { leader: None }),
-        Ok(Ok(Err(E::LogEntryDiscarded(f)))) => Err(ReplicaError::Unknown {
-            leader: f.leader_id,
-        }),
-        _ => Err(ReplicaError::Unknown { leader: None }),
+        Ok(Ok(Err(e))) => Err(refused_write(e)),
+        // The responder went away.
+        Ok(Err(_)) => Err(ReplicaError::Unknown { leader: None }),
     }
 }
 

@@ -27,7 +27,8 @@ use futures_util::{Stream, TryStreamExt};
 use openraft::storage::{EntryResponder, RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 
-use crate::codec::{decode_sm_head, encode_sm_head};
+use crate::codec::{decode_sm_head, encode_sm_head, CodecError};
+use crate::meta::{decode_change, decode_map, encode_map, ClusterMap};
 use crate::{Applied, LogId, NodeId, SnapshotMeta, StoredMembership, TypeConfig};
 
 type SnapshotOf = openraft::alias::SnapshotOf<TypeConfig, Cursor<Vec<u8>>>;
@@ -68,9 +69,65 @@ impl<S: Storage + 'static> Clone for StateMachine<S> {
     }
 }
 
+/// What a group's state machine holds.
+enum Content {
+    /// A partition: its queues and messages.
+    Queues(Replay),
+    /// The metadata group: the cluster's map.
+    Map(Arc<ClusterMap>),
+}
+
+impl Content {
+    fn is_map(&self) -> bool {
+        matches!(self, Content::Map(_))
+    }
+
+    /// The content a snapshot's body (after the highest id) holds, of the
+    /// same kind as `self`.
+    fn read(&self, body: &[u8]) -> Result<Content, CodecError> {
+        if self.is_map() {
+            return Ok(Content::Map(Arc::new(decode_map(body)?)));
+        }
+        let mut replay = Replay::default();
+        read_snapshot(&mut &body[..], &mut replay).map_err(|e| CodecError { what: e.what })?;
+        Ok(Content::Queues(replay))
+    }
+
+    /// Its snapshot body.
+    fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            Content::Queues(replay) => encode_image(&replay.clone().into_image(), out),
+            Content::Map(map) => encode_map(map, out),
+        }
+    }
+
+    /// Applies one normal entry's data; answers the records (or changes)
+    /// it held.
+    fn apply(&mut self, data: &[u8], index: u64) -> io::Result<u32> {
+        let wrong = |e: &dyn std::fmt::Display| invalid(format_args!("entry {index}: {e}"));
+        match self {
+            Content::Queues(replay) => {
+                let mut records = 0;
+                for record in batch_records(data) {
+                    let (kind, body) = record.map_err(|e| wrong(&e))?;
+                    let op = decode(kind, body).map_err(|e| wrong(&e))?;
+                    replay.apply(op);
+                    records += 1;
+                }
+                Ok(records)
+            }
+            Content::Map(map) => {
+                let change = decode_change(data).map_err(|e| wrong(&e))?;
+                Arc::make_mut(map).apply(change);
+                Ok(1)
+            }
+        }
+    }
+}
+
 struct Inner<S> {
     storage: S,
-    replay: Replay,
+    content: Content,
     applied: Option<LogId>,
     membership: StoredMembership,
     /// The highest node id that was ever a member.
@@ -87,6 +144,16 @@ impl<S: Storage + 'static> StateMachine<S> {
     /// Opens the state machine whose snapshot is in `storage` (none: an
     /// empty state).
     pub fn open(storage: S) -> Result<StateMachine<S>, crate::Error> {
+        Self::open_as(storage, Content::Queues(Replay::default()))
+    }
+
+    /// Opens the metadata group's state machine, the cluster's map, whose
+    /// snapshot is in `storage` (none: an empty map).
+    pub fn open_map(storage: S) -> Result<StateMachine<S>, crate::Error> {
+        Self::open_as(storage, Content::Map(Arc::default()))
+    }
+
+    fn open_as(storage: S, empty: Content) -> Result<StateMachine<S>, crate::Error> {
         let data =
             fila_wal::read_file(&storage, SNAPSHOT_FILE).map_err(|source| crate::Error::Io {
                 file: storage.describe(SNAPSHOT_FILE),
@@ -94,7 +161,7 @@ impl<S: Storage + 'static> StateMachine<S> {
             })?;
         let mut inner = Inner {
             storage,
-            replay: Replay::default(),
+            content: empty,
             applied: None,
             membership: StoredMembership::default(),
             highest: 0,
@@ -104,7 +171,7 @@ impl<S: Storage + 'static> StateMachine<S> {
             let bad = |what| crate::Error::Snapshot { what };
             let (applied, membership, body) = decode_sm_head(&data).map_err(|e| bad(e.what))?;
             let (highest, image) = split_data(body);
-            read_snapshot(&mut &image[..], &mut inner.replay).map_err(|e| bad(e.what))?;
+            inner.content = inner.content.read(image).map_err(|e| bad(e.what))?;
             inner.highest = highest.max(highest_of(&membership));
             let meta = SnapshotMeta {
                 last_log_id: applied,
@@ -127,7 +194,18 @@ impl<S: Storage + 'static> StateMachine<S> {
 
     /// The state as an engine image (a copy).
     pub fn image(&self) -> io::Result<EngineImage> {
-        Ok(self.lock()?.replay.clone().into_image())
+        match &self.lock()?.content {
+            Content::Queues(replay) => Ok(replay.clone().into_image()),
+            Content::Map(_) => Err(io::Error::other("the metadata group holds no queues")),
+        }
+    }
+
+    /// The cluster's map (none: this is a partition's state machine).
+    pub fn map(&self) -> Option<Arc<ClusterMap>> {
+        match &self.lock().ok()?.content {
+            Content::Map(map) => Some(map.clone()),
+            Content::Queues(_) => None,
+        }
     }
 
     /// The last applied log id.
@@ -169,7 +247,7 @@ impl<S: Storage + 'static> RaftSnapshotBuilder<TypeConfig> for StateMachine<S> {
         let mut inner = self.lock()?;
         let mut image = IDS_MAGIC.to_vec();
         image.extend_from_slice(&inner.highest.to_be_bytes());
-        encode_image(&inner.replay.clone().into_image(), &mut image);
+        inner.content.write(&mut image);
         let meta = SnapshotMeta {
             last_log_id: inner.applied,
             last_membership: inner.membership.clone(),
@@ -201,16 +279,7 @@ impl<S: Storage + 'static> RaftStateMachine<TypeConfig> for StateMachine<S> {
             match &entry.payload {
                 EntryPayload::Blank => {}
                 EntryPayload::Normal(batch) => {
-                    for record in batch_records(&batch.0) {
-                        let (kind, body) = record.map_err(|e| {
-                            invalid(format_args!("entry {}: {e}", entry.log_id.index))
-                        })?;
-                        let op = decode(kind, body).map_err(|e| {
-                            invalid(format_args!("entry {}: {e}", entry.log_id.index))
-                        })?;
-                        inner.replay.apply(op);
-                        records += 1;
-                    }
+                    records = inner.content.apply(&batch.0, entry.log_id.index)?;
                 }
                 EntryPayload::Membership(m) => {
                     inner.membership = StoredMembership::new(Some(entry.log_id), m.clone());
@@ -237,11 +306,10 @@ impl<S: Storage + 'static> RaftStateMachine<TypeConfig> for StateMachine<S> {
     ) -> Result<(), io::Error> {
         let data = snapshot.into_inner();
         let (highest, image) = split_data(&data);
-        let mut replay = Replay::default();
-        read_snapshot(&mut &image[..], &mut replay).map_err(invalid)?;
         let mut inner = self.lock()?;
+        let content = inner.content.read(image).map_err(|e| invalid(e.what))?;
         inner.keep_snapshot(meta.clone(), data.clone())?;
-        inner.replay = replay;
+        inner.content = content;
         inner.applied = meta.last_log_id;
         inner.membership = meta.last_membership.clone();
         inner.highest = inner
@@ -327,5 +395,50 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(old.highest_id().unwrap(), 2);
+    }
+
+    #[tokio::test]
+    async fn the_map_survives_snapshots_and_restarts_and_a_partition_holds_none() {
+        use crate::meta::{encode_map, MapChange, Partition};
+        let mut map = ClusterMap::default();
+        map.apply(MapChange::Init {
+            partitions: vec![Partition {
+                replicas: BTreeSet::from([1, 2]),
+                key: [3, 4],
+            }],
+        });
+        map.apply(MapChange::Place {
+            queue: "jobs".into(),
+            partition: 0,
+        });
+        let mut data = IDS_MAGIC.to_vec();
+        data.extend_from_slice(&2u64.to_be_bytes());
+        encode_map(&map, &mut data);
+        let meta = SnapshotMeta {
+            last_log_id: Some(log_id(10)),
+            last_membership: members(&[1, 2]),
+        };
+        let mut sm = StateMachine::open_map(SimDisk::new(1)).unwrap();
+        sm.install_snapshot(&meta, Cursor::new(data)).await.unwrap();
+        assert_eq!(*sm.map().unwrap(), map);
+        assert!(sm.image().is_err(), "the metadata group holds no queues");
+        let built = sm.build_snapshot().await.unwrap();
+        let mut other = StateMachine::open_map(SimDisk::new(2)).unwrap();
+        other
+            .install_snapshot(&built.meta, built.snapshot)
+            .await
+            .unwrap();
+        let disk = other.close().unwrap();
+        let reopened = StateMachine::open_map(disk).unwrap();
+        assert_eq!(*reopened.map().unwrap(), map);
+        // A partition's snapshot is no map, and a map is no partition's.
+        let partition = StateMachine::open(SimDisk::new(3)).unwrap();
+        assert!(partition.map().is_none());
+        let mut wrong = StateMachine::open(SimDisk::new(4)).unwrap();
+        let built = reopened.clone().build_snapshot().await.unwrap();
+        assert!(wrong
+            .install_snapshot(&built.meta, built.snapshot)
+            .await
+            .is_err());
     }
 }

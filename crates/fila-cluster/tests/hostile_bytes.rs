@@ -7,7 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use fila_cluster::codec::{self, PeerAnswer, PeerRequest};
-use fila_cluster::{Batch, Entry, LogId, Member, Membership, Vote};
+use fila_cluster::meta;
+use fila_cluster::{
+    Batch, ClusterMap, Entry, LogId, MapChange, Member, Membership, Partition, Vote,
+};
 use openraft::entry::RaftEntry;
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, TransferLeaderError, TransferLeaderRequest,
@@ -89,6 +92,31 @@ fn samples() -> Vec<Vec<u8>> {
         codec::encode_answer(&answer, &mut b);
         out.push(std::mem::take(&mut b));
     }
+    // The metadata group's changes and its map.
+    let partitions: Vec<Partition> = (0..2)
+        .map(|i| Partition {
+            replicas: BTreeSet::from([1, 2, 3]),
+            key: [i, i + 9],
+        })
+        .collect();
+    let mut map = ClusterMap::default();
+    for change in [
+        MapChange::Init { partitions },
+        MapChange::Place {
+            queue: "jobs".into(),
+            partition: 1,
+        },
+        MapChange::Replicas {
+            partition: 0,
+            replicas: BTreeSet::from([2, 4]),
+        },
+    ] {
+        meta::encode_change(&change, &mut b);
+        out.push(std::mem::take(&mut b));
+        map.apply(change);
+    }
+    meta::encode_map(&map, &mut b);
+    out.push(std::mem::take(&mut b));
     out
 }
 
@@ -125,6 +153,8 @@ fn decode_all(bytes: &[u8]) {
     let _ = codec::decode_vote(bytes);
     let _ = codec::decode_start(bytes);
     let _ = codec::decode_sm_head(bytes);
+    let _ = meta::decode_change(bytes);
+    let _ = meta::decode_map(bytes);
 }
 
 #[test]
@@ -176,7 +206,7 @@ proptest! {
     }
 
     #[test]
-    fn cut_or_flipped_encodings_never_panic(which in 0usize..15, cut in any::<usize>(), flip in any::<usize>(), bit in 0u8..8) {
+    fn cut_or_flipped_encodings_never_panic(which in 0usize..19, cut in any::<usize>(), flip in any::<usize>(), bit in 0u8..8) {
         let s = samples();
         let good = &s[which % s.len()];
         decode_all(&good[..cut % (good.len() + 1)]);

@@ -111,7 +111,7 @@ async fn start(
         log,
         sm,
         Arc::new(SystemClock),
-        [7, 11],
+        Some([7, 11]),
     )
     .await
     .unwrap();

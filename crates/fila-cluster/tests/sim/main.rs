@@ -23,6 +23,7 @@
 mod history;
 mod members;
 mod net;
+mod partitions;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -153,6 +154,7 @@ impl Cluster {
         let factory = Factory {
             from: id,
             net: self.net.clone(),
+            group: 0,
         };
         let replica = Replica::start(
             id,
@@ -161,7 +163,7 @@ impl Cluster {
             log,
             state,
             self.clock.clone(),
-            self.secret,
+            Some(self.secret),
         )
         .await
         .unwrap();

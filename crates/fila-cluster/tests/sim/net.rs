@@ -113,7 +113,8 @@ impl Rng {
 /// The in-process network: the nodes now up, the nodes cut off from
 /// everyone, and the delays, drawn from the seed.
 pub struct Net {
-    nodes: Mutex<HashMap<NodeId, Node>>,
+    /// Each node's Raft nodes, by group.
+    nodes: Mutex<HashMap<(NodeId, u64), Node>>,
     cut: Mutex<HashSet<NodeId>>,
     rng: Mutex<Rng>,
     /// Delays up to this many milliseconds.
@@ -131,11 +132,17 @@ impl Net {
     }
 
     pub fn up(&self, id: NodeId, node: Node) {
-        self.nodes.lock().unwrap().insert(id, node);
+        self.up_in(id, 0, node);
     }
 
+    /// Node `id`'s member of group `group` is up.
+    pub fn up_in(&self, id: NodeId, group: u64, node: Node) {
+        self.nodes.lock().unwrap().insert((id, group), node);
+    }
+
+    /// Node `id` is down: every group's member of it.
     pub fn down(&self, id: NodeId) {
-        self.nodes.lock().unwrap().remove(&id);
+        self.nodes.lock().unwrap().retain(|(n, _), _| *n != id);
     }
 
     pub fn cut_off(&self, id: NodeId) {
@@ -146,12 +153,12 @@ impl Net {
         self.cut.lock().unwrap().clear();
     }
 
-    fn reachable(&self, from: NodeId, to: NodeId) -> Option<Node> {
+    fn reachable(&self, from: NodeId, to: NodeId, group: u64) -> Option<Node> {
         let cut = self.cut.lock().unwrap();
         if cut.contains(&from) || cut.contains(&to) {
             return None;
         }
-        self.nodes.lock().unwrap().get(&to).cloned()
+        self.nodes.lock().unwrap().get(&(to, group)).cloned()
     }
 
     fn delay(&self) -> Duration {
@@ -159,22 +166,25 @@ impl Net {
     }
 
     /// The target after a delay, if the link is up before and after it.
-    async fn deliver(&self, from: NodeId, to: NodeId) -> Result<Node, io::Error> {
+    async fn deliver(&self, from: NodeId, to: NodeId, group: u64) -> Result<Node, io::Error> {
         let unreachable = || io::Error::other(format!("node {to} unreachable from {from}"));
-        self.reachable(from, to).ok_or_else(unreachable)?;
+        self.reachable(from, to, group).ok_or_else(unreachable)?;
         tokio::time::sleep(self.delay()).await;
-        self.reachable(from, to).ok_or_else(unreachable)
+        self.reachable(from, to, group).ok_or_else(unreachable)
     }
 }
 
 pub struct Factory {
     pub from: NodeId,
     pub net: Arc<Net>,
+    /// The group its connections are of.
+    pub group: u64,
 }
 
 pub struct Conn {
     from: NodeId,
     to: NodeId,
+    group: u64,
     net: Arc<Net>,
 }
 
@@ -185,6 +195,7 @@ impl RaftNetworkFactory<TypeConfig> for Factory {
         Conn {
             from: self.from,
             to: target,
+            group: self.group,
             net: self.net.clone(),
         }
     }
@@ -204,13 +215,13 @@ impl RaftNetworkV2<TypeConfig> for Conn {
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
         let node = self
             .net
-            .deliver(self.from, self.to)
+            .deliver(self.from, self.to, self.group)
             .await
             .map_err(rpc_err)?;
         let answer = node.append_entries(rpc).await.map_err(rpc_err)?;
         // The answer comes back over the same link.
         self.net
-            .deliver(self.to, self.from)
+            .deliver(self.to, self.from, self.group)
             .await
             .map_err(rpc_err)?;
         Ok(answer)
@@ -223,12 +234,12 @@ impl RaftNetworkV2<TypeConfig> for Conn {
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
         let node = self
             .net
-            .deliver(self.from, self.to)
+            .deliver(self.from, self.to, self.group)
             .await
             .map_err(rpc_err)?;
         let answer = node.vote(rpc).await.map_err(rpc_err)?;
         self.net
-            .deliver(self.to, self.from)
+            .deliver(self.to, self.from, self.group)
             .await
             .map_err(rpc_err)?;
         Ok(answer)
@@ -244,7 +255,7 @@ impl RaftNetworkV2<TypeConfig> for Conn {
         let unreachable = |e: io::Error| StreamingError::Unreachable(Unreachable::new(&e));
         let node = self
             .net
-            .deliver(self.from, self.to)
+            .deliver(self.from, self.to, self.group)
             .await
             .map_err(unreachable)?;
         let answer = node
@@ -252,7 +263,7 @@ impl RaftNetworkV2<TypeConfig> for Conn {
             .await
             .map_err(|e| unreachable(io::Error::other(e.to_string())))?;
         self.net
-            .deliver(self.to, self.from)
+            .deliver(self.to, self.from, self.group)
             .await
             .map_err(unreachable)?;
         Ok(answer)

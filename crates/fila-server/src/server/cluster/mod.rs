@@ -172,7 +172,7 @@ async fn run(
         log,
         state,
         Arc::new(SystemClock),
-        receipt_secret(&config.secret),
+        Some(receipt_secret(&config.secret)),
     )
     .await
     {

@@ -1,0 +1,517 @@
+//! The metadata group: the cluster's map — its partitions, the nodes that
+//! hold a replica of each, each partition's receipt key, and the partition
+//! each queue lives in — replicated like a partition, through a Raft group
+//! of its own whose state machine holds a [`ClusterMap`] instead of queues.
+//!
+//! An entry of the metadata group is one [`MapChange`]. Applying one is
+//! deterministic and never fails: a change that no longer fits the map (a
+//! queue placed twice, a partition that does not exist) changes nothing,
+//! so the leader proposes what it decided and reads the outcome back from
+//! the map once the entry is applied ([`Metadata::place`]).
+//!
+//! Encoding (big-endian): a change is a kind byte — 1 init (`u32` count
+//! of partitions, each its replicas and its key), 2 place (the queue, a
+//! `u32` partition), 3 unplace (the queue), 4 replicas (a `u32` partition
+//! and its replicas) — where replicas are a `u32` count and `u64` node
+//! ids, a key two `u64`, a queue name a `u8` length and UTF-8. A map's
+//! snapshot is [`MAP_MAGIC`], then its partitions and its placements
+//! (`u32` count, each a queue and a `u32` partition).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use fila_core::limits::QUEUE_NAME_LEN_MAX;
+use fila_wal::Storage;
+use openraft::{Config, Raft, RaftNetworkFactory};
+
+use crate::codec::{bad, put_u32, CodecError, Reader};
+use crate::replica::{leading, write_error, LeaderId};
+use crate::{Batch, NodeId, ReplicaError, StateMachine, TypeConfig};
+
+/// What a map's snapshot starts with.
+pub const MAP_MAGIC: &[u8; 8] = b"FILAMAP1";
+
+/// Partitions a cluster may have at most.
+pub const PARTITIONS_MAX: usize = 1_024;
+
+/// Replicas a partition may have at most.
+pub const REPLICAS_MAX: usize = 7;
+
+/// One partition as the map holds it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Partition {
+    /// The nodes that hold a replica of it.
+    pub replicas: BTreeSet<NodeId>,
+    /// The key its receipts are signed with (drawn by the metadata
+    /// leader that made the map).
+    pub key: [u64; 2],
+}
+
+/// The cluster's map. Empty until the first [`MapChange::Init`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterMap {
+    /// The partitions, by number.
+    pub partitions: Vec<Partition>,
+    /// The partition each queue lives in.
+    pub queues: BTreeMap<String, u32>,
+}
+
+/// A change of the map: one entry of the metadata group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MapChange {
+    /// The partitions, once: a map that has partitions ignores it.
+    Init {
+        /// Every partition, by number.
+        partitions: Vec<Partition>,
+    },
+    /// A queue's partition, unless the queue is placed already.
+    Place {
+        /// The queue.
+        queue: String,
+        /// Its partition.
+        partition: u32,
+    },
+    /// A queue placed nowhere.
+    Unplace {
+        /// The queue.
+        queue: String,
+    },
+    /// The nodes that hold a replica of a partition.
+    Replicas {
+        /// The partition.
+        partition: u32,
+        /// Its replicas.
+        replicas: BTreeSet<NodeId>,
+    },
+}
+
+impl ClusterMap {
+    /// The partition `queue` lives in.
+    pub fn partition_of(&self, queue: &str) -> Option<u32> {
+        self.queues.get(queue).copied()
+    }
+
+    /// Applies `change`; a change that does not fit changes nothing.
+    pub fn apply(&mut self, change: MapChange) {
+        let count = self.partitions.len();
+        match change {
+            MapChange::Init { partitions } => {
+                if self.partitions.is_empty() {
+                    self.partitions = partitions;
+                }
+            }
+            MapChange::Place { queue, partition } => {
+                if (partition as usize) < count {
+                    self.queues.entry(queue).or_insert(partition);
+                }
+            }
+            MapChange::Unplace { queue } => {
+                self.queues.remove(&queue);
+            }
+            MapChange::Replicas {
+                partition,
+                replicas,
+            } => {
+                if let Some(p) = self.partitions.get_mut(partition as usize) {
+                    p.replicas = replicas;
+                }
+            }
+        }
+    }
+
+    /// Where a new queue goes: beside `near` (its dead-letter queue, or
+    /// the queue it is the dead-letter queue of) when that is placed, else
+    /// in the partition holding the fewest queues (the lowest such).
+    pub fn choose(&self, near: Option<&str>) -> Option<u32> {
+        if let Some(p) = near.and_then(|n| self.partition_of(n)) {
+            return Some(p);
+        }
+        let mut counts = vec![0usize; self.partitions.len()];
+        for &p in self.queues.values() {
+            if let Some(c) = counts.get_mut(p as usize) {
+                *c += 1;
+            }
+        }
+        (0..counts.len())
+            .min_by_key(|&i| counts[i])
+            .map(|i| i as u32)
+    }
+}
+
+fn put_name(out: &mut Vec<u8>, name: &str) {
+    debug_assert!(name.len() <= QUEUE_NAME_LEN_MAX);
+    out.push(name.len() as u8);
+    out.extend_from_slice(name.as_bytes());
+}
+
+fn name(r: &mut Reader<'_>) -> Result<String, CodecError> {
+    let len = r.u8()? as usize;
+    if len == 0 || len > QUEUE_NAME_LEN_MAX {
+        return Err(bad("a queue name of a length out of bounds"));
+    }
+    String::from_utf8(r.take(len)?.to_vec()).map_err(|_| bad("a queue name not UTF-8"))
+}
+
+fn put_replicas(out: &mut Vec<u8>, replicas: &BTreeSet<NodeId>) {
+    put_u32(out, replicas.len());
+    for id in replicas {
+        out.extend_from_slice(&id.to_be_bytes());
+    }
+}
+
+fn replicas(r: &mut Reader<'_>) -> Result<BTreeSet<NodeId>, CodecError> {
+    let n = r.u32()? as usize;
+    if n > REPLICAS_MAX {
+        return Err(bad("more replicas than a partition may have"));
+    }
+    (0..n).map(|_| r.u64()).collect()
+}
+
+fn put_partitions(out: &mut Vec<u8>, partitions: &[Partition]) {
+    put_u32(out, partitions.len());
+    for p in partitions {
+        put_replicas(out, &p.replicas);
+        out.extend_from_slice(&p.key[0].to_be_bytes());
+        out.extend_from_slice(&p.key[1].to_be_bytes());
+    }
+}
+
+fn partitions(r: &mut Reader<'_>) -> Result<Vec<Partition>, CodecError> {
+    let n = r.u32()? as usize;
+    if n > PARTITIONS_MAX {
+        return Err(bad("more partitions than a cluster may have"));
+    }
+    (0..n)
+        .map(|_| {
+            Ok(Partition {
+                replicas: replicas(r)?,
+                key: [r.u64()?, r.u64()?],
+            })
+        })
+        .collect()
+}
+
+/// A change's bytes (an entry's data).
+pub fn encode_change(change: &MapChange, out: &mut Vec<u8>) {
+    match change {
+        MapChange::Init { partitions } => {
+            out.push(1);
+            put_partitions(out, partitions);
+        }
+        MapChange::Place { queue, partition } => {
+            out.push(2);
+            put_name(out, queue);
+            out.extend_from_slice(&partition.to_be_bytes());
+        }
+        MapChange::Unplace { queue } => {
+            out.push(3);
+            put_name(out, queue);
+        }
+        MapChange::Replicas {
+            partition,
+            replicas,
+        } => {
+            out.push(4);
+            out.extend_from_slice(&partition.to_be_bytes());
+            put_replicas(out, replicas);
+        }
+    }
+}
+
+/// The change `data` holds.
+pub fn decode_change(data: &[u8]) -> Result<MapChange, CodecError> {
+    let mut r = Reader { data };
+    let change = match r.u8()? {
+        1 => MapChange::Init {
+            partitions: partitions(&mut r)?,
+        },
+        2 => MapChange::Place {
+            queue: name(&mut r)?,
+            partition: r.u32()?,
+        },
+        3 => MapChange::Unplace {
+            queue: name(&mut r)?,
+        },
+        4 => MapChange::Replicas {
+            partition: r.u32()?,
+            replicas: replicas(&mut r)?,
+        },
+        _ => return Err(bad("a map change of an unknown kind")),
+    };
+    r.end()?;
+    Ok(change)
+}
+
+/// A map's snapshot bytes.
+pub fn encode_map(map: &ClusterMap, out: &mut Vec<u8>) {
+    out.extend_from_slice(MAP_MAGIC);
+    put_partitions(out, &map.partitions);
+    put_u32(out, map.queues.len());
+    for (queue, p) in &map.queues {
+        put_name(out, queue);
+        out.extend_from_slice(&p.to_be_bytes());
+    }
+}
+
+/// The map a snapshot's bytes hold.
+pub fn decode_map(data: &[u8]) -> Result<ClusterMap, CodecError> {
+    let rest = data
+        .strip_prefix(MAP_MAGIC.as_slice())
+        .ok_or_else(|| bad("not a cluster map"))?;
+    let mut r = Reader { data: rest };
+    let partitions = partitions(&mut r)?;
+    let n = r.u32()? as usize;
+    let mut queues = BTreeMap::new();
+    for _ in 0..n {
+        let queue = name(&mut r)?;
+        let p = r.u32()?;
+        if p as usize >= partitions.len() {
+            return Err(bad("a queue placed in a partition that does not exist"));
+        }
+        queues.insert(queue, p);
+    }
+    r.end()?;
+    Ok(ClusterMap { partitions, queues })
+}
+
+/// How long a change waits for its commit.
+pub const CHANGE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// This node's member of the metadata group.
+pub struct Metadata<S: Storage + 'static> {
+    raft: Raft<TypeConfig, StateMachine<S>>,
+    sm: StateMachine<S>,
+    /// The leadership whose own first entry this node has applied.
+    caught_up: tokio::sync::Mutex<Option<LeaderId>>,
+}
+
+impl<S: Storage + 'static> Metadata<S> {
+    /// Starts node `id`'s member of the metadata group on its log and its
+    /// map's state machine ([`StateMachine::open_map`]).
+    pub async fn start<N>(
+        id: NodeId,
+        config: Arc<Config>,
+        network: N,
+        log: crate::LogStore<S>,
+        sm: StateMachine<S>,
+    ) -> Result<Metadata<S>, ReplicaError>
+    where
+        N: RaftNetworkFactory<TypeConfig>,
+        N::Network:
+            openraft::network::NetSnapshot<TypeConfig, SnapshotData = std::io::Cursor<Vec<u8>>>,
+    {
+        let raft = Raft::new(id, config, network, log, sm.clone())
+            .await
+            .map_err(|e| ReplicaError::Raft(e.to_string()))?;
+        Ok(Metadata {
+            raft,
+            sm,
+            caught_up: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// The Raft node.
+    pub fn raft(&self) -> &Raft<TypeConfig, StateMachine<S>> {
+        &self.raft
+    }
+
+    /// The map as this node has applied it (a follower's may lag).
+    pub fn map(&self) -> Arc<ClusterMap> {
+        self.sm.map().unwrap_or_default()
+    }
+
+    /// Proposes `change` on the leader and answers once it is applied
+    /// there.
+    pub async fn propose(&self, change: &MapChange) -> Result<(), ReplicaError> {
+        let mut data = Vec::new();
+        encode_change(change, &mut data);
+        let written =
+            tokio::time::timeout(CHANGE_TIMEOUT, self.raft.client_write(Batch(data.into()))).await;
+        match written {
+            Ok(Ok(_)) => Ok(()),
+            Err(_) => Err(ReplicaError::Unknown { leader: None }),
+            Ok(Err(e)) => Err(write_error(e)),
+        }
+    }
+
+    /// The map as the leader holds it once a quorum confirmed it still
+    /// leads: everything committed before is in it.
+    ///
+    /// A leadership first commits an entry of its own and applies it:
+    /// openraft's read index alone does not cover a leader restarted into
+    /// its old term, whose state machine restarts from its snapshot and
+    /// whose commit index is not kept across the restart.
+    pub async fn confirmed_map(&self) -> Result<Arc<ClusterMap>, ReplicaError> {
+        crate::replica::confirm(&self.raft).await?;
+        let leader = leading(&self.raft).map_err(|leader| ReplicaError::NotLeader { leader })?;
+        let mut caught_up = self.caught_up.lock().await;
+        if *caught_up != Some(leader) {
+            let written = tokio::time::timeout(CHANGE_TIMEOUT, self.raft.write_blank())
+                .await
+                .map_err(|_| ReplicaError::Unknown { leader: None })?
+                .map_err(write_error)?;
+            self.raft
+                .wait(Some(CHANGE_TIMEOUT))
+                .applied_index_at_least(Some(written.log_id.index), "the map catches up")
+                .await
+                .map_err(|_| ReplicaError::Unknown { leader: None })?;
+            *caught_up = Some(leader);
+        }
+        Ok(self.map())
+    }
+
+    /// The partition `queue` lives in, placing it first if it is not
+    /// placed (beside `near` if that is, see [`ClusterMap::choose`]).
+    /// At most `max` queues are placed: a new one past that is refused.
+    pub async fn place(
+        &self,
+        queue: &str,
+        near: Option<&str>,
+        max: usize,
+    ) -> Result<u32, ReplicaError> {
+        let map = self.confirmed_map().await?;
+        if let Some(p) = map.partition_of(queue) {
+            return Ok(p);
+        }
+        if map.queues.len() >= max {
+            return Err(ReplicaError::Refused(format!(
+                "the cluster holds {} queues, its limit",
+                map.queues.len()
+            )));
+        }
+        let partition = map
+            .choose(near)
+            .ok_or_else(|| ReplicaError::Refused("the cluster has no partitions yet".into()))?;
+        self.propose(&MapChange::Place {
+            queue: queue.to_owned(),
+            partition,
+        })
+        .await?;
+        // Another placement of it may have been committed first: the map
+        // says which stands.
+        self.map()
+            .partition_of(queue)
+            .ok_or(ReplicaError::Unknown { leader: None })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> ClusterMap {
+        let mut map = ClusterMap::default();
+        map.apply(MapChange::Init {
+            partitions: (0..3)
+                .map(|i| Partition {
+                    replicas: BTreeSet::from([1, 2, 3]),
+                    key: [i, i + 100],
+                })
+                .collect(),
+        });
+        map
+    }
+
+    #[test]
+    fn placements_stand_once_made_and_spread_over_the_partitions() {
+        let mut map = sample();
+        for q in ["a", "b", "c", "d"] {
+            let p = map.choose(None).unwrap();
+            map.apply(MapChange::Place {
+                queue: q.into(),
+                partition: p,
+            });
+        }
+        assert_eq!(map.partition_of("a"), Some(0));
+        assert_eq!(map.partition_of("b"), Some(1));
+        assert_eq!(map.partition_of("c"), Some(2));
+        assert_eq!(map.partition_of("d"), Some(0));
+        // A second placement of a placed queue changes nothing; one in a
+        // partition that does not exist neither.
+        map.apply(MapChange::Place {
+            queue: "a".into(),
+            partition: 2,
+        });
+        map.apply(MapChange::Place {
+            queue: "e".into(),
+            partition: 3,
+        });
+        assert_eq!(map.partition_of("a"), Some(0));
+        assert_eq!(map.partition_of("e"), None);
+        // Beside its dead-letter queue, wherever that is.
+        assert_eq!(map.choose(Some("c")), Some(2));
+        assert_eq!(map.choose(Some("nowhere")), Some(1));
+        // A second init changes nothing.
+        let before = map.clone();
+        map.apply(MapChange::Init { partitions: vec![] });
+        assert_eq!(map, before);
+        map.apply(MapChange::Unplace { queue: "a".into() });
+        assert_eq!(map.partition_of("a"), None);
+    }
+
+    #[test]
+    fn changes_and_maps_round_trip_and_every_cut_is_refused() {
+        let changes = [
+            MapChange::Init {
+                partitions: sample().partitions,
+            },
+            MapChange::Place {
+                queue: "jobs".into(),
+                partition: 7,
+            },
+            MapChange::Unplace {
+                queue: "jobs".into(),
+            },
+            MapChange::Replicas {
+                partition: 1,
+                replicas: BTreeSet::from([2, 4, 9]),
+            },
+        ];
+        for change in changes {
+            let mut bytes = Vec::new();
+            encode_change(&change, &mut bytes);
+            assert_eq!(decode_change(&bytes).unwrap(), change);
+            for cut in 0..bytes.len() {
+                assert!(
+                    decode_change(&bytes[..cut]).is_err(),
+                    "{change:?} cut at {cut}"
+                );
+            }
+            bytes.push(0);
+            assert!(decode_change(&bytes).is_err());
+        }
+        let mut map = sample();
+        map.apply(MapChange::Place {
+            queue: "jobs".into(),
+            partition: 2,
+        });
+        let mut bytes = Vec::new();
+        encode_map(&map, &mut bytes);
+        assert_eq!(decode_map(&bytes).unwrap(), map);
+        for cut in 0..bytes.len() {
+            assert!(decode_map(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn hostile_counts_and_names_are_refused() {
+        let mut bytes = vec![1];
+        bytes.extend_from_slice(&u32::MAX.to_be_bytes());
+        assert!(decode_change(&bytes).is_err());
+        let mut bytes = vec![2, 0];
+        bytes.extend_from_slice(&0u32.to_be_bytes());
+        assert!(decode_change(&bytes).is_err(), "an empty name");
+        let mut bytes = vec![2, 2, 0xff, 0xfe];
+        bytes.extend_from_slice(&0u32.to_be_bytes());
+        assert!(decode_change(&bytes).is_err(), "a name not UTF-8");
+        let mut bytes = vec![4, 0, 0, 0, 0];
+        bytes.extend_from_slice(&(REPLICAS_MAX as u32 + 1).to_be_bytes());
+        assert!(decode_change(&bytes).is_err());
+        // A snapshot placing a queue in a partition it does not have.
+        let mut map = sample();
+        map.queues.insert("x".into(), 9);
+        let mut bytes = Vec::new();
+        encode_map(&map, &mut bytes);
+        assert!(decode_map(&bytes).is_err());
+    }
+}
