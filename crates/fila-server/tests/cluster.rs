@@ -18,7 +18,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use cluster_harness::{client, cluster, on_leader, present, signal, Dir, QUEUES_MAX};
+use cluster_harness::{client, cluster, on_leader, present, signal, Dir, PARKED_MAX, QUEUES_MAX};
 use fila_client::{Client, ClientOptions, ErrorCode, SettingsPatch};
 
 #[test]
@@ -49,6 +49,7 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
     let stat = |name: &str| stats.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
     assert_eq!(stat("queues"), Some(QUEUES_MAX), "{stats:?}");
     assert_eq!(stat("max_queues"), Some(QUEUES_MAX), "{stats:?}");
+    waiting_receives_count_against_max_parked(&nodes[leader].client);
     // A follower names the leader.
     let follower = (leader + 1) % 3;
     let err = client(&nodes[follower].client)
@@ -255,4 +256,46 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
         assert!(attempted.contains(body), "{body} was never put");
     }
     assert_eq!(acked.len(), 210, "every put was acknowledged");
+}
+
+/// Receives waiting for messages on a cluster node count against its
+/// `max_parked`, as parked receives do on a single node: past it one is
+/// refused `resource_exhausted`, and a put is answered meanwhile and
+/// wakes a waiting one.
+fn waiting_receives_count_against_max_parked(leader: &str) {
+    let mut on = client(leader).unwrap();
+    let parked = |c: &mut Client| {
+        let stats = c.server_stats().unwrap();
+        stats
+            .iter()
+            .find(|(k, _)| k == "receives_parked")
+            .map(|(_, v)| *v)
+    };
+    let waiters: Vec<_> = (0..PARKED_MAX)
+        .map(|_| {
+            let addr = leader.to_owned();
+            std::thread::spawn(move || {
+                let mut c = client(&addr).unwrap();
+                c.receive("more-1", 1, Some(4_000)).unwrap()
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while parked(&mut on) != Some(PARKED_MAX) {
+        assert!(Instant::now() < deadline, "{:?} waiting", parked(&mut on));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let err = on.receive("more-1", 1, Some(4_000)).unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::RESOURCE_EXHAUSTED), "{err}");
+    assert!(err.to_string().contains("max_parked"), "{err}");
+    // A receive that does not wait is not counted.
+    assert!(on.receive("more-1", 1, Some(0)).unwrap().is_empty());
+    on.put_one("more-1", "wake").unwrap();
+    let mut woken = 0;
+    for w in waiters {
+        let got = w.join().unwrap();
+        woken += got.len();
+    }
+    assert_eq!(woken, 1, "one waiting receive took the put");
+    assert_eq!(parked(&mut on), Some(0));
 }

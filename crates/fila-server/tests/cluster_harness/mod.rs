@@ -109,6 +109,9 @@ pub fn free_port() -> u16 {
 /// Every node's `max_queues`: the partition is held to it.
 pub const QUEUES_MAX: u64 = 4;
 
+/// Every node's `max_parked`: waiting receives count against it.
+pub const PARKED_MAX: u64 = 2;
+
 /// A `[[cluster.members]]` entry.
 fn member(id: u64, client: u16, peer: u16) -> String {
     format!("[[cluster.members]]\nid = {id}\npeer = \"127.0.0.1:{peer}\"\nclient = \"127.0.0.1:{client}\"\n")
@@ -138,7 +141,7 @@ fn node(dir: &Path, id: u64, ports: (u16, u16), members: Option<&str>) -> Node {
         &config,
         format!(
             "listen = \"127.0.0.1:{client}\"\nmetrics_listen = \"off\"\nsqs_listen = \"off\"\n\
-             console_listen = \"off\"\nshards = 1\nevent_loops = 1\nmax_queues = {QUEUES_MAX}\ndata_dir = \"{}\"\n{tls}\
+             console_listen = \"off\"\nshards = 1\nevent_loops = 1\nmax_queues = {QUEUES_MAX}\nmax_parked = {PARKED_MAX}\ndata_dir = \"{}\"\n{tls}\
              [cluster]\nnode_id = {id}\nlisten = \"127.0.0.1:{peer}\"\njoin = {join}\n{peer_tls}\
              secret = \"a secret the three nodes share\"\n{members}",
             data.display()

@@ -38,7 +38,9 @@ use crate::config::ClusterConfig;
 use forward::Ask;
 
 mod forward;
+mod turns;
 use crate::dispatch::{self, error, Answer, Outcome};
+use turns::{Turn, Waiting};
 
 /// How often a waiting receive looks again.
 pub(in crate::server) const POLL: Duration = Duration::from_millis(50);
@@ -352,10 +354,13 @@ async fn mail(
                 return;
             };
             running.fetch_add(1, Ordering::AcqRel);
+            let mut turn = Turn {
+                permit: Some(turn),
+                turns: turns.clone(),
+            };
             tokio::spawn(async move {
-                on_msg(&replica, &shared, &fwd, msg).await;
+                on_msg(&replica, &shared, &fwd, msg, &mut turn).await;
                 running.fetch_sub(1, Ordering::AcqRel);
-                drop(turn);
             });
         }
         let stopping = shared.stopping.load(Ordering::Acquire);
@@ -398,11 +403,11 @@ fn answer(shared: &Shared, route: super::host::Route, done: Done) {
     }
 }
 
-async fn on_msg(replica: &Node, shared: &Shared, fwd: &Forwarder, msg: Msg) {
+async fn on_msg(replica: &Node, shared: &Shared, fwd: &Forwarder, msg: Msg, turn: &mut Turn) {
     match msg {
         Msg::Run(job) => {
             let route = job.route;
-            let done = Done::Answer(run_job(replica, shared, fwd, job).await, false);
+            let done = Done::Answer(run_job(replica, shared, fwd, job, turn).await, false);
             answer(shared, route, done);
         }
         Msg::List(list) => {
@@ -546,7 +551,13 @@ async fn forward_to(
 /// A request on the partition: run on the leader's engine (a receive
 /// that waits, again every [`POLL`] until messages come or the wait
 /// ends); a gateway's request on a follower is forwarded to the leader.
-async fn run_job(replica: &Node, shared: &Shared, fwd: &Forwarder, job: RunJob) -> Answer {
+async fn run_job(
+    replica: &Node,
+    shared: &Shared,
+    fwd: &Forwarder,
+    job: RunJob,
+    turn: &mut Turn,
+) -> Answer {
     if let Request::ChangeCluster(change) = job.req {
         return match change_cluster(replica, change).await {
             Ok(()) => fila_proto::Response::Ok.into(),
@@ -557,6 +568,7 @@ async fn run_job(replica: &Node, shared: &Shared, fwd: &Forwarder, job: RunJob) 
     let forwards = forwards(shared, &job.route);
     let started = Instant::now();
     let mut wait: Option<Duration> = None;
+    let mut waiting: Option<Waiting<'_>> = None;
     loop {
         let ran = match attempt(replica, shared, job.req.clone(), room).await {
             Ok(done) => Ok(done),
@@ -572,7 +584,7 @@ async fn run_job(replica: &Node, shared: &Shared, fwd: &Forwarder, job: RunJob) 
                     && started.elapsed() < LEADER_WAIT
                     && !shared.stopping.load(Ordering::Acquire) =>
             {
-                tokio::time::sleep(POLL).await;
+                turn.sleep(POLL).await;
                 continue;
             }
             Err(e) => Err(refusal(replica, shared, &e)),
@@ -587,7 +599,13 @@ async fn run_job(replica: &Node, shared: &Shared, fwd: &Forwarder, job: RunJob) 
         if !empty || left.is_zero() || shared.stopping.load(Ordering::Acquire) {
             return answer;
         }
-        tokio::time::sleep(left.min(POLL)).await;
+        if waiting.is_none() {
+            match Waiting::start(shared, job.may_park) {
+                Ok(w) => waiting = Some(w),
+                Err(refused) => return refused,
+            }
+        }
+        turn.sleep(left.min(POLL)).await;
     }
 }
 
