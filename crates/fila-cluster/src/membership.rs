@@ -7,7 +7,9 @@
 //! voters goes through openraft's joint configuration, so the old and the
 //! new voters both agree — and is answered once it is committed.
 //! [`Replica::transfer_leader`] hands the leadership to a voter that has
-//! the whole log, for a node about to be stopped.
+//! the whole log, for a node about to be stopped. [`Replica::move_step`]
+//! moves a group's replicas to the nodes wanted, one of these changes at a
+//! time.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -229,6 +231,76 @@ impl<S: Storage + 'static> Replica<S> {
                 TRANSFER_TIMEOUT.as_secs()
             ))),
         }
+    }
+}
+
+/// What one step of moving a group's replicas did
+/// ([`Replica::move_step`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoveStep {
+    /// The node was added as a learner.
+    Added(NodeId),
+    /// The learner is still catching up: nothing done.
+    CatchingUp(NodeId),
+    /// The learner was made a voter.
+    Promoted(NodeId),
+    /// The member was taken out.
+    Removed(NodeId),
+    /// This leader is not wanted: it handed the leadership to this voter,
+    /// which goes on.
+    HandedOver(NodeId),
+    /// The group's members are the ones wanted, every one a voter.
+    Done,
+}
+
+impl<S: Storage + 'static> Replica<S> {
+    /// One step of moving the group's replicas to `want` (the nodes that
+    /// should hold it, as the cluster's map says; `members` their
+    /// addresses), on the leader: a node missing is added as a learner;
+    /// a wanted learner is promoted once caught up; only then is a member
+    /// not wanted removed — the leader itself last, after it hands the
+    /// leadership over. So the group never has fewer voters than it had
+    /// or is to have, and a replica moves learner → voter → the old one
+    /// removed. Called again until it answers [`MoveStep::Done`].
+    pub async fn move_step(
+        &self,
+        want: &BTreeSet<NodeId>,
+        members: &BTreeMap<NodeId, Member>,
+    ) -> Result<MoveStep, ReplicaError> {
+        if want.is_empty() {
+            return Err(refused("a group needs at least one replica".to_owned()));
+        }
+        let view = self.leader_view()?;
+        if let Some(&id) = want.iter().find(|id| !view.nodes.contains_key(id)) {
+            let member = members
+                .get(&id)
+                .cloned()
+                .ok_or_else(|| refused(format!("node {id}: its addresses are not known")))?;
+            self.add_learner(id, member).await?;
+            return Ok(MoveStep::Added(id));
+        }
+        if let Some(&id) = want.iter().find(|id| !view.voters.contains(id)) {
+            if lag(&view, id)? > PROMOTE_LAG_MAX {
+                return Ok(MoveStep::CatchingUp(id));
+            }
+            self.promote(id).await?;
+            return Ok(MoveStep::Promoted(id));
+        }
+        let me = self.id();
+        if let Some(&id) = view
+            .nodes
+            .keys()
+            .find(|&&id| !want.contains(&id) && id != me)
+        {
+            self.remove(id).await?;
+            return Ok(MoveStep::Removed(id));
+        }
+        if !want.contains(&me) {
+            // Every other member is wanted now: the voter furthest along
+            // takes over and removes this one.
+            return Ok(MoveStep::HandedOver(self.transfer_leader(None).await?));
+        }
+        Ok(MoveStep::Done)
     }
 }
 

@@ -22,6 +22,7 @@
 
 mod history;
 mod members;
+mod moves;
 mod net;
 mod partitions;
 

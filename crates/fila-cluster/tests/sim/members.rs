@@ -37,7 +37,7 @@ struct Changes {
 }
 
 /// The voters and the other members the node `id` knows of.
-fn membership(c: &Cluster, id: NodeId) -> Option<(BTreeSet<NodeId>, BTreeSet<NodeId>)> {
+pub(super) fn membership(c: &Cluster, id: NodeId) -> Option<(BTreeSet<NodeId>, BTreeSet<NodeId>)> {
     let r = c.replica(id)?;
     let m = r.raft().metrics();
     let m = m.borrow_watched();
@@ -47,7 +47,7 @@ fn membership(c: &Cluster, id: NodeId) -> Option<(BTreeSet<NodeId>, BTreeSet<Nod
     Some((voters, nodes))
 }
 
-fn member(id: NodeId) -> Member {
+pub(super) fn member(id: NodeId) -> Member {
     Member {
         addr: format!("node-{id}"),
         client: format!("client-{id}"),
