@@ -10,7 +10,7 @@ use super::{connect, output, Args, Failure, Out};
 /// How often `cluster add` looks at the new learner's progress.
 const POLL: Duration = Duration::from_millis(100);
 
-const SUBCOMMANDS: &str = "status, add, promote, remove, transfer";
+const SUBCOMMANDS: &str = "status, add, promote, remove, transfer, move";
 
 fn node_id(a: &Args, i: usize) -> Result<u64, Failure> {
     let v = a.pos(i, "a node id")?;
@@ -75,6 +75,35 @@ pub(super) fn run(a: &Args, json: bool) -> Out {
                     "is no longer a member"
                 };
                 println!("node {id} {done}");
+            }
+        }
+        "move" => {
+            a.check_known(&["--peer", "--client"])?;
+            let (from, to) = (node_id(a, 2)?, node_id(a, 3)?);
+            let addr = |flag: &str| {
+                a.value(flag)
+                    .map(str::to_owned)
+                    .ok_or_else(|| Failure::Usage(format!("cluster move needs {flag} HOST:PORT")))
+            };
+            let (peer, client) = (addr("--peer")?, addr("--client")?);
+            let started = Instant::now();
+            connect(a)?.change_cluster(ClusterChange::Move {
+                from,
+                to,
+                peer,
+                client,
+            })?;
+            let took = started.elapsed();
+            if json {
+                println!(
+                    "{{\"from\":{from},\"to\":{to},\"took_ms\":{}}}",
+                    took.as_millis()
+                );
+            } else {
+                println!(
+                    "node {from}'s replica moved to node {to} ({:.2} s): node {to} is a voter, node {from} no longer a member",
+                    took.as_secs_f64()
+                );
             }
         }
         "transfer" => {

@@ -72,6 +72,9 @@ usage: fila [--addr ADDR] [--token TOKEN] [--tls] [--ca FILE]
                                    0: not) until it has caught up
   cluster promote ID               make a caught-up learner a voter
   cluster remove ID                take a voter or a learner out
+  cluster move FROM TO --peer HOST:PORT --client HOST:PORT
+                                   move FROM's replica to node TO: added,
+                                   promoted once caught up, FROM removed
   cluster transfer [--to ID]       hand the leadership to a voter (the one
                                    furthest along); cluster changes need
                                    manage on every queue

@@ -176,6 +176,22 @@ pub enum ClusterChange {
         /// The voter to lead (`None`: the leader picks).
         to: Option<u64>,
     },
+    /// Move the replica of node `from` to node `to`: `to` added as a
+    /// learner (reached at `peer`, its clients at `client`), made a voter
+    /// once it has caught up, then `from` removed — the leader handing its
+    /// leadership over first when it is `from`. Answered once done; sent
+    /// again after a `not_leader` or a time-out it goes on from where it
+    /// stands.
+    Move {
+        /// The node whose replica moves away.
+        from: u64,
+        /// The node it moves to.
+        to: u64,
+        /// `to`'s peer address (`host:port`).
+        peer: String,
+        /// `to`'s client address (`host:port`).
+        client: String,
+    },
 }
 
 /// Every request.

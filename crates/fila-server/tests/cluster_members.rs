@@ -3,7 +3,8 @@
 //! node joins as a learner, catches up and is promoted; the leadership is
 //! handed to it; a voter is removed and stopped; a node killed and wiped
 //! comes back under a new id as a learner and takes everything again (its
-//! old id refused); the certificates are rotated and reloaded with SIGHUP
+//! old id refused); the leader's replica moves to a new node in one
+//! command; the certificates are rotated and reloaded with SIGHUP
 //! (the peer ports present the new ones); a leader stopped with SIGTERM
 //! hands its leadership over first. Changes that
 //! cannot be made are refused, saying why. At the end every acknowledged
@@ -301,6 +302,44 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
         acked,
         "the wiped node's copy: every acknowledged put, and nothing else"
     );
+
+    // The leader's replica (node 5's) moves to a new node, 6, in one
+    // command: node 6 added as a learner, promoted once it has caught up,
+    // then node 5 hands its leadership over and the next leader — the
+    // client following it with the same command — removes node 5.
+    let mut six = joiner(&dir.0, 6);
+    six.start();
+    let moved = Instant::now();
+    following(&nodes[1].client)
+        .change_cluster(ClusterChange::Move {
+            from: 5,
+            to: 6,
+            peer: six.peer.clone(),
+            client: six.client.clone(),
+        })
+        .unwrap();
+    eprintln!("the leader's replica moved in {:?}", moved.elapsed());
+    assert!(nodes[1].stop());
+    nodes[1] = six;
+    let s = leader_sees(&nodes, "node 5's replica on node 6", |s| {
+        is_voter(s, 6) == Some(true) && is_voter(s, 5).is_none()
+    });
+    assert_eq!(s.members.iter().filter(|m| m.voter).count(), 3, "{s:?}");
+    let mut c = following(&nodes[2].client);
+    put(&mut c, "after-the-move", 10, &mut acked);
+    // A move of a node that holds no replica is refused, saying why.
+    refused(
+        c.change_cluster(ClusterChange::Move {
+            from: 5,
+            to: 7,
+            peer: "127.0.0.1:1".into(),
+            client: "127.0.0.1:2".into(),
+        }),
+        "holds no replica",
+    );
+    c.change_cluster(ClusterChange::TransferLeader { to: Some(6) })
+        .unwrap();
+    leads(&nodes[1], 6);
 
     // New certificates, reloaded with SIGHUP: the peer ports present them,
     // and the cluster serves clients that trust only the new CA.

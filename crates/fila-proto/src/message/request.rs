@@ -340,6 +340,18 @@ fn put_change(w: &mut Writer<'_>, change: &ClusterChange) {
             w.u8(4);
             w.opt(to, |w, to| w.u64(*to));
         }
+        ClusterChange::Move {
+            from,
+            to,
+            peer,
+            client,
+        } => {
+            w.u8(5);
+            w.u64(*from);
+            w.u64(*to);
+            w.str(peer);
+            w.str(client);
+        }
     }
 }
 
@@ -354,6 +366,12 @@ fn get_change(r: &mut Reader) -> Result<ClusterChange, ProtoError> {
         3 => ClusterChange::Remove { id: r.u64()? },
         4 => ClusterChange::TransferLeader {
             to: r.opt(Reader::u64)?,
+        },
+        5 => ClusterChange::Move {
+            from: r.u64()?,
+            to: r.u64()?,
+            peer: r.str()?,
+            client: r.str()?,
         },
         _ => return Err(ProtoError::Malformed("unknown cluster change")),
     })

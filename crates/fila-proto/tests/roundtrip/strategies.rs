@@ -175,6 +175,14 @@ pub fn request() -> impl Strategy<Value = Request> {
             any::<u64>().prop_map(|id| ClusterChange::Promote { id }),
             any::<u64>().prop_map(|id| ClusterChange::Remove { id }),
             proptest::option::of(any::<u64>()).prop_map(|to| ClusterChange::TransferLeader { to }),
+            (any::<u64>(), any::<u64>(), s(), s()).prop_map(|(from, to, peer, client)| {
+                ClusterChange::Move {
+                    from,
+                    to,
+                    peer,
+                    client,
+                }
+            }),
         ]
         .prop_map(Request::ChangeCluster),
         (s(), patch()).prop_map(|(name, settings)| Request::CreateQueue { name, settings }),

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use fila_cluster::peer::{serve, Forward, Forwarder, PeerNetwork, PeerTls};
 use fila_cluster::{LogStore, Member, Replica, ReplicaError, StateMachine};
 use fila_core::{Owner, SystemClock};
-use fila_proto::{ClusterChange, ErrorCode, Opcode, Request};
+use fila_proto::{ErrorCode, Opcode, Request};
 use fila_wal::{FsStorage, LogOptions};
 use openraft::async_runtime::watch::WatchReceiver;
 use sha2::{Digest, Sha256};
@@ -37,9 +37,11 @@ use super::Shared;
 use crate::config::ClusterConfig;
 use forward::Ask;
 
+mod change;
 mod forward;
 mod turns;
 use crate::dispatch::{self, error, Answer, Outcome};
+use change::change_cluster;
 use turns::{Turn, Waiting};
 
 /// How often a waiting receive looks again.
@@ -713,37 +715,6 @@ fn nowhere() -> super::host::Route {
         park: 0,
         fields: fila_proto::Fields::ALL,
         shard: 0,
-    }
-}
-
-/// The longest member address.
-const ADDR_MAX: usize = 255;
-
-/// Whether `a` is `host:port`, short enough to keep in the membership.
-fn host_port(a: &str) -> bool {
-    a.len() <= ADDR_MAX
-        && a.rsplit_once(':').is_some_and(|(host, port)| {
-            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0)
-        })
-}
-
-/// A change of the members or the leadership, on the leader.
-async fn change_cluster(replica: &Node, change: ClusterChange) -> Result<(), ReplicaError> {
-    match change {
-        ClusterChange::AddLearner { id, peer, client } => {
-            for (what, a) in [("peer", &peer), ("client", &client)] {
-                if !host_port(a) {
-                    return Err(ReplicaError::Refused(format!(
-                        "node {id}: the {what} address {a:?} is not host:port (at most {ADDR_MAX} bytes)"
-                    )));
-                }
-            }
-            let member = Member { addr: peer, client };
-            replica.add_learner(id, member).await
-        }
-        ClusterChange::Promote { id } => replica.promote(id).await,
-        ClusterChange::Remove { id } => replica.remove(id).await,
-        ClusterChange::TransferLeader { to } => replica.transfer_leader(to).await.map(drop),
     }
 }
 
