@@ -26,7 +26,7 @@ mod moves;
 mod net;
 mod partitions;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,6 +76,44 @@ fn options() -> LogOptions {
     }
 }
 
+/// The simulated nodes' Raft timers: short, so that elections, snapshots
+/// and purges happen within a run.
+fn sim_config() -> Arc<openraft::Config> {
+    let config = openraft::Config {
+        heartbeat_interval: 50,
+        election_timeout_min: 150,
+        election_timeout_max: 300,
+        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(40),
+        max_in_snapshot_log_to_keep: 10,
+        ..Default::default()
+    };
+    Arc::new(config.validate().unwrap())
+}
+
+/// The one seed to replay (`FILA_SIM_SEED`), if any.
+fn only_seed() -> Option<u64> {
+    std::env::var("FILA_SIM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+}
+
+/// Runs `run` on a paused clock for each seed up to `seeds` (or only the
+/// one `FILA_SIM_SEED` names); answers what each run answered.
+fn each_seed<T, F: std::future::Future<Output = T>>(seeds: u64, run: impl Fn(u64) -> F) -> Vec<T> {
+    let only = only_seed();
+    (1..=seeds)
+        .filter(|seed| only.is_none_or(|o| o == *seed))
+        .map(|seed| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap()
+                .block_on(run(seed))
+        })
+        .collect()
+}
+
 impl Cluster {
     /// The three voters [`NODES`], started.
     async fn new(seed: u64) -> Cluster {
@@ -85,15 +123,6 @@ impl Cluster {
     /// Nodes `slots` started; the first three are the first membership
     /// (node 1 makes it; the others wait to be added).
     async fn with(seed: u64, slots: &[NodeId]) -> Cluster {
-        let config = openraft::Config {
-            heartbeat_interval: 50,
-            election_timeout_min: 150,
-            election_timeout_max: 300,
-            // Snapshots and purges happen within a run.
-            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(40),
-            max_in_snapshot_log_to_keep: 10,
-            ..Default::default()
-        };
         let mut c = Cluster {
             net: Net::new(seed, 20),
             slots: slots
@@ -110,7 +139,7 @@ impl Cluster {
                     )
                 })
                 .collect(),
-            config: Arc::new(config.validate().unwrap()),
+            config: sim_config(),
             clock: Arc::new(SimClock(tokio::time::Instant::now())),
             secret: [seed, seed ^ 0x5eed],
             leader: 1,
@@ -215,6 +244,29 @@ impl Cluster {
             ));
         }
         panic!("seed {seed}: no leader at the end{states}")
+    }
+
+    /// Every one of `members` applies the log up to `index` (within 30 s)
+    /// and then holds the same state.
+    async fn agree(&self, seed: u64, members: &BTreeSet<NodeId>, index: u64) {
+        let mut images = Vec::new();
+        for &id in members {
+            let r = self.replica(id).unwrap();
+            r.raft()
+                .wait(Some(Duration::from_secs(30)))
+                .applied_index_at_least(Some(index), "catch up")
+                .await
+                .unwrap_or_else(|e| panic!("seed {seed}: member {id} did not catch up: {e}"));
+            images.push((id, normal(r.state().image().unwrap())));
+        }
+        for w in images.windows(2) {
+            assert!(
+                w[0].1 == w[1].1,
+                "seed {seed}: members {} and {} differ",
+                w[0].0,
+                w[1].0
+            );
+        }
     }
 
     /// The node stops and its machine crashes: what it had not synced is
@@ -779,59 +831,52 @@ fn pipelined_operations_commit_in_the_order_the_engine_made_them() {
 /// state), while the new leader answers it with what was committed since.
 #[test]
 fn a_cut_off_leader_does_not_answer_reads_from_its_old_state() {
-    for seed in 1..=3u64 {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let mut c = Cluster::new(seed).await;
-            create_queue(&mut c, seed).await;
-            let old = c.leader;
-            let old_replica = c.replica(old).unwrap();
-            assert_eq!(
-                old_replica
-                    .read(|o| o.stats(QUEUE).unwrap().visible)
-                    .await
-                    .unwrap(),
-                0
-            );
-            c.net.cut_off(old);
-            // The others elect a leader and take a put.
-            let mut put = None;
-            for _ in 0..100 {
-                for id in NODES.iter().filter(|&&n| n != old) {
-                    let r = c.replica(*id).unwrap();
-                    if let Ok(Ok(_)) = r
-                        .execute(|o| o.put(QUEUE, vec![NewMessage::new("new")]))
-                        .await
-                    {
-                        put = Some(*id);
-                    }
-                }
-                if put.is_some() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            let new = put.unwrap_or_else(|| panic!("seed {seed}: no new leader"));
-            // The old one still thinks it leads; its read is refused.
-            let stale = old_replica.read(|o| o.stats(QUEUE).unwrap().visible).await;
-            assert!(
-                matches!(stale, Err(ReplicaError::NotLeader { .. })),
-                "seed {seed}: {stale:?}"
-            );
-            let fresh = c
-                .replica(new)
-                .unwrap()
+    each_seed(3, |seed| async move {
+        let mut c = Cluster::new(seed).await;
+        create_queue(&mut c, seed).await;
+        let old = c.leader;
+        let old_replica = c.replica(old).unwrap();
+        assert_eq!(
+            old_replica
                 .read(|o| o.stats(QUEUE).unwrap().visible)
-                .await;
-            assert_eq!(fresh.unwrap(), 1, "seed {seed}");
-            c.net.heal();
-            for id in NODES {
-                c.crash(id).await;
+                .await
+                .unwrap(),
+            0
+        );
+        c.net.cut_off(old);
+        // The others elect a leader and take a put.
+        let mut put = None;
+        for _ in 0..100 {
+            for id in NODES.iter().filter(|&&n| n != old) {
+                let r = c.replica(*id).unwrap();
+                if let Ok(Ok(_)) = r
+                    .execute(|o| o.put(QUEUE, vec![NewMessage::new("new")]))
+                    .await
+                {
+                    put = Some(*id);
+                }
             }
-        });
-    }
+            if put.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let new = put.unwrap_or_else(|| panic!("seed {seed}: no new leader"));
+        // The old one still thinks it leads; its read is refused.
+        let stale = old_replica.read(|o| o.stats(QUEUE).unwrap().visible).await;
+        assert!(
+            matches!(stale, Err(ReplicaError::NotLeader { .. })),
+            "seed {seed}: {stale:?}"
+        );
+        let fresh = c
+            .replica(new)
+            .unwrap()
+            .read(|o| o.stats(QUEUE).unwrap().visible)
+            .await;
+        assert_eq!(fresh.unwrap(), 1, "seed {seed}");
+        c.net.heal();
+        for id in NODES {
+            c.crash(id).await;
+        }
+    });
 }

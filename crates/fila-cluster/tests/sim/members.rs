@@ -206,24 +206,7 @@ async fn churn(seed: u64) -> (History, Changes) {
     // The end: a blank entry after everything, applied by every member.
     let (end, index) = c.settle(seed, &mut down).await;
     let (_, members) = membership(&c, c.leader).unwrap();
-    let mut images = Vec::new();
-    for &id in &members {
-        let r = c.replica(id).unwrap();
-        r.raft()
-            .wait(Some(Duration::from_secs(30)))
-            .applied_index_at_least(Some(index), "catch up")
-            .await
-            .unwrap_or_else(|e| panic!("seed {seed}: member {id} did not catch up: {e}"));
-        images.push((id, normal(r.state().image().unwrap())));
-    }
-    for w in images.windows(2) {
-        assert!(
-            w[0].1 == w[1].1,
-            "seed {seed}: members {} and {} differ",
-            w[0].0,
-            w[1].0
-        );
-    }
+    c.agree(seed, &members, index).await;
     check(seed, &h, &end);
     let ids: Vec<NodeId> = c.slots.keys().copied().collect();
     for id in ids {
@@ -240,19 +223,8 @@ fn members_added_promoted_removed_and_wiped_among_faults_lose_nothing() {
         .unwrap_or(4);
     let mut total = Changes::default();
     let (mut acked, mut deleted, mut ran) = (0, 0, 0);
-    let only: Option<u64> = std::env::var("FILA_SIM_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok());
-    for seed in 1..=seeds {
-        if only.is_some_and(|o| o != seed) {
-            continue;
-        }
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        let (h, done) = rt.block_on(churn(seed));
+    let only = only_seed();
+    for (h, done) in each_seed(seeds, churn) {
         ran += 1;
         acked += h.acked.len();
         deleted += h.deleted.len();
@@ -282,49 +254,42 @@ fn members_added_promoted_removed_and_wiped_among_faults_lose_nothing() {
 /// nothing (not even a read from its old state), and the others serve.
 #[test]
 fn a_leader_that_removed_itself_serves_nothing() {
-    for seed in 1..=3u64 {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let mut c = Cluster::new(seed).await;
-            create_queue(&mut c, seed).await;
-            let old = c.leader;
-            let replica = c.replica(old).unwrap();
-            replica.remove(old).await.unwrap();
-            // Past openraft's step-down delay and the hand-over.
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            let (voters, _) = membership(&c, old).unwrap();
-            assert!(!voters.contains(&old), "seed {seed}: {voters:?}");
-            let stale = replica.execute(contents).await;
-            match stale {
-                Err(ReplicaError::NotLeader { leader }) => {
-                    assert_ne!(leader, Some(old), "seed {seed}: it names itself")
-                }
-                other => panic!("seed {seed}: the removed leader answered {other:?}"),
+    each_seed(3, |seed| async move {
+        let mut c = Cluster::new(seed).await;
+        create_queue(&mut c, seed).await;
+        let old = c.leader;
+        let replica = c.replica(old).unwrap();
+        replica.remove(old).await.unwrap();
+        // Past openraft's step-down delay and the hand-over.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (voters, _) = membership(&c, old).unwrap();
+        assert!(!voters.contains(&old), "seed {seed}: {voters:?}");
+        let stale = replica.execute(contents).await;
+        match stale {
+            Err(ReplicaError::NotLeader { leader }) => {
+                assert_ne!(leader, Some(old), "seed {seed}: it names itself")
             }
-            assert_ne!(replica.known_leader(), Some(old), "seed {seed}");
-            // The others took over.
-            let mut served = false;
-            for _ in 0..50 {
-                for id in NODES.iter().filter(|&&n| n != old) {
-                    let r = c.replica(*id).unwrap();
-                    if let Ok(e) = r.execute(contents).await {
-                        assert!(e.is_empty(), "seed {seed}: {e:?}");
-                        served = true;
-                    }
+            other => panic!("seed {seed}: the removed leader answered {other:?}"),
+        }
+        assert_ne!(replica.known_leader(), Some(old), "seed {seed}");
+        // The others took over.
+        let mut served = false;
+        for _ in 0..50 {
+            for id in NODES.iter().filter(|&&n| n != old) {
+                let r = c.replica(*id).unwrap();
+                if let Ok(e) = r.execute(contents).await {
+                    assert!(e.is_empty(), "seed {seed}: {e:?}");
+                    served = true;
                 }
-                if served {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            assert!(served, "seed {seed}: no other node served");
-            for id in NODES {
-                c.crash(id).await;
+            if served {
+                break;
             }
-        });
-    }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(served, "seed {seed}: no other node served");
+        for id in NODES {
+            c.crash(id).await;
+        }
+    });
 }

@@ -8,8 +8,6 @@
 //! every one a voter, each holds the same state, and the history checker
 //! holds the state to what clients were told.
 
-use std::collections::BTreeSet;
-
 use fila_cluster::membership::MoveStep;
 
 use super::members::{member, membership};
@@ -140,24 +138,7 @@ async fn moving(seed: u64) -> (History, Moved) {
     let (voters, nodes) = membership(&c, c.leader).unwrap();
     assert_eq!(&voters, want, "seed {seed}: the voters");
     assert_eq!(&nodes, want, "seed {seed}: the members");
-    let mut images = Vec::new();
-    for &id in want {
-        let r = c.replica(id).unwrap();
-        r.raft()
-            .wait(Some(Duration::from_secs(30)))
-            .applied_index_at_least(Some(index), "catch up")
-            .await
-            .unwrap_or_else(|e| panic!("seed {seed}: member {id} did not catch up: {e}"));
-        images.push((id, normal(r.state().image().unwrap())));
-    }
-    for w in images.windows(2) {
-        assert!(
-            w[0].1 == w[1].1,
-            "seed {seed}: members {} and {} differ",
-            w[0].0,
-            w[1].0
-        );
-    }
+    c.agree(seed, want, index).await;
     check(seed, &h, &end);
     for id in SLOTS {
         c.crash(id).await;
@@ -168,21 +149,10 @@ async fn moving(seed: u64) -> (History, Moved) {
 #[test]
 fn a_partitions_replicas_move_learner_voter_removed_among_faults_losing_nothing() {
     let seeds = (seeds() / 4).max(2);
-    let only: Option<u64> = std::env::var("FILA_SIM_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok());
+    let only = only_seed();
     let mut total = Moved::default();
     let (mut acked, mut deleted) = (0, 0);
-    for seed in 1..=seeds {
-        if only.is_some_and(|o| o != seed) {
-            continue;
-        }
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        let (h, moved) = rt.block_on(moving(seed));
+    for (h, moved) in each_seed(seeds, moving) {
         acked += h.acked.len();
         deleted += h.deleted.len();
         total.added += moved.added;

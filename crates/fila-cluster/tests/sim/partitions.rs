@@ -48,18 +48,10 @@ struct Told {
 
 impl Cells {
     async fn new(seed: u64) -> Cells {
-        let config = openraft::Config {
-            heartbeat_interval: 50,
-            election_timeout_min: 150,
-            election_timeout_max: 300,
-            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(40),
-            max_in_snapshot_log_to_keep: 10,
-            ..Default::default()
-        };
         let mut c = Cells {
             net: Net::new(seed, 20),
             nodes: BTreeMap::new(),
-            config: Arc::new(config.validate().unwrap()),
+            config: sim_config(),
             clock: Arc::new(SimClock(tokio::time::Instant::now())),
         };
         for id in NODES {
@@ -458,19 +450,7 @@ async fn run_cells(seed: u64) -> Told {
 fn queues_placed_by_the_metadata_group_live_in_one_partition_through_faults() {
     let seeds = (seeds() / 4).max(2);
     let (mut created, mut spread, mut acked, mut routed) = (0, 0, 0, 0);
-    let only: Option<u64> = std::env::var("FILA_SIM_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok());
-    for seed in 1..=seeds {
-        if only.is_some_and(|o| o != seed) {
-            continue;
-        }
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        let told = rt.block_on(run_cells(seed));
+    for told in each_seed(seeds, run_cells) {
         created += told.created.len();
         let used: BTreeSet<u32> = told.placed.values().copied().collect();
         spread += usize::from(used.len() > 1);
@@ -480,6 +460,8 @@ fn queues_placed_by_the_metadata_group_live_in_one_partition_through_faults() {
     eprintln!(
         "{seeds} seeds: {created} queues created, {spread} runs with queues in both partitions, {routed} requests routed, {acked} puts acknowledged"
     );
-    assert!(created > 0 && acked > 0 && routed > 0);
-    assert!(spread > 0, "the queues never spread over the partitions");
+    if only_seed().is_none() {
+        assert!(created > 0 && acked > 0 && routed > 0);
+        assert!(spread > 0, "the queues never spread over the partitions");
+    }
 }
