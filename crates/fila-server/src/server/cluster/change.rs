@@ -80,7 +80,18 @@ async fn move_replica(
         )));
     }
     let deadline = Instant::now() + MOVE_TIMEOUT;
+    let mut catching_up = None;
     loop {
+        if Instant::now() >= deadline {
+            let why = match catching_up {
+                Some(id) => format!("node {id} is still catching up"),
+                None => "the move is not done".to_owned(),
+            };
+            return Err(ReplicaError::Refused(format!(
+                "{why} after {} s: send the move again to go on",
+                MOVE_TIMEOUT.as_secs()
+            )));
+        }
         let (mut want, mut members) = {
             let m = replica.raft().metrics();
             let m = m.borrow_watched();
@@ -107,15 +118,12 @@ async fn move_replica(
                 });
             }
             MoveStep::CatchingUp(id) => {
-                if Instant::now() >= deadline {
-                    return Err(ReplicaError::Refused(format!(
-                        "node {id} is still catching up after {} s: send the move again to go on",
-                        MOVE_TIMEOUT.as_secs()
-                    )));
-                }
+                catching_up = Some(id);
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            _ => {}
+            MoveStep::Added(_) | MoveStep::Promoted(_) | MoveStep::Removed(_) => {
+                catching_up = None;
+            }
         }
     }
 }
