@@ -193,14 +193,6 @@ impl ClientOptions {
         self.tls = Some(tls);
         self
     }
-
-    /// The TLS configuration and server name to connect with, if TLS.
-    fn tls_setup(&self) -> std::result::Result<Option<tls::TlsSetup>, ClientError> {
-        match &self.tls {
-            None => Ok(None),
-            Some(t) => Ok(Some((t.config()?, t.name_for(&self.addr)?))),
-        }
-    }
 }
 
 type Result<T> = std::result::Result<T, ClientError>;

@@ -143,24 +143,30 @@ fn host_of(addr: &str) -> &str {
 /// check.
 pub(crate) type TlsSetup = (Arc<ClientConfig>, ServerName<'static>);
 
-/// A client's [`TlsSetup`], built from its options on first use and kept:
-/// the CA and certificate files are read once, not at every reconnect (a
-/// failure is not kept: the next connect reads them again).
+/// A client's TLS configuration, built from its options on first use and
+/// kept: the CA and certificate files are read once, not at every
+/// reconnect (a failure is not kept: the next connect reads them again).
+/// The name to check is the one of the address connected to now — after
+/// following `not_leader` to another node, that node's host.
 #[derive(Default)]
-pub(crate) struct TlsCache(std::sync::Mutex<Option<Option<TlsSetup>>>);
+pub(crate) struct TlsCache(std::sync::Mutex<Option<Option<Arc<ClientConfig>>>>);
 
 impl TlsCache {
     pub(crate) fn get(
         &self,
         options: &crate::ClientOptions,
     ) -> Result<Option<TlsSetup>, ClientError> {
+        let Some(tls) = &options.tls else {
+            return Ok(None);
+        };
+        let name = tls.name_for(&options.addr)?;
         let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(setup) = kept.as_ref() {
-            return Ok(setup.clone());
+        if let Some(Some(config)) = kept.as_ref() {
+            return Ok(Some((config.clone(), name)));
         }
-        let setup = options.tls_setup()?;
-        *kept = Some(setup.clone());
-        Ok(setup)
+        let config = tls.config()?;
+        *kept = Some(Some(config.clone()));
+        Ok(Some((config, name)))
     }
 }
 
@@ -256,5 +262,33 @@ mod tests {
             e.contains("/nonexistent/ca.pem") && !e.contains('\n'),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_name_checked_is_the_host_connected_to_now() {
+        // A CA to read: the configuration is built once and kept.
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca =
+            rcgen::CertifiedIssuer::self_signed(ca, rcgen::KeyPair::generate().unwrap()).unwrap();
+        let dir = std::env::temp_dir().join(format!("fila-client-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ca.pem");
+        std::fs::write(&path, ca.pem()).unwrap();
+        let mut options = crate::ClientOptions::new("a.example:7700").tls(TlsOptions {
+            ca: Some(path.clone()),
+            ..TlsOptions::default()
+        });
+        let cache = TlsCache::default();
+        let (first, name) = cache.get(&options).unwrap().unwrap();
+        assert_eq!(name, ServerName::try_from("a.example").unwrap());
+        // The client followed `not_leader` to another node: its host is
+        // the name checked there, with the same configuration.
+        options.addr = "b.example:7710".into();
+        std::fs::remove_file(&path).unwrap();
+        let (kept, name) = cache.get(&options).unwrap().unwrap();
+        assert_eq!(name, ServerName::try_from("b.example").unwrap());
+        assert!(Arc::ptr_eq(&first, &kept), "the configuration is kept");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
