@@ -298,3 +298,62 @@ fn a_call_that_times_out_fails_alone_and_the_connection_serves_the_next() {
     });
     server.join().unwrap();
 }
+
+/// Both clients given several nodes (`host:port,host:port,...`) talk to
+/// the first they can reach; once the node they talk to is gone, the call
+/// that finds it gone fails (nothing is resent) and the next one talks to
+/// another node of the list.
+#[test]
+fn both_clients_fall_back_on_the_other_nodes_they_were_given() {
+    let a = TestServer::start();
+    let b = TestServer::start();
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let list = format!("{closed},{},{}", a.addr, b.addr);
+    let mut c = Client::connect(options(&list)).unwrap();
+    assert_eq!(c.addr(), a.addr.to_string(), "the first node that answers");
+    assert!(c.create_queue("jobs", SettingsPatch::default()).unwrap());
+    let rt = runtime();
+    let ac = rt.block_on(AsyncClient::connect(options(&list))).unwrap();
+    assert_eq!(ac.addr(), a.addr.to_string());
+    assert!(!rt
+        .block_on(ac.create_queue("jobs", SettingsPatch::default()))
+        .unwrap());
+    let b_addr = b.addr.to_string();
+    a.stop();
+    // The call that finds the connection gone fails; the next talks to b.
+    let lost = (0..50).find_map(|_| c.hello().err());
+    assert!(
+        matches!(lost, Some(ClientError::ConnectionLost(_))),
+        "{lost:?}"
+    );
+    assert!(c.hello().unwrap().0.starts_with("fila"));
+    assert_eq!(c.addr(), b_addr);
+    assert!(c.create_queue("jobs", SettingsPatch::default()).unwrap());
+    rt.block_on(async {
+        let mut answered = false;
+        for _ in 0..3 {
+            if ac.hello().await.is_ok() {
+                answered = true;
+                break;
+            }
+        }
+        assert!(answered, "the async client reached b");
+        assert_eq!(ac.addr(), b_addr);
+        assert!(!ac
+            .create_queue("jobs", SettingsPatch::default())
+            .await
+            .unwrap());
+    });
+    // With every node gone, a connect says where it tried first.
+    drop(b);
+    let Err(err) = Client::connect(options(&list)) else {
+        panic!("connected with every node gone");
+    };
+    assert!(
+        matches!(&err, ClientError::Connect { addr, .. } if *addr == closed.to_string()),
+        "{err}"
+    );
+}

@@ -93,7 +93,8 @@ settings: --visibility-timeout MS --max-deliveries N --retention MS
   levels wait comes from one of them, in turn; 0 = strict)
 
 The address and token default to $FILA_ADDR (127.0.0.1:7700) and $FILA_TOKEN.
-ADDR is HOST:PORT, fila://HOST:PORT, or filas://HOST:PORT (TLS, as --tls).
+ADDR is HOST:PORT, fila://HOST:PORT, or filas://HOST:PORT (TLS, as --tls);
+a cluster's nodes as HOST:PORT,HOST:PORT,...: the first that answers.
 TLS: --ca (or $FILA_CA) is the CA the server's certificate must chain to;
 the name checked is the address's host (--server-name to name another);
 --cert and --key ($FILA_CERT, $FILA_KEY) present a client certificate.

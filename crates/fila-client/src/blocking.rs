@@ -43,10 +43,34 @@ impl Client {
         Ok(c)
     }
 
+    /// A connection, made if there is none: to `addr`, or when it cannot
+    /// be reached to the other nodes in turn (the first that answers is
+    /// the address from then on).
     fn ensure_connected(&mut self) -> Result<()> {
         if self.conn.is_some() {
             return Ok(());
         }
+        let candidates = self.options.candidates();
+        let mut first_error = None;
+        for addr in candidates.iter() {
+            self.options.addr = addr.clone();
+            match self.connect_here() {
+                Ok(()) => return Ok(()),
+                Err(e @ ClientError::Connect { .. }) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => {
+                    self.options.addr = candidates[0].clone();
+                    return Err(e);
+                }
+            }
+        }
+        self.options.addr = candidates[0].clone();
+        Err(first_error.expect("at least one candidate"))
+    }
+
+    /// Connects to `options.addr`.
+    fn connect_here(&mut self) -> Result<()> {
         let addr = &self.options.addr;
         let addrs: Vec<SocketAddr> = addr
             .to_socket_addrs()

@@ -145,6 +145,13 @@ pub struct ClientOptions {
     /// (at most [`LEADER_HOPS`] times a request). Nothing was done by the
     /// node that refused it, so nothing is done twice.
     pub follow_leader: bool,
+    /// Every node of a cluster the client may talk to (`host:port` each;
+    /// empty: only `addr`). When the node it talks to cannot be reached
+    /// at a (re)connect, the others are tried in turn, and the first that
+    /// answers is where it talks from then on (it follows `not_leader`
+    /// from there). [`ClientOptions::new`] reads them from an address
+    /// list, `host:port,host:port,...`.
+    pub nodes: Vec<String>,
 }
 
 /// How many times one request follows `not_leader` to another node.
@@ -163,6 +170,10 @@ impl ClientOptions {
     /// `host:port`, `fila://host:port` (the same), or `filas://host:port`
     /// (TLS, the certificate checked against the CA of
     /// [`ClientOptions::tls`], which must then be set).
+    ///
+    /// A list of a cluster's nodes, `host:port,host:port,...` (after the
+    /// scheme), talks to the first and falls back on the others
+    /// ([`ClientOptions::nodes`]).
     pub fn new(addr: impl Into<String>) -> ClientOptions {
         let addr: String = addr.into();
         let (addr, tls) = if let Some(rest) = addr.strip_prefix("filas://") {
@@ -172,14 +183,32 @@ impl ClientOptions {
         } else {
             (addr, None)
         };
+        let mut nodes: Vec<String> = addr
+            .split(',')
+            .map(|a| a.trim().trim_end_matches('/').to_owned())
+            .filter(|a| !a.is_empty())
+            .collect();
+        let first = nodes.first().cloned().unwrap_or_default();
+        if nodes.len() < 2 {
+            nodes.clear();
+        }
         ClientOptions {
-            addr: addr.trim_end_matches('/').to_owned(),
+            addr: first,
             token: None,
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
             tls,
             follow_leader: true,
+            nodes,
         }
+    }
+
+    /// The addresses to try at a (re)connect: `addr` first, then the other
+    /// nodes in their order.
+    pub(crate) fn candidates(&self) -> Vec<String> {
+        let mut out = vec![self.addr.clone()];
+        out.extend(self.nodes.iter().filter(|n| **n != self.addr).cloned());
+        out
     }
 
     /// With a token.
@@ -254,7 +283,22 @@ fn grouped(group: &str, payloads: &[bytes::Bytes]) -> Vec<PutEntry> {
 
 #[cfg(test)]
 mod tests {
-    use super::leader_in;
+    use super::{leader_in, ClientOptions};
+
+    #[test]
+    fn an_address_list_names_the_nodes_to_fall_back_on() {
+        let o = ClientOptions::new("filas://a:1, b:2,c:3/");
+        assert_eq!(o.addr, "a:1");
+        assert_eq!(o.nodes, ["a:1", "b:2", "c:3"]);
+        assert!(o.tls.is_some());
+        let mut o = o;
+        o.addr = "b:2".into();
+        assert_eq!(o.candidates(), ["b:2", "a:1", "c:3"]);
+        let one = ClientOptions::new("fila://x:7700/");
+        assert_eq!(one.addr, "x:7700");
+        assert!(one.nodes.is_empty());
+        assert_eq!(one.candidates(), ["x:7700"]);
+    }
 
     #[test]
     fn a_not_leader_message_names_the_leaders_address() {

@@ -308,10 +308,32 @@ impl AsyncClient {
         true
     }
 
+    /// A new connection: to the address it talks to, or when that cannot
+    /// be reached to the other nodes in turn (the first that answers is
+    /// the address from then on).
     async fn open(&self) -> Result<Conn> {
         let mut options = self.inner.options.clone();
         options.addr = self.addr();
-        let o = &options;
+        let mut first_error = None;
+        for addr in options.candidates() {
+            let mut o = options.clone();
+            o.addr = addr.clone();
+            match self.open_at(&o).await {
+                Ok(conn) => {
+                    *self.inner.addr.lock().unwrap_or_else(|p| p.into_inner()) = addr;
+                    return Ok(conn);
+                }
+                Err(e @ ClientError::Connect { .. }) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(first_error.expect("at least one candidate"))
+    }
+
+    /// A new connection to `o.addr`.
+    async fn open_at(&self, o: &ClientOptions) -> Result<Conn> {
         let connect_error = |source| ClientError::Connect {
             addr: o.addr.clone(),
             source,
