@@ -2,7 +2,9 @@
 //! the partition is held to the nodes' `max_queues` and the server's stats
 //! are its leader's; a follower answers `not_leader` naming the leader's client address; every
 //! node names the same leader in its cluster status; a client of a follower
-//! follows to the leader; leases the leader granted hold after it is killed
+//! follows to the leader; a client given every node's address goes on
+//! through the leader's kill (the call that finds it gone fails, the next
+//! reaches the new leader); leases the leader granted hold after it is killed
 //! and their receipts delete on the next leader; the
 //! leader is killed with SIGKILL, another takes over, the killed node
 //! comes back on its data directory, the next leader is paused with
@@ -160,6 +162,13 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
     // leader dies.
     let held = c.receive("jobs", 5, Some(0)).unwrap();
     assert_eq!(held.len(), 5);
+    // A client given every node, talking to the leader.
+    let list: Vec<&str> = nodes.iter().map(|n| n.client.as_str()).collect();
+    let mut every = Client::connect(ClientOptions::new(list.join(","))).unwrap();
+    every.put_one("jobs", "via the list").unwrap();
+    assert_eq!(every.addr(), nodes[leader].client);
+    attempted.insert("via the list".to_owned());
+    acked.insert("via the list".to_owned());
     // The leader dies.
     nodes[leader].kill();
     let killed_at = Instant::now();
@@ -173,6 +182,23 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
     );
     attempted.insert("after the kill".into());
     acked.insert("after the kill".into());
+    // The client given every node finds its node gone (that call fails:
+    // nothing is resent), reconnects to another and follows it to the new
+    // leader.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut lost = false;
+    loop {
+        attempted.insert("after the kill, via the list".into());
+        match every.put_one("jobs", "after the kill, via the list") {
+            Ok(_) => break,
+            Err(fila_client::ClientError::ConnectionLost(_)) => lost = true,
+            Err(e) => assert!(Instant::now() < deadline, "{e}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(lost, "the call that found the node gone failed");
+    assert_eq!(every.addr(), nodes[new_leader].client);
+    acked.insert("after the kill, via the list".into());
     let mut c = client(&nodes[new_leader].client).unwrap();
     // The leases the dead leader granted hold on the new one: none of those
     // messages is given again, and their receipts delete them there.
@@ -255,7 +281,7 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
     for body in &end {
         assert!(attempted.contains(body), "{body} was never put");
     }
-    assert_eq!(acked.len(), 210, "every put was acknowledged");
+    assert_eq!(acked.len(), 212, "every put was acknowledged");
 }
 
 /// Receives waiting for messages on a cluster node count against its
