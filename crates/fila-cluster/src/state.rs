@@ -82,10 +82,10 @@ impl Content {
         matches!(self, Content::Map(_))
     }
 
-    /// The content a snapshot's body (after the highest id) holds, of the
-    /// same kind as `self`.
-    fn read(&self, body: &[u8]) -> Result<Content, CodecError> {
-        if self.is_map() {
+    /// The content a snapshot's body (after the highest id) holds: a map
+    /// or queues.
+    fn read(map: bool, body: &[u8]) -> Result<Content, CodecError> {
+        if map {
             return Ok(Content::Map(Arc::new(decode_map(body)?)));
         }
         let mut replay = Replay::default();
@@ -171,7 +171,8 @@ impl<S: Storage + 'static> StateMachine<S> {
             let bad = |what| crate::Error::Snapshot { what };
             let (applied, membership, body) = decode_sm_head(&data).map_err(|e| bad(e.what))?;
             let (highest, image) = split_data(body);
-            inner.content = inner.content.read(image).map_err(|e| bad(e.what))?;
+            inner.content =
+                Content::read(inner.content.is_map(), image).map_err(|e| bad(e.what))?;
             inner.highest = highest.max(highest_of(&membership));
             let meta = SnapshotMeta {
                 last_log_id: applied,
@@ -306,8 +307,10 @@ impl<S: Storage + 'static> RaftStateMachine<TypeConfig> for StateMachine<S> {
     ) -> Result<(), io::Error> {
         let data = snapshot.into_inner();
         let (highest, image) = split_data(&data);
+        // Decoded without the lock: reads of the state go on meanwhile.
+        let map = self.lock()?.content.is_map();
+        let content = Content::read(map, image).map_err(|e| invalid(e.what))?;
         let mut inner = self.lock()?;
-        let content = inner.content.read(image).map_err(|e| invalid(e.what))?;
         inner.keep_snapshot(meta.clone(), data.clone())?;
         inner.content = content;
         inner.applied = meta.last_log_id;
