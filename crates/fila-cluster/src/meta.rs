@@ -85,6 +85,44 @@ pub enum MapChange {
     },
 }
 
+impl MapChange {
+    /// Whether the change can be written: queue names of 1 to
+    /// [`QUEUE_NAME_LEN_MAX`] bytes, at most [`PARTITIONS_MAX`] partitions
+    /// and [`REPLICAS_MAX`] replicas each — what its decoding accepts.
+    pub fn check(&self) -> Result<(), String> {
+        let name = |q: &str| {
+            if q.is_empty() || q.len() > QUEUE_NAME_LEN_MAX {
+                Err(format!(
+                    "a queue name of {} bytes (1 to {QUEUE_NAME_LEN_MAX})",
+                    q.len()
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        let replicas = |r: &BTreeSet<NodeId>| {
+            if r.len() > REPLICAS_MAX {
+                Err(format!("{} replicas (at most {REPLICAS_MAX})", r.len()))
+            } else {
+                Ok(())
+            }
+        };
+        match self {
+            MapChange::Init { partitions } => {
+                if partitions.len() > PARTITIONS_MAX {
+                    return Err(format!(
+                        "{} partitions (at most {PARTITIONS_MAX})",
+                        partitions.len()
+                    ));
+                }
+                partitions.iter().try_for_each(|p| replicas(&p.replicas))
+            }
+            MapChange::Place { queue, .. } | MapChange::Unplace { queue } => name(queue),
+            MapChange::Replicas { replicas: r, .. } => replicas(r),
+        }
+    }
+}
+
 impl ClusterMap {
     /// The partition `queue` lives in.
     pub fn partition_of(&self, queue: &str) -> Option<u32> {
@@ -322,7 +360,9 @@ impl<S: Storage + 'static> Metadata<S> {
 
     /// Proposes `change` on the leader and answers once it is applied
     /// there.
+    /// A change that cannot be written ([`MapChange::check`]) is refused.
     pub async fn propose(&self, change: &MapChange) -> Result<(), ReplicaError> {
+        change.check().map_err(ReplicaError::Refused)?;
         let mut data = Vec::new();
         encode_change(change, &mut data);
         let written =
@@ -491,6 +531,45 @@ mod tests {
         for cut in 0..bytes.len() {
             assert!(decode_map(&bytes[..cut]).is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn a_change_that_could_not_be_read_back_is_refused_before_it_is_written() {
+        let place = |queue: String| MapChange::Place {
+            queue,
+            partition: 0,
+        };
+        assert!(place("q".repeat(QUEUE_NAME_LEN_MAX)).check().is_ok());
+        for bad in [
+            place(String::new()),
+            place("q".repeat(QUEUE_NAME_LEN_MAX + 1)),
+            MapChange::Unplace {
+                queue: "q".repeat(300),
+            },
+            MapChange::Replicas {
+                partition: 0,
+                replicas: (0..=REPLICAS_MAX as u64).collect(),
+            },
+            MapChange::Init {
+                partitions: vec![Partition::default(); PARTITIONS_MAX + 1],
+            },
+        ] {
+            assert!(bad.check().is_err(), "{bad:?}");
+        }
+        // What check accepts decodes back.
+        let ok = MapChange::Init {
+            partitions: vec![
+                Partition {
+                    replicas: (1..=REPLICAS_MAX as u64).collect(),
+                    key: [1, 2],
+                };
+                PARTITIONS_MAX
+            ],
+        };
+        assert!(ok.check().is_ok());
+        let mut bytes = Vec::new();
+        encode_change(&ok, &mut bytes);
+        assert_eq!(decode_change(&bytes).unwrap(), ok);
     }
 
     #[test]
