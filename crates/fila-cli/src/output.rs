@@ -402,8 +402,10 @@ pub(crate) fn print_channels(
     }
 }
 
-/// A cluster node's view: the node, the leader, the log's indexes, then one
-/// line a member (the leader knows how far each has taken the log).
+/// A cluster node's view: the node, the metadata group's leader and log's
+/// indexes, one line a member (the leader knows how far each has taken
+/// the log), then one line a partition: its leader, log, and each
+/// replica's lag as its leader knows it.
 pub fn cluster_status(json: bool, s: &fila_client::ClusterStatus) {
     let opt = |v: Option<u64>| v.map_or("null".to_owned(), |v| v.to_string());
     let last = s.last_log_index;
@@ -422,15 +424,44 @@ pub fn cluster_status(json: bool, s: &fila_client::ClusterStatus) {
                 )
             })
             .collect();
+        let partitions: Vec<String> = s
+            .partitions
+            .iter()
+            .map(|p| {
+                let replicas: Vec<String> = p
+                    .replicas
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{{\"id\":{},\"voter\":{},\"matched_index\":{}}}",
+                            r.id,
+                            r.voter,
+                            opt(r.matched_index)
+                        )
+                    })
+                    .collect();
+                format!(
+                    "{{\"partition\":{},\"leader\":{},\"term\":{},\"last_log_index\":{},\"committed_index\":{},\"applied_index\":{},\"replicas\":[{}]}}",
+                    p.partition,
+                    opt(p.leader),
+                    p.term,
+                    opt(p.last_log_index),
+                    opt(p.committed_index),
+                    opt(p.applied_index),
+                    replicas.join(",")
+                )
+            })
+            .collect();
         println!(
-            "{{\"node_id\":{},\"leader\":{},\"term\":{},\"last_log_index\":{},\"committed_index\":{},\"applied_index\":{},\"members\":[{}]}}",
+            "{{\"node_id\":{},\"leader\":{},\"term\":{},\"last_log_index\":{},\"committed_index\":{},\"applied_index\":{},\"members\":[{}],\"partitions\":[{}]}}",
             s.node_id,
             opt(s.leader),
             s.term,
             opt(last),
             opt(s.committed_index),
             opt(s.applied_index),
-            members.join(",")
+            members.join(","),
+            partitions.join(",")
         );
         return;
     }
@@ -468,6 +499,36 @@ pub fn cluster_status(json: bool, s: &fila_client::ClusterStatus) {
             m.peer,
             show(m.matched_index),
             lag
+        );
+    }
+    if s.partitions.is_empty() {
+        return;
+    }
+    println!(
+        "{:<10} {:<7} {:>6} {:>10} {:>10}  replicas (id:lag, * learner)",
+        "partition", "leader", "term", "log", "applied"
+    );
+    for p in &s.partitions {
+        let replicas: Vec<String> = p
+            .replicas
+            .iter()
+            .map(|r| {
+                let lag = match (p.last_log_index, r.matched_index) {
+                    (Some(l), Some(mi)) => l.saturating_sub(mi).to_string(),
+                    _ => "-".to_owned(),
+                };
+                let learner = if r.voter { "" } else { "*" };
+                format!("{}{learner}:{lag}", r.id)
+            })
+            .collect();
+        println!(
+            "{:<10} {:<7} {:>6} {:>10} {:>10}  {}",
+            p.partition,
+            show(p.leader),
+            p.term,
+            show(p.last_log_index),
+            show(p.applied_index),
+            replicas.join(" ")
         );
     }
 }

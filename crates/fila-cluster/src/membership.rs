@@ -1,13 +1,13 @@
 //! Changing a group's members and moving its leadership, on the leader.
 //!
-//! A node joins as a learner ([`Replica::add_learner`]): it takes the log
+//! A node joins as a learner ([`Members::add_learner`]): it takes the log
 //! (or the snapshot) and does not vote. Once it has caught up it is made
-//! a voter ([`Replica::promote`]); a voter or a learner is taken out with
-//! [`Replica::remove`]. Each change is one membership entry — a change of
+//! a voter ([`Members::promote`]); a voter or a learner is taken out with
+//! [`Members::remove`]. Each change is one membership entry — a change of
 //! voters goes through openraft's joint configuration, so the old and the
 //! new voters both agree — and is answered once it is committed.
-//! [`Replica::transfer_leader`] hands the leadership to a voter that has
-//! the whole log, for a node about to be stopped. [`Replica::move_step`]
+//! [`Members::transfer_leader`] hands the leadership to a voter that has
+//! the whole log, for a node about to be stopped. [`Members::move_step`]
 //! moves a group's replicas to the nodes wanted, one of these changes at a
 //! time.
 
@@ -18,7 +18,9 @@ use fila_wal::Storage;
 use openraft::async_runtime::watch::WatchReceiver;
 use openraft::{ChangeMembers, ServerState};
 
-use crate::{Member, NodeId, Replica, ReplicaError};
+use openraft::Raft;
+
+use crate::{Member, NodeId, Replica, ReplicaError, StateMachine, TypeConfig};
 
 /// How far (in entries) a learner may be behind the leader's log and still
 /// be made a voter: a voter that lags far slows every commit it is needed
@@ -44,7 +46,38 @@ struct View {
     matched: BTreeMap<NodeId, u64>,
 }
 
-impl<S: Storage + 'static> Replica<S> {
+/// This node's member of one group (a partition's replica or the
+/// metadata group's member): what changes the group's members, on its
+/// leader.
+pub struct Members<'a, S: Storage + 'static> {
+    raft: &'a Raft<TypeConfig, StateMachine<S>>,
+    sm: &'a StateMachine<S>,
+    id: NodeId,
+}
+
+impl<'a, S: Storage + 'static> Members<'a, S> {
+    /// The member `id` of the group `raft` runs, on state machine `sm`.
+    pub(crate) fn new(
+        raft: &'a Raft<TypeConfig, StateMachine<S>>,
+        sm: &'a StateMachine<S>,
+        id: NodeId,
+    ) -> Members<'a, S> {
+        Members { raft, sm, id }
+    }
+
+    /// The group's Raft node.
+    pub fn raft(&self) -> &Raft<TypeConfig, StateMachine<S>> {
+        self.raft
+    }
+
+    fn state(&self) -> &StateMachine<S> {
+        self.sm
+    }
+
+    fn id(&self) -> NodeId {
+        self.id
+    }
+
     /// The group as its leader sees it, or `NotLeader`.
     fn leader_view(&self) -> Result<View, ReplicaError> {
         let m = self.raft().metrics();
@@ -52,7 +85,7 @@ impl<S: Storage + 'static> Replica<S> {
         if m.state != ServerState::Leader {
             drop(m);
             return Err(ReplicaError::NotLeader {
-                leader: self.known_leader(),
+                leader: crate::replica::known_leader(self.raft),
             });
         }
         let membership = m.membership_config.membership();
@@ -99,7 +132,7 @@ impl<S: Storage + 'static> Replica<S> {
 
     /// Adds node `id`, reached at `member`, as a learner; answers once the
     /// membership that holds it is committed (it then takes the log from
-    /// the leader; [`Replica::promote`] makes it a voter once it has
+    /// the leader; [`Members::promote`] makes it a voter once it has
     /// caught up). Adding a learner already there with the same addresses
     /// changes nothing; an id at or below the highest that was ever a
     /// member is refused (ids only grow: a removed node comes back under a
@@ -235,7 +268,7 @@ impl<S: Storage + 'static> Replica<S> {
 }
 
 /// What one step of moving a group's replicas did
-/// ([`Replica::move_step`]).
+/// ([`Members::move_step`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MoveStep {
     /// The node was added as a learner.
@@ -253,7 +286,7 @@ pub enum MoveStep {
     Done,
 }
 
-impl<S: Storage + 'static> Replica<S> {
+impl<S: Storage + 'static> Members<'_, S> {
     /// One step of moving the group's replicas to `want` (the nodes that
     /// should hold it, as the cluster's map says; `members` their
     /// addresses), on the leader: a node missing is added as a learner;
@@ -301,6 +334,42 @@ impl<S: Storage + 'static> Replica<S> {
             return Ok(MoveStep::HandedOver(self.transfer_leader(None).await?));
         }
         Ok(MoveStep::Done)
+    }
+}
+
+impl<S: Storage + 'static> Replica<S> {
+    /// This replica's member of its group.
+    pub fn members(&self) -> Members<'_, S> {
+        Members::new(self.raft(), self.state(), self.id())
+    }
+
+    /// See [`Members::add_learner`].
+    pub async fn add_learner(&self, id: NodeId, member: Member) -> Result<(), ReplicaError> {
+        self.members().add_learner(id, member).await
+    }
+
+    /// See [`Members::promote`].
+    pub async fn promote(&self, id: NodeId) -> Result<(), ReplicaError> {
+        self.members().promote(id).await
+    }
+
+    /// See [`Members::remove`].
+    pub async fn remove(&self, id: NodeId) -> Result<(), ReplicaError> {
+        self.members().remove(id).await
+    }
+
+    /// See [`Members::transfer_leader`].
+    pub async fn transfer_leader(&self, to: Option<NodeId>) -> Result<NodeId, ReplicaError> {
+        self.members().transfer_leader(to).await
+    }
+
+    /// See [`Members::move_step`].
+    pub async fn move_step(
+        &self,
+        want: &BTreeSet<NodeId>,
+        members: &BTreeMap<NodeId, Member>,
+    ) -> Result<MoveStep, ReplicaError> {
+        self.members().move_step(want, members).await
     }
 }
 

@@ -317,6 +317,7 @@ pub const CHANGE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5
 
 /// This node's member of the metadata group.
 pub struct Metadata<S: Storage + 'static> {
+    id: NodeId,
     raft: Raft<TypeConfig, StateMachine<S>>,
     sm: StateMachine<S>,
     /// The leadership whose own first entry this node has applied.
@@ -342,6 +343,7 @@ impl<S: Storage + 'static> Metadata<S> {
             .await
             .map_err(|e| ReplicaError::Raft(e.to_string()))?;
         Ok(Metadata {
+            id,
             raft,
             sm,
             caught_up: tokio::sync::Mutex::new(None),
@@ -351,6 +353,16 @@ impl<S: Storage + 'static> Metadata<S> {
     /// The Raft node.
     pub fn raft(&self) -> &Raft<TypeConfig, StateMachine<S>> {
         &self.raft
+    }
+
+    /// This node's member of the metadata group (its membership changes).
+    pub fn members(&self) -> crate::membership::Members<'_, S> {
+        crate::membership::Members::new(&self.raft, &self.sm, self.id)
+    }
+
+    /// The leader this node knows of.
+    pub fn known_leader(&self) -> Option<NodeId> {
+        crate::replica::known_leader(&self.raft)
     }
 
     /// The map as this node has applied it (a follower's may lag).
@@ -414,10 +426,10 @@ impl<S: Storage + 'static> Metadata<S> {
             return Ok(p);
         }
         if map.queues.len() >= max {
-            return Err(ReplicaError::Refused(format!(
-                "the cluster holds {} queues, its limit",
-                map.queues.len()
-            )));
+            return Err(ReplicaError::Full {
+                limit: "max_queues",
+                max: max as u64,
+            });
         }
         let partition = map
             .choose(near)

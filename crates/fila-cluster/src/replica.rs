@@ -85,6 +85,14 @@ pub enum ReplicaError {
     /// A membership change or a transfer that cannot be made (why).
     #[error("{0}")]
     Refused(String),
+    /// A limit of the cluster would be passed (`max_queues`: its value).
+    #[error("{limit} of {max} reached")]
+    Full {
+        /// The limit's name.
+        limit: &'static str,
+        /// Its value.
+        max: u64,
+    },
     /// Rebuilding the engine from the state machine failed.
     #[error("rebuilding the partition's engine: {0}")]
     Rebuild(String),
@@ -210,10 +218,7 @@ impl<S: Storage + 'static> Replica<S> {
     /// that is this node's own old leadership (it was removed while it
     /// led, and hears from no leader since).
     pub fn known_leader(&self) -> Option<NodeId> {
-        let m = self.raft.metrics();
-        let m = m.borrow_watched();
-        m.current_leader
-            .filter(|&l| l != m.id || m.state == openraft::ServerState::Leader)
+        known_leader(&self.raft)
     }
 
     /// The partition's receipt secret, once this node knows it (from the
@@ -465,6 +470,16 @@ pub(crate) fn leading<S: Storage + 'static>(
         Ok(_) => Err(None),
         Err(forward) => Err(forward.leader_id),
     }
+}
+
+/// The leader `raft` knows of (see [`Replica::known_leader`]).
+pub(crate) fn known_leader<S: Storage + 'static>(
+    raft: &Raft<TypeConfig, StateMachine<S>>,
+) -> Option<NodeId> {
+    let m = raft.metrics();
+    let m = m.borrow_watched();
+    m.current_leader
+        .filter(|&l| l != m.id || m.state == openraft::ServerState::Leader)
 }
 
 /// Confirms with a quorum that `raft` still leads and has applied every

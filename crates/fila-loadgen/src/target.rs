@@ -172,8 +172,9 @@ impl Fila {
     }
 
     /// On a cluster (docs/cluster.md), the run goes to the node that leads
-    /// (asked once, at the start: a leader change during the run shows as
-    /// errors); a single node answers the question `invalid_argument` and
+    /// its one partition, or with several the metadata group (asked once,
+    /// at the start: a leader change during the run shows as errors, and
+    /// a queue led elsewhere is followed there); a single node answers the question `invalid_argument` and
     /// nothing changes. `ask`: false when no server is there to ask.
     pub fn go_to_leader(&mut self, ask: bool) {
         if !ask {
@@ -185,9 +186,11 @@ impl Fila {
         let Ok(status) = c.cluster_status() else {
             return;
         };
-        let leader = status
-            .leader
-            .and_then(|id| status.members.iter().find(|m| m.id == id));
+        let leader = match status.partitions.as_slice() {
+            [one] => one.leader,
+            _ => status.leader,
+        }
+        .and_then(|id| status.members.iter().find(|m| m.id == id));
         if let Some(m) = leader {
             if m.client != self.addr {
                 eprintln!(

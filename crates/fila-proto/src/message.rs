@@ -127,8 +127,42 @@ pub struct ClusterStatus {
     pub committed_index: Option<u64>,
     /// The index of the last entry its state machine applied.
     pub applied_index: Option<u64>,
-    /// The members (voters and learners).
+    /// The members (voters and learners) of the metadata group: the
+    /// cluster's nodes.
     pub members: Vec<ClusterMemberStatus>,
+    /// Each partition as this node sees it.
+    pub partitions: Vec<PartitionStatus>,
+}
+
+/// A partition's group as a cluster node sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartitionStatus {
+    /// Its number.
+    pub partition: u32,
+    /// The leader this node knows of.
+    pub leader: Option<u64>,
+    /// This node's Raft term in it.
+    pub term: u64,
+    /// The index of the last entry in this node's log of it.
+    pub last_log_index: Option<u64>,
+    /// The index of the last entry committed.
+    pub committed_index: Option<u64>,
+    /// The index of the last entry this node applied.
+    pub applied_index: Option<u64>,
+    /// Its replicas: each a node id, whether it votes, and (on the
+    /// leader) the index of the last entry it holds.
+    pub replicas: Vec<ReplicaStatus>,
+}
+
+/// A replica of a partition.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplicaStatus {
+    /// The node holding it.
+    pub id: u64,
+    /// A voter (else a learner).
+    pub voter: bool,
+    /// On the leader: the last entry it holds.
+    pub matched_index: Option<u64>,
 }
 
 /// A member as a cluster node sees it.

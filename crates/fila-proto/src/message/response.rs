@@ -58,6 +58,19 @@ impl Response {
                     w.bool(m.voter);
                     w.opt(&m.matched_index, |w, v| w.u64(*v));
                 });
+                w.list(&c.partitions, |w, p| {
+                    w.u32(p.partition);
+                    w.opt(&p.leader, |w, v| w.u64(*v));
+                    w.u64(p.term);
+                    for i in [&p.last_log_index, &p.committed_index, &p.applied_index] {
+                        w.opt(i, |w, v| w.u64(*v));
+                    }
+                    w.list(&p.replicas, |w, r| {
+                        w.u64(r.id);
+                        w.bool(r.voter);
+                        w.opt(&r.matched_index, |w, v| w.u64(*v));
+                    });
+                });
             }
             Response::Reloaded {
                 generation,
@@ -186,6 +199,23 @@ impl Response {
                         client: r.str()?,
                         voter: r.bool()?,
                         matched_index: r.opt(Reader::u64)?,
+                    })
+                })?,
+                partitions: r.list(17, |r| {
+                    Ok(PartitionStatus {
+                        partition: r.u32()?,
+                        leader: r.opt(Reader::u64)?,
+                        term: r.u64()?,
+                        last_log_index: r.opt(Reader::u64)?,
+                        committed_index: r.opt(Reader::u64)?,
+                        applied_index: r.opt(Reader::u64)?,
+                        replicas: r.list(10, |r| {
+                            Ok(ReplicaStatus {
+                                id: r.u64()?,
+                                voter: r.bool()?,
+                                matched_index: r.opt(Reader::u64)?,
+                            })
+                        })?,
                     })
                 })?,
             })),

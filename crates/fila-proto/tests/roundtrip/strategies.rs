@@ -462,9 +462,25 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
                     proptest::option::of(any::<u64>())
                 ),
                 0..4
+            ),
+            proptest::collection::vec(
+                (
+                    any::<u32>(),
+                    proptest::option::of(any::<u64>()),
+                    proptest::option::of(any::<u64>()),
+                    proptest::collection::vec(
+                        (
+                            any::<u64>(),
+                            any::<bool>(),
+                            proptest::option::of(any::<u64>())
+                        ),
+                        0..4
+                    )
+                ),
+                0..4
             )
         )
-            .prop_map(|(node_id, leader, term, applied, members)| (
+            .prop_map(|(node_id, leader, term, applied, members, partitions)| (
                 Opcode::ClusterStatus,
                 Response::ClusterStatus(Box::new(ClusterStatus {
                     node_id,
@@ -484,6 +500,25 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
                                 matched_index
                             }
                         )
+                        .collect(),
+                    partitions: partitions
+                        .into_iter()
+                        .map(|(partition, leader, applied, replicas)| PartitionStatus {
+                            partition,
+                            leader,
+                            term: partition.into(),
+                            last_log_index: applied,
+                            committed_index: applied.map(|a| a / 2),
+                            applied_index: applied.map(|a| a / 3),
+                            replicas: replicas
+                                .into_iter()
+                                .map(|(id, voter, matched_index)| ReplicaStatus {
+                                    id,
+                                    voter,
+                                    matched_index,
+                                })
+                                .collect(),
+                        })
                         .collect(),
                 }))
             )),

@@ -26,6 +26,9 @@ pub struct ClusterConfig {
     /// With TLS on (`tls_cert`, `tls_key`): the CA every node's
     /// certificate chains to; the nodes then speak TLS to each other.
     pub tls_ca: Option<std::path::PathBuf>,
+    /// The cluster's partitions (fixed when the cluster is made; every
+    /// node is given the same number).
+    pub partitions: usize,
 }
 
 /// A voter the cluster starts with.
@@ -43,6 +46,8 @@ pub struct ClusterMember {
 pub const MEMBERS_MAX: usize = 7;
 /// The shortest cluster secret.
 pub const SECRET_MIN: usize = 16;
+/// The most partitions a cluster may have.
+pub const PARTITIONS_MAX: usize = 64;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -54,6 +59,12 @@ pub(super) struct FileCluster {
     #[serde(default)]
     join: bool,
     tls_ca: Option<std::path::PathBuf>,
+    #[serde(default = "one")]
+    partitions: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 #[derive(Deserialize)]
@@ -84,6 +95,7 @@ impl FileCluster {
                 .collect(),
             join: self.join,
             tls_ca: self.tls_ca,
+            partitions: self.partitions,
         })
     }
 }
@@ -123,6 +135,12 @@ impl Config {
                     m.id
                 ));
             }
+        }
+        if c.partitions == 0 || c.partitions > PARTITIONS_MAX {
+            return bad(format!(
+                "cluster.partitions: 1..={PARTITIONS_MAX} (got {})",
+                c.partitions
+            ));
         }
         if c.secret.len() < SECRET_MIN {
             return bad(format!(

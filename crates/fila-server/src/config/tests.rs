@@ -336,6 +336,10 @@ fn a_cluster_section_names_the_node_its_peers_and_the_secret() {
     let console = cluster_with(&[("console_listen = \"off\"\n", "")]).unwrap();
     assert!(console.console_listen.is_some());
     assert!(joins.cluster.unwrap().join);
+    // One partition unless told.
+    assert_eq!(cluster_with(&[]).unwrap().cluster.unwrap().partitions, 1);
+    let parts = cluster_with(&[("node_id = 2\n", "node_id = 2\npartitions = 8\n")]).unwrap();
+    assert_eq!(parts.cluster.unwrap().partitions, 8);
     // Peers over TLS may listen off loopback without allow_plaintext.
     let tls = cluster_with(&[
         (
@@ -373,6 +377,14 @@ fn a_cluster_section_that_cannot_work_is_one_clear_line() {
             "not an address",
         ),
         (&[("secret", "secrets")], "unknown field"),
+        (
+            &[("node_id = 2\n", "node_id = 2\npartitions = 0\n")],
+            "cluster.partitions: 1..=64",
+        ),
+        (
+            &[("node_id = 2\n", "node_id = 2\npartitions = 65\n")],
+            "cluster.partitions: 1..=64",
+        ),
         // With TLS on, the peers speak it too: they need the CA.
         (
             &[(

@@ -118,8 +118,9 @@ fn member(id: u64, client: u16, peer: u16) -> String {
 }
 
 /// Node `id`'s configuration file (under `dir`), listening on fresh
-/// ports; `members` as given, or — a node that joins — itself alone.
-fn node(dir: &Path, id: u64, ports: (u16, u16), members: Option<&str>) -> Node {
+/// ports; `members` as given, or — a node that joins — itself alone; the
+/// cluster's `partitions`.
+fn node(dir: &Path, id: u64, ports: (u16, u16), members: Option<&str>, partitions: usize) -> Node {
     let (client, peer) = ports;
     let data = dir.join(format!("node-{id}"));
     let config = dir.join(format!("node-{id}.toml"));
@@ -142,7 +143,7 @@ fn node(dir: &Path, id: u64, ports: (u16, u16), members: Option<&str>) -> Node {
         format!(
             "listen = \"127.0.0.1:{client}\"\nmetrics_listen = \"off\"\nsqs_listen = \"off\"\n\
              console_listen = \"off\"\nshards = 1\nevent_loops = 1\nmax_queues = {QUEUES_MAX}\nmax_parked = {PARKED_MAX}\ndata_dir = \"{}\"\n{tls}\
-             [cluster]\nnode_id = {id}\nlisten = \"127.0.0.1:{peer}\"\njoin = {join}\n{peer_tls}\
+             [cluster]\nnode_id = {id}\nlisten = \"127.0.0.1:{peer}\"\njoin = {join}\npartitions = {partitions}\n{peer_tls}\
              secret = \"a secret the three nodes share\"\n{members}",
             data.display()
         ),
@@ -195,8 +196,15 @@ pub fn options(addr: &str) -> ClientOptions {
     }
 }
 
-/// The configurations of a cluster of `n` voters, ids 1..=n (not started).
+/// The configurations of a cluster of `n` voters, ids 1..=n, one
+/// partition (not started).
 pub fn cluster(dir: &Path, n: u64) -> Vec<Node> {
+    partitioned(dir, n, 1)
+}
+
+/// The configurations of a cluster of `n` voters, ids 1..=n, with
+/// `partitions` partitions (not started).
+pub fn partitioned(dir: &Path, n: u64, partitions: usize) -> Vec<Node> {
     let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
     let members: String = ports
         .iter()
@@ -206,14 +214,14 @@ pub fn cluster(dir: &Path, n: u64) -> Vec<Node> {
     ports
         .iter()
         .zip(1..)
-        .map(|(p, id)| node(dir, id, *p, Some(&members)))
+        .map(|(p, id)| node(dir, id, *p, Some(&members), partitions))
         .collect()
 }
 
 /// The configuration of node `id` that joins a running cluster (`join =
 /// true`; not started).
 pub fn joiner(dir: &Path, id: u64) -> Node {
-    node(dir, id, (free_port(), free_port()), None)
+    node(dir, id, (free_port(), free_port()), None, 1)
 }
 
 /// A client of one node that does not follow `not_leader`.

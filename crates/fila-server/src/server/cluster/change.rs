@@ -1,16 +1,21 @@
 //! A change of the members or the leadership (the `change cluster`
-//! request), run on the partition's leader: a learner added, promoted, a
-//! member removed, the leadership handed over, a replica moved.
+//! request): a learner added, promoted, a member removed, the leadership
+//! handed over, a replica moved — in every group of the cluster (the
+//! metadata group and each partition: every member holds a replica of
+//! each), each group's part run by its leader, here or forwarded to it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use fila_cluster::membership::MoveStep;
+use fila_cluster::membership::{Members, MoveStep};
 use fila_cluster::{Member, ReplicaError};
-use fila_proto::ClusterChange;
+use fila_proto::{ClusterChange, ErrorCode, Request, Response};
+use fila_wal::FsStorage;
 use openraft::async_runtime::watch::WatchReceiver;
 
-use super::Node;
+use super::forward::Ask;
+use super::groups::{Cluster, META};
+use crate::dispatch::Answer;
 
 /// The longest member address.
 const ADDR_MAX: usize = 255;
@@ -35,29 +40,106 @@ fn checked_addrs(id: u64, peer: &str, client: &str) -> Result<(), ReplicaError> 
     Ok(())
 }
 
-/// A change of the members or the leadership, on the leader.
-pub(super) async fn change_cluster(
-    replica: &Node,
+/// The change in every group, each by its leader: a node is added to the
+/// metadata group first and taken out of it last (its addresses are the
+/// metadata group's). `TransferLeader` without a node hands over every
+/// group this node leads (a node about to be stopped).
+pub(super) async fn change_everywhere(c: &Cluster, change: ClusterChange) -> Answer {
+    if let Err(e) = checked(&change) {
+        return c.refusal(META, &e);
+    }
+    let parts = 0..c.parts.len() as u32;
+    let groups: Vec<u32> = match &change {
+        ClusterChange::AddLearner { .. } | ClusterChange::Promote { .. } => {
+            std::iter::once(META).chain(parts).collect()
+        }
+        ClusterChange::TransferLeader { to: None } => {
+            for g in parts.chain([META]) {
+                if c.leader_of(g) == Some(c.id) {
+                    if let Err(e) = change_here(c, g, change.clone()).await {
+                        return c.refusal(g, &e);
+                    }
+                }
+            }
+            return Response::Ok.into();
+        }
+        _ => parts.chain([META]).collect(),
+    };
+    for g in groups {
+        let deadline = Instant::now() + MOVE_TIMEOUT;
+        loop {
+            let ask = Ask::Run {
+                group: g,
+                room: 0,
+                req: Box::new(Request::ChangeCluster(change.clone())),
+            };
+            let here = || async {
+                change_here(c, g, change.clone())
+                    .await
+                    .map(|()| (Response::Ok.into(), 0))
+            };
+            let answer = match c.on_leader(g, ask, here).await {
+                Ok((answer, _)) | Err(answer) => answer,
+            };
+            match answer {
+                Answer::Wire(Response::Ok) => break,
+                // A leader that handed its leadership over (moving away)
+                // or lost it: the next one goes on.
+                Answer::Wire(Response::Error(e))
+                    if e.code == ErrorCode::NOT_LEADER && Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(super::POLL).await;
+                }
+                answer => return answer,
+            }
+        }
+    }
+    Response::Ok.into()
+}
+
+/// Addresses that are not `host:port` refused before any group changes.
+fn checked(change: &ClusterChange) -> Result<(), ReplicaError> {
+    match change {
+        ClusterChange::AddLearner { id, peer, client }
+        | ClusterChange::Move {
+            to: id,
+            peer,
+            client,
+            ..
+        } => checked_addrs(*id, peer, client),
+        _ => Ok(()),
+    }
+}
+
+/// Group `g`'s part of the change, on its leader (else `NotLeader`).
+pub(super) async fn change_here(
+    c: &Cluster,
+    g: u32,
     change: ClusterChange,
 ) -> Result<(), ReplicaError> {
+    checked(&change)?;
+    let members = match g {
+        META => c.meta.members(),
+        p => c
+            .parts
+            .get(p as usize)
+            .ok_or_else(|| ReplicaError::Refused(format!("no partition {p}")))?
+            .members(),
+    };
     match change {
         ClusterChange::AddLearner { id, peer, client } => {
-            checked_addrs(id, &peer, &client)?;
             let member = Member { addr: peer, client };
-            replica.add_learner(id, member).await
+            members.add_learner(id, member).await
         }
-        ClusterChange::Promote { id } => replica.promote(id).await,
-        ClusterChange::Remove { id } => replica.remove(id).await,
-        ClusterChange::TransferLeader { to } => replica.transfer_leader(to).await.map(drop),
+        ClusterChange::Promote { id } => members.promote(id).await,
+        ClusterChange::Remove { id } => members.remove(id).await,
+        ClusterChange::TransferLeader { to } => members.transfer_leader(to).await.map(drop),
         ClusterChange::Move {
             from,
             to,
             peer,
             client,
-        } => {
-            checked_addrs(to, &peer, &client)?;
-            move_replica(replica, from, to, Member { addr: peer, client }).await
-        }
+        } => move_replica(&members, from, to, Member { addr: peer, client }).await,
     }
 }
 
@@ -69,7 +151,7 @@ const MOVE_TIMEOUT: Duration = Duration::from_secs(60);
 /// replica's moves, one step at a time, until its voters are the ones
 /// before less `from` and with `to` (see `Replica::move_step`).
 async fn move_replica(
-    replica: &Node,
+    replica: &Members<'_, FsStorage>,
     from: u64,
     to: u64,
     member: Member,

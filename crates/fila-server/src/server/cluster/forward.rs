@@ -1,9 +1,12 @@
-//! What a follower forwards to its partition's leader, and how the leader
-//! answers it.
+//! What a node forwards to a group's leader, and how the leader answers
+//! it.
 //!
 //! A binary client told `not_leader` goes to the leader itself; an SQS SDK
 //! or a browser cannot, so a request of the SQS API or the console that
-//! reaches a follower is forwarded: the follower sends it over the peer
+//! reaches a follower is forwarded; so is what a node needs of another
+//! group's leader for any caller (a queue's placement from the metadata
+//! leader, each partition's part of a list, of the server's stats, of a
+//! cluster change): the follower sends it over the peer
 //! protocol ([`fila_cluster::peer::Forwarder`], authenticated with the
 //! cluster's secret, inside TLS when the nodes speak it), the leader runs it
 //! on its replica exactly as its own requests and sends back the answer.
@@ -14,7 +17,9 @@
 //!
 //! The bytes: a request is its kind, then a run (the answer's room, the
 //! request's frame), a list (its cursor, limit and the caller's visible
-//! ranges) or leases given back (receipts); an answer is the wait a
+//! ranges), leases given back (receipts) or a placement (the queue, and
+//! whether to place it, beside which), then the group (`u32`, last); an
+//! answer is the wait a
 //! receive asked for or its queue's default, then the answer's frame, and
 //! for messages each one's first delivery time (the frame does not carry
 //! it). Every length is checked against the bytes left: a peer's bytes
@@ -29,24 +34,47 @@ use fila_proto::{self as proto, Decoded, ErrorCode, Opcode, Request, Response};
 use crate::auth;
 use crate::dispatch::{error, Answer};
 
-/// A forwarded request.
+/// A forwarded request, to the leader of one group.
 #[derive(Debug, PartialEq)]
 pub(super) enum Ask {
-    /// A request, and the bytes of messages its answer may carry.
-    Run { room: usize, req: Box<Request> },
-    /// A list of queues: what the caller may see, from where, how many.
+    /// A request on a partition, and the bytes of messages its answer may
+    /// carry.
+    Run {
+        group: u32,
+        room: usize,
+        req: Box<Request>,
+    },
+    /// A list of a partition's queues: what the caller may see, from
+    /// where, how many.
     List {
+        group: u32,
         ranges: Vec<auth::Range>,
         after: String,
         limit: usize,
     },
-    /// Leases whose answer nobody took.
-    Abandon(Vec<Receipt>),
+    /// Leases of a partition whose answer nobody took.
+    Abandon { group: u32, receipts: Vec<Receipt> },
+    /// To the metadata leader: the partition a queue lives in, placing it
+    /// first or taking its placement away. The answer is `Ok` with the
+    /// partition plus one (0: placed nowhere) where a receive's wait goes.
+    Place { queue: String, placing: Placing },
+}
+
+/// What a placement does.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Placing {
+    /// Finds the queue's partition.
+    Find,
+    /// Places the queue unless it is placed (beside the queue named).
+    Create(Option<String>),
+    /// Takes the queue's placement away (it was deleted).
+    Remove,
 }
 
 const RUN: u8 = 1;
 const LIST: u8 = 2;
 const ABANDON: u8 = 3;
+const PLACE: u8 = 4;
 
 const WIRE: u8 = 0;
 const MESSAGES: u8 = 1;
@@ -110,10 +138,18 @@ impl<'a> Reader<'a> {
 }
 
 impl Ask {
+    /// The group it goes to.
+    pub(super) fn group(&self) -> u32 {
+        match self {
+            Ask::Run { group, .. } | Ask::List { group, .. } | Ask::Abandon { group, .. } => *group,
+            Ask::Place { .. } => super::groups::META,
+        }
+    }
+
     pub(super) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         match self {
-            Ask::Run { room, req } => {
+            Ask::Run { room, req, .. } => {
                 out.push(RUN);
                 out.extend_from_slice(&(*room as u64).to_be_bytes());
                 let mut frame = BytesMut::new();
@@ -124,6 +160,7 @@ impl Ask {
                 ranges,
                 after,
                 limit,
+                ..
             } => {
                 out.push(LIST);
                 put_str(&mut out, after);
@@ -134,18 +171,38 @@ impl Ask {
                     put_str(&mut out, &r.prefix);
                 }
             }
-            Ask::Abandon(receipts) => {
+            Ask::Abandon { receipts, .. } => {
                 out.push(ABANDON);
                 out.extend_from_slice(&(receipts.len() as u32).to_be_bytes());
                 for r in receipts {
                     out.extend_from_slice(&r.to_bytes());
                 }
             }
+            Ask::Place { queue, placing } => {
+                out.push(PLACE);
+                put_str(&mut out, queue);
+                match placing {
+                    Placing::Find => out.push(0),
+                    Placing::Create(None) => out.push(1),
+                    Placing::Create(Some(near)) => {
+                        out.push(2);
+                        put_str(&mut out, near);
+                    }
+                    Placing::Remove => out.push(3),
+                }
+            }
         }
+        out.extend_from_slice(&self.group().to_be_bytes());
         out
     }
 
     pub(super) fn decode(bytes: &[u8]) -> Result<Ask, String> {
+        // The group is the last four bytes (after a run's frame).
+        let Some(cut) = bytes.len().checked_sub(4) else {
+            return Err("a forward cut short".into());
+        };
+        let (bytes, group) = bytes.split_at(cut);
+        let group = u32::from_be_bytes(group.try_into().expect("4"));
         let mut r = Reader(bytes);
         let ask = match r.u8()? {
             RUN => {
@@ -153,6 +210,7 @@ impl Ask {
                 let (header, body) = r.frame()?;
                 let req = Request::decode(&header, body).map_err(|e| e.to_string())?;
                 return Ok(Ask::Run {
+                    group,
                     room,
                     req: Box::new(req),
                 });
@@ -170,6 +228,7 @@ impl Ask {
                     });
                 }
                 Ask::List {
+                    group,
                     ranges,
                     after,
                     limit,
@@ -183,7 +242,21 @@ impl Ask {
                             .map_err(|e| e.to_string())
                     })
                     .collect::<Result<_, String>>()?;
-                Ask::Abandon(receipts)
+                Ask::Abandon { group, receipts }
+            }
+            PLACE => {
+                let queue = r.str()?;
+                let placing = match r.u8()? {
+                    0 => Placing::Find,
+                    1 => Placing::Create(None),
+                    2 => Placing::Create(Some(r.str()?)),
+                    3 => Placing::Remove,
+                    k => return Err(format!("an unknown placement ({k})")),
+                };
+                if group != super::groups::META {
+                    return Err("a placement not to the metadata group".into());
+                }
+                Ask::Place { queue, placing }
             }
             k => return Err(format!("an unknown forward ({k})")),
         };
@@ -393,6 +466,7 @@ mod tests {
     fn asks_decode_back() {
         let asks = [
             Ask::Run {
+                group: 3,
                 room: 1 << 20,
                 req: Box::new(Request::Receive(proto::Receive {
                     queue: QueueRef {
@@ -407,6 +481,7 @@ mod tests {
                 })),
             },
             Ask::List {
+                group: 0,
                 ranges: vec![
                     auth::Range::all("or"),
                     auth::Range {
@@ -417,17 +492,41 @@ mod tests {
                 after: "ab".into(),
                 limit: 100,
             },
-            Ask::Abandon(vec![message(None, false).receipt.unwrap()]),
+            Ask::Abandon {
+                group: 7,
+                receipts: vec![message(None, false).receipt.unwrap()],
+            },
+            Ask::Place {
+                queue: "orders".into(),
+                placing: Placing::Create(Some("orders-dlq".into())),
+            },
+            Ask::Place {
+                queue: "orders".into(),
+                placing: Placing::Create(None),
+            },
+            Ask::Place {
+                queue: "orders".into(),
+                placing: Placing::Find,
+            },
+            Ask::Place {
+                queue: "orders".into(),
+                placing: Placing::Remove,
+            },
         ];
         for ask in asks {
             let bytes = ask.encode();
             assert_eq!(Ask::decode(&bytes).unwrap(), ask);
             // Cut anywhere, or with a byte more: refused, never a panic.
-            for cut in 0..bytes.len() {
+            let body = bytes.len() - 4;
+            for cut in 0..body {
+                let mut cut_short = bytes[..cut].to_vec();
+                cut_short.extend_from_slice(&bytes[body..]);
+                assert!(Ask::decode(&cut_short).is_err(), "cut at {cut}");
                 assert!(Ask::decode(&bytes[..cut]).is_err(), "cut at {cut}");
             }
-            let mut more = bytes.clone();
+            let mut more = bytes[..body].to_vec();
             more.push(0);
+            more.extend_from_slice(&bytes[body..]);
             assert!(Ask::decode(&more).is_err());
         }
     }

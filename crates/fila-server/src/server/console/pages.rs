@@ -349,16 +349,24 @@ fn log_state(console: &Console) -> String {
             .unwrap_or_else(|p| p.into_inner());
         let show = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
         return match view.as_ref() {
-            Some(v) => format!(
-                "cluster node {} of {}, leader {}, term {}; log {} (committed {}, applied {})",
-                v.node_id,
-                v.members.len(),
-                show(v.leader),
-                v.term,
-                show(v.last_log_index),
-                show(v.committed_index),
-                show(v.applied_index)
-            ),
+            Some(v) => {
+                let leaders: Vec<String> = v
+                    .partitions
+                    .iter()
+                    .map(|p| format!("{}: {}", p.partition, show(p.leader)))
+                    .collect();
+                format!(
+                    "cluster node {} of {}, metadata leader {}, term {}; log {} (committed {}, applied {}); partition leaders {}",
+                    v.node_id,
+                    v.members.len(),
+                    show(v.leader),
+                    v.term,
+                    show(v.last_log_index),
+                    show(v.committed_index),
+                    show(v.applied_index),
+                    leaders.join(", ")
+                )
+            }
             None => "cluster node starting or stopping".into(),
         };
     }

@@ -1,0 +1,296 @@
+//! This node's groups — its member of the metadata group and its replica
+//! of every partition — and what reaches them from anywhere on the node:
+//! which group a queue lives in (the routing table, kept from this node's
+//! copy of the map), who leads a group, and how an ask reaches a leader
+//! on another node.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
+use fila_cluster::peer::Forwarder;
+use fila_cluster::{ClusterMap, Metadata, Replica, ReplicaError};
+use fila_proto::ErrorCode;
+use fila_wal::FsStorage;
+use openraft::async_runtime::watch::WatchReceiver;
+
+use super::forward::{self, Ask, Placing};
+use super::{fail, Shared};
+use crate::dispatch::{error, Answer};
+
+/// A partition's replica on this node.
+pub(super) type Part = Replica<FsStorage>;
+
+/// The metadata group's number on the peer protocol (a partition's is
+/// its own number).
+pub(super) const META: u32 = u32::MAX;
+
+/// How long a request waits for a group's leader to be known before it
+/// is answered (an election takes about a second).
+pub(super) const LEADER_WAIT: Duration = Duration::from_secs(5);
+/// How long a forward to a leader may take.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// This node's groups.
+pub(super) struct Cluster {
+    pub(super) id: u64,
+    pub(super) meta: Metadata<FsStorage>,
+    /// The replica of each partition, by number.
+    pub(super) parts: Vec<Arc<Part>>,
+    /// The partition of each queue as this node's copy of the map says
+    /// (read by every request; rebuilt when the map changes).
+    pub(super) routes: DashMap<String, u32>,
+    /// The map the routes and the partitions' keys were taken from.
+    pub(super) map_seen: std::sync::Mutex<Arc<ClusterMap>>,
+    pub(super) fwd: Forwarder,
+    pub(super) shared: Arc<Shared>,
+}
+
+impl Cluster {
+    /// The Raft node of group `g`.
+    pub(super) fn raft_of(
+        &self,
+        g: u32,
+    ) -> Option<&openraft::Raft<fila_cluster::TypeConfig, fila_cluster::StateMachine<FsStorage>>>
+    {
+        if g == META {
+            return Some(self.meta.raft());
+        }
+        self.parts.get(g as usize).map(|p| p.raft())
+    }
+
+    /// The leader of group `g` this node knows of.
+    pub(super) fn leader_of(&self, g: u32) -> Option<u64> {
+        if g == META {
+            return self.meta.known_leader();
+        }
+        self.parts.get(g as usize)?.known_leader()
+    }
+
+    /// Node `id`'s peer address: from the metadata group's members, else
+    /// from the groups' where it is one.
+    fn peer_of(&self, id: u64) -> Option<String> {
+        let groups = std::iter::once(META).chain(0..self.parts.len() as u32);
+        for g in groups {
+            let raft = self.raft_of(g)?;
+            let m = raft.metrics();
+            let m = m.borrow_watched();
+            if let Some(node) = m.membership_config.membership().get_node(&id) {
+                return Some(node.addr.clone());
+            }
+        }
+        None
+    }
+
+    /// Node `id`'s client address, as the groups know it.
+    fn client_of(&self, id: u64) -> Option<String> {
+        let groups = std::iter::once(META).chain(0..self.parts.len() as u32);
+        for g in groups {
+            let raft = self.raft_of(g)?;
+            let m = raft.metrics();
+            let m = m.borrow_watched();
+            if let Some(node) = m.membership_config.membership().get_node(&id) {
+                return Some(node.client.clone());
+            }
+        }
+        None
+    }
+
+    /// Sends `ask` to `leader`: its answer and wait, or the answer of a
+    /// forward that failed.
+    pub(super) async fn forward_to(&self, leader: u64, ask: &Ask) -> Result<(Answer, u64), Answer> {
+        let Some(addr) = self.peer_of(leader) else {
+            let lost = ReplicaError::NotLeader { leader: None };
+            return Err(self.refusal(ask.group(), &lost));
+        };
+        match self
+            .fwd
+            .forward(leader, &addr, ask.encode(), FORWARD_TIMEOUT)
+            .await
+        {
+            Ok(bytes) => forward::decode_answer(&bytes).map_err(|why| {
+                let e = std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+                forward::lost(leader, &e)
+            }),
+            Err(e) => Err(forward::lost(leader, &e)),
+        }
+    }
+
+    /// Runs `ask` on group `g`'s leader: here (`here`) when this node
+    /// leads it, else forwarded; waits up to [`LEADER_WAIT`] for a leader
+    /// to be known.
+    pub(super) async fn on_leader<F, Fut>(
+        &self,
+        g: u32,
+        ask: Ask,
+        here: F,
+    ) -> Result<(Answer, u64), Answer>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<(Answer, u64), ReplicaError>>,
+    {
+        let started = Instant::now();
+        loop {
+            match here().await {
+                Ok(done) => return Ok(done),
+                Err(ReplicaError::NotLeader { leader: Some(id) }) if id != self.id => {
+                    return self.forward_to(id, &ask).await;
+                }
+                Err(ReplicaError::NotLeader { .. })
+                    if started.elapsed() < LEADER_WAIT && !self.stopping() =>
+                {
+                    tokio::time::sleep(super::POLL).await;
+                }
+                Err(e) => return Err(self.refusal(g, &e)),
+            }
+        }
+    }
+
+    pub(super) fn stopping(&self) -> bool {
+        self.shared
+            .stopping
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The answer of `e` on group `g`: `not_leader` naming the group's
+    /// leader, `outcome_unknown`, or `internal` — and then the Raft node
+    /// failed (its storage): the server stops, saying why, as a single
+    /// node does when its log fails.
+    pub(super) fn refusal(&self, g: u32, e: &ReplicaError) -> Answer {
+        let what = if g == META {
+            "the cluster's metadata".to_owned()
+        } else {
+            format!("partition {g}")
+        };
+        match e {
+            ReplicaError::NotLeader { leader } => {
+                let at =
+                    leader.and_then(|id| Some(format!("leader {id} at {}", self.client_of(id)?)));
+                let message = match at {
+                    Some(at) => format!("not_leader: this node does not lead {what}; {at}"),
+                    None => format!("not_leader: this node does not lead {what}; the leader is not known yet (try another node)"),
+                };
+                error(ErrorCode::NOT_LEADER, message).into()
+            }
+            ReplicaError::Unknown { .. } => {
+                error(ErrorCode::OUTCOME_UNKNOWN, format!("outcome_unknown: {e}")).into()
+            }
+            ReplicaError::Full { limit, max } => {
+                Answer::failed(&fila_core::Error::ResourceExhausted { limit, max: *max })
+            }
+            ReplicaError::Refused(why) => error(
+                ErrorCode::INVALID_ARGUMENT,
+                format!("invalid_argument: {why}"),
+            )
+            .into(),
+            _ => {
+                fail(
+                    &self.shared,
+                    format!("the cluster node failed, nothing more can be acknowledged: {e}"),
+                );
+                error(ErrorCode::INTERNAL, format!("internal: {e}")).into()
+            }
+        }
+    }
+
+    /// The partition `queue` lives in: from the routing table, else from
+    /// the metadata leader's map — which places it first or takes its
+    /// placement away as `placing` says. `None`: it is placed nowhere.
+    pub(super) async fn placement(
+        &self,
+        queue: &str,
+        placing: Placing,
+    ) -> Result<Option<u32>, Answer> {
+        if placing != Placing::Remove {
+            if let Some(p) = self.routes.get(queue) {
+                return Ok(Some(*p));
+            }
+        }
+        let ask = Ask::Place {
+            queue: queue.to_owned(),
+            placing: placing.clone(),
+        };
+        let (answer, p) = self
+            .on_leader(META, ask, || async {
+                let p = self.place_here(queue, placing.clone()).await?;
+                Ok((
+                    fila_proto::Response::Ok.into(),
+                    p.map_or(0, |p| u64::from(p) + 1),
+                ))
+            })
+            .await?;
+        match answer {
+            Answer::Wire(fila_proto::Response::Ok) => {}
+            other => return Err(other),
+        }
+        let p = p.checked_sub(1).and_then(|p| u32::try_from(p).ok());
+        match p {
+            Some(p) => {
+                self.routes.insert(queue.to_owned(), p);
+            }
+            None => {
+                self.routes.remove(queue);
+            }
+        }
+        Ok(p)
+    }
+
+    /// On the metadata leader: `queue`'s partition, placed first or its
+    /// placement taken away as `placing` says; at most the node's
+    /// `max_queues` queues are placed in the cluster.
+    pub(super) async fn place_here(
+        &self,
+        queue: &str,
+        placing: Placing,
+    ) -> Result<Option<u32>, ReplicaError> {
+        match placing {
+            Placing::Create(near) => {
+                let max = usize::try_from(self.shared.config.max_queues).unwrap_or(usize::MAX);
+                self.meta.place(queue, near.as_deref(), max).await.map(Some)
+            }
+            Placing::Find => Ok(self.meta.confirmed_map().await?.partition_of(queue)),
+            Placing::Remove => {
+                self.meta.confirmed_map().await?;
+                self.meta
+                    .propose(&fila_cluster::MapChange::Unplace {
+                        queue: queue.to_owned(),
+                    })
+                    .await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Keeps the routing table and the partitions' keys the map's, when
+    /// this node's copy of it changed.
+    pub(super) fn follow_map(&self) {
+        let map = self.meta.map();
+        {
+            let mut seen = self.map_seen.lock().unwrap_or_else(|p| p.into_inner());
+            if Arc::ptr_eq(&seen, &map) || *seen == map {
+                return;
+            }
+            *seen = map.clone();
+        }
+        for (p, part) in map.partitions.iter().zip(&self.parts) {
+            part.set_secret(p.key);
+        }
+        if !map.partitions.is_empty() && map.partitions.len() != self.parts.len() {
+            fail(
+                &self.shared,
+                format!(
+                    "the cluster has {} partitions and this node was started with cluster.partitions = {}: every node is given the same",
+                    map.partitions.len(),
+                    self.parts.len()
+                ),
+            );
+        }
+        self.routes
+            .retain(|q, p| map.queues.get(q.as_str()) == Some(&*p));
+        for (q, p) in &map.queues {
+            if self.routes.get(q.as_str()).map(|r| *r) != Some(*p) {
+                self.routes.insert(q.clone(), *p);
+            }
+        }
+    }
+}

@@ -1,0 +1,404 @@
+//! A request on a cluster node: routed to its queue's partition and run
+//! on that partition's leader — here, or (for a gateway, which cannot
+//! follow `not_leader`) forwarded; a list of queues and the server's stats
+//! gathered from every partition's leader; and the leader's side of what
+//! other nodes forward.
+
+use std::time::{Duration, Instant};
+
+use fila_cluster::ReplicaError;
+use fila_core::Owner;
+use fila_proto::{ErrorCode, Opcode, Request, Response};
+
+use super::forward::{self, Ask, Placing};
+use super::groups::{Cluster, Part, LEADER_WAIT, META};
+use super::turns::{Turn, Waiting};
+use super::{change, POLL};
+use crate::dispatch::{self, error, Answer, Outcome};
+use crate::server::host::{Done, ListJob, Route, RunJob};
+
+/// Whether a request came from a gateway (the SQS API, the console): one
+/// a follower forwards to its leader, since its caller cannot follow a
+/// `not_leader` answer.
+fn forwards(c: &Cluster, route: &Route) -> bool {
+    route.lp >= c.shared.loops.owners()
+}
+
+/// The partition `req` goes to: its queue's (placed first by a create),
+/// partition 0 for a request without a queue; an answer when its queue is
+/// placed nowhere.
+async fn partition_of(c: &Cluster, req: &Request) -> Result<u32, Answer> {
+    let Some(queue) = crate::ops::queue_of(req) else {
+        return Ok(0);
+    };
+    let placing = match req {
+        Request::CreateQueue { .. } => Placing::Create(dispatch::target_of(req).map(str::to_owned)),
+        _ => Placing::Find,
+    };
+    match c.placement(queue, placing).await? {
+        Some(p) if (p as usize) < c.parts.len() => Ok(p),
+        Some(p) => Err(error(
+            ErrorCode::INTERNAL,
+            format!("internal: queue {queue} lives in partition {p}, which this node does not run"),
+        )
+        .into()),
+        None => Err(Answer::failed(&fila_core::Error::QueueNotFound(
+            queue.to_owned(),
+        ))),
+    }
+}
+
+/// A request on its partition: run on the leader's engine (a receive
+/// that waits, again every [`POLL`] until messages come or the wait
+/// ends); a gateway's request on a follower is forwarded to the leader.
+pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer {
+    match job.req {
+        Request::ChangeCluster(change) => return change::change_everywhere(c, change).await,
+        Request::ServerStats => return stats_all(c).await,
+        _ => {}
+    }
+    let g = match partition_of(c, &job.req).await {
+        Ok(g) => g,
+        Err(answer) => return answer,
+    };
+    let part = &c.parts[g as usize];
+    let room = job.route.room;
+    let forwards = forwards(c, &job.route);
+    let started = Instant::now();
+    let mut wait: Option<Duration> = None;
+    let mut waiting: Option<Waiting<'_>> = None;
+    loop {
+        let ran = match attempt(part, job.req.clone(), room).await {
+            Ok(done) => Ok(done),
+            Err(ReplicaError::NotLeader { leader: Some(id) }) if forwards => {
+                let ask = Ask::Run {
+                    group: g,
+                    room,
+                    req: Box::new(job.req.clone()),
+                };
+                c.forward_to(id, &ask).await
+            }
+            Err(ReplicaError::NotLeader { leader: None })
+                if forwards && started.elapsed() < LEADER_WAIT && !c.stopping() =>
+            {
+                turn.sleep(POLL).await;
+                continue;
+            }
+            Err(e) => Err(c.refusal(g, &e)),
+        };
+        let (answer, wait_ms) = match ran {
+            Ok(done) => done,
+            Err(answer) => return answer,
+        };
+        unplace_if_gone(c, part, &job.req, &answer).await;
+        let wait = *wait.get_or_insert(Duration::from_millis(wait_ms));
+        let empty = matches!(&answer, Answer::Messages(_, ms) if ms.is_empty());
+        let left = wait.saturating_sub(started.elapsed());
+        if !empty || left.is_zero() || c.stopping() {
+            return answer;
+        }
+        if waiting.is_none() {
+            match Waiting::start(&c.shared, job.may_park) {
+                Ok(w) => waiting = Some(w),
+                Err(refused) => return refused,
+            }
+        }
+        turn.sleep(left.min(POLL)).await;
+    }
+}
+
+/// A queue deleted, or whose create failed and that does not exist,
+/// frees its name: its placement is taken away (so another partition may
+/// take it, and it counts no more against `max_queues`).
+async fn unplace_if_gone(c: &Cluster, part: &Part, req: &Request, answer: &Answer) {
+    let name = match (req, answer) {
+        (Request::DeleteQueue { name, .. }, Answer::Wire(Response::Ok)) => name.clone(),
+        (Request::CreateQueue { name, .. }, Answer::Wire(Response::Error(_))) => {
+            let q = name.clone();
+            match part.read(move |owner| owner.has_queue(&q)).await {
+                Ok(false) => name.clone(),
+                _ => return,
+            }
+        }
+        _ => return,
+    };
+    if c.placement(&name, Placing::Remove).await.is_err() {
+        tracing::warn!(queue = %name, "a queue that is gone keeps its placement");
+    }
+}
+
+/// One look of `req` on this node's replica of its partition: its answer,
+/// and the wait a receive asked for (or its queue's default). A read is
+/// answered only once the leadership is confirmed with a quorum (a
+/// deposed leader that does not know it refuses it).
+async fn attempt(
+    part: &Part,
+    mut req: Request,
+    room: usize,
+) -> Result<(Answer, u64), ReplicaError> {
+    if let Request::ServerStats = req {
+        // A partition's part of the server's stats.
+        let figures = part.read(|owner| figures(&owner.totals())).await?;
+        return Ok((Response::ServerStats(figures).into(), 0));
+    }
+    let asked_wait = match &mut req {
+        Request::Receive(r) => Some(r.wait_ms.replace(0)),
+        _ => None,
+    };
+    let read = matches!(
+        req.opcode(),
+        Opcode::Peek | Opcode::QueueStats | Opcode::GetQueue | Opcode::Channels | Opcode::ListMoves
+    );
+    let work = move |owner: &mut Owner| {
+        let default_wait = match (&asked_wait, crate::ops::queue_of(&req)) {
+            (Some(None), Some(q)) => owner
+                .queue_settings(q)
+                .map(|s| s.receive_wait_default_ms)
+                .unwrap_or(0),
+            (Some(Some(ms)), _) => *ms,
+            _ => 0,
+        };
+        (run_on(owner, req, room), default_wait)
+    };
+    if read {
+        part.read(work).await
+    } else {
+        part.execute(work).await
+    }
+}
+
+/// The server stats a partition's engine adds up to the cluster's.
+const ADDED: [&str; 4] = [
+    "queues",
+    "stored_bytes",
+    "stored_bytes_reserved",
+    "max_stored_bytes",
+];
+
+/// A partition's figures: what [`ADDED`] names, and whether it refuses
+/// puts for its disk.
+fn figures(t: &fila_core::Totals) -> Vec<(String, u64)> {
+    vec![
+        (ADDED[0].into(), t.queue_count()),
+        (ADDED[1].into(), t.stored_bytes()),
+        (ADDED[2].into(), t.reserved_bytes()),
+        (ADDED[3].into(), t.limits().max_stored_bytes),
+        (
+            "puts_refused_disk".into(),
+            u64::from(t.disk() != fila_core::DiskState::Ok),
+        ),
+    ]
+}
+
+/// The server's stats: this node's connections and requests, the
+/// cluster's queues and bytes — every partition's, as its leader holds
+/// them.
+async fn stats_all(c: &Cluster) -> Answer {
+    let mut stats = c.shared.metrics.server_stats(&c.shared.totals);
+    for (name, v) in stats.iter_mut() {
+        match name.as_str() {
+            "max_queues" => *v = c.shared.config.max_queues,
+            "shards" => *v = c.parts.len() as u64,
+            n if ADDED.contains(&n) || n == "puts_refused_disk" => *v = 0,
+            _ => {}
+        }
+    }
+    for (g, part) in c.parts.iter().enumerate() {
+        let g = g as u32;
+        let ask = Ask::Run {
+            group: g,
+            room: 0,
+            req: Box::new(Request::ServerStats),
+        };
+        let here = || attempt(part, Request::ServerStats, 0);
+        let answer = match c.on_leader(g, ask, here).await {
+            Ok((answer, _)) | Err(answer) => answer,
+        };
+        let Answer::Wire(Response::ServerStats(figures)) = answer else {
+            return answer;
+        };
+        for (name, v) in figures {
+            if let Some((_, sum)) = stats.iter_mut().find(|(n, _)| *n == name) {
+                if name == "puts_refused_disk" {
+                    *sum = (*sum).max(v);
+                } else {
+                    *sum = sum.saturating_add(v);
+                }
+            }
+        }
+    }
+    Response::ServerStats(stats).into()
+}
+
+/// A list of queues: every partition's part, from its leader, merged into
+/// one page.
+pub(super) async fn list_all(c: &Cluster, list: &ListJob) -> Answer {
+    let (ranges, after, limit) = list.parts();
+    let mut names = Vec::new();
+    let mut more = false;
+    for (g, part) in c.parts.iter().enumerate() {
+        let g = g as u32;
+        let ask = Ask::List {
+            group: g,
+            ranges: ranges.clone(),
+            after: after.clone(),
+            limit,
+        };
+        let here = || {
+            let list = ListJob::of_parts(nowhere(), ranges.clone(), after.clone(), limit);
+            async move {
+                part.read(move |owner| list_on(list, owner))
+                    .await
+                    .map(|a| (a, 0))
+            }
+        };
+        let answer = match c.on_leader(g, ask, here).await {
+            Ok((answer, _)) | Err(answer) => answer,
+        };
+        match answer {
+            Answer::Wire(Response::Queues { names: mine, next }) => {
+                more |= next.is_some();
+                names.extend(mine);
+            }
+            other => return other,
+        }
+    }
+    // Each partition answered its first `limit` names after the cursor:
+    // the first `limit` of them all skip none of any partition's.
+    let (names, mut next) = fila_core::page_of(names, limit);
+    if next.is_none() && more {
+        next = names.last().cloned();
+    }
+    Response::Queues { names, next }.into()
+}
+
+/// Leases of an answer nobody could take, given back on the partition
+/// that made them (a receipt of another partition's key is no lease of
+/// it, and changes nothing there).
+pub(super) async fn abandon_all(c: &Cluster, receipts: Vec<fila_core::Receipt>) {
+    for (g, part) in c.parts.iter().enumerate() {
+        let given = receipts.clone();
+        let ran = part.execute(move |owner| owner.abandon(0, &given)).await;
+        if let Err(ReplicaError::NotLeader { leader: Some(id) }) = ran {
+            let ask = Ask::Abandon {
+                group: g as u32,
+                receipts: receipts.clone(),
+            };
+            let _ = c.forward_to(id, &ask).await;
+        }
+    }
+}
+
+/// The leader's side of a forward: runs what another node sent as its
+/// own and answers it (see [`forward`]).
+pub(super) async fn answer_forward(c: &Cluster, body: Vec<u8>) -> Vec<u8> {
+    let ask = match Ask::decode(&body) {
+        Ok(ask) => ask,
+        Err(why) => return forward::refused(&why),
+    };
+    let g = ask.group();
+    let part = c.parts.get(g as usize);
+    if part.is_none() && g != META {
+        return forward::refused(&format!("no partition {g} here"));
+    }
+    match (ask, part) {
+        (Ask::Run { req, .. }, _) if req.opcode() == Opcode::ChangeCluster => {
+            let Request::ChangeCluster(change) = *req else {
+                return forward::refused("a cluster change that is none");
+            };
+            let answer = match change::change_here(c, g, change).await {
+                Ok(()) => Response::Ok.into(),
+                Err(e) => c.refusal(g, &e),
+            };
+            forward::encode_answer(&answer, Opcode::ChangeCluster as u8, 0)
+        }
+        (Ask::Run { room, req, .. }, Some(part)) => {
+            let opcode = req.opcode() as u8;
+            let (answer, wait_ms) = match attempt(part, *req, room).await {
+                Ok(done) => done,
+                Err(e) => (c.refusal(g, &e), 0),
+            };
+            forward::encode_answer(&answer, opcode, wait_ms)
+        }
+        (
+            Ask::List {
+                ranges,
+                after,
+                limit,
+                ..
+            },
+            Some(part),
+        ) => {
+            let list = ListJob::of_parts(nowhere(), ranges, after, limit);
+            let answer = match part.read(move |owner| list_on(list, owner)).await {
+                Ok(answer) => answer,
+                Err(e) => c.refusal(g, &e),
+            };
+            forward::encode_answer(&answer, Opcode::ListQueues as u8, 0)
+        }
+        (Ask::Abandon { receipts, .. }, Some(part)) => {
+            let answer = match part.execute(move |owner| owner.abandon(0, &receipts)).await {
+                Ok(_) => Response::Ok.into(),
+                Err(e) => c.refusal(g, &e),
+            };
+            // `Ok` travels as the answer of an opcode whose answer it is.
+            forward::encode_answer(&answer, Opcode::Auth as u8, 0)
+        }
+        (Ask::Place { queue, placing }, _) => {
+            let (answer, p) = match c.place_here(&queue, placing).await {
+                Ok(p) => (Response::Ok.into(), p.map_or(0, |p| u64::from(p) + 1)),
+                Err(e) => (c.refusal(META, &e), 0),
+            };
+            forward::encode_answer(&answer, Opcode::Auth as u8, p)
+        }
+        (_, None) => forward::refused("a forward without its partition"),
+    }
+}
+
+/// The route of a request that came from another node (its answer goes
+/// back over the peer connection, not to a loop).
+fn nowhere() -> Route {
+    Route {
+        lp: usize::MAX,
+        conn: crate::server::front::ConnRef {
+            slot: 0,
+            generation: 0,
+        },
+        request_id: 0,
+        opcode: 0,
+        started: Instant::now(),
+        room: 0,
+        park: 0,
+        fields: fila_proto::Fields::ALL,
+        shard: 0,
+    }
+}
+
+/// Runs a request on the partition's engine as a shard host runs one: a
+/// dead-letter target it names is checked first.
+fn run_on(owner: &mut Owner, req: Request, room: usize) -> Answer {
+    if let Some(target) = dispatch::target_of(&req) {
+        if let Err(answer) = dispatch::precheck(&req) {
+            return answer.into();
+        }
+        if !owner.has_queue(target) {
+            return Answer::failed(&fila_core::Error::QueueNotFound(target.to_owned()));
+        }
+    }
+    match dispatch::run(owner, req, room) {
+        Outcome::Answer(a) => a,
+        Outcome::Parked(wait) => {
+            // Never: every receive here has no wait.
+            owner.cancel_wait(wait);
+            Answer::Messages(fila_proto::Fields::ALL, Vec::new())
+        }
+    }
+}
+
+/// A list of queues, whole, from the partition's engine.
+fn list_on(list: ListJob, owner: &Owner) -> Answer {
+    match list.finish_on(owner) {
+        (_, Done::Answer(answer, _)) => answer,
+        _ => error(ErrorCode::INTERNAL, "internal: a list did not finish").into(),
+    }
+}
