@@ -1,0 +1,226 @@
+//! A cluster of three `fila-server` processes with three partitions
+//! (docs/cluster.md): every node runs the metadata group and a replica of
+//! each partition; every node's status names the same leader of each; a
+//! following client creates queues through any node (placed by the
+//! metadata leader, a queue beside its dead-letter target), the cluster's
+//! `max_queues` holds across partitions, a deleted queue frees its place;
+//! lists and stats on any node gather every partition; a node that does
+//! not lead a queue's partition answers `not_leader` naming that
+//! partition's leader; the node leading the most partitions is killed
+//! with SIGKILL and a client given every node's address goes on; every
+//! acknowledged put is there at the end.
+
+mod cluster_harness;
+mod common;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use cluster_harness::{client, options, partitioned, Dir, Node, QUEUES_MAX};
+use fila_client::{Client, ClusterStatus, ErrorCode, QueueRef, SettingsPatch};
+
+const PARTS: usize = 3;
+
+/// Waits (at most 30 s) until every live node's status names the same
+/// live leader of each partition and of the metadata group, every
+/// partition with three voters: answers one of the statuses.
+fn agreed(nodes: &[Node]) -> ClusterStatus {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = Vec::new();
+    while Instant::now() < deadline {
+        let views: Vec<ClusterStatus> = nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .filter_map(|n| client(&n.client)?.cluster_status().ok())
+            .collect();
+        let leaders = |s: &ClusterStatus| -> Vec<Option<u64>> {
+            std::iter::once(s.leader)
+                .chain(s.partitions.iter().map(|p| p.leader))
+                .collect()
+        };
+        let live: HashSet<u64> = nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .map(|n| n.id)
+            .collect();
+        let whole = |s: &ClusterStatus| {
+            s.partitions.len() == PARTS
+                && leaders(s)
+                    .iter()
+                    .all(|l| l.is_some_and(|l| live.contains(&l)))
+                && s.partitions
+                    .iter()
+                    .all(|p| p.replicas.iter().filter(|r| r.voter).count() == 3)
+        };
+        if views.len() == live.len()
+            && views.iter().all(whole)
+            && views.iter().all(|v| leaders(v) == leaders(&views[0]))
+        {
+            return views[0].clone();
+        }
+        last = views;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the nodes never agreed on the leaders: {last:?}");
+}
+
+/// A client of every node that follows `not_leader`.
+fn of_all(nodes: &[Node]) -> Client {
+    let addrs: Vec<&str> = nodes.iter().map(|n| n.client.as_str()).collect();
+    let mut o = options(&addrs.join(","));
+    o.request_timeout = Duration::from_secs(10);
+    Client::connect(o).unwrap()
+}
+
+#[test]
+fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
+    let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-parts-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let mut nodes = partitioned(&dir.0, 3, PARTS);
+    for n in &mut nodes {
+        n.start();
+    }
+    let status = agreed(&nodes);
+    let mut c = of_all(&nodes);
+    // A queue and the one it dead-letters to land in one partition: the
+    // create names a target the partition holds. (The first waits for the
+    // map: a partition serves once its node knows its key.)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(e) = c.create_queue("target", SettingsPatch::default()) {
+        assert_eq!(e.code(), Some(ErrorCode::NOT_LEADER), "{e}");
+        assert!(Instant::now() < deadline, "no queue could be made: {e}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let with_target = SettingsPatch {
+        dead_letter_target: Some(Some("target".into())),
+        ..Default::default()
+    };
+    c.create_queue("orders", with_target).unwrap();
+    for q in ["alpha", "beta"] {
+        c.create_queue(q, SettingsPatch::default()).unwrap();
+    }
+    // The cluster holds `max_queues`, whichever partition would take more.
+    let err = c
+        .create_queue("one-too-many", SettingsPatch::default())
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::RESOURCE_EXHAUSTED), "{err}");
+    // A deleted queue frees its place.
+    c.delete_queue("beta").unwrap();
+    c.create_queue("gamma", SettingsPatch::default()).unwrap();
+    let queues = ["target", "orders", "alpha", "gamma"];
+    assert_eq!(queues.len() as u64, QUEUES_MAX);
+    // Every node lists every partition's queues and counts them.
+    for n in &nodes {
+        let mut on = client(&n.client).unwrap();
+        let mut names = on.list_queues("").unwrap();
+        names.sort();
+        let mut want: Vec<String> = queues.iter().map(|q| q.to_string()).collect();
+        want.sort();
+        assert_eq!(names, want, "node {}", n.id);
+        let page = on.list_queues_page("", "", 2).unwrap();
+        assert_eq!(page.0.len(), 2);
+        assert_eq!(page.1.as_deref(), Some(page.0[1].as_str()));
+        let stats = on.server_stats().unwrap();
+        let stat = |name: &str| stats.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+        assert_eq!(stat("queues"), Some(QUEUES_MAX), "node {}: {stats:?}", n.id);
+    }
+    // Dead letters of "orders" reach "target" (in its partition).
+    c.put_one("orders", "doomed").unwrap();
+    let got = c.receive("orders", 1, Some(5_000)).unwrap();
+    let receipt = got[0].receipt.clone().expect("a lease");
+    c.dead_letter("orders", receipt, "bad", "never works")
+        .unwrap();
+    let peeked = c
+        .peek(
+            QueueRef {
+                name: "target".into(),
+                dlq: false,
+            },
+            0,
+            10,
+        )
+        .unwrap();
+    assert_eq!(peeked.len(), 1, "{peeked:?}");
+    assert_eq!(&peeked[0].payload[..], b"doomed");
+    // A node that does not lead a queue's partition names that
+    // partition's leader; the partitions are led from more than one
+    // node or not, a put goes where its queue's partition is led.
+    let mut acked: HashSet<(String, String)> = HashSet::new();
+    let mut named = 0;
+    for q in ["alpha", "gamma", "orders"] {
+        for n in &nodes {
+            let mut on = client(&n.client).unwrap();
+            match on.put_one(q, format!("{q} via {}", n.id)) {
+                Ok(_) => {
+                    acked.insert((q.to_owned(), format!("{q} via {}", n.id)));
+                }
+                Err(e) => {
+                    assert_eq!(e.code(), Some(ErrorCode::NOT_LEADER), "{e}");
+                    assert!(e.to_string().contains("partition"), "{e}");
+                    named += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        named >= 6,
+        "two of three nodes do not lead each queue's partition"
+    );
+    // The node leading the most partitions is killed.
+    let leads = |id: u64| {
+        status
+            .partitions
+            .iter()
+            .filter(|p| p.leader == Some(id))
+            .count()
+    };
+    let victim = (0..nodes.len())
+        .max_by_key(|&i| leads(nodes[i].id))
+        .unwrap();
+    nodes[victim].kill();
+    let killed = Instant::now();
+    // Each queue takes three more puts (a put to a partition without a
+    // leader yet fails, and is tried again).
+    let mut after = vec![0; queues.len()];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while after.iter().any(|&n| n < 3) && Instant::now() < deadline {
+        for (i, q) in queues.iter().enumerate() {
+            let body = format!("{q} after {}", after[i]);
+            if after[i] < 3 && c.put_one(q, body.clone()).is_ok() {
+                acked.insert((q.to_string(), body));
+                after[i] += 1;
+            }
+        }
+    }
+    eprintln!(
+        "every queue took 3 puts {:?} after node {} (leading {} partitions) was killed",
+        killed.elapsed(),
+        nodes[victim].id,
+        leads(nodes[victim].id)
+    );
+    assert!(
+        after.iter().all(|&n| n == 3),
+        "the two left served: {after:?}"
+    );
+    agreed(&nodes);
+    // Every acknowledged put is there.
+    for q in queues {
+        let present: HashSet<String> = c
+            .peek(
+                QueueRef {
+                    name: q.into(),
+                    dlq: false,
+                },
+                0,
+                100,
+            )
+            .unwrap()
+            .iter()
+            .map(|m| String::from_utf8_lossy(&m.payload).into_owned())
+            .collect();
+        for (_, body) in acked.iter().filter(|(aq, _)| aq == q) {
+            assert!(present.contains(body), "{q}: {body} was lost");
+        }
+    }
+}
