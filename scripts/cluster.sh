@@ -16,6 +16,8 @@ dir="${1:-fila-cluster}"
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 # FILA_SERVER: a fila-server binary to run instead of building the release one.
+# FILA_PARTITIONS: the cluster's partitions (1 unless set; fixed once it ran).
+partitions="${FILA_PARTITIONS:-1}"
 bin="${FILA_SERVER:-target/release/fila-server}"
 [ -n "${FILA_SERVER:-}" ] || cargo build --release -p fila-server
 if [ ! -s "$dir/secret" ]; then
@@ -48,6 +50,7 @@ data_dir = "$dir/node-$i"
 node_id = $i
 listen = "127.0.0.1:77${i}1"
 secret = "$secret"
+partitions = $partitions
 $members
 TOML
 )
