@@ -2,7 +2,8 @@
 //! (docs/cluster.md): every node runs the metadata group and a replica of
 //! each partition; every node's status names the same leader of each; a
 //! following client creates queues through any node (placed by the
-//! metadata leader, a queue beside its dead-letter target), the cluster's
+//! metadata leader, a queue beside its dead-letter target; the partitions'
+//! leaderships spread over the three nodes), the cluster's
 //! `max_queues` holds across partitions, a deleted queue frees its place;
 //! lists and stats on any node gather every partition; a node that does
 //! not lead a queue's partition answers `not_leader` naming that
@@ -81,7 +82,22 @@ fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
     for n in &mut nodes {
         n.start();
     }
-    let status = agreed(&nodes);
+    // A new cluster's partitions are led by different nodes (spread once
+    // the map is made): one each here.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let status = agreed(&nodes);
+        let mut leaders: Vec<u64> = status.partitions.iter().filter_map(|p| p.leader).collect();
+        leaders.sort_unstable();
+        if leaders == [1, 2, 3] {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the leaderships never spread: {status:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
     let mut c = of_all(&nodes);
     // A queue and the one it dead-letters to land in one partition: the
     // create names a target the partition holds. (The first waits for the

@@ -137,8 +137,9 @@ pub(super) async fn keep_view(c: Arc<Cluster>, partitions: usize) {
 /// The map of a new cluster, made by the metadata group's leader: the
 /// partitions, every voter of the metadata group a replica of each, and
 /// each partition's receipt key drawn from the system's randomness. Only
-/// the first map made stands (a later one changes nothing).
-async fn make_map(c: &Cluster, partitions: usize) {
+/// the first map made stands (a later one changes nothing). Then the
+/// partitions' leaderships are spread ([`spread`]).
+async fn make_map(c: &Arc<Cluster>, partitions: usize) {
     let replicas: std::collections::BTreeSet<u64> = {
         let m = c.meta.raft().metrics();
         let m = m.borrow_watched();
@@ -159,7 +160,50 @@ async fn make_map(c: &Cluster, partitions: usize) {
     }
     match c.meta.propose(&MapChange::Init { partitions: made }).await {
         Ok(()) => info!(partitions, "the cluster's map was made"),
-        Err(e) => warn!("making the cluster's map: {e}"),
+        Err(e) => return warn!("making the cluster's map: {e}"),
+    }
+    // Not on the view's loop: the view goes on meanwhile.
+    tokio::spawn(spread(c.clone(), replicas));
+}
+
+/// How long a new cluster's partition waits for its first leader before
+/// it is left where it is.
+const SPREAD_WAIT: Duration = Duration::from_secs(5);
+
+/// Once, when the map is made: the leaderships spread over the voters —
+/// partition `p` to the `p`-th voter in id order (wrapping) — so that the
+/// node that made the cluster does not lead every partition. Each moves
+/// from this node only (which made the groups and leads them, unless an
+/// election already moved one); a leadership that changes later stays
+/// where it goes.
+async fn spread(c: Arc<Cluster>, voters: std::collections::BTreeSet<u64>) {
+    let voters: Vec<u64> = voters.iter().copied().collect();
+    if voters.len() < 2 {
+        return;
+    }
+    for (p, part) in c.parts.iter().enumerate() {
+        let to = voters[p % voters.len()];
+        if to == c.id {
+            continue;
+        }
+        let led = part
+            .raft()
+            .wait(Some(SPREAD_WAIT))
+            .metrics(|m| m.current_leader.is_some(), "the partition has a leader")
+            .await;
+        if led.is_err() || part.known_leader() != Some(c.id) {
+            continue;
+        }
+        match part.members().transfer_leader(Some(to)).await {
+            Ok(_) => info!(
+                partition = p,
+                to, "a new cluster's partition led by another node"
+            ),
+            Err(e) => warn!(
+                partition = p,
+                to, "a new cluster's partition stays led here: {e}"
+            ),
+        }
     }
 }
 
