@@ -144,7 +144,7 @@ fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
     // Dead letters of "orders" reach "target" (in its partition).
     c.put_one("orders", "doomed").unwrap();
     let got = c.receive("orders", 1, Some(5_000)).unwrap();
-    let receipt = got[0].receipt.clone().expect("a lease");
+    let receipt = got[0].receipt.expect("a lease");
     c.dead_letter("orders", receipt, "bad", "never works")
         .unwrap();
     let peeked = c
