@@ -1,5 +1,7 @@
-//! A cluster over TLS (clients and peers; openssl checks a peer port's
-//! certificate) whose members change while it serves (docs/cluster.md): a fourth
+//! A cluster of two partitions over TLS (clients and peers; openssl checks a peer port's
+//! certificate) whose members change while it serves (docs/cluster.md),
+//! each change made in every group — the metadata group and both
+//! partitions — and checked in each: a fourth
 //! node joins as a learner, catches up and is promoted; the leadership is
 //! handed to it; a voter is removed and stopped; a node killed and wiped
 //! comes back under a new id as a learner and takes everything again (its
@@ -16,8 +18,14 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use cluster_harness::{client, cluster, joiner, on_leader, options, present, with_tls, Dir, Node};
+use cluster_harness::{
+    client, joiner, on_leader, options, partitioned, present, with_tls, Dir, Node,
+};
 use fila_client::{Client, ClientError, ClusterChange, ClusterStatus, ErrorCode, SettingsPatch};
+
+/// The cluster's partitions: every change is made in each, and in the
+/// metadata group.
+const PARTS: usize = 2;
 
 /// A client of `addr` that follows `not_leader`.
 fn following(addr: &str) -> Client {
@@ -69,8 +77,34 @@ fn caught_up(s: &ClusterStatus, id: u64) -> bool {
         .any(|m| m.id == id && m.matched_index.is_some() && m.matched_index >= s.committed_index)
 }
 
-fn is_voter(s: &ClusterStatus, id: u64) -> Option<bool> {
-    s.members.iter().find(|m| m.id == id).map(|m| m.voter)
+/// Member `id`'s role — `Some(true)` a voter, `Some(false)` a learner,
+/// `None` no member — once every group (the metadata group, each
+/// partition) agrees on it; `Err` while they differ.
+fn is_voter(s: &ClusterStatus, id: u64) -> Result<Option<bool>, ()> {
+    let meta = s.members.iter().find(|m| m.id == id).map(|m| m.voter);
+    let agree = s.partitions.len() == PARTS
+        && s.partitions
+            .iter()
+            .all(|p| p.replicas.iter().find(|r| r.id == id).map(|r| r.voter) == meta);
+    if agree {
+        Ok(meta)
+    } else {
+        Err(())
+    }
+}
+
+/// The voters, once every group has as many.
+fn voters(s: &ClusterStatus) -> usize {
+    let meta = s.members.iter().filter(|m| m.voter).count();
+    let agree = s
+        .partitions
+        .iter()
+        .all(|p| p.replicas.iter().filter(|r| r.voter).count() == meta);
+    if agree {
+        meta
+    } else {
+        0
+    }
 }
 
 fn refused(r: Result<(), ClientError>, says: &str) {
@@ -173,7 +207,7 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
     std::fs::create_dir_all(&dir.0).unwrap();
     // Over TLS: clients to nodes, and nodes to each other.
     let pki = with_tls(&dir.0);
-    let mut nodes = cluster(&dir.0, 3);
+    let mut nodes = partitioned(&dir.0, 3, PARTS);
     for n in &mut nodes {
         n.start();
     }
@@ -187,7 +221,7 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
 
     // Node 4 joins: started with `join`, added as a learner, caught up,
     // promoted.
-    nodes.push(joiner(&dir.0, 4));
+    nodes.push(joiner(&dir.0, 4, PARTS));
     nodes[3].start();
     let (peer, client4) = (nodes[3].peer.clone(), nodes[3].client.clone());
     // Refused: a second node at an address in use, a bad address, an
@@ -230,12 +264,10 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
         "not a voter",
     );
     leader_sees(&nodes, "node 4 caught up", |s| {
-        is_voter(s, 4) == Some(false) && caught_up(s, 4)
+        is_voter(s, 4) == Ok(Some(false)) && caught_up(s, 4)
     });
     c.change_cluster(ClusterChange::Promote { id: 4 }).unwrap();
-    leader_sees(&nodes, "four voters", |s| {
-        s.members.iter().filter(|m| m.voter).count() == 4
-    });
+    leader_sees(&nodes, "four voters", |s| voters(s) == 4);
     put(&mut c, "four", 20, &mut acked);
 
     // The leadership goes to node 4; it serves.
@@ -249,7 +281,7 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
     // Node 1 is removed, then stopped; the three left serve, and still do
     // with one of them (node 2) killed.
     c.change_cluster(ClusterChange::Remove { id: 1 }).unwrap();
-    leader_sees(&nodes, "node 1 gone", |s| is_voter(s, 1).is_none());
+    leader_sees(&nodes, "node 1 gone", |s| is_voter(s, 1) == Ok(None));
     assert!(nodes[0].stop());
     nodes[1].kill();
     let mut c = following(&nodes[2].client);
@@ -260,7 +292,7 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
     // takes the whole log or a snapshot) and promoted.
     c.change_cluster(ClusterChange::Remove { id: 2 }).unwrap();
     std::fs::remove_dir_all(&nodes[1].data).unwrap();
-    let mut wiped = joiner(&dir.0, 5);
+    let mut wiped = joiner(&dir.0, 5, PARTS);
     wiped.start();
     // Under its old id it is refused: a removed id is never taken again.
     let err = c
@@ -291,7 +323,7 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
     // Node 5, the wiped machine, holds everything: it answers from its own
     // copy once it leads.
     leader_sees(&nodes, "three voters", |s| {
-        s.members.iter().filter(|m| m.voter).count() == 3 && caught_up(s, 5)
+        voters(s) == 3 && caught_up(s, 5)
     });
     c.change_cluster(ClusterChange::TransferLeader { to: Some(5) })
         .unwrap();
@@ -307,7 +339,7 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
     // command: node 6 added as a learner, promoted once it has caught up,
     // then node 5 hands its leadership over and the next leader — the
     // client following it with the same command — removes node 5.
-    let mut six = joiner(&dir.0, 6);
+    let mut six = joiner(&dir.0, 6, PARTS);
     six.start();
     let moved = Instant::now();
     following(&nodes[1].client)
@@ -322,9 +354,9 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
     assert!(nodes[1].stop());
     nodes[1] = six;
     let s = leader_sees(&nodes, "node 5's replica on node 6", |s| {
-        is_voter(s, 6) == Some(true) && is_voter(s, 5).is_none()
+        is_voter(s, 6) == Ok(Some(true)) && is_voter(s, 5) == Ok(None)
     });
-    assert_eq!(s.members.iter().filter(|m| m.voter).count(), 3, "{s:?}");
+    assert_eq!(voters(&s), 3, "{s:?}");
     let mut c = following(&nodes[2].client);
     put(&mut c, "after-the-move", 10, &mut acked);
     // A move of a node that holds no replica is refused, saying why.

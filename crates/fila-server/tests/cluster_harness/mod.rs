@@ -218,10 +218,10 @@ pub fn partitioned(dir: &Path, n: u64, partitions: usize) -> Vec<Node> {
         .collect()
 }
 
-/// The configuration of node `id` that joins a running cluster (`join =
-/// true`; not started).
-pub fn joiner(dir: &Path, id: u64) -> Node {
-    node(dir, id, (free_port(), free_port()), None, 1)
+/// The configuration of node `id` that joins a running cluster of
+/// `partitions` partitions (`join = true`; not started).
+pub fn joiner(dir: &Path, id: u64, partitions: usize) -> Node {
+    node(dir, id, (free_port(), free_port()), None, partitions)
 }
 
 /// A client of one node that does not follow `not_leader`.
