@@ -1,4 +1,8 @@
-//! The blocking client: one TCP connection, requests pipelined on it.
+//! The blocking client: requests pipelined on one TCP connection at a
+//! time. On a cluster it keeps a route per queue — the node a `not_leader`
+//! answer named for it — and each call on a queue goes to its route's
+//! node, on a connection kept open to each node it talks to (an idle
+//! one waits, nothing in flight, while the client talks to another).
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
@@ -22,13 +26,23 @@ struct Connection {
     in_flight: HashMap<u64, Opcode>,
 }
 
-/// A blocking client on one connection.
+/// A blocking client on one connection at a time.
 pub struct Client {
     options: ClientOptions,
     tls: TlsCache,
     conn: Option<Connection>,
+    /// Connections to other nodes, nothing in flight, by address.
+    idle: Vec<(String, Connection)>,
+    /// Each queue's node, as a `not_leader` answer named it.
+    routes: HashMap<String, String>,
     next_id: u64,
 }
+
+/// Connections kept open to nodes other than the one talked to.
+const IDLE_MAX: usize = 8;
+/// Queues whose route is kept (past it, the routes are forgotten and
+/// learnt again).
+pub(crate) const ROUTES_MAX: usize = 4_096;
 
 impl Client {
     /// Connects (and authenticates when the options carry a token).
@@ -37,6 +51,8 @@ impl Client {
             options,
             tls: TlsCache::default(),
             conn: None,
+            idle: Vec::new(),
+            routes: HashMap::new(),
             next_id: 1,
         };
         c.ensure_connected()?;
@@ -55,7 +71,14 @@ impl Client {
         for addr in candidates.iter() {
             self.options.addr = addr.clone();
             match self.connect_here() {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    if *addr != candidates[0] {
+                        // The node the routes named is gone: they are
+                        // learnt again.
+                        self.routes.retain(|_, a| *a != candidates[0]);
+                    }
+                    return Ok(());
+                }
                 Err(e @ ClientError::Connect { .. }) => {
                     first_error.get_or_insert(e);
                 }
@@ -238,11 +261,12 @@ impl Client {
     /// to the leader it names, with [`ClientOptions::follow_leader`]).
     pub fn call(&mut self, req: Request) -> Result<Response> {
         let mut hops = 0;
+        self.route(&req);
         loop {
             let id = self.send(&req)?;
             let r = self.wait(id, Duration::from_millis(req.long_poll_ms()))?;
             if let Response::Error(e) = &r {
-                if hops < crate::LEADER_HOPS && self.follow(e.code, &e.message) {
+                if hops < crate::LEADER_HOPS && self.follow(e.code, &e.message, req.queue()) {
                     hops += 1;
                     continue;
                 }
@@ -253,11 +277,12 @@ impl Client {
 
     fn run<R: Encode, T>(&mut self, c: Call<R, T>) -> Result<T> {
         let mut hops = 0;
+        self.route(&c.req);
         loop {
             let id = self.send(&c.req)?;
             let r = self.wait(id, Duration::from_millis(c.req.long_poll_ms()))?;
             if let Response::Error(e) = &r {
-                if hops < crate::LEADER_HOPS && self.follow(e.code, &e.message) {
+                if hops < crate::LEADER_HOPS && self.follow(e.code, &e.message, c.req.queue()) {
                     hops += 1;
                     continue;
                 }
@@ -266,9 +291,10 @@ impl Client {
         }
     }
 
-    /// A `not_leader` answer that names the leader: the connection moves
-    /// there (`true`: send again).
-    fn follow(&mut self, code: ErrorCode, message: &str) -> bool {
+    /// A `not_leader` answer to a request on `queue` that names the
+    /// leader: the queue's route is that node, and the client moves there
+    /// (`true`: send again).
+    fn follow(&mut self, code: ErrorCode, message: &str, queue: Option<&str>) -> bool {
         if code != ErrorCode::NOT_LEADER || !self.options.follow_leader {
             return false;
         }
@@ -278,9 +304,54 @@ impl Client {
         if addr == self.options.addr {
             return false;
         }
-        self.options.addr = addr.to_owned();
-        self.conn = None;
+        let addr = addr.to_owned();
+        if let Some(q) = queue {
+            if self.routes.len() >= ROUTES_MAX {
+                self.routes.clear();
+            }
+            self.routes.insert(q.to_owned(), addr.clone());
+        }
+        self.go_to(addr);
         true
+    }
+
+    /// Before a call on `req`'s queue: to the node its route names (not
+    /// while requests sent with [`Client::send`] wait on this one).
+    fn route<R: Encode + ?Sized>(&mut self, req: &R) {
+        if !self.options.follow_leader {
+            return;
+        }
+        let busy = self
+            .conn
+            .as_ref()
+            .is_some_and(|c| !c.in_flight.is_empty() || !c.early.is_empty());
+        let to = req.queue().and_then(|q| self.routes.get(q)).cloned();
+        if let (Some(addr), false) = (to, busy) {
+            self.go_to(addr);
+        }
+    }
+
+    /// Talks to `addr` from now on: the connection there kept idle, if
+    /// any, else a new one at the next send; the one it leaves is kept
+    /// idle when nothing is in flight on it.
+    fn go_to(&mut self, addr: String) {
+        if addr == self.options.addr {
+            return;
+        }
+        if let Some(c) = self.conn.take() {
+            if c.in_flight.is_empty() && c.early.is_empty() && c.output.is_empty() {
+                let from = std::mem::take(&mut self.options.addr);
+                self.idle.retain(|(a, _)| *a != from);
+                if self.idle.len() >= IDLE_MAX {
+                    self.idle.remove(0);
+                }
+                self.idle.push((from, c));
+            }
+        }
+        if let Some(i) = self.idle.iter().position(|(a, _)| *a == addr) {
+            self.conn = Some(self.idle.swap_remove(i).1);
+        }
+        self.options.addr = addr;
     }
 
     /// The address this client talks to now (another node's after it
@@ -312,6 +383,9 @@ impl Client {
                     None => calls.next(),
                 };
                 let Some((i, c)) = next else { break };
+                if in_flight.is_empty() {
+                    self.route(&c.req);
+                }
                 if done.len() <= i {
                     done.resize_with(i + 1, || None);
                 }
@@ -321,8 +395,7 @@ impl Client {
                 match moving.take() {
                     Some(addr) => {
                         // Every answer of the old leader is in: move.
-                        self.options.addr = addr;
-                        self.conn = None;
+                        self.go_to(addr);
                         continue;
                     }
                     None => break,
@@ -339,6 +412,12 @@ impl Client {
                             if moving.is_none() {
                                 hops += 1;
                                 moving = Some(addr.to_owned());
+                                if let Some(q) = c.req.queue() {
+                                    if self.routes.len() >= ROUTES_MAX {
+                                        self.routes.clear();
+                                    }
+                                    self.routes.insert(q.to_owned(), addr.to_owned());
+                                }
                             }
                             waiting.push_back((i, c));
                             continue;

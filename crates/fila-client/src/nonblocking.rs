@@ -1,7 +1,11 @@
 //! The async client, on tokio: one connection shared by every clone, a
 //! writer task that sends whatever callers encoded since its last write
 //! (one write for many requests), and a reader task that hands each answer
-//! to the call waiting for its id, in whatever order they come.
+//! to the call waiting for its id, in whatever order they come. On a
+//! cluster it keeps a route per queue — the node a `not_leader` answer
+//! named for it — and a call on a queue routed to another node than the
+//! one talked to goes on a connection of its own to that node (at most
+//! eight such).
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -90,6 +94,17 @@ struct Inner {
     retired: Mutex<Vec<Arc<Conn>>>,
     /// Held while a new connection is opened, so only one is.
     connecting: tokio::sync::Mutex<()>,
+    /// Each queue's node, as a `not_leader` answer named it.
+    routes: Mutex<HashMap<String, String>>,
+    /// Connections to the nodes routes name other than the one talked to.
+    others: Mutex<HashMap<String, Arc<Conn>>>,
+}
+
+/// Connections kept to nodes other than the one talked to.
+const OTHERS_MAX: usize = 8;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// An async client. Clones share one connection, and every call on any
@@ -239,6 +254,8 @@ impl AsyncClient {
                 current: Mutex::new(None),
                 retired: Mutex::new(Vec::new()),
                 connecting: tokio::sync::Mutex::new(()),
+                routes: Mutex::new(HashMap::new()),
+                others: Mutex::new(HashMap::new()),
             }),
         };
         c.connection().await?;
@@ -278,16 +295,30 @@ impl AsyncClient {
             .clone()
     }
 
-    /// A `not_leader` answer on `used` that names the leader: the client
-    /// moves there (`true`: send again). Answers still due on the old
-    /// connection come in before it closes.
-    fn follow(&self, used: &Arc<Shared>, code: ErrorCode, message: &str) -> bool {
+    /// A `not_leader` answer on `used` to a request on `queue` that names
+    /// the leader: the queue's route is that node, and when `used` is the
+    /// connection talked to the client moves there (`true`: send again).
+    /// Answers still due on the old connection come in before it closes.
+    fn follow(
+        &self,
+        used: &Arc<Shared>,
+        code: ErrorCode,
+        message: &str,
+        queue: Option<&str>,
+    ) -> bool {
         if code != ErrorCode::NOT_LEADER || !self.inner.options.follow_leader {
             return false;
         }
         let Some(leader) = crate::leader_in(message) else {
             return false;
         };
+        if let Some(q) = queue {
+            let mut routes = lock(&self.inner.routes);
+            if routes.len() >= crate::blocking::ROUTES_MAX {
+                routes.clear();
+            }
+            routes.insert(q.to_owned(), leader.to_owned());
+        }
         let mut addr = self.inner.addr.lock().unwrap_or_else(|p| p.into_inner());
         let mut current = self.inner.current.lock().unwrap_or_else(|p| p.into_inner());
         let still_there = current
@@ -297,12 +328,22 @@ impl AsyncClient {
             if *addr == leader {
                 return false;
             }
-            *addr = leader.to_owned();
+            let from = std::mem::replace(&mut *addr, leader.to_owned());
+            let mut others = lock(&self.inner.others);
             if let Some(old) = current.take() {
-                let mut retired = self.inner.retired.lock().unwrap_or_else(|p| p.into_inner());
-                retired.retain(|c| !c.shared.state().pending.is_empty());
-                retired.push(old);
+                // Kept for the queues routed to it, or until the answers
+                // it waits for are in.
+                others.retain(|_, c| c.shared.lost().is_none());
+                if others.len() < OTHERS_MAX {
+                    others.insert(from, old);
+                } else {
+                    let mut retired = lock(&self.inner.retired);
+                    retired.retain(|c| !c.shared.state().pending.is_empty());
+                    retired.push(old);
+                }
             }
+            // A connection already open to the leader is the one used.
+            *current = others.remove(leader).filter(|c| c.shared.lost().is_none());
         }
         // Moved already (by another call that was refused too): send again.
         true
@@ -386,7 +427,58 @@ impl AsyncClient {
     }
 
     async fn send<R: Encode + ?Sized>(&self, req: &R) -> Result<Sent> {
+        if let Some(shared) = self.routed(req).await {
+            if let Ok(sent) = register(&shared, req) {
+                return Ok(sent);
+            }
+        }
         register(&self.connection().await?, req)
+    }
+
+    /// The connection to the node `req`'s queue's route names, when that
+    /// is not the node talked to (opened if there is none; a node that
+    /// cannot be reached loses its routes).
+    async fn routed<R: Encode + ?Sized>(&self, req: &R) -> Option<Arc<Shared>> {
+        if !self.inner.options.follow_leader {
+            return None;
+        }
+        let q = req.queue()?;
+        let addr = lock(&self.inner.routes).get(q).cloned()?;
+        let open = |others: &HashMap<String, Arc<Conn>>| {
+            others
+                .get(&addr)
+                .filter(|c| c.shared.lost().is_none())
+                .map(|c| c.shared.clone())
+        };
+        if addr == self.addr() {
+            return None;
+        }
+        if let Some(s) = open(&lock(&self.inner.others)) {
+            return Some(s);
+        }
+        let _one = self.inner.connecting.lock().await;
+        if let Some(s) = open(&lock(&self.inner.others)) {
+            return Some(s);
+        }
+        let mut o = self.inner.options.clone();
+        o.addr = addr.clone();
+        match self.open_at(&o).await {
+            Ok(conn) => {
+                let mut others = lock(&self.inner.others);
+                others.retain(|_, c| c.shared.lost().is_none());
+                if others.len() >= OTHERS_MAX {
+                    return None;
+                }
+                let conn = Arc::new(conn);
+                let shared = conn.shared.clone();
+                others.insert(addr, conn);
+                Some(shared)
+            }
+            Err(_) => {
+                lock(&self.inner.routes).retain(|_, a| *a != addr);
+                None
+            }
+        }
     }
 
     fn limit<R: Encode + ?Sized>(&self, req: &R) -> Duration {
@@ -405,7 +497,7 @@ impl AsyncClient {
             let used = sent.shared.clone();
             let r = sent.answer(self.limit(req)).await?;
             if let Response::Error(e) = &r {
-                if hops < LEADER_HOPS && self.follow(&used, e.code, &e.message) {
+                if hops < LEADER_HOPS && self.follow(&used, e.code, &e.message, req.queue()) {
                     hops += 1;
                     continue;
                 }
@@ -440,7 +532,7 @@ impl AsyncClient {
             // Refused by a node that does not lead: that request again, on
             // the leader, before the next answer is read (the order holds).
             while let Response::Error(e) = &r {
-                if hops >= LEADER_HOPS || !self.follow(&used, e.code, &e.message) {
+                if hops >= LEADER_HOPS || !self.follow(&used, e.code, &e.message, c.req.queue()) {
                     break;
                 }
                 hops += 1;

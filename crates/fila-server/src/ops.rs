@@ -142,37 +142,7 @@ pub(crate) fn carries_messages(opcode: u8) -> bool {
 
 /// The queue a request names (none for hello, auth, server stats, list).
 pub(crate) fn queue_of(req: &Request) -> Option<&str> {
-    Some(match req {
-        Request::Hello { .. }
-        | Request::Auth { .. }
-        | Request::ListQueues { .. }
-        | Request::ServerStats
-        | Request::ClusterStatus
-        | Request::ChangeCluster(_)
-        | Request::Reload => return None,
-        Request::CreateQueue { name, .. }
-        | Request::GetQueue { name }
-        | Request::UpdateQueue { name, .. }
-        | Request::DeleteQueue { name, .. }
-        | Request::QueueStats { name } => name,
-        Request::Purge { queue } => &queue.name,
-        Request::Redrive { queue, .. }
-        | Request::StartMove { queue, .. }
-        | Request::ListMoves { queue }
-        | Request::CancelMove { queue, .. }
-        | Request::DeadLetterSeq { queue, .. }
-        | Request::Channels { queue, .. }
-        | Request::Put { queue, .. }
-        | Request::CancelScheduled { queue, .. }
-        | Request::Defer { queue, .. }
-        | Request::ReceiveDeferred { queue, .. }
-        | Request::DeadLetter { queue, .. } => queue,
-        Request::Receive(r) => &r.queue.name,
-        Request::UpdateVisibility { queue, .. }
-        | Request::Delete { queue, .. }
-        | Request::DeleteSeq { queue, .. }
-        | Request::Peek { queue, .. } => &queue.name,
-    })
+    req.queue()
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@
 //! `max_queues` holds across partitions, a deleted queue frees its place;
 //! lists and stats on any node gather every partition; a node that does
 //! not lead a queue's partition answers `not_leader` naming that
-//! partition's leader; the node leading the most partitions is killed
+//! partition's leader; the blocking and async clients keep each queue's
+//! route (one connection to each node, however they alternate); the node leading the most partitions is killed
 //! with SIGKILL and a client given every node's address goes on; every
 //! acknowledged put is there at the end.
 
@@ -183,6 +184,55 @@ fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
         named >= 6,
         "two of three nodes do not lead each queue's partition"
     );
+    // Clients keep each queue's route: alternating between queues of
+    // partitions led by three nodes, the blocking and the async client
+    // each go straight to each queue's leader once they learnt it, on a
+    // connection to each node opened once (without routes, each switch
+    // would cost a `not_leader` round trip).
+    let counted = |nodes: &[Node]| -> (u64, u64) {
+        nodes
+            .iter()
+            .map(|n| {
+                let stats = client(&n.client).unwrap().server_stats().unwrap();
+                let stat = |name: &str| stats.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+                (
+                    stat("connections_accepted").unwrap(),
+                    stat("requests").unwrap(),
+                )
+            })
+            .fold((0, 0), |(c, r), (dc, dr)| (c + dc, r + dr))
+    };
+    let before = counted(&nodes);
+    let mut routed = Client::connect(options(&nodes[0].client)).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let routed_async = rt
+        .block_on(fila_client::AsyncClient::connect(options(&nodes[1].client)))
+        .unwrap();
+    for i in 0..10 {
+        for q in ["alpha", "gamma", "orders"] {
+            let body = format!("{q} routed {i}");
+            routed.put_one(q, body.clone()).unwrap();
+            acked.insert((q.to_owned(), body));
+            let body = format!("{q} routed async {i}");
+            rt.block_on(routed_async.put_one(q, body.clone())).unwrap();
+            acked.insert((q.to_owned(), body));
+        }
+    }
+    let after = counted(&nodes);
+    let (opened, asked) = (after.0 - before.0, after.1 - before.1);
+    eprintln!("60 puts alternating over three leaders: {opened} connections, {asked} requests");
+    // Three connections for the stats themselves, two for the clients'
+    // first, and one to each other node for each client.
+    assert!(opened <= 3 + 2 + 2 * 2, "{opened} connections for 60 puts");
+    // The puts, the stats of both rounds, and a refusal for each queue's
+    // first put from each client at most (without routes: about 120).
+    assert!(asked <= 60 + 6 + 2 * 3, "{asked} requests for 60 puts");
+    drop(routed_async);
+    drop(rt);
+
     // The node leading the most partitions is killed.
     let leads = |id: u64| {
         status

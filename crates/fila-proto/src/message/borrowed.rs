@@ -19,6 +19,10 @@ pub trait Encode {
     fn long_poll_ms(&self) -> u64 {
         0
     }
+    /// The queue it names, if any (where a cluster's client sends it).
+    fn queue(&self) -> Option<&str> {
+        None
+    }
 }
 
 fn frame(buf: &mut BytesMut, op: Opcode, request_id: u64, body: impl FnOnce(&mut Writer<'_>)) {
@@ -42,6 +46,10 @@ pub struct PutRef<'a> {
 }
 
 impl Encode for PutRef<'_> {
+    fn queue(&self) -> Option<&str> {
+        Some(self.queue)
+    }
+
     fn opcode(&self) -> Opcode {
         Opcode::Put
     }
@@ -67,6 +75,10 @@ pub struct PayloadsRef<'a> {
 }
 
 impl Encode for PayloadsRef<'_> {
+    fn queue(&self) -> Option<&str> {
+        Some(self.queue)
+    }
+
     fn opcode(&self) -> Opcode {
         Opcode::Put
     }
@@ -119,6 +131,10 @@ impl<'a> ReceiveRef<'a> {
 }
 
 impl Encode for ReceiveRef<'_> {
+    fn queue(&self) -> Option<&str> {
+        Some(self.queue)
+    }
+
     fn opcode(&self) -> Opcode {
         Opcode::Receive
     }
@@ -152,6 +168,10 @@ pub struct DeleteRef<'a> {
 }
 
 impl Encode for DeleteRef<'_> {
+    fn queue(&self) -> Option<&str> {
+        Some(self.queue)
+    }
+
     fn opcode(&self) -> Opcode {
         Opcode::Delete
     }
@@ -175,6 +195,10 @@ pub struct VisibilityRef<'a> {
 }
 
 impl Encode for VisibilityRef<'_> {
+    fn queue(&self) -> Option<&str> {
+        Some(self.queue)
+    }
+
     fn opcode(&self) -> Opcode {
         Opcode::UpdateVisibility
     }
@@ -201,6 +225,10 @@ pub struct DeferredRef<'a> {
 }
 
 impl Encode for DeferredRef<'_> {
+    fn queue(&self) -> Option<&str> {
+        Some(self.queue)
+    }
+
     fn opcode(&self) -> Opcode {
         Opcode::ReceiveDeferred
     }
@@ -214,6 +242,10 @@ impl Encode for DeferredRef<'_> {
 }
 
 impl Encode for Request {
+    fn queue(&self) -> Option<&str> {
+        Request::queue(self)
+    }
+
     fn opcode(&self) -> Opcode {
         Request::opcode(self)
     }
