@@ -122,8 +122,12 @@ fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
         .create_queue("one-too-many", SettingsPatch::default())
         .unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::RESOURCE_EXHAUSTED), "{err}");
-    // A deleted queue frees its place.
+    // A deleted queue frees its place; deleting a queue that is not
+    // there is no error when asked so.
     c.delete_queue("beta").unwrap();
+    c.delete_queue_if_exists("beta").unwrap();
+    let err = c.delete_queue("beta").unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::QUEUE_NOT_FOUND), "{err}");
     c.create_queue("gamma", SettingsPatch::default()).unwrap();
     let queues = ["target", "orders", "alpha", "gamma"];
     assert_eq!(queues.len() as u64, QUEUES_MAX);

@@ -42,6 +42,10 @@ async fn partition_of(c: &Cluster, req: &Request) -> Result<u32, Answer> {
             format!("internal: queue {queue} lives in partition {p}, which this node does not run"),
         )
         .into()),
+        // A queue placed nowhere does not exist.
+        None if matches!(req, Request::DeleteQueue { if_exists: true, .. }) => {
+            Err(Response::Ok.into())
+        }
         None => Err(Answer::failed(&fila_core::Error::QueueNotFound(
             queue.to_owned(),
         ))),
