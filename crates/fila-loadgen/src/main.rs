@@ -15,6 +15,7 @@
 mod connect;
 mod floor;
 mod idle;
+mod nodes;
 mod peers;
 mod report;
 mod target;
@@ -236,6 +237,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
         groups: 0,
         label: String::new(),
         fields: fila_client::Fields::PAYLOAD_AND_RECEIPT,
+        routes: Default::default(),
     };
     let mut system = "fila".to_string();
     let mut nats_storage = "memory".to_string();

@@ -4,6 +4,8 @@
 //! `peers/`.
 
 use std::collections::VecDeque;
+
+use crate::nodes::{Nodes, Sent};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -152,6 +154,9 @@ pub struct Fila {
     pub label: String,
     /// The fields a receive asks for (the workload reads only the payload).
     pub fields: Fields,
+    /// Each queue's node, as the cluster's `not_leader` answers named it
+    /// when the queues were made (on a single node: `addr`).
+    pub routes: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 impl Fila {
@@ -169,6 +174,14 @@ impl Fila {
 
     fn connect(&self) -> Result<Client, String> {
         Client::connect(self.options()).map_err(|e| e.to_string())
+    }
+
+    /// Connections to the nodes leading `queues`.
+    fn nodes(&self, queues: &[String]) -> Result<Nodes, String> {
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        Nodes::connect(&self.options(), queues, |q| {
+            routes.get(q).cloned().unwrap_or_else(|| self.addr.clone())
+        })
     }
 
     /// On a cluster (docs/cluster.md), the run goes to the node that leads
@@ -231,6 +244,11 @@ impl Target for Fila {
                 },
             )
             .map_err(|e| e.to_string())?;
+            // The create followed the queue's partition to its leader.
+            self.routes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(queue.clone(), c.addr().to_owned());
         }
         Ok(())
     }
@@ -239,7 +257,7 @@ impl Target for Fila {
         static PRODUCERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let number = PRODUCERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Box::new(FilaProducer {
-            client: self.connect()?,
+            nodes: self.nodes(queues)?,
             queues: queues.to_vec(),
             next: 0,
             in_flight: VecDeque::new(),
@@ -252,7 +270,7 @@ impl Target for Fila {
 
     fn consumer(&self, queues: &[String], delete: bool) -> Result<Box<dyn Consumer>, String> {
         Ok(Box::new(FilaConsumer {
-            client: self.connect()?,
+            nodes: self.nodes(queues)?,
             queues: QueueCycle::new(queues),
             delete,
             fields: self.fields,
@@ -263,10 +281,10 @@ impl Target for Fila {
 }
 
 struct FilaProducer {
-    client: Client,
+    nodes: Nodes,
     queues: Vec<String>,
     next: usize,
-    in_flight: VecDeque<(u64, usize)>,
+    in_flight: VecDeque<(Sent, usize)>,
     /// This producer's number, and the messages it put so far.
     number: u64,
     put: u64,
@@ -282,10 +300,13 @@ impl Producer for FilaProducer {
         let queue = &self.queues[self.next % self.queues.len()];
         self.next += 1;
         let id = if !self.dedup && self.groups == 0 {
-            self.client.send(&PayloadsRef {
+            self.nodes.send(
                 queue,
-                payloads: batch,
-            })
+                &PayloadsRef {
+                    queue,
+                    payloads: batch,
+                },
+            )
         } else {
             let (number, groups, dedup) = (self.number, self.groups, self.dedup);
             let messages: Vec<fila_client::PutEntry> = batch
@@ -302,13 +323,15 @@ impl Producer for FilaProducer {
                     }
                 })
                 .collect();
-            self.client.send(&fila_client::PutRef {
+            self.nodes.send(
                 queue,
-                messages: &messages,
-            })
-        }
-        .map_err(|e| e.to_string())?;
-        self.client.flush().map_err(|e| e.to_string())?;
+                &fila_client::PutRef {
+                    queue,
+                    messages: &messages,
+                },
+            )
+        }?;
+        self.nodes.flush(id)?;
         self.in_flight.push_back((id, batch.len()));
         Ok(())
     }
@@ -318,7 +341,7 @@ impl Producer for FilaProducer {
             .in_flight
             .pop_front()
             .ok_or("nothing in flight to confirm")?;
-        match self.client.wait(id, Duration::ZERO) {
+        match self.nodes.wait(id, Duration::ZERO) {
             Ok(Response::Put(acks)) if acks.len() == n => {
                 match acks.into_iter().find_map(|a| a.err()) {
                     None => Ok(()),
@@ -326,20 +349,20 @@ impl Producer for FilaProducer {
                 }
             }
             Ok(other) => Err(format!("unexpected answer to a put: {other:?}")),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e),
         }
     }
 }
 
 struct FilaConsumer {
-    client: Client,
+    nodes: Nodes,
     queues: QueueCycle,
     delete: bool,
     fields: Fields,
     /// What the last receive brought, from `queues.last()`.
     previous: Vec<Receipt>,
     /// Deletes sent and not yet confirmed: id and send time.
-    deletes: VecDeque<(u64, Instant)>,
+    deletes: VecDeque<(Sent, Instant)>,
 }
 
 impl FilaConsumer {
@@ -347,14 +370,15 @@ impl FilaConsumer {
         if self.previous.is_empty() {
             return Ok(());
         }
-        let id = self
-            .client
-            .send(&DeleteRef {
-                queue: self.queues.last(),
+        let queue = self.queues.last();
+        let id = self.nodes.send(
+            queue,
+            &DeleteRef {
+                queue,
                 dlq: false,
                 receipts: &self.previous,
-            })
-            .map_err(|e| e.to_string())?;
+            },
+        )?;
         self.previous.clear();
         self.deletes.push_back((id, Instant::now()));
         Ok(())
@@ -363,13 +387,13 @@ impl FilaConsumer {
     /// Confirms the oldest delete; answers its round trip.
     fn confirm_delete(&mut self) -> Result<u64, String> {
         let (id, at) = self.deletes.pop_front().ok_or("no delete in flight")?;
-        match self.client.wait(id, Duration::ZERO) {
+        match self.nodes.wait(id, Duration::ZERO) {
             Ok(Response::Deleted(results)) => match results.into_iter().find_map(|r| r.err()) {
                 None => Ok(at.elapsed().as_micros() as u64),
                 Some(e) => Err(format!("{}: {}", e.code, e.message)),
             },
             Ok(other) => Err(format!("unexpected answer to a delete: {other:?}")),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e),
         }
     }
 }
@@ -391,25 +415,25 @@ impl Consumer for FilaConsumer {
                 deletes_us.push(self.confirm_delete()?);
             }
         }
-        let receive = self
-            .client
-            .send(&ReceiveRef {
-                queue: self.queues.current(),
+        let queue = self.queues.current();
+        let receive = self.nodes.send(
+            queue,
+            &ReceiveRef {
+                queue,
                 dlq: false,
                 max_messages: max as u8,
                 visibility_ms: Some(visibility_ms),
                 wait_ms: Some(wait_ms),
                 channel: None,
                 fields: self.fields,
-            })
-            .map_err(|e| e.to_string())?;
+            },
+        )?;
         let sent = Instant::now();
-        let messages = match self.client.wait(receive, Duration::from_millis(wait_ms)) {
-            Ok(r) => r
-                .into_messages()
-                .map_err(|other| format!("unexpected answer to a receive: {other:?}"))?,
-            Err(e) => return Err(e.to_string()),
-        };
+        let messages = self
+            .nodes
+            .wait(receive, Duration::from_millis(wait_ms))?
+            .into_messages()
+            .map_err(|other| format!("unexpected answer to a receive: {other:?}"))?;
         let receive = sent.elapsed();
         if self.delete {
             self.previous

@@ -43,7 +43,14 @@ async fn partition_of(c: &Cluster, req: &Request) -> Result<u32, Answer> {
         )
         .into()),
         // A queue placed nowhere does not exist.
-        None if matches!(req, Request::DeleteQueue { if_exists: true, .. }) => {
+        None if matches!(
+            req,
+            Request::DeleteQueue {
+                if_exists: true,
+                ..
+            }
+        ) =>
+        {
             Err(Response::Ok.into())
         }
         None => Err(Answer::failed(&fila_core::Error::QueueNotFound(
