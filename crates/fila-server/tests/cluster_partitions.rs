@@ -294,3 +294,35 @@ fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
         }
     }
 }
+
+#[test]
+fn a_data_directory_of_the_earlier_layout_is_refused_saying_so() {
+    let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-layout-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let nodes = partitioned(&dir.0, 1, 1);
+    std::fs::create_dir_all(nodes[0].data.join("raft").join("log")).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fila-server"))
+        .arg("--config")
+        .arg(&nodes[0].config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("a node on an earlier layout's data directory started");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut said).unwrap();
+    assert!(!status.success());
+    assert!(said.contains("earlier layout"), "{said}");
+}

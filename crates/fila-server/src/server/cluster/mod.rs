@@ -78,6 +78,16 @@ impl ClusterNode {
         shared: Arc<Shared>,
     ) -> io::Result<ClusterNode> {
         let dir = shared.config.data_dir.join("raft");
+        // Before partitions, the one group's log and state were raft/log
+        // and raft/state: such a directory is not taken for an empty one.
+        for old in ["log", "state"] {
+            if dir.join(old).exists() {
+                return Err(io::Error::other(format!(
+                    "{} holds a cluster node of an earlier layout (one group in raft/log and raft/state); this version keeps each group in a folder of its own: start this node with an empty data directory under a new node id (docs/cluster.md)",
+                    dir.display()
+                )));
+            }
+        }
         let open = |group: &str, map: bool| -> io::Result<Stores> {
             let at = |name: &str| FsStorage::new(dir.join(group).join(name));
             let log = LogStore::open(at("log")?, LogOptions::default())
