@@ -113,20 +113,32 @@ class ClusterNode(FilaServer):
     def args(self):
         return ["--config", self.config]
 
-    def leader(self, token=None):
-        """The leader its cluster status names; None while it starts or
-        knows none."""
+    def status(self, token=None):
+        """Its cluster status (`fila --json cluster status`); None while it
+        starts."""
         out = self.run_fila(["--json", "cluster", "status"], token=token, check=False)
         if out.returncode != 0:
             return None
-        return json.loads(out.stdout).get("leader")
+        return json.loads(out.stdout)
+
+    def leader(self, token=None):
+        """The leader its cluster status names: of the one partition (where
+        the queues are), or with several of the metadata group; None while
+        it starts or knows none."""
+        status = self.status(token)
+        if not status:
+            return None
+        partitions = status.get("partitions", [])
+        if len(partitions) == 1:
+            return partitions[0].get("leader")
+        return status.get("leader")
 
 
-def cluster_configs(d, listeners, extra="", n=3):
-    """Writes the configuration files of an `n`-node cluster on loopback
-    under `d` (every node's `listeners` and `extra` lines, its own client
-    and peer ports, the shared secret, the members); answers their paths
-    by node id."""
+def cluster_configs(d, listeners, extra="", n=3, partitions=1):
+    """Writes the configuration files of an `n`-node cluster of
+    `partitions` partitions on loopback under `d` (every node's
+    `listeners` and `extra` lines, its own client and peer ports, the
+    shared secret, the members); answers their paths by node id."""
     ports = {i: (free_port(), free_port()) for i in range(1, n + 1)}
     members = "".join(
         f'[[cluster.members]]\nid = {i}\npeer = "127.0.0.1:{p}"\nclient = "127.0.0.1:{c}"\n'
@@ -139,7 +151,7 @@ def cluster_configs(d, listeners, extra="", n=3):
             f.write(
                 f'listen = "127.0.0.1:{client}"\n{listeners}\n'
                 f'shards = 1\nevent_loops = 1\ndata_dir = "{d}/node-{i}"\n{extra}\n'
-                f'[cluster]\nnode_id = {i}\nlisten = "127.0.0.1:{peer}"\n'
+                f'[cluster]\nnode_id = {i}\nlisten = "127.0.0.1:{peer}"\npartitions = {partitions}\n'
                 f'secret = "a secret the nodes of the test share"\n{members}'
             )
         paths[i] = path
@@ -147,13 +159,14 @@ def cluster_configs(d, listeners, extra="", n=3):
 
 
 @contextlib.contextmanager
-def running_cluster(node_class, listeners, extra=""):
-    """A 3-node cluster of `node_class` (a ClusterNode) started in a
-    temporary directory; every node is stopped at the end."""
+def running_cluster(node_class, listeners, extra="", partitions=1):
+    """A 3-node cluster of `node_class` (a ClusterNode) with `partitions`
+    partitions started in a temporary directory; every node is stopped at
+    the end."""
     with tempfile.TemporaryDirectory() as d:
         started = {}
         try:
-            for i, config in cluster_configs(d, listeners, extra).items():
+            for i, config in cluster_configs(d, listeners, extra, partitions=partitions).items():
                 started[i] = node_class(config).start()
             yield started
         finally:

@@ -146,7 +146,7 @@ def test_followers_forward_every_call_and_nothing_acknowledged_is_lost(nodes):
     assert 'fila_queue_visible{queue="orders"}' in lead_metrics
     follower_metrics = scrape(nodes[follower])
     assert "fila_cluster_leads 0" in follower_metrics
-    assert f"fila_cluster_leader {leader}" in follower_metrics
+    assert f'fila_cluster_leader{{group="0"}} {leader}' in follower_metrics
 
     # The leader dies: what was acknowledged and not deleted is all there,
     # through the nodes left, and the cluster takes more.

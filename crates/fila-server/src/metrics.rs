@@ -521,31 +521,89 @@ impl Metrics {
     }
 }
 
-/// A cluster node's series: whether it leads, the term, the leader, its
-/// log's indexes and, on the leader, how far each member has taken the log.
+/// A cluster node's series: how many partitions it leads, and for each
+/// group — the metadata group (`group="meta"`) and each partition (its
+/// number) — the leader it knows, its term, its log's indexes and, on the
+/// group's leader, how far each member has taken the log.
 fn render_cluster(o: &mut String, c: &ClusterSeries) {
     let s = &c.status;
-    let leads = s.leader == Some(s.node_id);
-    let _ = writeln!(o, "# HELP fila_cluster_leads 1 while this node leads the partition (its queue series are the partition's).\n# TYPE fila_cluster_leads gauge\nfila_cluster_leads {}", u64::from(leads));
-    let _ = writeln!(o, "# HELP fila_cluster_leader The node that leads the partition, as this node knows it (0: none known).\n# TYPE fila_cluster_leader gauge\nfila_cluster_leader {}", s.leader.unwrap_or(0));
-    let _ = writeln!(o, "# HELP fila_cluster_term The Raft term this node is in.\n# TYPE fila_cluster_term gauge\nfila_cluster_term {}", s.term);
-    let _ = writeln!(o, "# HELP fila_cluster_log_index This node's Raft log: its last entry, the last committed, the last applied.\n# TYPE fila_cluster_log_index gauge");
-    for (kind, v) in [
-        ("last", s.last_log_index),
-        ("committed", s.committed_index),
-        ("applied", s.applied_index),
-    ] {
-        if let Some(v) = v {
-            let _ = writeln!(o, "fila_cluster_log_index{{index=\"{kind}\"}} {v}");
+    let leads = s
+        .partitions
+        .iter()
+        .filter(|p| p.leader == Some(s.node_id))
+        .count();
+    let _ = writeln!(o, "# HELP fila_cluster_leads The partitions this node leads (its queue series are theirs).\n# TYPE fila_cluster_leads gauge\nfila_cluster_leads {leads}");
+    struct Group {
+        name: String,
+        leader: Option<u64>,
+        term: u64,
+        indexes: [(&'static str, Option<u64>); 3],
+        matched: Vec<(u64, u64)>,
+    }
+    let mut groups = vec![Group {
+        name: "meta".into(),
+        leader: s.leader,
+        term: s.term,
+        indexes: [
+            ("last", s.last_log_index),
+            ("committed", s.committed_index),
+            ("applied", s.applied_index),
+        ],
+        matched: s
+            .members
+            .iter()
+            .filter_map(|m| Some((m.id, m.matched_index?)))
+            .collect(),
+    }];
+    groups.extend(s.partitions.iter().map(|p| {
+        Group {
+            name: p.partition.to_string(),
+            leader: p.leader,
+            term: p.term,
+            indexes: [
+                ("last", p.last_log_index),
+                ("committed", p.committed_index),
+                ("applied", p.applied_index),
+            ],
+            matched: p
+                .replicas
+                .iter()
+                .filter_map(|r| Some((r.id, r.matched_index?)))
+                .collect(),
+        }
+    }));
+    let _ = writeln!(o, "# HELP fila_cluster_leader The node that leads the group (meta: the metadata group; else a partition), as this node knows it (0: none known).\n# TYPE fila_cluster_leader gauge");
+    for g in &groups {
+        let _ = writeln!(
+            o,
+            "fila_cluster_leader{{group=\"{}\"}} {}",
+            g.name,
+            g.leader.unwrap_or(0)
+        );
+    }
+    let _ = writeln!(o, "# HELP fila_cluster_term The Raft term this node is in, in the group.\n# TYPE fila_cluster_term gauge");
+    for g in &groups {
+        let _ = writeln!(o, "fila_cluster_term{{group=\"{}\"}} {}", g.name, g.term);
+    }
+    let _ = writeln!(o, "# HELP fila_cluster_log_index This node's Raft log of the group: its last entry, the last committed, the last applied.\n# TYPE fila_cluster_log_index gauge");
+    for g in &groups {
+        for (kind, v) in g.indexes {
+            if let Some(v) = v {
+                let _ = writeln!(
+                    o,
+                    "fila_cluster_log_index{{group=\"{}\",index=\"{kind}\"}} {v}",
+                    g.name
+                );
+            }
         }
     }
-    let _ = writeln!(o, "# HELP fila_cluster_member_matched_index On the leader: the last entry each member holds.\n# TYPE fila_cluster_member_matched_index gauge");
-    for m in &s.members {
-        if let Some(v) = m.matched_index {
+    let _ = writeln!(o, "# HELP fila_cluster_member_matched_index On the group's leader: the last entry each member holds.\n# TYPE fila_cluster_member_matched_index gauge");
+    for g in &groups {
+        for (member, v) in &g.matched {
             let _ = writeln!(
                 o,
-                "fila_cluster_member_matched_index{{member=\"{}\"}} {v}",
-                m.id
+                "fila_cluster_member_matched_index{{group=\"{}\",member=\"{member}\"}} {v}",
+                g.name
             );
         }
     }

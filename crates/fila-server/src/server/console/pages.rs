@@ -353,10 +353,10 @@ fn log_state(console: &Console) -> String {
                 let leaders: Vec<String> = v
                     .partitions
                     .iter()
-                    .map(|p| format!("{}: {}", p.partition, show(p.leader)))
+                    .map(|p| format!("partition {}: leader {}", p.partition, show(p.leader)))
                     .collect();
                 format!(
-                    "cluster node {} of {}, metadata leader {}, term {}; log {} (committed {}, applied {}); partition leaders {}",
+                    "cluster node {} of {}, metadata leader {}, term {}; log {} (committed {}, applied {}); {}",
                     v.node_id,
                     v.members.len(),
                     show(v.leader),
