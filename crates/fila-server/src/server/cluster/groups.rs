@@ -193,15 +193,18 @@ impl Cluster {
         }
     }
 
-    /// The partition `queue` lives in: from the routing table, else from
-    /// the metadata leader's map — which places it first or takes its
-    /// placement away as `placing` says. `None`: it is placed nowhere.
+    /// The partition `queue` lives in: to find it, from the routing table,
+    /// else from the metadata leader's map; to create or delete it, from
+    /// the metadata leader, which places it first or takes its placement
+    /// away. `None`: it is placed nowhere.
     pub(super) async fn placement(
         &self,
         queue: &str,
         placing: Placing,
     ) -> Result<Option<u32>, Answer> {
-        if placing != Placing::Remove {
+        // A create or a removal asks the metadata leader: the table may
+        // still hold a queue deleted elsewhere a moment ago.
+        if placing == Placing::Find {
             if let Some(p) = self.routes.get(queue) {
                 return Ok(Some(*p));
             }
