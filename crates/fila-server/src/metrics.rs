@@ -540,37 +540,36 @@ fn render_cluster(o: &mut String, c: &ClusterSeries) {
         indexes: [(&'static str, Option<u64>); 3],
         matched: Vec<(u64, u64)>,
     }
-    let mut groups = vec![Group {
-        name: "meta".into(),
-        leader: s.leader,
-        term: s.term,
+    let group = |name: String,
+                 leader,
+                 term,
+                 [last, committed, applied]: [Option<u64>; 3],
+                 matched: &mut dyn Iterator<Item = (u64, Option<u64>)>| Group {
+        name,
+        leader,
+        term,
         indexes: [
-            ("last", s.last_log_index),
-            ("committed", s.committed_index),
-            ("applied", s.applied_index),
+            ("last", last),
+            ("committed", committed),
+            ("applied", applied),
         ],
-        matched: s
-            .members
-            .iter()
-            .filter_map(|m| Some((m.id, m.matched_index?)))
-            .collect(),
-    }];
+        matched: matched.filter_map(|(id, m)| Some((id, m?))).collect(),
+    };
+    let mut groups = vec![group(
+        "meta".into(),
+        s.leader,
+        s.term,
+        [s.last_log_index, s.committed_index, s.applied_index],
+        &mut s.members.iter().map(|m| (m.id, m.matched_index)),
+    )];
     groups.extend(s.partitions.iter().map(|p| {
-        Group {
-            name: p.partition.to_string(),
-            leader: p.leader,
-            term: p.term,
-            indexes: [
-                ("last", p.last_log_index),
-                ("committed", p.committed_index),
-                ("applied", p.applied_index),
-            ],
-            matched: p
-                .replicas
-                .iter()
-                .filter_map(|r| Some((r.id, r.matched_index?)))
-                .collect(),
-        }
+        group(
+            p.partition.to_string(),
+            p.leader,
+            p.term,
+            [p.last_log_index, p.committed_index, p.applied_index],
+            &mut p.replicas.iter().map(|r| (r.id, r.matched_index)),
+        )
     }));
     let _ = writeln!(o, "# HELP fila_cluster_leader The node that leads the group (meta: the metadata group; else a partition), as this node knows it (0: none known).\n# TYPE fila_cluster_leader gauge");
     for g in &groups {

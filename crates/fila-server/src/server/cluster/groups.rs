@@ -67,30 +67,16 @@ impl Cluster {
         self.parts.get(g as usize)?.known_leader()
     }
 
-    /// Node `id`'s peer address: from the metadata group's members, else
+    /// Node `id`'s addresses: from the metadata group's members, else
     /// from the groups' where it is one.
-    fn peer_of(&self, id: u64) -> Option<String> {
+    fn member_of(&self, id: u64) -> Option<fila_cluster::Member> {
         let groups = std::iter::once(META).chain(0..self.parts.len() as u32);
         for g in groups {
             let raft = self.raft_of(g)?;
             let m = raft.metrics();
             let m = m.borrow_watched();
             if let Some(node) = m.membership_config.membership().get_node(&id) {
-                return Some(node.addr.clone());
-            }
-        }
-        None
-    }
-
-    /// Node `id`'s client address, as the groups know it.
-    fn client_of(&self, id: u64) -> Option<String> {
-        let groups = std::iter::once(META).chain(0..self.parts.len() as u32);
-        for g in groups {
-            let raft = self.raft_of(g)?;
-            let m = raft.metrics();
-            let m = m.borrow_watched();
-            if let Some(node) = m.membership_config.membership().get_node(&id) {
-                return Some(node.client.clone());
+                return Some(node.clone());
             }
         }
         None
@@ -99,7 +85,7 @@ impl Cluster {
     /// Sends `ask` to `leader`: its answer and wait, or the answer of a
     /// forward that failed.
     pub(super) async fn forward_to(&self, leader: u64, ask: &Ask) -> Result<(Answer, u64), Answer> {
-        let Some(addr) = self.peer_of(leader) else {
+        let Some(addr) = self.member_of(leader).map(|m| m.addr) else {
             let lost = ReplicaError::NotLeader { leader: None };
             return Err(self.refusal(ask.group(), &lost));
         };
@@ -164,8 +150,8 @@ impl Cluster {
         };
         match e {
             ReplicaError::NotLeader { leader } => {
-                let at =
-                    leader.and_then(|id| Some(format!("leader {id} at {}", self.client_of(id)?)));
+                let at = leader
+                    .and_then(|id| Some(format!("leader {id} at {}", self.member_of(id)?.client)));
                 let message = match at {
                     Some(at) => format!("not_leader: this node does not lead {what}; {at}"),
                     None => format!("not_leader: this node does not lead {what}; the leader is not known yet (try another node)"),
