@@ -64,7 +64,8 @@ pub trait EngineView: Send + Sync {
 pub struct ClusterSeries {
     /// Its view of its cluster.
     pub status: fila_proto::ClusterStatus,
-    /// While it leads: the partition's totals (the engine-wide series).
+    /// While it leads one: the first such partition's totals (the
+    /// engine-wide series).
     pub partition: Option<Totals>,
 }
 
@@ -612,6 +613,63 @@ fn render_cluster(o: &mut String, c: &ClusterSeries) {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn a_cluster_node_shows_each_group_and_the_partitions_it_leads() {
+        use fila_proto::{ClusterMemberStatus, ClusterStatus, PartitionStatus, ReplicaStatus};
+        let part = |n: u32, leader: u64| PartitionStatus {
+            partition: n,
+            leader: Some(leader),
+            term: 3,
+            last_log_index: Some(40 + u64::from(n)),
+            committed_index: Some(40),
+            applied_index: Some(39),
+            replicas: vec![ReplicaStatus {
+                id: 2,
+                voter: true,
+                matched_index: (leader == 1).then_some(38),
+            }],
+        };
+        let status = ClusterStatus {
+            node_id: 1,
+            leader: Some(2),
+            term: 7,
+            last_log_index: Some(10),
+            committed_index: None,
+            applied_index: Some(9),
+            members: vec![ClusterMemberStatus {
+                id: 2,
+                peer: "p".into(),
+                client: "c".into(),
+                voter: true,
+                matched_index: None,
+            }],
+            partitions: vec![part(0, 1), part(1, 2), part(2, 1)],
+        };
+        let mut o = String::new();
+        render_cluster(
+            &mut o,
+            &ClusterSeries {
+                status,
+                partition: None,
+            },
+        );
+        for line in [
+            "fila_cluster_leads 2",
+            "fila_cluster_leader{group=\"meta\"} 2",
+            "fila_cluster_leader{group=\"1\"} 2",
+            "fila_cluster_term{group=\"meta\"} 7",
+            "fila_cluster_term{group=\"2\"} 3",
+            "fila_cluster_log_index{group=\"meta\",index=\"last\"} 10",
+            "fila_cluster_log_index{group=\"2\",index=\"last\"} 42",
+            "fila_cluster_member_matched_index{group=\"0\",member=\"2\"} 38",
+        ] {
+            assert!(o.lines().any(|l| l == line), "{line} in\n{o}");
+        }
+        // What a node does not know is not shown.
+        assert!(!o.contains("group=\"meta\",index=\"committed\""), "{o}");
+        assert!(!o.contains("matched_index{group=\"1\""), "{o}");
+    }
 
     #[test]
     fn each_loop_records_in_its_own_stripe_and_a_scrape_sums_them() {
