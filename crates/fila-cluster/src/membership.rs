@@ -203,6 +203,33 @@ impl<'a, S: Storage + 'static> Members<'a, S> {
             .await
     }
 
+    /// On the leader: the group's voters and its learners.
+    pub fn roles(&self) -> Result<(BTreeSet<NodeId>, BTreeSet<NodeId>), ReplicaError> {
+        let view = self.leader_view()?;
+        let learners = view
+            .nodes
+            .keys()
+            .filter(|id| !view.voters.contains(id))
+            .copied()
+            .collect();
+        Ok((view.voters, learners))
+    }
+
+    /// Makes voter `id` a learner: it keeps taking the log and no longer
+    /// votes. A learner or a node not in the group changes nothing; the
+    /// last voter cannot be.
+    pub async fn demote(&self, id: NodeId) -> Result<(), ReplicaError> {
+        let view = self.leader_view()?;
+        if !view.voters.contains(&id) {
+            return Ok(());
+        }
+        if view.voters.len() == 1 {
+            return Err(refused(format!("node {id} is the only voter")));
+        }
+        self.change(ChangeMembers::RemoveVoters(BTreeSet::from([id])), true)
+            .await
+    }
+
     /// Takes node `id` out of the group, voter or learner. The last voter
     /// cannot be removed. A node not in the group changes nothing.
     pub async fn remove(&self, id: NodeId) -> Result<(), ReplicaError> {

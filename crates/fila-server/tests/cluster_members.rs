@@ -56,13 +56,13 @@ fn leader_sees(nodes: &[Node], what: &str, ok: impl Fn(&ClusterStatus) -> bool) 
 }
 
 /// Waits (at most 10 s: a node's view is refreshed every 100 ms) until
-/// `node` says `id` leads.
+/// `node` says `id` leads every partition.
 fn leads(node: &Node, id: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut c = client(&node.client).unwrap();
     loop {
         let s = c.cluster_status().unwrap();
-        if s.leader == Some(id) {
+        if s.partitions.iter().all(|p| p.leader == Some(id)) {
             return;
         }
         assert!(Instant::now() < deadline, "node {id} never led: {s:?}");
@@ -77,34 +77,39 @@ fn caught_up(s: &ClusterStatus, id: u64) -> bool {
         .any(|m| m.id == id && m.matched_index.is_some() && m.matched_index >= s.committed_index)
 }
 
-/// Member `id`'s role — `Some(true)` a voter, `Some(false)` a learner,
-/// `None` no member — once every group (the metadata group, each
-/// partition) agrees on it; `Err` while they differ.
+/// Member `id`'s role in the partitions — `Some(true)` a voter,
+/// `Some(false)` a learner, `None` no member — once every partition agrees
+/// on it and the metadata group holds it exactly when they do (as a voter
+/// or a learner: it votes with 3 or 5); `Err` while they differ.
 fn is_voter(s: &ClusterStatus, id: u64) -> Result<Option<bool>, ()> {
-    let meta = s.members.iter().find(|m| m.id == id).map(|m| m.voter);
+    let meta = s.members.iter().any(|m| m.id == id);
+    let role =
+        |p: &fila_client::PartitionStatus| p.replicas.iter().find(|r| r.id == id).map(|r| r.voter);
+    let first = s.partitions.first().and_then(role);
     let agree = s.partitions.len() == PARTS
-        && s.partitions
-            .iter()
-            .all(|p| p.replicas.iter().find(|r| r.id == id).map(|r| r.voter) == meta);
+        && s.partitions.iter().all(|p| role(p) == first)
+        && meta == first.is_some();
     if agree {
-        Ok(meta)
+        Ok(first)
     } else {
         Err(())
     }
 }
 
-/// The voters, once every group has as many.
+/// The partitions' voters, once every partition has as many.
 fn voters(s: &ClusterStatus) -> usize {
-    let meta = s.members.iter().filter(|m| m.voter).count();
-    let agree = s
-        .partitions
-        .iter()
-        .all(|p| p.replicas.iter().filter(|r| r.voter).count() == meta);
-    if agree {
-        meta
+    let count = |p: &fila_client::PartitionStatus| p.replicas.iter().filter(|r| r.voter).count();
+    let first = s.partitions.first().map_or(0, count);
+    if s.partitions.iter().all(|p| count(p) == first) {
+        first
     } else {
         0
     }
+}
+
+/// The metadata group's voters.
+fn meta_voters(s: &ClusterStatus) -> Vec<u64> {
+    s.members.iter().filter(|m| m.voter).map(|m| m.id).collect()
 }
 
 fn refused(r: Result<(), ClientError>, says: &str) {
@@ -268,6 +273,10 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
     });
     c.change_cluster(ClusterChange::Promote { id: 4 }).unwrap();
     leader_sees(&nodes, "four voters", |s| voters(s) == 4);
+    // The metadata group votes with three of its four members: node 4 is
+    // its learner.
+    let s = leader_sees(&nodes, "four members", |s| s.members.len() == 4);
+    assert_eq!(meta_voters(&s), [1, 2, 3], "{s:?}");
     put(&mut c, "four", 20, &mut acked);
 
     // The leadership goes to node 4; it serves.
@@ -282,6 +291,10 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
     // with one of them (node 2) killed.
     c.change_cluster(ClusterChange::Remove { id: 1 }).unwrap();
     leader_sees(&nodes, "node 1 gone", |s| is_voter(s, 1) == Ok(None));
+    // Three members left: node 4 now votes in the metadata group too.
+    leader_sees(&nodes, "node 4 a voter of the metadata group", |s| {
+        meta_voters(s) == [2, 3, 4]
+    });
     assert!(nodes[0].stop());
     nodes[1].kill();
     let mut c = following(&nodes[2].client);

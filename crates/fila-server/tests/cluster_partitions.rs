@@ -18,8 +18,8 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use cluster_harness::{client, options, partitioned, Dir, Node, QUEUES_MAX};
-use fila_client::{Client, ClusterStatus, ErrorCode, QueueRef, SettingsPatch};
+use cluster_harness::{client, joiner, options, partitioned, Dir, Node, QUEUES_MAX};
+use fila_client::{Client, ClusterChange, ClusterStatus, ErrorCode, QueueRef, SettingsPatch};
 
 const PARTS: usize = 3;
 
@@ -27,6 +27,11 @@ const PARTS: usize = 3;
 /// live leader of each partition and of the metadata group, every
 /// partition with three voters: answers one of the statuses.
 fn agreed(nodes: &[Node]) -> ClusterStatus {
+    agreed_on(nodes, PARTS)
+}
+
+/// [`agreed`] for a cluster of `parts` partitions.
+fn agreed_on(nodes: &[Node], parts: usize) -> ClusterStatus {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut last = Vec::new();
     while Instant::now() < deadline {
@@ -46,7 +51,7 @@ fn agreed(nodes: &[Node]) -> ClusterStatus {
             .map(|n| n.id)
             .collect();
         let whole = |s: &ClusterStatus| {
-            s.partitions.len() == PARTS
+            s.partitions.len() == parts
                 && leaders(s)
                     .iter()
                     .all(|l| l.is_some_and(|l| live.contains(&l)))
@@ -325,4 +330,92 @@ fn a_data_directory_of_the_earlier_layout_is_refused_saying_so() {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut said).unwrap();
     assert!(!status.success());
     assert!(said.contains("earlier layout"), "{said}");
+}
+
+/// Waits (at most 30 s) until some live node's status satisfies `ok`.
+fn seen(nodes: &[Node], what: &str, ok: impl Fn(&ClusterStatus) -> bool) -> ClusterStatus {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = None;
+    while Instant::now() < deadline {
+        for n in nodes.iter().filter(|n| n.child.is_some()) {
+            if let Some(s) = client(&n.client).and_then(|mut c| c.cluster_status().ok()) {
+                if s.leader == Some(s.node_id) && ok(&s) {
+                    return s;
+                }
+                last = Some(s);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("never saw {what}: {last:?}");
+}
+
+fn meta_voters(s: &ClusterStatus) -> Vec<u64> {
+    s.members.iter().filter(|m| m.voter).map(|m| m.id).collect()
+}
+
+#[test]
+fn the_metadata_group_votes_with_three_and_its_learner_moves() {
+    let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-meta-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let mut nodes = partitioned(&dir.0, 3, 2);
+    for n in &mut nodes {
+        n.start();
+    }
+    agreed_on(&nodes, 2);
+    let mut c = of_all(&nodes);
+    // A fourth node: a voter of each partition, a learner of the metadata
+    // group (it votes with three of four).
+    nodes.push(joiner(&dir.0, 4, 2));
+    nodes[3].start();
+    let add = |id: u64, n: &Node| ClusterChange::AddLearner {
+        id,
+        peer: n.peer.clone(),
+        client: n.client.clone(),
+    };
+    c.change_cluster(add(4, &nodes[3])).unwrap();
+    c.change_cluster(ClusterChange::Promote { id: 4 }).unwrap();
+    let s = seen(&nodes, "four voters of each partition", |s| {
+        s.members.len() == 4
+            && s.partitions
+                .iter()
+                .all(|p| p.replicas.iter().filter(|r| r.voter).count() == 4)
+    });
+    assert_eq!(meta_voters(&s), [1, 2, 3], "{s:?}");
+    // Its replicas move to a fifth node: a learner of the metadata group
+    // in its place, a voter of each partition.
+    nodes.push(joiner(&dir.0, 5, 2));
+    nodes[4].start();
+    c.change_cluster(ClusterChange::Move {
+        from: 4,
+        to: 5,
+        peer: nodes[4].peer.clone(),
+        client: nodes[4].client.clone(),
+    })
+    .unwrap();
+    let s = seen(&nodes, "node 4's place taken by node 5", |s| {
+        let voters = |p: &fila_client::PartitionStatus| {
+            let mut ids: Vec<u64> = p
+                .replicas
+                .iter()
+                .filter(|r| r.voter)
+                .map(|r| r.id)
+                .collect();
+            ids.sort_unstable();
+            ids
+        };
+        s.members.iter().map(|m| m.id).collect::<Vec<_>>() == [1, 2, 3, 5]
+            && s.partitions.iter().all(|p| voters(p) == [1, 2, 3, 5])
+    });
+    assert_eq!(meta_voters(&s), [1, 2, 3], "{s:?}");
+    // A voter of the metadata group removed: its learner is promoted.
+    c.change_cluster(ClusterChange::Remove { id: 1 }).unwrap();
+    seen(&nodes, "node 5 a voter of the metadata group", |s| {
+        meta_voters(s) == [2, 3, 5]
+    });
+    nodes[0].kill();
+    let mut c = of_all(&nodes[1..]);
+    c.create_queue("after", SettingsPatch::default()).unwrap();
+    c.put_one("after", "still served").unwrap();
 }

@@ -131,6 +131,41 @@ pub(super) async fn change_here(
             let member = Member { addr: peer, client };
             members.add_learner(id, member).await
         }
+        ClusterChange::Promote { id } if g == META => {
+            // The metadata group votes with 3 or 5 of its members: past
+            // that a node stays its learner.
+            let (voters, learners) = members.roles()?;
+            if learners.contains(&id) && voters.len() >= meta_voters(voters.len() + learners.len())
+            {
+                return Ok(());
+            }
+            members.promote(id).await
+        }
+        ClusterChange::TransferLeader { to: Some(to) } if g == META => {
+            // Only a voter of the metadata group may lead it.
+            let (voters, _) = members.roles()?;
+            if !voters.contains(&to) {
+                return Ok(());
+            }
+            members.transfer_leader(Some(to)).await.map(drop)
+        }
+        ClusterChange::Move {
+            from,
+            to,
+            peer,
+            client,
+        } if g == META && members.roles()?.1.contains(&from) => {
+            // A learner of the metadata group: the new node takes its
+            // place as a learner (the voters keep their number by
+            // themselves, `balance_meta`).
+            let (voters, learners) = members.roles()?;
+            if !voters.contains(&to) && !learners.contains(&to) {
+                members
+                    .add_learner(to, Member { addr: peer, client })
+                    .await?;
+            }
+            members.remove(from).await
+        }
         ClusterChange::Promote { id } => members.promote(id).await,
         ClusterChange::Remove { id } => members.remove(id).await,
         ClusterChange::TransferLeader { to } => members.transfer_leader(to).await.map(drop),
@@ -141,6 +176,36 @@ pub(super) async fn change_here(
             client,
         } => move_replica(&members, from, to, Member { addr: peer, client }).await,
     }
+}
+
+/// The voters the metadata group keeps among `members` members: all of
+/// one or two, 3 of three or four, 5 of five or more; the others are its
+/// learners (they hold the map and do not vote).
+pub(super) fn meta_voters(members: usize) -> usize {
+    match members {
+        0..=2 => members,
+        3 | 4 => 3,
+        _ => 5,
+    }
+}
+
+/// On the metadata leader: one step towards [`meta_voters`] voters — a
+/// voter demoted (the highest id but this node's) when there are more, a
+/// learner promoted (once caught up) when there are fewer.
+pub(super) async fn balance_meta(c: &Cluster) -> Result<(), ReplicaError> {
+    let members = c.meta.members();
+    let (voters, learners) = members.roles()?;
+    let want = meta_voters(voters.len() + learners.len());
+    if voters.len() > want {
+        if let Some(&id) = voters.iter().rev().find(|&&id| id != c.id) {
+            return members.demote(id).await;
+        }
+    } else if voters.len() < want {
+        if let Some(&id) = learners.iter().next() {
+            return members.promote(id).await;
+        }
+    }
+    Ok(())
 }
 
 /// How long a move may take before it is answered (it goes on when sent
@@ -206,6 +271,21 @@ async fn move_replica(
             MoveStep::Added(_) | MoveStep::Promoted(_) | MoveStep::Removed(_) => {
                 catching_up = None;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_metadata_group_votes_with_one_three_or_five() {
+        let got: Vec<usize> = (0..=8).map(meta_voters).collect();
+        assert_eq!(got, [0, 1, 2, 3, 3, 5, 5, 5, 5]);
+        // Never more voters than members, and an odd number from three on.
+        for n in 3..=8 {
+            assert!(meta_voters(n) <= n && meta_voters(n) % 2 == 1);
         }
     }
 }

@@ -260,7 +260,9 @@ async fn run(
     status::bootstrap(&config, &c).await;
     info!(node = id, peers = %config.listen, tls = peer_tls, partitions = c.parts.len(), "cluster node started");
     let view = tokio::spawn(status::keep_view(c.clone(), config.partitions));
+    let voters = tokio::spawn(status::keep_meta_voters(c.clone()));
     mail(c.clone(), index, notify).await;
+    voters.abort();
     status::hand_over(&c).await;
     view.abort();
     *shared

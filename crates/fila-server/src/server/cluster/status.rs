@@ -248,6 +248,22 @@ pub(super) async fn bootstrap(config: &ClusterConfig, c: &Cluster) {
     }
 }
 
+/// How often the metadata leader looks at its voters.
+const BALANCE_EVERY: Duration = Duration::from_secs(1);
+
+/// On the metadata leader, every [`BALANCE_EVERY`]: one step towards the
+/// metadata group's 3 or 5 voters (`change::balance_meta`).
+pub(super) async fn keep_meta_voters(c: Arc<Cluster>) {
+    loop {
+        tokio::time::sleep(BALANCE_EVERY).await;
+        if c.leader_of(META) == Some(c.id) {
+            if let Err(e) = super::change::balance_meta(&c).await {
+                tracing::debug!("the metadata group's voters: {e}");
+            }
+        }
+    }
+}
+
 /// A node being stopped hands every leadership it holds to the voter
 /// furthest along first, so that the others need not wait for an
 /// election.
