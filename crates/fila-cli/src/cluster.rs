@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use fila_client::{Client, ClusterChange};
+use fila_client::{Client, ClientOptions, ClusterChange, ClusterStatus};
 
-use super::{connect, output, Args, Failure, Out};
+use super::{client_options, connect, output, Args, Failure, Out};
 
 /// How often `cluster add` looks at the new learner's progress.
 const POLL: Duration = Duration::from_millis(100);
@@ -44,7 +44,7 @@ pub(super) fn run(a: &Args, json: bool) -> Out {
             let caught_up = if wait.is_zero() {
                 None
             } else {
-                Some(catch_up(&mut c, id, started, wait)?)
+                Some(catch_up(&mut c, &client_options(a)?, id, started, wait)?)
             };
             match (json, caught_up) {
                 (true, Some((index, took))) => println!(
@@ -111,15 +111,45 @@ pub(super) fn run(a: &Args, json: bool) -> Out {
             let to = a.number("--to")?;
             let mut c = connect(a)?;
             c.change_cluster(ClusterChange::TransferLeader { to })?;
-            let s = c.cluster_status()?;
-            let leader = s.leader.map_or("unknown".to_owned(), |l| l.to_string());
+            // The node's view is refreshed every 100 ms: until it names a
+            // leader of every group (3 s at most).
+            let asked = Instant::now();
+            let mut s = c.cluster_status()?;
+            while (s.leader.is_none() || s.partitions.iter().any(|p| p.leader.is_none()))
+                && asked.elapsed() < Duration::from_secs(3)
+            {
+                std::thread::sleep(POLL);
+                s = c.cluster_status()?;
+            }
+            let show = |l: Option<u64>, none: &str| l.map_or(none.to_owned(), |l| l.to_string());
             if json {
+                let partitions: Vec<String> = s
+                    .partitions
+                    .iter()
+                    .map(|p| show(p.leader, "null"))
+                    .collect();
                 println!(
-                    "{{\"leader\":{}}}",
-                    s.leader.map_or("null".to_owned(), |l| l.to_string())
+                    "{{\"leader\":{},\"partition_leaders\":[{}]}}",
+                    show(s.leader, "null"),
+                    partitions.join(",")
                 );
             } else {
-                println!("node {leader} leads now");
+                let partitions: Vec<String> = s
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "partition {}: node {}",
+                            p.partition,
+                            show(p.leader, "unknown")
+                        )
+                    })
+                    .collect();
+                println!(
+                    "node {} leads the metadata group; {}",
+                    show(s.leader, "unknown"),
+                    partitions.join(", ")
+                );
             }
         }
         other => {
@@ -131,34 +161,78 @@ pub(super) fn run(a: &Args, json: bool) -> Out {
     Ok(true)
 }
 
-/// Waits until learner `id` holds the leader's log as it was when the
-/// wait began; answers the entry it holds and how long it took since
-/// `started`. `c` is connected to the leader (the change followed it).
+/// Waits until learner `id` holds, in every group of the cluster (the
+/// metadata group and each partition), the log that group's leader held
+/// when the wait began; answers the least entry it holds of them and how
+/// long it took since `started`. Each group's leader is asked (it alone
+/// knows how far a member has taken its log): every member is reached
+/// through `options`, once.
 fn catch_up(
     c: &mut Client,
+    options: &ClientOptions,
     id: u64,
     started: Instant,
     wait: Duration,
 ) -> Result<(u64, Duration), Failure> {
-    let target = c.cluster_status()?.last_log_index.unwrap_or(0);
+    // By group (`None`: the metadata group): the leader's last entry when
+    // first seen, and the learner's last one.
+    let mut targets: std::collections::BTreeMap<Option<u32>, u64> = Default::default();
+    let mut nodes: Vec<(String, Option<Client>)> = Vec::new();
     loop {
         let s = c.cluster_status()?;
+        for m in s.members.iter().filter(|m| m.id != id) {
+            if !nodes.iter().any(|(a, _)| *a == m.client) {
+                let mut o = options.clone();
+                o.addr = m.client.clone();
+                o.follow_leader = false;
+                nodes.push((m.client.clone(), Client::connect(o).ok()));
+            }
+        }
+        let views: Vec<ClusterStatus> = nodes
+            .iter_mut()
+            .filter_map(|(_, c)| c.as_mut()?.cluster_status().ok())
+            .collect();
+        let mut held: std::collections::BTreeMap<Option<u32>, Option<u64>> = Default::default();
+        for v in views.iter().chain([&s]) {
+            let learner =
+                |m: Option<(bool, Option<u64>)>| m.and_then(|(voter, i)| i.filter(|_| !voter));
+            if v.leader == Some(v.node_id) {
+                let m = v
+                    .members
+                    .iter()
+                    .find(|m| m.id == id)
+                    .map(|m| (m.voter, m.matched_index));
+                targets.entry(None).or_insert(v.last_log_index.unwrap_or(0));
+                held.insert(None, learner(m));
+            }
+            for p in v.partitions.iter().filter(|p| p.leader == Some(v.node_id)) {
+                let m = p
+                    .replicas
+                    .iter()
+                    .find(|r| r.id == id)
+                    .map(|r| (r.voter, r.matched_index));
+                targets
+                    .entry(Some(p.partition))
+                    .or_insert(p.last_log_index.unwrap_or(0));
+                held.insert(Some(p.partition), learner(m));
+            }
+        }
         // Only a view that holds it as a learner counts: one taken before
         // the change (refreshed every 100 ms) may name an earlier member
         // under the same id and how far that one had taken the log.
-        let matched = s
-            .members
+        let groups = 1 + s.partitions.len();
+        let caught_up: Vec<u64> = held
             .iter()
-            .find(|m| m.id == id && !m.voter)
-            .and_then(|m| m.matched_index);
-        if let Some(m) = matched.filter(|m| *m >= target) {
-            return Ok((m, started.elapsed()));
+            .filter_map(|(g, m)| m.filter(|m| *m >= targets[g]))
+            .collect();
+        if caught_up.len() == groups {
+            return Ok((caught_up.into_iter().min().unwrap_or(0), started.elapsed()));
         }
         if started.elapsed() >= wait {
             return Err(Failure::Refused(format!(
-                "node {id} was added as a learner but has not caught up within {} s (it holds {}, the leader {target}): is it running, with join = true and this cluster's secret? fila cluster status shows its progress",
+                "node {id} was added as a learner but has not caught up within {} s (in {} of {groups} groups): is it running, with join = true and this cluster's secret? fila cluster status shows its progress",
                 wait.as_secs(),
-                matched.map_or("nothing".to_owned(), |m| m.to_string())
+                caught_up.len()
             )));
         }
         std::thread::sleep(POLL);

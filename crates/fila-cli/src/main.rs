@@ -65,18 +65,24 @@ usage: fila [--addr ADDR] [--token TOKEN] [--tls] [--ca FILE]
                                    channels with messages ready, and backlog
   server-stats
   cluster status                   a cluster node's view: members, leader,
-                                   log indexes, each member's lag (asked of
-                                   the node --addr names; docs/cluster.md)
+                                   log indexes, each member's lag, then
+                                   each partition's leader, log and
+                                   replicas (asked of the node --addr
+                                   names; docs/cluster.md)
   cluster add ID --peer HOST:PORT --client HOST:PORT [--wait SECS]
                                    add a node as a learner and wait (60 s;
-                                   0: not) until it has caught up
+                                   0: not) until it has caught up in
+                                   every group
   cluster promote ID               make a caught-up learner a voter
   cluster remove ID                take a voter or a learner out
   cluster move FROM TO --peer HOST:PORT --client HOST:PORT
                                    move FROM's replica to node TO: added,
                                    promoted once caught up, FROM removed
-  cluster transfer [--to ID]       hand the leadership to a voter (the one
-                                   furthest along); cluster changes need
+  cluster transfer [--to ID]       hand every group's leadership to voter
+                                   ID; without --to, every group the node
+                                   --addr names leads hands over (to the
+                                   voter furthest along); cluster changes
+                                   are made in every group and need
                                    manage on every queue
   reload                           the server reads its tokens and TLS
                                    files again (manage on every queue)
@@ -306,6 +312,11 @@ fn parse_receipt(s: &str) -> Result<Receipt, Failure> {
 }
 
 fn connect(a: &Args) -> Result<Client, Failure> {
+    Ok(Client::connect(client_options(a)?)?)
+}
+
+/// The client's options the flags and the environment give.
+fn client_options(a: &Args) -> Result<ClientOptions, Failure> {
     let addr = a
         .value("--addr")
         .map(str::to_owned)
@@ -331,7 +342,7 @@ fn connect(a: &Args) -> Result<Client, Failure> {
     {
         options = options.token(t);
     }
-    Ok(Client::connect(options)?)
+    Ok(options)
 }
 
 fn qref(name: &str, dlq: bool) -> QueueRef {

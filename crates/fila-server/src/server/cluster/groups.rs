@@ -30,6 +30,9 @@ pub(super) const META: u32 = u32::MAX;
 pub(super) const LEADER_WAIT: Duration = Duration::from_secs(5);
 /// How long a forward to a leader may take.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a forwarded cluster change may take (a move runs until done,
+/// within a minute).
+const CHANGE_FORWARD_TIMEOUT: Duration = Duration::from_secs(70);
 
 /// This node's groups.
 pub(super) struct Cluster {
@@ -44,6 +47,18 @@ pub(super) struct Cluster {
     pub(super) map_seen: std::sync::Mutex<Arc<ClusterMap>>,
     pub(super) fwd: Forwarder,
     pub(super) shared: Arc<Shared>,
+}
+
+impl Ask {
+    /// How long its forward may take.
+    fn timeout(&self) -> Duration {
+        match self {
+            Ask::Run { req, .. } if req.opcode() == fila_proto::Opcode::ChangeCluster => {
+                CHANGE_FORWARD_TIMEOUT
+            }
+            _ => FORWARD_TIMEOUT,
+        }
+    }
 }
 
 impl Cluster {
@@ -91,7 +106,7 @@ impl Cluster {
         };
         match self
             .fwd
-            .forward(leader, &addr, ask.encode(), FORWARD_TIMEOUT)
+            .forward(leader, &addr, ask.encode(), ask.timeout())
             .await
         {
             Ok(bytes) => forward::decode_answer(&bytes).map_err(|why| {
