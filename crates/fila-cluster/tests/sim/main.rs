@@ -105,6 +105,17 @@ fn each_seed<T, F: std::future::Future<Output = T>>(seeds: u64, run: impl Fn(u64
     (1..=seeds)
         .filter(|seed| only.is_none_or(|o| o == *seed))
         .map(|seed| {
+            // A seed that fails says which it was (FILA_SIM_SEED=N replays
+            // its faults and operations).
+            struct Says(u64);
+            impl Drop for Says {
+                fn drop(&mut self) {
+                    if std::thread::panicking() {
+                        eprintln!("the failing seed: {}", self.0);
+                    }
+                }
+            }
+            let _says = Says(seed);
             tokio::runtime::Builder::new_current_thread()
                 .enable_time()
                 .start_paused(true)
