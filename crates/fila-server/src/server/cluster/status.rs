@@ -135,7 +135,7 @@ pub(super) async fn keep_view(c: Arc<Cluster>, partitions: usize) {
 }
 
 /// The map of a new cluster, made by the metadata group's leader: the
-/// partitions, every voter of the metadata group a replica of each, and
+/// partitions, every member of the metadata group a replica of each, and
 /// each partition's receipt key drawn from the system's randomness. Only
 /// the first map made stands (a later one changes nothing). Then the
 /// partitions' leaderships are spread ([`spread`]).
@@ -143,7 +143,11 @@ async fn make_map(c: &Arc<Cluster>, partitions: usize) {
     let replicas: std::collections::BTreeSet<u64> = {
         let m = c.meta.raft().metrics();
         let m = m.borrow_watched();
-        m.membership_config.membership().voter_ids().collect()
+        m.membership_config
+            .membership()
+            .nodes()
+            .map(|(id, _)| *id)
+            .collect()
     };
     let mut made = Vec::with_capacity(partitions);
     for _ in 0..partitions {
