@@ -44,6 +44,10 @@ struct View {
     last_log_index: u64,
     /// The last entry each member holds, as far as the leader knows.
     matched: BTreeMap<NodeId, u64>,
+    /// Whether the membership it shows is applied (so committed): a
+    /// leader's view may show a change of its own not committed yet, which
+    /// a next leader without it would not have made.
+    settled: bool,
 }
 
 /// This node's member of one group (a partition's replica or the
@@ -89,7 +93,10 @@ impl<'a, S: Storage + 'static> Members<'a, S> {
             });
         }
         let membership = m.membership_config.membership();
+        let settled = m.membership_config.log_id().map(|l| l.index)
+            <= m.last_applied.as_ref().map(|l| l.index);
         Ok(View {
+            settled,
             voters: membership.voter_ids().collect(),
             nodes: membership.nodes().map(|(id, n)| (*id, n.clone())).collect(),
             last_log_index: m.last_log_index.unwrap_or(0),
@@ -309,6 +316,9 @@ pub enum MoveStep {
     /// This leader is not wanted: it handed the leadership to this voter,
     /// which goes on.
     HandedOver(NodeId),
+    /// The group's last membership change is not committed yet: nothing
+    /// done (the next step starts from what commits).
+    Settling,
     /// The group's members are the ones wanted, every one a voter.
     Done,
 }
@@ -331,6 +341,9 @@ impl<S: Storage + 'static> Members<'_, S> {
             return Err(refused("a group needs at least one replica".to_owned()));
         }
         let view = self.leader_view()?;
+        if !view.settled {
+            return Ok(MoveStep::Settling);
+        }
         if let Some(&id) = want.iter().find(|id| !view.nodes.contains_key(id)) {
             let member = members
                 .get(&id)

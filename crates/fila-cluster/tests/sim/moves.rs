@@ -62,7 +62,7 @@ async fn step(c: &mut Cluster, want: &BTreeSet<NodeId>, moved: &mut Moved) -> Op
                         moved.handed_over += 1;
                         c.leader = to;
                     }
-                    MoveStep::CatchingUp(_) | MoveStep::Done => {}
+                    MoveStep::CatchingUp(_) | MoveStep::Settling | MoveStep::Done => {}
                 }
                 return Some(s);
             }

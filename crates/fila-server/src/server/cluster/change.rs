@@ -264,6 +264,7 @@ async fn move_replica(
                     leader: Some(leader),
                 });
             }
+            MoveStep::Settling => tokio::time::sleep(Duration::from_millis(50)).await,
             MoveStep::CatchingUp(id) => {
                 catching_up = Some(id);
                 tokio::time::sleep(Duration::from_millis(200)).await;
