@@ -140,6 +140,9 @@ enum Wait {
     /// It made no records, but what it saw includes the entries submitted
     /// before it (up to this one): they must commit first.
     Tail(tokio::sync::watch::Receiver<Done>, u64),
+    /// It made no records and none are in flight: a quorum confirms the
+    /// leadership (openraft's read index).
+    Confirm,
 }
 
 /// A replica of one partition.
@@ -256,7 +259,10 @@ impl<S: Storage + 'static> Replica<S> {
     }
 
     /// Runs `op` on the leader's engine and answers its result once the
-    /// records it made are committed (at once when it made none).
+    /// records it made are committed; when it made none, once the entries
+    /// in flight before it are committed or, with none, once a quorum
+    /// confirmed this node still leads (an answer from a deposed leader's
+    /// state would be a stale read).
     ///
     /// Operations are pipelined: each runs on the engine and has its
     /// entry submitted in turn (so entries are in the order the engine
@@ -298,12 +304,18 @@ impl<S: Storage + 'static> Replica<S> {
             if records.is_empty() {
                 // Its answer may rest on entries still in flight (a put
                 // answered as a duplicate of one not committed yet, a read
-                // of it): it waits for them.
+                // of it): it waits for them — their commit, after it ran,
+                // shows this leadership was still the one. With none in
+                // flight, a quorum confirms it: a leader cut off from the
+                // others, that another leader has overtaken, must not
+                // answer from its old state (a receipt refused as stale,
+                // a receive finding nothing).
                 let k = s.submitted;
                 if k == 0 || s.done.borrow().through >= k {
-                    return Ok(result);
+                    (result, leader_id, Wait::Confirm)
+                } else {
+                    (result, leader_id, Wait::Tail(s.done.subscribe(), k))
                 }
-                (result, leader_id, Wait::Tail(s.done.subscribe(), k))
             } else {
                 let (responder, committed) = ProgressResponder::complete_only();
                 let submitted = self
@@ -332,6 +344,7 @@ impl<S: Storage + 'static> Replica<S> {
             }
         };
         let outcome = match wait {
+            Wait::Confirm => confirm(&self.raft).await,
             Wait::Entry(rx) => rx
                 .await
                 .unwrap_or(Err(ReplicaError::Unknown { leader: None })),
@@ -365,7 +378,9 @@ impl<S: Storage + 'static> Replica<S> {
     /// from the others answers `NotLeader` instead of its old state. What
     /// `op` sees is the committed state and the operations in flight.
     pub async fn read<R>(&self, op: impl FnOnce(&mut Owner) -> R) -> Result<R, ReplicaError> {
-        confirm(&self.raft).await?;
+        // An operation that makes no records is answered only once the
+        // leadership is confirmed (or proved by the commit of entries in
+        // flight before it): `execute` is that.
         self.execute(op).await
     }
 

@@ -101,7 +101,7 @@ fn pipelined_operations_commit_in_the_order_the_engine_made_them() {
 /// through the read index is refused there (not answered from its old
 /// state), while the new leader answers it with what was committed since.
 #[test]
-fn a_cut_off_leader_does_not_answer_reads_from_its_old_state() {
+fn a_cut_off_leader_does_not_answer_from_its_old_state() {
     each_seed(3, |seed| async move {
         let mut c = Cluster::new(seed).await;
         create_queue(&mut c, seed).await;
@@ -133,11 +133,21 @@ fn a_cut_off_leader_does_not_answer_reads_from_its_old_state() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let new = put.unwrap_or_else(|| panic!("seed {seed}: no new leader"));
-        // The old one still thinks it leads; its read is refused.
+        // The old one still thinks it leads; its read is refused, and so
+        // is any operation whose answer rests on its old state without a
+        // change of its own to commit (a receive finding nothing, a
+        // receipt refused as stale).
         let stale = old_replica.read(|o| o.stats(QUEUE).unwrap().visible).await;
         assert!(
             matches!(stale, Err(ReplicaError::NotLeader { .. })),
             "seed {seed}: {stale:?}"
+        );
+        let stale = old_replica
+            .execute(|o| o.stats(QUEUE).unwrap().visible)
+            .await;
+        assert!(
+            matches!(stale, Err(ReplicaError::NotLeader { .. })),
+            "seed {seed}: a no-op write answered from the old state: {stale:?}"
         );
         let fresh = c
             .replica(new)

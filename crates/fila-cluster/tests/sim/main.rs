@@ -127,6 +127,32 @@ fn each_seed<T, F: std::future::Future<Output = T>>(seeds: u64, run: impl Fn(u64
 }
 
 impl Cluster {
+    /// Each node's Raft state, a line each (what a failure or a trace
+    /// shows).
+    fn states(&self) -> String {
+        let mut states = String::new();
+        for (id, slot) in &self.slots {
+            let Some(r) = &slot.replica else {
+                states.push_str(&format!("\n  node {id}: down"));
+                continue;
+            };
+            let m = r.raft().metrics();
+            let m = m.borrow_watched();
+            states.push_str(&format!(
+                "\n  node {id}: {:?} term {} vote {} leader {:?} last log {:?} applied {:?} membership {:?} (entry {:?})",
+                m.state,
+                m.current_term,
+                m.vote,
+                m.current_leader,
+                m.last_log_index,
+                m.last_applied.map(|l| l.index),
+                m.membership_config.membership(),
+                m.membership_config.log_id().map(|l| l.index),
+            ));
+        }
+        states
+    }
+
     /// The three voters [`NODES`], started.
     async fn new(seed: u64) -> Cluster {
         Cluster::with(seed, &NODES).await
@@ -237,24 +263,7 @@ impl Cluster {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let mut states = String::new();
-        for (id, slot) in &self.slots {
-            let Some(r) = &slot.replica else {
-                states.push_str(&format!("\n  node {id}: down"));
-                continue;
-            };
-            let m = r.raft().metrics();
-            let m = m.borrow_watched();
-            states.push_str(&format!(
-                "\n  node {id}: {:?} term {} leader {:?} last log {:?} applied {:?} membership {:?}",
-                m.state,
-                m.current_term,
-                m.current_leader,
-                m.last_log_index,
-                m.last_applied.map(|l| l.index),
-                m.membership_config.membership()
-            ));
-        }
+        let states = self.states();
         panic!("seed {seed}: no leader at the end{states}")
     }
 
@@ -410,7 +419,7 @@ async fn receive_and_delete(
                 })
                 .collect()
         });
-        eprintln!("receive -> {b:?} via {}", c.leader);
+        eprintln!("receive -> {b:?} via {}{}", c.leader, c.states());
     }
     let Some(Ok(messages)) = got else {
         return;
