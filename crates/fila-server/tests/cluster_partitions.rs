@@ -414,6 +414,12 @@ fn the_metadata_group_votes_with_three_and_its_learner_moves() {
     seen(&nodes, "node 5 a voter of the metadata group", |s| {
         meta_voters(s) == [2, 3, 5]
     });
+    // Node 1 led a partition and the metadata group: it handed them over
+    // before it was removed, and is still running (a leader removing
+    // itself tripped one of openraft's checks while the change was made,
+    // and its process stopped).
+    let exited = nodes[0].child.as_mut().unwrap().try_wait().unwrap();
+    assert!(exited.is_none(), "the removed node stopped: {exited:?}");
     nodes[0].kill();
     let mut c = of_all(&nodes[1..]);
     c.create_queue("after", SettingsPatch::default()).unwrap();

@@ -167,6 +167,13 @@ pub(super) async fn change_here(
             members.remove(from).await
         }
         ClusterChange::Promote { id } => members.promote(id).await,
+        ClusterChange::Remove { id } if id == c.id => {
+            // The leader removing itself hands its leadership over first;
+            // the next leader removes it (answered `not_leader` naming
+            // it: the change goes on there).
+            let to = members.transfer_leader(None).await?;
+            Err(ReplicaError::NotLeader { leader: Some(to) })
+        }
         ClusterChange::Remove { id } => members.remove(id).await,
         ClusterChange::TransferLeader { to } => members.transfer_leader(to).await.map(drop),
         ClusterChange::Move {
