@@ -325,9 +325,11 @@ impl Client {
             .conn
             .as_ref()
             .is_some_and(|c| !c.in_flight.is_empty() || !c.early.is_empty());
-        let to = req.queue().and_then(|q| self.routes.get(q)).cloned();
-        if let (Some(addr), false) = (to, busy) {
-            self.go_to(addr);
+        let Some(addr) = req.queue().and_then(|q| self.routes.get(q)) else {
+            return;
+        };
+        if !busy && *addr != self.options.addr {
+            self.go_to(addr.clone());
         }
     }
 

@@ -270,16 +270,21 @@ impl AsyncClient {
             return None;
         }
         let q = req.queue()?;
-        let addr = lock(&self.inner.routes).get(q).cloned()?;
+        // Nothing allocated while the route is the node talked to.
+        let addr = {
+            let routes = lock(&self.inner.routes);
+            let addr = routes.get(q)?;
+            if *addr == *lock(&self.inner.addr) {
+                return None;
+            }
+            addr.clone()
+        };
         let open = |others: &HashMap<String, Arc<Conn>>| {
             others
                 .get(&addr)
                 .filter(|c| c.shared.lost().is_none())
                 .map(|c| c.shared.clone())
         };
-        if addr == self.addr() {
-            return None;
-        }
         if let Some(s) = open(&lock(&self.inner.others)) {
             return Some(s);
         }
