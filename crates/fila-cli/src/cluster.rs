@@ -161,8 +161,13 @@ pub(super) fn run(a: &Args, json: bool) -> Out {
     Ok(true)
 }
 
-/// Waits until learner `id` holds, in every group of the cluster (the
-/// metadata group and each partition), the log that group's leader held
+/// How old a node's view of the cluster may be (it is refreshed every
+/// 100 ms).
+const VIEW_AGE_MAX: Duration = Duration::from_millis(250);
+
+/// Waits until learner `id` holds, in every group of the cluster it is a
+/// member of (the metadata group, and each partition whose replica the
+/// map gave it), the log that group's leader held
 /// when the wait began; answers the least entry it holds of them and how
 /// long it took since `started`. Each group's leader is asked (it alone
 /// knows how far a member has taken its log): every member is reached
@@ -174,6 +179,7 @@ fn catch_up(
     started: Instant,
     wait: Duration,
 ) -> Result<(u64, Duration), Failure> {
+    let changed = Instant::now();
     // By group (`None`: the metadata group): the leader's last entry when
     // first seen, and the learner's last one.
     let mut targets: std::collections::BTreeMap<Option<u32>, u64> = Default::default();
@@ -193,6 +199,7 @@ fn catch_up(
             .filter_map(|(_, c)| c.as_mut()?.cluster_status().ok())
             .collect();
         let mut held: std::collections::BTreeMap<Option<u32>, Option<u64>> = Default::default();
+        let mut elsewhere = std::collections::BTreeSet::new();
         for v in views.iter().chain([&s]) {
             let learner =
                 |m: Option<(bool, Option<u64>)>| m.and_then(|(voter, i)| i.filter(|_| !voter));
@@ -211,6 +218,12 @@ fn catch_up(
                     .iter()
                     .find(|r| r.id == id)
                     .map(|r| (r.voter, r.matched_index));
+                // A partition the map gave no replica on the node: once
+                // the leader's view is younger than the change.
+                if m.is_none() && changed.elapsed() >= VIEW_AGE_MAX {
+                    elsewhere.insert(p.partition);
+                    continue;
+                }
                 targets
                     .entry(Some(p.partition))
                     .or_insert(p.last_log_index.unwrap_or(0));
@@ -220,9 +233,10 @@ fn catch_up(
         // Only a view that holds it as a learner counts: one taken before
         // the change (refreshed every 100 ms) may name an earlier member
         // under the same id and how far that one had taken the log.
-        let groups = 1 + s.partitions.len();
+        let groups = 1 + s.partitions.len() - elsewhere.len();
         let caught_up: Vec<u64> = held
             .iter()
+            .filter(|(g, _)| g.is_none_or(|p| !elsewhere.contains(&p)))
             .filter_map(|(g, m)| m.filter(|m| *m >= targets[g]))
             .collect();
         if caught_up.len() == groups {

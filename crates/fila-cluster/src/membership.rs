@@ -57,6 +57,9 @@ pub struct Members<'a, S: Storage + 'static> {
     raft: &'a Raft<TypeConfig, StateMachine<S>>,
     sm: &'a StateMachine<S>,
     id: NodeId,
+    /// Nodes that may be added although they were members before
+    /// ([`Members::rejoining`]).
+    kept: BTreeSet<NodeId>,
 }
 
 impl<'a, S: Storage + 'static> Members<'a, S> {
@@ -66,7 +69,22 @@ impl<'a, S: Storage + 'static> Members<'a, S> {
         sm: &'a StateMachine<S>,
         id: NodeId,
     ) -> Members<'a, S> {
-        Members { raft, sm, id }
+        Members {
+            raft,
+            sm,
+            id,
+            kept: BTreeSet::new(),
+        }
+    }
+
+    /// These members, letting `kept` be added again although they were
+    /// members of the group before: nodes known to have kept their
+    /// replica's log and vote (a partition's replica moved away from a
+    /// node that is still a member of the cluster, whose metadata group
+    /// holds "ids only grow" for the node as a whole).
+    pub fn rejoining(mut self, kept: BTreeSet<NodeId>) -> Self {
+        self.kept = kept;
+        self
     }
 
     /// The group's Raft node.
@@ -143,7 +161,7 @@ impl<'a, S: Storage + 'static> Members<'a, S> {
     /// caught up). Adding a learner already there with the same addresses
     /// changes nothing; an id at or below the highest that was ever a
     /// member is refused (ids only grow: a removed node comes back under a
-    /// new one).
+    /// new one) unless [`Members::rejoining`] lets it.
     pub async fn add_learner(&self, id: NodeId, member: Member) -> Result<(), ReplicaError> {
         let view = self.leader_view()?;
         if id == 0 {
@@ -171,7 +189,7 @@ impl<'a, S: Storage + 'static> Members<'a, S> {
             .highest_id()
             .map_err(|e| ReplicaError::Raft(e.to_string()))?
             .max(view.nodes.keys().copied().max().unwrap_or(0));
-        if id <= highest {
+        if id <= highest && !self.kept.contains(&id) {
             return Err(refused(format!(
                 "node {id}: ids only grow — every id up to {highest} is or was a member; a node that was removed comes back under a new id above {highest}"
             )));
@@ -202,8 +220,13 @@ impl<'a, S: Storage + 'static> Members<'a, S> {
         }
         let behind = lag(&view, id)?;
         if behind > PROMOTE_LAG_MAX {
+            let how = if behind == u64::MAX {
+                "it has not answered the leader yet (is it running, with join = true?)".to_owned()
+            } else {
+                format!("it is {behind} entries behind the leader (at most {PROMOTE_LAG_MAX})")
+            };
             return Err(refused(format!(
-                "node {id} has not caught up: it is {behind} entries behind the leader (at most {PROMOTE_LAG_MAX}); wait and promote it again (fila cluster status shows its lag)"
+                "node {id} has not caught up: {how}; wait and promote it again (fila cluster status shows its lag)"
             )));
         }
         self.change(ChangeMembers::AddVoterIds(BTreeSet::from([id])), true)
@@ -420,9 +443,10 @@ fn lag(view: &View, id: NodeId) -> Result<u64, ReplicaError> {
     if view.voters.contains(&id) {
         return Err(refused(format!("node {id} is a voter, not a learner")));
     }
-    let matched = view.matched.get(&id).copied();
-    Ok(view
-        .last_log_index
-        .saturating_sub(matched.unwrap_or(0))
-        .max(u64::from(matched.is_none())))
+    // A learner that has not answered the leader yet is not caught up,
+    // however short the log.
+    Ok(match view.matched.get(&id).copied() {
+        Some(matched) => view.last_log_index.saturating_sub(matched),
+        None => u64::MAX,
+    })
 }

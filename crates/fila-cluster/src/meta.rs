@@ -176,6 +176,75 @@ impl ClusterMap {
     }
 }
 
+/// The replicas of partition `p` of a new cluster: `factor` of `members`
+/// (fewer when there are fewer), taken in id order from the `p`-th on,
+/// wrapping — so that the partitions' replicas, and their first leaders
+/// (the first of each), are spread over the members.
+pub fn first_replicas(members: &BTreeSet<NodeId>, p: usize, factor: usize) -> BTreeSet<NodeId> {
+    let ids: Vec<NodeId> = members.iter().copied().collect();
+    if ids.is_empty() {
+        return BTreeSet::new();
+    }
+    (0..factor.min(ids.len()))
+        .map(|i| ids[(p + i) % ids.len()])
+        .collect()
+}
+
+impl ClusterMap {
+    /// The changes that keep `factor` replicas of every partition on the
+    /// cluster's `members` (fewer when there are fewer members): a
+    /// replica of a node that is no member any more is dropped — `moving`
+    /// (`from`, `to`) gives `to` each replica of `from` (where `to` holds
+    /// none) — then a partition short of replicas takes the member
+    /// holding the fewest (the lowest id of those). A partition's
+    /// replicas are otherwise left where they are: nothing moves to a node
+    /// just because it is new.
+    pub fn rebalanced(
+        &self,
+        members: &BTreeSet<NodeId>,
+        factor: usize,
+        moving: Option<(NodeId, NodeId)>,
+    ) -> Vec<MapChange> {
+        let mut sets: Vec<BTreeSet<NodeId>> =
+            self.partitions.iter().map(|p| p.replicas.clone()).collect();
+        for set in &mut sets {
+            if let Some((from, to)) = moving {
+                if set.remove(&from) {
+                    set.insert(to);
+                }
+            }
+            set.retain(|id| members.contains(id));
+        }
+        let want = factor.min(members.len()).min(REPLICAS_MAX);
+        let mut load: BTreeMap<NodeId, usize> = members.iter().map(|&id| (id, 0)).collect();
+        for id in sets.iter().flatten() {
+            *load.entry(*id).or_default() += 1;
+        }
+        for set in &mut sets {
+            while set.len() < want {
+                let Some((&id, _)) = load
+                    .iter()
+                    .filter(|(id, _)| !set.contains(id))
+                    .min_by_key(|(id, n)| (**n, **id))
+                else {
+                    break;
+                };
+                set.insert(id);
+                *load.entry(id).or_default() += 1;
+            }
+        }
+        sets.into_iter()
+            .zip(&self.partitions)
+            .enumerate()
+            .filter(|(_, (set, p))| *set != p.replicas)
+            .map(|(i, (replicas, _))| MapChange::Replicas {
+                partition: i as u32,
+                replicas,
+            })
+            .collect()
+    }
+}
+
 fn put_name(out: &mut Vec<u8>, name: &str) {
     debug_assert!(name.len() <= QUEUE_NAME_LEN_MAX);
     out.push(name.len() as u8);
@@ -499,6 +568,96 @@ mod tests {
         assert_eq!(map, before);
         map.apply(MapChange::Unplace { queue: "a".into() });
         assert_eq!(map.partition_of("a"), None);
+    }
+
+    fn ids(i: &[u64]) -> BTreeSet<NodeId> {
+        i.iter().copied().collect()
+    }
+
+    fn with(sets: &[&[u64]]) -> ClusterMap {
+        let mut map = ClusterMap::default();
+        map.apply(MapChange::Init {
+            partitions: sets
+                .iter()
+                .map(|s| Partition {
+                    replicas: ids(s),
+                    key: [0, 0],
+                })
+                .collect(),
+        });
+        map
+    }
+
+    fn after(mut map: ClusterMap, changes: Vec<MapChange>) -> Vec<BTreeSet<NodeId>> {
+        for c in changes {
+            map.apply(c);
+        }
+        map.partitions.into_iter().map(|p| p.replicas).collect()
+    }
+
+    #[test]
+    fn a_new_clusters_replicas_rotate_over_its_members() {
+        let five = ids(&[1, 2, 3, 4, 5]);
+        let got: Vec<_> = (0..5).map(|p| first_replicas(&five, p, 3)).collect();
+        assert_eq!(
+            got,
+            [
+                ids(&[1, 2, 3]),
+                ids(&[2, 3, 4]),
+                ids(&[3, 4, 5]),
+                ids(&[4, 5, 1]),
+                ids(&[5, 1, 2])
+            ]
+        );
+        // Every member holds as many: 3 of the 5 partitions.
+        for id in 1..=5 {
+            assert_eq!(got.iter().filter(|s| s.contains(&id)).count(), 3);
+        }
+        assert_eq!(first_replicas(&five, 7, 1), ids(&[3]));
+        // Fewer members than the factor: each holds every partition.
+        assert_eq!(first_replicas(&ids(&[4, 9]), 1, 3), ids(&[4, 9]));
+        assert_eq!(first_replicas(&BTreeSet::new(), 0, 3), BTreeSet::new());
+    }
+
+    #[test]
+    fn a_partition_short_of_replicas_takes_the_member_holding_fewest() {
+        // Node 2 removed from four members, three replicas each: its
+        // replicas go to the node holding fewest (4, which held one).
+        let map = with(&[&[1, 2, 3], &[2, 3, 4], &[1, 3, 4], &[1, 2, 4]]);
+        let got = after(map.clone(), map.rebalanced(&ids(&[1, 3, 4]), 3, None));
+        assert_eq!(got, vec![ids(&[1, 3, 4]); 4]);
+        // A new member is given nothing while every partition is full.
+        assert!(map.rebalanced(&ids(&[1, 2, 3, 4, 5]), 3, None).is_empty());
+        // A move gives `to` the replicas of `from`, where it holds none.
+        let moved = map.rebalanced(&ids(&[1, 3, 4, 5]), 3, Some((2, 5)));
+        assert_eq!(
+            after(map.clone(), moved),
+            [
+                ids(&[1, 3, 5]),
+                ids(&[3, 4, 5]),
+                ids(&[1, 3, 4]),
+                ids(&[1, 4, 5])
+            ]
+        );
+        // ... and where it holds one already, another member fills in.
+        let moved = map.rebalanced(&ids(&[2, 3, 4]), 3, Some((1, 4)));
+        let got = after(map.clone(), moved);
+        assert_eq!(got[0], ids(&[2, 3, 4]));
+        assert_eq!(got[2], ids(&[2, 3, 4]));
+        // Fewer members than the factor: each partition holds them all;
+        // a new one then fills every partition up to the factor.
+        let two = with(&[&[1, 2], &[1, 2]]);
+        assert!(two.rebalanced(&ids(&[1, 2]), 3, None).is_empty());
+        assert_eq!(
+            after(two.clone(), two.rebalanced(&ids(&[1, 2, 7]), 3, None)),
+            [ids(&[1, 2, 7]), ids(&[1, 2, 7])]
+        );
+        // One replica each, its node removed: the least loaded takes it.
+        let one = with(&[&[1], &[2], &[3]]);
+        assert_eq!(
+            after(one.clone(), one.rebalanced(&ids(&[1, 3]), 1, None)),
+            [ids(&[1]), ids(&[1]), ids(&[3])]
+        );
     }
 
     #[test]

@@ -19,13 +19,14 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use cluster_harness::{
-    client, joiner, on_leader, options, partitioned, present, with_tls, Dir, Node,
+    client, joiner, on_leader, options, present, replicated, with_tls, Dir, Node,
 };
 use fila_client::{Client, ClientError, ClusterChange, ClusterStatus, ErrorCode, SettingsPatch};
 
-/// The cluster's partitions: every change is made in each, and in the
-/// metadata group.
-const PARTS: usize = 2;
+/// The cluster's shape: two partitions (every change is made in each,
+/// and in the metadata group) of five replicas each — with at most four
+/// members, every member holds a replica of each.
+const SHAPE: (usize, usize) = (2, 5);
 
 /// A client of `addr` that follows `not_leader`.
 fn following(addr: &str) -> Client {
@@ -86,7 +87,7 @@ fn is_voter(s: &ClusterStatus, id: u64) -> Result<Option<bool>, ()> {
     let role =
         |p: &fila_client::PartitionStatus| p.replicas.iter().find(|r| r.id == id).map(|r| r.voter);
     let first = s.partitions.first().and_then(role);
-    let agree = s.partitions.len() == PARTS
+    let agree = s.partitions.len() == SHAPE.0
         && s.partitions.iter().all(|p| role(p) == first)
         && meta == first.is_some();
     if agree {
@@ -212,7 +213,7 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
     std::fs::create_dir_all(&dir.0).unwrap();
     // Over TLS: clients to nodes, and nodes to each other.
     let pki = with_tls(&dir.0);
-    let mut nodes = partitioned(&dir.0, 3, PARTS);
+    let mut nodes = replicated(&dir.0, 3, SHAPE);
     for n in &mut nodes {
         n.start();
     }
@@ -226,7 +227,7 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
 
     // Node 4 joins: started with `join`, added as a learner, caught up,
     // promoted.
-    nodes.push(joiner(&dir.0, 4, PARTS));
+    nodes.push(joiner(&dir.0, 4, SHAPE));
     nodes[3].start();
     let (peer, client4) = (nodes[3].peer.clone(), nodes[3].client.clone());
     // Refused: a second node at an address in use, a bad address, an
@@ -305,7 +306,7 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
     // takes the whole log or a snapshot) and promoted.
     c.change_cluster(ClusterChange::Remove { id: 2 }).unwrap();
     std::fs::remove_dir_all(&nodes[1].data).unwrap();
-    let mut wiped = joiner(&dir.0, 5, PARTS);
+    let mut wiped = joiner(&dir.0, 5, SHAPE);
     wiped.start();
     // Under its old id it is refused: a removed id is never taken again.
     let err = c
@@ -352,7 +353,7 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
     // command: node 6 added as a learner, promoted once it has caught up,
     // then node 5 hands its leadership over and the next leader — the
     // client following it with the same command — removes node 5.
-    let mut six = joiner(&dir.0, 6, PARTS);
+    let mut six = joiner(&dir.0, 6, SHAPE);
     six.start();
     let moved = Instant::now();
     following(&nodes[1].client)

@@ -18,7 +18,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use cluster_harness::{client, joiner, options, partitioned, Dir, Node, QUEUES_MAX};
+use cluster_harness::{client, joiner, options, partitioned, replicated, Dir, Node, QUEUES_MAX};
 use fila_client::{Client, ClusterChange, ClusterStatus, ErrorCode, QueueRef, SettingsPatch};
 
 const PARTS: usize = 3;
@@ -350,6 +350,21 @@ fn seen(nodes: &[Node], what: &str, ok: impl Fn(&ClusterStatus) -> bool) -> Clus
     panic!("never saw {what}: {last:?}");
 }
 
+/// Promotes node `id` once it has caught up (a learner that has not
+/// answered its leader yet is refused, saying so), within 30 s.
+fn promote(c: &mut Client, id: u64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match c.change_cluster(ClusterChange::Promote { id }) {
+            Ok(()) => return,
+            Err(e) if e.to_string().contains("not caught up") && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("node {id} was not promoted: {e}"),
+        }
+    }
+}
+
 fn meta_voters(s: &ClusterStatus) -> Vec<u64> {
     s.members.iter().filter(|m| m.voter).map(|m| m.id).collect()
 }
@@ -359,7 +374,8 @@ fn the_metadata_group_votes_with_three_and_its_learner_moves() {
     let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-meta-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&dir.0);
     std::fs::create_dir_all(&dir.0).unwrap();
-    let mut nodes = partitioned(&dir.0, 3, 2);
+    // Five replicas of each partition: every member holds one.
+    let mut nodes = replicated(&dir.0, 3, (2, 5));
     for n in &mut nodes {
         n.start();
     }
@@ -367,7 +383,7 @@ fn the_metadata_group_votes_with_three_and_its_learner_moves() {
     let mut c = of_all(&nodes);
     // A fourth node: a voter of each partition, a learner of the metadata
     // group (it votes with three of four).
-    nodes.push(joiner(&dir.0, 4, 2));
+    nodes.push(joiner(&dir.0, 4, (2, 5)));
     nodes[3].start();
     let add = |id: u64, n: &Node| ClusterChange::AddLearner {
         id,
@@ -375,7 +391,7 @@ fn the_metadata_group_votes_with_three_and_its_learner_moves() {
         client: n.client.clone(),
     };
     c.change_cluster(add(4, &nodes[3])).unwrap();
-    c.change_cluster(ClusterChange::Promote { id: 4 }).unwrap();
+    promote(&mut c, 4);
     let s = seen(&nodes, "four voters of each partition", |s| {
         s.members.len() == 4
             && s.partitions
@@ -385,7 +401,7 @@ fn the_metadata_group_votes_with_three_and_its_learner_moves() {
     assert_eq!(meta_voters(&s), [1, 2, 3], "{s:?}");
     // Its replicas move to a fifth node: a learner of the metadata group
     // in its place, a voter of each partition.
-    nodes.push(joiner(&dir.0, 5, 2));
+    nodes.push(joiner(&dir.0, 5, (2, 5)));
     nodes[4].start();
     c.change_cluster(ClusterChange::Move {
         from: 4,

@@ -29,6 +29,10 @@ pub struct ClusterConfig {
     /// The cluster's partitions (fixed when the cluster is made; every
     /// node is given the same number).
     pub partitions: usize,
+    /// The replicas each partition keeps (1, 3 or 5; fewer while the
+    /// cluster has fewer members). Read by the metadata leader when it
+    /// places them: every node is given the same.
+    pub replicas: usize,
 }
 
 /// A voter the cluster starts with.
@@ -61,10 +65,16 @@ pub(super) struct FileCluster {
     tls_ca: Option<std::path::PathBuf>,
     #[serde(default = "one")]
     partitions: usize,
+    #[serde(default = "three")]
+    replicas: usize,
 }
 
 fn one() -> usize {
     1
+}
+
+fn three() -> usize {
+    3
 }
 
 #[derive(Deserialize)]
@@ -96,6 +106,7 @@ impl FileCluster {
             join: self.join,
             tls_ca: self.tls_ca,
             partitions: self.partitions,
+            replicas: self.replicas,
         })
     }
 }
@@ -140,6 +151,12 @@ impl Config {
             return bad(format!(
                 "cluster.partitions: 1..={PARTITIONS_MAX} (got {})",
                 c.partitions
+            ));
+        }
+        if ![1, 3, 5].contains(&c.replicas) {
+            return bad(format!(
+                "cluster.replicas: 1, 3 or 5 replicas of each partition (got {})",
+                c.replicas
             ));
         }
         if c.secret.len() < SECRET_MIN {

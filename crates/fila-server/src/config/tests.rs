@@ -340,6 +340,10 @@ fn a_cluster_section_names_the_node_its_peers_and_the_secret() {
     assert_eq!(cluster_with(&[]).unwrap().cluster.unwrap().partitions, 1);
     let parts = cluster_with(&[("node_id = 2\n", "node_id = 2\npartitions = 8\n")]).unwrap();
     assert_eq!(parts.cluster.unwrap().partitions, 8);
+    // Three replicas of each partition unless told.
+    assert_eq!(cluster_with(&[]).unwrap().cluster.unwrap().replicas, 3);
+    let one = cluster_with(&[("node_id = 2\n", "node_id = 2\nreplicas = 1\n")]).unwrap();
+    assert_eq!(one.cluster.unwrap().replicas, 1);
     // Peers over TLS may listen off loopback without allow_plaintext.
     let tls = cluster_with(&[
         (
@@ -384,6 +388,10 @@ fn a_cluster_section_that_cannot_work_is_one_clear_line() {
         (
             &[("node_id = 2\n", "node_id = 2\npartitions = 65\n")],
             "cluster.partitions: 1..=64",
+        ),
+        (
+            &[("node_id = 2\n", "node_id = 2\nreplicas = 2\n")],
+            "cluster.replicas: 1, 3 or 5",
         ),
         // With TLS on, the peers speak it too: they need the CA.
         (

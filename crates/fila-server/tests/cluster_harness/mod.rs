@@ -119,8 +119,14 @@ fn member(id: u64, client: u16, peer: u16) -> String {
 
 /// Node `id`'s configuration file (under `dir`), listening on fresh
 /// ports; `members` as given, or — a node that joins — itself alone; the
-/// cluster's `partitions`.
-fn node(dir: &Path, id: u64, ports: (u16, u16), members: Option<&str>, partitions: usize) -> Node {
+/// cluster's `partitions` and each one's `replicas`.
+fn node(
+    dir: &Path,
+    id: u64,
+    ports: (u16, u16),
+    members: Option<&str>,
+    (partitions, replicas): (usize, usize),
+) -> Node {
     let (client, peer) = ports;
     let data = dir.join(format!("node-{id}"));
     let config = dir.join(format!("node-{id}.toml"));
@@ -143,7 +149,7 @@ fn node(dir: &Path, id: u64, ports: (u16, u16), members: Option<&str>, partition
         format!(
             "listen = \"127.0.0.1:{client}\"\nmetrics_listen = \"off\"\nsqs_listen = \"off\"\n\
              console_listen = \"off\"\nshards = 1\nevent_loops = 1\nmax_queues = {QUEUES_MAX}\nmax_parked = {PARKED_MAX}\ndata_dir = \"{}\"\n{tls}\
-             [cluster]\nnode_id = {id}\nlisten = \"127.0.0.1:{peer}\"\njoin = {join}\npartitions = {partitions}\n{peer_tls}\
+             [cluster]\nnode_id = {id}\nlisten = \"127.0.0.1:{peer}\"\njoin = {join}\npartitions = {partitions}\nreplicas = {replicas}\n{peer_tls}\
              secret = \"a secret the three nodes share\"\n{members}",
             data.display()
         ),
@@ -203,8 +209,14 @@ pub fn cluster(dir: &Path, n: u64) -> Vec<Node> {
 }
 
 /// The configurations of a cluster of `n` voters, ids 1..=n, with
-/// `partitions` partitions (not started).
+/// `partitions` partitions of three replicas (not started).
 pub fn partitioned(dir: &Path, n: u64, partitions: usize) -> Vec<Node> {
+    replicated(dir, n, (partitions, 3))
+}
+
+/// The configurations of a cluster of `n` voters, ids 1..=n, with
+/// `shape.0` partitions of `shape.1` replicas each (not started).
+pub fn replicated(dir: &Path, n: u64, shape: (usize, usize)) -> Vec<Node> {
     let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
     let members: String = ports
         .iter()
@@ -214,14 +226,15 @@ pub fn partitioned(dir: &Path, n: u64, partitions: usize) -> Vec<Node> {
     ports
         .iter()
         .zip(1..)
-        .map(|(p, id)| node(dir, id, *p, Some(&members), partitions))
+        .map(|(p, id)| node(dir, id, *p, Some(&members), shape))
         .collect()
 }
 
 /// The configuration of node `id` that joins a running cluster of
-/// `partitions` partitions (`join = true`; not started).
-pub fn joiner(dir: &Path, id: u64, partitions: usize) -> Node {
-    node(dir, id, (free_port(), free_port()), None, partitions)
+/// `shape.0` partitions of `shape.1` replicas (`join = true`; not
+/// started).
+pub fn joiner(dir: &Path, id: u64, shape: (usize, usize)) -> Node {
+    node(dir, id, (free_port(), free_port()), None, shape)
 }
 
 /// A client of one node that does not follow `not_leader`.

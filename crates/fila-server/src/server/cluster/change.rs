@@ -14,7 +14,7 @@ use fila_wal::FsStorage;
 use openraft::async_runtime::watch::WatchReceiver;
 
 use super::forward::Ask;
-use super::groups::{Cluster, META};
+use super::groups::{Cluster, MAP, META};
 use crate::dispatch::Answer;
 
 /// The longest member address.
@@ -41,8 +41,10 @@ fn checked_addrs(id: u64, peer: &str, client: &str) -> Result<(), ReplicaError> 
 }
 
 /// The change in every group, each by its leader: a node is added to the
-/// metadata group first and taken out of it last (its addresses are the
-/// metadata group's). `TransferLeader` without a node hands over every
+/// metadata group first and, removed, taken out of it last (its
+/// addresses are the metadata group's); a removal or a move first places
+/// the partitions' replicas anew in the map ([`MAP`]), then each
+/// partition's leader moves its replicas there. `TransferLeader` without a node hands over every
 /// group this node leads (a node about to be stopped).
 pub(super) async fn change_everywhere(c: &Cluster, change: ClusterChange) -> Answer {
     if let Err(e) = checked(&change) {
@@ -56,33 +58,45 @@ pub(super) async fn change_everywhere(c: &Cluster, change: ClusterChange) -> Ans
         ClusterChange::TransferLeader { to: None } => {
             for g in parts.chain([META]) {
                 if c.leader_of(g) == Some(c.id) {
-                    if let Err(e) = change_here(c, g, change.clone()).await {
+                    if let Err(e) = change_here(c, g, change.clone(), 0).await {
                         return c.refusal(g, &e);
                     }
                 }
             }
             return Response::Ok.into();
         }
-        _ => parts.chain([META]).collect(),
+        ClusterChange::TransferLeader { .. } => parts.chain([META]).collect(),
+        ClusterChange::Remove { .. } => std::iter::once(MAP).chain(parts).chain([META]).collect(),
+        // The new node joins the metadata group before any partition: a
+        // partition's leader reads the map (and the new node may come to
+        // lead one while its replicas move).
+        ClusterChange::Move { .. } => [MAP, META].into_iter().chain(parts).collect(),
     };
+    // The metadata log index of the map's change, which each partition's
+    // step waits for (travelling as the ask's room).
+    let mut index = 0u64;
     for g in groups {
         let deadline = Instant::now() + MOVE_TIMEOUT;
         loop {
             let ask = Ask::Run {
                 group: g,
-                room: 0,
+                room: usize::try_from(index).unwrap_or(usize::MAX),
                 req: Box::new(Request::ChangeCluster(change.clone())),
             };
             let here = || async {
-                change_here(c, g, change.clone())
+                change_here(c, g, change.clone(), index)
                     .await
-                    .map(|()| (Response::Ok.into(), 0))
+                    .map(|at| (Response::Ok.into(), at))
             };
-            let answer = match c.on_leader(g, ask, here).await {
-                Ok((answer, _)) | Err(answer) => answer,
+            let (answer, at) = match c.on_leader(g, ask, here).await {
+                Ok(done) => done,
+                Err(answer) => (answer, 0),
             };
             match answer {
-                Answer::Wire(Response::Ok) => break,
+                Answer::Wire(Response::Ok) => {
+                    index = index.max(at);
+                    break;
+                }
                 // A leader that handed its leadership over (moving away)
                 // or lost it: the next one goes on.
                 Answer::Wire(Response::Error(e))
@@ -100,6 +114,9 @@ pub(super) async fn change_everywhere(c: &Cluster, change: ClusterChange) -> Ans
 /// Addresses that are not `host:port` refused before any group changes.
 fn checked(change: &ClusterChange) -> Result<(), ReplicaError> {
     match change {
+        ClusterChange::Move { from, to, .. } if from == to => Err(ReplicaError::Refused(format!(
+            "node {from}: a replica moves to another node"
+        ))),
         ClusterChange::AddLearner { id, peer, client }
         | ClusterChange::Move {
             to: id,
@@ -111,27 +128,42 @@ fn checked(change: &ClusterChange) -> Result<(), ReplicaError> {
     }
 }
 
-/// Group `g`'s part of the change, on its leader (else `NotLeader`).
+/// Group `g`'s part of the change, on its leader (else `NotLeader`): the
+/// metadata log index a partition's step waits for (a change of the map
+/// made here), else 0. A partition's step first waits until this node's
+/// copy of the map holds index `after`.
 pub(super) async fn change_here(
     c: &Cluster,
     g: u32,
     change: ClusterChange,
-) -> Result<(), ReplicaError> {
+    after: u64,
+) -> Result<u64, ReplicaError> {
     checked(&change)?;
-    let members = match g {
-        META => c.meta.members(),
-        p => c
-            .parts
-            .get(p as usize)
-            .ok_or_else(|| ReplicaError::Refused(format!("no partition {p}")))?
-            .members(),
-    };
+    match g {
+        MAP => place_replicas(c, &change).await,
+        META => {
+            let added = matches!(change, ClusterChange::AddLearner { .. });
+            change_meta(c, change).await?;
+            // A new member may take replicas of partitions short of them.
+            if added {
+                place_replicas(c, &ClusterChange::Promote { id: 0 }).await
+            } else {
+                Ok(0)
+            }
+        }
+        p => change_part(c, p, change, after).await.map(|()| 0),
+    }
+}
+
+/// The metadata group's part of the change.
+async fn change_meta(c: &Cluster, change: ClusterChange) -> Result<(), ReplicaError> {
+    let members = c.meta.members();
     match change {
         ClusterChange::AddLearner { id, peer, client } => {
             let member = Member { addr: peer, client };
             members.add_learner(id, member).await
         }
-        ClusterChange::Promote { id } if g == META => {
+        ClusterChange::Promote { id } => {
             // The metadata group votes with 3 or 5 of its members: past
             // that a node stays its learner.
             let (voters, learners) = members.roles()?;
@@ -141,7 +173,7 @@ pub(super) async fn change_here(
             }
             members.promote(id).await
         }
-        ClusterChange::TransferLeader { to: Some(to) } if g == META => {
+        ClusterChange::TransferLeader { to: Some(to) } => {
             // Only a voter of the metadata group may lead it.
             let (voters, _) = members.roles()?;
             if !voters.contains(&to) {
@@ -154,7 +186,7 @@ pub(super) async fn change_here(
             to,
             peer,
             client,
-        } if g == META && members.roles()?.1.contains(&from) => {
+        } if members.roles()?.1.contains(&from) => {
             // A learner of the metadata group: the new node takes its
             // place as a learner (the voters keep their number by
             // themselves, `balance_meta`).
@@ -165,6 +197,24 @@ pub(super) async fn change_here(
                     .await?;
             }
             members.remove(from).await
+        }
+        change => change_members(c, &members, change, None).await,
+    }
+}
+
+/// A change any group makes the same way: a voter promoted, a member
+/// removed (the leader itself after handing its leadership over), the
+/// leadership handed over, a replica moved (towards `want` when given,
+/// else node `from`'s replaced by node `to`).
+async fn change_members(
+    c: &Cluster,
+    members: &Members<'_, FsStorage>,
+    change: ClusterChange,
+    want: Option<BTreeSet<u64>>,
+) -> Result<(), ReplicaError> {
+    match change {
+        ClusterChange::AddLearner { id, peer, client } => {
+            members.add_learner(id, Member { addr: peer, client }).await
         }
         ClusterChange::Promote { id } => members.promote(id).await,
         ClusterChange::Remove { id } if id == c.id => {
@@ -181,7 +231,115 @@ pub(super) async fn change_here(
             to,
             peer,
             client,
-        } => move_replica(&members, from, to, Member { addr: peer, client }).await,
+        } => {
+            let toward = match want {
+                Some(want) => Toward::Map(want),
+                None => Toward::Swap { from, to },
+            };
+            let mut addresses = c.addresses();
+            addresses.insert(to, Member { addr: peer, client });
+            move_replica(members, &toward, &addresses).await
+        }
+    }
+}
+
+/// On the metadata leader: the partitions' replicas placed anew for the
+/// change (a removed node's, a moved node's, a partition short of them),
+/// `cluster.replicas` of each; answers the metadata log index that holds
+/// the map changed (the index applied here once it is).
+async fn place_replicas(c: &Cluster, change: &ClusterChange) -> Result<u64, ReplicaError> {
+    let map = c.meta.confirmed_map().await?;
+    let mut members: BTreeSet<u64> = c.addresses().into_keys().collect();
+    let moving = match change {
+        ClusterChange::Remove { id } => {
+            members.remove(id);
+            None
+        }
+        ClusterChange::Move { from, to, .. } => {
+            if !members.contains(from) {
+                return Err(ReplicaError::Refused(format!(
+                    "node {from} holds no replica (a voter) to move: it is no member of the cluster"
+                )));
+            }
+            members.remove(from);
+            members.insert(*to);
+            Some((*from, *to))
+        }
+        _ => None,
+    };
+    for placed in map.rebalanced(&members, c.factor, moving) {
+        tracing::info!(?placed, "a partition's replicas placed anew");
+        c.meta.propose(&placed).await?;
+    }
+    let m = c.meta.raft().metrics();
+    let applied = m.borrow_watched().last_applied.map_or(0, |l| l.index);
+    Ok(applied)
+}
+
+/// How long a partition's step waits for this node's copy of the map.
+const MAP_WAIT: Duration = Duration::from_secs(5);
+
+/// Partition `p`'s part of the change, on its leader, once this node's
+/// copy of the map holds index `after`: only the map's replicas of the
+/// partition are added or promoted there, a removal or a move moves its
+/// replicas to the map's, and the leadership goes only to a replica.
+async fn change_part(
+    c: &Cluster,
+    p: u32,
+    change: ClusterChange,
+    after: u64,
+) -> Result<(), ReplicaError> {
+    let part = c
+        .parts
+        .get(p as usize)
+        .ok_or_else(|| ReplicaError::Refused(format!("no partition {p}")))?;
+    if after > 0 {
+        c.meta
+            .raft()
+            .wait(Some(MAP_WAIT))
+            .applied_index_at_least(Some(after), "the map's change reaches this node")
+            .await
+            .map_err(|_| ReplicaError::Unknown { leader: None })?;
+    }
+    let want = c
+        .meta
+        .map()
+        .partitions
+        .get(p as usize)
+        .map(|p| p.replicas.clone())
+        .unwrap_or_default();
+    // A node of the cluster that held a replica of the partition before
+    // kept its log and vote: it may hold one again.
+    let members = part
+        .members()
+        .rejoining(c.addresses().into_keys().collect());
+    match change {
+        ClusterChange::AddLearner { id, .. }
+        | ClusterChange::Promote { id }
+        | ClusterChange::TransferLeader { to: Some(id) }
+            if !want.contains(&id) =>
+        {
+            Ok(())
+        }
+        ClusterChange::Promote { id } => {
+            // A node added before the map placed a replica here is added
+            // now.
+            let (voters, learners) = members.roles()?;
+            if !voters.contains(&id) && !learners.contains(&id) {
+                let member = c.addresses().remove(&id).ok_or_else(|| {
+                    ReplicaError::Refused(format!("node {id} is not a member: add it first"))
+                })?;
+                members.add_learner(id, member).await?;
+            }
+            members.promote(id).await
+        }
+        ClusterChange::Remove { .. } => {
+            move_replica(&members, &Toward::Map(want), &c.addresses()).await
+        }
+        change @ ClusterChange::Move { .. } => {
+            change_members(c, &members, change, Some(want)).await
+        }
+        change => change_members(c, &members, change, None).await,
     }
 }
 
@@ -219,20 +377,23 @@ pub(super) async fn balance_meta(c: &Cluster) -> Result<(), ReplicaError> {
 /// again).
 const MOVE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Moves node `from`'s replica to node `to` (reached at `member`): the
-/// replica's moves, one step at a time, until its voters are the ones
-/// before less `from` and with `to` (see `Replica::move_step`).
+/// Where a group's replicas move.
+enum Toward {
+    /// Node `from`'s replica to node `to`: the voters before, less `from`
+    /// and with `to`.
+    Swap { from: u64, to: u64 },
+    /// The replicas the map places.
+    Map(BTreeSet<u64>),
+}
+
+/// Moves the group's replicas `toward` the ones wanted, one step at a
+/// time (see `Replica::move_step`) until its voters are those; a node new
+/// to the group is reached at its address in `addresses`.
 async fn move_replica(
     replica: &Members<'_, FsStorage>,
-    from: u64,
-    to: u64,
-    member: Member,
+    toward: &Toward,
+    addresses: &BTreeMap<u64, Member>,
 ) -> Result<(), ReplicaError> {
-    if from == to {
-        return Err(ReplicaError::Refused(format!(
-            "node {from}: a replica moves to another node"
-        )));
-    }
     let deadline = Instant::now() + MOVE_TIMEOUT;
     let mut catching_up = None;
     loop {
@@ -246,23 +407,32 @@ async fn move_replica(
                 MOVE_TIMEOUT.as_secs()
             )));
         }
-        let (mut want, mut members) = {
+        let (voters, mut members) = {
             let m = replica.raft().metrics();
             let m = m.borrow_watched();
             let membership = m.membership_config.membership();
-            let want: BTreeSet<u64> = membership.voter_ids().collect();
+            let voters: BTreeSet<u64> = membership.voter_ids().collect();
             let members: BTreeMap<u64, Member> =
                 membership.nodes().map(|(id, n)| (*id, n.clone())).collect();
-            (want, members)
+            (voters, members)
         };
-        if !want.contains(&from) && !want.contains(&to) {
-            return Err(ReplicaError::Refused(format!(
-                "node {from} holds no replica (a voter) to move"
-            )));
+        let want = match toward {
+            Toward::Swap { from, to } => {
+                if !voters.contains(from) && !voters.contains(to) {
+                    return Err(ReplicaError::Refused(format!(
+                        "node {from} holds no replica (a voter) to move"
+                    )));
+                }
+                let mut want = voters;
+                want.remove(from);
+                want.insert(*to);
+                want
+            }
+            Toward::Map(want) => want.clone(),
+        };
+        for (id, member) in addresses {
+            members.entry(*id).or_insert_with(|| member.clone());
         }
-        want.remove(&from);
-        want.insert(to);
-        members.entry(to).or_insert_with(|| member.clone());
         match replica.move_step(&want, &members).await? {
             MoveStep::Done => return Ok(()),
             MoveStep::HandedOver(leader) => {

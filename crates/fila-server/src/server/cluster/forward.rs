@@ -58,6 +58,10 @@ pub(super) enum Ask {
     /// first or taking its placement away. The answer is `Ok` with the
     /// partition plus one (0: placed nowhere) where a receive's wait goes.
     Place { queue: String, placing: Placing },
+    /// To a replica of a partition this node holds none of: the leader it
+    /// knows of. The answer is `Ok` with the leader's id plus one (0: not
+    /// known) where a receive's wait goes.
+    Leader { group: u32 },
 }
 
 /// What a placement does.
@@ -75,6 +79,7 @@ const RUN: u8 = 1;
 const LIST: u8 = 2;
 const ABANDON: u8 = 3;
 const PLACE: u8 = 4;
+const LEADER: u8 = 5;
 
 const WIRE: u8 = 0;
 const MESSAGES: u8 = 1;
@@ -141,7 +146,10 @@ impl Ask {
     /// The group it goes to.
     pub(super) fn group(&self) -> u32 {
         match self {
-            Ask::Run { group, .. } | Ask::List { group, .. } | Ask::Abandon { group, .. } => *group,
+            Ask::Run { group, .. }
+            | Ask::List { group, .. }
+            | Ask::Abandon { group, .. }
+            | Ask::Leader { group } => *group,
             Ask::Place { .. } => super::groups::META,
         }
     }
@@ -191,6 +199,7 @@ impl Ask {
                     Placing::Remove => out.push(3),
                 }
             }
+            Ask::Leader { .. } => out.push(LEADER),
         }
         out.extend_from_slice(&self.group().to_be_bytes());
         out
@@ -258,6 +267,7 @@ impl Ask {
                 }
                 Ask::Place { queue, placing }
             }
+            LEADER => Ask::Leader { group },
             k => return Err(format!("an unknown forward ({k})")),
         };
         if !r.0.is_empty() {
@@ -512,6 +522,7 @@ mod tests {
                 queue: "orders".into(),
                 placing: Placing::Remove,
             },
+            Ask::Leader { group: 5 },
         ];
         for ask in asks {
             let bytes = ask.encode();

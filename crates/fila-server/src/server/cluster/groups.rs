@@ -24,6 +24,14 @@ pub(super) type Part = Replica<FsStorage>;
 /// The metadata group's number on the peer protocol (a partition's is
 /// its own number).
 pub(super) const META: u32 = u32::MAX;
+/// A cluster change's first step, on the metadata leader: the partitions'
+/// replicas placed anew in the map (before any partition's members
+/// change; its number on the peer protocol).
+pub(super) const MAP: u32 = u32::MAX - 1;
+
+/// How long a partition's leader learnt from one of its replicas (by a
+/// node that holds none) is taken for it.
+const HINT_FOR: Duration = Duration::from_millis(500);
 
 /// How long a request waits for a group's leader to be known before it
 /// is answered (an election takes about a second).
@@ -47,6 +55,11 @@ pub(super) struct Cluster {
     pub(super) map_seen: std::sync::Mutex<Arc<ClusterMap>>,
     pub(super) fwd: Forwarder,
     pub(super) shared: Arc<Shared>,
+    /// The replicas each partition keeps (`cluster.replicas`).
+    pub(super) factor: usize,
+    /// Each partition's leader as a replica of it last told this node,
+    /// and when (for the partitions this node holds no replica of).
+    pub(super) hints: std::sync::Mutex<Vec<Option<(u64, Instant)>>>,
 }
 
 impl Ask {
@@ -74,12 +87,94 @@ impl Cluster {
         self.parts.get(g as usize).map(|p| p.raft())
     }
 
-    /// The leader of group `g` this node knows of.
+    /// The leader of group `g` this node knows of: its own replica's
+    /// view, or for a partition it holds none of, the last hint.
     pub(super) fn leader_of(&self, g: u32) -> Option<u64> {
-        if g == META {
+        if g == META || g == MAP {
             return self.meta.known_leader();
         }
+        if !self.holds(g) {
+            return self.hint(g);
+        }
         self.parts.get(g as usize)?.known_leader()
+    }
+
+    /// Whether this node is a member (voter or learner) of partition `g`
+    /// as its own replica sees the group.
+    pub(super) fn holds(&self, g: u32) -> bool {
+        let Some(part) = self.parts.get(g as usize) else {
+            return false;
+        };
+        let m = part.raft().metrics();
+        let m = m.borrow_watched();
+        m.membership_config
+            .membership()
+            .get_node(&self.id)
+            .is_some()
+    }
+
+    /// The fresh hint of partition `g`'s leader.
+    fn hint(&self, g: u32) -> Option<u64> {
+        let hints = self.hints.lock().unwrap_or_else(|p| p.into_inner());
+        match hints.get(g as usize).copied().flatten() {
+            Some((id, at)) if at.elapsed() < HINT_FOR => Some(id),
+            _ => None,
+        }
+    }
+
+    /// The last hint of partition `g`'s leader, however old.
+    pub(super) fn last_hint(&self, g: u32) -> Option<u64> {
+        let hints = self.hints.lock().unwrap_or_else(|p| p.into_inner());
+        hints.get(g as usize).copied().flatten().map(|(id, _)| id)
+    }
+
+    /// Partition `g`'s leader, for a node that holds no replica of it:
+    /// the fresh hint, else asked of each replica the map places (the
+    /// first that knows).
+    pub(super) async fn find_leader(&self, g: u32) -> Option<u64> {
+        if let Some(id) = self.hint(g) {
+            return Some(id);
+        }
+        let replicas = self.meta.map().partitions.get(g as usize)?.replicas.clone();
+        for id in replicas {
+            let Ok((Answer::Wire(fila_proto::Response::Ok), leader)) =
+                self.forward_to(id, &Ask::Leader { group: g }).await
+            else {
+                continue;
+            };
+            if let Some(leader) = leader.checked_sub(1) {
+                let mut hints = self.hints.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(h) = hints.get_mut(g as usize) {
+                    *h = Some((leader, Instant::now()));
+                }
+                return Some(leader);
+            }
+        }
+        None
+    }
+
+    /// The leader `e` names for partition `g`, or the one its replicas
+    /// name when this node holds none.
+    pub(super) async fn named(&self, g: u32, e: ReplicaError) -> ReplicaError {
+        match e {
+            ReplicaError::NotLeader { .. } if g != META && g != MAP && !self.holds(g) => {
+                ReplicaError::NotLeader {
+                    leader: self.find_leader(g).await,
+                }
+            }
+            e => e,
+        }
+    }
+
+    /// The cluster's members (the metadata group's) and their addresses.
+    pub(super) fn addresses(&self) -> std::collections::BTreeMap<u64, fila_cluster::Member> {
+        let m = self.meta.raft().metrics();
+        let m = m.borrow_watched();
+        m.membership_config
+            .membership()
+            .nodes()
+            .map(|(id, n)| (*id, n.clone()))
+            .collect()
     }
 
     /// Node `id`'s addresses: from the metadata group's members, else
@@ -132,7 +227,11 @@ impl Cluster {
     {
         let started = Instant::now();
         loop {
-            match here().await {
+            let here = match here().await {
+                Err(e) => Err(self.named(g, e).await),
+                done => done,
+            };
+            match here {
                 Ok(done) => return Ok(done),
                 Err(ReplicaError::NotLeader { leader: Some(id) }) if id != self.id => {
                     return self.forward_to(id, &ask).await;
@@ -158,7 +257,7 @@ impl Cluster {
     /// failed (its storage): the server stops, saying why, as a single
     /// node does when its log fails.
     pub(super) fn refusal(&self, g: u32, e: &ReplicaError) -> Answer {
-        let what = if g == META {
+        let what = if g == META || g == MAP {
             "the cluster's metadata".to_owned()
         } else {
             format!("partition {g}")

@@ -236,6 +236,8 @@ async fn run(
         map_seen: std::sync::Mutex::new(Arc::default()),
         fwd: Forwarder::new(net(0)),
         shared: shared.clone(),
+        factor: config.replicas,
+        hints: std::sync::Mutex::new(vec![None; config.partitions]),
     });
     let answers: Forward = {
         let c = c.clone();

@@ -11,7 +11,7 @@ use fila_core::Owner;
 use fila_proto::{ErrorCode, Opcode, Request, Response};
 
 use super::forward::{self, Ask, Placing};
-use super::groups::{Cluster, Part, LEADER_WAIT, META};
+use super::groups::{Cluster, Part, LEADER_WAIT, MAP, META};
 use super::turns::{Turn, Waiting};
 use super::{change, POLL};
 use crate::dispatch::{self, error, Answer, Outcome};
@@ -79,9 +79,15 @@ pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer
     let mut wait: Option<Duration> = None;
     let mut waiting: Option<Waiting<'_>> = None;
     loop {
-        let ran = match attempt(part, job.req.clone(), room).await {
+        let tried = match attempt(part, job.req.clone(), room).await {
+            // A node holding no replica of the partition learns its
+            // leader from one that does.
+            Err(e) => Err(c.named(g, e).await),
+            done => done,
+        };
+        let ran = match tried {
             Ok(done) => Ok(done),
-            Err(ReplicaError::NotLeader { leader: Some(id) }) if forwards => {
+            Err(ReplicaError::NotLeader { leader: Some(id) }) if forwards && id != c.id => {
                 let ask = Ask::Run {
                     group: g,
                     room,
@@ -289,7 +295,10 @@ pub(super) async fn list_all(c: &Cluster, list: &ListJob) -> Answer {
 pub(super) async fn abandon_all(c: &Cluster, receipts: Vec<fila_core::Receipt>) {
     for (g, part) in c.parts.iter().enumerate() {
         let given = receipts.clone();
-        let ran = part.execute(move |owner| owner.abandon(0, &given)).await;
+        let ran = match part.execute(move |owner| owner.abandon(0, &given)).await {
+            Err(e) => Err(c.named(g as u32, e).await),
+            done => done,
+        };
         if let Err(ReplicaError::NotLeader { leader: Some(id) }) = ran {
             let ask = Ask::Abandon {
                 group: g as u32,
@@ -309,19 +318,28 @@ pub(super) async fn answer_forward(c: &Cluster, body: Vec<u8>) -> Vec<u8> {
     };
     let g = ask.group();
     let part = c.parts.get(g as usize);
-    if part.is_none() && g != META {
+    if part.is_none() && g != META && g != MAP {
         return forward::refused(&format!("no partition {g} here"));
     }
     match (ask, part) {
-        (Ask::Run { req, .. }, _) if req.opcode() == Opcode::ChangeCluster => {
+        (Ask::Run { req, room, .. }, _) if req.opcode() == Opcode::ChangeCluster => {
             let Request::ChangeCluster(change) = *req else {
                 return forward::refused("a cluster change that is none");
             };
-            let answer = match change::change_here(c, g, change).await {
-                Ok(()) => Response::Ok.into(),
-                Err(e) => c.refusal(g, &e),
+            let (answer, index) = match change::change_here(c, g, change, room as u64).await {
+                Ok(index) => (Response::Ok.into(), index),
+                Err(e) => (c.refusal(g, &e), 0),
             };
-            forward::encode_answer(&answer, Opcode::ChangeCluster as u8, 0)
+            forward::encode_answer(&answer, Opcode::ChangeCluster as u8, index)
+        }
+        (Ask::Leader { .. }, _) => {
+            // Only a replica's own view: a node holding none does not
+            // pass on what it was told.
+            let leader = match part {
+                Some(part) if c.holds(g) => part.known_leader().map_or(0, |id| id + 1),
+                _ => 0,
+            };
+            forward::encode_answer(&Response::Ok.into(), Opcode::Auth as u8, leader)
         }
         (Ask::Run { room, req, .. }, Some(part)) => {
             let opcode = req.opcode() as u8;

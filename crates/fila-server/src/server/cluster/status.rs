@@ -3,22 +3,31 @@
 //! the map (routes and keys), publishes its view of the groups (what
 //! `ClusterStatus` answers), and hands its leaderships over when it stops.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use fila_cluster::meta::first_replicas;
 use fila_cluster::{MapChange, Member, Partition, StateMachine, TypeConfig};
-use fila_proto::{ClusterMemberStatus, ClusterStatus, PartitionStatus, ReplicaStatus};
+use fila_proto::{
+    ClusterChange, ClusterMemberStatus, ClusterStatus, PartitionStatus, ReplicaStatus, Request,
+    Response,
+};
 use fila_wal::FsStorage;
 use openraft::async_runtime::watch::WatchReceiver;
 use openraft::Raft;
 use tracing::{info, warn};
 
+use super::forward::Ask;
 use super::groups::{Cluster, META};
 use crate::config::ClusterConfig;
+use crate::dispatch::Answer;
 
 /// How often the view is refreshed and the map looked at.
 const VIEW_EVERY: Duration = Duration::from_millis(100);
+/// Every how many views the leaders of partitions this node holds no
+/// replica of are asked for (once a second).
+const HINTS_EVERY: u64 = 10;
 
 /// What a group's Raft node says of it: its figures and its members
 /// (id, addresses, voter, how far it has taken the leader's log).
@@ -57,6 +66,7 @@ fn group_view(raft: &Raft<TypeConfig, StateMachine<FsStorage>>) -> GroupView {
 /// and log, and each partition's.
 fn status(c: &Cluster) -> ClusterStatus {
     let meta = group_view(c.meta.raft());
+    let map = c.meta.map();
     ClusterStatus {
         node_id: c.id,
         leader: c.leader_of(META),
@@ -80,10 +90,25 @@ fn status(c: &Cluster) -> ClusterStatus {
             .iter()
             .enumerate()
             .map(|(p, part)| {
-                let v = group_view(part.raft());
+                let mut v = group_view(part.raft());
+                if !c.holds(p as u32) {
+                    // A partition this node holds no replica of: its
+                    // replicas as the map places them, its leader as one
+                    // of them last said.
+                    v.members = map
+                        .partitions
+                        .get(p)
+                        .map(|p| {
+                            p.replicas
+                                .iter()
+                                .map(|id| (*id, Member::default(), true, None))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                }
                 PartitionStatus {
                     partition: p as u32,
-                    leader: part.known_leader(),
+                    leader: c.leader_of(p as u32).or_else(|| c.last_hint(p as u32)),
                     term: v.term,
                     last_log_index: v.last_log_index,
                     committed_index: v.committed_index,
@@ -108,8 +133,17 @@ fn status(c: &Cluster) -> ClusterStatus {
 /// view, and the totals of the first partition this node leads
 /// (`/metrics`).
 pub(super) async fn keep_view(c: Arc<Cluster>, partitions: usize) {
-    loop {
+    for tick in 0u64.. {
         c.follow_map();
+        if tick % HINTS_EVERY == 0 {
+            // The leaders of the partitions this node holds none of, for
+            // its view (a request asks anew once a hint is old).
+            for p in 0..c.parts.len() as u32 {
+                if !c.holds(p) && c.leader_of(p).is_none() {
+                    c.find_leader(p).await;
+                }
+            }
+        }
         if c.meta.map().partitions.is_empty() && c.leader_of(META) == Some(c.id) {
             make_map(&c, partitions).await;
         }
@@ -135,22 +169,15 @@ pub(super) async fn keep_view(c: Arc<Cluster>, partitions: usize) {
 }
 
 /// The map of a new cluster, made by the metadata group's leader: the
-/// partitions, every member of the metadata group a replica of each, and
-/// each partition's receipt key drawn from the system's randomness. Only
-/// the first map made stands (a later one changes nothing). Then the
+/// partitions, `cluster.replicas` of the metadata group's members holding
+/// a replica of each (as the groups were first made, `first_replicas`),
+/// and each partition's receipt key drawn from the system's randomness.
+/// Only the first map made stands (a later one changes nothing). Then the
 /// partitions' leaderships are spread ([`spread`]).
 async fn make_map(c: &Arc<Cluster>, partitions: usize) {
-    let replicas: std::collections::BTreeSet<u64> = {
-        let m = c.meta.raft().metrics();
-        let m = m.borrow_watched();
-        m.membership_config
-            .membership()
-            .nodes()
-            .map(|(id, _)| *id)
-            .collect()
-    };
+    let members: BTreeSet<u64> = c.addresses().into_keys().collect();
     let mut made = Vec::with_capacity(partitions);
-    for _ in 0..partitions {
+    for p in 0..partitions {
         let mut key = [0u8; 16];
         if let Err(e) = getrandom::fill(&mut key) {
             warn!("drawing a partition's key: {e}");
@@ -158,7 +185,7 @@ async fn make_map(c: &Arc<Cluster>, partitions: usize) {
         }
         let half = |i: usize| u64::from_be_bytes(key[i..i + 8].try_into().expect("8 bytes"));
         made.push(Partition {
-            replicas: replicas.clone(),
+            replicas: first_replicas(&members, p, c.factor),
             key: [half(0), half(8)],
         });
     }
@@ -167,56 +194,53 @@ async fn make_map(c: &Arc<Cluster>, partitions: usize) {
         Err(e) => return warn!("making the cluster's map: {e}"),
     }
     // Not on the view's loop: the view goes on meanwhile.
-    tokio::spawn(spread(c.clone(), replicas));
+    tokio::spawn(spread(c.clone(), members));
 }
 
-/// How long a new cluster's partition waits for its first leader before
-/// it is left where it is.
-const SPREAD_WAIT: Duration = Duration::from_secs(5);
-
-/// Once, when the map is made: the leaderships spread over the voters —
-/// partition `p` to the `p`-th voter in id order (wrapping) — so that the
-/// node that made the cluster does not lead every partition. Each moves
-/// from this node only (which made the groups and leads them, unless an
-/// election already moved one); a leadership that changes later stays
-/// where it goes.
-async fn spread(c: Arc<Cluster>, voters: std::collections::BTreeSet<u64>) {
-    let voters: Vec<u64> = voters.iter().copied().collect();
-    if voters.len() < 2 {
+/// Once, when the map is made: the leaderships spread over the members —
+/// partition `p` to the `p`-th member in id order (wrapping; the first of
+/// its replicas, `first_replicas`) — so that the node that made a group
+/// does not lead it and the next ones. Each partition's leader is asked to
+/// hand its leadership over (forwarded where it is another node); a
+/// leadership that changes later stays where it goes.
+async fn spread(c: Arc<Cluster>, members: BTreeSet<u64>) {
+    let members: Vec<u64> = members.iter().copied().collect();
+    if members.len() < 2 {
         return;
     }
-    for (p, part) in c.parts.iter().enumerate() {
-        let to = voters[p % voters.len()];
-        if to == c.id {
-            continue;
-        }
-        let led = part
-            .raft()
-            .wait(Some(SPREAD_WAIT))
-            .metrics(|m| m.current_leader.is_some(), "the partition has a leader")
-            .await;
-        if led.is_err() || part.known_leader() != Some(c.id) {
-            continue;
-        }
-        match part.members().transfer_leader(Some(to)).await {
-            Ok(_) => info!(
+    for p in 0..c.parts.len() as u32 {
+        let to = members[p as usize % members.len()];
+        let change = ClusterChange::TransferLeader { to: Some(to) };
+        let ask = Ask::Run {
+            group: p,
+            room: 0,
+            req: Box::new(Request::ChangeCluster(change.clone())),
+        };
+        let here = || async {
+            super::change::change_here(&c, p, change.clone(), 0)
+                .await
+                .map(|_| (Response::Ok.into(), 0))
+        };
+        match c.on_leader(p, ask, here).await {
+            Ok((Answer::Wire(Response::Ok), _)) => {
+                info!(
+                    partition = p,
+                    to, "a new cluster's partition led by node {to}"
+                )
+            }
+            _ => warn!(
                 partition = p,
-                to, "a new cluster's partition led by another node"
-            ),
-            Err(e) => warn!(
-                partition = p,
-                to, "a new cluster's partition stays led here: {e}"
+                to, "a new cluster's partition stays led where it is"
             ),
         }
     }
 }
 
-/// The node with the lowest id of a cluster that has never started makes
-/// the first membership of every group, every member a voter — unless it
-/// joins a running cluster (`join`); the others wait to hear from it.
+/// A cluster that has never started: the lowest node of each group makes
+/// its first membership, every member a voter — unless it joins a running
+/// cluster (`join`); the others wait to hear from it.
 pub(super) async fn bootstrap(config: &ClusterConfig, c: &Cluster) {
-    let lowest = config.members.iter().map(|m| m.id).min();
-    if lowest != Some(config.node_id) || config.join {
+    if config.join {
         return;
     }
     let members: BTreeMap<u64, Member> = config
@@ -232,8 +256,24 @@ pub(super) async fn bootstrap(config: &ClusterConfig, c: &Cluster) {
             )
         })
         .collect();
-    let rafts = std::iter::once(c.meta.raft()).chain(c.parts.iter().map(|p| p.raft()));
-    for raft in rafts {
+    // The metadata group holds every member; partition `p` the replicas
+    // the map gives it, each group made by the lowest of its members
+    // (openraft makes a group only on one of its members).
+    let ids: BTreeSet<u64> = members.keys().copied().collect();
+    let mut groups = vec![(c.meta.raft(), members.clone())];
+    for (p, part) in c.parts.iter().enumerate() {
+        let replicas = first_replicas(&ids, p, c.factor);
+        let held = members
+            .iter()
+            .filter(|(id, _)| replicas.contains(id))
+            .map(|(id, m)| (*id, m.clone()))
+            .collect();
+        groups.push((part.raft(), held));
+    }
+    for (raft, members) in groups {
+        if members.keys().next() != Some(&config.node_id) {
+            continue;
+        }
         let empty = {
             let m = raft.metrics();
             let m = m.borrow_watched();
@@ -242,11 +282,9 @@ pub(super) async fn bootstrap(config: &ClusterConfig, c: &Cluster) {
         if !empty {
             continue;
         }
-        match raft.initialize(members.clone()).await {
-            Ok(()) => info!(
-                members = config.members.len(),
-                "a group of the cluster initialized"
-            ),
+        let count = members.len();
+        match raft.initialize(members).await {
+            Ok(()) => info!(members = count, "a group of the cluster initialized"),
             Err(e) => warn!("initializing a group of the cluster: {e}"),
         }
     }
