@@ -263,8 +263,10 @@ async fn run(
     info!(node = id, peers = %config.listen, tls = peer_tls, partitions = c.parts.len(), "cluster node started");
     let view = tokio::spawn(status::keep_view(c.clone(), config.partitions));
     let voters = tokio::spawn(status::keep_meta_voters(c.clone()));
+    let hints = tokio::spawn(status::keep_hints(c.clone()));
     mail(c.clone(), index, notify).await;
     voters.abort();
+    hints.abort();
     status::hand_over(&c).await;
     view.abort();
     *shared

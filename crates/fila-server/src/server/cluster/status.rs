@@ -25,9 +25,9 @@ use crate::dispatch::Answer;
 
 /// How often the view is refreshed and the map looked at.
 const VIEW_EVERY: Duration = Duration::from_millis(100);
-/// Every how many views the leaders of partitions this node holds no
-/// replica of are asked for (once a second).
-const HINTS_EVERY: u64 = 10;
+/// How often the leaders of partitions this node holds no replica of are
+/// asked for.
+const HINTS_EVERY: Duration = Duration::from_secs(1);
 
 /// What a group's Raft node says of it: its figures and its members
 /// (id, addresses, voter, how far it has taken the leader's log).
@@ -133,17 +133,8 @@ fn status(c: &Cluster) -> ClusterStatus {
 /// view, and the totals of the first partition this node leads
 /// (`/metrics`).
 pub(super) async fn keep_view(c: Arc<Cluster>, partitions: usize) {
-    for tick in 0u64.. {
+    loop {
         c.follow_map();
-        if tick % HINTS_EVERY == 0 {
-            // The leaders of the partitions this node holds none of, for
-            // its view (a request asks anew once a hint is old).
-            for p in 0..c.parts.len() as u32 {
-                if !c.holds(p) && c.leader_of(p).is_none() {
-                    c.find_leader(p).await;
-                }
-            }
-        }
         if c.meta.map().partitions.is_empty() && c.leader_of(META) == Some(c.id) {
             make_map(&c, partitions).await;
         }
@@ -165,6 +156,21 @@ pub(super) async fn keep_view(c: Arc<Cluster>, partitions: usize) {
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = totals;
         tokio::time::sleep(VIEW_EVERY).await;
+    }
+}
+
+/// Every [`HINTS_EVERY`]: asks the leaders of the partitions this node
+/// holds no replica of, for its view (a request asks anew once a hint is
+/// old). Not on the view's loop: an ask may wait for a peer that does not
+/// answer.
+pub(super) async fn keep_hints(c: Arc<Cluster>) {
+    loop {
+        for p in 0..c.parts.len() as u32 {
+            if !c.holds(p) && c.leader_of(p).is_none() {
+                c.find_leader(p).await;
+            }
+        }
+        tokio::time::sleep(HINTS_EVERY).await;
     }
 }
 
