@@ -134,9 +134,9 @@ class ClusterNode(FilaServer):
         return status.get("leader")
 
 
-def cluster_configs(d, listeners, extra="", n=3, partitions=1):
+def cluster_configs(d, listeners, extra="", n=3, partitions=1, replicas=3):
     """Writes the configuration files of an `n`-node cluster of
-    `partitions` partitions on loopback under `d` (every node's
+    `partitions` partitions of `replicas` replicas on loopback under `d` (every node's
     `listeners` and `extra` lines, its own client and peer ports, the
     shared secret, the members); answers their paths by node id."""
     ports = {i: (free_port(), free_port()) for i in range(1, n + 1)}
@@ -152,23 +152,24 @@ def cluster_configs(d, listeners, extra="", n=3, partitions=1):
                 f'listen = "127.0.0.1:{client}"\n{listeners}\n'
                 f'shards = 1\nevent_loops = 1\ndata_dir = "{d}/node-{i}"\n{extra}\n'
                 f'[cluster]\nnode_id = {i}\nlisten = "127.0.0.1:{peer}"\npartitions = {partitions}\n'
-                f'secret = "a secret the nodes of the test share"\n{members}'
+                f'replicas = {replicas}\nsecret = "a secret the nodes of the test share"\n{members}'
             )
         paths[i] = path
     return paths
 
 
 @contextlib.contextmanager
-def running_cluster(node_class, listeners, extra="", partitions=1):
-    """A 3-node cluster of `node_class` (a ClusterNode) with `partitions`
-    partitions started in a temporary directory; every node is stopped at
-    the end."""
+def running_cluster(node_class, listeners, extra="", partitions=1, n=3, replicas=3):
+    """An `n`-node cluster of `node_class` (a ClusterNode) with
+    `partitions` partitions of `replicas` replicas started in a temporary
+    directory; every node is stopped at the end."""
     with tempfile.TemporaryDirectory() as d:
         started = {}
         try:
-            for i, config in cluster_configs(d, listeners, extra, partitions=partitions).items():
+            configs = cluster_configs(d, listeners, extra, n=n, partitions=partitions, replicas=replicas)
+            for i, config in configs.items():
                 started[i] = node_class(config).start()
             yield started
         finally:
-            for n in started.values():
-                n.stop()
+            for node in started.values():
+                node.stop()
