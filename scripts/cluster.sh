@@ -18,6 +18,8 @@ dir="$(cd "$dir" && pwd)"
 # FILA_SERVER: a fila-server binary to run instead of building the release one.
 # FILA_PARTITIONS: the cluster's partitions (1 unless set; fixed once it ran).
 partitions="${FILA_PARTITIONS:-1}"
+# FILA_REPLICAS: each partition's replicas (1, 3 or 5; 3 unless set).
+replicas="${FILA_REPLICAS:-3}"
 bin="${FILA_SERVER:-target/release/fila-server}"
 [ -n "${FILA_SERVER:-}" ] || cargo build --release -p fila-server
 if [ ! -s "$dir/secret" ]; then
@@ -51,6 +53,7 @@ node_id = $i
 listen = "127.0.0.1:77${i}1"
 secret = "$secret"
 partitions = $partitions
+replicas = $replicas
 $members
 TOML
 )
