@@ -70,20 +70,22 @@ usage: fila [--addr ADDR] [--token TOKEN] [--tls] [--ca FILE]
                                    replicas (asked of the node --addr
                                    names; docs/cluster.md)
   cluster add ID --peer HOST:PORT --client HOST:PORT [--wait SECS]
-                                   add a node as a learner and wait (60 s;
-                                   0: not) until it has caught up in
-                                   every group
+                                   add a node as a learner (of the
+                                   partitions short of replicas) and wait
+                                   (60 s; 0: not) until it has caught up
+                                   in each of its groups
   cluster promote ID               make a caught-up learner a voter
-  cluster remove ID                take a voter or a learner out
+  cluster remove ID                take a voter or a learner out (its
+                                   replicas placed on the members left)
   cluster move FROM TO --peer HOST:PORT --client HOST:PORT
-                                   move FROM's replica to node TO: added,
+                                   move FROM's replicas to node TO: added,
                                    promoted once caught up, FROM removed
   cluster transfer [--to ID]       hand every group's leadership to voter
                                    ID; without --to, every group the node
                                    --addr names leads hands over (to the
                                    voter furthest along); cluster changes
-                                   are made in every group and need
-                                   manage on every queue
+                                   are made in every group they concern
+                                   and need manage on every queue
   reload                           the server reads its tokens and TLS
                                    files again (manage on every queue)
 
