@@ -140,13 +140,13 @@ pub(super) async fn change_here(
 ) -> Result<u64, ReplicaError> {
     checked(&change)?;
     match g {
-        MAP => place_replicas(c, &change).await,
+        MAP => place_replicas(c, Some(&change)).await,
         META => {
             let added = matches!(change, ClusterChange::AddLearner { .. });
             change_meta(c, change).await?;
             // A new member may take replicas of partitions short of them.
             if added {
-                place_replicas(c, &ClusterChange::Promote { id: 0 }).await
+                place_replicas(c, None).await
             } else {
                 Ok(0)
             }
@@ -244,18 +244,18 @@ async fn change_members(
 }
 
 /// On the metadata leader: the partitions' replicas placed anew for the
-/// change (a removed node's, a moved node's, a partition short of them),
-/// `cluster.replicas` of each; answers the metadata log index that holds
-/// the map changed (the index applied here once it is).
-async fn place_replicas(c: &Cluster, change: &ClusterChange) -> Result<u64, ReplicaError> {
+/// change (a removed node's, a moved node's), and for a partition short
+/// of them, `cluster.replicas` of each; answers the metadata log index
+/// that holds the map changed (the index applied here once it is).
+async fn place_replicas(c: &Cluster, change: Option<&ClusterChange>) -> Result<u64, ReplicaError> {
     let map = c.meta.confirmed_map().await?;
     let mut members: BTreeSet<u64> = c.addresses().into_keys().collect();
     let moving = match change {
-        ClusterChange::Remove { id } => {
+        Some(ClusterChange::Remove { id }) => {
             members.remove(id);
             None
         }
-        ClusterChange::Move { from, to, .. } => {
+        Some(ClusterChange::Move { from, to, .. }) => {
             if !members.contains(from) {
                 return Err(ReplicaError::Refused(format!(
                     "node {from} holds no replica (a voter) to move: it is no member of the cluster"

@@ -99,18 +99,30 @@ impl Cluster {
         self.parts.get(g as usize)?.known_leader()
     }
 
-    /// Whether this node is a member (voter or learner) of partition `g`
-    /// as its own replica sees the group.
+    /// Whether this node holds a replica of partition `g`: a member
+    /// (voter or learner) as its own replica sees the group, and either
+    /// one the map places there or one that knows a leader — not a replica
+    /// removed while its node was down, which never heard of it.
     pub(super) fn holds(&self, g: u32) -> bool {
         let Some(part) = self.parts.get(g as usize) else {
             return false;
         };
-        let m = part.raft().metrics();
-        let m = m.borrow_watched();
-        m.membership_config
-            .membership()
-            .get_node(&self.id)
-            .is_some()
+        let member = {
+            let m = part.raft().metrics();
+            let m = m.borrow_watched();
+            m.membership_config
+                .membership()
+                .get_node(&self.id)
+                .is_some()
+        };
+        member
+            && (part.known_leader().is_some()
+                || self
+                    .meta
+                    .map()
+                    .partitions
+                    .get(g as usize)
+                    .is_none_or(|p| p.replicas.contains(&self.id)))
     }
 
     /// The fresh hint of partition `g`'s leader.
