@@ -94,7 +94,12 @@ fn status(c: &Cluster) -> ClusterStatus {
                 if !c.holds(p as u32) {
                     // A partition this node holds no replica of: its
                     // replicas as the map places them, its leader as one
-                    // of them last said.
+                    // of them last said, no term or log (what a replica
+                    // it gave up kept is not the partition's).
+                    v.term = 0;
+                    v.last_log_index = None;
+                    v.committed_index = None;
+                    v.applied_index = None;
                     v.members = map
                         .partitions
                         .get(p)
