@@ -158,6 +158,24 @@ def cluster_configs(d, listeners, extra="", n=3, partitions=1, replicas=3):
     return paths
 
 
+def joiner_config(d, listeners, node_id, partitions=1, replicas=3):
+    """Writes the configuration file of node `node_id`, which joins a
+    cluster of `cluster_configs` (`join = true`, itself its only member);
+    answers its path, its peer address and its client address."""
+    client, peer = free_port(), free_port()
+    path = os.path.join(d, f"node-{node_id}.toml")
+    with open(path, "w") as f:
+        f.write(
+            f'listen = "127.0.0.1:{client}"\n{listeners}\n'
+            f'shards = 1\nevent_loops = 1\ndata_dir = "{d}/node-{node_id}"\n'
+            f'[cluster]\nnode_id = {node_id}\nlisten = "127.0.0.1:{peer}"\njoin = true\n'
+            f'partitions = {partitions}\nreplicas = {replicas}\n'
+            f'secret = "a secret the nodes of the test share"\n'
+            f'[[cluster.members]]\nid = {node_id}\npeer = "127.0.0.1:{peer}"\nclient = "127.0.0.1:{client}"\n'
+        )
+    return path, f"127.0.0.1:{peer}", f"127.0.0.1:{client}"
+
+
 @contextlib.contextmanager
 def running_cluster(node_class, listeners, extra="", partitions=1, n=3, replicas=3):
     """An `n`-node cluster of `node_class` (a ClusterNode) with
