@@ -134,28 +134,40 @@ class ClusterNode(FilaServer):
         return status.get("leader")
 
 
+SECRET = "a secret the nodes of the test share"
+
+
+def member(node_id, client, peer):
+    """A `[[cluster.members]]` entry."""
+    return f'[[cluster.members]]\nid = {node_id}\npeer = "127.0.0.1:{peer}"\nclient = "127.0.0.1:{client}"\n'
+
+
+def write_node(d, node_id, ports, listeners, extra, cluster, members):
+    """Writes node `node_id`'s configuration file under `d` (its client
+    and peer `ports`, `listeners` and `extra` lines, the `cluster`
+    section's own lines, the `members`); answers its path."""
+    client, peer = ports
+    path = os.path.join(d, f"node-{node_id}.toml")
+    with open(path, "w") as f:
+        f.write(
+            f'listen = "127.0.0.1:{client}"\n{listeners}\n'
+            f'shards = 1\nevent_loops = 1\ndata_dir = "{d}/node-{node_id}"\n{extra}\n'
+            f'[cluster]\nnode_id = {node_id}\nlisten = "127.0.0.1:{peer}"\n{cluster}'
+            f'secret = "{SECRET}"\n{members}'
+        )
+    return path
+
+
 def cluster_configs(d, listeners, extra="", n=3, partitions=1, replicas=3):
     """Writes the configuration files of an `n`-node cluster of
-    `partitions` partitions of `replicas` replicas on loopback under `d` (every node's
-    `listeners` and `extra` lines, its own client and peer ports, the
-    shared secret, the members); answers their paths by node id."""
+    `partitions` partitions of `replicas` replicas on loopback under `d`
+    (every node's `listeners` and `extra` lines, its own client and peer
+    ports, the shared secret, the members); answers their paths by node
+    id."""
     ports = {i: (free_port(), free_port()) for i in range(1, n + 1)}
-    members = "".join(
-        f'[[cluster.members]]\nid = {i}\npeer = "127.0.0.1:{p}"\nclient = "127.0.0.1:{c}"\n'
-        for i, (c, p) in ports.items()
-    )
-    paths = {}
-    for i, (client, peer) in ports.items():
-        path = os.path.join(d, f"node-{i}.toml")
-        with open(path, "w") as f:
-            f.write(
-                f'listen = "127.0.0.1:{client}"\n{listeners}\n'
-                f'shards = 1\nevent_loops = 1\ndata_dir = "{d}/node-{i}"\n{extra}\n'
-                f'[cluster]\nnode_id = {i}\nlisten = "127.0.0.1:{peer}"\npartitions = {partitions}\n'
-                f'replicas = {replicas}\nsecret = "a secret the nodes of the test share"\n{members}'
-            )
-        paths[i] = path
-    return paths
+    members = "".join(member(i, c, p) for i, (c, p) in ports.items())
+    shape = f"partitions = {partitions}\nreplicas = {replicas}\n"
+    return {i: write_node(d, i, p, listeners, extra, shape, members) for i, p in ports.items()}
 
 
 def joiner_config(d, listeners, node_id, partitions=1, replicas=3):
@@ -163,16 +175,8 @@ def joiner_config(d, listeners, node_id, partitions=1, replicas=3):
     cluster of `cluster_configs` (`join = true`, itself its only member);
     answers its path, its peer address and its client address."""
     client, peer = free_port(), free_port()
-    path = os.path.join(d, f"node-{node_id}.toml")
-    with open(path, "w") as f:
-        f.write(
-            f'listen = "127.0.0.1:{client}"\n{listeners}\n'
-            f'shards = 1\nevent_loops = 1\ndata_dir = "{d}/node-{node_id}"\n'
-            f'[cluster]\nnode_id = {node_id}\nlisten = "127.0.0.1:{peer}"\njoin = true\n'
-            f'partitions = {partitions}\nreplicas = {replicas}\n'
-            f'secret = "a secret the nodes of the test share"\n'
-            f'[[cluster.members]]\nid = {node_id}\npeer = "127.0.0.1:{peer}"\nclient = "127.0.0.1:{client}"\n'
-        )
+    shape = f"join = true\npartitions = {partitions}\nreplicas = {replicas}\n"
+    path = write_node(d, node_id, (client, peer), listeners, "", shape, member(node_id, client, peer))
     return path, f"127.0.0.1:{peer}", f"127.0.0.1:{client}"
 
 

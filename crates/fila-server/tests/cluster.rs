@@ -25,9 +25,7 @@ use fila_client::{Client, ClientOptions, ErrorCode, SettingsPatch};
 
 #[test]
 fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
-    let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-procs-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).unwrap();
+    let dir = Dir::fresh("procs");
     let mut nodes = cluster(&dir.0, 3);
     for n in &mut nodes {
         n.start();

@@ -207,10 +207,7 @@ fn rotate_certificates(nodes: &[Node], dir: &std::path::Path, pki: &std::path::P
 
 #[test]
 fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
-    let dir =
-        Dir(std::env::temp_dir().join(format!("fila-cluster-members-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).unwrap();
+    let dir = Dir::fresh("members");
     // Over TLS: clients to nodes, and nodes to each other.
     let pki = with_tls(&dir.0);
     let mut nodes = replicated(&dir.0, 3, SHAPE);

@@ -18,7 +18,9 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use cluster_harness::{client, joiner, options, partitioned, replicated, Dir, Node, QUEUES_MAX};
+use cluster_harness::{
+    client, joiner, of_all, options, partitioned, payloads, replicated, Dir, Node, QUEUES_MAX,
+};
 use fila_client::{Client, ClusterChange, ClusterStatus, ErrorCode, QueueRef, SettingsPatch};
 
 const PARTS: usize = 3;
@@ -71,19 +73,9 @@ fn agreed_on(nodes: &[Node], parts: usize) -> ClusterStatus {
     panic!("the nodes never agreed on the leaders: {last:?}");
 }
 
-/// A client of every node that follows `not_leader`.
-fn of_all(nodes: &[Node]) -> Client {
-    let addrs: Vec<&str> = nodes.iter().map(|n| n.client.as_str()).collect();
-    let mut o = options(&addrs.join(","));
-    o.request_timeout = Duration::from_secs(10);
-    Client::connect(o).unwrap()
-}
-
 #[test]
 fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
-    let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-parts-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).unwrap();
+    let dir = Dir::fresh("parts");
     let mut nodes = partitioned(&dir.0, 3, PARTS);
     for n in &mut nodes {
         n.start();
@@ -281,19 +273,7 @@ fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
     agreed(&nodes);
     // Every acknowledged put is there.
     for q in queues {
-        let present: HashSet<String> = c
-            .peek(
-                QueueRef {
-                    name: q.into(),
-                    dlq: false,
-                },
-                0,
-                100,
-            )
-            .unwrap()
-            .iter()
-            .map(|m| String::from_utf8_lossy(&m.payload).into_owned())
-            .collect();
+        let present = payloads(&mut c, q);
         for (_, body) in acked.iter().filter(|(aq, _)| aq == q) {
             assert!(present.contains(body), "{q}: {body} was lost");
         }
@@ -302,9 +282,7 @@ fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
 
 #[test]
 fn a_data_directory_of_the_earlier_layout_is_refused_saying_so() {
-    let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-layout-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).unwrap();
+    let dir = Dir::fresh("layout");
     let nodes = partitioned(&dir.0, 1, 1);
     std::fs::create_dir_all(nodes[0].data.join("raft").join("log")).unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fila-server"))
@@ -371,9 +349,7 @@ fn meta_voters(s: &ClusterStatus) -> Vec<u64> {
 
 #[test]
 fn the_metadata_group_votes_with_three_and_its_learner_moves() {
-    let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-meta-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).unwrap();
+    let dir = Dir::fresh("meta");
     // Five replicas of each partition: every member holds one.
     let mut nodes = replicated(&dir.0, 3, (2, 5));
     for n in &mut nodes {

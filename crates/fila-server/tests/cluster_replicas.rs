@@ -16,8 +16,8 @@ mod common;
 use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
-use cluster_harness::{client, joiner, options, replicated, Dir, Node};
-use fila_client::{Client, ClusterChange, ClusterStatus, ErrorCode, QueueRef, SettingsPatch};
+use cluster_harness::{client, joiner, of_all, options, payloads, replicated, Dir, Node};
+use fila_client::{Client, ClusterChange, ClusterStatus, ErrorCode, SettingsPatch};
 
 /// Four partitions of three replicas each.
 const SHAPE: (usize, usize) = (4, 3);
@@ -65,18 +65,6 @@ fn held_by(nodes: &[Node], what: &str, want: &[&[u64]]) -> Vec<(BTreeSet<u64>, O
     }
 }
 
-/// A client of every live node that follows `not_leader`.
-fn of_all(nodes: &[Node]) -> Client {
-    let addrs: Vec<&str> = nodes
-        .iter()
-        .filter(|n| n.child.is_some())
-        .map(|n| n.client.as_str())
-        .collect();
-    let mut o = options(&addrs.join(","));
-    o.request_timeout = Duration::from_secs(10);
-    Client::connect(o).unwrap()
-}
-
 /// Puts `n` messages to each queue through `c` (a put to a partition
 /// without a leader yet is tried again, within 30 s).
 fn put_all(
@@ -105,19 +93,7 @@ fn put_all(
 /// Every acknowledged put is in its queue, and nothing else.
 fn all_there(c: &mut Client, queues: &[String], acked: &HashSet<(String, String)>) {
     for q in queues {
-        let present: HashSet<String> = c
-            .peek(
-                QueueRef {
-                    name: q.clone(),
-                    dlq: false,
-                },
-                0,
-                100,
-            )
-            .unwrap()
-            .iter()
-            .map(|m| String::from_utf8_lossy(&m.payload).into_owned())
-            .collect();
+        let present = payloads(c, q);
         let want: HashSet<String> = acked
             .iter()
             .filter(|(aq, _)| aq == q)
@@ -129,9 +105,7 @@ fn all_there(c: &mut Client, queues: &[String], acked: &HashSet<(String, String)
 
 #[test]
 fn partitions_of_three_replicas_over_four_nodes_serve_lose_a_node_and_move() {
-    let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-rf-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).unwrap();
+    let dir = Dir::fresh("rf");
     let mut nodes = replicated(&dir.0, 4, SHAPE);
     for n in &mut nodes {
         n.start();

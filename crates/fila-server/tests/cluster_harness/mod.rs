@@ -91,6 +91,18 @@ pub fn signal(node: &Node, sig: &str) {
 
 pub struct Dir(pub PathBuf);
 
+impl Dir {
+    /// An empty folder of the system's temporary one, named for `tag` and
+    /// this process; removed when dropped.
+    pub fn fresh(tag: &str) -> Dir {
+        let dir =
+            Dir(std::env::temp_dir().join(format!("fila-cluster-{tag}-{}", std::process::id())));
+        let _ = std::fs::remove_dir_all(&dir.0);
+        std::fs::create_dir_all(&dir.0).unwrap();
+        dir
+    }
+}
+
 impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
@@ -271,6 +283,34 @@ pub fn on_leader<R>(
         std::thread::sleep(Duration::from_millis(100));
     }
     panic!("no node led within {within:?}");
+}
+
+/// A client of every live node that follows `not_leader`.
+pub fn of_all(nodes: &[Node]) -> Client {
+    let addrs: Vec<&str> = nodes
+        .iter()
+        .filter(|n| n.child.is_some())
+        .map(|n| n.client.as_str())
+        .collect();
+    let mut o = options(&addrs.join(","));
+    o.request_timeout = Duration::from_secs(10);
+    Client::connect(o).unwrap()
+}
+
+/// The payloads of the first 100 messages of `queue`.
+pub fn payloads(c: &mut Client, queue: &str) -> HashSet<String> {
+    c.peek(
+        QueueRef {
+            name: queue.into(),
+            dlq: false,
+        },
+        0,
+        100,
+    )
+    .unwrap()
+    .iter()
+    .map(|m| String::from_utf8_lossy(&m.payload).into_owned())
+    .collect()
 }
 
 pub fn present(c: &mut Client) -> Result<HashSet<String>, fila_client::ClientError> {
