@@ -218,8 +218,9 @@ fn catch_up(
                     .iter()
                     .find(|r| r.id == id)
                     .map(|r| (r.voter, r.matched_index));
-                // A partition the map gave no replica on the node: once
-                // the leader's view is younger than the change.
+                // A partition whose leader does not list the node: the
+                // map gave it no replica there (trusted once the view is
+                // younger than the change).
                 if m.is_none() && changed.elapsed() >= VIEW_AGE_MAX {
                     elsewhere.insert(p.partition);
                     continue;

@@ -44,8 +44,9 @@ fn checked_addrs(id: u64, peer: &str, client: &str) -> Result<(), ReplicaError> 
 /// metadata group first and, removed, taken out of it last (its
 /// addresses are the metadata group's); a removal or a move first places
 /// the partitions' replicas anew in the map ([`MAP`]), then each
-/// partition's leader moves its replicas there. `TransferLeader` without a node hands over every
-/// group this node leads (a node about to be stopped).
+/// partition's leader moves its replicas there. `TransferLeader` without
+/// a node hands over every group this node leads (a node about to be
+/// stopped).
 pub(super) async fn change_everywhere(c: &Cluster, change: ClusterChange) -> Answer {
     if let Err(e) = checked(&change) {
         return c.refusal(META, &e);
@@ -299,7 +300,13 @@ async fn change_part(
             .wait(Some(MAP_WAIT))
             .applied_index_at_least(Some(after), "the map's change reaches this node")
             .await
-            .map_err(|_| ReplicaError::Unknown { leader: None })?;
+            .map_err(|_| {
+                ReplicaError::Refused(format!(
+                    "partition {p}'s leader (node {}) did not hear of the map's change within {} s: send the change again",
+                    c.id,
+                    MAP_WAIT.as_secs()
+                ))
+            })?;
     }
     let want = c
         .meta

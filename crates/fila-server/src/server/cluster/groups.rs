@@ -38,6 +38,8 @@ const HINT_FOR: Duration = Duration::from_millis(500);
 pub(super) const LEADER_WAIT: Duration = Duration::from_secs(5);
 /// How long a forward to a leader may take.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a replica may take to name its partition's leader.
+const LEADER_ASK_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a forwarded cluster change may take (a move runs until done,
 /// within a minute).
 const CHANGE_FORWARD_TIMEOUT: Duration = Duration::from_secs(70);
@@ -69,6 +71,9 @@ impl Ask {
             Ask::Run { req, .. } if req.opcode() == fila_proto::Opcode::ChangeCluster => {
                 CHANGE_FORWARD_TIMEOUT
             }
+            // Asked of each replica in turn: one that does not answer
+            // soon is passed over.
+            Ask::Leader { .. } => LEADER_ASK_TIMEOUT,
             _ => FORWARD_TIMEOUT,
         }
     }
