@@ -1,8 +1,9 @@
-//! This node's groups — its member of the metadata group and its replica
-//! of every partition — and what reaches them from anywhere on the node:
-//! which group a queue lives in (the routing table, kept from this node's
-//! copy of the map), who leads a group, and how an ask reaches a leader
-//! on another node.
+//! This node's groups — its member of the metadata group and its Raft
+//! node of every partition (a replica where the map places one) — and
+//! what reaches them from anywhere on the node: which group a queue lives
+//! in (the routing table, kept from this node's copy of the map), who
+//! leads a group (asked of a partition's replicas when this node holds
+//! none), and how an ask reaches a leader on another node.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,7 +49,8 @@ const CHANGE_FORWARD_TIMEOUT: Duration = Duration::from_secs(70);
 pub(super) struct Cluster {
     pub(super) id: u64,
     pub(super) meta: Metadata<FsStorage>,
-    /// The replica of each partition, by number.
+    /// The Raft node of each partition, by number (a member of the group
+    /// where the map places a replica on this node).
     pub(super) parts: Vec<Arc<Part>>,
     /// The partition of each queue as this node's copy of the map says
     /// (read by every request; rebuilt when the map changes).

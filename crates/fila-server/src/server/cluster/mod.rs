@@ -1,5 +1,6 @@
 //! A cluster node (docs/cluster.md): this node's member of the metadata
-//! group, its replica of every partition, the peer listener, and the
+//! group, a Raft node of every partition (a replica of those the map
+//! places on this node, idle for the others), the peer listener, and the
 //! endpoint of the loops' post that every queue request goes to instead
 //! of a loop's shards.
 //!
@@ -13,7 +14,8 @@
 //! replica: on the leader it executes on the partition's engine and is
 //! answered once its records are committed; on a follower it is answered
 //! `not_leader` with the leader's client address (a gateway's request is
-//! forwarded instead). A list of queues (`Msg::List`) and the server's
+//! forwarded instead); on a node holding no replica of it, the leader is
+//! asked of one of its replicas. A list of queues (`Msg::List`) and the server's
 //! stats gather every partition's part from its leader; the leases of an
 //! answer nobody could take (`Msg::Abandon`) go back to the partition
 //! that made them. Every answer goes back to the connection's loop as
