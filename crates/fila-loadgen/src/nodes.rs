@@ -50,9 +50,10 @@ impl Nodes {
         Ok(Nodes { clients, of_queue })
     }
 
-    /// Queues `req` on `queue`'s connection (written by [`Nodes::flush`]
-    /// or the next wait on it).
-    pub fn send<R: Encode + ?Sized>(&mut self, queue: &str, req: &R) -> Result<Sent, String> {
+    /// Queues `req` on its queue's connection (written by
+    /// [`Nodes::flush`] or the next wait on it).
+    pub fn send<R: Encode + ?Sized>(&mut self, req: &R) -> Result<Sent, String> {
+        let queue = req.queue().ok_or("a request without a queue")?;
         let i = *self
             .of_queue
             .get(queue)

@@ -4,8 +4,6 @@
 //! `peers/`.
 
 use std::collections::VecDeque;
-
-use crate::nodes::{Nodes, Sent};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -13,6 +11,8 @@ use fila_client::{
     Client, ClientOptions, DeleteRef, Fields, PayloadsRef, Receipt, ReceiveRef, Response,
     SettingsPatch,
 };
+
+use crate::nodes::{Nodes, Sent};
 
 /// A producer connection: batches sent pipelined, acknowledgements taken
 /// in order.
@@ -300,13 +300,10 @@ impl Producer for FilaProducer {
         let queue = &self.queues[self.next % self.queues.len()];
         self.next += 1;
         let id = if !self.dedup && self.groups == 0 {
-            self.nodes.send(
+            self.nodes.send(&PayloadsRef {
                 queue,
-                &PayloadsRef {
-                    queue,
-                    payloads: batch,
-                },
-            )
+                payloads: batch,
+            })
         } else {
             let (number, groups, dedup) = (self.number, self.groups, self.dedup);
             let messages: Vec<fila_client::PutEntry> = batch
@@ -323,13 +320,10 @@ impl Producer for FilaProducer {
                     }
                 })
                 .collect();
-            self.nodes.send(
+            self.nodes.send(&fila_client::PutRef {
                 queue,
-                &fila_client::PutRef {
-                    queue,
-                    messages: &messages,
-                },
-            )
+                messages: &messages,
+            })
         }?;
         self.nodes.flush(id)?;
         self.in_flight.push_back((id, batch.len()));
@@ -370,15 +364,11 @@ impl FilaConsumer {
         if self.previous.is_empty() {
             return Ok(());
         }
-        let queue = self.queues.last();
-        let id = self.nodes.send(
-            queue,
-            &DeleteRef {
-                queue,
-                dlq: false,
-                receipts: &self.previous,
-            },
-        )?;
+        let id = self.nodes.send(&DeleteRef {
+            queue: self.queues.last(),
+            dlq: false,
+            receipts: &self.previous,
+        })?;
         self.previous.clear();
         self.deletes.push_back((id, Instant::now()));
         Ok(())
@@ -415,19 +405,15 @@ impl Consumer for FilaConsumer {
                 deletes_us.push(self.confirm_delete()?);
             }
         }
-        let queue = self.queues.current();
-        let receive = self.nodes.send(
-            queue,
-            &ReceiveRef {
-                queue,
-                dlq: false,
-                max_messages: max as u8,
-                visibility_ms: Some(visibility_ms),
-                wait_ms: Some(wait_ms),
-                channel: None,
-                fields: self.fields,
-            },
-        )?;
+        let receive = self.nodes.send(&ReceiveRef {
+            queue: self.queues.current(),
+            dlq: false,
+            max_messages: max as u8,
+            visibility_ms: Some(visibility_ms),
+            wait_ms: Some(wait_ms),
+            channel: None,
+            fields: self.fields,
+        })?;
         let sent = Instant::now();
         let messages = self
             .nodes
