@@ -361,12 +361,7 @@ fn the_metadata_group_votes_with_three_and_its_learner_moves() {
     // group (it votes with three of four).
     nodes.push(joiner(&dir.0, 4, (2, 5)));
     nodes[3].start();
-    let add = |id: u64, n: &Node| ClusterChange::AddLearner {
-        id,
-        peer: n.peer.clone(),
-        client: n.client.clone(),
-    };
-    c.change_cluster(add(4, &nodes[3])).unwrap();
+    c.change_cluster(nodes[3].added()).unwrap();
     promote(&mut c, 4);
     let s = seen(&nodes, "four voters of each partition", |s| {
         s.members.len() == 4
@@ -379,13 +374,7 @@ fn the_metadata_group_votes_with_three_and_its_learner_moves() {
     // in its place, a voter of each partition.
     nodes.push(joiner(&dir.0, 5, (2, 5)));
     nodes[4].start();
-    c.change_cluster(ClusterChange::Move {
-        from: 4,
-        to: 5,
-        peer: nodes[4].peer.clone(),
-        client: nodes[4].client.clone(),
-    })
-    .unwrap();
+    c.change_cluster(nodes[4].moved_from(4)).unwrap();
     let s = seen(&nodes, "node 4's place taken by node 5", |s| {
         let voters = |p: &fila_client::PartitionStatus| {
             let mut ids: Vec<u64> = p

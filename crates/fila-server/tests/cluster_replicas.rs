@@ -227,12 +227,7 @@ fn partitions_of_three_replicas_over_four_nodes_serve_lose_a_node_and_move() {
     // holds none (a member of the metadata group only) ...
     nodes.push(joiner(&dir.0, 5, SHAPE));
     nodes[4].start();
-    c.change_cluster(ClusterChange::AddLearner {
-        id: 5,
-        peer: nodes[4].peer.clone(),
-        client: nodes[4].client.clone(),
-    })
-    .unwrap();
+    c.change_cluster(nodes[4].added()).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let s = client(&nodes[4].client).and_then(|mut c| c.cluster_status().ok());
@@ -257,13 +252,7 @@ fn partitions_of_three_replicas_over_four_nodes_serve_lose_a_node_and_move() {
     put_all(&mut on5, &queues, "through node 5", 1, &mut acked);
     // Node 4's replicas move to it, in one command.
     let moved = Instant::now();
-    c.change_cluster(ClusterChange::Move {
-        from: 4,
-        to: 5,
-        peer: nodes[4].peer.clone(),
-        client: nodes[4].client.clone(),
-    })
-    .unwrap();
+    c.change_cluster(nodes[4].moved_from(4)).unwrap();
     eprintln!("node 4's four replicas moved in {:?}", moved.elapsed());
     held_by(
         &nodes,

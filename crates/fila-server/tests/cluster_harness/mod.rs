@@ -285,6 +285,27 @@ pub fn on_leader<R>(
     panic!("no node led within {within:?}");
 }
 
+impl Node {
+    /// The change that adds this node as a learner.
+    pub fn added(&self) -> fila_client::ClusterChange {
+        fila_client::ClusterChange::AddLearner {
+            id: self.id,
+            peer: self.peer.clone(),
+            client: self.client.clone(),
+        }
+    }
+
+    /// The change that moves node `from`'s replicas to this node.
+    pub fn moved_from(&self, from: u64) -> fila_client::ClusterChange {
+        fila_client::ClusterChange::Move {
+            from,
+            to: self.id,
+            peer: self.peer.clone(),
+            client: self.client.clone(),
+        }
+    }
+}
+
 /// A client of every live node that follows `not_leader`.
 pub fn of_all(nodes: &[Node]) -> Client {
     let addrs: Vec<&str> = nodes
