@@ -38,7 +38,8 @@ use crate::dispatch::{error, Answer};
 #[derive(Debug, PartialEq)]
 pub(super) enum Ask {
     /// A request on a partition, and the bytes of messages its answer may
-    /// carry.
+    /// carry — for a cluster change, instead, the metadata log index its
+    /// partition's step waits for (`change::change_here`).
     Run {
         group: u32,
         room: usize,

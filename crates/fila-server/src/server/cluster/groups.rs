@@ -101,7 +101,7 @@ impl Cluster {
             return self.meta.known_leader();
         }
         if !self.holds(g) {
-            return self.hint(g);
+            return self.hint(g, true);
         }
         self.parts.get(g as usize)?.known_leader()
     }
@@ -132,26 +132,19 @@ impl Cluster {
                     .is_none_or(|p| p.replicas.contains(&self.id)))
     }
 
-    /// The fresh hint of partition `g`'s leader.
-    fn hint(&self, g: u32) -> Option<u64> {
+    /// The hint of partition `g`'s leader: a fresh one, or (`fresh`
+    /// false) the last, however old.
+    pub(super) fn hint(&self, g: u32, fresh: bool) -> Option<u64> {
         let hints = self.hints.lock().unwrap_or_else(|p| p.into_inner());
-        match hints.get(g as usize).copied().flatten() {
-            Some((id, at)) if at.elapsed() < HINT_FOR => Some(id),
-            _ => None,
-        }
-    }
-
-    /// The last hint of partition `g`'s leader, however old.
-    pub(super) fn last_hint(&self, g: u32) -> Option<u64> {
-        let hints = self.hints.lock().unwrap_or_else(|p| p.into_inner());
-        hints.get(g as usize).copied().flatten().map(|(id, _)| id)
+        let (id, at) = hints.get(g as usize).copied().flatten()?;
+        (!fresh || at.elapsed() < HINT_FOR).then_some(id)
     }
 
     /// Partition `g`'s leader, for a node that holds no replica of it:
     /// the fresh hint, else asked of each replica the map places (the
     /// first that knows).
     pub(super) async fn find_leader(&self, g: u32) -> Option<u64> {
-        if let Some(id) = self.hint(g) {
+        if let Some(id) = self.hint(g, true) {
             return Some(id);
         }
         let replicas = self.meta.map().partitions.get(g as usize)?.replicas.clone();

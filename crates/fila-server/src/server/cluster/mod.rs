@@ -263,7 +263,7 @@ async fn run(
     ));
     status::bootstrap(&config, &c).await;
     info!(node = id, peers = %config.listen, tls = peer_tls, partitions = c.parts.len(), "cluster node started");
-    let view = tokio::spawn(status::keep_view(c.clone(), config.partitions));
+    let view = tokio::spawn(status::keep_view(c.clone()));
     let voters = tokio::spawn(status::keep_meta_voters(c.clone()));
     let hints = tokio::spawn(status::keep_hints(c.clone()));
     mail(c.clone(), index, notify).await;

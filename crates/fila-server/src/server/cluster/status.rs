@@ -113,7 +113,7 @@ fn status(c: &Cluster) -> ClusterStatus {
                 }
                 PartitionStatus {
                     partition: p as u32,
-                    leader: c.leader_of(p as u32).or_else(|| c.last_hint(p as u32)),
+                    leader: c.leader_of(p as u32).or_else(|| c.hint(p as u32, false)),
                     term: v.term,
                     last_log_index: v.last_log_index,
                     committed_index: v.committed_index,
@@ -137,11 +137,11 @@ fn status(c: &Cluster) -> ClusterStatus {
 /// leads the metadata group of a cluster without one), publishes the
 /// view, and the totals of the first partition this node leads
 /// (`/metrics`).
-pub(super) async fn keep_view(c: Arc<Cluster>, partitions: usize) {
+pub(super) async fn keep_view(c: Arc<Cluster>) {
     loop {
         c.follow_map();
         if c.meta.map().partitions.is_empty() && c.leader_of(META) == Some(c.id) {
-            make_map(&c, partitions).await;
+            make_map(&c).await;
         }
         *c.shared
             .published
@@ -185,7 +185,8 @@ pub(super) async fn keep_hints(c: Arc<Cluster>) {
 /// and each partition's receipt key drawn from the system's randomness.
 /// Only the first map made stands (a later one changes nothing). Then the
 /// partitions' leaderships are spread ([`spread`]).
-async fn make_map(c: &Arc<Cluster>, partitions: usize) {
+async fn make_map(c: &Arc<Cluster>) {
+    let partitions = c.parts.len();
     let members: BTreeSet<u64> = c.addresses().into_keys().collect();
     let mut made = Vec::with_capacity(partitions);
     for p in 0..partitions {
