@@ -30,6 +30,9 @@ pub const PROMOTE_LAG_MAX: u64 = 1_024;
 /// How long a membership change may take to commit.
 pub const CHANGE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How often a membership change waits for another one in progress.
+const IN_PROGRESS_POLL: Duration = Duration::from_millis(50);
+
 /// How long a transfer of the leadership may take.
 pub const TRANSFER_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -131,27 +134,38 @@ impl<'a, S: Storage + 'static> Members<'a, S> {
     }
 
     /// Proposes `change` and waits (at most [`CHANGE_TIMEOUT`]) for it to
-    /// commit.
+    /// commit; while another change of the group's members is in progress
+    /// (the metadata leader keeping its voters' number, a move's step), it
+    /// is proposed again once that one is done, within the same time.
     async fn change(
         &self,
         change: ChangeMembers<NodeId, Member>,
         retain: bool,
     ) -> Result<(), ReplicaError> {
-        let done = tokio::time::timeout(
-            CHANGE_TIMEOUT,
-            self.raft().change_membership(change, retain),
-        )
-        .await;
-        use openraft::errors::{ClientWriteError as W, RaftError as R};
-        match done {
-            Ok(Ok(_)) => Ok(()),
-            Err(_) => Err(ReplicaError::Unknown { leader: None }),
-            Ok(Err(R::Fatal(f))) => Err(ReplicaError::Raft(f.to_string())),
-            Ok(Err(R::APIError(W::ForwardToLeader(f)))) => Err(ReplicaError::NotLeader {
-                leader: f.leader_id,
-            }),
-            Ok(Err(R::APIError(W::ChangeMembershipError(e)))) => Err(refused(e.to_string())),
-            Ok(Err(R::APIError(_))) => Err(ReplicaError::Unknown { leader: None }),
+        use openraft::errors::{ChangeMembershipError as C, ClientWriteError as W, RaftError as R};
+        let deadline = tokio::time::Instant::now() + CHANGE_TIMEOUT;
+        loop {
+            let done = tokio::time::timeout_at(
+                deadline,
+                self.raft().change_membership(change.clone(), retain),
+            )
+            .await;
+            return match done {
+                Ok(Ok(_)) => Ok(()),
+                Err(_) => Err(ReplicaError::Unknown { leader: None }),
+                Ok(Err(R::Fatal(f))) => Err(ReplicaError::Raft(f.to_string())),
+                Ok(Err(R::APIError(W::ForwardToLeader(f)))) => Err(ReplicaError::NotLeader {
+                    leader: f.leader_id,
+                }),
+                Ok(Err(R::APIError(W::ChangeMembershipError(C::InProgress(_)))))
+                    if tokio::time::Instant::now() + IN_PROGRESS_POLL < deadline =>
+                {
+                    tokio::time::sleep(IN_PROGRESS_POLL).await;
+                    continue;
+                }
+                Ok(Err(R::APIError(W::ChangeMembershipError(e)))) => Err(refused(e.to_string())),
+                Ok(Err(R::APIError(_))) => Err(ReplicaError::Unknown { leader: None }),
+            };
         }
     }
 

@@ -19,7 +19,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use cluster_harness::{
-    client, joiner, on_leader, options, present, replicated, with_tls, Dir, Node,
+    client, joiner, on_leader, options, present, promote, replicated, with_tls, Dir, Node,
 };
 use fila_client::{Client, ClientError, ClusterChange, ClusterStatus, ErrorCode, SettingsPatch};
 
@@ -269,7 +269,7 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
     leader_sees(&nodes, "node 4 caught up", |s| {
         is_voter(s, 4) == Ok(Some(false)) && caught_up(s, 4)
     });
-    c.change_cluster(ClusterChange::Promote { id: 4 }).unwrap();
+    promote(&mut c, 4);
     leader_sees(&nodes, "four voters", |s| voters(s) == 4);
     // The metadata group votes with three of its four members: node 4 is
     // its learner.
@@ -328,7 +328,7 @@ fn members_join_leave_and_come_back_wiped_while_nothing_acknowledged_is_lost() {
         "a wiped node took the log again in {:?} after it was added",
         back.elapsed()
     );
-    c.change_cluster(ClusterChange::Promote { id: 5 }).unwrap();
+    promote(&mut c, 5);
     put(&mut c, "wiped-back", 20, &mut acked);
 
     // Node 5, the wiped machine, holds everything: it answers from its own

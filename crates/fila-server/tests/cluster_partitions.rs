@@ -19,7 +19,8 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use cluster_harness::{
-    client, joiner, of_all, options, partitioned, payloads, replicated, Dir, Node, QUEUES_MAX,
+    client, joiner, of_all, options, partitioned, payloads, promote, replicated, Dir, Node,
+    QUEUES_MAX,
 };
 use fila_client::{Client, ClusterChange, ClusterStatus, ErrorCode, QueueRef, SettingsPatch};
 
@@ -326,21 +327,6 @@ fn seen(nodes: &[Node], what: &str, ok: impl Fn(&ClusterStatus) -> bool) -> Clus
         std::thread::sleep(Duration::from_millis(50));
     }
     panic!("never saw {what}: {last:?}");
-}
-
-/// Promotes node `id` once it has caught up (a learner that has not
-/// answered its leader yet is refused, saying so), within 30 s.
-fn promote(c: &mut Client, id: u64) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match c.change_cluster(ClusterChange::Promote { id }) {
-            Ok(()) => return,
-            Err(e) if e.to_string().contains("not caught up") && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => panic!("node {id} was not promoted: {e}"),
-        }
-    }
 }
 
 fn meta_voters(s: &ClusterStatus) -> Vec<u64> {

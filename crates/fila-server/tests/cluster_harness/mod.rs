@@ -306,6 +306,21 @@ impl Node {
     }
 }
 
+/// Promotes node `id` once it has caught up (a learner that has not
+/// answered its leader yet is refused, saying so), within 30 s.
+pub fn promote(c: &mut Client, id: u64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match c.change_cluster(fila_client::ClusterChange::Promote { id }) {
+            Ok(()) => return,
+            Err(e) if e.to_string().contains("not caught up") && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("node {id} was not promoted: {e}"),
+        }
+    }
+}
+
 /// A client of every live node that follows `not_leader`.
 pub fn of_all(nodes: &[Node]) -> Client {
     let addrs: Vec<&str> = nodes

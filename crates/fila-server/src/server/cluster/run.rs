@@ -95,8 +95,11 @@ pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer
                 };
                 c.forward_to(id, &ask).await
             }
+            // No leader known (an election, a leadership handed over):
+            // the request waits for one rather than being answered
+            // `not_leader` with nobody to follow.
             Err(ReplicaError::NotLeader { leader: None })
-                if forwards && started.elapsed() < LEADER_WAIT && !c.stopping() =>
+                if started.elapsed() < LEADER_WAIT && !c.stopping() =>
             {
                 turn.sleep(POLL).await;
                 continue;
