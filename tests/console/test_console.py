@@ -12,7 +12,11 @@ import json
 import threading
 import time
 
-from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
+from selenium.common.exceptions import (
+    NoAlertPresentException,
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import WebDriverWait
@@ -54,12 +58,28 @@ def figure(browser, label):
     raise AssertionError(f"the figure {label} kept changing")
 
 
+def gone(old):
+    """Whether element `old` left the document: stale, or — Chrome's other
+    way of saying so, while the next page replaces the old one — a node
+    that "does not belong to the document"."""
+
+    def check(browser):
+        try:
+            return staleness_of(old)(browser)
+        except WebDriverException as e:
+            if "does not belong to the document" in str(e):
+                return True
+            raise
+
+    return check
+
+
 def navigating(browser, act):
     """Runs `act` (a click or a submit that loads a page) and waits until
     the new page has loaded."""
     old = browser.find_element(By.TAG_NAME, "html")
     act()
-    wait(browser, staleness_of(old), "the next page")
+    wait(browser, gone(old), "the next page")
     wait(browser, lambda d: d.execute_script("return document.readyState") == "complete",
          "the page to load")
 
