@@ -3,8 +3,9 @@
 //! fila-cluster owns what makes a fila partition a Raft group: the type
 //! configuration openraft runs with ([`TypeConfig`]), the Raft log kept in a
 //! [`fila_wal`] log ([`LogStore`]: an entry is one record, its LSN the
-//! entry's index + 1; the vote in a file replaced whole and synced before
-//! it is used; suffix truncation and purging by the log's own cut, reset
+//! entry's index + 1; appends synced by a thread of the log's own, one
+//! sync for every append made meanwhile; the vote in a file replaced whole
+//! and synced before it is used; suffix truncation and purging by the log's own cut, reset
 //! and snapshot), and the state machine ([`StateMachine`]) that applies
 //! committed entries — batches of fila-store's records, the same records a
 //! single node's log holds — through [`fila_store::replay::Replay`], with
@@ -23,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 pub mod codec;
+mod flusher;
 mod log_store;
 pub mod membership;
 pub mod meta;

@@ -1,9 +1,11 @@
 //! The Raft log of one group, kept in a [`fila_wal`] log.
 //!
 //! An entry is one record of kind [`codec::ENTRY`] whose LSN is the
-//! entry's index + 1 (openraft's first entry has index 0). Appends are one
-//! group commit: every entry of the call is written and synced before
-//! openraft is told they are flushed. The log's snapshot marks where it
+//! entry's index + 1 (openraft's first entry has index 0). An append
+//! writes its entries and returns; openraft is told they are flushed once
+//! they are synced — on the file system by the log's sync thread
+//! ([`crate::flusher`]: one sync for every append made while the last one
+//! ran), on a simulated disk before the append returns. The log's snapshot marks where it
 //! starts: its body is the last purged log id, so a purge is a snapshot of
 //! the log at that LSN (the segments it covers go), and a purge past the
 //! end, or a first entry that does not follow the start, is a reset
@@ -27,6 +29,7 @@ use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
 use openraft::{EntryPayload, OptionalSend, RaftLogReader};
 
 use crate::codec::{self, ENTRY};
+use crate::flusher::Flusher;
 use crate::{Entry, LogId, TypeConfig, Vote};
 
 /// Bytes of the newest entries kept in memory for reads.
@@ -62,6 +65,9 @@ struct Inner<S: Storage> {
     tail: VecDeque<Entry>,
     tail_bytes: usize,
     scratch: Vec<u8>,
+    /// The sync thread, from the first append on a storage that syncs
+    /// from another thread.
+    flusher: Option<Flusher>,
 }
 
 fn weight(e: &Entry) -> usize {
@@ -150,6 +156,7 @@ impl<S: Storage + 'static> LogStore<S> {
                 tail,
                 tail_bytes,
                 scratch: Vec::new(),
+                flusher: None,
             })),
         })
     }
@@ -325,11 +332,33 @@ impl<S: Storage + 'static> RaftLogStorage<TypeConfig> for LogStore<S> {
         I::IntoIter: OptionalSend,
     {
         let mut inner = self.lock()?;
+        if let Some(e) = inner.flusher.as_ref().and_then(Flusher::failed) {
+            return Err(e);
+        }
         for entry in entries {
             inner.append_one(entry)?;
         }
-        let done = inner.log.commit().map(|_| ()).map_err(io_err);
-        callback.io_completed(done);
+        let handle = match inner.log.write_out().and_then(|_| inner.log.sync_handle()) {
+            Ok(handle) => handle,
+            Err(e) => {
+                callback.io_completed(Err(io_err(e)));
+                return Ok(());
+            }
+        };
+        match handle {
+            Some(handle) => {
+                if inner.flusher.is_none() {
+                    inner.flusher = Some(Flusher::start()?);
+                }
+                inner
+                    .flusher
+                    .as_ref()
+                    .expect("started above")
+                    .after_sync(handle, callback);
+            }
+            // The storage syncs only through the log.
+            None => callback.io_completed(inner.log.commit().map(|_| ()).map_err(io_err)),
+        }
         Ok(())
     }
 

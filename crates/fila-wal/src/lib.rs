@@ -36,7 +36,7 @@ mod storage;
 
 pub use log::{
     segment_header, segment_name, snapshot_name, Log, LogOptions, Opened, OwnedRecord, Recovered,
-    Snapshot, SnapshotFile, SnapshotReader, TornTail, SEGMENT_HEADER,
+    Snapshot, SnapshotFile, SnapshotReader, SyncHandle, TornTail, SEGMENT_HEADER,
 };
 pub use storage::{
     create_private_dir, out_of_room, read_file, replace_file, FsStorage, SimDisk, Storage,

@@ -5,6 +5,12 @@
 //! reads the segments back one at a time, cuts a torn tail and refuses
 //! corruption.
 //!
+//! A caller that syncs on a thread of its own ([`Log::write_out`]) has the
+//! pending records written without a sync of the segment they end in, and
+//! syncs it with [`Log::sync_handle`] — a segment left behind for the next
+//! one is synced before the log moves on, so only the newest one ever holds
+//! written bytes that are not durable.
+//!
 //! A segment is a file `wal-<number, 16 hex digits>.seg` that starts with a
 //! 32-byte header — magic `FILAWAL\0`, `u32` version, `u32` CRC32C of the
 //! next 16 bytes, `u64` segment number, `u64` LSN of its first record — and
@@ -196,7 +202,27 @@ struct Current {
     name: String,
     number: u64,
     len: u64,
+    /// Bytes were written to it since its last sync ([`Log::write_out`]).
+    unsynced: bool,
+    /// What syncs it from another thread, once asked for.
+    handle: Option<SyncHandle>,
 }
+
+impl Current {
+    fn new(name: String, number: u64, len: u64) -> Current {
+        Current {
+            name,
+            number,
+            len,
+            unsynced: false,
+            handle: None,
+        }
+    }
+}
+
+/// Syncs one segment's written bytes (`fdatasync` of its file), from any
+/// thread: what [`Log::sync_handle`] answers.
+pub type SyncHandle = std::sync::Arc<dyn Fn() -> std::io::Result<()> + Send + Sync>;
 
 /// A snapshot being written.
 struct Writing {
@@ -263,7 +289,8 @@ impl<S: Storage> Log<S> {
         Ok(lsn)
     }
 
-    /// The LSN up to which records are durable.
+    /// The LSN up to which records are durable (after [`Log::write_out`]:
+    /// written, durable once the newest segment is synced).
     pub fn durable_lsn(&self) -> u64 {
         self.durable_lsn
     }
@@ -303,11 +330,47 @@ impl<S: Storage> Log<S> {
     /// failed write or sync the log accepts nothing more (what reached the
     /// disk is unknown: the caller stops and recovers from the disk).
     pub fn commit(&mut self) -> Result<u64, Error> {
+        self.write(true)
+    }
+
+    /// Writes every pending record as [`Log::commit`] does, but leaves the
+    /// segment they end in unsynced (a segment they fill is synced before
+    /// the next one is started): the caller makes them durable with the
+    /// segment's [`Log::sync_handle`], on a thread of its own, while the
+    /// log takes more. Answers the last LSN written.
+    pub fn write_out(&mut self) -> Result<u64, Error> {
+        self.write(false)
+    }
+
+    /// What syncs the segment the last records were written to, from any
+    /// thread (`None` where the storage syncs only through the log, as a
+    /// simulated disk does: then [`Log::commit`] is the way).
+    pub fn sync_handle(&mut self) -> Result<Option<SyncHandle>, Error> {
+        let Some(current) = self.current.as_mut() else {
+            return Ok(None);
+        };
+        if current.handle.is_none() {
+            current.handle =
+                self.storage
+                    .sync_handle(&current.name)
+                    .map_err(|source| Error::Io {
+                        file: self.storage.describe(&current.name),
+                        source,
+                    })?;
+        }
+        Ok(current.handle.clone())
+    }
+
+    fn write(&mut self, sync: bool) -> Result<u64, Error> {
         if self.failed {
             return Err(Error::Failed);
         }
+        if sync {
+            // Bytes an earlier `write_out` left unsynced.
+            self.sync_current()?;
+        }
         if !self.pending_records.is_empty() {
-            let result = self.write_pending();
+            let result = self.write_pending(sync);
             match &result {
                 Err(e) if e.is_retryable() => return result,
                 Err(_) => {
@@ -374,7 +437,27 @@ impl<S: Storage> Log<S> {
         }
     }
 
-    fn write_pending(&mut self) -> Result<u64, Error> {
+    /// Syncs the current segment if bytes were written to it since its
+    /// last sync; a failure fails the log.
+    fn sync_current(&mut self) -> Result<(), Error> {
+        let Some(current) = self.current.as_mut().filter(|c| c.unsynced) else {
+            return Ok(());
+        };
+        let name = current.name.clone();
+        if let Err(source) = self.storage.sync(&name) {
+            self.failed = true;
+            return Err(Error::SyncFailed {
+                file: self.storage.describe(&name),
+                source,
+            });
+        }
+        if let Some(c) = self.current.as_mut() {
+            c.unsynced = false;
+        }
+        Ok(())
+    }
+
+    fn write_pending(&mut self, sync: bool) -> Result<u64, Error> {
         let mut i = 0;
         while i < self.pending_records.len() {
             // As many records as fit the current segment; a record that
@@ -425,13 +508,12 @@ impl<S: Storage> Log<S> {
                     e => e,
                 });
             }
-            self.current.as_mut().expect("open").len += (end - start) as u64;
-            self.storage
-                .sync(&name)
-                .map_err(|source| Error::SyncFailed {
-                    file: self.storage.describe(&name),
-                    source,
-                })?;
+            let current = self.current.as_mut().expect("open");
+            current.len += (end - start) as u64;
+            current.unsynced = true;
+            if sync {
+                self.sync_current()?;
+            }
             self.durable_lsn = records_last_lsn(&self.pending_records, j);
             i = j;
         }
@@ -458,6 +540,9 @@ impl<S: Storage> Log<S> {
     }
 
     fn new_segment(&mut self, first_lsn: u64) -> Result<(), Error> {
+        // What an earlier `write_out` left unsynced in the segment left
+        // behind.
+        self.sync_current()?;
         let (number, made) = match self.spare.take() {
             Some(number) => (number, true),
             None => (self.last_number + 1, false),
@@ -507,11 +592,7 @@ impl<S: Storage> Log<S> {
                 file: describe.clone(),
                 source,
             })?;
-        self.current = Some(Current {
-            name,
-            number,
-            len: SEGMENT_HEADER as u64,
-        });
+        self.current = Some(Current::new(name, number, SEGMENT_HEADER as u64));
         self.last_number = self.last_number.max(number);
         self.segments.push((number, first_lsn));
         Ok(())

@@ -53,6 +53,12 @@ pub trait Storage: Send {
     fn preallocate(&mut self, _name: &str, _len: u64) -> io::Result<()> {
         Ok(())
     }
+    /// What syncs a file's written bytes from another thread while this
+    /// storage goes on writing (`None`: it cannot — a simulated disk syncs
+    /// only through [`Storage::sync`]).
+    fn sync_handle(&mut self, _name: &str) -> io::Result<Option<crate::SyncHandle>> {
+        Ok(None)
+    }
     /// Bytes free for this user on the disk the files are on, if known.
     fn free_bytes(&self) -> io::Result<Option<u64>> {
         Ok(None)
@@ -228,6 +234,13 @@ impl Storage for FsStorage {
 
     fn sync_dir(&mut self) -> io::Result<()> {
         File::open(&self.dir)?.sync_all()
+    }
+
+    fn sync_handle(&mut self, name: &str) -> io::Result<Option<crate::SyncHandle>> {
+        // A second descriptor of the same file: its `fdatasync` makes
+        // what either wrote durable.
+        let file = self.file(name)?.try_clone()?;
+        Ok(Some(std::sync::Arc::new(move || file.sync_data())))
     }
 
     fn truncate(&mut self, name: &str, len: u64) -> io::Result<()> {

@@ -178,3 +178,113 @@ fn a_file_kept_beside_the_log_is_left_alone_by_it() {
     );
     assert!(disk.list().unwrap().iter().all(|n| n != "vote.tmp"));
 }
+
+#[test]
+fn written_out_records_are_durable_once_synced_and_a_segment_left_behind_is_synced_first() {
+    // A simulated disk has no sync handle: the log's own sync is the way.
+    let (mut log, _) = Log::open(SimDisk::new(4), opts()).unwrap();
+    assert!(log.sync_handle().unwrap().is_none());
+    let mut lost_some = false;
+    for seed in 1..=40u64 {
+        let (mut log, _) = Log::open(SimDisk::new(seed), opts()).unwrap();
+        for lsn in 1..=40 {
+            log.append(1, &body(lsn)).unwrap();
+            if lsn % 5 == 0 {
+                assert_eq!(log.write_out().unwrap(), lsn);
+            }
+        }
+        assert_eq!(log.write_out().unwrap(), 40);
+        // Read back while open, synced or not.
+        assert_eq!(lsns(&log.read(1, 41, usize::MAX).unwrap()).len(), 40);
+        // Written, not synced: a crash keeps every segment the log moved
+        // on from, and any prefix of the newest.
+        let newest_first = {
+            let mut disk = log.into_storage();
+            let (_, after) = {
+                let mut crashed = disk.clone();
+                crashed.crash();
+                recover(crashed)
+            };
+            let (_, whole) = recover(disk.clone());
+            assert_eq!(whole, (1..=40).collect::<Vec<_>>());
+            let newest = newest_segment_first_lsn(&mut disk);
+            assert!(
+                after.len() as u64 + 1 >= newest,
+                "seed {seed}: only {after:?} kept, the newest segment starts at {newest}"
+            );
+            assert_eq!(after, (1..=after.len() as u64).collect::<Vec<_>>());
+            lost_some |= (after.len() as u64) < 40;
+            newest
+        };
+        assert!(newest_first > 1, "the records fill several segments");
+        // A commit with nothing pending syncs what was written out.
+        let (mut log, _) = Log::open(SimDisk::new(seed), opts()).unwrap();
+        for lsn in 1..=40 {
+            log.append(1, &body(lsn)).unwrap();
+        }
+        log.write_out().unwrap();
+        log.commit().unwrap();
+        let mut disk = log.into_storage();
+        disk.crash();
+        assert_eq!(recover(disk).1, (1..=40).collect::<Vec<_>>());
+    }
+    assert!(lost_some, "some crash lost an unsynced record");
+}
+
+/// The first LSN of the newest segment of a log on `disk`.
+fn newest_segment_first_lsn(disk: &mut SimDisk) -> u64 {
+    let newest = disk
+        .list()
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".seg"))
+        .filter(|n| disk.file_len(n).unwrap() > fila_wal::SEGMENT_HEADER as u64)
+        .max()
+        .unwrap();
+    let header = disk.read(&newest).unwrap();
+    u64::from_be_bytes(header[24..32].try_into().unwrap())
+}
+
+#[test]
+fn a_failed_sync_of_a_segment_left_behind_fails_the_log() {
+    let (mut log, _) = Log::open(SimDisk::new(6), opts()).unwrap();
+    log.append(1, &body(1)).unwrap();
+    log.write_out().unwrap();
+    let mut disk = log.into_storage();
+    disk.fail_syncs(1);
+    let (mut log, _) = Log::open(disk, opts()).unwrap();
+    for lsn in 2..=3 {
+        log.append(1, &body(lsn)).unwrap();
+    }
+    log.write_out().unwrap();
+    // Enough to leave the segment behind: its sync fails.
+    for lsn in 4..=20 {
+        log.append(1, &body(lsn)).unwrap();
+    }
+    assert!(matches!(
+        log.write_out(),
+        Err(fila_wal::Error::SyncFailed { .. })
+    ));
+    assert!(matches!(log.append(1, b"x"), Err(fila_wal::Error::Failed)));
+}
+
+#[test]
+fn a_file_systems_sync_handle_syncs_from_another_thread() {
+    let dir = std::env::temp_dir().join(format!("fila-wal-handle-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    {
+        let (mut log, _) = Log::open(fila_wal::FsStorage::new(&dir).unwrap(), opts()).unwrap();
+        for lsn in 1..=30 {
+            log.append(1, &body(lsn)).unwrap();
+        }
+        assert_eq!(log.write_out().unwrap(), 30);
+        let handle = log.sync_handle().unwrap().expect("a file system's");
+        std::thread::spawn(move || handle())
+            .join()
+            .unwrap()
+            .unwrap();
+    }
+    let (_, recovered) = Log::open(fila_wal::FsStorage::new(&dir).unwrap(), opts()).unwrap();
+    assert_eq!(recovered.records.len(), 30);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -249,11 +249,11 @@ impl<S: Storage> Log<S> {
                     .map_err(io(&f.name, &storage))?;
             }
             expect_lsn = Some(next);
-            current = Some(Current {
-                name: f.name.clone(),
-                number: f.number,
-                len: torn.map_or(data.len(), |t| t.0) as u64,
-            });
+            current = Some(Current::new(
+                f.name.clone(),
+                f.number,
+                torn.map_or(data.len(), |t| t.0) as u64,
+            ));
         }
         let next_lsn = expect_lsn.unwrap_or(covered + 1);
         if next_lsn <= covered {

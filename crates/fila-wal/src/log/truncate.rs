@@ -91,11 +91,7 @@ impl<S: Storage> Log<S> {
                 file: self.storage.describe(&name),
                 source,
             })?;
-        self.current = Some(Current {
-            name,
-            number,
-            len: at as u64,
-        });
+        self.current = Some(Current::new(name, number, at as u64));
         Ok(())
     }
 

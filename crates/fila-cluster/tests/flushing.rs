@@ -1,0 +1,141 @@
+//! The Raft log's syncs off openraft's path: on a storage that syncs from
+//! another thread (the file system's), an append returns once its entries
+//! are written, and openraft hears they are flushed once a sync made after
+//! the write is done — in the order of the appends; a sync that fails
+//! fails every append waiting for it and refuses every later one.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use fila_cluster::{Batch, Entry, LogId, LogStore, TypeConfig};
+use fila_wal::{LogOptions, SimDisk, Storage, SyncHandle};
+use openraft::entry::RaftEntry;
+use openraft::storage::{IOFlushed, RaftLogStorage};
+use openraft::type_config::TypeConfigExt;
+use openraft::{EntryPayload, RaftLogReader};
+
+/// A simulated disk offering a sync handle: it counts the handle's syncs
+/// and fails them when told to (the bytes themselves are the disk's).
+struct Handled {
+    disk: SimDisk,
+    syncs: Arc<AtomicU32>,
+    fail: Arc<AtomicBool>,
+}
+
+impl Storage for Handled {
+    fn list(&self) -> io::Result<Vec<String>> {
+        self.disk.list()
+    }
+    fn read(&self, name: &str) -> io::Result<Vec<u8>> {
+        self.disk.read(name)
+    }
+    fn create(&mut self, name: &str) -> io::Result<()> {
+        self.disk.create(name)
+    }
+    fn append(&mut self, name: &str, data: &[u8]) -> io::Result<()> {
+        self.disk.append(name, data)
+    }
+    fn sync(&mut self, name: &str) -> io::Result<()> {
+        self.disk.sync(name)
+    }
+    fn sync_dir(&mut self) -> io::Result<()> {
+        self.disk.sync_dir()
+    }
+    fn truncate(&mut self, name: &str, len: u64) -> io::Result<()> {
+        self.disk.truncate(name, len)
+    }
+    fn remove(&mut self, name: &str) -> io::Result<()> {
+        self.disk.remove(name)
+    }
+    fn rename(&mut self, from: &str, to: &str) -> io::Result<()> {
+        self.disk.rename(from, to)
+    }
+    fn describe(&self, name: &str) -> String {
+        self.disk.describe(name)
+    }
+    fn sync_handle(&mut self, _name: &str) -> io::Result<Option<SyncHandle>> {
+        let (syncs, fail) = (self.syncs.clone(), self.fail.clone());
+        Ok(Some(Arc::new(move || {
+            syncs.fetch_add(1, Ordering::SeqCst);
+            if fail.load(Ordering::SeqCst) {
+                Err(io::Error::other("the disk failed"))
+            } else {
+                Ok(())
+            }
+        })))
+    }
+}
+
+fn entry(index: u64) -> Entry {
+    let id = LogId::new(
+        openraft::impls::leader_id_adv::LeaderId {
+            term: 1,
+            node_id: 1,
+        },
+        index,
+    );
+    Entry::new(
+        id,
+        EntryPayload::Normal(Batch(Bytes::from(format!("entry {index} ").repeat(9)))),
+    )
+}
+
+/// Appends entry `index`; answers what its callback will say.
+async fn append(
+    log: &mut LogStore<Handled>,
+    index: u64,
+) -> io::Result<std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<()>> + Send>>> {
+    let (tx, rx) = TypeConfig::oneshot();
+    log.append([entry(index)], IOFlushed::signal(tx)).await?;
+    Ok(Box::pin(async move {
+        rx.await.expect("the callback was called")
+    }))
+}
+
+#[tokio::test]
+async fn appends_are_flushed_in_order_by_syncs_made_after_them_and_a_failed_sync_fails_the_log() {
+    let syncs = Arc::new(AtomicU32::new(0));
+    let fail = Arc::new(AtomicBool::new(false));
+    let storage = Handled {
+        disk: SimDisk::new(7),
+        syncs: syncs.clone(),
+        fail: fail.clone(),
+    };
+    let options = LogOptions {
+        segment_bytes: 2048,
+    };
+    let mut log = LogStore::open(storage, options).unwrap();
+    // Forty appends without waiting: each readable at once, each flushed
+    // in turn.
+    let mut flushed = Vec::new();
+    for index in 1..=40 {
+        flushed.push(append(&mut log, index).await.unwrap());
+        let back = log.try_get_log_entries(index..index + 1).await.unwrap();
+        assert_eq!(back.len(), 1, "entry {index} readable once appended");
+    }
+    // Once the last is flushed, every one before it is: they complete in
+    // the order of the appends.
+    let last = flushed.pop().unwrap();
+    last.await.unwrap();
+    for (i, f) in flushed.into_iter().enumerate() {
+        let done = futures_util::FutureExt::now_or_never(f);
+        assert!(matches!(done, Some(Ok(()))), "append {} not flushed", i + 1);
+    }
+    let made = syncs.load(Ordering::SeqCst);
+    assert!((1..=40).contains(&made), "{made} syncs for 40 appends");
+    // The sync fails: the append waiting for it hears so, later ones are
+    // refused, and what was appended before stays readable.
+    fail.store(true, Ordering::SeqCst);
+    let failed = append(&mut log, 41).await.unwrap().await;
+    assert!(failed.is_err());
+    fail.store(false, Ordering::SeqCst);
+    let refused = append(&mut log, 42).await;
+    let refused = match refused {
+        Err(e) => e,
+        Ok(callback) => callback.await.expect_err("a later append fails too"),
+    };
+    assert!(refused.to_string().contains("the disk failed"), "{refused}");
+    assert_eq!(log.try_get_log_entries(1..41).await.unwrap().len(), 40);
+}
