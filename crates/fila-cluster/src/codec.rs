@@ -300,12 +300,13 @@ fn vote(r: &mut Reader<'_>) -> Result<Vote, CodecError> {
 
 fn put_entries(out: &mut Vec<u8>, entries: &[Entry]) {
     put_u32(out, entries.len());
-    let mut body = Vec::new();
     for e in entries {
-        body.clear();
-        encode_entry(e, &mut body);
-        put_u32(out, body.len());
-        out.extend_from_slice(&body);
+        // Its length, once it is encoded after it.
+        let at = out.len();
+        put_u32(out, 0);
+        encode_entry(e, out);
+        let len = out.len() - at - 4;
+        out[at..at + 4].copy_from_slice(&u32::try_from(len).expect("below 4 Gi").to_be_bytes());
     }
 }
 

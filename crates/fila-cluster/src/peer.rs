@@ -93,7 +93,16 @@ fn invalid(why: impl std::fmt::Display) -> io::Error {
 pub trait PeerStream: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> PeerStream for T {}
 
-type Stream = Box<dyn PeerStream>;
+/// A connection's stream, read through a buffer: a frame's head and
+/// body usually come in one read.
+type Stream = tokio::io::BufReader<Box<dyn PeerStream>>;
+
+/// The read buffer of a connection.
+const READ_BUFFER: usize = 64 << 10;
+
+fn buffered(stream: Box<dyn PeerStream>) -> Stream {
+    tokio::io::BufReader::with_capacity(READ_BUFFER, stream)
+}
 
 /// TLS between nodes: how a listener presents itself and how a caller
 /// checks it. Cloned, it is the same one: [`PeerTls::set`] (a reload of the
@@ -150,16 +159,25 @@ fn server_name(addr: &str) -> io::Result<rustls::pki_types::ServerName<'static>>
         .map_err(|_| invalid(format!("{addr}: not a host to check a certificate for")))
 }
 
-async fn write_frame(stream: &mut Stream, group: u64, payload: &[u8]) -> io::Result<()> {
-    let len = u32::try_from(8 + payload.len())
+/// Bytes before a frame's payload: its length and group.
+const FRAME_HEAD: usize = 12;
+
+/// Starts a frame in `out`: its head's room, the payload to follow.
+fn frame_start(out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&[0; FRAME_HEAD]);
+}
+
+/// Sends the frame `out` holds (started by [`frame_start`], the payload
+/// after) for `group`, in one write.
+async fn write_frame(stream: &mut Stream, group: u64, out: &mut [u8]) -> io::Result<()> {
+    let len = u32::try_from(out.len() - 4)
         .ok()
         .filter(|&l| l as usize <= FRAME_MAX)
         .ok_or_else(|| invalid("a frame past the limit"))?;
-    let mut head = [0u8; 12];
-    head[..4].copy_from_slice(&len.to_be_bytes());
-    head[4..].copy_from_slice(&group.to_be_bytes());
-    stream.write_all(&head).await?;
-    stream.write_all(payload).await?;
+    out[..4].copy_from_slice(&len.to_be_bytes());
+    out[4..FRAME_HEAD].copy_from_slice(&group.to_be_bytes());
+    stream.write_all(out).await?;
     stream.flush().await
 }
 
@@ -221,7 +239,7 @@ where
     G: Fn(u64) -> Option<Raft<TypeConfig, StateMachine<S>>>,
 {
     tcp.set_nodelay(true)?;
-    let mut stream: Stream = match tls {
+    let mut stream: Stream = buffered(match tls {
         None => Box::new(tcp),
         Some(tls) => {
             let accepted = tokio_rustls::TlsAcceptor::from(tls.server_config()).accept(tcp);
@@ -231,7 +249,7 @@ where
                     .map_err(|_| invalid("the TLS handshake took too long"))??,
             )
         }
-    };
+    });
     let mut nonce = [0u8; 32];
     getrandom::fill(&mut nonce).map_err(|e| io::Error::other(e.to_string()))?;
     let handshake = async {
@@ -278,9 +296,9 @@ where
                 Some(raft) => handle(&raft, req).await,
             },
         };
-        out.clear();
+        frame_start(&mut out);
         codec::encode_answer(&answer, &mut out);
-        write_frame(&mut stream, g, &out).await?;
+        write_frame(&mut stream, g, &mut out).await?;
     }
 }
 
@@ -364,14 +382,14 @@ impl PeerConn {
     async fn connect(&self) -> io::Result<Stream> {
         let tcp = TcpStream::connect(&self.addr).await?;
         tcp.set_nodelay(true)?;
-        let mut stream: Stream = match &self.net.tls {
+        let mut stream: Stream = buffered(match &self.net.tls {
             None => Box::new(tcp),
             Some(tls) => Box::new(
                 tokio_rustls::TlsConnector::from(tls.client_config())
                     .connect(server_name(&self.addr)?, tcp)
                     .await?,
             ),
-        };
+        });
         let mut hello = [0u8; 8 + 32];
         stream.read_exact(&mut hello).await?;
         if &hello[..8] != MAGIC {
@@ -390,14 +408,14 @@ impl PeerConn {
     }
 
     async fn call(&mut self, req: &PeerRequest, timeout: Duration) -> io::Result<PeerAnswer> {
-        self.out.clear();
+        frame_start(&mut self.out);
         codec::encode_request(req, &mut self.out);
         let exchange = async {
             if self.stream.is_none() {
                 self.stream = Some(self.connect().await?);
             }
             let stream = self.stream.as_mut().expect("connected");
-            write_frame(stream, self.net.group, &self.out).await?;
+            write_frame(stream, self.net.group, &mut self.out).await?;
             let (_, payload) = read_frame(stream).await?;
             codec::decode_answer(&payload).map_err(invalid)
         };
