@@ -66,6 +66,12 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 const MAGIC: &[u8; 8] = b"FILAPEER";
+/// How long an AppendEntries exchange may take at least. openraft gives
+/// replication a heartbeat's interval (its soft limit: 75 ms here), which
+/// a loaded follower's write, sync and apply can pass; giving up then drops
+/// the connection and backs replication off, which stalls commits far
+/// longer than the wait would have.
+pub const APPEND_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Forwards a node has under way at once, each on a connection of its own.
 pub const FORWARD_CONNECTIONS: usize = 8;
@@ -519,7 +525,10 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
         match self
-            .call(&PeerRequest::Append(rpc), option.soft_ttl())
+            .call(
+                &PeerRequest::Append(rpc),
+                option.soft_ttl().max(APPEND_TIMEOUT),
+            )
             .await
         {
             Ok(PeerAnswer::Append(a)) => Ok(a),
