@@ -64,6 +64,10 @@ pub(super) struct Cluster {
     /// Each partition's leader as a replica of it last told this node,
     /// and when (for the partitions this node holds no replica of).
     pub(super) hints: std::sync::Mutex<Vec<Option<(u64, Instant)>>>,
+    /// Per partition: told of messages its leader here stored or made
+    /// visible, so a waiting receive looks again at once (not only every
+    /// [`super::POLL`]).
+    pub(super) stored: Vec<tokio::sync::Notify>,
 }
 
 impl Ask {

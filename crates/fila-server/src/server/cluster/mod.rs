@@ -240,6 +240,9 @@ async fn run(
         shared: shared.clone(),
         factor: config.replicas,
         hints: std::sync::Mutex::new(vec![None; config.partitions]),
+        stored: (0..config.partitions)
+            .map(|_| tokio::sync::Notify::new())
+            .collect(),
     });
     let answers: Forward = {
         let c = c.clone();

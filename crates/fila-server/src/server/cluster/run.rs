@@ -111,6 +111,7 @@ pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer
             Err(answer) => return answer,
         };
         unplace_if_gone(c, part, &job.req, &answer).await;
+        wake_receives(c, g, made_visible(&job.req), &answer);
         let wait = *wait.get_or_insert(Duration::from_millis(wait_ms));
         let empty = matches!(&answer, Answer::Messages(_, ms) if ms.is_empty());
         let left = wait.saturating_sub(started.elapsed());
@@ -123,7 +124,36 @@ pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer
                 Err(refused) => return refused,
             }
         }
-        turn.sleep(left.min(POLL)).await;
+        turn.sleep_or(left.min(POLL), &c.stored[g as usize]).await;
+    }
+}
+
+/// How many messages a request may make visible (one per message put;
+/// one for a message given back, moved or released; none for a read, a
+/// receive or a delete).
+fn made_visible(req: &Request) -> usize {
+    match req {
+        Request::Put { messages, .. } => messages.len(),
+        Request::Receive(_) | Request::Delete { .. } => 0,
+        r if is_read(r.opcode()) => 0,
+        _ => 1,
+    }
+}
+
+/// After a request that may have made `n` messages visible in partition
+/// `g` (unless it failed), wakes as many receives waiting on it here:
+/// they look again at once. A receive woken for another queue of the
+/// partition finds nothing and waits again; one that is not woken looks
+/// again within [`POLL`] (a lease or a delay that ends is seen that way,
+/// and so is a put made on another node).
+fn wake_receives(c: &Cluster, g: u32, n: usize, answer: &Answer) {
+    if answer.is_error() {
+        return;
+    }
+    if let Some(woken) = c.stored.get(g as usize) {
+        for _ in 0..n {
+            woken.notify_one();
+        }
     }
 }
 
@@ -165,10 +195,7 @@ async fn attempt(
         Request::Receive(r) => Some(r.wait_ms.replace(0)),
         _ => None,
     };
-    let read = matches!(
-        req.opcode(),
-        Opcode::Peek | Opcode::QueueStats | Opcode::GetQueue | Opcode::Channels | Opcode::ListMoves
-    );
+    let read = is_read(req.opcode());
     let work = move |owner: &mut Owner| {
         let default_wait = match (&asked_wait, crate::ops::queue_of(&req)) {
             (Some(None), Some(q)) => owner
@@ -185,6 +212,15 @@ async fn attempt(
     } else {
         part.execute(work).await
     }
+}
+
+/// Whether a request only reads a queue (answered through the read
+/// index).
+fn is_read(op: Opcode) -> bool {
+    matches!(
+        op,
+        Opcode::Peek | Opcode::QueueStats | Opcode::GetQueue | Opcode::Channels | Opcode::ListMoves
+    )
 }
 
 /// The server stats a partition's engine adds up to the cluster's.
@@ -346,10 +382,12 @@ pub(super) async fn answer_forward(c: &Cluster, body: Vec<u8>) -> Vec<u8> {
         }
         (Ask::Run { room, req, .. }, Some(part)) => {
             let opcode = req.opcode() as u8;
+            let made_visible = made_visible(&req);
             let (answer, wait_ms) = match attempt(part, *req, room).await {
                 Ok(done) => done,
                 Err(e) => (c.refusal(g, &e), 0),
             };
+            wake_receives(c, g, made_visible, &answer);
             forward::encode_answer(&answer, opcode, wait_ms)
         }
         (

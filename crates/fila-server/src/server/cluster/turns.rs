@@ -28,6 +28,14 @@ impl Turn {
         tokio::time::sleep(d).await;
         self.permit = self.turns.clone().acquire_owned().await.ok();
     }
+
+    /// Sleeps `d`, or until `woken` is notified, without holding a turn;
+    /// then waits for one.
+    pub(super) async fn sleep_or(&mut self, d: Duration, woken: &tokio::sync::Notify) {
+        self.permit = None;
+        let _ = tokio::time::timeout(d, woken.notified()).await;
+        self.permit = self.turns.clone().acquire_owned().await.ok();
+    }
 }
 
 /// A receive waiting on this node: counted against the server's
