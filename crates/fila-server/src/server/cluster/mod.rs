@@ -19,8 +19,10 @@
 //! stats gather every partition's part from its leader; the leases of an
 //! answer nobody could take (`Msg::Abandon`) go back to the partition
 //! that made them. Every answer goes back to the connection's loop as
-//! `Msg::Done`. A receive that waits is tried again every [`POLL`] until
-//! its wait ends or messages come (a replica parks nothing). A read
+//! `Msg::Done`. A receive that waits is tried again every [`POLL`], and
+//! as soon as a request on its partition's leader here may have made
+//! messages visible, until its wait ends or messages come (a replica
+//! parks nothing). A read
 //! (peek, stats, settings, channels, move tasks, a list) first confirms
 //! the leadership with a quorum. The single node's own engine and log are
 //! not used.
