@@ -26,7 +26,8 @@ stop() {
     wait 2>/dev/null || true
 }
 trap stop EXIT
-for _ in $(seq 100); do fila cluster status > /dev/null 2>&1 && break; sleep 0.1; done
+# Up once the cluster's map places a queue (its partitions made and led).
+for _ in $(seq 200); do fila queue create loadgen > /dev/null 2>&1 && break; sleep 0.1; done
 target/release/fila-loadgen --addr 127.0.0.1:7710 --scenario redelivery --consumers 1 \
     --visibility 600000 --messages "$n" --duration 60 --quiet > /dev/null
 fila queue stats loadgen | grep "^in_flight"
