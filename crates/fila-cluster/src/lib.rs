@@ -32,7 +32,7 @@ pub mod peer;
 mod replica;
 mod state;
 
-pub use log_store::LogStore;
+pub use log_store::{LogStore, READ_BYTES, TAIL_BYTES};
 pub use meta::{ClusterMap, MapChange, Metadata, Partition};
 pub use replica::{Replica, ReplicaError};
 pub use state::StateMachine;

@@ -2,7 +2,10 @@
 //! another thread (the file system's), an append returns once its entries
 //! are written, and openraft hears they are flushed once a sync made after
 //! the write is done — in the order of the appends; a sync that fails
-//! fails every append waiting for it and refuses every later one.
+//! fails every append waiting for it and refuses every later one. And on
+//! the file system, entries older than the tail kept in memory are read
+//! back from the segments, as replication reads them for a follower far
+//! behind.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -138,4 +141,57 @@ async fn appends_are_flushed_in_order_by_syncs_made_after_them_and_a_failed_sync
     };
     assert!(refused.to_string().contains("the disk failed"), "{refused}");
     assert_eq!(log.try_get_log_entries(1..41).await.unwrap().len(), 40);
+}
+
+#[tokio::test]
+async fn on_the_file_system_entries_older_than_the_tail_are_read_back_from_the_segments() {
+    let dir = std::env::temp_dir().join(format!("fila-flushing-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let storage = fila_wal::FsStorage::new(&dir).unwrap();
+    let options = LogOptions {
+        segment_bytes: 8 << 20,
+    };
+    let mut log = LogStore::open(storage, options).unwrap();
+    // Entries of 1 MiB, 24 more than the tail keeps in memory, over
+    // segments of 8 MiB.
+    let big = |index: u64| {
+        let id = LogId::new(
+            openraft::impls::leader_id_adv::LeaderId {
+                term: 1,
+                node_id: 1,
+            },
+            index,
+        );
+        let body = vec![(index % 251) as u8; 1 << 20];
+        Entry::new(id, EntryPayload::Normal(Batch(Bytes::from(body))))
+    };
+    let count = (fila_cluster::TAIL_BYTES >> 20) as u64 + 24;
+    let mut flushed = Vec::new();
+    for index in 1..=count {
+        let (tx, rx) = TypeConfig::oneshot();
+        log.append([big(index)], IOFlushed::signal(tx))
+            .await
+            .unwrap();
+        flushed.push(rx);
+    }
+    for rx in flushed {
+        rx.await.unwrap().unwrap();
+    }
+    // Read as replication reads: a limited range at a time, from the
+    // first entry on.
+    let mut next = 1;
+    while next <= count {
+        let got = log.limited_get_log_entries(next, count + 1).await.unwrap();
+        assert!(!got.is_empty(), "nothing from {next}");
+        for e in got {
+            assert_eq!(e.log_id.index, next);
+            let EntryPayload::Normal(Batch(body)) = &e.payload else {
+                panic!("entry {next} is not a batch");
+            };
+            assert_eq!((body.len(), body[0]), (1 << 20, (next % 251) as u8));
+            next += 1;
+        }
+    }
+    drop(log);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
