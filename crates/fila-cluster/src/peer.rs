@@ -103,8 +103,11 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> PeerStream for T {}
 /// body usually come in one read.
 type Stream = tokio::io::BufReader<Box<dyn PeerStream>>;
 
-/// The read buffer of a connection.
-const READ_BUFFER: usize = 64 << 10;
+/// The read buffer of a connection: a frame's head and a small frame
+/// (an answer, a heartbeat); a larger payload is read past it. Small,
+/// since a node holds a connection per group and peer (64 partitions and
+/// six peers: several hundred).
+const READ_BUFFER: usize = 8 << 10;
 
 fn buffered(stream: Box<dyn PeerStream>) -> Stream {
     tokio::io::BufReader::with_capacity(READ_BUFFER, stream)
