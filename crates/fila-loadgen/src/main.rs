@@ -35,8 +35,10 @@ usage: fila-loadgen [flags]
                        127.0.0.1:9324), redis (Streams), beanstalkd,
                        nats (JetStream)
                                                       [fila]
-  --addr ADDR          the server (a cluster's node: the run goes to
-                       the node that leads)           [127.0.0.1:7700]
+  --addr ADDR          the server (a cluster's node, or several a,b,c:
+                       each queue's requests go to its
+                       partition's leader, and follow
+                       it when it moves)              [127.0.0.1:7700]
   --nats-storage KIND  memory or file (JetStream)     [memory]
   --token TOKEN        access token                   [$FILA_TOKEN]
   --tls                fila: speak TLS (or a filas:// address), with
@@ -44,7 +46,10 @@ usage: fila-loadgen [flags]
                        --cert FILE --key FILE (a client certificate),
                        --server-name NAME          [$FILA_TLS=1]
   --dedup-ids          fila: every put carries a deduplication id of its
-                       own (what remembering them costs)
+                       own (what remembering them costs;
+                       on a cluster a put whose outcome
+                       a lost leadership left unknown
+                       is then sent again)
   --groups N           fila: puts go round N message groups (each group
                        delivered in order, one leased at a time)
   --label TEXT         added to the system's name in reports (a sync mode)

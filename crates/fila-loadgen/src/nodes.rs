@@ -1,19 +1,29 @@
 //! A fila producer's or consumer's connections: one to each node that
 //! leads one of its queues (a cluster's partitions may be led by
 //! different nodes; a single node is one connection), each queue's
-//! requests pipelined on its leader's connection.
+//! requests pipelined on its leader's connection. A request answered
+//! `not_leader` naming the leader (its partition's leadership moved during
+//! the run) is sent again there, and its queue's requests go there from
+//! then on.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use fila_client::{Client, ClientOptions, Encode, Response};
+use fila_client::{Client, ClientOptions, Encode, ErrorCode, Response};
+
+/// How long a request follows `not_leader` answers at most (an election
+/// after a leader's loss takes about a second).
+pub const LEADER_WAIT: Duration = Duration::from_secs(10);
 
 /// A request sent on one of the connections: which, and its id.
 pub type Sent = (usize, u64);
 
 /// The connections of one producer or consumer.
 pub struct Nodes {
+    options: ClientOptions,
     clients: Vec<Client>,
+    /// Each connection's node.
+    addrs: Vec<String>,
     /// Each queue's connection.
     of_queue: HashMap<String, usize>,
 }
@@ -40,14 +50,15 @@ impl Nodes {
             of_queue.insert(q.clone(), i);
         }
         let clients = addrs
-            .into_iter()
-            .map(|addr| {
-                let mut o = options.clone();
-                o.addr = addr;
-                Client::connect(o).map_err(|e| e.to_string())
-            })
+            .iter()
+            .map(|addr| connect(options, addr))
             .collect::<Result<_, _>>()?;
-        Ok(Nodes { clients, of_queue })
+        Ok(Nodes {
+            options: options.clone(),
+            clients,
+            addrs,
+            of_queue,
+        })
     }
 
     /// Queues `req` on its queue's connection (written by
@@ -73,4 +84,76 @@ impl Nodes {
             .wait(sent.1, extra)
             .map_err(|e| e.to_string())
     }
+
+    /// The answer to `req`, sent as `sent`: when it is `not_leader`
+    /// naming the leader, `req` is sent again there (its queue's requests
+    /// go there from then on). The node that refused it did nothing, so
+    /// nothing is done twice. While a leadership moves, two nodes may name
+    /// each other for a moment (the old leader its successor, the
+    /// successor, not elected yet, the old leader): after
+    /// [`fila_client::LEADER_HOPS`] hops the request is sent again after a
+    /// pause (10 ms, doubling up to 200 ms), for [`LEADER_WAIT`] at most.
+    pub fn answer<R: Encode + ?Sized>(
+        &mut self,
+        req: &R,
+        mut sent: Sent,
+        extra: Duration,
+    ) -> Result<Response, String> {
+        let mut hops = 0;
+        let mut pause = Duration::from_millis(10);
+        let mut until = None;
+        loop {
+            let r = self.wait(sent, extra)?;
+            if !self.follow(req, sent, &r)? {
+                return Ok(r);
+            }
+            hops += 1;
+            if hops >= fila_client::LEADER_HOPS {
+                let until = *until.get_or_insert_with(|| Instant::now() + LEADER_WAIT);
+                if Instant::now() >= until {
+                    return Ok(r);
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+            sent = self.send(req)?;
+            self.flush(sent)?;
+        }
+    }
+
+    /// `answer` to `req`, sent as `sent`: when it is `not_leader` naming
+    /// another node than the one it was sent to, the queue's connection is
+    /// that node's (`true`: send it again).
+    fn follow<R: Encode + ?Sized>(
+        &mut self,
+        req: &R,
+        sent: Sent,
+        answer: &Response,
+    ) -> Result<bool, String> {
+        let Response::Error(e) = answer else {
+            return Ok(false);
+        };
+        let (Some(queue), Some(addr)) = (req.queue(), fila_client::leader_in(&e.message)) else {
+            return Ok(false);
+        };
+        if e.code != ErrorCode::NOT_LEADER || self.addrs[sent.0] == addr {
+            return Ok(false);
+        }
+        let i = match self.addrs.iter().position(|a| a == addr) {
+            Some(i) => i,
+            None => {
+                self.clients.push(connect(&self.options, addr)?);
+                self.addrs.push(addr.to_owned());
+                self.addrs.len() - 1
+            }
+        };
+        self.of_queue.insert(queue.to_owned(), i);
+        Ok(true)
+    }
+}
+
+fn connect(options: &ClientOptions, addr: &str) -> Result<Client, String> {
+    let mut o = options.clone();
+    o.addr = addr.to_owned();
+    Client::connect(o).map_err(|e| e.to_string())
 }

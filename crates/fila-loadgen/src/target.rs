@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use fila_client::{
-    Client, ClientOptions, DeleteRef, Fields, PayloadsRef, Receipt, ReceiveRef, Response,
-    SettingsPatch,
+    Client, ClientOptions, DeleteRef, ErrorCode, Fields, PayloadsRef, Receipt, ReceiveRef,
+    Response, SettingsPatch,
 };
 
 use crate::nodes::{Nodes, Sent};
@@ -184,11 +184,13 @@ impl Fila {
         })
     }
 
-    /// On a cluster (docs/cluster.md), the run goes to the node that leads
-    /// its one partition, or with several the metadata group (asked once,
-    /// at the start: a leader change during the run shows as errors, and
-    /// a queue led elsewhere is followed there); a single node answers the question `invalid_argument` and
-    /// nothing changes. `ask`: false when no server is there to ask.
+    /// On a cluster (docs/cluster.md), the run starts on the node that
+    /// leads its one partition, or with several the metadata group; each
+    /// queue's requests then follow `not_leader` to its partition's leader
+    /// (when the queues are made, and whenever a leadership moves during
+    /// the run: [`Nodes::answer`]). A single node answers the question
+    /// `invalid_argument` and nothing changes. `ask`: false when no server
+    /// is there to ask.
     pub fn go_to_leader(&mut self, ask: bool) {
         if !ask {
             return;
@@ -284,7 +286,9 @@ struct FilaProducer {
     nodes: Nodes,
     queues: Vec<String>,
     next: usize,
-    in_flight: VecDeque<(Sent, usize)>,
+    /// Puts sent and not yet confirmed, kept to be sent again to a new
+    /// leader.
+    in_flight: VecDeque<(Sent, Put)>,
     /// This producer's number, and the messages it put so far.
     number: u64,
     put: u64,
@@ -295,15 +299,50 @@ struct FilaProducer {
     groups: u64,
 }
 
+/// A put in flight: its queue and messages.
+enum Put {
+    /// Payloads alone.
+    Payloads(String, Vec<Bytes>),
+    /// Messages with a deduplication id or a group.
+    Entries(String, Vec<fila_client::PutEntry>),
+}
+
+impl Put {
+    fn len(&self) -> usize {
+        match self {
+            Put::Payloads(_, p) => p.len(),
+            Put::Entries(_, m) => m.len(),
+        }
+    }
+
+    fn send(&self, nodes: &mut Nodes) -> Result<Sent, String> {
+        match self {
+            Put::Payloads(queue, payloads) => nodes.send(&PayloadsRef { queue, payloads }),
+            Put::Entries(queue, messages) => nodes.send(&fila_client::PutRef { queue, messages }),
+        }
+    }
+
+    /// The answer to it, sent as `sent` (followed to a new leader).
+    fn answer(&self, nodes: &mut Nodes, sent: Sent) -> Result<Response, String> {
+        match self {
+            Put::Payloads(queue, payloads) => {
+                nodes.answer(&PayloadsRef { queue, payloads }, sent, Duration::ZERO)
+            }
+            Put::Entries(queue, messages) => nodes.answer(
+                &fila_client::PutRef { queue, messages },
+                sent,
+                Duration::ZERO,
+            ),
+        }
+    }
+}
+
 impl Producer for FilaProducer {
     fn send(&mut self, batch: &[Bytes]) -> Result<(), String> {
-        let queue = &self.queues[self.next % self.queues.len()];
+        let queue = self.queues[self.next % self.queues.len()].clone();
         self.next += 1;
-        let id = if !self.dedup && self.groups == 0 {
-            self.nodes.send(&PayloadsRef {
-                queue,
-                payloads: batch,
-            })
+        let put = if !self.dedup && self.groups == 0 {
+            Put::Payloads(queue, batch.to_vec())
         } else {
             let (number, groups, dedup) = (self.number, self.groups, self.dedup);
             let messages: Vec<fila_client::PutEntry> = batch
@@ -320,33 +359,56 @@ impl Producer for FilaProducer {
                     }
                 })
                 .collect();
-            self.nodes.send(&fila_client::PutRef {
-                queue,
-                messages: &messages,
-            })
-        }?;
+            Put::Entries(queue, messages)
+        };
+        let id = put.send(&mut self.nodes)?;
         self.nodes.flush(id)?;
-        self.in_flight.push_back((id, batch.len()));
+        self.in_flight.push_back((id, put));
         Ok(())
     }
 
     fn confirm(&mut self) -> Result<(), String> {
-        let (id, n) = self
+        let (mut id, put) = self
             .in_flight
             .pop_front()
             .ok_or("nothing in flight to confirm")?;
-        match self.nodes.wait(id, Duration::ZERO) {
-            Ok(Response::Put(acks)) if acks.len() == n => {
-                match acks.into_iter().find_map(|a| a.err()) {
-                    None => Ok(()),
-                    Some(e) => Err(format!("{}: {}", e.code, e.message)),
+        let mut tries = 1;
+        loop {
+            match put.answer(&mut self.nodes, id) {
+                Ok(Response::Put(acks)) if acks.len() == put.len() => {
+                    return match acks.into_iter().find_map(|a| a.err()) {
+                        None => Ok(()),
+                        Some(e) => Err(format!("{}: {}", e.code, e.message)),
+                    };
                 }
+                // A leadership was lost while the put committed: with
+                // deduplication ids it is sent again (stored once).
+                Ok(Response::Error(e))
+                    if e.code == ErrorCode::OUTCOME_UNKNOWN
+                        && self.dedup
+                        && tries < UNKNOWN_TRIES =>
+                {
+                    tries += 1;
+                    id = put.send(&mut self.nodes)?;
+                    self.nodes.flush(id)?;
+                }
+                Ok(Response::Error(e)) if e.code == ErrorCode::OUTCOME_UNKNOWN => {
+                    return Err(format!(
+                        "a put: {} (with --dedup-ids such a put is sent again)",
+                        e.message
+                    ))
+                }
+                Ok(Response::Error(e)) => return Err(format!("a put: {}", e.message)),
+                Ok(other) => return Err(format!("unexpected answer to a put: {other:?}")),
+                Err(e) => return Err(e),
             }
-            Ok(other) => Err(format!("unexpected answer to a put: {other:?}")),
-            Err(e) => Err(e),
         }
     }
 }
+
+/// How many times a put or a delete whose outcome is unknown (a
+/// leadership lost while it committed) is sent at most.
+const UNKNOWN_TRIES: usize = 3;
 
 struct FilaConsumer {
     nodes: Nodes,
@@ -355,8 +417,9 @@ struct FilaConsumer {
     fields: Fields,
     /// What the last receive brought, from `queues.last()`.
     previous: Vec<Receipt>,
-    /// Deletes sent and not yet confirmed: id and send time.
-    deletes: VecDeque<(Sent, Instant)>,
+    /// Deletes sent and not yet confirmed: id, send time, queue and
+    /// receipts (kept to be sent again to a new leader).
+    deletes: VecDeque<(Sent, Instant, String, Vec<Receipt>)>,
 }
 
 impl FilaConsumer {
@@ -364,26 +427,54 @@ impl FilaConsumer {
         if self.previous.is_empty() {
             return Ok(());
         }
+        let queue = self.queues.last().to_owned();
+        let receipts = std::mem::take(&mut self.previous);
         let id = self.nodes.send(&DeleteRef {
-            queue: self.queues.last(),
+            queue: &queue,
             dlq: false,
-            receipts: &self.previous,
+            receipts: &receipts,
         })?;
-        self.previous.clear();
-        self.deletes.push_back((id, Instant::now()));
+        self.deletes
+            .push_back((id, Instant::now(), queue, receipts));
         Ok(())
     }
 
-    /// Confirms the oldest delete; answers its round trip.
+    /// Confirms the oldest delete; answers its round trip. One whose
+    /// outcome is unknown (a leadership lost while it committed) is sent
+    /// again: a receipt it then calls stale was taken by the first, or its
+    /// lease ended and the message comes back.
     fn confirm_delete(&mut self) -> Result<u64, String> {
-        let (id, at) = self.deletes.pop_front().ok_or("no delete in flight")?;
-        match self.nodes.wait(id, Duration::ZERO) {
-            Ok(Response::Deleted(results)) => match results.into_iter().find_map(|r| r.err()) {
-                None => Ok(at.elapsed().as_micros() as u64),
-                Some(e) => Err(format!("{}: {}", e.code, e.message)),
-            },
-            Ok(other) => Err(format!("unexpected answer to a delete: {other:?}")),
-            Err(e) => Err(e),
+        let (mut id, at, queue, receipts) =
+            self.deletes.pop_front().ok_or("no delete in flight")?;
+        let req = DeleteRef {
+            queue: &queue,
+            dlq: false,
+            receipts: &receipts,
+        };
+        let mut tries = 1;
+        loop {
+            match self.nodes.answer(&req, id, Duration::ZERO) {
+                Ok(Response::Deleted(results)) => {
+                    let failed = results
+                        .into_iter()
+                        .find_map(|r| r.err())
+                        .filter(|e| tries == 1 || e.code != ErrorCode::RECEIPT_STALE);
+                    return match failed {
+                        None => Ok(at.elapsed().as_micros() as u64),
+                        Some(e) => Err(format!("{}: {}", e.code, e.message)),
+                    };
+                }
+                Ok(Response::Error(e))
+                    if e.code == ErrorCode::OUTCOME_UNKNOWN && tries < UNKNOWN_TRIES =>
+                {
+                    tries += 1;
+                    id = self.nodes.send(&req)?;
+                    self.nodes.flush(id)?;
+                }
+                Ok(Response::Error(e)) => return Err(format!("a delete: {}", e.message)),
+                Ok(other) => return Err(format!("unexpected answer to a delete: {other:?}")),
+                Err(e) => return Err(e),
+            }
         }
     }
 }
@@ -405,7 +496,7 @@ impl Consumer for FilaConsumer {
                 deletes_us.push(self.confirm_delete()?);
             }
         }
-        let receive = self.nodes.send(&ReceiveRef {
+        let req = ReceiveRef {
             queue: self.queues.current(),
             dlq: false,
             max_messages: max as u8,
@@ -413,13 +504,19 @@ impl Consumer for FilaConsumer {
             wait_ms: Some(wait_ms),
             channel: None,
             fields: self.fields,
-        })?;
+        };
+        let receive = self.nodes.send(&req)?;
         let sent = Instant::now();
-        let messages = self
+        let messages = match self
             .nodes
-            .wait(receive, Duration::from_millis(wait_ms))?
-            .into_messages()
-            .map_err(|other| format!("unexpected answer to a receive: {other:?}"))?;
+            .answer(&req, receive, Duration::from_millis(wait_ms))?
+        {
+            // A leadership lost while the leases committed: nothing
+            // received (leased or not, the messages come back).
+            Response::Error(e) if e.code == ErrorCode::OUTCOME_UNKNOWN => Ok(Vec::new()),
+            answer => answer.into_messages(),
+        }
+        .map_err(|other| format!("unexpected answer to a receive: {other:?}"))?;
         let receive = sent.elapsed();
         if self.delete {
             self.previous

@@ -267,3 +267,125 @@ fn the_lifecycle_runs_over_tls() {
     );
     assert_eq!(field(&out, "consumed"), 1000, "{out}");
 }
+
+/// A port free on loopback now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A status of the cluster from `addr` whose partition 0 has a leader:
+/// that leader's id.
+fn partition_leader(addr: &str) -> Option<u64> {
+    let mut o = fila_client::ClientOptions::new(addr);
+    o.follow_leader = false;
+    let mut c = fila_client::Client::connect(o).ok()?;
+    c.cluster_status().ok()?.partitions.first()?.leader
+}
+
+#[test]
+fn a_run_on_a_cluster_follows_its_partition_to_a_new_leader() {
+    // Three nodes in this process, one partition of three replicas.
+    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+    let members: Vec<fila_server::ClusterMember> = ports
+        .iter()
+        .zip(1..)
+        .map(|(&(client, peer), id)| fila_server::ClusterMember {
+            id,
+            peer: format!("127.0.0.1:{peer}"),
+            client: format!("127.0.0.1:{client}"),
+        })
+        .collect();
+    let nodes: Vec<TestServer> = ports
+        .iter()
+        .zip(1..)
+        .map(|(&(client, peer), id)| {
+            let members = members.clone();
+            TestServer::with(move |c| {
+                c.listen = format!("127.0.0.1:{client}").parse().unwrap();
+                (c.metrics_listen, c.sqs_listen, c.console_listen) = (None, None, None);
+                (c.shards, c.event_loops) = (1, 1);
+                c.cluster = Some(fila_server::ClusterConfig {
+                    node_id: id,
+                    listen: format!("127.0.0.1:{peer}").parse().unwrap(),
+                    secret: "a secret the three nodes share".into(),
+                    members,
+                    join: false,
+                    tls_ca: None,
+                    partitions: 1,
+                    replicas: 3,
+                });
+            })
+        })
+        .collect();
+    let addrs: Vec<String> = nodes.iter().map(|n| n.addr.to_string()).collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let first = loop {
+        if let Some(l) = partition_leader(&addrs[0]) {
+            break l;
+        }
+        assert!(std::time::Instant::now() < deadline, "no leader");
+        std::thread::yield_now();
+    };
+
+    // 6 000 messages at 2 000 a second: the run lasts three seconds. A
+    // put whose outcome the move leaves unknown is sent again with its
+    // deduplication id; leases of a receive whose outcome is unknown end
+    // after a second.
+    let run = Command::new(env!("CARGO_BIN_EXE_fila-loadgen"))
+        .args(["--addr", &addrs.join(","), "--scenario", "fixed-rate"])
+        .args(["--rate", "2000", "--messages", "6000", "--batch", "10"])
+        .args(["--dedup-ids", "--visibility", "1000", "--json", "--quiet"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("fila-loadgen starts");
+
+    // Once messages flow, the partition's leadership moves away.
+    let leader_addr = &addrs[first as usize - 1];
+    let mut o = fila_client::ClientOptions::new(leader_addr.as_str());
+    o.follow_leader = false;
+    let mut c = fila_client::Client::connect(o).unwrap();
+    loop {
+        let put = c.stats("loadgen").map(|s| s.puts);
+        if put.is_ok_and(|n| n > 0) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the run put nothing");
+        std::thread::yield_now();
+    }
+    c.change_cluster(fila_client::ClusterChange::TransferLeader { to: None })
+        .unwrap();
+    let now = loop {
+        match partition_leader(leader_addr) {
+            Some(l) if l != first => break l,
+            _ => {}
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the leadership stayed"
+        );
+        std::thread::yield_now();
+    };
+    let mut run = run;
+    assert!(
+        run.try_wait().unwrap().is_none(),
+        "the run ended before the leadership moved: nothing was proved"
+    );
+
+    let o = run.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(field(&out, "produced"), 6000, "{out}");
+    assert_eq!(field(&out, "consumed"), 6000, "{out}");
+    let mut on_new = nodes[now as usize - 1].client();
+    let stats = on_new.stats("loadgen").unwrap();
+    assert_eq!((stats.visible, stats.in_flight), (0, 0), "all deleted");
+}

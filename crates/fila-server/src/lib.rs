@@ -51,7 +51,9 @@ pub mod scrape;
 mod server;
 pub mod tls;
 
-pub use config::{default_data_dir, Config, ConfigError, LogFormat, Sync, HELP};
+pub use config::{
+    default_data_dir, ClusterConfig, ClusterMember, Config, ConfigError, LogFormat, Sync, HELP,
+};
 pub use live::{ReloadError, Reloaded};
 pub use server::{
     Server, StartError, StopHandle, ANSWER_ROOM_MIN, AUTH_FAILURES_MAX, FRAMES_PER_TURN,

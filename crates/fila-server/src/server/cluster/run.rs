@@ -95,11 +95,14 @@ pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer
                 };
                 c.forward_to(id, &ask).await
             }
-            // No leader known (an election, a leadership handed over):
-            // the request waits for one rather than being answered
-            // `not_leader` with nobody to follow.
-            Err(ReplicaError::NotLeader { leader: None })
-                if started.elapsed() < LEADER_WAIT && !c.stopping() =>
+            // No leader known (an election, a leadership handed over),
+            // or this node, not yet serving as one (just elected): the
+            // request waits for one rather than being answered
+            // `not_leader` with nobody to follow, or with itself.
+            Err(ReplicaError::NotLeader { leader })
+                if leader.is_none_or(|id| id == c.id)
+                    && started.elapsed() < LEADER_WAIT
+                    && !c.stopping() =>
             {
                 turn.sleep(POLL).await;
                 continue;
