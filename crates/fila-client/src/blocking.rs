@@ -260,15 +260,22 @@ impl Client {
     /// Sends one request and waits for its answer (following `not_leader`
     /// to the leader it names, with [`ClientOptions::follow_leader`]).
     pub fn call(&mut self, req: Request) -> Result<Response> {
-        let mut hops = 0;
-        self.route(&req);
+        self.answer(&req)
+    }
+
+    /// The answer to `req`, `not_leader` followed as [`crate::Hops`] says.
+    fn answer<R: Encode + ?Sized>(&mut self, req: &R) -> Result<Response> {
+        let mut hops = crate::Hops::default();
+        self.route(req);
         loop {
-            let id = self.send(&req)?;
+            let id = self.send(req)?;
             let r = self.wait(id, Duration::from_millis(req.long_poll_ms()))?;
             if let Response::Error(e) = &r {
-                if hops < crate::LEADER_HOPS && self.follow(e.code, &e.message, req.queue()) {
-                    hops += 1;
-                    continue;
+                if self.follow(e.code, &e.message, req.queue()) {
+                    if let Some(pause) = hops.next() {
+                        std::thread::sleep(pause);
+                        continue;
+                    }
                 }
             }
             return Ok(r);
@@ -276,19 +283,8 @@ impl Client {
     }
 
     fn run<R: Encode, T>(&mut self, c: Call<R, T>) -> Result<T> {
-        let mut hops = 0;
-        self.route(&c.req);
-        loop {
-            let id = self.send(&c.req)?;
-            let r = self.wait(id, Duration::from_millis(c.req.long_poll_ms()))?;
-            if let Response::Error(e) = &r {
-                if hops < crate::LEADER_HOPS && self.follow(e.code, &e.message, c.req.queue()) {
-                    hops += 1;
-                    continue;
-                }
-            }
-            return c.read(r);
-        }
+        let r = self.answer(&c.req)?;
+        c.read(r)
     }
 
     /// A `not_leader` answer to a request on `queue` that names the
@@ -376,8 +372,10 @@ impl Client {
         let mut waiting: VecDeque<(usize, Batch<R, T>)> = VecDeque::new();
         let mut in_flight: VecDeque<(u64, usize, Batch<R, T>)> = VecDeque::with_capacity(WINDOW);
         let mut calls = calls.enumerate().peekable();
-        let mut hops = 0;
-        let mut moving: Option<String> = None;
+        let mut hops = crate::Hops::default();
+        // The leader to move to once every answer of the window is in,
+        // after a pause.
+        let mut moving: Option<(String, Duration)> = None;
         loop {
             while moving.is_none() && in_flight.len() < WINDOW {
                 let next = match waiting.pop_front() {
@@ -395,8 +393,9 @@ impl Client {
             }
             let Some((id, i, c)) = in_flight.pop_front() else {
                 match moving.take() {
-                    Some(addr) => {
+                    Some((addr, pause)) => {
                         // Every answer of the old leader is in: move.
+                        std::thread::sleep(pause);
                         self.go_to(addr);
                         continue;
                     }
@@ -405,15 +404,16 @@ impl Client {
             };
             let r = self.wait(id, Duration::ZERO)?;
             if let Response::Error(e) = &r {
-                if e.code == ErrorCode::NOT_LEADER
-                    && self.options.follow_leader
-                    && (moving.is_some() || hops < crate::LEADER_HOPS)
-                {
-                    if let Some(addr) = crate::leader_in(&e.message) {
-                        if addr != self.options.addr {
+                if e.code == ErrorCode::NOT_LEADER && self.options.follow_leader {
+                    let addr = crate::leader_in(&e.message).filter(|a| *a != self.options.addr);
+                    if let Some(addr) = addr {
+                        let hop = match &moving {
+                            Some(_) => Some(Duration::ZERO),
+                            None => hops.next(),
+                        };
+                        if let Some(pause) = hop {
                             if moving.is_none() {
-                                hops += 1;
-                                moving = Some(addr.to_owned());
+                                moving = Some((addr.to_owned(), pause));
                                 if let Some(q) = c.req.queue() {
                                     if self.routes.len() >= ROUTES_MAX {
                                         self.routes.clear();

@@ -142,7 +142,7 @@ pub struct ClientOptions {
     pub tls: Option<TlsOptions>,
     /// On a cluster (docs/cluster.md): a request answered `not_leader`
     /// naming the leader is sent again there, the connection moved to it
-    /// (at most [`LEADER_HOPS`] times a request). Nothing was done by the
+    /// (as [`Hops`] says). Nothing was done by the
     /// node that refused it, so nothing is done twice.
     pub follow_leader: bool,
     /// Every node of a cluster the client may talk to (`host:port` each;
@@ -154,8 +154,63 @@ pub struct ClientOptions {
     pub nodes: Vec<String>,
 }
 
-/// How many times one request follows `not_leader` to another node.
+/// How many times one request follows `not_leader` to another node at
+/// once; past that it follows after a pause ([`Hops`]).
 pub const LEADER_HOPS: usize = 3;
+
+/// How long one request follows `not_leader` answers at most.
+pub const LEADER_WAIT: Duration = Duration::from_secs(10);
+
+/// The hops of one request that follows `not_leader` answers: the first
+/// [`LEADER_HOPS`] at once; then, for a moment while a leadership moves
+/// two nodes may name each other (the old leader its successor, the
+/// successor, not elected yet, the old leader), each after a pause — 10
+/// ms, doubling up to 200 ms — for [`LEADER_WAIT`] at most.
+#[derive(Debug)]
+pub struct Hops {
+    made: usize,
+    pause: Duration,
+    wait: Duration,
+    until: Option<std::time::Instant>,
+}
+
+impl Default for Hops {
+    fn default() -> Hops {
+        Hops::within(LEADER_WAIT)
+    }
+}
+
+impl Hops {
+    /// Hops that end `wait` after the first pause.
+    fn within(wait: Duration) -> Hops {
+        Hops {
+            made: 0,
+            pause: Duration::from_millis(10),
+            wait,
+            until: None,
+        }
+    }
+}
+
+impl Iterator for Hops {
+    type Item = Duration;
+
+    /// One more hop: the pause before the request is sent again, or
+    /// `None` once they are spent.
+    fn next(&mut self) -> Option<Duration> {
+        self.made += 1;
+        if self.made <= LEADER_HOPS {
+            return Some(Duration::ZERO);
+        }
+        let now = std::time::Instant::now();
+        if now >= *self.until.get_or_insert(now + self.wait) {
+            return None;
+        }
+        let pause = self.pause;
+        self.pause = (pause * 2).min(Duration::from_millis(200));
+        Some(pause)
+    }
+}
 
 /// The leader's client address a `not_leader` message names (`... leader
 /// <id> at <host:port>`).
@@ -283,7 +338,9 @@ fn grouped(group: &str, payloads: &[bytes::Bytes]) -> Vec<PutEntry> {
 
 #[cfg(test)]
 mod tests {
-    use super::{leader_in, ClientOptions};
+    use std::time::Duration;
+
+    use super::{leader_in, ClientOptions, Hops, LEADER_HOPS};
 
     #[test]
     fn an_address_list_names_the_nodes_to_fall_back_on() {
@@ -298,6 +355,19 @@ mod tests {
         assert_eq!(one.addr, "x:7700");
         assert!(one.nodes.is_empty());
         assert_eq!(one.candidates(), ["x:7700"]);
+    }
+
+    #[test]
+    fn hops_follow_at_once_then_after_growing_pauses_until_the_wait_ends() {
+        let ms = Duration::from_millis;
+        let pauses: Vec<Duration> = Hops::default().take(10).collect();
+        assert_eq!(
+            pauses,
+            [0, 0, 0, 10, 20, 40, 80, 160, 200, 200].map(ms),
+            "three at once, then doubling up to 200 ms"
+        );
+        let spent: Vec<Duration> = Hops::within(Duration::ZERO).collect();
+        assert_eq!(spent, [Duration::ZERO; LEADER_HOPS], "no pause left");
     }
 
     #[test]

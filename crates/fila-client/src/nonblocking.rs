@@ -321,17 +321,19 @@ impl AsyncClient {
     /// its answer, up to the request timeout beyond its long-poll wait.
     ///
     /// A `not_leader` answer naming the leader is followed there (with
-    /// [`ClientOptions::follow_leader`], at most [`LEADER_HOPS`] times).
+    /// [`ClientOptions::follow_leader`], as [`Hops`] says).
     pub async fn call<R: Encode + ?Sized>(&self, req: &R) -> Result<Response> {
-        let mut hops = 0;
+        let mut hops = Hops::default();
         loop {
             let sent = self.send(req).await?;
             let used = sent.shared.clone();
             let r = sent.answer(self.limit(req)).await?;
             if let Response::Error(e) = &r {
-                if hops < LEADER_HOPS && self.follow(&used, e.code, &e.message, req.queue()) {
-                    hops += 1;
-                    continue;
+                if self.follow(&used, e.code, &e.message, req.queue()) {
+                    if let Some(pause) = hops.next() {
+                        tokio::time::sleep(pause).await;
+                        continue;
+                    }
                 }
             }
             return Ok(r);
@@ -360,14 +362,15 @@ impl AsyncClient {
             let (sent, c) = in_flight.pop_front().expect("one in flight");
             let used = sent.shared.clone();
             let mut r = sent.answer(self.inner.options.request_timeout).await?;
-            let mut hops = 0;
+            let mut hops = Hops::default();
             // Refused by a node that does not lead: that request again, on
             // the leader, before the next answer is read (the order holds).
             while let Response::Error(e) = &r {
-                if hops >= LEADER_HOPS || !self.follow(&used, e.code, &e.message, c.req.queue()) {
+                if !self.follow(&used, e.code, &e.message, c.req.queue()) {
                     break;
                 }
-                hops += 1;
+                let Some(pause) = hops.next() else { break };
+                tokio::time::sleep(pause).await;
                 r = self
                     .send(&c.req)
                     .await?

@@ -7,13 +7,9 @@
 //! then on.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fila_client::{Client, ClientOptions, Encode, ErrorCode, Response};
-
-/// How long a request follows `not_leader` answers at most (an election
-/// after a leader's loss takes about a second).
-pub const LEADER_WAIT: Duration = Duration::from_secs(10);
 
 /// A request sent on one of the connections: which, and its id.
 pub type Sent = (usize, u64);
@@ -87,35 +83,24 @@ impl Nodes {
 
     /// The answer to `req`, sent as `sent`: when it is `not_leader`
     /// naming the leader, `req` is sent again there (its queue's requests
-    /// go there from then on). The node that refused it did nothing, so
-    /// nothing is done twice. While a leadership moves, two nodes may name
-    /// each other for a moment (the old leader its successor, the
-    /// successor, not elected yet, the old leader): after
-    /// [`fila_client::LEADER_HOPS`] hops the request is sent again after a
-    /// pause (10 ms, doubling up to 200 ms), for [`LEADER_WAIT`] at most.
+    /// go there from then on), as [`fila_client::Hops`] says. The node
+    /// that refused it did nothing, so nothing is done twice.
     pub fn answer<R: Encode + ?Sized>(
         &mut self,
         req: &R,
         mut sent: Sent,
         extra: Duration,
     ) -> Result<Response, String> {
-        let mut hops = 0;
-        let mut pause = Duration::from_millis(10);
-        let mut until = None;
+        let mut hops = fila_client::Hops::default();
         loop {
             let r = self.wait(sent, extra)?;
             if !self.follow(req, sent, &r)? {
                 return Ok(r);
             }
-            hops += 1;
-            if hops >= fila_client::LEADER_HOPS {
-                let until = *until.get_or_insert_with(|| Instant::now() + LEADER_WAIT);
-                if Instant::now() >= until {
-                    return Ok(r);
-                }
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(200));
-            }
+            let Some(pause) = hops.next() else {
+                return Ok(r);
+            };
+            std::thread::sleep(pause);
             sent = self.send(req)?;
             self.flush(sent)?;
         }
