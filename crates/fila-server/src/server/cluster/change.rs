@@ -44,12 +44,9 @@ fn checked_addrs(id: u64, peer: &str, client: &str) -> Result<(), ReplicaError> 
 /// metadata group first and, removed, taken out of it last (its
 /// addresses are the metadata group's); a removal or a move first places
 /// the partitions' replicas anew in the map ([`MAP`]), then each
-/// partition's leader moves its replicas there. A move adds the new node
-/// to the metadata group first and takes the old one out of it last: a partition's leader waits for the map's change in
-/// its own copy, and a node taken out of the metadata group hears of no
-/// entry after that (even one committed before, whose commit it had not
-/// heard of yet). `TransferLeader` without a node hands over every group
-/// this node leads (a node about to be stopped).
+/// partition's leader moves its replicas there. `TransferLeader` without
+/// a node hands over every group this node leads (a node about to be
+/// stopped).
 pub(super) async fn change_everywhere(c: &Cluster, change: ClusterChange) -> Answer {
     if let Err(e) = checked(&change) {
         return c.refusal(META, &e);
@@ -58,17 +55,6 @@ pub(super) async fn change_everywhere(c: &Cluster, change: ClusterChange) -> Ans
     let groups: Vec<u32> = match &change {
         ClusterChange::AddLearner { .. } | ClusterChange::Promote { .. } => {
             std::iter::once(META).chain(parts).collect()
-        }
-        ClusterChange::Move { from, .. } => {
-            if !c.addresses().contains_key(from) {
-                return c.refusal(
-                    META,
-                    &ReplicaError::Refused(format!(
-                        "node {from} holds no replica (a voter) to move: it is no member of the cluster"
-                    )),
-                );
-            }
-            [META, MAP].into_iter().chain(parts).chain([META]).collect()
         }
         ClusterChange::TransferLeader { to: None } => {
             for g in parts.chain([META]) {
@@ -82,32 +68,15 @@ pub(super) async fn change_everywhere(c: &Cluster, change: ClusterChange) -> Ans
         }
         ClusterChange::TransferLeader { .. } => parts.chain([META]).collect(),
         ClusterChange::Remove { .. } => std::iter::once(MAP).chain(parts).chain([META]).collect(),
+        // The new node joins the metadata group before any partition: a
+        // partition's leader reads the map (and the new node may come to
+        // lead one while its replicas move).
+        ClusterChange::Move { .. } => [MAP, META].into_iter().chain(parts).collect(),
     };
-    // A move's first step only adds the new node to the metadata group
-    // (it may come to lead a partition while its replicas move, and
-    // reads the map then); the map is changed after it (a new member's
-    // addition places replicas of partitions short of them, and the old
-    // node counts as a member until the move's last step takes it out of
-    // the metadata group).
-    let joined = match &change {
-        ClusterChange::Move {
-            to, peer, client, ..
-        } => Some(ClusterChange::AddLearner {
-            id: *to,
-            peer: peer.clone(),
-            client: client.clone(),
-        }),
-        _ => None,
-    };
-    let last = groups.len().saturating_sub(1);
     // The metadata log index of the map's change, which each partition's
     // step waits for (travelling as the ask's room).
     let mut index = 0u64;
-    for (step, g) in groups.into_iter().enumerate() {
-        let change = match &joined {
-            Some(join) if g == META && step < last => join.clone(),
-            _ => change.clone(),
-        };
+    for g in groups {
         let deadline = Instant::now() + MOVE_TIMEOUT;
         loop {
             let ask = Ask::Run {
@@ -325,6 +294,18 @@ async fn change_part(
         .parts
         .get(p as usize)
         .ok_or_else(|| ReplicaError::Refused(format!("no partition {p}")))?;
+    if let ClusterChange::Move { from, .. } = &change {
+        // The node moving away left the metadata group in the move's step
+        // there, and may never hear of the map's change (an entry whose
+        // commit it had not heard of when it was taken out): while
+        // another voter can lead, it hands its leadership over, and that
+        // leader, which holds the map, moves the replicas.
+        let members = part.members();
+        if *from == c.id && members.roles()?.0.iter().any(|&v| v != c.id) {
+            let to = members.transfer_leader(None).await?;
+            return Err(ReplicaError::NotLeader { leader: Some(to) });
+        }
+    }
     if after > 0 {
         c.meta
             .raft()
