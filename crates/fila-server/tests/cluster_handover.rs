@@ -1,0 +1,178 @@
+//! Both Rust clients keep putting while a three-node cluster's partition
+//! is handed from node to node (docs/cluster.md, docs/clients.md): each
+//! follows `not_leader` to the new leader — past the moment when the old
+//! leader and its successor name each other — so no put is refused; one
+//! whose outcome a lost leadership left unknown is sent again with its
+//! deduplication id. At the end every acknowledged put is there once.
+
+mod cluster_harness;
+mod common;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cluster_harness::{client, cluster, of_all, options, present, Dir, Node};
+use fila_client::{AsyncClient, Client, ClientError, ClusterChange, ErrorCode, SettingsPatch};
+
+/// Leadership hand-overs made while the clients put.
+const HANDOVERS: usize = 4;
+/// Puts acknowledged after each hand-over before the next.
+const PUTS_BETWEEN: usize = 30;
+
+/// The node leading partition 0, as some live node's status says.
+fn partition_leader(nodes: &[Node]) -> Option<u64> {
+    nodes.iter().find_map(|n| {
+        client(&n.client)?
+            .cluster_status()
+            .ok()?
+            .partitions
+            .first()?
+            .leader
+    })
+}
+
+/// Puts with a deduplication id until `stop`, each again while its
+/// outcome is unknown; answers what was acknowledged (or the first error).
+fn blocking_puts(
+    addrs: String,
+    stop: Arc<AtomicBool>,
+    acked: Arc<AtomicUsize>,
+) -> Result<Vec<String>, ClientError> {
+    let mut c = Client::connect(options(&addrs))?;
+    let mut done = Vec::new();
+    for n in 0.. {
+        if stop.load(Ordering::Acquire) {
+            break;
+        }
+        let payload = format!("blocking-{n}");
+        loop {
+            match c.put_idempotent("jobs", payload.clone(), payload.clone()) {
+                Err(e) if e.code() == Some(ErrorCode::OUTCOME_UNKNOWN) => continue,
+                r => {
+                    r?;
+                    break;
+                }
+            }
+        }
+        done.push(payload);
+        acked.fetch_add(1, Ordering::AcqRel);
+    }
+    Ok(done)
+}
+
+/// The same with the async client.
+fn async_puts(
+    addrs: String,
+    stop: Arc<AtomicBool>,
+    acked: Arc<AtomicUsize>,
+) -> Result<Vec<String>, ClientError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let c = AsyncClient::connect(options(&addrs)).await?;
+        let mut done = Vec::new();
+        for n in 0.. {
+            if stop.load(Ordering::Acquire) {
+                break;
+            }
+            let payload = format!("async-{n}");
+            loop {
+                match c
+                    .put_idempotent("jobs", payload.clone(), payload.clone())
+                    .await
+                {
+                    Err(e) if e.code() == Some(ErrorCode::OUTCOME_UNKNOWN) => continue,
+                    r => {
+                        r?;
+                        break;
+                    }
+                }
+            }
+            done.push(payload);
+            acked.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(done)
+    })
+}
+
+#[test]
+fn both_clients_keep_putting_while_the_leadership_moves() {
+    let dir = Dir::fresh("handover");
+    let mut nodes = cluster(&dir.0, 3);
+    for n in &mut nodes {
+        n.start();
+    }
+    let mut admin = of_all(&nodes);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(e) = admin.create_queue("jobs", SettingsPatch::default()) {
+        assert!(Instant::now() < deadline, "the queue was never made: {e}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let addrs: Vec<&str> = nodes.iter().map(|n| n.client.as_str()).collect();
+    let addrs = addrs.join(",");
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(std::sync::Mutex::new(None));
+    let putters = [blocking_puts, async_puts].map(|puts| {
+        let (addrs, stop, acked) = (addrs.clone(), stop.clone(), acked.clone());
+        let failed = failed.clone();
+        std::thread::spawn(move || {
+            let done = puts(addrs, stop, acked);
+            if let Err(e) = &done {
+                *failed.lock().unwrap() = Some(e.to_string());
+            }
+            done
+        })
+    });
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let wait_for_puts = |from: usize| {
+        while acked.load(Ordering::Acquire) < from + PUTS_BETWEEN {
+            let e: Option<String> = failed.lock().unwrap().clone();
+            if let Some(e) = e {
+                panic!("a put failed: {e}");
+            }
+            assert!(Instant::now() < deadline, "the clients stopped putting");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    wait_for_puts(0);
+    for _ in 0..HANDOVERS {
+        let leader = loop {
+            if let Some(l) = partition_leader(&nodes) {
+                break l;
+            }
+            assert!(Instant::now() < deadline, "no leader");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        // The leader hands every leadership it holds to another voter.
+        let mut on_leader = client(&nodes[leader as usize - 1].client).unwrap();
+        on_leader
+            .change_cluster(ClusterChange::TransferLeader { to: None })
+            .unwrap();
+        while partition_leader(&nodes).is_none_or(|l| l == leader) {
+            assert!(
+                Instant::now() < deadline,
+                "node {leader} kept the leadership"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        wait_for_puts(acked.load(Ordering::Acquire));
+    }
+    stop.store(true, Ordering::Release);
+
+    let mut want = HashSet::new();
+    for t in putters {
+        let done = t.join().unwrap().expect("no put refused");
+        want.extend(done);
+    }
+    let got = present(&mut admin).unwrap();
+    assert_eq!(got, want, "every acknowledged put, and nothing else");
+    let stored = admin.stats("jobs").unwrap().visible;
+    assert_eq!(stored, want.len() as u64, "none stored twice");
+}
