@@ -33,22 +33,23 @@ fn partition_leader(nodes: &[Node]) -> Option<u64> {
     })
 }
 
-/// Puts with a deduplication id until `stop`, each again while its
-/// outcome is unknown; answers what was acknowledged (or the first error).
-fn blocking_puts(
-    addrs: String,
-    stop: Arc<AtomicBool>,
-    acked: Arc<AtomicUsize>,
+/// Puts `<tag>-<n>` with itself as deduplication id through `put` until
+/// `stop`, each again while its outcome is unknown; answers what was
+/// acknowledged (or the first error).
+fn puts(
+    tag: &str,
+    stop: &AtomicBool,
+    acked: &AtomicUsize,
+    mut put: impl FnMut(&str) -> Result<(), ClientError>,
 ) -> Result<Vec<String>, ClientError> {
-    let mut c = Client::connect(options(&addrs))?;
     let mut done = Vec::new();
     for n in 0.. {
         if stop.load(Ordering::Acquire) {
             break;
         }
-        let payload = format!("blocking-{n}");
+        let payload = format!("{tag}-{n}");
         loop {
-            match c.put_idempotent("jobs", payload.clone(), payload.clone()) {
+            match put(&payload) {
                 Err(e) if e.code() == Some(ErrorCode::OUTCOME_UNKNOWN) => continue,
                 r => {
                     r?;
@@ -62,7 +63,19 @@ fn blocking_puts(
     Ok(done)
 }
 
-/// The same with the async client.
+/// [`puts`] through the blocking client.
+fn blocking_puts(
+    addrs: String,
+    stop: Arc<AtomicBool>,
+    acked: Arc<AtomicUsize>,
+) -> Result<Vec<String>, ClientError> {
+    let mut c = Client::connect(options(&addrs))?;
+    puts("blocking", &stop, &acked, |p| {
+        c.put_idempotent("jobs", p.to_owned(), p).map(drop)
+    })
+}
+
+/// [`puts`] through the async client.
 fn async_puts(
     addrs: String,
     stop: Arc<AtomicBool>,
@@ -72,30 +85,10 @@ fn async_puts(
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(async move {
-        let c = AsyncClient::connect(options(&addrs)).await?;
-        let mut done = Vec::new();
-        for n in 0.. {
-            if stop.load(Ordering::Acquire) {
-                break;
-            }
-            let payload = format!("async-{n}");
-            loop {
-                match c
-                    .put_idempotent("jobs", payload.clone(), payload.clone())
-                    .await
-                {
-                    Err(e) if e.code() == Some(ErrorCode::OUTCOME_UNKNOWN) => continue,
-                    r => {
-                        r?;
-                        break;
-                    }
-                }
-            }
-            done.push(payload);
-            acked.fetch_add(1, Ordering::AcqRel);
-        }
-        Ok(done)
+    let c = rt.block_on(AsyncClient::connect(options(&addrs)))?;
+    puts("async", &stop, &acked, |p| {
+        rt.block_on(c.put_idempotent("jobs", p.to_owned(), p))
+            .map(drop)
     })
 }
 
