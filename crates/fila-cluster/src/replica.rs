@@ -384,6 +384,20 @@ impl<S: Storage + 'static> Replica<S> {
         self.execute(op).await
     }
 
+    /// Drops the engine of a leadership this node no longer holds (a
+    /// deposed leader otherwise keeps it, a whole copy of the partition,
+    /// until its next request): answers whether it dropped one. The next
+    /// leadership rebuilds its own from the state machine.
+    pub async fn drop_stale_engine(&self) -> bool {
+        let leading = self.leading().ok();
+        let mut serving = self.serving.lock().await;
+        let stale = serving.as_ref().is_some_and(|s| Some(s.leader) != leading);
+        if stale {
+            *serving = None;
+        }
+        stale
+    }
+
     /// Drops the engine of leadership `leader`, if it is still the one.
     async fn forget(&self, leader: LeaderId) {
         let mut serving = self.serving.lock().await;

@@ -9,7 +9,10 @@
 //! The state is in memory; after a restart it is the snapshot's, and
 //! openraft applies the committed entries after it again (every record is
 //! idempotent: applying one whose effect the state already shows changes
-//! nothing).
+//! nothing). A partition's state this node no longer needs (a replica it
+//! gave up) can be parked ([`StateMachine::park`]): written to its
+//! snapshot and dropped from memory, and read back from the snapshot at
+//! its next use.
 //!
 //! Beside the queues it keeps the highest node id that was ever a member
 //! (a removed node's id is never taken again: [`StateMachine::highest_id`]).
@@ -75,6 +78,9 @@ enum Content {
     Queues(Replay),
     /// The metadata group: the cluster's map.
     Map(Arc<ClusterMap>),
+    /// A partition's queues, parked: written to the snapshot file and
+    /// dropped from memory until their next use.
+    Parked,
 }
 
 impl Content {
@@ -98,6 +104,7 @@ impl Content {
         match self {
             Content::Queues(replay) => encode_image(&replay.clone().into_image(), out),
             Content::Map(map) => encode_map(map, out),
+            Content::Parked => unreachable!("a parked state is read back before it is written"),
         }
     }
 
@@ -121,6 +128,7 @@ impl Content {
                 Arc::make_mut(map).apply(change);
                 Ok(1)
             }
+            Content::Parked => unreachable!("a parked state is read back before it is applied"),
         }
     }
 }
@@ -168,19 +176,9 @@ impl<S: Storage + 'static> StateMachine<S> {
             snapshot: None,
         };
         if let Some(data) = data {
-            let bad = |what| crate::Error::Snapshot { what };
-            let (applied, membership, body) = decode_sm_head(&data).map_err(|e| bad(e.what))?;
-            let (highest, image) = split_data(body);
-            inner.content =
-                Content::read(inner.content.is_map(), image).map_err(|e| bad(e.what))?;
-            inner.highest = highest.max(highest_of(&membership));
-            let meta = SnapshotMeta {
-                last_log_id: applied,
-                last_membership: membership.clone(),
-            };
-            inner.applied = applied;
-            inner.membership = membership;
-            inner.snapshot = Some((meta, Arc::new(body.to_vec())));
+            inner
+                .load(&data)
+                .map_err(|e| crate::Error::Snapshot { what: e.what })?;
         }
         Ok(StateMachine {
             inner: Arc::new(Mutex::new(inner)),
@@ -195,17 +193,45 @@ impl<S: Storage + 'static> StateMachine<S> {
 
     /// The state as an engine image (a copy).
     pub fn image(&self) -> io::Result<EngineImage> {
-        match &self.lock()?.content {
+        let mut inner = self.lock()?;
+        inner.unpark()?;
+        match &inner.content {
             Content::Queues(replay) => Ok(replay.clone().into_image()),
             Content::Map(_) => Err(io::Error::other("the metadata group holds no queues")),
+            Content::Parked => unreachable!("read back above"),
         }
+    }
+
+    /// Parks a partition's state: writes it to the snapshot file (its
+    /// last applied entry and membership with it) and drops it, and the
+    /// snapshot's copy, from memory; the next use reads it back from the
+    /// file (applying an entry, an image, a snapshot asked for). For a
+    /// replica this node gave up, whose state nothing reads until the map
+    /// places one here again. Answers whether it parked anything (not the
+    /// map, nor a state already parked or that never applied an entry).
+    pub fn park(&self) -> io::Result<bool> {
+        let mut inner = self.lock()?;
+        if !matches!(inner.content, Content::Queues(_)) || inner.applied.is_none() {
+            return Ok(false);
+        }
+        let (meta, data) = inner.snapshot_data();
+        inner.keep_snapshot(meta, data)?;
+        inner.content = Content::Parked;
+        inner.snapshot = None;
+        Ok(true)
+    }
+
+    /// Whether the state is parked ([`StateMachine::park`]).
+    pub fn parked(&self) -> bool {
+        self.lock()
+            .is_ok_and(|inner| matches!(inner.content, Content::Parked))
     }
 
     /// The cluster's map (none: this is a partition's state machine).
     pub fn map(&self) -> Option<Arc<ClusterMap>> {
         match &self.lock().ok()?.content {
             Content::Map(map) => Some(map.clone()),
-            Content::Queues(_) => None,
+            Content::Queues(_) | Content::Parked => None,
         }
     }
 
@@ -230,6 +256,45 @@ impl<S: Storage + 'static> StateMachine<S> {
 }
 
 impl<S: Storage> Inner<S> {
+    /// Takes the state from a snapshot file's bytes.
+    fn load(&mut self, file: &[u8]) -> Result<(), CodecError> {
+        let (applied, membership, body) = decode_sm_head(file)?;
+        let (highest, image) = split_data(body);
+        self.content = Content::read(self.content.is_map(), image)?;
+        self.highest = self.highest.max(highest).max(highest_of(&membership));
+        let meta = SnapshotMeta {
+            last_log_id: applied,
+            last_membership: membership.clone(),
+        };
+        self.applied = applied;
+        self.membership = membership;
+        self.snapshot = Some((meta, Arc::new(body.to_vec())));
+        Ok(())
+    }
+
+    /// A parked state read back from its snapshot file.
+    fn unpark(&mut self) -> io::Result<()> {
+        if !matches!(self.content, Content::Parked) {
+            return Ok(());
+        }
+        let file = fila_wal::read_file(&self.storage, SNAPSHOT_FILE)?
+            .ok_or_else(|| invalid("a parked state's snapshot file is gone"))?;
+        self.content = Content::Queues(Replay::default());
+        self.load(&file).map_err(|e| invalid(e.what))
+    }
+
+    /// The state's snapshot: its metadata and data.
+    fn snapshot_data(&self) -> (SnapshotMeta, Vec<u8>) {
+        let mut data = IDS_MAGIC.to_vec();
+        data.extend_from_slice(&self.highest.to_be_bytes());
+        self.content.write(&mut data);
+        let meta = SnapshotMeta {
+            last_log_id: self.applied,
+            last_membership: self.membership.clone(),
+        };
+        (meta, data)
+    }
+
     /// Makes `meta` and `data` the snapshot, on disk first.
     fn keep_snapshot(&mut self, meta: SnapshotMeta, data: Vec<u8>) -> io::Result<()> {
         let mut file = Vec::with_capacity(data.len() + 256);
@@ -246,13 +311,8 @@ impl<S: Storage + 'static> RaftSnapshotBuilder<TypeConfig> for StateMachine<S> {
 
     async fn build_snapshot(&mut self) -> Result<SnapshotOf, io::Error> {
         let mut inner = self.lock()?;
-        let mut image = IDS_MAGIC.to_vec();
-        image.extend_from_slice(&inner.highest.to_be_bytes());
-        inner.content.write(&mut image);
-        let meta = SnapshotMeta {
-            last_log_id: inner.applied,
-            last_membership: inner.membership.clone(),
-        };
+        inner.unpark()?;
+        let (meta, image) = inner.snapshot_data();
         inner.keep_snapshot(meta.clone(), image.clone())?;
         Ok(Snapshot {
             meta,
@@ -276,6 +336,7 @@ impl<S: Storage + 'static> RaftStateMachine<TypeConfig> for StateMachine<S> {
     {
         while let Some((entry, responder)) = entries.try_next().await? {
             let mut inner = self.lock()?;
+            inner.unpark()?;
             let mut records = 0u32;
             match &entry.payload {
                 EntryPayload::Blank => {}
@@ -307,7 +368,8 @@ impl<S: Storage + 'static> RaftStateMachine<TypeConfig> for StateMachine<S> {
     ) -> Result<(), io::Error> {
         let data = snapshot.into_inner();
         let (highest, image) = split_data(&data);
-        // Decoded without the lock: reads of the state go on meanwhile.
+        // Decoded without the lock: reads of the state go on meanwhile (a
+        // parked state is a partition's, and is replaced whole).
         let map = self.lock()?.content.is_map();
         let content = Content::read(map, image).map_err(|e| invalid(e.what))?;
         let mut inner = self.lock()?;
@@ -323,7 +385,8 @@ impl<S: Storage + 'static> RaftStateMachine<TypeConfig> for StateMachine<S> {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<SnapshotOf>, io::Error> {
-        let inner = self.lock()?;
+        let mut inner = self.lock()?;
+        inner.unpark()?;
         Ok(inner.snapshot.as_ref().map(|(meta, image)| Snapshot {
             meta: meta.clone(),
             snapshot: Cursor::new(image.to_vec()),

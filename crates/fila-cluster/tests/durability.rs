@@ -268,3 +268,59 @@ async fn a_batch_that_does_not_parse_is_refused() {
     assert!(err.to_string().contains("entry 0"), "{err}");
     assert_eq!(sm.applied().unwrap(), None);
 }
+
+#[tokio::test]
+async fn a_parked_state_is_read_back_at_its_next_use() {
+    let (engine, batches) = worked_engine();
+    let want = normal(engine.export(|| {}).unwrap());
+    let mut entries = vec![Entry::new(
+        log_id(1, 0),
+        EntryPayload::Membership(membership(&[1])),
+    )];
+    for (i, b) in batches.into_iter().enumerate() {
+        entries.push(Entry::new(
+            log_id(1, i as u64 + 1),
+            EntryPayload::Normal(Batch(Bytes::from(b))),
+        ));
+    }
+    let last = entries.last().unwrap().log_id;
+    let later = entries.split_off(entries.len() / 2);
+    let mut sm = StateMachine::open(SimDisk::new(1)).unwrap();
+    assert!(!sm.park().unwrap(), "nothing applied: nothing to park");
+    apply(&mut sm, entries).await;
+    let half = normal(sm.image().unwrap());
+
+    // Parked: dropped from memory, and an image reads it back.
+    assert!(sm.park().unwrap());
+    assert!(sm.parked() && !sm.park().unwrap(), "parked once");
+    assert_eq!(normal(sm.image().unwrap()), half);
+    assert!(!sm.parked(), "read back");
+
+    // Parked again, entries applied after it: the state goes on from it.
+    assert!(sm.park().unwrap());
+    apply(&mut sm, later).await;
+    assert_eq!(sm.applied().unwrap(), Some(last));
+    assert_eq!(normal(sm.image().unwrap()), want);
+
+    // Parked again: the snapshot a lagging replica is sent is read back
+    // too, and so is the state after a crash.
+    assert!(sm.park().unwrap());
+    let snap = sm.get_current_snapshot().await.unwrap().unwrap();
+    assert_eq!(snap.meta.last_log_id, Some(last));
+    let mut other = StateMachine::open(SimDisk::new(2)).unwrap();
+    other
+        .install_snapshot(&snap.meta, Cursor::new(snap.snapshot.into_inner()))
+        .await
+        .unwrap();
+    assert_eq!(normal(other.image().unwrap()), want);
+    assert!(sm.park().unwrap());
+    let mut disk = sm.close().unwrap();
+    disk.crash();
+    let sm = StateMachine::open(disk).unwrap();
+    assert_eq!(normal(sm.image().unwrap()), want);
+    assert_eq!(sm.applied().unwrap(), Some(last));
+
+    // The map is never parked.
+    let map = StateMachine::open_map(SimDisk::new(3)).unwrap();
+    assert!(!map.park().unwrap());
+}

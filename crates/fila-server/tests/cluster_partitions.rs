@@ -387,6 +387,17 @@ fn the_metadata_group_votes_with_three_and_its_learner_moves() {
     // and its process stopped).
     let exited = nodes[0].child.as_mut().unwrap().try_wait().unwrap();
     assert!(exited.is_none(), "the removed node stopped: {exited:?}");
+    // It gave up its replica of each partition: their states are parked
+    // (written to their snapshot files, none before: too few entries for
+    // openraft's own snapshots, and dropped from its memory).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for p in ["p0", "p1"] {
+        let snap = nodes[0].data.join("raft").join(p).join("state/state.snap");
+        while !snap.exists() {
+            assert!(Instant::now() < deadline, "{} never parked", snap.display());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
     nodes[0].kill();
     let mut c = of_all(&nodes[1..]);
     c.create_queue("after", SettingsPatch::default()).unwrap();

@@ -136,13 +136,15 @@ fn status(c: &Cluster) -> ClusterStatus {
 /// Every [`VIEW_EVERY`]: follows the map (making it first if this node
 /// leads the metadata group of a cluster without one), publishes the
 /// view, and the totals of the first partition this node leads
-/// (`/metrics`).
+/// (`/metrics`); lets go of what it holds in memory for nothing
+/// ([`let_go`]).
 pub(super) async fn keep_view(c: Arc<Cluster>) {
     loop {
         c.follow_map();
         if c.meta.map().partitions.is_empty() && c.leader_of(META) == Some(c.id) {
             make_map(&c).await;
         }
+        let_go(&c).await;
         *c.shared
             .published
             .view
@@ -161,6 +163,42 @@ pub(super) async fn keep_view(c: Arc<Cluster>) {
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = totals;
         tokio::time::sleep(VIEW_EVERY).await;
+    }
+}
+
+/// Drops what this node holds in memory for nothing: the engine of a
+/// leadership it lost (each partition's leader serves from a copy of the
+/// partition), and the state of a replica it gave up — one the map does
+/// not place here and whose group it is no member of any more — which is
+/// parked (written to its snapshot file and read back if the map places a
+/// replica here again: `StateMachine::park`).
+async fn let_go(c: &Cluster) {
+    let map = c.meta.map();
+    for (p, part) in c.parts.iter().enumerate() {
+        if part.drop_stale_engine().await {
+            info!(partition = p, "the engine of a lost leadership dropped");
+        }
+        let placed_elsewhere = map
+            .partitions
+            .get(p)
+            .is_some_and(|placed| !placed.replicas.contains(&c.id));
+        let sm = part.state();
+        if !placed_elsewhere || sm.parked() || c.holds(p as u32) {
+            continue;
+        }
+        let sm = sm.clone();
+        match tokio::task::spawn_blocking(move || sm.park()).await {
+            Ok(Ok(true)) => info!(partition = p, "the state of a replica given up parked"),
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => warn!(
+                partition = p,
+                "parking the state of a replica given up: {e}"
+            ),
+            Err(e) => warn!(
+                partition = p,
+                "parking the state of a replica given up: {e}"
+            ),
+        }
     }
 }
 
