@@ -203,6 +203,32 @@ fn worked_engine() -> (Engine, Vec<Vec<u8>>) {
     (engine, batches)
 }
 
+/// A one-voter membership at 0, then the batches as entries 1, 2, ...
+fn entries_of(batches: Vec<Vec<u8>>) -> Vec<Entry> {
+    let mut entries = vec![Entry::new(
+        log_id(1, 0),
+        EntryPayload::Membership(membership(&[1])),
+    )];
+    for (i, b) in batches.into_iter().enumerate() {
+        entries.push(Entry::new(
+            log_id(1, i as u64 + 1),
+            EntryPayload::Normal(Batch(Bytes::from(b))),
+        ));
+    }
+    entries
+}
+
+/// A state machine of another replica, the snapshot `meta`, `data`
+/// installed.
+async fn installed(meta: &fila_cluster::SnapshotMeta, data: Vec<u8>) -> StateMachine<SimDisk> {
+    let mut other = StateMachine::open(SimDisk::new(2)).unwrap();
+    other
+        .install_snapshot(meta, Cursor::new(data))
+        .await
+        .unwrap();
+    other
+}
+
 async fn apply(sm: &mut StateMachine<SimDisk>, entries: Vec<Entry>) {
     let items = entries.into_iter().map(|e| Ok((e, None)));
     sm.apply(futures_util::stream::iter(items)).await.unwrap();
@@ -214,16 +240,7 @@ async fn committed_batches_rebuild_the_engine_and_so_does_a_snapshot() {
     assert!(batches.len() > 40, "{} batches", batches.len());
     let want = normal(engine.export(|| {}).unwrap());
     let mut sm = StateMachine::open(SimDisk::new(1)).unwrap();
-    let mut entries = vec![Entry::new(
-        log_id(1, 0),
-        EntryPayload::Membership(membership(&[1])),
-    )];
-    for (i, b) in batches.into_iter().enumerate() {
-        entries.push(Entry::new(
-            log_id(1, i as u64 + 1),
-            EntryPayload::Normal(Batch(Bytes::from(b))),
-        ));
-    }
+    let entries = entries_of(batches);
     let last = entries.last().unwrap().log_id;
     apply(&mut sm, entries).await;
     assert_eq!(sm.applied().unwrap(), Some(last));
@@ -241,11 +258,7 @@ async fn committed_batches_rebuild_the_engine_and_so_does_a_snapshot() {
         (Some(last), membership(&[1]))
     );
     // Installed on another replica.
-    let mut other = StateMachine::open(SimDisk::new(2)).unwrap();
-    other
-        .install_snapshot(&snap.meta, Cursor::new(snap.snapshot.into_inner()))
-        .await
-        .unwrap();
+    let mut other = installed(&snap.meta, snap.snapshot.into_inner()).await;
     assert_eq!(normal(other.image().unwrap()), want);
     assert_eq!(
         other.get_current_snapshot().await.unwrap().unwrap().meta,
@@ -273,16 +286,7 @@ async fn a_batch_that_does_not_parse_is_refused() {
 async fn a_parked_state_is_read_back_at_its_next_use() {
     let (engine, batches) = worked_engine();
     let want = normal(engine.export(|| {}).unwrap());
-    let mut entries = vec![Entry::new(
-        log_id(1, 0),
-        EntryPayload::Membership(membership(&[1])),
-    )];
-    for (i, b) in batches.into_iter().enumerate() {
-        entries.push(Entry::new(
-            log_id(1, i as u64 + 1),
-            EntryPayload::Normal(Batch(Bytes::from(b))),
-        ));
-    }
+    let mut entries = entries_of(batches);
     let last = entries.last().unwrap().log_id;
     let later = entries.split_off(entries.len() / 2);
     let mut sm = StateMachine::open(SimDisk::new(1)).unwrap();
@@ -307,11 +311,7 @@ async fn a_parked_state_is_read_back_at_its_next_use() {
     assert!(sm.park().unwrap());
     let snap = sm.get_current_snapshot().await.unwrap().unwrap();
     assert_eq!(snap.meta.last_log_id, Some(last));
-    let mut other = StateMachine::open(SimDisk::new(2)).unwrap();
-    other
-        .install_snapshot(&snap.meta, Cursor::new(snap.snapshot.into_inner()))
-        .await
-        .unwrap();
+    let other = installed(&snap.meta, snap.snapshot.into_inner()).await;
     assert_eq!(normal(other.image().unwrap()), want);
     assert!(sm.park().unwrap());
     let mut disk = sm.close().unwrap();
