@@ -386,7 +386,7 @@ impl<S: Storage + 'static> Replica<S> {
 
     /// Drops the engine of a leadership this node no longer holds (a
     /// deposed leader otherwise keeps it, a whole copy of the partition,
-    /// until its next request): answers whether it dropped one. The next
+    /// until a request reaches it): answers whether it dropped one. The next
     /// leadership rebuilds its own from the state machine.
     pub async fn drop_stale_engine(&self) -> bool {
         let leading = self.leading().ok();
