@@ -387,10 +387,14 @@ impl<S: Storage + 'static> Replica<S> {
     /// Drops the engine of a leadership this node no longer holds (a
     /// deposed leader otherwise keeps it, a whole copy of the partition,
     /// until a request reaches it): answers whether it dropped one. The next
-    /// leadership rebuilds its own from the state machine.
-    pub async fn drop_stale_engine(&self) -> bool {
+    /// leadership rebuilds its own from the state machine. While a request
+    /// holds the engine (running, or catching up a new leadership) nothing
+    /// is dropped: that request drops a stale one itself.
+    pub fn drop_stale_engine(&self) -> bool {
         let leading = self.leading().ok();
-        let mut serving = self.serving.lock().await;
+        let Ok(mut serving) = self.serving.try_lock() else {
+            return false;
+        };
         let stale = serving.as_ref().is_some_and(|s| Some(s.leader) != leading);
         if stale {
             *serving = None;

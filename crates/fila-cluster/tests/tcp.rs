@@ -277,11 +277,11 @@ async fn a_partition_over_tls_survives_its_leader_stopping() {
     // It hands its leadership over: the engine it served from is a
     // copy of the partition, dropped once it no longer leads.
     let old = &nodes[&last].replica;
-    assert!(!old.drop_stale_engine().await, "it still leads");
+    assert!(!old.drop_stale_engine(), "it still leads");
     let next = old.transfer_leader(None).await.unwrap();
     assert_ne!(next, last);
-    assert!(old.drop_stale_engine().await, "a deposed leader's engine");
-    assert!(!old.drop_stale_engine().await, "dropped once");
+    assert!(old.drop_stale_engine(), "a deposed leader's engine");
+    assert!(!old.drop_stale_engine(), "dropped once");
     for n in nodes.values() {
         n.server.abort();
         n.replica.shutdown().await.unwrap();

@@ -11,6 +11,11 @@ use std::time::Duration;
 
 use fila_client::{Client, ClientOptions, Encode, ErrorCode, Response};
 
+/// The most nodes one producer or consumer connects to: one per node
+/// leading one of its queues; a server naming ever new leaders is refused
+/// past it rather than followed.
+const NODES_MAX: usize = 64;
+
 /// A request sent on one of the connections: which, and its id.
 pub type Sent = (usize, u64);
 
@@ -126,6 +131,11 @@ impl Nodes {
         }
         let i = match self.addrs.iter().position(|a| a == addr) {
             Some(i) => i,
+            None if self.addrs.len() >= NODES_MAX => {
+                return Err(format!(
+                "{addr} named as a leader: this connection set already talks to {NODES_MAX} nodes"
+            ))
+            }
             None => {
                 self.clients.push(connect(&self.options, addr)?);
                 self.addrs.push(addr.to_owned());

@@ -4,6 +4,7 @@
 //! `peers/`.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -96,7 +97,7 @@ pub trait Target: Sync {
 /// remembers where the last receive's messages came from (their deletes go
 /// there).
 pub struct QueueCycle {
-    queues: Vec<String>,
+    queues: Vec<Arc<str>>,
     at: usize,
     last: usize,
 }
@@ -106,7 +107,7 @@ impl QueueCycle {
     pub fn new(queues: &[String]) -> QueueCycle {
         assert!(!queues.is_empty(), "a consumer has a queue");
         QueueCycle {
-            queues: queues.to_vec(),
+            queues: queues.iter().map(|q| Arc::from(q.as_str())).collect(),
             at: 0,
             last: 0,
         }
@@ -120,6 +121,11 @@ impl QueueCycle {
     /// The queue the last receive's messages came from.
     pub fn last(&self) -> &str {
         &self.queues[self.last]
+    }
+
+    /// [`QueueCycle::last`], shared (kept with a request in flight).
+    pub fn last_shared(&self) -> Arc<str> {
+        self.queues[self.last].clone()
     }
 
     /// Notes a receive from [`QueueCycle::current`] that brought `n`
@@ -260,7 +266,7 @@ impl Target for Fila {
         let number = PRODUCERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Box::new(FilaProducer {
             nodes: self.nodes(queues)?,
-            queues: queues.to_vec(),
+            queues: queues.iter().map(|q| Arc::from(q.as_str())).collect(),
             next: 0,
             in_flight: VecDeque::new(),
             number,
@@ -284,7 +290,7 @@ impl Target for Fila {
 
 struct FilaProducer {
     nodes: Nodes,
-    queues: Vec<String>,
+    queues: Vec<Arc<str>>,
     next: usize,
     /// Puts sent and not yet confirmed, kept to be sent again to a new
     /// leader.
@@ -302,9 +308,9 @@ struct FilaProducer {
 /// A put in flight: its queue and messages.
 enum Put {
     /// Payloads alone.
-    Payloads(String, Vec<Bytes>),
+    Payloads(Arc<str>, Vec<Bytes>),
     /// Messages with a deduplication id or a group.
-    Entries(String, Vec<fila_client::PutEntry>),
+    Entries(Arc<str>, Vec<fila_client::PutEntry>),
 }
 
 impl Put {
@@ -339,6 +345,7 @@ impl Put {
 
 impl Producer for FilaProducer {
     fn send(&mut self, batch: &[Bytes]) -> Result<(), String> {
+        // Kept to be sent again: the name shared, the payloads' bytes too.
         let queue = self.queues[self.next % self.queues.len()].clone();
         self.next += 1;
         let put = if !self.dedup && self.groups == 0 {
@@ -419,7 +426,7 @@ struct FilaConsumer {
     previous: Vec<Receipt>,
     /// Deletes sent and not yet confirmed: id, send time, queue and
     /// receipts (kept to be sent again to a new leader).
-    deletes: VecDeque<(Sent, Instant, String, Vec<Receipt>)>,
+    deletes: VecDeque<(Sent, Instant, Arc<str>, Vec<Receipt>)>,
 }
 
 impl FilaConsumer {
@@ -427,7 +434,7 @@ impl FilaConsumer {
         if self.previous.is_empty() {
             return Ok(());
         }
-        let queue = self.queues.last().to_owned();
+        let queue = self.queues.last_shared();
         let receipts = std::mem::take(&mut self.previous);
         let id = self.nodes.send(&DeleteRef {
             queue: &queue,

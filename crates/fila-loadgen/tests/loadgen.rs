@@ -42,12 +42,7 @@ fn the_lifecycle_puts_receives_and_deletes_every_message() {
             &pid,
         ],
     );
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out} {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = succeeded(&o);
     assert_eq!(field(&out, "produced"), 2000, "{out}");
     assert_eq!(field(&out, "consumed"), 2000, "{out}");
     let e2e = &out[out.find("\"end_to_end_us\"").unwrap()..];
@@ -76,12 +71,7 @@ fn the_fixed_rate_keeps_its_schedule() {
             "--quiet",
         ],
     );
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out} {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = succeeded(&o);
     assert!(out.contains("1000 messages in"), "{out}");
     // 1 000 messages at 2 000 a second take half a second at least.
     let secs: f64 = out
@@ -134,7 +124,11 @@ fn the_loopback_floor_echoes_frames() {
 }
 
 fn json_run(s: &TestServer, args: &[&str]) -> String {
-    let o = loadgen(s, args);
+    succeeded(&loadgen(s, args))
+}
+
+/// The report of a run that succeeded (else its output and errors).
+fn succeeded(o: &std::process::Output) -> String {
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
         o.status.success(),
@@ -259,22 +253,26 @@ fn the_lifecycle_runs_over_tls() {
         ])
         .output()
         .expect("fila-loadgen runs");
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out} {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = succeeded(&o);
     assert_eq!(field(&out, "consumed"), 1000, "{out}");
 }
 
-/// A port free on loopback now.
+/// A port free on loopback now, below the system's ephemeral range
+/// (32768 and up here): a port the system handed out and took back could
+/// be handed to another test's listener before a node binds it. Each call
+/// answers another port.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    // Ports 20000..32000, from a place of this process's own.
+    let offset = (std::process::id() % 1_200) as u16 * 10;
+    for _ in 0..2_000 {
+        let port = 20_000 + (offset + NEXT.fetch_add(1, Ordering::Relaxed) % 12_000) % 12_000;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port below the ephemeral range");
 }
 
 /// A status of the cluster from `addr` whose partition 0 has a leader:
@@ -376,13 +374,7 @@ fn a_run_on_a_cluster_follows_its_partition_to_a_new_leader() {
         "the run ended before the leadership moved: nothing was proved"
     );
 
-    let o = run.wait_with_output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out} {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = succeeded(&run.wait_with_output().unwrap());
     assert_eq!(field(&out, "produced"), 6000, "{out}");
     assert_eq!(field(&out, "consumed"), 6000, "{out}");
     let mut on_new = nodes[now as usize - 1].client();

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cluster_harness::{client, cluster, of_all, options, present, Dir, Node};
+use cluster_harness::{client, cluster, of_all, on_leader, options, present, Dir, Node};
 use fila_client::{AsyncClient, Client, ClientError, ClusterChange, ErrorCode, SettingsPatch};
 
 /// Leadership hand-overs made while the clients put.
@@ -99,12 +99,10 @@ fn both_clients_keep_putting_while_the_leadership_moves() {
     for n in &mut nodes {
         n.start();
     }
+    on_leader(&nodes, Duration::from_secs(30), |c| {
+        c.create_queue("jobs", SettingsPatch::default())
+    });
     let mut admin = of_all(&nodes);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while let Err(e) = admin.create_queue("jobs", SettingsPatch::default()) {
-        assert!(Instant::now() < deadline, "the queue was never made: {e}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 
     let addrs: Vec<&str> = nodes.iter().map(|n| n.client.as_str()).collect();
     let addrs = addrs.join(",");

@@ -175,7 +175,7 @@ pub(super) async fn keep_view(c: Arc<Cluster>) {
 async fn let_go(c: &Cluster) {
     let map = c.meta.map();
     for (p, part) in c.parts.iter().enumerate() {
-        if part.drop_stale_engine().await {
+        if part.drop_stale_engine() {
             info!(partition = p, "the engine of a lost leadership dropped");
         }
         let placed_elsewhere = map
