@@ -1,8 +1,11 @@
 //! End-to-end test support: a real fila server on 127.0.0.1 with an
 //! ephemeral port and a data directory of its own, stopped (and the
-//! directory removed) when dropped.
+//! directory removed) when dropped; free ports for servers a test
+//! configures itself (`free_port`).
 
 pub mod pki;
+mod ports;
+pub use ports::free_port;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -257,24 +257,6 @@ fn the_lifecycle_runs_over_tls() {
     assert_eq!(field(&out, "consumed"), 1000, "{out}");
 }
 
-/// A port free on loopback now, below the system's ephemeral range
-/// (32768 and up here): a port the system handed out and took back could
-/// be handed to another test's listener before a node binds it. Each call
-/// answers another port.
-fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU16, Ordering};
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    // Ports 20000..32000, from a place of this process's own.
-    let offset = (std::process::id() % 1_200) as u16 * 10;
-    for _ in 0..2_000 {
-        let port = 20_000 + (offset + NEXT.fetch_add(1, Ordering::Relaxed) % 12_000) % 12_000;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port below the ephemeral range");
-}
-
 /// A status of the cluster from `addr` whose partition 0 has a leader:
 /// that leader's id.
 fn partition_leader(addr: &str) -> Option<u64> {
@@ -287,7 +269,9 @@ fn partition_leader(addr: &str) -> Option<u64> {
 #[test]
 fn a_run_on_a_cluster_follows_its_partition_to_a_new_leader() {
     // Three nodes in this process, one partition of three replicas.
-    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+    let ports: Vec<(u16, u16)> = (0..3)
+        .map(|_| (fila_tests::free_port(), fila_tests::free_port()))
+        .collect();
     let members: Vec<fila_server::ClusterMember> = ports
         .iter()
         .zip(1..)

@@ -109,14 +109,9 @@ impl Drop for Dir {
     }
 }
 
-/// A free port on loopback (bound and let go).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+#[path = "../../../../tests/src/ports.rs"]
+mod ports;
+pub use ports::free_port;
 
 /// Every node's `max_queues`: the partition is held to it.
 pub const QUEUES_MAX: u64 = 4;
