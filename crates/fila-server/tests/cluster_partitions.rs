@@ -10,7 +10,9 @@
 //! partition's leader; the blocking and async clients keep each queue's
 //! route (one connection to each node, however they alternate); the node leading the most partitions is killed
 //! with SIGKILL and a client given every node's address goes on; every
-//! acknowledged put is there at the end.
+//! acknowledged put is there at the end. A node added before the map is
+//! made holds no replica: the map places each partition where its group
+//! was first made.
 
 mod cluster_harness;
 mod common;
@@ -402,4 +404,51 @@ fn the_metadata_group_votes_with_three_and_its_learner_moves() {
     let mut c = of_all(&nodes[1..]);
     c.create_queue("after", SettingsPatch::default()).unwrap();
     c.put_one("after", "still served").unwrap();
+}
+
+#[test]
+fn a_node_added_before_the_map_is_made_holds_no_replica() {
+    let dir = Dir::fresh("early");
+    // Two partitions of three replicas over three nodes: each group made
+    // on nodes 1, 2 and 3 as they start. A fourth node, started first, is
+    // added as soon as they answer, before the metadata group's leader
+    // made the map (it does at its first look, within 100 ms of its
+    // election): the map still places each partition where its group was
+    // made, and the fourth node holds no replica. (A map made with it
+    // placed partition 1 on nodes 2, 3 and 4, and added node 4 to that
+    // group as a learner.)
+    let mut nodes = partitioned(&dir.0, 3, 2);
+    nodes.push(joiner(&dir.0, 4, (2, 3)));
+    nodes[3].start();
+    for n in &mut nodes[..3] {
+        n.start();
+    }
+    let mut c = of_all(&nodes[..3]);
+    c.change_cluster(nodes[3].added()).unwrap();
+    agreed_on(&nodes, 2);
+    let s = seen(&nodes, "node 4 a member", |s| {
+        s.members.iter().any(|m| m.id == 4) && s.partitions.len() == 2
+    });
+    let ids = |p: &fila_client::PartitionStatus| {
+        let mut ids: Vec<u64> = p.replicas.iter().map(|r| r.id).collect();
+        ids.sort_unstable();
+        ids
+    };
+    for p in &s.partitions {
+        assert_eq!(ids(p), [1, 2, 3], "{s:?}");
+    }
+    // Node 4's status shows the map's replicas of each partition (it
+    // holds none): the same, once its copy of the map is made.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let four = loop {
+        let s = client(&nodes[3].client).and_then(|mut c| c.cluster_status().ok());
+        if let Some(s) = s.filter(|s| s.partitions.iter().all(|p| !p.replicas.is_empty())) {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "node 4 never heard of the map");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    for p in &four.partitions {
+        assert_eq!(ids(p), [1, 2, 3], "{four:?}");
+    }
 }

@@ -32,7 +32,15 @@ impl Node {
             .expect("fila-server starts");
         match common::listening(&mut child, 30) {
             Some((_, _, rx)) => {
-                std::thread::spawn(move || while rx.recv().is_ok() {});
+                // FILA_TEST_LOG=1 shows the nodes' log lines on stderr.
+                let (id, show) = (self.id, std::env::var_os("FILA_TEST_LOG").is_some());
+                std::thread::spawn(move || {
+                    while let Ok(line) = rx.recv() {
+                        if show {
+                            eprintln!("[node {id}] {line}");
+                        }
+                    }
+                });
             }
             None => {
                 let _ = child.kill();

@@ -161,6 +161,7 @@ async fn change_meta(c: &Cluster, change: ClusterChange) -> Result<(), ReplicaEr
     let members = c.meta.members();
     match change {
         ClusterChange::AddLearner { id, peer, client } => {
+            map_made(c).await?;
             let member = Member { addr: peer, client };
             members.add_learner(id, member).await
         }
@@ -201,6 +202,26 @@ async fn change_meta(c: &Cluster, change: ClusterChange) -> Result<(), ReplicaEr
         }
         change => change_members(c, &members, change, None).await,
     }
+}
+
+/// Waits (at most [`MAP_WAIT`]) for the map of a new cluster, which this
+/// node makes as the metadata group's leader (`status::make_map`): the
+/// map places the partitions' first replicas on the metadata group's
+/// members, as the groups were first made, and a node added before it
+/// was made would be placed in a partition whose group it is no member
+/// of (and then moved there).
+async fn map_made(c: &Cluster) -> Result<(), ReplicaError> {
+    let deadline = Instant::now() + MAP_WAIT;
+    while c.meta.confirmed_map().await?.partitions.is_empty() {
+        if Instant::now() >= deadline {
+            return Err(ReplicaError::Refused(format!(
+                "the cluster's map was not made within {} s (its metadata leader makes it): add the node again",
+                MAP_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(super::POLL).await;
+    }
+    Ok(())
 }
 
 /// A change any group makes the same way: a voter promoted, a member
