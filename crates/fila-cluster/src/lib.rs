@@ -35,7 +35,7 @@ mod state;
 pub use log_store::{LogStore, READ_BYTES, TAIL_BYTES};
 pub use meta::{ClusterMap, MapChange, Metadata, Partition};
 pub use replica::{Replica, ReplicaError};
-pub use state::StateMachine;
+pub use state::{StateMachine, SNAPSHOT_LOG_MIN};
 
 use std::fmt;
 

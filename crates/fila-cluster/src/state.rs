@@ -4,15 +4,21 @@
 //! and snapshots of it: the file `state.snap`, replaced whole, holding the
 //! last applied log id, the last membership and the engine image in
 //! fila-store's snapshot format (the same bytes are what a follower that
-//! is too far behind is sent).
+//! is too far behind is sent, read back from the file).
 //!
 //! The state is in memory; after a restart it is the snapshot's, and
 //! openraft applies the committed entries after it again (every record is
 //! idempotent: applying one whose effect the state already shows changes
-//! nothing). A partition's state this node no longer needs (a replica it
-//! gave up) can be parked ([`StateMachine::park`]): written to its
-//! snapshot and dropped from memory, and read back from the snapshot at
-//! its next use.
+//! nothing). A snapshot is written straight from the state (no copy of it
+//! is made first) while the state's lock is held, then to its file
+//! without the lock (entries are applied meanwhile); only its metadata
+//! stays in memory. [`StateMachine::snapshot_due`] says when the entries
+//! applied since the last snapshot hold as many bytes as it (and at least
+//! [`SNAPSHOT_LOG_MIN`]): a large state is written no more often than the
+//! log grows by its size. A partition's state this node no longer needs
+//! (a replica it gave up) can be parked ([`StateMachine::park`]): written
+//! to its snapshot and dropped from memory, and read back from the
+//! snapshot at its next use.
 //!
 //! Beside the queues it keeps the highest node id that was ever a member
 //! (a removed node's id is never taken again: [`StateMachine::highest_id`]).
@@ -23,7 +29,7 @@ use std::io::{self, Cursor};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use fila_core::event::EngineImage;
-use fila_store::codec::{batch_records, decode, encode_image, read_snapshot};
+use fila_store::codec::{batch_records, decode, read_snapshot};
 use fila_store::replay::Replay;
 use fila_wal::Storage;
 use futures_util::{Stream, TryStreamExt};
@@ -42,6 +48,14 @@ pub const SNAPSHOT_FILE: &str = "state.snap";
 /// What a snapshot's data starts with: the highest member id follows.
 pub const IDS_MAGIC: &[u8; 8] = b"FILAIDS1";
 
+/// Bytes of entries applied since the last snapshot before another is
+/// due, at least ([`StateMachine::snapshot_due`]).
+pub const SNAPSHOT_LOG_MIN: u64 = 16 << 20;
+
+/// What an entry without records counts for in the bytes applied since
+/// the last snapshot.
+const ENTRY_BYTES_MIN: u64 = 64;
+
 /// The highest member id a snapshot's data holds, and its engine image.
 fn split_data(data: &[u8]) -> (NodeId, &[u8]) {
     match data.strip_prefix(IDS_MAGIC.as_slice()) {
@@ -59,15 +73,19 @@ fn highest_of(m: &StoredMembership) -> NodeId {
 }
 
 /// The state machine of one group. Cloned, it is the same one (the
-/// snapshot builder openraft runs is a clone).
+/// snapshot builder openraft runs is a clone). Two locks: the state's,
+/// and the snapshot file's (taken first when both are), so that writing a
+/// snapshot's file holds up no entry's apply.
 pub struct StateMachine<S: Storage + 'static> {
-    inner: Arc<Mutex<Inner<S>>>,
+    inner: Arc<Mutex<Inner>>,
+    disk: Arc<Mutex<Disk<S>>>,
 }
 
 impl<S: Storage + 'static> Clone for StateMachine<S> {
     fn clone(&self) -> Self {
         StateMachine {
             inner: self.inner.clone(),
+            disk: self.disk.clone(),
         }
     }
 }
@@ -99,10 +117,10 @@ impl Content {
         Ok(Content::Queues(replay))
     }
 
-    /// Its snapshot body.
+    /// Its snapshot body, written from the state as it is held.
     fn write(&self, out: &mut Vec<u8>) {
         match self {
-            Content::Queues(replay) => encode_image(&replay.clone().into_image(), out),
+            Content::Queues(replay) => replay.encode_snapshot(out),
             Content::Map(map) => encode_map(map, out),
             Content::Parked => unreachable!("a parked state is read back before it is written"),
         }
@@ -133,19 +151,41 @@ impl Content {
     }
 }
 
-struct Inner<S> {
-    storage: S,
+/// The state, under its lock.
+struct Inner {
     content: Content,
     applied: Option<LogId>,
     membership: StoredMembership,
     /// The highest node id that was ever a member.
     highest: NodeId,
-    /// The newest snapshot: its metadata and its data.
-    snapshot: Option<(SnapshotMeta, Arc<Vec<u8>>)>,
+    /// Bytes of entries applied since the newest snapshot was taken.
+    since_snapshot: u64,
+    /// The newest snapshot's size in bytes.
+    snapshot_bytes: u64,
+}
+
+/// The snapshot file, under its lock.
+struct Disk<S> {
+    storage: S,
+    /// The metadata of the snapshot the file holds.
+    snapshot: Option<SnapshotMeta>,
 }
 
 fn invalid(what: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.to_string())
+}
+
+/// Whether a snapshot is due with `since` bytes of entries applied since
+/// the last one, of `size` bytes.
+fn due(since: u64, size: u64) -> bool {
+    since >= size.max(SNAPSHOT_LOG_MIN)
+}
+
+/// A snapshot file's bytes: its head, then `data`.
+fn file_head(meta: &SnapshotMeta) -> Vec<u8> {
+    let mut head = Vec::with_capacity(256);
+    encode_sm_head(meta.last_log_id.as_ref(), &meta.last_membership, &mut head);
+    head
 }
 
 impl<S: Storage + 'static> StateMachine<S> {
@@ -168,56 +208,86 @@ impl<S: Storage + 'static> StateMachine<S> {
                 source,
             })?;
         let mut inner = Inner {
-            storage,
             content: empty,
             applied: None,
             membership: StoredMembership::default(),
             highest: 0,
-            snapshot: None,
+            since_snapshot: 0,
+            snapshot_bytes: 0,
         };
-        if let Some(data) = data {
-            inner
-                .load(&data)
-                .map_err(|e| crate::Error::Snapshot { what: e.what })?;
-        }
+        let snapshot = match data {
+            Some(data) => Some(
+                inner
+                    .load(&data)
+                    .map_err(|e| crate::Error::Snapshot { what: e.what })?,
+            ),
+            None => None,
+        };
         Ok(StateMachine {
             inner: Arc::new(Mutex::new(inner)),
+            disk: Arc::new(Mutex::new(Disk { storage, snapshot })),
         })
     }
 
-    fn lock(&self) -> io::Result<MutexGuard<'_, Inner<S>>> {
+    fn lock(&self) -> io::Result<MutexGuard<'_, Inner>> {
         self.inner
             .lock()
             .map_err(|_| io::Error::other("the state machine's lock was poisoned"))
     }
 
+    fn lock_disk(&self) -> io::Result<MutexGuard<'_, Disk<S>>> {
+        self.disk
+            .lock()
+            .map_err(|_| io::Error::other("the snapshot file's lock was poisoned"))
+    }
+
+    /// The state, read back from its snapshot file first if it is parked.
+    fn unparked(&self) -> io::Result<MutexGuard<'_, Inner>> {
+        {
+            let inner = self.lock()?;
+            if !matches!(inner.content, Content::Parked) {
+                return Ok(inner);
+            }
+        }
+        // The file's lock first, as everywhere both are taken.
+        let disk = self.lock_disk()?;
+        let mut inner = self.lock()?;
+        if matches!(inner.content, Content::Parked) {
+            let file = fila_wal::read_file(&disk.storage, SNAPSHOT_FILE)?
+                .ok_or_else(|| invalid("a parked state's snapshot file is gone"))?;
+            inner.content = Content::Queues(Replay::default());
+            inner.load(&file).map_err(|e| invalid(e.what))?;
+        }
+        Ok(inner)
+    }
+
     /// The state as an engine image (a copy).
     pub fn image(&self) -> io::Result<EngineImage> {
-        let mut inner = self.lock()?;
-        inner.unpark()?;
+        let inner = self.unparked()?;
         match &inner.content {
-            Content::Queues(replay) => Ok(replay.clone().into_image()),
+            Content::Queues(replay) => Ok(replay.image()),
             Content::Map(_) => Err(io::Error::other("the metadata group holds no queues")),
             Content::Parked => unreachable!("read back above"),
         }
     }
 
     /// Parks a partition's state: writes it to the snapshot file (its
-    /// last applied entry and membership with it) and drops it, and the
-    /// snapshot's copy, from memory; the next use reads it back from the
-    /// file (applying an entry, an image, a snapshot asked for). For a
-    /// replica this node gave up, whose state nothing reads until the map
-    /// places one here again. Answers whether it parked anything (not the
-    /// map, nor a state already parked or that never applied an entry).
+    /// last applied entry and membership with it) and drops it from
+    /// memory; the next use reads it back from the file (applying an
+    /// entry, an image). For a replica this node gave up, whose state
+    /// nothing reads until the map places one here again. Answers whether
+    /// it parked anything (not the map, nor a state already parked or that
+    /// never applied an entry).
     pub fn park(&self) -> io::Result<bool> {
+        let mut disk = self.lock_disk()?;
         let mut inner = self.lock()?;
         if !matches!(inner.content, Content::Queues(_)) || inner.applied.is_none() {
             return Ok(false);
         }
         let (meta, data) = inner.snapshot_data();
-        inner.keep_snapshot(meta, data)?;
+        disk.replace(&meta, &data)?;
+        disk.snapshot = Some(meta);
         inner.content = Content::Parked;
-        inner.snapshot = None;
         Ok(true)
     }
 
@@ -225,6 +295,19 @@ impl<S: Storage + 'static> StateMachine<S> {
     pub fn parked(&self) -> bool {
         self.lock()
             .is_ok_and(|inner| matches!(inner.content, Content::Parked))
+    }
+
+    /// Whether a snapshot is due: the entries applied since the last one
+    /// hold at least as many bytes as it, and at least
+    /// [`SNAPSHOT_LOG_MIN`] (a group's log then keeps no more than about
+    /// its state's size past the snapshot, and taking snapshots costs, per
+    /// byte logged, no more as the state grows). A parked state is never
+    /// due.
+    pub fn snapshot_due(&self) -> bool {
+        self.lock().is_ok_and(|inner| {
+            !matches!(inner.content, Content::Parked)
+                && due(inner.since_snapshot, inner.snapshot_bytes)
+        })
     }
 
     /// The cluster's map (none: this is a partition's state machine).
@@ -250,14 +333,15 @@ impl<S: Storage + 'static> StateMachine<S> {
     /// Closes the state machine; answers its storage when no clone is
     /// left (for tests that crash it).
     pub fn close(self) -> Option<S> {
-        let inner = Arc::try_unwrap(self.inner).ok()?;
-        Some(inner.into_inner().ok()?.storage)
+        let disk = Arc::try_unwrap(self.disk).ok()?;
+        Some(disk.into_inner().ok()?.storage)
     }
 }
 
-impl<S: Storage> Inner<S> {
-    /// Takes the state from a snapshot file's bytes.
-    fn load(&mut self, file: &[u8]) -> Result<(), CodecError> {
+impl Inner {
+    /// Takes the state from a snapshot file's bytes; answers the
+    /// snapshot's metadata.
+    fn load(&mut self, file: &[u8]) -> Result<SnapshotMeta, CodecError> {
         let (applied, membership, body) = decode_sm_head(file)?;
         let (highest, image) = split_data(body);
         self.content = Content::read(self.content.is_map(), image)?;
@@ -268,41 +352,40 @@ impl<S: Storage> Inner<S> {
         };
         self.applied = applied;
         self.membership = membership;
-        self.snapshot = Some((meta, Arc::new(body.to_vec())));
-        Ok(())
+        self.since_snapshot = 0;
+        self.snapshot_bytes = body.len() as u64;
+        Ok(meta)
     }
 
-    /// A parked state read back from its snapshot file.
-    fn unpark(&mut self) -> io::Result<()> {
-        if !matches!(self.content, Content::Parked) {
-            return Ok(());
-        }
-        let file = fila_wal::read_file(&self.storage, SNAPSHOT_FILE)?
-            .ok_or_else(|| invalid("a parked state's snapshot file is gone"))?;
-        self.content = Content::Queues(Replay::default());
-        self.load(&file).map_err(|e| invalid(e.what))
-    }
-
-    /// The state's snapshot: its metadata and data.
-    fn snapshot_data(&self) -> (SnapshotMeta, Vec<u8>) {
+    /// The state's snapshot: its metadata and data, written from the state
+    /// as it is held. The bytes applied since the last snapshot count from
+    /// here.
+    fn snapshot_data(&mut self) -> (SnapshotMeta, Vec<u8>) {
         let mut data = IDS_MAGIC.to_vec();
         data.extend_from_slice(&self.highest.to_be_bytes());
         self.content.write(&mut data);
+        self.since_snapshot = 0;
+        self.snapshot_bytes = data.len() as u64;
         let meta = SnapshotMeta {
             last_log_id: self.applied,
             last_membership: self.membership.clone(),
         };
         (meta, data)
     }
+}
 
-    /// Makes `meta` and `data` the snapshot, on disk first.
-    fn keep_snapshot(&mut self, meta: SnapshotMeta, data: Vec<u8>) -> io::Result<()> {
-        let mut file = Vec::with_capacity(data.len() + 256);
-        encode_sm_head(meta.last_log_id.as_ref(), &meta.last_membership, &mut file);
-        file.extend_from_slice(&data);
-        fila_wal::replace_file(&mut self.storage, SNAPSHOT_FILE, &file)?;
-        self.snapshot = Some((meta, Arc::new(data)));
-        Ok(())
+impl<S: Storage> Disk<S> {
+    /// Makes the file hold the snapshot `meta` with `data`.
+    fn replace(&mut self, meta: &SnapshotMeta, data: &[u8]) -> io::Result<()> {
+        let head = file_head(meta);
+        fila_wal::replace_file_from(&mut self.storage, SNAPSHOT_FILE, &[&head, data])
+    }
+
+    /// Whether the file holds a snapshot at least as far along as `meta`.
+    fn holds(&self, meta: &SnapshotMeta) -> bool {
+        self.snapshot
+            .as_ref()
+            .is_some_and(|kept| kept.last_log_id >= meta.last_log_id)
     }
 }
 
@@ -310,13 +393,28 @@ impl<S: Storage + 'static> RaftSnapshotBuilder<TypeConfig> for StateMachine<S> {
     type SnapshotData = Cursor<Vec<u8>>;
 
     async fn build_snapshot(&mut self) -> Result<SnapshotOf, io::Error> {
-        let mut inner = self.lock()?;
-        inner.unpark()?;
-        let (meta, image) = inner.snapshot_data();
-        inner.keep_snapshot(meta.clone(), image.clone())?;
+        // The file's lock first (a parked state is read back under it),
+        // then the state's only while the data is written from it.
+        let mut disk = self.lock_disk()?;
+        let (meta, data) = {
+            let mut inner = self.lock()?;
+            if matches!(inner.content, Content::Parked) {
+                drop(inner);
+                drop(disk);
+                drop(self.unparked()?);
+                disk = self.lock_disk()?;
+                inner = self.lock()?;
+            }
+            inner.snapshot_data()
+        };
+        // A snapshot installed meanwhile that is further along stays.
+        if !disk.holds(&meta) {
+            disk.replace(&meta, &data)?;
+            disk.snapshot = Some(meta.clone());
+        }
         Ok(Snapshot {
             meta,
-            snapshot: Cursor::new(image),
+            snapshot: Cursor::new(data),
         })
     }
 }
@@ -335,13 +433,14 @@ impl<S: Storage + 'static> RaftStateMachine<TypeConfig> for StateMachine<S> {
         Strm: Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>> + Unpin + OptionalSend,
     {
         while let Some((entry, responder)) = entries.try_next().await? {
-            let mut inner = self.lock()?;
-            inner.unpark()?;
+            let mut inner = self.unparked()?;
             let mut records = 0u32;
+            let mut bytes = ENTRY_BYTES_MIN;
             match &entry.payload {
                 EntryPayload::Blank => {}
                 EntryPayload::Normal(batch) => {
                     records = inner.content.apply(&batch.0, entry.log_id.index)?;
+                    bytes = bytes.max(batch.0.len() as u64);
                 }
                 EntryPayload::Membership(m) => {
                     inner.membership = StoredMembership::new(Some(entry.log_id), m.clone());
@@ -349,6 +448,7 @@ impl<S: Storage + 'static> RaftStateMachine<TypeConfig> for StateMachine<S> {
                 }
             }
             inner.applied = Some(entry.log_id);
+            inner.since_snapshot = inner.since_snapshot.saturating_add(bytes);
             drop(inner);
             if let Some(responder) = responder {
                 responder.send(Applied { records });
@@ -368,12 +468,14 @@ impl<S: Storage + 'static> RaftStateMachine<TypeConfig> for StateMachine<S> {
     ) -> Result<(), io::Error> {
         let data = snapshot.into_inner();
         let (highest, image) = split_data(&data);
-        // Decoded without the lock: reads of the state go on meanwhile (a
+        // Decoded without the locks: reads of the state go on meanwhile (a
         // parked state is a partition's, and is replaced whole).
         let map = self.lock()?.content.is_map();
         let content = Content::read(map, image).map_err(|e| invalid(e.what))?;
+        let mut disk = self.lock_disk()?;
+        disk.replace(meta, &data)?;
+        disk.snapshot = Some(meta.clone());
         let mut inner = self.lock()?;
-        inner.keep_snapshot(meta.clone(), data.clone())?;
         inner.content = content;
         inner.applied = meta.last_log_id;
         inner.membership = meta.last_membership.clone();
@@ -381,15 +483,29 @@ impl<S: Storage + 'static> RaftStateMachine<TypeConfig> for StateMachine<S> {
             .highest
             .max(highest)
             .max(highest_of(&meta.last_membership));
+        inner.since_snapshot = 0;
+        inner.snapshot_bytes = data.len() as u64;
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<SnapshotOf>, io::Error> {
-        let mut inner = self.lock()?;
-        inner.unpark()?;
-        Ok(inner.snapshot.as_ref().map(|(meta, image)| Snapshot {
-            meta: meta.clone(),
-            snapshot: Cursor::new(image.to_vec()),
+        // Read back from its file: only its metadata is kept in memory.
+        let disk = self.lock_disk()?;
+        let Some(meta) = disk.snapshot.clone() else {
+            return Ok(None);
+        };
+        let mut file = fila_wal::read_file(&disk.storage, SNAPSHOT_FILE)?
+            .ok_or_else(|| invalid("the snapshot file is gone"))?;
+        drop(disk);
+        let (applied, _, body) = decode_sm_head(&file).map_err(|e| invalid(e.what))?;
+        if applied != meta.last_log_id {
+            return Err(invalid("the snapshot file is not the snapshot kept"));
+        }
+        let head = file.len() - body.len();
+        file.drain(..head);
+        Ok(Some(Snapshot {
+            meta,
+            snapshot: Cursor::new(file),
         }))
     }
 }
@@ -398,6 +514,7 @@ impl<S: Storage + 'static> RaftStateMachine<TypeConfig> for StateMachine<S> {
 mod tests {
     use std::collections::{BTreeMap, BTreeSet};
 
+    use fila_store::codec::encode_image;
     use fila_wal::SimDisk;
 
     use super::*;
@@ -506,5 +623,18 @@ mod tests {
             .install_snapshot(&built.meta, built.snapshot)
             .await
             .is_err());
+    }
+
+    #[test]
+    fn a_snapshot_is_due_once_the_log_since_holds_its_size_and_the_least() {
+        let min = SNAPSHOT_LOG_MIN;
+        assert!(!due(0, 0));
+        assert!(!due(min - 1, 0));
+        assert!(due(min, 0));
+        assert!(due(min, min / 2));
+        // A state larger than the least: its size.
+        assert!(!due(min, 3 * min));
+        assert!(!due(3 * min - 1, 3 * min));
+        assert!(due(3 * min, 3 * min));
     }
 }

@@ -306,14 +306,18 @@ async fn a_parked_state_is_read_back_at_its_next_use() {
     assert_eq!(sm.applied().unwrap(), Some(last));
     assert_eq!(normal(sm.image().unwrap()), want);
 
-    // Parked again: the snapshot a lagging replica is sent is read back
-    // too, and so is the state after a crash.
+    // Parked again: the snapshot a lagging replica is sent is read from
+    // the file (the state stays parked), and so is the state after a
+    // crash.
     assert!(sm.park().unwrap());
     let snap = sm.get_current_snapshot().await.unwrap().unwrap();
     assert_eq!(snap.meta.last_log_id, Some(last));
+    assert!(
+        sm.parked(),
+        "sending its snapshot does not read the state back"
+    );
     let other = installed(&snap.meta, snap.snapshot.into_inner()).await;
     assert_eq!(normal(other.image().unwrap()), want);
-    assert!(sm.park().unwrap());
     let mut disk = sm.close().unwrap();
     disk.crash();
     let sm = StateMachine::open(disk).unwrap();
@@ -323,4 +327,54 @@ async fn a_parked_state_is_read_back_at_its_next_use() {
     // The map is never parked.
     let map = StateMachine::open_map(SimDisk::new(3)).unwrap();
     assert!(!map.park().unwrap());
+}
+
+#[tokio::test]
+async fn a_snapshot_is_due_once_the_log_holds_its_size_and_is_sent_from_its_file() {
+    use fila_cluster::SNAPSHOT_LOG_MIN;
+    use fila_core::event::Spot;
+    let (engine, batches) = worked_engine();
+    let want = normal(engine.export(|| {}).unwrap());
+    let mut entries = entries_of(batches);
+    let mut sm = StateMachine::open(SimDisk::new(1)).unwrap();
+    apply(&mut sm, std::mem::take(&mut entries)).await;
+    assert!(!sm.snapshot_due(), "a few entries: no snapshot due");
+    // Entries of records about messages there are not (each changes
+    // nothing), 1 MiB each, until the log since holds SNAPSHOT_LOG_MIN.
+    let mut next = sm.applied().unwrap().unwrap().index + 1;
+    let mut logged = 0u64;
+    while logged < SNAPSHOT_LOG_MIN {
+        assert!(!sm.snapshot_due(), "due after {logged} bytes");
+        let mut b = Vec::new();
+        let mut seq = next << 20;
+        while b.len() < 1 << 20 {
+            let at = Spot {
+                queue: 999,
+                dlq: false,
+                seq,
+            };
+            batch_push(&Event::Removed { at }, &mut b);
+            seq += 1;
+        }
+        logged += b.len() as u64;
+        let e = Entry::new(log_id(1, next), EntryPayload::Normal(Batch(Bytes::from(b))));
+        apply(&mut sm, vec![e]).await;
+        next += 1;
+    }
+    assert!(sm.snapshot_due());
+    let built = sm.build_snapshot().await.unwrap();
+    assert!(!sm.snapshot_due(), "the log since counts from the snapshot");
+    // What a lagging follower is sent is read back from the file: the
+    // data built, byte for byte, which installs the same state.
+    let sent = sm.get_current_snapshot().await.unwrap().unwrap();
+    assert_eq!(sent.meta, built.meta);
+    let data = built.snapshot.into_inner();
+    assert_eq!(sent.snapshot.into_inner(), data);
+    let mut other = installed(&built.meta, data).await;
+    assert_eq!(normal(other.image().unwrap()), want);
+    assert!(!other.snapshot_due());
+    assert_eq!(
+        other.get_current_snapshot().await.unwrap().unwrap().meta,
+        built.meta
+    );
 }

@@ -645,6 +645,7 @@ mod write;
 pub use batch::{batch_push, batch_records};
 
 pub use snapshot::{
-    decode_snapshot, encode_image, encode_part, encode_snapshot, encode_snapshot_end,
-    encode_snapshot_start, read_snapshot, SNAPSHOT_VERSION,
+    decode_snapshot, encode_dedup_part, encode_image, encode_message_part, encode_part,
+    encode_queue_part, encode_snapshot, encode_snapshot_end, encode_snapshot_start, read_snapshot,
+    SNAPSHOT_VERSION,
 };

@@ -36,7 +36,10 @@ use std::collections::{HashMap, HashSet};
 use fila_core::event::{DedupImage, EngineImage, ImagePart, MessageImage, QueueImage, Spot};
 use fila_core::{MoveTask, QueueSettings, QueueTimes};
 
-use crate::codec::Op;
+use crate::codec::{
+    encode_dedup_part, encode_message_part, encode_queue_part, encode_snapshot_end,
+    encode_snapshot_start, Op,
+};
 
 #[derive(Clone)]
 struct Queue {
@@ -290,6 +293,55 @@ impl Replay {
     /// Messages now held.
     pub fn message_count(&self) -> usize {
         self.queues.values().map(|q| q.messages.len()).sum()
+    }
+
+    /// Writes the state as a snapshot body of frames (what
+    /// [`crate::codec::read_snapshot`] reads back) straight from where it
+    /// is held: nothing of it is copied first. Queues by id, each one's
+    /// deduplication keys by expiry, its messages in any order.
+    pub fn encode_snapshot(&self, out: &mut Vec<u8>) {
+        encode_snapshot_start(out);
+        let mut ids: Vec<u32> = self.queues.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let q = &self.queues[&id];
+            encode_queue_part(id, &q.name, &q.settings, q.times, q.next_seq, &q.moves, out);
+            let mut dedup: Vec<&DedupImage> = q.dedup.values().collect();
+            dedup.sort_unstable_by_key(|e| (e.expires_at_ms, e.key));
+            encode_dedup_part(id, dedup, out);
+            for m in q.messages.values() {
+                encode_message_part(id, m, out);
+            }
+        }
+        encode_snapshot_end(self.next_queue_id, out);
+    }
+
+    /// The state as an image (a copy of each queue and message, not of
+    /// the maps they are held in), as [`Replay::into_image`] makes it.
+    pub fn image(&self) -> EngineImage {
+        let mut images: Vec<QueueImage> = self
+            .queues
+            .iter()
+            .map(|(&id, q)| QueueImage {
+                id,
+                name: q.name.clone(),
+                settings: q.settings.clone(),
+                times: q.times,
+                next_seq: q.next_seq,
+                moves: q.moves.clone(),
+                dedup: {
+                    let mut d: Vec<DedupImage> = q.dedup.values().cloned().collect();
+                    d.sort_unstable_by_key(|e| (e.expires_at_ms, e.key));
+                    d
+                },
+                messages: q.messages.values().cloned().collect(),
+            })
+            .collect();
+        images.sort_unstable_by_key(|q| q.id);
+        EngineImage {
+            next_queue_id: self.next_queue_id,
+            queues: images,
+        }
     }
 
     /// The state as an image, queues by id, messages in any order

@@ -689,3 +689,49 @@ fn a_running_move_task_survives_a_restart_and_finishes() {
     assert_eq!(again.stats("dlq").unwrap().visible, 0);
     store.stop().expect("writer ran");
 }
+
+#[test]
+fn the_state_written_as_a_snapshot_from_where_it_is_held_reads_back_whole() {
+    use fila_core::event::{DedupImage, ImagePart};
+    use fila_store::codec::read_snapshot;
+    for seed in 1..=runs(10) {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let clock = ManualClock::new(T0);
+        let engine = Engine::new(3, Arc::new(clock.clone()));
+        let replay = Arc::new(Mutex::new(Replay::default()));
+        journal_into(&engine, &replay);
+        let mut receipts = Vec::new();
+        for _ in 0..300 {
+            step(&engine, &clock, &mut rng, &mut receipts);
+        }
+        let replay = replay.lock().unwrap();
+        if seed == 1 {
+            // More deduplication keys than one frame holds: a queue's keys
+            // take several frames.
+            let mut more = replay.clone();
+            let id = more.image().queues.first().map_or(1, |q| q.id);
+            let entries: Vec<DedupImage> = (0..70_000u64)
+                .map(|i| DedupImage {
+                    key: u128::from(i) << 64 | 7,
+                    seq: i + 1,
+                    expires_at_ms: T0 + 1_000_000 + i,
+                })
+                .collect();
+            more.apply_part(ImagePart::Dedup { queue: id, entries });
+            assert!(more.image().queues.iter().any(|q| q.dedup.len() >= 70_000));
+            check_snapshot(&more, seed);
+        }
+        check_snapshot(&replay, seed);
+    }
+
+    fn check_snapshot(replay: &Replay, seed: u64) {
+        let want = normal(replay.clone().into_image(), 0);
+        // The image made without taking the state apart is the same.
+        assert_eq!(normal(replay.image(), 0), want, "seed {seed}: image");
+        let mut body = Vec::new();
+        replay.encode_snapshot(&mut body);
+        let mut read = Replay::default();
+        read_snapshot(&mut &body[..], &mut read).unwrap();
+        assert_eq!(normal(read.into_image(), 0), want, "seed {seed}: snapshot");
+    }
+}

@@ -39,8 +39,8 @@ pub use log::{
     Snapshot, SnapshotFile, SnapshotReader, SyncHandle, TornTail, SEGMENT_HEADER,
 };
 pub use storage::{
-    create_private_dir, out_of_room, read_file, replace_file, FsStorage, SimDisk, Storage,
-    DIR_MODE, FILE_MODE, SECTOR,
+    create_private_dir, out_of_room, read_file, replace_file, replace_file_from, FsStorage,
+    SimDisk, Storage, DIR_MODE, FILE_MODE, SECTOR,
 };
 
 /// What can go wrong with the log, in one line each.

@@ -80,13 +80,25 @@ pub fn replace_file<S: Storage + ?Sized>(
     name: &str,
     data: &[u8],
 ) -> io::Result<()> {
+    replace_file_from(storage, name, &[data])
+}
+
+/// [`replace_file`] with the new contents in parts, written one after the
+/// other (no copy of them joined).
+pub fn replace_file_from<S: Storage + ?Sized>(
+    storage: &mut S,
+    name: &str,
+    parts: &[&[u8]],
+) -> io::Result<()> {
     let tmp = format!("{name}.tmp");
     match storage.remove(&tmp) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
     storage.create(&tmp)?;
-    storage.append(&tmp, data)?;
+    for part in parts {
+        storage.append(&tmp, part)?;
+    }
     storage.sync(&tmp)?;
     storage.rename(&tmp, name)?;
     storage.sync_dir()

@@ -3,7 +3,7 @@
 //! format (version 1, whole in memory) still reads.
 
 use fila_core::event::{DedupImage, EngineImage, ImagePart, MessageImage, QueueImage, Spot};
-use fila_core::QueueTimes;
+use fila_core::{MoveTask, QueueSettings, QueueTimes};
 
 use super::{
     bad, bytes_, extension, keyed, message, message_more, needs_more, settings, tasks, u32_, u64_,
@@ -67,34 +67,18 @@ pub fn encode_snapshot(image: &EngineImage) -> Vec<u8> {
 pub fn encode_image(image: &EngineImage, out: &mut Vec<u8>) {
     encode_snapshot_start(out);
     for q in &image.queues {
-        encode_part(
-            &ImagePart::Queue {
-                id: q.id,
-                name: q.name.clone(),
-                settings: q.settings.clone(),
-                times: q.times,
-                next_seq: q.next_seq,
-                moves: q.moves.clone(),
-            },
+        encode_queue_part(
+            q.id,
+            &q.name,
+            &q.settings,
+            q.times,
+            q.next_seq,
+            &q.moves,
             out,
         );
-        if !q.dedup.is_empty() {
-            encode_part(
-                &ImagePart::Dedup {
-                    queue: q.id,
-                    entries: q.dedup.clone(),
-                },
-                out,
-            );
-        }
+        encode_dedup_part(q.id, &q.dedup, out);
         for m in &q.messages {
-            encode_part(
-                &ImagePart::Message {
-                    queue: q.id,
-                    message: m.clone(),
-                },
-                out,
-            );
+            encode_message_part(q.id, m, out);
         }
     }
     encode_snapshot_end(image.next_queue_id, out);
@@ -107,45 +91,82 @@ pub fn encode_snapshot_start(out: &mut Vec<u8>) {
 
 /// Appends one part of the state as a snapshot frame.
 pub fn encode_part(part: &ImagePart, out: &mut Vec<u8>) {
-    let start = out.len();
-    out.extend_from_slice(&[0; 5]);
-    let kind = match part {
+    match part {
         ImagePart::Queue {
             id,
             name,
-            settings: s,
+            settings,
             times,
             next_seq,
             moves,
-        } => {
-            u32_(out, *id);
-            bytes_(out, name.as_bytes());
-            settings(out, s);
-            u64_(out, *next_seq);
-            extension(out, s, *times);
-            tasks(out, moves);
-            keyed(out, s);
-            frame::QUEUE_3
+        } => encode_queue_part(*id, name, settings, *times, *next_seq, moves, out),
+        ImagePart::Dedup { queue, entries } => encode_dedup_part(*queue, entries, out),
+        ImagePart::Message { queue, message } => encode_message_part(*queue, message, out),
+    }
+}
+
+/// Appends a queue's frame ([`ImagePart::Queue`] from its fields).
+pub fn encode_queue_part(
+    id: u32,
+    name: &str,
+    s: &QueueSettings,
+    times: QueueTimes,
+    next_seq: u64,
+    moves: &[MoveTask],
+    out: &mut Vec<u8>,
+) {
+    let start = out.len();
+    out.extend_from_slice(&[0; 5]);
+    u32_(out, id);
+    bytes_(out, name.as_bytes());
+    settings(out, s);
+    u64_(out, next_seq);
+    extension(out, s, times);
+    tasks(out, moves);
+    keyed(out, s);
+    end_frame(out, start, frame::QUEUE_3);
+}
+
+/// Deduplication keys in one snapshot frame, at most (32 bytes each: a
+/// frame of 2 MiB, well below what a reader takes).
+const DEDUP_PER_FRAME: usize = 1 << 16;
+
+/// Appends frames of queue `queue`'s deduplication keys, at most
+/// [`DEDUP_PER_FRAME`] a frame (none when `entries` is empty).
+pub fn encode_dedup_part<'a>(
+    queue: u32,
+    entries: impl IntoIterator<Item = &'a DedupImage>,
+    out: &mut Vec<u8>,
+) {
+    let mut entries = entries.into_iter().peekable();
+    while entries.peek().is_some() {
+        let start = out.len();
+        out.extend_from_slice(&[0; 5]);
+        u32_(out, queue);
+        let count_at = out.len();
+        u32_(out, 0);
+        let mut count = 0u32;
+        for e in entries.by_ref().take(DEDUP_PER_FRAME) {
+            out.extend_from_slice(&e.key.to_be_bytes());
+            u64_(out, e.seq);
+            u64_(out, e.expires_at_ms);
+            count += 1;
         }
-        ImagePart::Dedup { queue, entries } => {
-            u32_(out, *queue);
-            u32_(out, entries.len() as u32);
-            for e in entries {
-                out.extend_from_slice(&e.key.to_be_bytes());
-                u64_(out, e.seq);
-                u64_(out, e.expires_at_ms);
-            }
-            frame::DEDUP
-        }
-        ImagePart::Message { queue, message: m } => {
-            message(out, &image_parts(*queue, m));
-            if needs_more(m.group.as_deref(), m.priority, m.lease_until_ms) {
-                message_more(out, None, m.group.as_deref(), m.priority, m.lease_until_ms);
-                frame::MESSAGE_2
-            } else {
-                frame::MESSAGE
-            }
-        }
+        out[count_at..count_at + 4].copy_from_slice(&count.to_be_bytes());
+        end_frame(out, start, frame::DEDUP);
+    }
+}
+
+/// Appends a frame of one message of queue `queue`.
+pub fn encode_message_part(queue: u32, m: &MessageImage, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0; 5]);
+    message(out, &image_parts(queue, m));
+    let kind = if needs_more(m.group.as_deref(), m.priority, m.lease_until_ms) {
+        message_more(out, None, m.group.as_deref(), m.priority, m.lease_until_ms);
+        frame::MESSAGE_2
+    } else {
+        frame::MESSAGE
     };
     end_frame(out, start, kind);
 }
