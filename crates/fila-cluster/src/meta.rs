@@ -434,6 +434,11 @@ impl<S: Storage + 'static> Metadata<S> {
         crate::replica::known_leader(&self.raft)
     }
 
+    /// See [`crate::Replica::snapshot_if_due`].
+    pub async fn snapshot_if_due(&self) -> bool {
+        crate::replica::snapshot_if_due(&self.raft, &self.sm).await
+    }
+
     /// The map as this node has applied it (a follower's may lag).
     pub fn map(&self) -> Arc<ClusterMap> {
         self.sm.map().unwrap_or_default()

@@ -253,6 +253,13 @@ impl<S: Storage + 'static> Replica<S> {
         &self.sm
     }
 
+    /// Asks openraft for a snapshot of the group when one is due
+    /// ([`StateMachine::snapshot_due`]); answers whether it asked (a node
+    /// run with openraft's `SnapshotPolicy::Never` takes its snapshots so).
+    pub async fn snapshot_if_due(&self) -> bool {
+        snapshot_if_due(&self.raft, &self.sm).await
+    }
+
     /// This replica's node id.
     pub fn id(&self) -> NodeId {
         self.id
@@ -495,6 +502,14 @@ fn keep_leases(image: &mut EngineImage, floor: u64) {
 
 /// The leadership `raft` holds (its committed vote, while it is in the
 /// leader's state), or the leader it knows of (see [`Replica::leading`]).
+/// See [`Replica::snapshot_if_due`].
+pub(crate) async fn snapshot_if_due<S: Storage + 'static>(
+    raft: &Raft<TypeConfig, StateMachine<S>>,
+    sm: &StateMachine<S>,
+) -> bool {
+    sm.snapshot_due() && raft.trigger().snapshot().await.is_ok()
+}
+
 pub(crate) fn leading<S: Storage + 'static>(
     raft: &Raft<TypeConfig, StateMachine<S>>,
 ) -> Result<LeaderId, Option<NodeId>> {

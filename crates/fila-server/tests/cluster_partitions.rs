@@ -452,3 +452,49 @@ fn a_node_added_before_the_map_is_made_holds_no_replica() {
         assert_eq!(ids(p), [1, 2, 3], "{four:?}");
     }
 }
+
+#[test]
+fn each_replica_takes_a_snapshot_once_its_log_holds_16_mib() {
+    let dir = Dir::fresh("snap");
+    let mut nodes = partitioned(&dir.0, 3, 1);
+    for n in &mut nodes {
+        n.start();
+    }
+    agreed_on(&nodes, 1);
+    let snaps: Vec<_> = nodes
+        .iter()
+        .map(|n| n.data.join("raft/p0/state/state.snap"))
+        .collect();
+    let mut c = of_all(&nodes);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(e) = c.create_queue("big", SettingsPatch::default()) {
+        assert!(Instant::now() < deadline, "no queue could be made: {e}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // 17 MiB of messages: more than the least a snapshot waits for
+    // (fila_cluster::SNAPSHOT_LOG_MIN), none while the log holds less
+    // (60 of them: 14.6 MiB).
+    let body = vec![b'x'; 250 << 10];
+    for i in 0..70 {
+        if i <= 60 {
+            assert!(
+                snaps.iter().all(|s| !s.exists()),
+                "a snapshot after {i} puts"
+            );
+        }
+        c.put_one("big", body.clone()).unwrap();
+    }
+    // Each replica takes its own, within the view's next looks.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for s in &snaps {
+        while !s.exists() {
+            assert!(Instant::now() < deadline, "{} never made", s.display());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // It holds the messages put before it: 15 MiB and more.
+    for s in &snaps {
+        let len = std::fs::metadata(s).unwrap().len();
+        assert!(len > 15 << 20, "{}: {len} bytes", s.display());
+    }
+}

@@ -184,6 +184,10 @@ async fn run(
         heartbeat_interval: HEARTBEAT_MS,
         election_timeout_min: ELECTION_MS.0,
         election_timeout_max: ELECTION_MS.1,
+        // Each group's snapshot is taken when its state machine says one
+        // is due (the log since holds the last one's size: `keep_view`),
+        // not every 5 000 entries whatever the state's size.
+        snapshot_policy: openraft::SnapshotPolicy::Never,
         ..Default::default()
     };
     let raft_config = match raft_config.validate() {

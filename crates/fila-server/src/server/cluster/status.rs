@@ -145,6 +145,7 @@ pub(super) async fn keep_view(c: Arc<Cluster>) {
             make_map(&c).await;
         }
         let_go(&c).await;
+        take_snapshots(&c).await;
         *c.shared
             .published
             .view
@@ -198,6 +199,21 @@ async fn let_go(c: &Cluster) {
                 partition = p,
                 "parking the state of a replica given up: {e}"
             ),
+        }
+    }
+}
+
+/// Asks for a snapshot of each group whose state machine says one is due
+/// (the entries applied since its last one hold as many bytes as it, and
+/// at least 16 MiB: `StateMachine::snapshot_due`); openraft takes it,
+/// and then drops the log it covers.
+async fn take_snapshots(c: &Cluster) {
+    if c.meta.snapshot_if_due().await {
+        info!("a snapshot of the metadata group asked for");
+    }
+    for (p, part) in c.parts.iter().enumerate() {
+        if part.snapshot_if_due().await {
+            info!(partition = p, "a snapshot of the partition asked for");
         }
     }
 }
