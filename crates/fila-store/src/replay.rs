@@ -32,6 +32,7 @@
 //! put).
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use fila_core::event::{DedupImage, EngineImage, ImagePart, MessageImage, QueueImage, Spot};
 use fila_core::{MoveTask, QueueSettings, QueueTimes};
@@ -40,6 +41,42 @@ use crate::codec::{
     encode_dedup_part, encode_message_part, encode_queue_part, encode_snapshot_end,
     encode_snapshot_start, Op,
 };
+
+/// Hashes the state's own keys — queue ids and sequence numbers the
+/// engine gave out, never bytes a client chose — with FxHash's step (a
+/// rotation, an exclusive or, a multiplication per word) rather than
+/// SipHash: no client picks them, so none can make them collide.
+#[derive(Clone, Copy, Default)]
+struct IdHasher(u64);
+
+impl IdHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.add(u64::from(b));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A map keyed by the state's own ids ([`IdHasher`]).
+type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 #[derive(Clone)]
 struct Queue {
@@ -51,13 +88,13 @@ struct Queue {
     /// Remembered deduplication keys (expired ones are dropped when the
     /// engine restores them).
     dedup: HashMap<u128, DedupImage>,
-    messages: HashMap<(bool, u64), MessageImage>,
+    messages: IdMap<(bool, u64), MessageImage>,
 }
 
 /// The state being rebuilt.
 #[derive(Clone)]
 pub struct Replay {
-    queues: HashMap<u32, Queue>,
+    queues: IdMap<u32, Queue>,
     /// Messages moved out of their queue by a record of another queue.
     moved: HashSet<Spot>,
     /// Above every queue id seen, deleted ones included.
@@ -68,7 +105,7 @@ impl Default for Replay {
     /// Nothing yet: queue ids start at 1, as an engine's do.
     fn default() -> Self {
         Replay {
-            queues: HashMap::new(),
+            queues: IdMap::default(),
             moved: HashSet::new(),
             next_queue_id: 1,
         }
@@ -78,7 +115,7 @@ impl Default for Replay {
 impl Replay {
     /// Starts from a snapshot.
     pub fn from_image(image: EngineImage) -> Replay {
-        let mut queues = HashMap::with_capacity(image.queues.len());
+        let mut queues = IdMap::with_capacity_and_hasher(image.queues.len(), Default::default());
         let mut next_queue_id = image.next_queue_id;
         for q in image.queues {
             next_queue_id = next_queue_id.max(q.id.saturating_add(1));
@@ -136,7 +173,7 @@ impl Replay {
                     next_seq,
                     moves: Vec::new(),
                     dedup: HashMap::new(),
-                    messages: HashMap::new(),
+                    messages: IdMap::default(),
                 });
                 q.name = name;
                 q.settings = settings;
@@ -184,7 +221,7 @@ impl Replay {
                     next_seq: 1,
                     moves: Vec::new(),
                     dedup: HashMap::new(),
-                    messages: HashMap::new(),
+                    messages: IdMap::default(),
                 });
                 q.name = name;
                 q.settings = settings;
@@ -244,7 +281,8 @@ impl Replay {
                     if !message.dlq {
                         q.next_seq = q.next_seq.max(message.seq + 1);
                     }
-                    if !self.moved.remove(&at) {
+                    // (Most often no move overtook a put: nothing to look up.)
+                    if self.moved.is_empty() || !self.moved.remove(&at) {
                         q.messages.insert((message.dlq, message.seq), message);
                     }
                 }
