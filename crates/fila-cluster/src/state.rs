@@ -252,12 +252,7 @@ impl<S: Storage + 'static> StateMachine<S> {
         // The file's lock first, as everywhere both are taken.
         let disk = self.lock_disk()?;
         let mut inner = self.lock()?;
-        if matches!(inner.content, Content::Parked) {
-            let file = fila_wal::read_file(&disk.storage, SNAPSHOT_FILE)?
-                .ok_or_else(|| invalid("a parked state's snapshot file is gone"))?;
-            inner.content = Content::Queues(Replay::default());
-            inner.load(&file).map_err(|e| invalid(e.what))?;
-        }
+        disk.unpark(&mut inner)?;
         Ok(inner)
     }
 
@@ -375,6 +370,19 @@ impl Inner {
 }
 
 impl<S: Storage> Disk<S> {
+    /// A parked state read back from the file (nothing done to one that
+    /// is not parked).
+    fn unpark(&self, inner: &mut Inner) -> io::Result<()> {
+        if !matches!(inner.content, Content::Parked) {
+            return Ok(());
+        }
+        let file = fila_wal::read_file(&self.storage, SNAPSHOT_FILE)?
+            .ok_or_else(|| invalid("a parked state's snapshot file is gone"))?;
+        inner.content = Content::Queues(Replay::default());
+        inner.load(&file).map_err(|e| invalid(e.what))?;
+        Ok(())
+    }
+
     /// Makes the file hold the snapshot `meta` with `data`.
     fn replace(&mut self, meta: &SnapshotMeta, data: &[u8]) -> io::Result<()> {
         let head = file_head(meta);
@@ -398,13 +406,7 @@ impl<S: Storage + 'static> RaftSnapshotBuilder<TypeConfig> for StateMachine<S> {
         let mut disk = self.lock_disk()?;
         let (meta, data) = {
             let mut inner = self.lock()?;
-            if matches!(inner.content, Content::Parked) {
-                drop(inner);
-                drop(disk);
-                drop(self.unparked()?);
-                disk = self.lock_disk()?;
-                inner = self.lock()?;
-            }
+            disk.unpark(&mut inner)?;
             inner.snapshot_data()
         };
         // A snapshot installed meanwhile that is further along stays.
