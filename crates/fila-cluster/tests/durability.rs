@@ -316,6 +316,11 @@ async fn a_parked_state_is_read_back_at_its_next_use() {
         sm.parked(),
         "sending its snapshot does not read the state back"
     );
+    // Building one reads it back first.
+    let built = sm.build_snapshot().await.unwrap();
+    assert_eq!(built.meta.last_log_id, Some(last));
+    assert!(!sm.parked());
+    assert!(sm.park().unwrap());
     let other = installed(&snap.meta, snap.snapshot.into_inner()).await;
     assert_eq!(normal(other.image().unwrap()), want);
     let mut disk = sm.close().unwrap();
