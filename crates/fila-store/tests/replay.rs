@@ -320,6 +320,17 @@ fn journal_into(engine: &Engine, replay: &Arc<Mutex<Replay>>) {
     }
 }
 
+/// Seed `seed`'s random source, and an engine of three shards on a
+/// manual clock whose events go to the replay answered.
+fn seeded(seed: u64) -> (Rng, ManualClock, Engine, Arc<Mutex<Replay>>) {
+    let rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let clock = ManualClock::new(T0);
+    let engine = Engine::new(3, Arc::new(clock.clone()));
+    let replay = Arc::new(Mutex::new(Replay::default()));
+    journal_into(&engine, &replay);
+    (rng, clock, engine, replay)
+}
+
 /// The events so far (in `replay`) rebuild exactly the engine's state.
 fn assert_rebuilt(engine: &Engine, replay: &Mutex<Replay>, now: u64, what: &str) {
     let want = normal(engine.export(|| {}).unwrap(), now);
@@ -332,11 +343,7 @@ fn assert_rebuilt(engine: &Engine, replay: &Mutex<Replay>, now: u64, what: &str)
 #[test]
 fn after_every_step_the_events_so_far_rebuild_the_state() {
     for seed in 1..=runs(40) {
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let clock = ManualClock::new(T0);
-        let engine = Engine::new(3, Arc::new(clock.clone()));
-        let replay = Arc::new(Mutex::new(Replay::default()));
-        journal_into(&engine, &replay);
+        let (mut rng, clock, engine, replay) = seeded(seed);
         let mut receipts = Vec::new();
         for i in 0..400 {
             step(&engine, &clock, &mut rng, &mut receipts);
@@ -695,11 +702,7 @@ fn the_state_written_as_a_snapshot_from_where_it_is_held_reads_back_whole() {
     use fila_core::event::{DedupImage, ImagePart};
     use fila_store::codec::read_snapshot;
     for seed in 1..=runs(10) {
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let clock = ManualClock::new(T0);
-        let engine = Engine::new(3, Arc::new(clock.clone()));
-        let replay = Arc::new(Mutex::new(Replay::default()));
-        journal_into(&engine, &replay);
+        let (mut rng, clock, engine, replay) = seeded(seed);
         let mut receipts = Vec::new();
         for _ in 0..300 {
             step(&engine, &clock, &mut rng, &mut receipts);
