@@ -167,6 +167,20 @@ impl<S: Storage + 'static> LogStore<S> {
             .map_err(|_| io::Error::other("the Raft log's lock was poisoned"))
     }
 
+    /// Drops the tail kept in memory (reads come back from the segments
+    /// until appends make a new one): for the log of a replica this node
+    /// gave up, which nothing reads. Answers the bytes of entries it held.
+    pub fn drop_tail(&self) -> usize {
+        let Ok(mut inner) = self.lock() else {
+            return 0;
+        };
+        let held = inner.tail_bytes;
+        inner.tail = VecDeque::new();
+        inner.tail_bytes = 0;
+        inner.scratch = Vec::new();
+        held
+    }
+
     /// Closes the log; answers its storage when no clone is left (for
     /// tests that crash it).
     pub fn close(self) -> Option<S> {

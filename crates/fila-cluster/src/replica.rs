@@ -150,6 +150,8 @@ pub struct Replica<S: Storage + 'static> {
     id: NodeId,
     raft: Raft<TypeConfig, StateMachine<S>>,
     sm: StateMachine<S>,
+    /// The Raft log (the same one openraft holds).
+    log: LogStore<S>,
     clock: Arc<dyn Clock>,
     /// The partition's receipt secret; a replica that does not know it
     /// yet does not serve.
@@ -183,13 +185,14 @@ impl<S: Storage + 'static> Replica<S> {
             openraft::network::NetSnapshot<TypeConfig, SnapshotData = std::io::Cursor<Vec<u8>>>,
     {
         let lease_grace_ms = config.election_timeout_max;
-        let raft = Raft::new(id, config, network, log, sm.clone())
+        let raft = Raft::new(id, config, network, log.clone(), sm.clone())
             .await
             .map_err(|e| ReplicaError::Raft(e.to_string()))?;
         Ok(Replica {
             id,
             raft,
             sm,
+            log,
             clock,
             secret: Mutex::new(secret),
             lease_grace_ms,
@@ -251,6 +254,12 @@ impl<S: Storage + 'static> Replica<S> {
     /// The state machine.
     pub fn state(&self) -> &StateMachine<S> {
         &self.sm
+    }
+
+    /// Lets go of the Raft log's tail kept in memory (a replica this node
+    /// gave up: see [`LogStore::drop_tail`]); answers the bytes it held.
+    pub fn drop_log_tail(&self) -> usize {
+        self.log.drop_tail()
     }
 
     /// Asks openraft for a snapshot of the group when one is due

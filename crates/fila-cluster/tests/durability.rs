@@ -138,6 +138,14 @@ async fn reads_older_than_the_tail_come_back_from_the_segments() {
     let all = log.try_get_log_entries(0..400).await.unwrap();
     assert_eq!(all.len(), 400);
     assert!(all.iter().enumerate().all(|(i, e)| e.index() == i as u64));
+    // The tail dropped (a replica given up): every read comes back from
+    // the segments, and appends go on.
+    assert!(log.drop_tail() > 15 << 20, "the tail held its 16 MiB");
+    assert_eq!(log.drop_tail(), 0, "nothing left in memory");
+    assert_eq!(log.try_get_log_entries(0..400).await.unwrap(), all);
+    append(&mut log, vec![big(400)]).await;
+    let got = log.try_get_log_entries(398..401).await.unwrap();
+    assert_eq!(got, (398..401).map(big).collect::<Vec<_>>());
 }
 
 /// Captures an engine's records, one batch per operation.

@@ -172,7 +172,8 @@ pub(super) async fn keep_view(c: Arc<Cluster>) {
 /// partition), and the state of a replica it gave up — one the map does
 /// not place here and whose group it is no member of any more — which is
 /// parked (written to its snapshot file and read back if the map places a
-/// replica here again: `StateMachine::park`).
+/// replica here again: `StateMachine::park`), its Raft log's tail with it
+/// (`LogStore::drop_tail`).
 async fn let_go(c: &Cluster) {
     let map = c.meta.map();
     for (p, part) in c.parts.iter().enumerate() {
@@ -189,7 +190,13 @@ async fn let_go(c: &Cluster) {
         }
         let sm = sm.clone();
         match tokio::task::spawn_blocking(move || sm.park()).await {
-            Ok(Ok(true)) => info!(partition = p, "the state of a replica given up parked"),
+            Ok(Ok(true)) => {
+                let tail = part.drop_log_tail();
+                info!(
+                    partition = p,
+                    tail, "the state of a replica given up parked, its log's tail dropped"
+                )
+            }
             Ok(Ok(false)) => {}
             Ok(Err(e)) => warn!(
                 partition = p,
