@@ -509,8 +509,6 @@ fn keep_leases(image: &mut EngineImage, floor: u64) {
     }
 }
 
-/// The leadership `raft` holds (its committed vote, while it is in the
-/// leader's state), or the leader it knows of (see [`Replica::leading`]).
 /// See [`Replica::snapshot_if_due`].
 pub(crate) async fn snapshot_if_due<S: Storage + 'static>(
     raft: &Raft<TypeConfig, StateMachine<S>>,
@@ -519,6 +517,8 @@ pub(crate) async fn snapshot_if_due<S: Storage + 'static>(
     sm.snapshot_due() && raft.trigger().snapshot().await.is_ok()
 }
 
+/// The leadership `raft` holds (its committed vote, while it is in the
+/// leader's state), or the leader it knows of (see [`Replica::leading`]).
 pub(crate) fn leading<S: Storage + 'static>(
     raft: &Raft<TypeConfig, StateMachine<S>>,
 ) -> Result<LeaderId, Option<NodeId>> {
