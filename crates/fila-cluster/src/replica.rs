@@ -13,7 +13,10 @@
 //! until the state machine has applied it, then rebuilds its engine from
 //! the state machine's image; it serves from that engine for the rest of
 //! its leadership. Operations are pipelined: the engine's state is the
-//! committed state plus the operations whose entries are in flight. When a
+//! committed state plus the operations whose entries are in flight. At most
+//! a few entries are in flight; the records of operations run meanwhile
+//! gather into the next entry, submitted by the leadership's committer as
+//! soon as one of them commits (one entry for all of them). When a
 //! proposal fails — leadership lost — the engine is dropped: what it
 //! executed may or may not commit, and the next leadership rebuilds from
 //! what did.
@@ -116,33 +119,166 @@ pub(crate) type LeaderId = openraft::impls::leader_id_adv::LeaderId<u64, NodeId>
 /// its one shard.
 struct Serving {
     owner: Owner,
+    /// The records its operations made that are in no entry yet: the
+    /// next entry's.
     records: Arc<Mutex<Vec<u8>>>,
     leader: LeaderId,
     /// Entries submitted from this engine so far.
     submitted: u64,
     /// How far they committed, or that one failed.
     done: Arc<tokio::sync::watch::Sender<Done>>,
+    /// Each submitted entry's commit, to the leadership's committer.
+    commits: tokio::sync::mpsc::UnboundedSender<Commit>,
 }
 
+/// A submitted entry (its number) and its commit to wait for.
+type Commit = (
+    u64,
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ReplicaError>> + Send>>,
+);
+
 /// The entries of one engine that committed: every one up to `through`
-/// (the first is 1), unless `failed` — one did not commit in time or was
-/// refused, and the engine is not served from again.
+/// (the first is 1), unless one failed — it did not commit in time or
+/// was refused, and the engine is not served from again.
 #[derive(Clone, Copy, Debug, Default)]
 struct Done {
     through: u64,
-    failed: bool,
+    /// The first entry that failed, and how.
+    failed: Option<(u64, Failure)>,
+}
+
+/// How an entry failed.
+#[derive(Clone, Copy, Debug)]
+enum Failure {
+    /// Refused before it was appended (another leadership): nothing of it,
+    /// nor of any entry after it, was made.
+    Refused(Option<NodeId>),
+    /// It may or may not commit.
+    Unknown(Option<NodeId>),
+}
+
+impl Done {
+    /// Entry `k`'s outcome, once known: committed, or failed (at or
+    /// before it).
+    fn outcome(&self, k: u64) -> Option<Result<(), ReplicaError>> {
+        if self.through >= k {
+            return Some(Ok(()));
+        }
+        match self.failed {
+            Some((f, Failure::Refused(leader))) if f <= k => {
+                Some(Err(ReplicaError::NotLeader { leader }))
+            }
+            Some((f, Failure::Unknown(leader))) if f <= k => {
+                Some(Err(ReplicaError::Unknown { leader }))
+            }
+            _ => None,
+        }
+    }
+
+    fn failed(&self) -> bool {
+        self.failed.is_some()
+    }
+}
+
+impl Serving {
+    /// Entries submitted and not yet committed.
+    fn in_flight(&self) -> u64 {
+        self.submitted.saturating_sub(self.done.borrow().through)
+    }
+
+    /// Submits the records gathered so far as the next entry, on the
+    /// condition that this engine's leadership still holds.
+    async fn submit(
+        &mut self,
+        raft: &Raft<TypeConfig, StateMachine<impl Storage + 'static>>,
+    ) -> Result<(), ReplicaError> {
+        let records = std::mem::take(&mut *self.records.lock().map_err(|_| poisoned())?);
+        if records.is_empty() {
+            return Ok(());
+        }
+        let (responder, committed) = ProgressResponder::complete_only();
+        raft.write(Batch(Bytes::from(records)))
+            .with_leader(self.leader)
+            .responder(responder)
+            .await
+            .map_err(|fatal| ReplicaError::Raft(fatal.to_string()))?;
+        self.submitted += 1;
+        let deadline = tokio::time::Instant::now() + COMMIT_TIMEOUT;
+        let commit =
+            Box::pin(async move { outcome(tokio::time::timeout_at(deadline, committed).await) });
+        // The committer ends only once this engine is dropped.
+        let _ = self.commits.send((self.submitted, commit));
+        Ok(())
+    }
 }
 
 /// What an operation's answer waits for.
 enum Wait {
-    /// Its own entry's outcome.
-    Entry(tokio::sync::oneshot::Receiver<Result<(), ReplicaError>>),
-    /// It made no records, but what it saw includes the entries submitted
-    /// before it (up to this one): they must commit first.
-    Tail(tokio::sync::watch::Receiver<Done>, u64),
+    /// The entry its records are in — or, when it made none, the last
+    /// entry its engine had records for when it ran (what it saw includes
+    /// them): its commit.
+    Entry(tokio::sync::watch::Receiver<Done>, u64),
     /// It made no records and none are in flight: a quorum confirms the
     /// leadership (openraft's read index).
     Confirm,
+}
+
+/// Records of several operations gathered in one entry at most, unless a
+/// single operation made more.
+const ENTRY_BYTES: usize = 1 << 20;
+
+/// Entries of one leadership in flight at most: an operation's records
+/// made while this many wait for their commit go into the next entry,
+/// submitted as soon as one of them commits — one entry, one append on
+/// each replica, one apply, for every operation that ran meanwhile.
+const ENTRIES_IN_FLIGHT: u64 = 4;
+
+/// A leadership's committer: notes each entry's outcome in order, and
+/// once one committed submits the records gathered meanwhile. Ends when
+/// the engine it serves is dropped.
+async fn commit_entries<S: Storage + 'static>(
+    mut commits: tokio::sync::mpsc::UnboundedReceiver<Commit>,
+    done: Arc<tokio::sync::watch::Sender<Done>>,
+    records: Arc<Mutex<Vec<u8>>>,
+    serving: std::sync::Weak<tokio::sync::Mutex<Option<Serving>>>,
+    raft: Raft<TypeConfig, StateMachine<S>>,
+) {
+    while let Some((k, commit)) = commits.recv().await {
+        let outcome = commit.await;
+        done.send_modify(|d| match outcome {
+            Ok(()) => d.through = d.through.max(k),
+            Err(e) => {
+                let how = match e {
+                    ReplicaError::NotLeader { leader } => Failure::Refused(leader),
+                    ReplicaError::Unknown { leader } => Failure::Unknown(leader),
+                    _ => Failure::Unknown(None),
+                };
+                d.failed.get_or_insert((k, how));
+            }
+        });
+        if done.borrow().failed() {
+            continue;
+        }
+        let gathered = records.lock().is_ok_and(|r| !r.is_empty());
+        let Some(serving) = serving.upgrade().filter(|_| gathered) else {
+            continue;
+        };
+        let mut serving = serving.lock().await;
+        let Some(s) = serving
+            .as_mut()
+            .filter(|s| Arc::ptr_eq(&s.records, &records))
+        else {
+            // Another engine serves now: this one's committer ends.
+            return;
+        };
+        if s.in_flight() < ENTRIES_IN_FLIGHT {
+            if let Err(e) = s.submit(&raft).await {
+                tracing::warn!(error = %e, "an entry could not be submitted");
+                *serving = None;
+                return;
+            }
+        }
+    }
 }
 
 /// A replica of one partition.
@@ -161,7 +297,7 @@ pub struct Replica<S: Storage + 'static> {
     lease_grace_ms: u64,
     /// The limits the leader's engine enforces (none until set).
     limits: std::sync::Mutex<EngineLimits>,
-    serving: tokio::sync::Mutex<Option<Serving>>,
+    serving: Arc<tokio::sync::Mutex<Option<Serving>>>,
 }
 
 impl<S: Storage + 'static> Replica<S> {
@@ -197,7 +333,7 @@ impl<S: Storage + 'static> Replica<S> {
             secret: Mutex::new(secret),
             lease_grace_ms,
             limits: std::sync::Mutex::new(EngineLimits::default()),
-            serving: tokio::sync::Mutex::new(None),
+            serving: Arc::new(tokio::sync::Mutex::new(None)),
         })
     }
 
@@ -280,10 +416,12 @@ impl<S: Storage + 'static> Replica<S> {
     /// confirmed this node still leads (an answer from a deposed leader's
     /// state would be a stale read).
     ///
-    /// Operations are pipelined: each runs on the engine and has its
-    /// entry submitted in turn (so entries are in the order the engine
-    /// made them), and the next may run while earlier ones wait for their
-    /// commit. Every entry is submitted on the condition that the leader is
+    /// Operations are pipelined: each runs on the engine and its records
+    /// go into the next entry, submitted at once unless
+    /// [`ENTRIES_IN_FLIGHT`] entries wait for their commit, else as soon as
+    /// one of them commits, together with every record made meanwhile (so
+    /// entries hold the records in the order the engine made them); the
+    /// next operation may run while earlier ones wait. Every entry is submitted on the condition that the leader is
     /// still the one the engine was rebuilt for, so an engine that another
     /// leader's entries have overtaken never gets an entry in.
     ///
@@ -301,7 +439,7 @@ impl<S: Storage + 'static> Replica<S> {
             };
             let stale = serving
                 .as_ref()
-                .is_none_or(|s| s.leader != leader_id || s.done.borrow().failed);
+                .is_none_or(|s| s.leader != leader_id || s.done.borrow().failed());
             if stale {
                 *serving = None;
                 *serving = Some(self.catch_up(leader_id).await?);
@@ -316,9 +454,10 @@ impl<S: Storage + 'static> Replica<S> {
                 // No receive parks here: nothing completes later.
                 s.owner.take_completions();
             }
-            let records = std::mem::take(&mut *s.records.lock().map_err(|_| poisoned())?);
-            if records.is_empty() {
-                // Its answer may rest on entries still in flight (a put
+            let gathered = s.records.lock().map_err(|_| poisoned())?.len();
+            if gathered == 0 {
+                // It made no records, and none wait for an entry. Its
+                // answer may rest on entries still in flight (a put
                 // answered as a duplicate of one not committed yet, a read
                 // of it): it waits for them — their commit, after it ran,
                 // shows this leadership was still the one. With none in
@@ -330,48 +469,37 @@ impl<S: Storage + 'static> Replica<S> {
                 if k == 0 || s.done.borrow().through >= k {
                     (result, leader_id, Wait::Confirm)
                 } else {
-                    (result, leader_id, Wait::Tail(s.done.subscribe(), k))
+                    (result, leader_id, Wait::Entry(s.done.subscribe(), k))
                 }
             } else {
-                let (responder, committed) = ProgressResponder::complete_only();
-                let submitted = self
-                    .raft
-                    .write(Batch(Bytes::from(records)))
-                    .with_leader(leader_id)
-                    .responder(responder)
-                    .await;
-                if let Err(fatal) = submitted {
-                    *serving = None;
-                    return Err(ReplicaError::Raft(fatal.to_string()));
+                // Its records (or what it saw, when it made none) are in
+                // the next entry: submitted now unless `ENTRIES_IN_FLIGHT`
+                // entries are in flight already — then by the committer,
+                // as soon as one of them commits, with whatever gathered
+                // meanwhile (or by an operation that takes the records
+                // past `ENTRY_BYTES`).
+                let k = s.submitted + 1;
+                if s.in_flight() < ENTRIES_IN_FLIGHT || gathered >= ENTRY_BYTES {
+                    if let Err(e) = s.submit(&self.raft).await {
+                        *serving = None;
+                        return Err(e);
+                    }
                 }
-                s.submitted += 1;
-                let (k, done) = (s.submitted, s.done.clone());
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                // Its outcome is noted even when the caller stops waiting.
-                tokio::spawn(async move {
-                    let outcome = outcome(tokio::time::timeout(COMMIT_TIMEOUT, committed).await);
-                    done.send_modify(|d| match outcome {
-                        Ok(()) => d.through = d.through.max(k),
-                        Err(_) => d.failed = true,
-                    });
-                    let _ = tx.send(outcome);
-                });
-                (result, leader_id, Wait::Entry(rx))
+                (result, leader_id, Wait::Entry(s.done.subscribe(), k))
             }
         };
         let outcome = match wait {
             Wait::Confirm => confirm(&self.raft).await,
-            Wait::Entry(rx) => rx
-                .await
-                .unwrap_or(Err(ReplicaError::Unknown { leader: None })),
-            Wait::Tail(mut rx, k) => {
+            Wait::Entry(mut rx, k) => {
                 let seen = tokio::time::timeout(
-                    COMMIT_TIMEOUT,
-                    rx.wait_for(|d| d.through >= k || d.failed),
+                    COMMIT_TIMEOUT * 2,
+                    rx.wait_for(|d| d.outcome(k).is_some()),
                 )
                 .await;
                 match seen {
-                    Ok(Ok(d)) if !d.failed => Ok(()),
+                    Ok(Ok(d)) => d
+                        .outcome(k)
+                        .unwrap_or(Err(ReplicaError::Unknown { leader: None })),
                     _ => Err(ReplicaError::Unknown { leader: None }),
                 }
             }
@@ -475,12 +603,22 @@ impl<S: Storage + 'static> Replica<S> {
             .into_owners(1, TIMERS_PER_OPERATION)
             .pop()
             .expect("one owner");
+        let done = Arc::new(tokio::sync::watch::channel(Done::default()).0);
+        let (commits, to_commit) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(commit_entries(
+            to_commit,
+            done.clone(),
+            records.clone(),
+            Arc::downgrade(&self.serving),
+            self.raft.clone(),
+        ));
         Ok(Serving {
             owner,
             records,
             leader,
             submitted: 0,
-            done: Arc::new(tokio::sync::watch::channel(Done::default()).0),
+            done,
+            commits,
         })
     }
 

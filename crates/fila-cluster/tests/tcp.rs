@@ -2,7 +2,9 @@
 //! real TCP on loopback (the peer protocol with its handshake, inside TLS),
 //! their logs and state machines on the file system: the leader is stopped
 //! and another takes over, nothing acknowledged is lost, the stopped node
-//! comes back and catches up; a caller without the cluster's secret, one
+//! comes back and catches up; a hundred puts at once share far fewer
+//! entries (the records of operations run while entries wait go into the
+//! next one); a caller without the cluster's secret, one
 //! that means another node, a frame past the limit, a caller that does not trust the listener's
 //! certificate and one that speaks no TLS to a TLS listener are refused (and
 //! after a reload of its certificates, callers that trust only the old);
@@ -161,12 +163,15 @@ fn bodies(image: &fila_core::event::EngineImage) -> Vec<String> {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_partition_over_tls_survives_its_leader_stopping() {
-    let tls = pki();
-    let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-tcp-{}", std::process::id())));
+/// Three nodes on loopback (their folders under `dir`, emptied first),
+/// one group of all three made, its queue created: the nodes, their
+/// members, and the node the create ran on (the leader then).
+async fn three(
+    dir: &Dir,
+    secret: &Arc<[u8]>,
+    tls: Option<&PeerTls>,
+) -> (BTreeMap<NodeId, Node>, BTreeMap<NodeId, Member>, NodeId) {
     let _ = std::fs::remove_dir_all(&dir.0);
-    let secret: Arc<[u8]> = Arc::from(&b"the cluster's secret"[..]);
     let mut listeners = BTreeMap::new();
     let mut members = BTreeMap::new();
     for id in 1..=3u64 {
@@ -182,7 +187,7 @@ async fn a_partition_over_tls_survives_its_leader_stopping() {
     }
     let mut nodes = BTreeMap::new();
     for (id, l) in listeners {
-        nodes.insert(id, start(&dir.0, id, l, &secret, Some(tls.clone())).await);
+        nodes.insert(id, start(&dir.0, id, l, secret, tls.cloned()).await);
     }
     nodes[&1]
         .replica
@@ -209,6 +214,15 @@ async fn a_partition_over_tls_survives_its_leader_stopping() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    (nodes, members, created)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_over_tls_survives_its_leader_stopping() {
+    let tls = pki();
+    let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-tcp-{}", std::process::id())));
+    let secret: Arc<[u8]> = Arc::from(&b"the cluster's secret"[..]);
+    let (mut nodes, members, created) = three(&dir, &secret, Some(&tls)).await;
     let mut acked = Vec::new();
     for i in 0..50 {
         let body = format!("before-{i}");
@@ -282,6 +296,64 @@ async fn a_partition_over_tls_survives_its_leader_stopping() {
     assert_ne!(next, last);
     assert!(old.drop_stale_engine(), "a deposed leader's engine");
     assert!(!old.drop_stale_engine(), "dropped once");
+    for n in nodes.values() {
+        n.server.abort();
+        n.replica.shutdown().await.unwrap();
+    }
+}
+
+/// Operations run while entries wait for their commit go into one entry
+/// together (at most a few entries in flight): a hundred puts at once
+/// take far fewer than a hundred entries, each is answered once its
+/// entry committed, and every replica holds them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operations_run_while_entries_wait_share_the_next_entry() {
+    let dir =
+        Dir(std::env::temp_dir().join(format!("fila-cluster-tcp-gather-{}", std::process::id())));
+    let secret: Arc<[u8]> = Arc::from(&b"the cluster's secret"[..]);
+    let (nodes, _, leader) = three(&dir, &secret, None).await;
+    let replica = nodes[&leader].replica.clone();
+    let last_index = |r: &Replica<FsStorage>| {
+        r.raft()
+            .metrics()
+            .borrow_watched()
+            .last_log_index
+            .unwrap_or(0)
+    };
+    let before = last_index(&replica);
+    const PUTS: usize = 100;
+    let mut puts = tokio::task::JoinSet::new();
+    for i in 0..PUTS {
+        let r = replica.clone();
+        puts.spawn(async move {
+            r.execute(move |e| e.put(QUEUE, vec![NewMessage::new(format!("m-{i:03}"))]))
+                .await
+        });
+    }
+    while let Some(done) = puts.join_next().await {
+        let entries = done.unwrap().expect("committed").unwrap();
+        assert!(entries[0].is_ok());
+    }
+    let entries = last_index(&replica) - before;
+    assert!(
+        entries <= PUTS as u64 / 2,
+        "{PUTS} puts at once took {entries} entries"
+    );
+    let index = replica.raft().write_blank().await.unwrap().log_id.index;
+    let want: Vec<String> = (0..PUTS).map(|i| format!("m-{i:03}")).collect();
+    for (id, n) in &nodes {
+        n.replica
+            .raft()
+            .wait(Some(Duration::from_secs(30)))
+            .applied_index_at_least(Some(index), "catch up")
+            .await
+            .unwrap_or_else(|e| panic!("node {id}: {e}"));
+        assert_eq!(
+            bodies(&n.replica.state().image().unwrap()),
+            want,
+            "node {id}"
+        );
+    }
     for n in nodes.values() {
         n.server.abort();
         n.replica.shutdown().await.unwrap();
