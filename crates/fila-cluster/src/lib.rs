@@ -34,7 +34,7 @@ mod state;
 
 pub use log_store::{LogStore, READ_BYTES, TAIL_BYTES};
 pub use meta::{ClusterMap, MapChange, Metadata, Partition};
-pub use replica::{Replica, ReplicaError};
+pub use replica::{OnCommit, Replica, ReplicaError, Ticket};
 pub use state::{StateMachine, SNAPSHOT_LOG_MIN};
 
 use std::fmt;

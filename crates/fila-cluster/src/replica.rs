@@ -21,6 +21,11 @@
 //! executed may or may not commit, and the next leadership rebuilds from
 //! what did.
 //!
+//! An operation may also run outside any task ([`Replica::try_execute`],
+//! a server's event loop): on the engine if it is free, its records left
+//! for the leadership's submitter task, its caller told of the entry's
+//! outcome through a [`Ticket`] (and [`OnCommit`] after each commit).
+//!
 //! Receipts name a lease by the message's sequence number, sub-queue and
 //! delivery count, signed with the partition's secret: every leader holds
 //! the same message under the same sequence number and count, so a
@@ -129,7 +134,27 @@ struct Serving {
     done: Arc<tokio::sync::watch::Sender<Done>>,
     /// Each submitted entry's commit, to the leadership's committer.
     commits: tokio::sync::mpsc::UnboundedSender<Commit>,
+    /// Tells the leadership's submitter that records gathered outside a
+    /// task ([`Replica::try_execute`]) wait for an entry.
+    kick: Arc<tokio::sync::Notify>,
 }
+
+/// Where an operation run by [`Replica::try_execute`] stands: its entry,
+/// whose outcome is read with [`Ticket::outcome`].
+pub struct Ticket {
+    done: tokio::sync::watch::Receiver<Done>,
+    k: u64,
+}
+
+impl Ticket {
+    /// The entry's outcome, once known.
+    pub fn outcome(&self) -> Option<Result<(), ReplicaError>> {
+        self.done.borrow().outcome(self.k)
+    }
+}
+
+/// Told after each entry's outcome is noted.
+pub type OnCommit = Arc<dyn Fn() + Send + Sync>;
 
 /// A submitted entry (its number) and its commit to wait for.
 type Commit = (
@@ -242,9 +267,67 @@ async fn commit_entries<S: Storage + 'static>(
     records: Arc<Mutex<Vec<u8>>>,
     serving: std::sync::Weak<tokio::sync::Mutex<Option<Serving>>>,
     raft: Raft<TypeConfig, StateMachine<S>>,
+    on_commit: Option<OnCommit>,
 ) {
     while let Some((k, commit)) = commits.recv().await {
         let outcome = commit.await;
+        note(&done, k, outcome);
+        if let Some(f) = &on_commit {
+            f();
+        }
+        if done.borrow().failed() {
+            continue;
+        }
+        submit_gathered(&records, &serving, &raft).await;
+    }
+}
+
+/// Submits what gathered, when room: from the committer after a commit,
+/// from the submitter when kicked.
+async fn submit_gathered<S: Storage + 'static>(
+    records: &Arc<Mutex<Vec<u8>>>,
+    serving: &std::sync::Weak<tokio::sync::Mutex<Option<Serving>>>,
+    raft: &Raft<TypeConfig, StateMachine<S>>,
+) -> bool {
+    let gathered = records.lock().is_ok_and(|r| !r.is_empty());
+    let Some(serving) = serving.upgrade().filter(|_| gathered) else {
+        return true;
+    };
+    let mut serving = serving.lock().await;
+    let Some(s) = serving
+        .as_mut()
+        .filter(|s| Arc::ptr_eq(&s.records, records))
+    else {
+        return false;
+    };
+    if s.in_flight() < ENTRIES_IN_FLIGHT && !s.done.borrow().failed() {
+        if let Err(e) = s.submit(raft).await {
+            tracing::warn!(error = %e, "an entry could not be submitted");
+            *serving = None;
+            return false;
+        }
+    }
+    true
+}
+
+/// A leadership's submitter: submits the records gathered outside a task
+/// when kicked. Ends with its engine.
+async fn submit_kicked<S: Storage + 'static>(
+    kick: Arc<tokio::sync::Notify>,
+    records: Arc<Mutex<Vec<u8>>>,
+    serving: std::sync::Weak<tokio::sync::Mutex<Option<Serving>>>,
+    raft: Raft<TypeConfig, StateMachine<S>>,
+) {
+    loop {
+        kick.notified().await;
+        if serving.strong_count() == 0 || !submit_gathered(&records, &serving, &raft).await {
+            return;
+        }
+    }
+}
+
+fn note(done: &tokio::sync::watch::Sender<Done>, k: u64, outcome: Result<(), ReplicaError>) {
+    {
         done.send_modify(|d| match outcome {
             Ok(()) => d.through = d.through.max(k),
             Err(e) => {
@@ -256,28 +339,6 @@ async fn commit_entries<S: Storage + 'static>(
                 d.failed.get_or_insert((k, how));
             }
         });
-        if done.borrow().failed() {
-            continue;
-        }
-        let gathered = records.lock().is_ok_and(|r| !r.is_empty());
-        let Some(serving) = serving.upgrade().filter(|_| gathered) else {
-            continue;
-        };
-        let mut serving = serving.lock().await;
-        let Some(s) = serving
-            .as_mut()
-            .filter(|s| Arc::ptr_eq(&s.records, &records))
-        else {
-            // Another engine serves now: this one's committer ends.
-            return;
-        };
-        if s.in_flight() < ENTRIES_IN_FLIGHT {
-            if let Err(e) = s.submit(&raft).await {
-                tracing::warn!(error = %e, "an entry could not be submitted");
-                *serving = None;
-                return;
-            }
-        }
     }
 }
 
@@ -298,6 +359,8 @@ pub struct Replica<S: Storage + 'static> {
     /// The limits the leader's engine enforces (none until set).
     limits: std::sync::Mutex<EngineLimits>,
     serving: Arc<tokio::sync::Mutex<Option<Serving>>>,
+    /// Told after each entry's outcome is noted (from the next leadership on).
+    on_commit: std::sync::Mutex<Option<OnCommit>>,
 }
 
 impl<S: Storage + 'static> Replica<S> {
@@ -334,6 +397,7 @@ impl<S: Storage + 'static> Replica<S> {
             lease_grace_ms,
             limits: std::sync::Mutex::new(EngineLimits::default()),
             serving: Arc::new(tokio::sync::Mutex::new(None)),
+            on_commit: std::sync::Mutex::new(None),
         })
     }
 
@@ -418,7 +482,7 @@ impl<S: Storage + 'static> Replica<S> {
     ///
     /// Operations are pipelined: each runs on the engine and its records
     /// go into the next entry, submitted at once unless
-    /// [`ENTRIES_IN_FLIGHT`] entries wait for their commit, else as soon as
+    /// `ENTRIES_IN_FLIGHT` (4) entries wait for their commit, else as soon as
     /// one of them commits, together with every record made meanwhile (so
     /// entries hold the records in the order the engine made them); the
     /// next operation may run while earlier ones wait. Every entry is submitted on the condition that the leader is
@@ -516,6 +580,51 @@ impl<S: Storage + 'static> Replica<S> {
         }
     }
 
+    /// Sets what is told after each entry's outcome is noted (from the
+    /// next leadership on).
+    pub fn set_on_commit(&self, f: OnCommit) {
+        *self.on_commit.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
+    }
+
+    /// Runs `op` at once, outside any task, when this node serves the
+    /// partition and its engine is free: its result and the entry its
+    /// answer waits for (see [`Replica::execute`]). `None` when it did not
+    /// run, or ran and made no records nor saw any waiting for an entry
+    /// (then it changed nothing, and `keep` said to drop its result): the
+    /// caller runs it through [`Replica::execute`] instead.
+    pub fn try_execute<R>(
+        &self,
+        op: impl FnOnce(&mut Owner) -> R,
+        keep: impl FnOnce(&R) -> bool,
+    ) -> Option<(R, Ticket)> {
+        let leader_id = self.leading().ok()?;
+        let mut serving = self.serving.try_lock().ok()?;
+        let s = serving
+            .as_mut()
+            .filter(|s| s.leader == leader_id && !s.done.borrow().failed())?;
+        let held = s.records.lock().ok()?.len();
+        let result = op(&mut s.owner);
+        while s.owner.has_output() {
+            for t in s.owner.take_transit() {
+                s.owner.accept(t);
+            }
+            s.owner.take_completions();
+        }
+        let gathered = s.records.lock().ok()?.len();
+        if gathered == held && (gathered == 0 || !keep(&result)) {
+            return None;
+        }
+        let k = s.submitted + 1;
+        s.kick.notify_one();
+        Some((
+            result,
+            Ticket {
+                done: s.done.subscribe(),
+                k,
+            },
+        ))
+    }
+
     /// Runs `op`, a read (it changes nothing), once this replica has
     /// confirmed with a quorum that it still leads and has applied every
     /// entry committed before (openraft's read index): a leader cut off
@@ -605,9 +714,22 @@ impl<S: Storage + 'static> Replica<S> {
             .expect("one owner");
         let done = Arc::new(tokio::sync::watch::channel(Done::default()).0);
         let (commits, to_commit) = tokio::sync::mpsc::unbounded_channel();
+        let on_commit = self
+            .on_commit
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         tokio::spawn(commit_entries(
             to_commit,
             done.clone(),
+            records.clone(),
+            Arc::downgrade(&self.serving),
+            self.raft.clone(),
+            on_commit,
+        ));
+        let kick = Arc::new(tokio::sync::Notify::new());
+        tokio::spawn(submit_kicked(
+            kick.clone(),
             records.clone(),
             Arc::downgrade(&self.serving),
             self.raft.clone(),
@@ -619,6 +741,7 @@ impl<S: Storage + 'static> Replica<S> {
             submitted: 0,
             done,
             commits,
+            kick,
         })
     }
 

@@ -4,7 +4,8 @@
 //! and another takes over, nothing acknowledged is lost, the stopped node
 //! comes back and catches up; a hundred puts at once share far fewer
 //! entries (the records of operations run while entries wait go into the
-//! next one); a caller without the cluster's secret, one
+//! next one), and an operation run outside any task (`try_execute`) is
+//! answered once its entry commits; a caller without the cluster's secret, one
 //! that means another node, a frame past the limit, a caller that does not trust the listener's
 //! certificate and one that speaks no TLS to a TLS listener are refused (and
 //! after a reload of its certificates, callers that trust only the old);
@@ -339,8 +340,32 @@ async fn operations_run_while_entries_wait_share_the_next_entry() {
         entries <= PUTS as u64 / 2,
         "{PUTS} puts at once took {entries} entries"
     );
+    // Run outside any task: a put on the leader's engine, answered once
+    // its entry committed; nothing on a follower; a receive that found
+    // nothing, dropped when asked.
+    let (r, ticket) = replica
+        .try_execute(
+            |e| e.put(QUEUE, vec![NewMessage::new("m-100".to_owned())]),
+            |_| true,
+        )
+        .expect("the leader runs it");
+    assert!(r.unwrap()[0].is_ok());
+    let start = Instant::now();
+    while ticket.outcome().is_none() {
+        assert!(start.elapsed() < Duration::from_secs(10), "never committed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    ticket.outcome().unwrap().expect("committed");
+    let follower = nodes.keys().find(|&&id| id != leader).unwrap();
+    assert!(nodes[follower]
+        .replica
+        .try_execute(|e| e.stats(QUEUE).is_ok(), |_| true)
+        .is_none());
+    assert!(replica
+        .try_execute(|e| e.stats("nowhere").is_ok(), |_| false)
+        .is_none());
     let index = replica.raft().write_blank().await.unwrap().log_id.index;
-    let want: Vec<String> = (0..PUTS).map(|i| format!("m-{i:03}")).collect();
+    let want: Vec<String> = (0..=PUTS).map(|i| format!("m-{i:03}")).collect();
     for (id, n) in &nodes {
         n.replica
             .raft()

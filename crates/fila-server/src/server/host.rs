@@ -220,6 +220,10 @@ pub(in crate::server) struct ShardHost {
     parked: HashMap<WaitId, Route>,
     /// Answers for this loop's own connections, in order.
     local: VecDeque<(Route, Done)>,
+    /// (A cluster node.) Answers run here on a partition's leader, held
+    /// until their entries commit.
+    #[cfg(not(loom))]
+    held: super::cluster::fast::HeldAnswers,
 }
 
 impl ShardHost {
@@ -230,6 +234,8 @@ impl ShardHost {
             owner,
             parked: HashMap::new(),
             local: VecDeque::new(),
+            #[cfg(not(loom))]
+            held: Default::default(),
         }
     }
 
@@ -284,7 +290,16 @@ impl ShardHost {
     /// [`ShardHost::next_local`]) or sent to the loop that owns its shard.
     pub(in crate::server) fn submit(&mut self, run: RunJob, post: &mut Post) {
         if let Some(cluster) = self.shared.cluster {
-            // A cluster node: every queue is the partition's.
+            // A cluster node: every queue is the partition's, run here
+            // on its leader's engine when it can be.
+            #[cfg(not(loom))]
+            let run = match self.shared.fast.get() {
+                Some(f) => match f.try_run(self.index, run, &mut self.held) {
+                    None => return,
+                    Some(run) => run,
+                },
+                None => run,
+            };
             post.send(cluster, Msg::Run(run));
             return;
         }
@@ -379,6 +394,33 @@ impl ShardHost {
             post.send(dest, Msg::Cancel { wait, reply });
         }
     }
+
+    /// (A cluster node.) Lets out the held answers whose entries' outcome
+    /// is known (a request whose entry was refused runs again at the
+    /// cluster node's endpoint).
+    #[cfg(not(loom))]
+    pub(in crate::server) fn committed(&mut self, post: &mut Post) {
+        let Some(cluster) = self.shared.cluster else {
+            return;
+        };
+        use super::cluster::fast::Outcome as Held;
+        let mut done = Vec::new();
+        if let Some(f) = self.shared.fast.get() {
+            f.take_done(self.index, &mut self.held, &mut done);
+        }
+        for outcome in done {
+            match outcome {
+                Held::Answer(route, answer) => {
+                    self.deliver(route, Done::Answer(answer, false), post)
+                }
+                Held::Again(job) => post.send(cluster, Msg::Run(*job)),
+            }
+        }
+    }
+
+    /// (Built for loom: no cluster node.)
+    #[cfg(loom)]
+    pub(in crate::server) fn committed(&mut self, _post: &mut Post) {}
 
     /// Sends an answer to the loop of its connection (this one: kept for
     /// [`ShardHost::next_local`]).

@@ -79,6 +79,10 @@ pub(in crate::server) enum Msg {
     },
     /// What became of a request of one of this loop's connections.
     Done { route: Route, done: Done },
+    /// (A cluster node.) An entry of a partition this node leads
+    /// committed: answers held for one may go.
+    #[cfg_attr(loom, allow(dead_code))]
+    Committed,
     /// Stop until let go: a snapshot begins.
     Pause(Arc<Pause>),
     /// The log writer asks for a piece of a shard for a snapshot.

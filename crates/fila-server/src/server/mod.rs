@@ -114,6 +114,10 @@ struct Shared {
     /// (what `ClusterStatus` answers), the partition's totals while it
     /// leads.
     published: Arc<view::Published>,
+    /// A cluster node: what the loops run on a partition's leader
+    /// themselves.
+    #[cfg(not(loom))]
+    fast: std::sync::OnceLock<Arc<cluster::fast::Fast>>,
 }
 
 /// A warning logged at most once a second, with how many were left out
@@ -358,6 +362,8 @@ impl Server {
             tls_warn: WarnLimit::default(),
             cluster: cluster_index,
             published,
+            #[cfg(not(loom))]
+            fast: std::sync::OnceLock::new(),
         });
         let mut listener = Some(listener);
         let mut threads = Vec::new();
@@ -700,6 +706,7 @@ impl Loop {
                 Msg::EvictUnauthenticated => front.evict_unauthenticated(&mut back),
                 Msg::AuthFailed(ip) => front.note_auth_failure(ip),
                 Msg::Done { route, done } => front.on_done(route, done, &mut back),
+                Msg::Committed => back.host.committed(back.post),
                 Msg::Pause(pause) => back.host.pause(pause),
                 Msg::Export(ask) => back.host.export(ask),
                 Msg::Scrape(ask) => back.host.scrape(ask, back.post),

@@ -12,7 +12,9 @@
 //! ([`groups`]) kept from this node's copy of the map, else the metadata
 //! leader, which places a new queue — and runs on that partition's
 //! replica: on the leader it executes on the partition's engine and is
-//! answered once its records are committed; on a follower it is answered
+//! answered once its records are committed (a put, receive or delete is
+//! most often run so by the loop that read it, without coming here:
+//! [`fast`]); on a follower it is answered
 //! `not_leader` with the leader's client address (a gateway's request is
 //! forwarded instead); on a node holding no replica of it, the leader is
 //! asked of one of its replicas. A list of queues (`Msg::List`) and the server's
@@ -45,6 +47,7 @@ use super::Shared;
 use crate::config::ClusterConfig;
 
 mod change;
+pub(in crate::server) mod fast;
 mod forward;
 mod groups;
 mod run;
@@ -250,6 +253,16 @@ async fn run(
             .map(|_| tokio::sync::Notify::new())
             .collect(),
     });
+    let fast = fast::Fast::new(&c, shared.loops.owners());
+    for part in &c.parts {
+        let f = Arc::downgrade(&fast);
+        part.set_on_commit(Arc::new(move || {
+            if let Some(f) = f.upgrade() {
+                f.committed();
+            }
+        }));
+    }
+    let _ = shared.fast.set(fast);
     let answers: Forward = {
         let c = c.clone();
         Arc::new(move |body| {

@@ -449,7 +449,7 @@ fn nowhere() -> Route {
 
 /// Runs a request on the partition's engine as a shard host runs one: a
 /// dead-letter target it names is checked first.
-fn run_on(owner: &mut Owner, req: Request, room: usize) -> Answer {
+pub(super) fn run_on(owner: &mut Owner, req: Request, room: usize) -> Answer {
     if let Some(target) = dispatch::target_of(&req) {
         if let Err(answer) = dispatch::precheck(&req) {
             return answer.into();
