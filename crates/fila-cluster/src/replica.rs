@@ -136,7 +136,25 @@ struct Serving {
     commits: tokio::sync::mpsc::UnboundedSender<Commit>,
     /// Tells the leadership's submitter that records gathered outside a
     /// task ([`Replica::try_execute`]) wait for an entry.
-    kick: Arc<tokio::sync::Notify>,
+    kick: Arc<Kick>,
+}
+
+/// What wakes a leadership's submitter: records wait, or its engine was
+/// dropped (`ended`).
+#[derive(Default)]
+struct Kick {
+    notify: tokio::sync::Notify,
+    ended: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        // Its submitter ends.
+        self.kick
+            .ended
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.kick.notify.notify_one();
+    }
 }
 
 /// Where an operation run by [`Replica::try_execute`] stands: its entry,
@@ -311,16 +329,18 @@ async fn submit_gathered<S: Storage + 'static>(
 }
 
 /// A leadership's submitter: submits the records gathered outside a task
-/// when kicked. Ends with its engine.
+/// when kicked. Ends with its engine (kicked once more as it is dropped).
 async fn submit_kicked<S: Storage + 'static>(
-    kick: Arc<tokio::sync::Notify>,
+    kick: Arc<Kick>,
     records: Arc<Mutex<Vec<u8>>>,
     serving: std::sync::Weak<tokio::sync::Mutex<Option<Serving>>>,
     raft: Raft<TypeConfig, StateMachine<S>>,
 ) {
     loop {
-        kick.notified().await;
-        if serving.strong_count() == 0 || !submit_gathered(&records, &serving, &raft).await {
+        kick.notify.notified().await;
+        if kick.ended.load(std::sync::atomic::Ordering::Acquire)
+            || !submit_gathered(&records, &serving, &raft).await
+        {
             return;
         }
     }
@@ -615,7 +635,10 @@ impl<S: Storage + 'static> Replica<S> {
             return None;
         }
         let k = s.submitted + 1;
-        s.kick.notify_one();
+        if s.in_flight() < ENTRIES_IN_FLIGHT {
+            // Else the committer submits them after the next commit.
+            s.kick.notify.notify_one();
+        }
         Some((
             result,
             Ticket {
@@ -727,7 +750,7 @@ impl<S: Storage + 'static> Replica<S> {
             self.raft.clone(),
             on_commit,
         ));
-        let kick = Arc::new(tokio::sync::Notify::new());
+        let kick = Arc::new(Kick::default());
         tokio::spawn(submit_kicked(
             kick.clone(),
             records.clone(),

@@ -153,6 +153,32 @@ async fn put(nodes: &BTreeMap<NodeId, Node>, body: &str, within: Duration) -> (N
     panic!("no node took {body} within {within:?}");
 }
 
+/// Every node's messages (by node id) once it applied all the leader
+/// `last` committed: a blank entry after the last put — once a replica
+/// has applied it, it has applied the put (the metrics' applied index may
+/// lag the answer).
+async fn caught_up(nodes: &BTreeMap<NodeId, Node>, last: NodeId) -> Vec<Vec<String>> {
+    let index = nodes[&last]
+        .replica
+        .raft()
+        .write_blank()
+        .await
+        .unwrap()
+        .log_id
+        .index;
+    let mut images = Vec::new();
+    for (id, n) in nodes {
+        n.replica
+            .raft()
+            .wait(Some(Duration::from_secs(30)))
+            .applied_index_at_least(Some(index), "catch up")
+            .await
+            .unwrap_or_else(|e| panic!("node {id}: {e}"));
+        images.push(bodies(&n.replica.state().image().unwrap()));
+    }
+    images
+}
+
 fn bodies(image: &fila_core::event::EngineImage) -> Vec<String> {
     let mut out: Vec<String> = image
         .queues
@@ -258,26 +284,7 @@ async fn a_partition_over_tls_survives_its_leader_stopping() {
     );
     let last = put(&nodes, "last", Duration::from_secs(10)).await.0;
     acked.push("last".to_owned());
-    // A blank entry after the last put: once a replica has applied it, it
-    // has applied the put (the metrics' applied index may lag the answer).
-    let index = nodes[&last]
-        .replica
-        .raft()
-        .write_blank()
-        .await
-        .unwrap()
-        .log_id
-        .index;
-    let mut images = Vec::new();
-    for (id, n) in &nodes {
-        n.replica
-            .raft()
-            .wait(Some(Duration::from_secs(30)))
-            .applied_index_at_least(Some(index), "catch up")
-            .await
-            .unwrap_or_else(|e| panic!("node {id}: {e}"));
-        images.push(bodies(&n.replica.state().image().unwrap()));
-    }
+    let images = caught_up(&nodes, last).await;
     acked.sort();
     for (i, got) in images.iter().enumerate() {
         assert_eq!(got, &acked, "replica {}", i + 1);
@@ -364,20 +371,9 @@ async fn operations_run_while_entries_wait_share_the_next_entry() {
     assert!(replica
         .try_execute(|e| e.stats("nowhere").is_ok(), |_| false)
         .is_none());
-    let index = replica.raft().write_blank().await.unwrap().log_id.index;
     let want: Vec<String> = (0..=PUTS).map(|i| format!("m-{i:03}")).collect();
-    for (id, n) in &nodes {
-        n.replica
-            .raft()
-            .wait(Some(Duration::from_secs(30)))
-            .applied_index_at_least(Some(index), "catch up")
-            .await
-            .unwrap_or_else(|e| panic!("node {id}: {e}"));
-        assert_eq!(
-            bodies(&n.replica.state().image().unwrap()),
-            want,
-            "node {id}"
-        );
+    for (i, got) in caught_up(&nodes, leader).await.iter().enumerate() {
+        assert_eq!(got, &want, "replica {}", i + 1);
     }
     for n in nodes.values() {
         n.server.abort();
