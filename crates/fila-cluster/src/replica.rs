@@ -346,20 +346,19 @@ async fn submit_kicked<S: Storage + 'static>(
     }
 }
 
+/// Notes entry `k`'s outcome (the first failure is kept).
 fn note(done: &tokio::sync::watch::Sender<Done>, k: u64, outcome: Result<(), ReplicaError>) {
-    {
-        done.send_modify(|d| match outcome {
-            Ok(()) => d.through = d.through.max(k),
-            Err(e) => {
-                let how = match e {
-                    ReplicaError::NotLeader { leader } => Failure::Refused(leader),
-                    ReplicaError::Unknown { leader } => Failure::Unknown(leader),
-                    _ => Failure::Unknown(None),
-                };
-                d.failed.get_or_insert((k, how));
-            }
-        });
-    }
+    done.send_modify(|d| match outcome {
+        Ok(()) => d.through = d.through.max(k),
+        Err(e) => {
+            let how = match e {
+                ReplicaError::NotLeader { leader } => Failure::Refused(leader),
+                ReplicaError::Unknown { leader } => Failure::Unknown(leader),
+                _ => Failure::Unknown(None),
+            };
+            d.failed.get_or_insert((k, how));
+        }
+    });
 }
 
 /// A replica of one partition.
@@ -502,12 +501,13 @@ impl<S: Storage + 'static> Replica<S> {
     ///
     /// Operations are pipelined: each runs on the engine and its records
     /// go into the next entry, submitted at once unless
-    /// `ENTRIES_IN_FLIGHT` (4) entries wait for their commit, else as soon as
-    /// one of them commits, together with every record made meanwhile (so
-    /// entries hold the records in the order the engine made them); the
-    /// next operation may run while earlier ones wait. Every entry is submitted on the condition that the leader is
-    /// still the one the engine was rebuilt for, so an engine that another
-    /// leader's entries have overtaken never gets an entry in.
+    /// `ENTRIES_IN_FLIGHT` (4) entries wait for their commit, else as soon
+    /// as one of them commits, together with every record made meanwhile
+    /// (so entries hold the records in the order the engine made them);
+    /// the next operation may run while earlier ones wait. Every entry is
+    /// submitted on the condition that the leader is still the one the
+    /// engine was rebuilt for, so an engine that another leader's entries
+    /// have overtaken never gets an entry in.
     ///
     /// `op` must not park a receive (a receive with a wait answers what is
     /// there: a waiting receive is its caller's loop of tries).
@@ -622,7 +622,8 @@ impl<S: Storage + 'static> Replica<S> {
         let s = serving
             .as_mut()
             .filter(|s| s.leader == leader_id && !s.done.borrow().failed())?;
-        let held = s.records.lock().ok()?.len();
+        let gathered = |s: &Serving| s.records.lock().unwrap_or_else(|p| p.into_inner()).len();
+        let held = gathered(s);
         let result = op(&mut s.owner);
         while s.owner.has_output() {
             for t in s.owner.take_transit() {
@@ -630,7 +631,8 @@ impl<S: Storage + 'static> Replica<S> {
             }
             s.owner.take_completions();
         }
-        let gathered = s.records.lock().ok()?.len();
+        // It ran: from here on it is answered through its ticket.
+        let gathered = gathered(s);
         if gathered == held && (gathered == 0 || !keep(&result)) {
             return None;
         }

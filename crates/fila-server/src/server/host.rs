@@ -294,8 +294,13 @@ impl ShardHost {
             // on its leader's engine when it can be.
             #[cfg(not(loom))]
             let run = match self.shared.fast.get() {
-                Some(f) => match f.try_run(self.index, run, &mut self.held) {
-                    None => return,
+                Some(f) => match f.try_run(run, &mut self.held) {
+                    None => {
+                        // Its entry may have committed before this loop
+                        // asked to be told.
+                        self.committed(post);
+                        return;
+                    }
                     Some(run) => run,
                 },
                 None => run,

@@ -82,14 +82,11 @@ impl Fast {
         }
     }
 
-    /// Runs `job` on loop `lp` when it can (see the module docs) and holds
-    /// its answer in `held`; gives it back otherwise.
-    pub(in crate::server) fn try_run(
-        &self,
-        lp: usize,
-        job: RunJob,
-        held: &mut HeldAnswers,
-    ) -> Option<RunJob> {
+    /// Runs `job` on the calling loop when it can (see the module docs)
+    /// and holds its answer in `held` (the loop then calls
+    /// [`Fast::take_done`]: its entry may have committed already); gives
+    /// it back otherwise.
+    pub(in crate::server) fn try_run(&self, job: RunJob, held: &mut HeldAnswers) -> Option<RunJob> {
         let Some(c) = self.c.upgrade() else {
             return Some(job);
         };
@@ -139,7 +136,6 @@ impl Fast {
             job,
             answer,
         });
-        self.wait(lp);
         None
     }
 
