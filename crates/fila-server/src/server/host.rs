@@ -276,7 +276,8 @@ impl ShardHost {
     /// (to check the target exists), else its queue's.
     pub(in crate::server) fn first_hop(&self, req: &Request) -> usize {
         if let Some(cluster) = self.shared.cluster {
-            // A cluster node: every request is away at its endpoint.
+            // A cluster node: every request is away — at its endpoint,
+            // or held here until its entry commits (`committed`).
             return cluster;
         }
         match dispatch::target_of(req) {

@@ -108,7 +108,8 @@ struct Shared {
     /// The "TLS handshake failed" warning, at most once a second.
     tls_warn: WarnLimit,
     /// A cluster node: the endpoint every queue request goes to (its
-    /// partition's replica, `cluster/`).
+    /// partition's replica, `cluster/`), unless its loop runs it on the
+    /// partition's leader here (`cluster/fast.rs`).
     cluster: Option<usize>,
     /// What a cluster node's thread publishes: its view of its cluster
     /// (what `ClusterStatus` answers), the partition's totals while it

@@ -2,7 +2,8 @@
 //! group, a Raft node of every partition (a replica of those the map
 //! places on this node, idle for the others), the peer listener, and the
 //! endpoint of the loops' post that every queue request goes to instead
-//! of a loop's shards.
+//! of a loop's shards (but for the puts, receives and deletes a loop runs
+//! itself on a partition's leader here, [`fast`]).
 //!
 //! One thread (`fila-cluster`) runs a small tokio runtime of its own with
 //! the Raft nodes ([`fila_cluster::Metadata`], a [`fila_cluster::Replica`]
