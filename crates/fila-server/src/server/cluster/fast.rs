@@ -73,11 +73,15 @@ impl Fast {
         let Some(c) = self.c.upgrade() else { return };
         for (lp, w) in self.waiting.iter().enumerate() {
             if w.load(Ordering::SeqCst) && w.swap(false, Ordering::SeqCst) {
-                c.shared.loops.push_within(
+                let told = c.shared.loops.push_within(
                     lp,
                     Msg::Committed,
                     Instant::now() + Duration::from_secs(5),
                 );
+                if !told {
+                    // Its mailbox stayed full: the next commit tries again.
+                    w.store(true, Ordering::SeqCst);
+                }
             }
         }
     }
