@@ -12,7 +12,9 @@
 //! its snapshot the partition's engine image in fila-store's snapshot
 //! format; and a replica ([`Replica`]) whose leader executes each
 //! operation on its engine and answers once the records it made are
-//! committed; the replica's members change through its leader
+//! committed (several operations' records gathered into one entry while
+//! a few entries wait for their commit; an operation run outside any task
+//! answered through a [`Ticket`]); the replica's members change through its leader
 //! ([`membership`]). The metadata group ([`meta`]) is a Raft group of the
 //! same kind whose state machine holds the cluster's map — partitions,
 //! their replicas and receipt keys, and the partition each queue lives
@@ -30,11 +32,13 @@ pub mod membership;
 pub mod meta;
 pub mod peer;
 mod replica;
+mod serving;
 mod state;
 
 pub use log_store::{LogStore, READ_BYTES, TAIL_BYTES};
 pub use meta::{ClusterMap, MapChange, Metadata, Partition};
-pub use replica::{OnCommit, Replica, ReplicaError, Ticket};
+pub use replica::{Replica, ReplicaError};
+pub use serving::{OnCommit, Ticket};
 pub use state::{StateMachine, SNAPSHOT_LOG_MIN};
 
 use std::fmt;

@@ -47,16 +47,16 @@
 
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use fila_core::event::{EngineImage, Event, EventSink};
+use fila_core::event::EngineImage;
 use fila_core::{Clock, Engine, EngineLimits, Owner, ReceiptKey};
-use fila_store::codec::batch_push;
 use fila_wal::Storage;
 use openraft::async_runtime::watch::WatchReceiver;
-use openraft::impls::ProgressResponder;
 use openraft::{Config, Raft, RaftNetworkFactory};
 
-use crate::{Batch, LogStore, NodeId, StateMachine, TypeConfig};
+use crate::serving::{
+    refused_write, Capture, OnCommit, Serving, Ticket, ENTRIES_IN_FLIGHT, ENTRY_BYTES,
+};
+use crate::{LogStore, NodeId, StateMachine, TypeConfig};
 
 /// How long a new leader waits for its blank entry to be applied before
 /// it gives up (it was deposed, or its peers are unreachable).
@@ -106,259 +106,18 @@ pub enum ReplicaError {
     Rebuild(String),
 }
 
-/// The records the leader's engine makes, captured per operation.
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl EventSink for Capture {
-    fn record(&mut self, event: &Event<'_>) {
-        if let Ok(mut b) = self.0.lock() {
-            batch_push(event, &mut b);
-        }
-    }
-}
-
 /// The id of a leadership: its term and node.
 pub(crate) type LeaderId = openraft::impls::leader_id_adv::LeaderId<u64, NodeId>;
-
-/// The engine a leader serves from, for one leadership: one owner of
-/// its one shard.
-struct Serving {
-    owner: Owner,
-    /// The records its operations made that are in no entry yet: the
-    /// next entry's.
-    records: Arc<Mutex<Vec<u8>>>,
-    leader: LeaderId,
-    /// Entries submitted from this engine so far.
-    submitted: u64,
-    /// How far they committed, or that one failed.
-    done: Arc<tokio::sync::watch::Sender<Done>>,
-    /// Each submitted entry's commit, to the leadership's committer.
-    commits: tokio::sync::mpsc::UnboundedSender<Commit>,
-    /// Tells the leadership's submitter that records gathered outside a
-    /// task ([`Replica::try_execute`]) wait for an entry.
-    kick: Arc<Kick>,
-}
-
-/// What wakes a leadership's submitter: records wait, or its engine was
-/// dropped (`ended`).
-#[derive(Default)]
-struct Kick {
-    notify: tokio::sync::Notify,
-    ended: std::sync::atomic::AtomicBool,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        // Its submitter ends.
-        self.kick
-            .ended
-            .store(true, std::sync::atomic::Ordering::Release);
-        self.kick.notify.notify_one();
-    }
-}
-
-/// Where an operation run by [`Replica::try_execute`] stands: its entry,
-/// whose outcome is read with [`Ticket::outcome`].
-pub struct Ticket {
-    done: tokio::sync::watch::Receiver<Done>,
-    k: u64,
-}
-
-impl Ticket {
-    /// The entry's outcome, once known.
-    pub fn outcome(&self) -> Option<Result<(), ReplicaError>> {
-        self.done.borrow().outcome(self.k)
-    }
-}
-
-/// Told after each entry's outcome is noted.
-pub type OnCommit = Arc<dyn Fn() + Send + Sync>;
-
-/// A submitted entry (its number) and its commit to wait for.
-type Commit = (
-    u64,
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ReplicaError>> + Send>>,
-);
-
-/// The entries of one engine that committed: every one up to `through`
-/// (the first is 1), unless one failed — it did not commit in time or
-/// was refused, and the engine is not served from again.
-#[derive(Clone, Copy, Debug, Default)]
-struct Done {
-    through: u64,
-    /// The first entry that failed, and how.
-    failed: Option<(u64, Failure)>,
-}
-
-/// How an entry failed.
-#[derive(Clone, Copy, Debug)]
-enum Failure {
-    /// Refused before it was appended (another leadership): nothing of it,
-    /// nor of any entry after it, was made.
-    Refused(Option<NodeId>),
-    /// It may or may not commit.
-    Unknown(Option<NodeId>),
-}
-
-impl Done {
-    /// Entry `k`'s outcome, once known: committed, or failed (at or
-    /// before it).
-    fn outcome(&self, k: u64) -> Option<Result<(), ReplicaError>> {
-        if self.through >= k {
-            return Some(Ok(()));
-        }
-        match self.failed {
-            Some((f, Failure::Refused(leader))) if f <= k => {
-                Some(Err(ReplicaError::NotLeader { leader }))
-            }
-            Some((f, Failure::Unknown(leader))) if f <= k => {
-                Some(Err(ReplicaError::Unknown { leader }))
-            }
-            _ => None,
-        }
-    }
-
-    fn failed(&self) -> bool {
-        self.failed.is_some()
-    }
-}
-
-impl Serving {
-    /// Entries submitted and not yet committed.
-    fn in_flight(&self) -> u64 {
-        self.submitted.saturating_sub(self.done.borrow().through)
-    }
-
-    /// Submits the records gathered so far as the next entry, on the
-    /// condition that this engine's leadership still holds.
-    async fn submit(
-        &mut self,
-        raft: &Raft<TypeConfig, StateMachine<impl Storage + 'static>>,
-    ) -> Result<(), ReplicaError> {
-        let records = std::mem::take(&mut *self.records.lock().map_err(|_| poisoned())?);
-        if records.is_empty() {
-            return Ok(());
-        }
-        let (responder, committed) = ProgressResponder::complete_only();
-        raft.write(Batch(Bytes::from(records)))
-            .with_leader(self.leader)
-            .responder(responder)
-            .await
-            .map_err(|fatal| ReplicaError::Raft(fatal.to_string()))?;
-        self.submitted += 1;
-        let deadline = tokio::time::Instant::now() + COMMIT_TIMEOUT;
-        let commit =
-            Box::pin(async move { outcome(tokio::time::timeout_at(deadline, committed).await) });
-        // The committer ends only once this engine is dropped.
-        let _ = self.commits.send((self.submitted, commit));
-        Ok(())
-    }
-}
 
 /// What an operation's answer waits for.
 enum Wait {
     /// The entry its records are in — or, when it made none, the last
     /// entry its engine had records for when it ran (what it saw includes
     /// them): its commit.
-    Entry(tokio::sync::watch::Receiver<Done>, u64),
+    Entry(Ticket),
     /// It made no records and none are in flight: a quorum confirms the
     /// leadership (openraft's read index).
     Confirm,
-}
-
-/// Records of several operations gathered in one entry at most, unless a
-/// single operation made more.
-const ENTRY_BYTES: usize = 1 << 20;
-
-/// Entries of one leadership in flight at most: an operation's records
-/// made while this many wait for their commit go into the next entry,
-/// submitted as soon as one of them commits — one entry, one append on
-/// each replica, one apply, for every operation that ran meanwhile.
-const ENTRIES_IN_FLIGHT: u64 = 4;
-
-/// A leadership's committer: notes each entry's outcome in order, and
-/// once one committed submits the records gathered meanwhile. Ends when
-/// the engine it serves is dropped.
-async fn commit_entries<S: Storage + 'static>(
-    mut commits: tokio::sync::mpsc::UnboundedReceiver<Commit>,
-    done: Arc<tokio::sync::watch::Sender<Done>>,
-    records: Arc<Mutex<Vec<u8>>>,
-    serving: std::sync::Weak<tokio::sync::Mutex<Option<Serving>>>,
-    raft: Raft<TypeConfig, StateMachine<S>>,
-    on_commit: Option<OnCommit>,
-) {
-    while let Some((k, commit)) = commits.recv().await {
-        let outcome = commit.await;
-        note(&done, k, outcome);
-        if let Some(f) = &on_commit {
-            f();
-        }
-        if done.borrow().failed() {
-            continue;
-        }
-        submit_gathered(&records, &serving, &raft).await;
-    }
-}
-
-/// Submits what gathered, when room: from the committer after a commit,
-/// from the submitter when kicked.
-async fn submit_gathered<S: Storage + 'static>(
-    records: &Arc<Mutex<Vec<u8>>>,
-    serving: &std::sync::Weak<tokio::sync::Mutex<Option<Serving>>>,
-    raft: &Raft<TypeConfig, StateMachine<S>>,
-) -> bool {
-    let gathered = records.lock().is_ok_and(|r| !r.is_empty());
-    let Some(serving) = serving.upgrade().filter(|_| gathered) else {
-        return true;
-    };
-    let mut serving = serving.lock().await;
-    let Some(s) = serving
-        .as_mut()
-        .filter(|s| Arc::ptr_eq(&s.records, records))
-    else {
-        return false;
-    };
-    if s.in_flight() < ENTRIES_IN_FLIGHT && !s.done.borrow().failed() {
-        if let Err(e) = s.submit(raft).await {
-            tracing::warn!(error = %e, "an entry could not be submitted");
-            *serving = None;
-            return false;
-        }
-    }
-    true
-}
-
-/// A leadership's submitter: submits the records gathered outside a task
-/// when kicked. Ends with its engine (kicked once more as it is dropped).
-async fn submit_kicked<S: Storage + 'static>(
-    kick: Arc<Kick>,
-    records: Arc<Mutex<Vec<u8>>>,
-    serving: std::sync::Weak<tokio::sync::Mutex<Option<Serving>>>,
-    raft: Raft<TypeConfig, StateMachine<S>>,
-) {
-    loop {
-        kick.notify.notified().await;
-        if kick.ended.load(std::sync::atomic::Ordering::Acquire)
-            || !submit_gathered(&records, &serving, &raft).await
-        {
-            return;
-        }
-    }
-}
-
-/// Notes entry `k`'s outcome (the first failure is kept).
-fn note(done: &tokio::sync::watch::Sender<Done>, k: u64, outcome: Result<(), ReplicaError>) {
-    done.send_modify(|d| match outcome {
-        Ok(()) => d.through = d.through.max(k),
-        Err(e) => {
-            let how = match e {
-                ReplicaError::NotLeader { leader } => Failure::Refused(leader),
-                ReplicaError::Unknown { leader } => Failure::Unknown(leader),
-                _ => Failure::Unknown(None),
-            };
-            d.failed.get_or_insert((k, how));
-        }
-    });
 }
 
 /// A replica of one partition.
@@ -523,22 +282,14 @@ impl<S: Storage + 'static> Replica<S> {
             };
             let stale = serving
                 .as_ref()
-                .is_none_or(|s| s.leader != leader_id || s.done.borrow().failed());
+                .is_none_or(|s| s.leader != leader_id || s.failed());
             if stale {
                 *serving = None;
                 *serving = Some(self.catch_up(leader_id).await?);
             }
             let s = serving.as_mut().expect("set above");
-            let result = op(&mut s.owner);
-            // A dead letter for the partition's own shard: taken in here.
-            while s.owner.has_output() {
-                for t in s.owner.take_transit() {
-                    s.owner.accept(t);
-                }
-                // No receive parks here: nothing completes later.
-                s.owner.take_completions();
-            }
-            let gathered = s.records.lock().map_err(|_| poisoned())?.len();
+            let result = s.run(op);
+            let gathered = s.gathered();
             if gathered == 0 {
                 // It made no records, and none wait for an entry. Its
                 // answer may rest on entries still in flight (a put
@@ -550,10 +301,10 @@ impl<S: Storage + 'static> Replica<S> {
                 // answer from its old state (a receipt refused as stale,
                 // a receive finding nothing).
                 let k = s.submitted;
-                if k == 0 || s.done.borrow().through >= k {
+                if s.in_flight() == 0 {
                     (result, leader_id, Wait::Confirm)
                 } else {
-                    (result, leader_id, Wait::Entry(s.done.subscribe(), k))
+                    (result, leader_id, Wait::Entry(s.ticket(k)))
                 }
             } else {
                 // Its records (or what it saw, when it made none) are in
@@ -569,24 +320,14 @@ impl<S: Storage + 'static> Replica<S> {
                         return Err(e);
                     }
                 }
-                (result, leader_id, Wait::Entry(s.done.subscribe(), k))
+                (result, leader_id, Wait::Entry(s.ticket(k)))
             }
         };
         let outcome = match wait {
             Wait::Confirm => confirm(&self.raft).await,
-            Wait::Entry(mut rx, k) => {
-                let seen = tokio::time::timeout(
-                    COMMIT_TIMEOUT * 2,
-                    rx.wait_for(|d| d.outcome(k).is_some()),
-                )
-                .await;
-                match seen {
-                    Ok(Ok(d)) => d
-                        .outcome(k)
-                        .unwrap_or(Err(ReplicaError::Unknown { leader: None })),
-                    _ => Err(ReplicaError::Unknown { leader: None }),
-                }
-            }
+            // At most a commit's wait for the entries in flight before
+            // it, and its own.
+            Wait::Entry(ticket) => ticket.settled(COMMIT_TIMEOUT * 2).await,
         };
         match outcome {
             Ok(()) => Ok(result),
@@ -621,33 +362,19 @@ impl<S: Storage + 'static> Replica<S> {
         let mut serving = self.serving.try_lock().ok()?;
         let s = serving
             .as_mut()
-            .filter(|s| s.leader == leader_id && !s.done.borrow().failed())?;
-        let gathered = |s: &Serving| s.records.lock().unwrap_or_else(|p| p.into_inner()).len();
-        let held = gathered(s);
-        let result = op(&mut s.owner);
-        while s.owner.has_output() {
-            for t in s.owner.take_transit() {
-                s.owner.accept(t);
-            }
-            s.owner.take_completions();
-        }
+            .filter(|s| s.leader == leader_id && !s.failed())?;
+        let held = s.gathered();
+        let result = s.run(op);
         // It ran: from here on it is answered through its ticket.
-        let gathered = gathered(s);
+        let gathered = s.gathered();
         if gathered == held && (gathered == 0 || !keep(&result)) {
             return None;
         }
-        let k = s.submitted + 1;
         if s.in_flight() < ENTRIES_IN_FLIGHT {
             // Else the committer submits them after the next commit.
-            s.kick.notify.notify_one();
+            s.wake_submitter();
         }
-        Some((
-            result,
-            Ticket {
-                done: s.done.subscribe(),
-                k,
-            },
-        ))
+        Some((result, s.ticket(s.submitted + 1)))
     }
 
     /// Runs `op`, a read (it changes nothing), once this replica has
@@ -737,37 +464,19 @@ impl<S: Storage + 'static> Replica<S> {
             .into_owners(1, TIMERS_PER_OPERATION)
             .pop()
             .expect("one owner");
-        let done = Arc::new(tokio::sync::watch::channel(Done::default()).0);
-        let (commits, to_commit) = tokio::sync::mpsc::unbounded_channel();
         let on_commit = self
             .on_commit
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        tokio::spawn(commit_entries(
-            to_commit,
-            done.clone(),
-            records.clone(),
-            Arc::downgrade(&self.serving),
-            self.raft.clone(),
-            on_commit,
-        ));
-        let kick = Arc::new(Kick::default());
-        tokio::spawn(submit_kicked(
-            kick.clone(),
-            records.clone(),
-            Arc::downgrade(&self.serving),
-            self.raft.clone(),
-        ));
-        Ok(Serving {
+        Ok(Serving::start(
             owner,
             records,
             leader,
-            submitted: 0,
-            done,
-            commits,
-            kick,
-        })
+            &self.raft,
+            Arc::downgrade(&self.serving),
+            on_commit,
+        ))
     }
 
     /// Stops the Raft node.
@@ -856,22 +565,6 @@ pub(crate) fn write_error(
     }
 }
 
-/// What a write the leader refused or dropped says.
-fn refused_write(e: openraft::errors::ClientWriteError<TypeConfig>) -> ReplicaError {
-    use openraft::errors::ClientWriteError as E;
-    match e {
-        // Refused before it was appended: nothing was made.
-        E::ForwardToLeader(f) => ReplicaError::NotLeader {
-            leader: f.leader_id,
-        },
-        E::PreconditionFailed(_) => ReplicaError::NotLeader { leader: None },
-        E::LogEntryDiscarded(f) => ReplicaError::Unknown {
-            leader: f.leader_id,
-        },
-        _ => ReplicaError::Unknown { leader: None },
-    }
-}
-
 /// The receipt key of the partition's engines: the partition's secret,
 /// naming leases by sequence number, sub-queue and delivery count — what
 /// every leader holds alike — so a committed lease's receipt works on the
@@ -880,30 +573,6 @@ fn partition_key(secret: [u64; 2]) -> ReceiptKey {
     ReceiptKey::fixed(secret[0], secret[1], 1).by_sequence()
 }
 
-/// What an entry's commit, waited for at most [`COMMIT_TIMEOUT`], says
-/// (`X`: the responder's channel closed).
-type Committed<X> = Result<
-    Result<
-        Result<
-            openraft::raft::ClientWriteResponse<TypeConfig>,
-            openraft::errors::ClientWriteError<TypeConfig>,
-        >,
-        X,
-    >,
-    tokio::time::error::Elapsed,
->;
-
-fn outcome<X>(committed: Committed<X>) -> Result<(), ReplicaError> {
-    match committed {
-        Ok(Ok(Ok(_))) => Ok(()),
-        // No quorum answered in time: the entry may still commit.
-        Err(_) => Err(ReplicaError::Unknown { leader: None }),
-        Ok(Ok(Err(e))) => Err(refused_write(e)),
-        // The responder went away.
-        Ok(Err(_)) => Err(ReplicaError::Unknown { leader: None }),
-    }
-}
-
-fn poisoned() -> ReplicaError {
+pub(crate) fn poisoned() -> ReplicaError {
     ReplicaError::Raft("a lock was poisoned".to_owned())
 }
