@@ -410,11 +410,11 @@ impl ShardHost {
             return;
         };
         use super::cluster::fast::Outcome as Held;
-        let mut done = Vec::new();
+        let mut done = std::mem::take(&mut self.held.done);
         if let Some(f) = self.shared.fast.get() {
             f.take_done(self.index, &mut self.held, &mut done);
         }
-        for outcome in done {
+        for outcome in done.drain(..) {
             match outcome {
                 Held::Answer(route, answer) => {
                     self.deliver(route, Done::Answer(answer, false), post)
@@ -422,6 +422,7 @@ impl ShardHost {
                 Held::Again(job) => post.send(cluster, Msg::Run(*job)),
             }
         }
+        self.held.done = done;
     }
 
     /// (Built for loom: no cluster node.)

@@ -49,6 +49,8 @@ pub(in crate::server) struct Held {
 #[derive(Default)]
 pub(in crate::server) struct HeldAnswers {
     parts: Vec<VecDeque<Held>>,
+    /// What `take_done` last let out (kept for its room).
+    pub(in crate::server) done: Vec<Outcome>,
 }
 
 /// What became of a held request.
@@ -159,7 +161,6 @@ impl Fast {
         held: &mut HeldAnswers,
         out: &mut Vec<Outcome>,
     ) {
-        let c = self.c.upgrade();
         // Told of the next commit first: one that comes after the look
         // below sends word again.
         if held.parts.iter().any(|p| !p.is_empty()) {
@@ -172,7 +173,7 @@ impl Fast {
                     Ok(()) => Outcome::Answer(h.job.route, h.answer),
                     Err(ReplicaError::NotLeader { .. }) => Outcome::Again(Box::new(h.job)),
                     Err(e) => {
-                        let answer = match &c {
+                        let answer = match self.c.upgrade() {
                             Some(c) => c.refusal(g as u32, &e),
                             None => crate::dispatch::error(
                                 fila_proto::ErrorCode::OUTCOME_UNKNOWN,
