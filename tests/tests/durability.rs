@@ -298,3 +298,56 @@ fn a_snapshot_taken_across_the_loops_restores_everything() {
     // The 8 dead letters and at least one tick.
     assert!(poison.visible > 8);
 }
+
+/// Issue 37: `tests/fixtures/torn-forward/` is a data directory's only
+/// segment, written with `--sync interval --shards 2` while `cc-dl1`'s
+/// messages were dead-lettered to `cc-dlt` (the other shard), cut where a
+/// crash can cut it: one batch held `cc-dl1`'s creation after the
+/// forwards out of it (the target's shard was written first), and the cut
+/// kept the forwards of sequence numbers 130-159 and lost their puts. A
+/// restart must not give those numbers out again: a put of one of them
+/// would be skipped at the next restart as the put a forward overtook.
+#[test]
+fn acknowledged_puts_survive_a_log_torn_between_forwards_and_their_puts() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/torn-forward/wal-0000000000000001.seg");
+    let mut s = TestServer::with(|c| {
+        let to = c.data_dir.join("wal-0000000000000001.seg");
+        std::fs::copy(&fixture, &to).expect("the fixture copied");
+        // The fixture is read-only in the repository; the server cuts it.
+        let mut perms = std::fs::metadata(&to).unwrap().permissions();
+        #[allow(clippy::permissions_set_readonly_false)]
+        perms.set_readonly(false);
+        std::fs::set_permissions(&to, perms).unwrap();
+    });
+    let mut c = s.client();
+    assert_eq!(c.stats("cc-dlt").unwrap().visible, 150);
+    assert_eq!(c.stats("cc-dl1").unwrap().visible, 0);
+    let mut acked = Vec::new();
+    for i in 0..600 {
+        acked.push(c.put_one("cc-dl1", format!("after {i}")).unwrap());
+    }
+    assert!(
+        acked.iter().all(|a| a.seq >= 160),
+        "a sequence number a surviving forward names was given again: {}",
+        acked[0].seq
+    );
+    drop(c);
+    s.restart();
+    let mut c = s.client();
+    let mut kept = std::collections::HashMap::new();
+    let mut from = 0;
+    loop {
+        let page = c.peek(q("cc-dl1", false), from, 20).unwrap();
+        let Some(last) = page.last() else { break };
+        from = last.seq + 1;
+        kept.extend(page.into_iter().map(|m| (m.seq, m.id)));
+    }
+    let lost: Vec<u64> = acked
+        .iter()
+        .filter(|a| kept.get(&a.seq) != Some(&a.id))
+        .map(|a| a.seq)
+        .collect();
+    assert!(lost.is_empty(), "acknowledged puts lost: {lost:?}");
+    assert_eq!(kept.len(), 600);
+}

@@ -29,7 +29,20 @@
 //! skipped. For that to hold, a move advances its source queue's next
 //! sequence number past the message it moved, whether or not the put that
 //! stored it survived a crash (a torn tail can keep the move and lose the
-//! put).
+//! put), and whether or not the source queue was made yet in the log: one
+//! batch can hold a queue's creation, its puts and their forwards, the
+//! target's shard written first; the number waits as the queue's floor
+//! until the record that makes the queue comes. After a replay, every
+//! queue's next sequence number is above every sequence number a record
+//! named in it, moved or not.
+//!
+//! The other counters a replay rebuilds: message ids are a queue's id and
+//! a sequence number (a moved message keeps the id it had), so they follow
+//! the two; queue ids are above every id any record names
+//! (`next_queue_id`, a forward's source included); a move task's id is one
+//! above the last task its queue's `MovesSet` kept; deduplication slots
+//! are the keys the surviving puts carry; group tickets are not kept at
+//! all (a restore starts them afresh).
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -97,6 +110,11 @@ pub struct Replay {
     queues: IdMap<u32, Queue>,
     /// Messages moved out of their queue by a record of another queue.
     moved: HashSet<Spot>,
+    /// For a queue not seen yet, above every sequence number a record of
+    /// another queue named in it (a forward can be in the log before its
+    /// source queue's own records, even before the one that made it):
+    /// the queue's next sequence number starts there when it is made.
+    floors: IdMap<u32, u64>,
     /// Above every queue id seen, deleted ones included.
     next_queue_id: u32,
 }
@@ -107,6 +125,7 @@ impl Default for Replay {
         Replay {
             queues: IdMap::default(),
             moved: HashSet::new(),
+            floors: IdMap::default(),
             next_queue_id: 1,
         }
     }
@@ -139,6 +158,7 @@ impl Replay {
         Replay {
             queues,
             moved: HashSet::new(),
+            floors: IdMap::default(),
             next_queue_id,
         }
     }
@@ -166,11 +186,12 @@ impl Replay {
                 moves,
             } => {
                 self.saw_queue(id);
+                let floor = self.floors.remove(&id).unwrap_or(0);
                 let q = self.queues.entry(id).or_insert_with(|| Queue {
                     name: name.clone(),
                     settings: settings.clone(),
                     times,
-                    next_seq,
+                    next_seq: next_seq.max(floor),
                     moves: Vec::new(),
                     dedup: HashMap::new(),
                     messages: IdMap::default(),
@@ -214,11 +235,12 @@ impl Replay {
                 times,
             } => {
                 self.saw_queue(queue);
+                let floor = self.floors.remove(&queue).unwrap_or(0);
                 let q = self.queues.entry(queue).or_insert_with(|| Queue {
                     name: name.clone(),
                     settings: settings.clone(),
                     times,
-                    next_seq: 1,
+                    next_seq: floor.max(1),
                     moves: Vec::new(),
                     dedup: HashMap::new(),
                     messages: IdMap::default(),
@@ -235,6 +257,7 @@ impl Replay {
             Op::QueueDeleted { queue } => {
                 self.saw_queue(queue);
                 self.queues.remove(&queue);
+                self.floors.remove(&queue);
             }
             Op::Purged { queue, dlq } => {
                 if let Some(q) = self.queues.get_mut(&queue) {
@@ -259,14 +282,19 @@ impl Replay {
                 }
                 if let Some(from) = from {
                     self.saw_queue(from.queue);
+                    // The move says the source used this sequence number,
+                    // even when the put that used it was torn off the log:
+                    // it is never given out again (a later put of it would
+                    // be skipped as the put the move overtook). That holds
+                    // when the source's records, the one that made it
+                    // included, come later in the log than the move: the
+                    // floor waits for it.
                     if let Some(q) = self.queues.get_mut(&from.queue) {
                         q.messages.remove(&(from.dlq, from.seq));
-                        // The move says the source used this sequence
-                        // number, even when the put that used it was torn
-                        // off the log: it is never given out again (a later
-                        // put of it would be skipped as the put the move
-                        // overtook).
                         q.next_seq = q.next_seq.max(from.seq + 1);
+                    } else {
+                        let floor = self.floors.entry(from.queue).or_insert(0);
+                        *floor = (*floor).max(from.seq + 1);
                     }
                     if from.queue != queue {
                         self.moved.insert(from);
