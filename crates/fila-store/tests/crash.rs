@@ -15,8 +15,9 @@ use bytes::Bytes;
 use fila_core::{
     Address, Engine, ErrorKind, ManualClock, NewMessage, QueueSettings, Receipt, ReceiveOptions,
 };
-use fila_store::{Hooks, Marks, Store, StoreOptions};
-use fila_wal::{SimDisk, Storage};
+use fila_store::{Hooks, Marks, Store, StoreOptions, SyncMode};
+use fila_wal::record::RECORD_HEADER;
+use fila_wal::{Log, LogOptions, SimDisk, Storage, SEGMENT_HEADER};
 
 /// A disk whose process dies after `left` more operations (never while
 /// `left` is negative): every later operation fails. While `held` is set,
@@ -410,5 +411,191 @@ fn moves_across_shards_then_a_torn_tail_then_more_puts_lose_nothing() {
             disk = store.stop().expect("the writer ran").disk;
             disk.crash();
         }
+    }
+}
+
+/// A source queue's name on the shard (of two) that "c" is not on.
+fn source_name(k: u64) -> String {
+    (0..)
+        .map(|i| format!("src{k}-{i}"))
+        .find(|n| fila_core::shard_of(n, 2) != fila_core::shard_of("c", 2))
+        .expect("a name on the other shard")
+}
+
+/// Writes a log as the torn-forward fixture's was written: queues made,
+/// filled and dead-lettered to "c" on the other shard while the disk is
+/// slow, so that one batch holds a source queue's creation, its puts and
+/// the forwards out of it, the target's shard written first. One segment,
+/// no snapshot. Returns the disk and the segment's name.
+fn write_forwarding_log(sync: SyncMode, rounds: u64) -> (SimDisk, String) {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let held = Arc::new(AtomicBool::new(false));
+    let storage = Dying {
+        disk: SimDisk::new(7),
+        left: Arc::new(AtomicI64::new(-1)),
+        held: held.clone(),
+    };
+    let engine = Arc::new(Engine::new(2, Arc::new(clock.clone())));
+    let options = StoreOptions {
+        sync,
+        segment_bytes: 64 << 20,
+        compact_min_bytes: u64::MAX,
+        ..StoreOptions::default()
+    };
+    let (store, _) = Store::open(storage, engine.clone(), options, Hooks::default()).unwrap();
+    let marks = store.marks();
+    let mut rng = Rng(0x5EED_0F_7041);
+    let mut source = String::new();
+    for round in 0..rounds {
+        held.store(true, Ordering::Release);
+        if round % 5 == 0 {
+            if round == 0 {
+                engine.create_queue("c", QueueSettings::default()).unwrap();
+            }
+            source = source_name(round / 5);
+            let settings = QueueSettings {
+                visibility_timeout_ms: 1_000,
+                max_deliveries: 1 + (round / 5 % 2) as u32,
+                dead_letter_target: Some("c".into()),
+                ..QueueSettings::default()
+            };
+            engine.create_queue(&source, settings).unwrap();
+        }
+        for i in 0..4 {
+            let n = 1 + rng.below(8) as usize;
+            let batch = (0..n)
+                .map(|j| NewMessage::new(format!("r{round}-{i}-{j}")))
+                .collect();
+            engine.put(&source, batch).unwrap();
+        }
+        engine
+            .put("c", vec![NewMessage::new(format!("c{round}"))])
+            .unwrap();
+        let got = engine
+            .receive_now(Address::queue(&source), &ReceiveOptions::now(20))
+            .unwrap();
+        for m in got {
+            let r = m.receipt.unwrap();
+            match rng.below(4) {
+                0 => {
+                    engine.delete(Address::queue(&source), &[r]).unwrap();
+                }
+                1 => {} // its lease ends: dead-lettered at its last delivery
+                _ => engine.dead_letter(&source, &r, "r", "d").unwrap(),
+            }
+        }
+        clock.advance(600);
+        engine.tick();
+        held.store(false, Ordering::Release);
+        if round % 3 == 2 {
+            assert!(durable(&marks, &held, marks.mark()));
+        }
+    }
+    assert!(durable(&marks, &held, marks.mark()));
+    let disk = store.stop().expect("the writer ran").disk;
+    let segments: Vec<String> = disk
+        .list()
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with("wal-") && n.ends_with(".seg"))
+        .collect();
+    assert_eq!(segments.len(), 1, "one segment: {segments:?}");
+    (disk, segments[0].clone())
+}
+
+/// Every place the log may be cut: each 4 KiB boundary, and each record's
+/// end within its last `tail` bytes.
+fn cut_points(disk: &SimDisk, segment: &str, tail: usize) -> Vec<usize> {
+    let len = disk.len(segment).unwrap();
+    let (_, recovered) = Log::open(disk.clone(), LogOptions::default()).unwrap();
+    let mut cuts: Vec<usize> = (0..=len).step_by(4096).collect();
+    let mut end = SEGMENT_HEADER;
+    for r in &recovered.records {
+        end += RECORD_HEADER + r.body.len();
+        if end + tail >= len {
+            cuts.push(end);
+        }
+    }
+    assert_eq!(end, len, "the records fill the segment");
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts
+}
+
+/// Issue 37: a log written with forwards across shards (both sync modes),
+/// cut at every 4 KiB boundary and at every record boundary of its last
+/// 4 MiB. For each cut: a restart, 600 acknowledged puts, a clean stop, a
+/// restart: every acknowledged put is back (and every message the first
+/// restart found), and no id is given twice. Before the fix, a forward
+/// written before its source queue's creation left that queue's next
+/// sequence number at what its surviving puts said, so new puts reused
+/// numbers the forwards named, and the next restart skipped them as puts
+/// the forwards had overtaken. `FILA_TORN_ROUNDS` sets the log's length
+/// (rounds of puts and dead letters; 24 by default, about 160 KiB).
+#[test]
+fn every_cut_of_a_log_with_forwards_across_shards_loses_no_acknowledged_put() {
+    let rounds: u64 = std::env::var("FILA_TORN_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(24);
+    for sync in [
+        SyncMode::Always,
+        SyncMode::Interval(Duration::from_millis(5)),
+    ] {
+        let (base, segment) = write_forwarding_log(sync, rounds);
+        let cuts = cut_points(&base, &segment, 4 << 20);
+        for &cut in &cuts {
+            let mut disk = base.clone();
+            disk.truncate(&segment, cut as u64).unwrap();
+            let clock = ManualClock::new(1_800_000_000_000);
+            let open = |disk| {
+                let engine = Arc::new(Engine::new(2, Arc::new(clock.clone())));
+                let (store, _) = Store::open(
+                    disk,
+                    engine.clone(),
+                    StoreOptions::default(),
+                    Hooks::default(),
+                )
+                .unwrap_or_else(|e| panic!("{sync:?} cut at {cut}: {e}"));
+                (engine, store)
+            };
+            let (engine, store) = open(disk);
+            let (mut live, _) = contents(&engine);
+            let mut queues = engine.list_queues("");
+            if queues.is_empty() {
+                engine.create_queue("c", QueueSettings::default()).unwrap();
+                queues.push("c".into());
+            }
+            for i in 0..30 {
+                let q = &queues[i % queues.len()];
+                let batch = (0..20)
+                    .map(|j| NewMessage::new(format!("after {i}-{j}")))
+                    .collect();
+                for a in engine.put(q, batch).unwrap() {
+                    let id = a.unwrap().id.0;
+                    assert!(
+                        live.insert(id),
+                        "{sync:?} cut at {cut}: id {id:x} given twice"
+                    );
+                }
+            }
+            let marks = store.marks();
+            let mark = marks.mark();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while marks.durable() < mark {
+                assert!(Instant::now() < deadline, "the puts never became durable");
+                std::thread::yield_now();
+            }
+            let disk = store.stop().unwrap();
+            let (engine, _store) = open(disk);
+            let (ids, _) = contents(&engine);
+            let lost = live.difference(&ids).count();
+            assert_eq!(lost, 0, "{sync:?} cut at {cut}: {lost} acknowledged lost");
+        }
+        eprintln!(
+            "{sync:?}: {} cuts of {} bytes",
+            cuts.len(),
+            base.len(&segment).unwrap()
+        );
     }
 }
