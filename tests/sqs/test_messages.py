@@ -279,3 +279,40 @@ def test_a_long_poll_with_nothing_comes_back_empty_after_its_wait(sqs, queue):
     r = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1)
     assert "Messages" not in r
     assert time.monotonic() - started >= 0.9
+
+
+def test_a_waiting_receive_is_answered_within_50_ms_of_the_lease_end(sqs, server):
+    """Issue 37: a ReceiveMessage waiting on a queue whose only message is
+    leased gets it when the lease ends (it came up to a second late). The
+    leases of 0.5 and 1.1 s are taken over the binary protocol (SQS
+    visibility timeouts are whole seconds) and say when they end by the
+    server's clock; those of 1, 3 and 7 s are taken over SQS and end no
+    later than the receive's answer plus the timeout. All at once, one
+    queue each."""
+
+    def over_fila(ms):
+        name = f"lease-fila-{ms}"
+        url = sqs.create_queue(QueueName=name)["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="only")
+        out = server.fila("--json", "receive", name, "--visibility", str(ms),
+                          "--max", "1", "--wait", "0").stdout
+        ends = json.loads(out)[0]["next_visible_at_ms"]
+        got = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=20, VisibilityTimeout=60)
+        return ms, len(got.get("Messages", [])), time.time() * 1000 - ends
+
+    def over_sqs(secs):
+        url = sqs.create_queue(QueueName=f"lease-sqs-{secs}")["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="only")
+        first = sqs.receive_message(QueueUrl=url, VisibilityTimeout=secs)
+        assert len(first["Messages"]) == 1
+        ends = time.time() * 1000 + secs * 1000
+        got = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=20, VisibilityTimeout=60)
+        return secs * 1000, len(got.get("Messages", [])), time.time() * 1000 - ends
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        runs = [pool.submit(over_fila, ms) for ms in (500, 1100, 2500)]
+        runs += [pool.submit(over_sqs, s) for s in (1, 3, 7)]
+        for run in runs:
+            ms, n, late = run.result()
+            assert n == 1, f"{ms} ms: the wait ended empty"
+            assert late <= 50, f"{ms} ms: answered {late:.0f} ms after the lease ended"

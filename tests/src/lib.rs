@@ -10,8 +10,10 @@ pub use ports::free_port;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use fila_client::{Client, ClientOptions};
+use fila_core::Clock;
 use fila_server::{Config, Server};
 
 /// A directory under the system's temporary directory, removed when
@@ -47,6 +49,7 @@ impl Drop for TempDir {
 /// A server for one test.
 pub struct TestServer {
     server: Option<Server>,
+    clock: Arc<dyn Clock>,
     config: Config,
     /// Its protocol address.
     pub addr: SocketAddr,
@@ -63,6 +66,12 @@ impl TestServer {
     /// Like [`TestServer::start`], with changes to the config (durable,
     /// `sync = always`, unless the change says otherwise).
     pub fn with(change: impl FnOnce(&mut Config)) -> TestServer {
+        TestServer::with_clock(Arc::new(fila_core::SystemClock), change)
+    }
+
+    /// [`TestServer::with`] on a clock of the test's (a
+    /// `fila_core::ManualClock`); restarts keep it.
+    pub fn with_clock(clock: Arc<dyn Clock>, change: impl FnOnce(&mut Config)) -> TestServer {
         let data = TempDir::new("data");
         let mut config = Config {
             listen: "127.0.0.1:0".parse().expect("addr"),
@@ -77,10 +86,12 @@ impl TestServer {
         };
         change(&mut config);
         config.validate().expect("a valid test config");
-        let server = Server::start(config.clone()).expect("the server starts");
+        let server =
+            Server::start_with_clock(config.clone(), clock.clone()).expect("the server starts");
         let addr = server.local_addr();
         TestServer {
             server: Some(server),
+            clock,
             config,
             addr,
             data,
@@ -104,7 +115,7 @@ impl TestServer {
     /// Starts a server again on the data directory and config (after
     /// [`TestServer::halt`]).
     pub fn resume(&mut self) -> Result<(), fila_server::StartError> {
-        let server = Server::start(self.config.clone())?;
+        let server = Server::start_with_clock(self.config.clone(), self.clock.clone())?;
         self.addr = server.local_addr();
         self.server = Some(server);
         Ok(())

@@ -242,12 +242,23 @@ impl Server {
     /// Recovers the data directory, binds, starts the loops (each given
     /// the shards it owns), the log writer and the metrics endpoint.
     pub fn start(config: Config) -> Result<Server, StartError> {
+        Server::start_with_clock(config, Arc::new(fila_core::SystemClock))
+    }
+
+    /// [`Server::start`] on a clock of the caller's (tests drive time with
+    /// a [`fila_core::ManualClock`]; a loop still sleeps in real time, for
+    /// as long as the clock says its next timer is away).
+    #[doc(hidden)]
+    pub fn start_with_clock(
+        config: Config,
+        clock: Arc<dyn fila_core::Clock>,
+    ) -> Result<Server, StartError> {
         crate::tls::install_provider();
         let live = Arc::new(crate::live::Live::new(&config)?);
         for (name, addr) in config.plaintext_off_loopback() {
             warn!(%addr, "{name} is off loopback without TLS (allow_plaintext): tokens and messages cross the network in clear text");
         }
-        let engine = Arc::new(Engine::new(config.shards, Arc::new(fila_core::SystemClock)));
+        let engine = Arc::new(Engine::new(config.shards, clock));
         engine.set_limits(EngineLimits {
             max_stored_bytes: config.max_stored_bytes,
             max_queues: config.max_queues,
@@ -571,10 +582,14 @@ impl Loop {
             || self.shared.config.tls_cert.is_some();
         let mut busy = false;
         loop {
-            // The shards' time: due timers within the turn's budget.
+            // The shards' time: due timers within the turn's budget. What
+            // they gave this loop's connections (a parked receive served by
+            // a lease's end, a wait's end) is written out before the loop
+            // sleeps: nothing else would wake it for them.
             let caught_up = self.host.advance(&mut self.post);
             let (front, mut back) = self.parts();
             front.take_local(&mut back);
+            front.flush_dirty(&mut back);
             busy |= self.post.flush();
             let mut timeout = if self.front.has_pending() || busy || !caught_up {
                 Some(Duration::ZERO)
