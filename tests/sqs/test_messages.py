@@ -316,3 +316,17 @@ def test_a_waiting_receive_is_answered_within_50_ms_of_the_lease_end(sqs, server
             ms, n, late = run.result()
             assert n == 1, f"{ms} ms: the wait ended empty"
             assert late <= 50, f"{ms} ms: answered {late:.0f} ms after the lease ended"
+
+
+def test_message_attribute_names_take_prefixes(sqs, queue):
+    """`bar.*` returns "all message attributes starting with a prefix"
+    (ReceiveMessage reference, MessageAttributeNames): every name that
+    starts with `bar`, with or without a period after it."""
+    attrs = {n: {"DataType": "String", "StringValue": n} for n in ("Name", "NameFirst", "Name.x", "Other")}
+    sqs.send_message(QueueUrl=queue, MessageBody="b", MessageAttributes=attrs)
+    m = sqs.receive_message(QueueUrl=queue, MessageAttributeNames=["Name.*"], VisibilityTimeout=0)["Messages"][0]
+    assert sorted(m["MessageAttributes"]) == ["Name", "Name.x", "NameFirst"]
+    m = sqs.receive_message(QueueUrl=queue, MessageAttributeNames=["Other", "NameF.*"], VisibilityTimeout=0)["Messages"][0]
+    assert sorted(m["MessageAttributes"]) == ["NameFirst", "Other"]
+    m = sqs.receive_message(QueueUrl=queue, MessageAttributeNames=[".*"])["Messages"][0]
+    assert sorted(m["MessageAttributes"]) == sorted(attrs)

@@ -1,6 +1,7 @@
 """Message move tasks: fila's redrive made whole, through the SQS API and
 the fila CLI."""
 
+import base64
 import json
 import uuid
 
@@ -109,21 +110,35 @@ def test_a_paced_move_can_be_listed_and_cancelled_and_only_one_runs(server, sqs)
 
 
 def test_bad_move_requests_are_refused(sqs):
-    dlq = fresh("dlq")
-    sqs.create_queue(QueueName=dlq)
+    """The errors are those the StartMessageMoveTask and
+    CancelMessageMoveTask references list (boto's model has the same):
+    ResourceNotFoundException for a source or destination that is not
+    there, for a source that is no queue's dead-letter queue ("only ARNs
+    of dead-letter queues (DLQs) whose sources are other Amazon SQS
+    queues are accepted") and for a task handle that names no running
+    task."""
+    dlq, _ = dead_letters(sqs, per_source=1, sources=1)
     with pytest.raises(ClientError) as e:
         sqs.start_message_move_task(SourceArn=ARN + dlq, DestinationArn=ARN + fresh("missing"))
-    assert code(e) == "InvalidParameterValue"
+    assert code(e) == "ResourceNotFoundException"
     with pytest.raises(ClientError) as e:
         sqs.start_message_move_task(SourceArn=ARN + dlq, MaxNumberOfMessagesPerSecond=501)
     assert code(e) == "InvalidParameterValue"
     with pytest.raises(ClientError) as e:
         sqs.start_message_move_task(SourceArn=ARN + fresh("nope"))
-    assert code(e) == "AWS.SimpleQueueService.NonExistentQueue"
-    with pytest.raises(ClientError) as e:
-        sqs.cancel_message_move_task(TaskHandle="not a handle")
     assert code(e) == "ResourceNotFoundException"
+    lone = fresh("lone")
+    sqs.create_queue(QueueName=lone)
+    with pytest.raises(ClientError) as e:
+        sqs.start_message_move_task(SourceArn=ARN + lone)
+    assert code(e) == "ResourceNotFoundException"
+    unknown = base64.b64encode(f"999:{dlq}".encode()).decode()
+    for handle in ["not a handle", "MTox", unknown]:
+        with pytest.raises(ClientError) as e:
+            sqs.cancel_message_move_task(TaskHandle=handle)
+        assert code(e) == "ResourceNotFoundException", handle
     assert sqs.list_message_move_tasks(SourceArn=ARN + dlq)["Results"] == []
+    assert sqs.list_message_move_tasks(SourceArn=ARN + lone)["Results"] == []
 
 
 def test_the_cli_moves_and_a_running_move_survives_a_restart(server):
@@ -144,3 +159,25 @@ def test_the_cli_moves_and_a_running_move_survives_a_restart(server):
 
     assert until(done, secs=15)
     assert drain(sqs, src) == sent[src]
+
+
+def test_a_dead_letter_keeps_its_receive_count_and_names_its_source(sqs):
+    """AWS counts a message's receives across queues: one moved to the
+    dead-letter queue by maxReceiveCount keeps its ApproximateReceiveCount,
+    and a message received from a dead-letter queue carries the
+    DeadLetterQueueSourceArn system attribute (ReceiveMessage reference,
+    MessageSystemAttributeNames)."""
+    dlq, sent = dead_letters(sqs, per_source=1, sources=1)
+    (src,) = sent
+    url = sqs.get_queue_url(QueueName=dlq)["QueueUrl"]
+    m = sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["All"], VisibilityTimeout=0)["Messages"][0]
+    # Once in the source, once here.
+    assert m["Attributes"]["ApproximateReceiveCount"] == "2"
+    assert m["Attributes"]["DeadLetterQueueSourceArn"] == ARN + src
+    m = sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["ApproximateReceiveCount"])["Messages"][0]
+    assert m["Attributes"] == {"ApproximateReceiveCount": "3"}
+    plain = sqs.create_queue(QueueName=fresh("plain"))["QueueUrl"]
+    sqs.send_message(QueueUrl=plain, MessageBody="x")
+    m = sqs.receive_message(QueueUrl=plain, MessageSystemAttributeNames=["All"])["Messages"][0]
+    assert "DeadLetterQueueSourceArn" not in m["Attributes"]
+    assert m["Attributes"]["ApproximateReceiveCount"] == "1"

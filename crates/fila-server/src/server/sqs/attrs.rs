@@ -427,15 +427,15 @@ pub(in crate::server) fn attributes_json(attrs: &BTreeMap<String, MessageAttribu
 }
 
 /// Whether a message attribute named `name` is asked for by
-/// `MessageAttributeNames` (`All`, `.*`, names, `prefix.*`).
+/// `MessageAttributeNames` (`All`, `.*`, names, `prefix.*`: every name
+/// starting with `prefix`, as the ReceiveMessage reference has it — "all
+/// message attributes starting with a prefix, for example bar.*").
 pub(in crate::server) fn asked(names: &[String], name: &str) -> bool {
     names.iter().any(|n| {
         n == "All"
-            || n == ".*"
             || n == name
-            || n.strip_suffix(".*").is_some_and(|prefix| {
-                name.starts_with(prefix) && name[prefix.len()..].starts_with('.')
-            })
+            || n.strip_suffix(".*")
+                .is_some_and(|prefix| name.starts_with(prefix))
     })
 }
 
@@ -525,7 +525,10 @@ mod tests {
         assert!(receipt_of("not base64!").is_err());
         assert!(receipt_of(&B64.encode([1u8; 5])).is_err());
         assert!(asked(&["a.*".into()], "a.b"));
-        assert!(!asked(&["a.*".into()], "ab"));
+        assert!(asked(&["a.*".into()], "ab"));
+        assert!(asked(&["a.*".into()], "a"));
+        assert!(!asked(&["a.*".into()], "ba"));
+        assert!(asked(&[".*".into()], "ba"));
         assert!(asked(&["All".into()], "z"));
         assert!(valid_text("ok\tline\n"));
         assert!(!valid_text("bell\u{7}"));

@@ -398,9 +398,18 @@ fn received(m: &fila_core::Message, system: &[String], user: &[String]) -> Value
         );
     }
     if want("ApproximateReceiveCount") {
+        // SQS counts a message's receives across queues: one moved to its
+        // dead-letter queue keeps the count it had there.
+        let before = m.dead_letter.as_ref().map_or(0, |d| d.delivery_count);
         sys.insert(
             "ApproximateReceiveCount".into(),
-            Value::String(m.delivery_count.to_string()),
+            Value::String(m.delivery_count.saturating_add(before).to_string()),
+        );
+    }
+    if let (true, Some(d)) = (want("DeadLetterQueueSourceArn"), &m.dead_letter) {
+        sys.insert(
+            "DeadLetterQueueSourceArn".into(),
+            Value::String(attrs::queue_arn(&d.source_queue)),
         );
     }
     if let (true, Some(at)) = (

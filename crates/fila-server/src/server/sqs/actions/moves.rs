@@ -4,6 +4,7 @@ use fila_core::MoveStatus;
 use fila_proto::{self as proto, Request, Response};
 use serde_json::{json, Map, Value};
 
+use super::queues::dead_letter_sources;
 use super::{number, required, text, Context};
 use crate::server::sqs::attrs;
 use crate::server::sqs::error::{Kind, SqsError};
@@ -44,15 +45,31 @@ pub(super) async fn start_move_task(cx: &Context<'_>, input: &Value) -> Result<V
         None => None,
     };
     let rate = number(input, "MaxNumberOfMessagesPerSecond", 1, MOVE_RATE_MAX)?;
-    if let Some(t) = &to {
-        cx.wire(Request::GetQueue { name: t.clone() })
+    // The errors the StartMessageMoveTask reference (and boto's model)
+    // give for a source or destination that is not there:
+    // ResourceNotFoundException, not QueueDoesNotExist.
+    for (name, what) in [(Some(&source), "source"), (to.as_ref(), "destination")] {
+        let Some(name) = name else { continue };
+        cx.wire(Request::GetQueue { name: name.clone() })
             .await
             .map_err(|e| match e.kind {
-                Kind::QueueDoesNotExist => {
-                    SqsError::invalid(format!("The destination queue {t} does not exist."))
-                }
+                Kind::QueueDoesNotExist => SqsError::new(
+                    Kind::ResourceNotFound,
+                    format!("The {what} queue {name} does not exist."),
+                ),
                 _ => e,
             })?;
+    }
+    // "Only ARNs of dead-letter queues whose sources are other Amazon SQS
+    // queues are accepted": a source no queue names as its dead-letter
+    // target is refused as a resource that is not there (a scan of at
+    // most 1 000 queues; past that it is let through).
+    let (sources, more) = dead_letter_sources(cx, &source, 1, String::new()).await?;
+    if sources.is_empty() && more.is_none() {
+        return Err(SqsError::new(
+            Kind::ResourceNotFound,
+            format!("The queue {source} is not the dead-letter queue of any queue."),
+        ));
     }
     if move_tasks(cx, &source)
         .await?

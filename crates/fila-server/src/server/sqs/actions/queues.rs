@@ -544,17 +544,38 @@ pub(super) async fn list_dead_letter_source_queues(
 ) -> Result<Value, SqsError> {
     let target = queue_of(input)?;
     let max = number(input, "MaxResults", 1, 1000)?;
-    let mut after = text(input, "NextToken")?.unwrap_or("").to_owned();
+    let after = text(input, "NextToken")?.unwrap_or("").to_owned();
     // The target must exist.
     cx.wire(Request::GetQueue {
         name: target.clone(),
     })
     .await?;
-    let want = max.unwrap_or(1000) as usize;
+    let (names, next) =
+        dead_letter_sources(cx, &target, max.unwrap_or(1000) as usize, after).await?;
+    let found = names
+        .iter()
+        .map(|name| Value::String(attrs::queue_url(cx.host, name)))
+        .collect();
+    let mut out = Map::new();
+    out.insert("queueUrls".into(), Value::Array(found));
+    if let Some(n) = next {
+        out.insert("NextToken".into(), Value::String(n));
+    }
+    Ok(Value::Object(out))
+}
+
+/// The queues whose dead-letter target is `target`, in name order after
+/// `after`: at most `want`, looking at most at [`SOURCE_SCAN_MAX`] queues;
+/// with the name to go on from when it stopped early.
+pub(super) async fn dead_letter_sources(
+    cx: &Context<'_>,
+    target: &str,
+    want: usize,
+    mut after: String,
+) -> Result<(Vec<String>, Option<String>), SqsError> {
     let mut found = Vec::new();
     let mut scanned = 0usize;
-    let mut next = None;
-    'pages: loop {
+    loop {
         let page = Request::ListQueues {
             prefix: String::new(),
             after: after.clone(),
@@ -568,23 +589,16 @@ pub(super) async fn list_dead_letter_source_queues(
             after.clone_from(&name);
             if let Ok(Response::Queue(s)) = cx.wire(Request::GetQueue { name: name.clone() }).await
             {
-                if s.dead_letter_target.as_deref() == Some(target.as_str()) {
-                    found.push(Value::String(attrs::queue_url(cx.host, &name)));
+                if s.dead_letter_target.as_deref() == Some(target) {
+                    found.push(name.clone());
                 }
             }
             if found.len() == want || scanned == SOURCE_SCAN_MAX {
-                next = Some(name);
-                break 'pages;
+                return Ok((found, Some(name)));
             }
         }
         if more.is_none() {
-            break;
+            return Ok((found, None));
         }
     }
-    let mut out = Map::new();
-    out.insert("queueUrls".into(), Value::Array(found));
-    if let Some(n) = next {
-        out.insert("NextToken".into(), Value::String(n));
-    }
-    Ok(Value::Object(out))
 }
