@@ -505,9 +505,9 @@ impl<S: Storage + 'static> Metadata<S> {
                 max: max as u64,
             });
         }
-        let partition = map
-            .choose(near)
-            .ok_or_else(|| ReplicaError::Refused("the cluster has no partitions yet".into()))?;
+        let partition = map.choose(near).ok_or(ReplicaError::Unready(
+            "the cluster's partitions are still being made",
+        ))?;
         self.propose(&MapChange::Place {
             queue: queue.to_owned(),
             partition,

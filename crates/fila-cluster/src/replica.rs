@@ -104,6 +104,10 @@ pub enum ReplicaError {
     /// Rebuilding the engine from the state machine failed.
     #[error("rebuilding the partition's engine: {0}")]
     Rebuild(String),
+    /// The cluster cannot serve this yet (a new cluster whose partitions
+    /// are still being made): the same request may succeed in a moment.
+    #[error("{0}")]
+    Unready(&'static str),
 }
 
 /// The id of a leadership: its term and node.

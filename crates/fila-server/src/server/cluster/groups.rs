@@ -228,6 +228,34 @@ impl Cluster {
         }
     }
 
+    /// [`Cluster::forward_to`], given up (`None`) as soon as this node
+    /// sees another node leading group `g`: a leader that stopped
+    /// answering (a paused process, a cut link) is replaced within an
+    /// election, and the call goes to the new one rather than waiting out
+    /// the forward's time for an answer that would say `outcome_unknown`.
+    /// The call may have been done on the old leader before it stopped
+    /// (then it is done twice, as when a client sends it again after an
+    /// error: a put with a deduplication id is stored once). Which node
+    /// leads is this node's own replica's view, or a fresh hint for a
+    /// partition it holds no replica of.
+    pub(super) async fn forward_while_leading(
+        &self,
+        g: u32,
+        leader: u64,
+        ask: &Ask,
+    ) -> Option<Result<(Answer, u64), Answer>> {
+        let forward = self.forward_to(leader, ask);
+        let mut forward = std::pin::pin!(forward);
+        loop {
+            if let Ok(done) = tokio::time::timeout(super::POLL, &mut forward).await {
+                return Some(done);
+            }
+            if self.leader_of(g).is_some_and(|now| now != leader) {
+                return None;
+            }
+        }
+    }
+
     /// Runs `ask` on group `g`'s leader: here (`here`) when this node
     /// leads it, else forwarded; waits up to [`LEADER_WAIT`] for a leader
     /// to be known.
@@ -252,7 +280,7 @@ impl Cluster {
                 Err(ReplicaError::NotLeader { leader: Some(id) }) if id != self.id => {
                     return self.forward_to(id, &ask).await;
                 }
-                Err(ReplicaError::NotLeader { .. })
+                Err(ReplicaError::NotLeader { .. } | ReplicaError::Unready(_))
                     if started.elapsed() < LEADER_WAIT && !self.stopping() =>
                 {
                     tokio::time::sleep(super::POLL).await;
@@ -291,6 +319,13 @@ impl Cluster {
             ReplicaError::Unknown { .. } => {
                 error(ErrorCode::OUTCOME_UNKNOWN, format!("outcome_unknown: {e}")).into()
             }
+            // Retriable, as a leader not known yet is: clients (and SQS
+            // SDKs, answered 503) try again.
+            ReplicaError::Unready(why) => error(
+                ErrorCode::NOT_LEADER,
+                format!("not_leader: {why}; try again in a moment"),
+            )
+            .into(),
             ReplicaError::Full { limit, max } => {
                 Answer::failed(&fila_core::Error::ResourceExhausted { limit, max: *max })
             }

@@ -17,6 +17,11 @@ use super::{change, POLL};
 use crate::dispatch::{self, error, Answer, Outcome};
 use crate::server::host::{Done, ListJob, Route, RunJob};
 
+/// How long a request follows leaders that change under its forward
+/// ([`Cluster::forward_while_leading`]) before it is answered
+/// `outcome_unknown`: a few elections.
+const FORWARD_RETRY_WITHIN: Duration = Duration::from_secs(15);
+
 /// Whether a request came from a gateway (the SQS API, the console): one
 /// a follower forwards to its leader, since its caller cannot follow a
 /// `not_leader` answer.
@@ -93,7 +98,12 @@ pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer
                     room,
                     req: Box::new(job.req.clone()),
                 };
-                c.forward_to(id, &ask).await
+                match c.forward_while_leading(g, id, &ask).await {
+                    Some(done) => done,
+                    // Another node leads now: the request goes there.
+                    None if started.elapsed() < FORWARD_RETRY_WITHIN => continue,
+                    None => Err(c.refusal(g, &ReplicaError::Unknown { leader: None })),
+                }
             }
             // No leader known (an election, a leadership handed over),
             // or this node, not yet serving as one (just elected): the

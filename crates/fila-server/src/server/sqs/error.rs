@@ -240,8 +240,21 @@ impl SqsError {
             C::INTERNAL => Kind::InternalError,
             _ => Kind::InvalidParameterValue,
         };
-        let message = match kind {
-            Kind::QueueDoesNotExist => "The specified queue does not exist.".to_owned(),
+        let message = match (kind, e.code) {
+            (Kind::QueueDoesNotExist, _) => "The specified queue does not exist.".to_owned(),
+            // The binary protocol's answer names the leader's address for
+            // the binary protocol: of no use to an SQS client, which sends
+            // the same call again (to this node or another).
+            (_, C::NOT_LEADER) => {
+                "The cluster is choosing a leader for this queue (or making its partitions); \
+                 try again in a moment."
+                    .to_owned()
+            }
+            (_, C::OUTCOME_UNKNOWN) => {
+                "The leader stopped answering before the call was acknowledged: it may or may \
+                 not have been done; try again (a send with a deduplication id is stored once)."
+                    .to_owned()
+            }
             _ => e.message.clone(),
         };
         SqsError::new(kind, message)
