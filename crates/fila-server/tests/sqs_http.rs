@@ -147,11 +147,7 @@ fn malformed_requests_get_clear_errors_with_the_sdk_error_shape() {
     let a = read_answer(&mut s, &mut Vec::new()).unwrap();
     assert_eq!(a.status, 400);
     assert_eq!(a.header("content-type"), Some("text/xml"));
-    assert!(
-        a.body.contains("<Code>MissingParameter</Code>"),
-        "{}",
-        a.body
-    );
+    assert!(a.body.contains("<Code>MissingAction</Code>"), "{}", a.body);
     s.write_all(b"DELETE / HTTP/1.1\r\nhost: x\r\nx-amz-target: AmazonSQS.ListQueues\r\n\r\n")
         .unwrap();
     let a = read_answer(&mut s, &mut Vec::new()).unwrap();

@@ -28,6 +28,9 @@ pub(in crate::server) enum Kind {
     ResourceNotFound,
     InvalidParameterValue,
     MissingParameter,
+    /// A query-protocol request with no `Action` (AWS's common errors:
+    /// "The request is missing an action or a required parameter").
+    MissingAction,
     InvalidAction,
     AccessDenied,
     InvalidClientTokenId,
@@ -126,6 +129,7 @@ impl Kind {
             ),
             InvalidParameterValue => ("InvalidParameterValue", "InvalidParameterValue", 400, true),
             MissingParameter => ("MissingParameter", "MissingParameter", 400, true),
+            MissingAction => ("MissingAction", "MissingAction", 400, true),
             InvalidAction => ("InvalidAction", "InvalidAction", 400, true),
             AccessDenied => ("AccessDeniedException", "AccessDenied", 403, true),
             InvalidClientTokenId => ("InvalidClientTokenId", "InvalidClientTokenId", 403, true),

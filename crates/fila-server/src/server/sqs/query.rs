@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::error::SqsError;
+use super::error::{Kind, SqsError};
 use super::sigv4::decode;
 
 /// The XML namespace of SQS's query answers.
@@ -158,7 +158,12 @@ pub(in crate::server) fn input(
     path: &str,
 ) -> Result<(String, Value), SqsError> {
     let root = tree(params)?;
-    let action = leaf(&root, "Action").ok_or_else(|| SqsError::missing("Action"))?;
+    let action = leaf(&root, "Action").ok_or_else(|| {
+        SqsError::new(
+            Kind::MissingAction,
+            "The request must contain the parameter Action.",
+        )
+    })?;
     let mut input = structure(&root);
     if let Value::Object(m) = &mut input {
         m.remove("Action");
