@@ -143,6 +143,9 @@ pub struct Replica<S: Storage + 'static> {
     serving: Arc<tokio::sync::Mutex<Option<Serving>>>,
     /// Told after each entry's outcome is noted (from the next leadership on).
     on_commit: std::sync::Mutex<Option<OnCommit>>,
+    /// The id space of the message ids its leaders give
+    /// ([`fila_core::Engine::set_id_space`]; from the next leadership on).
+    id_space: std::sync::atomic::AtomicU32,
 }
 
 impl<S: Storage + 'static> Replica<S> {
@@ -180,6 +183,7 @@ impl<S: Storage + 'static> Replica<S> {
             limits: std::sync::Mutex::new(EngineLimits::default()),
             serving: Arc::new(tokio::sync::Mutex::new(None)),
             on_commit: std::sync::Mutex::new(None),
+            id_space: std::sync::atomic::AtomicU32::new(0),
         })
     }
 
@@ -225,6 +229,15 @@ impl<S: Storage + 'static> Replica<S> {
     /// what the leader took stays.
     pub fn set_limits(&self, limits: EngineLimits) {
         *self.limits.lock().unwrap_or_else(|p| p.into_inner()) = limits;
+    }
+
+    /// Sets the id space of the message ids the partition's leaders give
+    /// from the next leadership on (a node sets it, its partition's number
+    /// plus one, before the replica serves): two partitions' queues are
+    /// numbered apart, so without it their messages would share ids.
+    pub fn set_id_space(&self, space: u32) {
+        self.id_space
+            .store(space, std::sync::atomic::Ordering::Release);
     }
 
     /// The Raft node (membership changes, metrics, the network's
@@ -457,6 +470,7 @@ impl<S: Storage + 'static> Replica<S> {
             return Err(ReplicaError::NotLeader { leader: None });
         };
         let engine = Engine::with_receipt_key(1, self.clock.clone(), partition_key(secret));
+        engine.set_id_space(self.id_space.load(std::sync::atomic::Ordering::Acquire));
         engine
             .restore_leased(image)
             .map_err(|e| ReplicaError::Rebuild(e.to_string()))?;

@@ -289,6 +289,16 @@ impl Engine {
         self.restore_leased(image)
     }
 
+    /// Sets the id space of the message ids the engine gives (the top 32
+    /// bits of a [`MessageId`], 0 unless set): each partition of a cluster
+    /// has its own, so that two partitions' messages never share an id
+    /// (their queue ids are numbered apart). Before it serves.
+    pub fn set_id_space(&self, space: u32) {
+        for i in 0..self.shards.len() {
+            self.lock(i).shard_mut(i).set_id_space(space);
+        }
+    }
+
     /// [`Engine::restore`], keeping leases: a message whose
     /// `lease_until_ms` is still to come is in flight until then, its
     /// delivery count as saved, and a receipt naming it by sequence number

@@ -152,8 +152,9 @@ impl NewMessage {
     }
 }
 
-/// A message id, unique on the server: the queue's id and the message's
-/// first sequence number.
+/// A message id, unique on the server (and across a cluster): the engine's
+/// id space (0 on a single node, a partition's number + 1 on a cluster),
+/// the queue's id and the message's first sequence number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MessageId(pub u128);
 

@@ -168,12 +168,23 @@ fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
     // partition's leader; the partitions are led from more than one
     // node or not, a put goes where its queue's partition is led.
     let mut acked: HashSet<(String, String)> = HashSet::new();
+    // Message ids are unique across the cluster: queues of different
+    // partitions are numbered by each partition alone, so without the
+    // partition's id space "gamma"'s second message had the id of
+    // "orders"'s second (both queue 2 of their partition).
+    let mut ids: std::collections::HashMap<u128, String> = Default::default();
+    let mut unique = |id: u128, what: String| {
+        if let Some(was) = ids.insert(id, what.clone()) {
+            panic!("{what} has the id {id:032x} of {was}");
+        }
+    };
     let mut named = 0;
     for q in ["alpha", "gamma", "orders"] {
         for n in &nodes {
             let mut on = client(&n.client).unwrap();
             match on.put_one(q, format!("{q} via {}", n.id)) {
-                Ok(_) => {
+                Ok(ack) => {
+                    unique(ack.id, format!("{q} via {}", n.id));
                     acked.insert((q.to_owned(), format!("{q} via {}", n.id)));
                 }
                 Err(e) => {
@@ -218,10 +229,11 @@ fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
     for i in 0..10 {
         for q in ["alpha", "gamma", "orders"] {
             let body = format!("{q} routed {i}");
-            routed.put_one(q, body.clone()).unwrap();
+            unique(routed.put_one(q, body.clone()).unwrap().id, body.clone());
             acked.insert((q.to_owned(), body));
             let body = format!("{q} routed async {i}");
-            rt.block_on(routed_async.put_one(q, body.clone())).unwrap();
+            let ack = rt.block_on(routed_async.put_one(q, body.clone())).unwrap();
+            unique(ack.id, body.clone());
             acked.insert((q.to_owned(), body));
         }
     }
@@ -257,7 +269,11 @@ fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
     while after.iter().any(|&n| n < 3) && Instant::now() < deadline {
         for (i, q) in queues.iter().enumerate() {
             let body = format!("{q} after {}", after[i]);
-            if after[i] < 3 && c.put_one(q, body.clone()).is_ok() {
+            if after[i] >= 3 {
+                continue;
+            }
+            if let Ok(ack) = c.put_one(q, body.clone()) {
+                unique(ack.id, body.clone());
                 acked.insert((q.to_string(), body));
                 after[i] += 1;
             }

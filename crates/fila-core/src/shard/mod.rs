@@ -403,6 +403,8 @@ pub struct Shard {
     /// unlimited in the in-process engine (exact time), a constant under a
     /// server's owner, which runs the rest between its turns.
     timer_budget: usize,
+    /// The top 32 bits of the ids it gives messages (`message_id`).
+    id_space: u32,
 }
 
 macro_rules! emit {
@@ -514,8 +516,13 @@ pub(crate) fn channel_bytes(name: &str) -> u64 {
     CHANNEL_OVERHEAD_BYTES + name.len() as u64
 }
 
-fn message_id(queue_id: u32, seq: u64) -> MessageId {
-    MessageId((u128::from(queue_id) << 64) | u128::from(seq))
+/// A message's id: its engine's id space (0 on a single node, a cluster
+/// partition's number + 1) in the top 32 bits, its queue's id in the next
+/// 32, its sequence number in the low 64. Queue ids are numbered per
+/// engine and sequence numbers per queue, so the space keeps the ids of two
+/// partitions' queues apart.
+fn message_id(space: u32, queue_id: u32, seq: u64) -> MessageId {
+    MessageId((u128::from(space) << 96) | (u128::from(queue_id) << 64) | u128::from(seq))
 }
 
 fn handle(slot: u32, generation: u64) -> u64 {
@@ -552,7 +559,19 @@ impl Shard {
             journal: None,
             changes: 0,
             timer_budget: usize::MAX,
+            id_space: 0,
         }
+    }
+
+    /// Sets the id space of the ids this shard gives messages
+    /// (`message_id`): a cluster partition's, set before it serves.
+    pub(crate) fn set_id_space(&mut self, space: u32) {
+        self.id_space = space;
+    }
+
+    /// The id of the message `seq` of the queue `queue_id`.
+    fn id_of(&self, queue_id: u32, seq: u64) -> MessageId {
+        message_id(self.id_space, queue_id, seq)
     }
 
     /// Changes this shard logged so far (to its journal; none without one),

@@ -330,7 +330,7 @@ impl Shard {
         let dedup = self.dedup_key_of(qslot, &m);
         if let Some(seq) = dedup.and_then(|key| self.dedup_hit(qslot, key, now)) {
             return Ok(PutReceipt {
-                id: message_id(self.queue(qslot).id, seq),
+                id: self.id_of(self.queue(qslot).id, seq),
                 seq,
             });
         }
@@ -426,7 +426,7 @@ impl Shard {
         });
         self.log_stored_with(slot, None, mark);
         Ok(PutReceipt {
-            id: message_id(queue_id, seq),
+            id: self.id_of(queue_id, seq),
             seq,
         })
     }

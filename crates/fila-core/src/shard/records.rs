@@ -285,7 +285,7 @@ impl Shard {
         Message {
             id: extra
                 .and_then(|e| e.id)
-                .unwrap_or_else(|| message_id(queue.id, r.seq)),
+                .unwrap_or_else(|| self.id_of(queue.id, r.seq)),
             seq: r.seq,
             payload: r.payload(),
             attributes: extra.and_then(|e| e.attributes.clone()),

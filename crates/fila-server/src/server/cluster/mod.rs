@@ -229,6 +229,9 @@ async fn run(
                     max_stored_bytes: share,
                     max_queues: shared.config.max_queues,
                 });
+                // Message ids unique across the cluster: each partition's
+                // in a space of its own (its queue ids are its own).
+                r.set_id_space(p as u32 + 1);
                 replicas.push(Arc::new(r));
             }
             Err(e) => return fail(&shared, format!("the cluster node's partition {p}: {e}")),
