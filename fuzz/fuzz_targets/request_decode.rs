@@ -1,17 +1,20 @@
-//! Request bodies on any bytes, for every opcode: decoding never panics, and
-//! whatever decodes encodes back to a frame that decodes to the same request.
+//! Request bodies on any bytes, for every opcode and every protocol version
+//! spoken: decoding never panics, and whatever decodes encodes back (in the
+//! newest version) to a frame that decodes to the same request.
 #![no_main]
 
 use bytes::{Bytes, BytesMut};
-use fila_proto::{split_frame, FrameHeader, Request, FRAME_LEN_DEFAULT, VERSION};
+use fila_proto::{split_frame, FrameHeader, Request, FRAME_LEN_DEFAULT, OLDEST_VERSION, VERSION};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&opcode, body)) = data.split_first() else {
+    let [pick, opcode, body @ ..] = data else {
         return;
     };
+    let opcode = *opcode;
+    let version = OLDEST_VERSION + pick % (VERSION - OLDEST_VERSION + 1);
     let header = FrameHeader {
-        version: VERSION,
+        version,
         opcode,
         flags: 0,
         request_id: 42,

@@ -387,6 +387,7 @@ fn a_pipelining_client_does_not_starve_others_on_its_loop() {
                 id,
                 Request::Hello {
                     client: "flood".into(),
+                    max_version: None,
                 },
             )
         }));
@@ -456,6 +457,7 @@ fn before_auth_only_small_hello_and_auth_frames_are_taken() {
     let mut big = BytesMut::new();
     Request::Hello {
         client: "x".repeat(10_000),
+        max_version: None,
     }
     .encode(1, &mut big);
     raw.write_all(&big[..5_000]).unwrap();
@@ -464,7 +466,13 @@ fn before_auth_only_small_hello_and_auth_frames_are_taken() {
     assert!(closed_by_server(&mut raw));
     // Hellos do not keep an unauthenticated connection open.
     let mut idle = TcpStream::connect(s.addr).unwrap();
-    let hello = frames([(1, Request::Hello { client: "h".into() })]);
+    let hello = frames([(
+        1,
+        Request::Hello {
+            client: "h".into(),
+            max_version: None,
+        },
+    )]);
     let started = Instant::now();
     let mut open = true;
     while open && started.elapsed() < Duration::from_secs(10) {
@@ -653,6 +661,7 @@ fn connections_that_never_authenticate_cannot_keep_a_client_with_a_token_out() {
         1,
         Request::Hello {
             client: "idle".into(),
+            max_version: None,
         },
     )]);
     let mut idle: Vec<TcpStream> = (0..8)

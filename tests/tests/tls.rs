@@ -335,6 +335,7 @@ fn openssl_s_client_completes_a_handshake_and_a_hello() {
     let mut frame = bytes::BytesMut::new();
     fila_client::Request::Hello {
         client: "openssl".into(),
+        max_version: None,
     }
     .encode(7, &mut frame);
     let mut stdin = child.stdin.take().unwrap();

@@ -87,6 +87,7 @@ pub(crate) fn hello() -> Call<Request, (String, u32)> {
     Call {
         req: Request::Hello {
             client: format!("fila-client/{}", env!("CARGO_PKG_VERSION")),
+            max_version: Some(fila_proto::VERSION),
         },
         parse: |r| match r {
             Response::Hello {

@@ -110,7 +110,11 @@ pub enum ProtoError {
     #[error("malformed_frame: {0}")]
     Malformed(&'static str),
     /// A protocol version this codec does not speak.
-    #[error("unsupported_version: version {0} (this side speaks 1)")]
+    #[error(
+        "unsupported_version: version {0} (this side speaks versions {oldest} to {newest})",
+        oldest = crate::frame::OLDEST_VERSION,
+        newest = crate::frame::VERSION
+    )]
     UnsupportedVersion(u8),
     /// An opcode this codec does not know.
     #[error("unknown_opcode: {0:#04x}")]

@@ -20,8 +20,18 @@ use crate::error::ProtoError;
 pub const LEN_PREFIX: usize = 4;
 /// Bytes of the header after the length prefix.
 pub const HEADER_LEN: usize = 12;
-/// The protocol version this crate speaks.
-pub const VERSION: u8 = 1;
+/// The newest protocol version this crate speaks (what its encoders write
+/// unless told otherwise).
+pub const VERSION: u8 = 2;
+/// The oldest protocol version this crate still decodes and answers in:
+/// every version from it to [`VERSION`] is spoken (docs/protocol.md,
+/// "Versions").
+pub const OLDEST_VERSION: u8 = 1;
+
+/// Whether this crate speaks protocol version `version`.
+pub fn speaks(version: u8) -> bool {
+    (OLDEST_VERSION..=VERSION).contains(&version)
+}
 /// No frame may be longer than this, whatever a peer's configured limit.
 pub const FRAME_LEN_LIMIT: usize = 64 << 20;
 /// The default frame limit: a put of 20 messages of 1 MiB with attributes
@@ -117,7 +127,7 @@ pub fn decode_frame(buf: &[u8], max_len: usize) -> Result<Decoded<'_>, ProtoErro
 /// Checks what every frame must satisfy beyond its length: the version and
 /// the known flags.
 pub fn check_header(header: &FrameHeader) -> Result<(), ProtoError> {
-    if header.version != VERSION {
+    if !speaks(header.version) {
         return Err(ProtoError::UnsupportedVersion(header.version));
     }
     if header.flags & !flags::KNOWN != 0 {
@@ -126,12 +136,23 @@ pub fn check_header(header: &FrameHeader) -> Result<(), ProtoError> {
     Ok(())
 }
 
-/// Writes a frame header with a placeholder length; returns where the frame
-/// starts, for [`end_frame`].
+/// Writes a frame header of the newest version with a placeholder length;
+/// returns where the frame starts, for [`end_frame`].
 pub fn begin_frame(buf: &mut BytesMut, opcode: u8, flags: u16, request_id: u64) -> usize {
+    begin_frame_in(VERSION, buf, opcode, flags, request_id)
+}
+
+/// [`begin_frame`] of protocol version `version`.
+pub fn begin_frame_in(
+    version: u8,
+    buf: &mut BytesMut,
+    opcode: u8,
+    flags: u16,
+    request_id: u64,
+) -> usize {
     let start = buf.len();
     buf.put_u32(0);
-    buf.put_u8(VERSION);
+    buf.put_u8(version);
     buf.put_u8(opcode);
     buf.put_u16(flags);
     buf.put_u64(request_id);

@@ -43,7 +43,8 @@ mod wire;
 
 pub use error::{ErrorCode, ProtoError};
 pub use frame::{
-    begin_frame, check_header, decode_frame, end_frame, flags, split_frame, Decoded, FrameHeader,
-    FRAME_LEN_DEFAULT, FRAME_LEN_LIMIT, HEADER_LEN, LEN_PREFIX, VERSION,
+    begin_frame, begin_frame_in, check_header, decode_frame, end_frame, flags, speaks, split_frame,
+    Decoded, FrameHeader, FRAME_LEN_DEFAULT, FRAME_LEN_LIMIT, HEADER_LEN, LEN_PREFIX,
+    OLDEST_VERSION, VERSION,
 };
 pub use message::*;

@@ -4,7 +4,9 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::error::{ErrorCode, ProtoError};
-use crate::frame::{begin_frame, check_header, end_frame, flags, FrameHeader};
+use crate::frame::{
+    begin_frame, begin_frame_in, check_header, end_frame, flags, FrameHeader, VERSION,
+};
 use crate::wire::{Reader, Writer};
 
 /// A receipt, opaque to clients: 32 bytes.
@@ -115,10 +117,15 @@ impl Default for Fields {
 /// Every request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
-    /// Greeting: the client's name and version, for logs.
+    /// Greeting: the client's name and version, for logs, and the newest
+    /// protocol version it speaks (absent: 1, a client written before
+    /// versions were negotiated); the answer says the version the server
+    /// will use.
     Hello {
         /// Free text.
         client: String,
+        /// The newest protocol version the client speaks.
+        max_version: Option<u8>,
     },
     /// Authenticate the connection.
     Auth {
@@ -695,6 +702,9 @@ pub(super) fn get_entries<T>(
     })
 }
 
+/// The `u64` counters of version 1's `stats`.
+const STATS_V1: usize = 13;
+
 mod borrowed;
 mod cluster;
 mod messages;
@@ -707,8 +717,8 @@ pub use borrowed::*;
 pub use cluster::{
     ClusterChange, ClusterMemberStatus, ClusterStatus, PartitionStatus, ReplicaStatus,
 };
-pub use messages::{encode_messages, DeadLetterRef, MessageRef};
-use messages::{get_fields, get_message, put_fields, put_message};
+pub use messages::{encode_messages, encode_messages_in, DeadLetterRef, MessageRef};
+use messages::{get_fields, get_message, put_fields_in, put_message_in};
 pub use opcode::Opcode;
-use queue::{get_move, get_patch, get_settings, put_move, put_patch, put_settings};
+use queue::{get_move, get_patch, get_settings, put_move, put_patch, put_settings_in};
 pub use queue::{MoveInfo, Settings, SettingsPatch};

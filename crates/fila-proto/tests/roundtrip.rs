@@ -162,15 +162,29 @@ fn an_oversized_length_prefix_is_refused_before_buffering() {
 fn version_flags_and_opcodes_are_checked() {
     let mut buf = BytesMut::new();
     Request::ServerStats.encode(9, &mut buf);
-    let mut bad_version = buf.clone();
-    bad_version[4] = 2;
-    let Ok(Decoded::Frame { header, body, .. }) = decode_frame(&bad_version, 1 << 20) else {
-        panic!()
-    };
-    assert_eq!(
-        Request::decode(&header, Bytes::copy_from_slice(body)),
-        Err(ProtoError::UnsupportedVersion(2))
-    );
+    for v in [0, VERSION + 1, 255] {
+        let mut bad_version = buf.clone();
+        bad_version[4] = v;
+        let Ok(Decoded::Frame { header, body, .. }) = decode_frame(&bad_version, 1 << 20) else {
+            panic!()
+        };
+        assert_eq!(
+            Request::decode(&header, Bytes::copy_from_slice(body)),
+            Err(ProtoError::UnsupportedVersion(v))
+        );
+    }
+    // Every version from the oldest on is spoken.
+    for v in OLDEST_VERSION..=VERSION {
+        let mut spoken = buf.clone();
+        spoken[4] = v;
+        let Ok(Decoded::Frame { header, body, .. }) = decode_frame(&spoken, 1 << 20) else {
+            panic!()
+        };
+        assert_eq!(
+            Request::decode(&header, Bytes::copy_from_slice(body)),
+            Ok(Request::ServerStats)
+        );
+    }
     let mut bad_op = buf.clone();
     bad_op[5] = 0xEE;
     let Ok(Decoded::Frame { header, body, .. }) = decode_frame(&bad_op, 1 << 20) else {
@@ -254,7 +268,7 @@ fn the_put_example_of_docs_protocol_md_is_byte_exact() {
     }
     .encode(1, &mut buf);
     let want: Vec<u8> = vec![
-        0, 0, 0, 0x1c, 1, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b'q', 0, 1, 0, 0, 0, 2, b'h',
+        0, 0, 0, 0x1c, 2, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b'q', 0, 1, 0, 0, 0, 2, b'h',
         b'i', 0, 0, 0, 0, 0,
     ];
     assert_eq!(&buf[..], &want[..]);
@@ -394,4 +408,154 @@ fn all_ok_names_the_first_failed_entry() {
             .code,
         ErrorCode::NOT_FOUND
     );
+}
+
+/// Decodes the one frame in `buf`, as its header says.
+fn answer_of(buf: &BytesMut) -> (FrameHeader, Response) {
+    let Ok(Decoded::Frame { header, body, .. }) = decode_frame(buf, 1 << 20) else {
+        panic!("one frame")
+    };
+    let r = Response::decode(&header, Bytes::copy_from_slice(body)).unwrap();
+    (header, r)
+}
+
+/// Version 1 (docs/protocol.md, "Versions"): answers in it are laid out as
+/// they were (settings of ten fields, thirteen counters, messages without
+/// group keys or priority levels), with version 1 in their headers, and
+/// read back as such; a version-1 patch is its ten fields and nothing else.
+#[test]
+fn version_1_answers_and_patches_keep_their_layout() {
+    let settings = Settings {
+        visibility_timeout_ms: 45_000,
+        max_deliveries: 3,
+        retention_ms: 60_000,
+        max_message_bytes: 1024,
+        receive_wait_default_ms: 0,
+        dead_letter_on_expiration: true,
+        dead_letter_target: Some("dlq".into()),
+        max_messages: 10,
+        max_bytes: 4096,
+        channel_capacity_pct: 50,
+        delay_ms: 5,
+        redrive_allow: Some("{}".into()),
+        tags: vec![("k".into(), "v".into())],
+        dedup_window_ms: 1000,
+        content_dedup: true,
+        ordered: true,
+        priority_levels: 3,
+        priority_fairness: 7,
+    };
+    let mut buf = BytesMut::new();
+    Response::Queue(Box::new(settings.clone())).encode_in(1, Opcode::GetQueue as u8, 4, &mut buf);
+    // Head, then 8+4+8+4+8+1+(1+2+3)+8+8+1 bytes.
+    assert_eq!(buf.len(), 16 + 56);
+    let (header, got) = answer_of(&buf);
+    assert_eq!(header.version, 1);
+    let v1 = Settings {
+        delay_ms: 0,
+        redrive_allow: None,
+        tags: Vec::new(),
+        dedup_window_ms: 0,
+        content_dedup: false,
+        ordered: false,
+        priority_levels: 1,
+        priority_fairness: 0,
+        ..settings.clone()
+    };
+    assert_eq!(got, Response::Queue(Box::new(v1)));
+    let mut buf = BytesMut::new();
+    Response::Queue(Box::new(settings.clone())).encode(Opcode::GetQueue as u8, 4, &mut buf);
+    assert_eq!(
+        answer_of(&buf),
+        (answer_of(&buf).0, Response::Queue(Box::new(settings)))
+    );
+
+    let stats = Stats {
+        visible: 1,
+        redriven: 13,
+        created_at_ms: 14,
+        groups_in_flight: 18,
+        ..Stats::default()
+    };
+    let mut buf = BytesMut::new();
+    Response::Stats(Box::new(stats.clone())).encode_in(1, Opcode::QueueStats as u8, 5, &mut buf);
+    assert_eq!(buf.len(), 16 + 13 * 8);
+    let want = Stats {
+        created_at_ms: 0,
+        groups_in_flight: 0,
+        ..stats
+    };
+    assert_eq!(answer_of(&buf).1, Response::Stats(Box::new(want)));
+
+    let grouped = Message {
+        id: 7,
+        seq: 2,
+        payload: Bytes::from_static(b"p"),
+        attributes: vec![("a".into(), "b".into())],
+        channel: Some("c".into()),
+        inserted_at_ms: 1,
+        expires_at_ms: 2,
+        next_visible_at_ms: 3,
+        delivery_count: 1,
+        state: 2,
+        receipt: Some([9; 32]),
+        dead_letter: None,
+        group: Some("g".into()),
+        priority: 3,
+    };
+    let mut buf = BytesMut::new();
+    Response::Messages(vec![grouped.clone()]).encode_in(1, Opcode::Peek as u8, 6, &mut buf);
+    let plain = Message {
+        group: None,
+        priority: 1,
+        ..grouped.clone()
+    };
+    assert_eq!(answer_of(&buf).1, Response::Messages(vec![plain.clone()]));
+    // The server's encoder from views writes the same bytes.
+    let mut views = BytesMut::new();
+    encode_messages_in(
+        1,
+        Opcode::Peek as u8,
+        6,
+        Fields::ALL,
+        [MessageRef::of(&grouped)].into_iter(),
+        &mut views,
+    );
+    assert_eq!(views, buf);
+
+    // A version-1 create: ten optional fields, nothing after them.
+    let mut frame = BytesMut::new();
+    Request::CreateQueue {
+        name: "q".into(),
+        settings: SettingsPatch {
+            visibility_timeout_ms: Some(60_000),
+            ..SettingsPatch::default()
+        },
+    }
+    .encode(3, &mut frame);
+    let Ok(Decoded::Frame {
+        mut header, body, ..
+    }) = decode_frame(&frame, 1 << 20)
+    else {
+        panic!()
+    };
+    // The newest layout has twelve options and two lists after the name.
+    let ten = 3 + 9 + 9;
+    header.version = 1;
+    let v1_body = Bytes::copy_from_slice(&body[..ten]);
+    assert_eq!(
+        Request::decode(&header, v1_body).unwrap(),
+        Request::CreateQueue {
+            name: "q".into(),
+            settings: SettingsPatch {
+                visibility_timeout_ms: Some(60_000),
+                ..SettingsPatch::default()
+            },
+        }
+    );
+    let longer = Bytes::copy_from_slice(body);
+    assert!(matches!(
+        Request::decode(&header, longer),
+        Err(ProtoError::Malformed(_))
+    ));
 }

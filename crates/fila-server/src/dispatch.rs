@@ -200,13 +200,24 @@ impl Answer {
     }
 
     /// Appends its whole frame, answering request `request_id` of
-    /// `opcode`, to `buf`.
-    pub(crate) fn encode(&self, opcode: u8, request_id: u64, buf: &mut bytes::BytesMut) {
+    /// `opcode`, to `buf`, in protocol version `version`.
+    pub(crate) fn encode(
+        &self,
+        version: u8,
+        opcode: u8,
+        request_id: u64,
+        buf: &mut bytes::BytesMut,
+    ) {
         match self {
-            Answer::Wire(r) => r.encode(opcode, request_id, buf),
-            Answer::Messages(fields, ms) => {
-                proto::encode_messages(opcode, request_id, *fields, ms.iter().map(view_of), buf)
-            }
+            Answer::Wire(r) => r.encode_in(version, opcode, request_id, buf),
+            Answer::Messages(fields, ms) => proto::encode_messages_in(
+                version,
+                opcode,
+                request_id,
+                *fields,
+                ms.iter().map(view_of),
+                buf,
+            ),
         }
     }
 }

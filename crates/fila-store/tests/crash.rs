@@ -444,7 +444,7 @@ fn write_forwarding_log(sync: SyncMode, rounds: u64) -> (SimDisk, String) {
     };
     let (store, _) = Store::open(storage, engine.clone(), options, Hooks::default()).unwrap();
     let marks = store.marks();
-    let mut rng = Rng(0x5EED_0F_7041);
+    let mut rng = Rng(0x005E_ED0F_7041);
     let mut source = String::new();
     for round in 0..rounds {
         held.store(true, Ordering::Release);

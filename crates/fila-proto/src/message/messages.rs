@@ -5,13 +5,26 @@
 
 use super::*;
 
-pub(super) fn put_message(w: &mut Writer<'_>, m: &Message) {
-    put_fields(w, m, Fields::ALL);
+/// A message with every field, in protocol version `version`.
+pub(super) fn put_message_in(w: &mut Writer<'_>, m: &Message, version: u8) {
+    put_fields_in(w, m, Fields::ALL, version);
 }
 
-/// A message with the groups of `f`, in the order of the full layout.
-pub(super) fn put_fields(w: &mut Writer<'_>, m: &Message, f: Fields) {
-    put_view(w, &MessageRef::of(m), f);
+/// A message with the groups of `f`, in the order of the full layout, in
+/// protocol version `version`.
+pub(super) fn put_fields_in(w: &mut Writer<'_>, m: &Message, f: Fields, version: u8) {
+    put_view(w, &in_version(MessageRef::of(m), version), f);
+}
+
+/// A message as version `version` shows it: version 1 has no group keys
+/// and no priority levels (its `channel_and_group` is an `opt<str>`
+/// channel).
+fn in_version<K: AsRef<str>>(mut m: MessageRef<'_, K>, version: u8) -> MessageRef<'_, K> {
+    if version == 1 {
+        m.group = None;
+        m.priority = 1;
+    }
+    m
 }
 
 /// A message as an answer carries it, borrowed from wherever it lives: a
@@ -146,13 +159,29 @@ pub fn encode_messages<'a, K: AsRef<str> + 'a>(
     messages: impl ExactSizeIterator<Item = MessageRef<'a, K>>,
     buf: &mut BytesMut,
 ) {
+    encode_messages_in(VERSION, opcode, request_id, fields, messages, buf)
+}
+
+/// [`encode_messages`] in protocol version `version`, as
+/// [`Response::encode_in`] writes messages.
+///
+/// # Panics
+/// On more than 65 535 messages (an answer carries at most 100).
+pub fn encode_messages_in<'a, K: AsRef<str> + 'a>(
+    version: u8,
+    opcode: u8,
+    request_id: u64,
+    fields: Fields,
+    messages: impl ExactSizeIterator<Item = MessageRef<'a, K>>,
+    buf: &mut BytesMut,
+) {
     let all = fields == Fields::ALL;
     let flags = if all {
         flags::RESPONSE
     } else {
         flags::RESPONSE | flags::FIELDS
     };
-    let start = begin_frame(buf, opcode, flags, request_id);
+    let start = begin_frame_in(version, buf, opcode, flags, request_id);
     let w = &mut Writer(buf);
     if !all {
         w.u8(fields.0);
@@ -160,7 +189,7 @@ pub fn encode_messages<'a, K: AsRef<str> + 'a>(
     let n = u16::try_from(messages.len()).expect("an answer of at most 65 535 messages");
     w.u16(n);
     for m in messages {
-        put_view(w, &m, fields);
+        put_view(w, &in_version(m, version), fields);
     }
     end_frame(buf, start);
 }

@@ -149,7 +149,24 @@ pub(super) fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
     }
 }
 
-pub(super) fn get_patch(r: &mut Reader) -> Result<SettingsPatch, ProtoError> {
+/// A patch as version `version` writes it: version 1's is the first ten
+/// fields, and nothing after them.
+pub(super) fn get_patch(r: &mut Reader, version: u8) -> Result<SettingsPatch, ProtoError> {
+    if version == 1 {
+        return Ok(SettingsPatch {
+            visibility_timeout_ms: r.opt(Reader::u64)?,
+            max_deliveries: r.opt(Reader::u32)?,
+            retention_ms: r.opt(Reader::u64)?,
+            max_message_bytes: r.opt(Reader::u32)?,
+            receive_wait_default_ms: r.opt(Reader::u64)?,
+            dead_letter_on_expiration: r.opt(Reader::bool)?,
+            dead_letter_target: r.opt(|r| r.opt(Reader::str))?,
+            max_messages: r.opt(Reader::u64)?,
+            max_bytes: r.opt(Reader::u64)?,
+            channel_capacity_pct: r.opt(Reader::u8)?,
+            ..SettingsPatch::default()
+        });
+    }
     let mut p = SettingsPatch {
         visibility_timeout_ms: r.opt(Reader::u64)?,
         max_deliveries: r.opt(Reader::u32)?,
@@ -202,6 +219,24 @@ pub(super) fn get_patch(r: &mut Reader) -> Result<SettingsPatch, ProtoError> {
     Ok(p)
 }
 
+/// Settings as version `version` writes them: version 1's are the first
+/// ten fields.
+pub(super) fn put_settings_in(w: &mut Writer<'_>, s: &Settings, version: u8) {
+    if version > 1 {
+        return put_settings(w, s);
+    }
+    w.u64(s.visibility_timeout_ms);
+    w.u32(s.max_deliveries);
+    w.u64(s.retention_ms);
+    w.u32(s.max_message_bytes);
+    w.u64(s.receive_wait_default_ms);
+    w.bool(s.dead_letter_on_expiration);
+    w.opt(&s.dead_letter_target, |w, v| w.str(v));
+    w.u64(s.max_messages);
+    w.u64(s.max_bytes);
+    w.u8(s.channel_capacity_pct);
+}
+
 pub(super) fn put_settings(w: &mut Writer<'_>, s: &Settings) {
     w.u64(s.visibility_timeout_ms);
     w.u32(s.max_deliveries);
@@ -223,7 +258,31 @@ pub(super) fn put_settings(w: &mut Writer<'_>, s: &Settings) {
     w.u32(s.priority_fairness);
 }
 
-pub(super) fn get_settings(r: &mut Reader) -> Result<Settings, ProtoError> {
+/// Settings as version `version` writes them (version 1's: the first ten
+/// fields; the others read as their defaults).
+pub(super) fn get_settings(r: &mut Reader, version: u8) -> Result<Settings, ProtoError> {
+    if version == 1 {
+        return Ok(Settings {
+            visibility_timeout_ms: r.u64()?,
+            max_deliveries: r.u32()?,
+            retention_ms: r.u64()?,
+            max_message_bytes: r.u32()?,
+            receive_wait_default_ms: r.u64()?,
+            dead_letter_on_expiration: r.bool()?,
+            dead_letter_target: r.opt(Reader::str)?,
+            max_messages: r.u64()?,
+            max_bytes: r.u64()?,
+            channel_capacity_pct: r.u8()?,
+            delay_ms: 0,
+            redrive_allow: None,
+            tags: Vec::new(),
+            dedup_window_ms: 0,
+            content_dedup: false,
+            ordered: false,
+            priority_levels: 1,
+            priority_fairness: 0,
+        });
+    }
     let mut s = Settings {
         visibility_timeout_ms: r.u64()?,
         max_deliveries: r.u32()?,

@@ -115,7 +115,15 @@ impl Request {
         let start = begin_frame(buf, self.opcode() as u8, 0, request_id);
         let w = &mut Writer(buf);
         match self {
-            Request::Hello { client } => w.str(client),
+            Request::Hello {
+                client,
+                max_version,
+            } => {
+                w.str(client);
+                if let Some(v) = max_version {
+                    w.u8(*v);
+                }
+            }
             Request::Auth { token } => w.str(token),
             Request::ServerStats | Request::Reload | Request::ClusterStatus => {}
             Request::ChangeCluster(change) => put_change(w, change),
@@ -235,7 +243,11 @@ impl Request {
         let op = Opcode::from_u8(header.opcode)?;
         let r = &mut Reader::new(body);
         let req = match op {
-            Opcode::Hello => Request::Hello { client: r.str()? },
+            Opcode::Hello => Request::Hello {
+                client: r.str()?,
+                // Added in version 2: a version-1 hello ends with its name.
+                max_version: r.flagged(r.remaining() > 0, Reader::u8)?,
+            },
             Opcode::Auth => Request::Auth { token: r.str()? },
             Opcode::ServerStats => Request::ServerStats,
             Opcode::ClusterStatus => Request::ClusterStatus,
@@ -243,12 +255,12 @@ impl Request {
             Opcode::Reload => Request::Reload,
             Opcode::CreateQueue => Request::CreateQueue {
                 name: r.str()?,
-                settings: get_patch(r)?,
+                settings: get_patch(r, header.version)?,
             },
             Opcode::GetQueue => Request::GetQueue { name: r.str()? },
             Opcode::UpdateQueue => Request::UpdateQueue {
                 name: r.str()?,
-                settings: get_patch(r)?,
+                settings: get_patch(r, header.version)?,
             },
             Opcode::ListQueues => Request::ListQueues {
                 prefix: r.str()?,

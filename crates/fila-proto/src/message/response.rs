@@ -20,14 +20,23 @@ impl Response {
     }
 
     /// Appends the whole frame of this answer to request `request_id` with
-    /// opcode `opcode` to `buf`.
+    /// opcode `opcode` to `buf`, in the newest protocol version.
     pub fn encode(&self, opcode: u8, request_id: u64, buf: &mut BytesMut) {
+        self.encode_in(VERSION, opcode, request_id, buf)
+    }
+
+    /// [`Response::encode`] in protocol version `version` (one of those
+    /// [`crate::speaks`]): version 1's settings are their first ten fields,
+    /// its stats the first thirteen, and its messages carry no group key
+    /// or priority level.
+    pub fn encode_in(&self, version: u8, opcode: u8, request_id: u64, buf: &mut BytesMut) {
         let flags = match self {
             Response::Error(_) => flags::RESPONSE | flags::ERROR,
             Response::Selected(..) => flags::RESPONSE | flags::FIELDS,
             _ => flags::RESPONSE,
         };
-        let start = begin_frame(buf, opcode, flags, request_id);
+        let start = begin_frame_in(version, buf, opcode, flags, request_id);
+        let put_message = |w: &mut Writer<'_>, m: &Message| put_message_in(w, m, version);
         let w = &mut Writer(buf);
         match self {
             Response::Hello {
@@ -82,7 +91,7 @@ impl Response {
                 w.bool(*tls);
             }
             Response::Created(created) => w.bool(*created),
-            Response::Queue(s) => put_settings(w, s),
+            Response::Queue(s) => put_settings_in(w, s, version),
             Response::Queues { names, next } => {
                 w.list(names, |w, n| w.str(n));
                 w.opt(next, |w, n| w.str(n));
@@ -107,7 +116,10 @@ impl Response {
                     s.dedup_entries,
                     s.groups,
                     s.groups_in_flight,
-                ] {
+                ]
+                .into_iter()
+                .take(if version == 1 { STATS_V1 } else { usize::MAX })
+                {
                     w.u64(v);
                 }
             }
@@ -118,7 +130,7 @@ impl Response {
             Response::Messages(ms) => w.list(ms, put_message),
             Response::Selected(f, ms) => {
                 w.u8(f.0);
-                w.list(ms, |w, m| put_fields(w, m, *f));
+                w.list(ms, |w, m| put_fields_in(w, m, *f, version));
             }
             Response::Visibility(entries) => put_entries(w, entries, |w, t| w.u64(*t)),
             Response::Deleted(entries) => put_entries(w, entries, |_, _| {}),
@@ -225,7 +237,9 @@ impl Response {
                 tls: r.bool()?,
             },
             Opcode::CreateQueue => Response::Created(r.bool()?),
-            Opcode::GetQueue | Opcode::UpdateQueue => Response::Queue(Box::new(get_settings(r)?)),
+            Opcode::GetQueue | Opcode::UpdateQueue => {
+                Response::Queue(Box::new(get_settings(r, header.version)?))
+            }
             Opcode::ListQueues => Response::Queues {
                 names: r.list(2, Reader::str)?,
                 next: r.opt(Reader::str)?,
@@ -244,8 +258,9 @@ impl Response {
                 expiries: r.u64()?,
                 dead_letterings: r.u64()?,
                 redriven: r.u64()?,
-                created_at_ms: r.u64()?,
-                modified_at_ms: r.u64()?,
+                // Version 1's stats end here.
+                created_at_ms: if header.version == 1 { 0 } else { r.u64()? },
+                modified_at_ms: if header.version == 1 { 0 } else { r.u64()? },
                 // Absent from an older server's answer.
                 dedup_entries: if r.remaining() == 0 { 0 } else { r.u64()? },
                 groups: if r.remaining() == 0 { 0 } else { r.u64()? },

@@ -161,7 +161,12 @@ pub fn put_entry() -> impl Strategy<Value = PutEntry> {
 
 pub fn request() -> impl Strategy<Value = Request> {
     prop_oneof![
-        s().prop_map(|client| Request::Hello { client }),
+        (s(), proptest::option::of(1u8..=VERSION)).prop_map(|(client, max_version)| {
+            Request::Hello {
+                client,
+                max_version,
+            }
+        }),
         s().prop_map(|token| Request::Auth { token }),
         Just(Request::ServerStats),
         Just(Request::Reload),

@@ -299,7 +299,7 @@ pub(super) fn encode_answer(answer: &Answer, opcode: u8, wait_ms: u64) -> Vec<u8
         }
     }
     let mut frame = BytesMut::new();
-    answer.encode(opcode, 0, &mut frame);
+    answer.encode(fila_proto::VERSION, opcode, 0, &mut frame);
     out.extend_from_slice(&frame);
     out
 }

@@ -263,6 +263,13 @@ fn refuse(mut stream: TcpStream, tls: bool, code: ErrorCode, message: &str) {
         return;
     }
     let mut out = BytesMut::new();
-    error(code, message).encode(proto::Opcode::Hello as u8, 0, &mut out);
+    // In the oldest version: any client reads it (an error's body is the
+    // same in every version).
+    error(code, message).encode_in(
+        proto::OLDEST_VERSION,
+        proto::Opcode::Hello as u8,
+        0,
+        &mut out,
+    );
     let _ = stream.write(&out);
 }

@@ -89,6 +89,10 @@ pub(in crate::server) struct Conn {
     pub(super) credential: Option<Credential>,
     pub(super) auth_generation: u64,
     pub(super) auth_failures: u32,
+    /// The protocol version of its last request frame: its answers are
+    /// written in it (docs/protocol.md, "Versions"); until one came, the
+    /// oldest.
+    pub(super) version: u8,
     pub(super) input: BytesMut,
     pub(super) output: BytesMut,
     /// Answers held until the log is durable up to their marks, in order.
@@ -143,6 +147,7 @@ impl Conn {
             credential: None,
             auth_generation: 0,
             auth_failures: 0,
+            version: fila_proto::OLDEST_VERSION,
             input: BytesMut::new(),
             output: BytesMut::new(),
             held: BytesMut::new(),

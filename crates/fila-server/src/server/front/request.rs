@@ -187,12 +187,28 @@ impl FrontEnd {
             ));
         }
         match &req {
-            Request::Hello { client } => {
+            Request::Hello {
+                client,
+                max_version,
+            } => {
                 let conn = self.conns[slot].as_ref().expect("open");
-                debug!(peer = %conn.peer, client, "hello");
+                debug!(peer = %conn.peer, client, ?max_version, "hello");
+                // A client that names no version speaks version 1; the
+                // server uses the newest both speak.
+                let version = max_version.unwrap_or(1).min(proto::VERSION);
+                if version < proto::OLDEST_VERSION {
+                    return Some(error(
+                        ErrorCode::UNSUPPORTED_VERSION,
+                        format!(
+                            "unsupported_version: the client speaks versions up to {version}; this server speaks versions {} to {}",
+                            proto::OLDEST_VERSION,
+                            proto::VERSION
+                        ),
+                    ));
+                }
                 return Some(Response::Hello {
                     server: format!("fila-server/{}", env!("CARGO_PKG_VERSION")),
-                    protocol_version: proto::VERSION,
+                    protocol_version: version,
                     max_frame_len: shared.config.max_frame_bytes as u32,
                 });
             }

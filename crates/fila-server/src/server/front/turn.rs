@@ -230,6 +230,14 @@ impl FrontEnd {
                 }
             };
             *frames -= 1;
+            // Answers are written in the version of the frame they answer;
+            // one the server does not speak is refused in the oldest, which
+            // every client reads.
+            conn.version = if proto::speaks(header.version) {
+                header.version
+            } else {
+                proto::OLDEST_VERSION
+            };
             if authenticated {
                 // Only an authenticated client's requests count as activity.
                 conn.last_active = Instant::now();
@@ -313,10 +321,10 @@ impl FrontEnd {
         match mark {
             Some(mark) => {
                 let before = conn.held.len();
-                response.encode(opcode, request_id, &mut conn.held);
+                response.encode(conn.version, opcode, request_id, &mut conn.held);
                 conn.held_on(conn.held.len() - before, mark);
             }
-            None => response.encode(opcode, request_id, &mut conn.output),
+            None => response.encode(conn.version, opcode, request_id, &mut conn.output),
         }
         let held = conn.buffered() + conn.reserved;
         let newly_holding =
