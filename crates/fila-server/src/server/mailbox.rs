@@ -16,7 +16,19 @@
 //! the post, in order, and is pushed again next turn, so nothing is
 //! lost and nothing overtakes what was sent before it from the same loop
 //! (a parked receive's late answer never overtakes the news that it
-//! parked). Other threads push with a deadline ([`Loops::push_within`]).
+//! parked). What waits in a post is bounded: past [`POST_BACKLOG_MAX`]
+//! messages a loop reads no more requests from its connections (it still
+//! takes its mailbox, so what it owes others keeps flowing) until the
+//! backlog went out; a gateway refuses new calls meanwhile (503).
+//!
+//! Tasks of a tokio runtime (a cluster node's) push with
+//! [`Loops::push`]: while the mailbox is full the task waits, without
+//! blocking its thread, until the loop has taken some of it, and then
+//! pushes: nothing is dropped, however long the loop is busy. Threads that
+//! are no loop and no task (the log writer, the metrics endpoint) push with
+//! a deadline ([`Loops::push_within`]) and handle its expiry themselves.
+//! A cluster's word that an entry committed is no message at all: a flag
+//! and a wake-up ([`Loops::tell_committed`]), which never fill.
 //!
 //! [`Loops`] is the one handle to every loop: its mailbox, doorbell and
 //! waker, and the few flags other threads read.
@@ -46,6 +58,10 @@ pub const MAILBOX_CAPACITY: usize = 4_096;
 /// (and threads) sent waits at most this many behind one another before
 /// this loop's own connections get their turns again.
 pub const MESSAGES_PER_TURN: usize = 256;
+
+/// Messages a post holds for full mailboxes before its loop stops reading
+/// requests (and its gateway refuses new calls) until they went out.
+pub const POST_BACKLOG_MAX: usize = MAILBOX_CAPACITY;
 
 /// Everything a loop is sent.
 pub(in crate::server) enum Msg {
@@ -79,10 +95,6 @@ pub(in crate::server) enum Msg {
     },
     /// What became of a request of one of this loop's connections.
     Done { route: Route, done: Done },
-    /// (A cluster node.) An entry of a partition this node leads
-    /// committed: answers held for one may go.
-    #[cfg_attr(loom, allow(dead_code))]
-    Committed,
     /// Stop until let go: a snapshot begins.
     Pause(Arc<Pause>),
     /// The log writer asks for a piece of a shard for a snapshot.
@@ -106,6 +118,13 @@ pub(in crate::server) struct LoopShared {
     pub(in crate::server) waiting_for_log: AtomicBool,
     /// With tokens: its connections not yet authenticated.
     pub(in crate::server) unauthenticated: AtomicU64,
+    /// (A cluster node.) An entry of a partition this node leads
+    /// committed since the loop last looked: answers it holds may go.
+    committed: AtomicBool,
+    /// A task waits for room in the mailbox ([`Loops::push`]).
+    room_wanted: AtomicBool,
+    /// Told when the loop took messages while a task waited for room.
+    room: tokio::sync::Notify,
 }
 
 /// How an endpoint is woken: an event loop's poll, or a task of another
@@ -157,6 +176,9 @@ impl Loops {
                     drained: AtomicBool::new(false),
                     waiting_for_log: AtomicBool::new(false),
                     unauthenticated: AtomicU64::new(0),
+                    committed: AtomicBool::new(false),
+                    room_wanted: AtomicBool::new(false),
+                    room: tokio::sync::Notify::new(),
                 })
                 .collect(),
             owners,
@@ -189,9 +211,46 @@ impl Loops {
         self.all[index].waker.wake();
     }
 
+    /// Pushes `msg` to endpoint `dest` from a task: while its mailbox is
+    /// full the task waits (its thread runs other tasks) until the loop
+    /// took some, then tries again; wakes it. Never gives up: nothing sent
+    /// this way is dropped.
+    pub(in crate::server) async fn push(&self, dest: usize, mut msg: Msg) {
+        let l = &self.all[dest];
+        loop {
+            // Registered before the push is tried: a loop that takes
+            // messages after a failed push wakes this task.
+            let room = l.room.notified();
+            let mut room = std::pin::pin!(room);
+            room.as_mut().enable();
+            l.room_wanted
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            match l.mailbox.push(msg) {
+                Ok(()) => {
+                    l.waker.wake();
+                    return;
+                }
+                Err(back) => {
+                    msg = back;
+                    // It is full: the loop is woken to take from it.
+                    l.waker.wake();
+                    room.await;
+                }
+            }
+        }
+    }
+
+    /// Tells loop `dest` that an entry committed (a cluster node's held
+    /// answers): a flag and a wake-up, which never fill or block.
+    pub(in crate::server) fn tell_committed(&self, dest: usize) {
+        let l = &self.all[dest];
+        l.committed.store(true, std::sync::atomic::Ordering::SeqCst);
+        l.waker.wake();
+    }
+
     /// Pushes `msg` to loop `dest` from a thread that is not a loop,
     /// retrying while its mailbox is full until `deadline`; wakes it.
-    /// `false` when it stayed full.
+    /// `false` when it stayed full. Not for tasks ([`Loops::push`]).
     pub(in crate::server) fn push_within(
         &self,
         dest: usize,
@@ -221,6 +280,26 @@ impl LoopShared {
         self.mailbox.pop()
     }
 
+    /// The loop took messages from its mailbox: tasks waiting for room are
+    /// woken ([`Loops::push`]).
+    pub(in crate::server) fn took(&self) {
+        if self.room_wanted.load(std::sync::atomic::Ordering::SeqCst)
+            && self
+                .room_wanted
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            self.room.notify_waiters();
+        }
+    }
+
+    /// Whether an entry committed since the last look (and forgets it).
+    pub(in crate::server) fn take_committed(&self) -> bool {
+        self.committed.load(std::sync::atomic::Ordering::SeqCst)
+            && self
+                .committed
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Whether anything was sent to this loop and not taken yet.
     pub(in crate::server) fn has_mail(&self) -> bool {
         !self.mailbox.is_empty()
@@ -244,6 +323,8 @@ pub(in crate::server) struct Post {
     loops: Loops,
     /// By destination, in the order sent.
     pending: Vec<VecDeque<Msg>>,
+    /// Messages in `pending`, all destinations.
+    backlog: usize,
     /// Destinations pushed to this turn, to wake.
     wake: Vec<bool>,
 }
@@ -256,6 +337,7 @@ impl Post {
             index,
             loops,
             pending: (0..n).map(|_| VecDeque::new()).collect(),
+            backlog: 0,
             wake: vec![false; n],
         }
     }
@@ -264,6 +346,14 @@ impl Post {
     pub(in crate::server) fn send(&mut self, dest: usize, msg: Msg) {
         debug_assert_ne!(dest, self.index, "a loop does not post to itself");
         self.pending[dest].push_back(msg);
+        self.backlog += 1;
+    }
+
+    /// Whether it holds [`POST_BACKLOG_MAX`] messages or more: its loop
+    /// reads no more requests (a gateway takes no more calls) until they
+    /// went out.
+    pub(in crate::server) fn is_backlogged(&self) -> bool {
+        self.backlog >= POST_BACKLOG_MAX
     }
 
     /// Whether anything waits to be pushed.
@@ -281,7 +371,10 @@ impl Post {
             let l = loops.get(dest);
             while let Some(msg) = pending.pop_front() {
                 match l.mailbox.push(msg) {
-                    Ok(()) => self.wake[dest] = true,
+                    Ok(()) => {
+                        self.wake[dest] = true;
+                        self.backlog -= 1;
+                    }
                     Err(msg) => {
                         pending.push_front(msg);
                         left = true;
@@ -306,5 +399,112 @@ impl Post {
         for p in &mut self.pending {
             p.clear();
         }
+        self.backlog = 0;
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Two endpoints woken as tasks (no poll needed).
+    fn loops() -> Loops {
+        Loops::new(
+            Vec::new(),
+            vec![
+                Arc::new(tokio::sync::Notify::new()),
+                Arc::new(tokio::sync::Notify::new()),
+            ],
+        )
+    }
+
+    fn msg(n: u32) -> Msg {
+        Msg::AuthFailed(IpAddr::from(n.to_be_bytes()))
+    }
+
+    fn number(m: Msg) -> u32 {
+        match m {
+            Msg::AuthFailed(IpAddr::V4(ip)) => u32::from_be_bytes(ip.octets()),
+            _ => panic!("not a test message"),
+        }
+    }
+
+    fn fill(loops: &Loops, dest: usize) {
+        for n in 0..MAILBOX_CAPACITY as u32 {
+            assert!(loops.get(dest).mailbox.push(msg(n)).is_ok());
+        }
+        assert!(loops.get(dest).mailbox.push(msg(u32::MAX)).is_err(), "full");
+    }
+
+    /// A task pushing to a full mailbox waits without holding its thread
+    /// (another task of the same one-thread runtime runs meanwhile), for
+    /// as long as it takes — a minute of the runtime's clock here, where
+    /// the push of threads gave up after 5 s and dropped the message —
+    /// and pushes once the loop took some.
+    #[test]
+    fn a_task_waits_for_room_without_blocking_its_thread_and_drops_nothing() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let loops = loops();
+        fill(&loops, 0);
+        rt.block_on(async {
+            let sender = loops.clone();
+            let pushed = tokio::spawn(async move { sender.push(0, msg(7_777)).await });
+            let other = tokio::spawn(async { 42 });
+            // The pushing task is parked, not spinning the thread: the
+            // other task runs, and a minute passes.
+            assert_eq!(other.await.unwrap(), 42);
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            assert!(!pushed.is_finished());
+            // The loop takes one message: the push goes in after the rest.
+            assert_eq!(number(loops.get(0).take().unwrap()), 0);
+            loops.get(0).took();
+            pushed.await.unwrap();
+        });
+        let mut last = None;
+        while let Some(m) = loops.get(0).take() {
+            last = Some(number(m));
+        }
+        assert_eq!(last, Some(7_777), "delivered last, nothing dropped");
+    }
+
+    /// A loop's post keeps what a full mailbox refused for its next turns,
+    /// in order, counts it, and says when it holds too much (the loop then
+    /// reads no more requests) until it went out.
+    #[test]
+    fn a_post_keeps_what_did_not_fit_in_order_and_says_when_it_is_backlogged() {
+        let loops = loops();
+        fill(&loops, 1);
+        let mut post = Post::new(0, loops.clone());
+        for n in 0..POST_BACKLOG_MAX as u32 {
+            assert!(!post.is_backlogged());
+            post.send(1, msg(100_000 + n));
+        }
+        assert!(post.is_backlogged());
+        assert!(post.flush(), "nothing fits: all of it is left");
+        assert!(post.is_backlogged());
+        // The loop takes its mailbox in turns; the post pushes what fits.
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            for _ in 0..MAILBOX_CAPACITY {
+                match loops.get(1).take() {
+                    Some(m) => seen.push(number(m)),
+                    None => break,
+                }
+            }
+            post.flush();
+        }
+        while let Some(m) = loops.get(1).take() {
+            seen.push(number(m));
+        }
+        assert!(!post.is_backlogged());
+        assert!(!post.flush(), "everything went out");
+        let want: Vec<u32> = (0..MAILBOX_CAPACITY as u32)
+            .chain((0..POST_BACKLOG_MAX as u32).map(|n| 100_000 + n))
+            .collect();
+        assert_eq!(seen, want, "in order, nothing lost");
     }
 }

@@ -711,10 +711,17 @@ impl Loop {
     fn drain_mailbox(&mut self) -> bool {
         let shared = self.shared.clone();
         let me = shared.loops.get(self.index);
+        if me.take_committed() {
+            let (front, mut back) = self.parts();
+            back.host.committed(back.post);
+            front.take_local(&mut back);
+        }
+        let mut took = false;
         for _ in 0..MESSAGES_PER_TURN {
             let Some(msg) = me.take() else {
-                return false;
+                break;
             };
+            took = true;
             let (front, mut back) = self.parts();
             match msg {
                 Msg::Accepted(stream, peer) => front.adopt(stream, peer, &mut back),
@@ -722,13 +729,15 @@ impl Loop {
                 Msg::EvictUnauthenticated => front.evict_unauthenticated(&mut back),
                 Msg::AuthFailed(ip) => front.note_auth_failure(ip),
                 Msg::Done { route, done } => front.on_done(route, done, &mut back),
-                Msg::Committed => back.host.committed(back.post),
                 Msg::Pause(pause) => back.host.pause(pause),
                 Msg::Export(ask) => back.host.export(ask),
                 Msg::Scrape(ask) => back.host.scrape(ask, back.post),
                 job => back.host.serve_msg(job, back.post),
             }
             front.take_local(&mut back);
+        }
+        if took {
+            me.took();
         }
         me.has_mail()
     }

@@ -2,9 +2,9 @@
 //! leads the queue's partition: the engine call is made on the loop, its
 //! records go into the partition's next Raft entry (submitted by the
 //! leadership's tasks, [`fila_cluster::Replica::try_execute`]), and the
-//! loop lets the answer out once that entry committed — told by a
-//! `Msg::Committed` the partition's committer sends each loop holding
-//! answers. No hop to the cluster node's thread and back, no task per
+//! loop lets the answer out once that entry committed — told by the
+//! partition's committer, which raises each holding loop's flag and wakes
+//! it (`Loops::tell_committed`). No hop to the cluster node's thread and back, no task per
 //! request. Anything else goes to the cluster node's endpoint as before:
 //! a request of another kind, a queue not in the routing table, a
 //! partition this node does not lead or whose engine a request there
@@ -17,7 +17,6 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
 
 use fila_cluster::{ReplicaError, Ticket};
 use fila_proto::Request;
@@ -25,13 +24,12 @@ use fila_proto::Request;
 use super::groups::Cluster;
 use crate::dispatch::Answer;
 use crate::server::host::{Route, RunJob};
-use crate::server::mailbox::Msg;
 
 /// What the loops reach of the cluster node.
 pub(in crate::server) struct Fast {
     c: Weak<Cluster>,
     /// Per loop: it holds answers waiting for a commit (the next commit
-    /// sends it `Msg::Committed`).
+    /// tells it, `Loops::tell_committed`).
     waiting: Vec<AtomicBool>,
 }
 
@@ -75,15 +73,9 @@ impl Fast {
         let Some(c) = self.c.upgrade() else { return };
         for (lp, w) in self.waiting.iter().enumerate() {
             if w.load(Ordering::SeqCst) && w.swap(false, Ordering::SeqCst) {
-                let told = c.shared.loops.push_within(
-                    lp,
-                    Msg::Committed,
-                    Instant::now() + Duration::from_secs(5),
-                );
-                if !told {
-                    // Its mailbox stayed full: the next commit tries again.
-                    w.store(true, Ordering::SeqCst);
-                }
+                // A flag and a wake-up: never full, never blocking the
+                // committer's thread.
+                c.shared.loops.tell_committed(lp);
             }
         }
     }

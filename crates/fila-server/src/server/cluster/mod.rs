@@ -33,7 +33,7 @@
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fila_cluster::peer::{serve, Forward, Forwarder, PeerNetwork, PeerTls};
 use fila_cluster::{LogStore, Metadata, Replica, StateMachine};
@@ -340,6 +340,7 @@ async fn mail(c: Arc<Cluster>, index: usize, notify: Arc<Notify>) {
                 on_msg(&c, msg, &mut turn).await;
                 running.fetch_sub(1, Ordering::AcqRel);
             });
+            me.took();
         }
         let stopping = shared.stopping.load(Ordering::Acquire);
         let idle = running.load(Ordering::Acquire) == 0;
@@ -367,18 +368,10 @@ async fn mail(c: Arc<Cluster>, index: usize, notify: Arc<Notify>) {
     }
 }
 
-/// Sends an answer back to its connection's loop.
-fn answer(shared: &Shared, route: super::host::Route, done: Done) {
-    let msg = Msg::Done { route, done };
-    if !shared
-        .loops
-        .push_within(route.lp, msg, Instant::now() + Duration::from_secs(5))
-    {
-        warn!(
-            lp = route.lp,
-            "a loop's mailbox stayed full: an answer was dropped"
-        );
-    }
+/// Sends an answer back to its connection's loop (or gateway): waits, as a
+/// task, while that mailbox is full; never drops it.
+async fn answer(shared: &Shared, route: super::host::Route, done: Done) {
+    shared.loops.push(route.lp, Msg::Done { route, done }).await;
 }
 
 async fn on_msg(c: &Cluster, msg: Msg, turn: &mut Turn) {
@@ -387,12 +380,12 @@ async fn on_msg(c: &Cluster, msg: Msg, turn: &mut Turn) {
         Msg::Run(job) => {
             let route = job.route;
             let done = Done::Answer(run::run_job(c, job, turn).await, false);
-            answer(shared, route, done);
+            answer(shared, route, done).await;
         }
         Msg::List(list) => {
             let route = list.route();
             let done = Done::Answer(run::list_all(c, &list).await, false);
-            answer(shared, route, done);
+            answer(shared, route, done).await;
         }
         Msg::Abandon { receipts, .. } => run::abandon_all(c, receipts).await,
         Msg::Scrape(ask) => {
@@ -418,7 +411,7 @@ async fn on_msg(c: &Cluster, msg: Msg, turn: &mut Turn) {
         Msg::Cancel { reply, .. } => {
             // Nothing parks here: a cancel finds nothing to cancel.
             if let Some(route) = reply {
-                answer(shared, route, Done::Cancelled);
+                answer(shared, route, Done::Cancelled).await;
             }
         }
         _ => debug_assert!(false, "not a message for the cluster node"),

@@ -150,6 +150,12 @@ impl FrontEnd {
         if frames == 0 {
             return Some(Stop::Budget);
         }
+        if back.post.is_backlogged() {
+            // Other loops' mailboxes stayed full: no more requests are read
+            // (each could post more) until this loop's backlog went out;
+            // the connection's turn comes again next turn.
+            return Some(Stop::Budget);
+        }
         if conn.room(max_output) < conn.room_needed() {
             conn.read_paused = true;
             return Some(Stop::Throttled);

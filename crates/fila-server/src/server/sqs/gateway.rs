@@ -180,6 +180,14 @@ impl Gateway {
         let (tx, rx) = oneshot::channel();
         let id = {
             let mut state = self.state.borrow_mut();
+            if state.post.is_backlogged() {
+                // The loops' mailboxes have been full for a while: what this
+                // gateway already sent goes first; SDKs try this again.
+                return Err(SqsError::new(
+                    Kind::ServiceUnavailable,
+                    "The server is busy; try again.",
+                ));
+            }
             let id = state.next;
             state.next += 1;
             let owners = self.shared.loops.owners();
@@ -280,8 +288,13 @@ impl Gateway {
     pub(in crate::server) async fn mail(self: Rc<Self>) {
         let me = self.shared.loops.get(self.index);
         loop {
+            let mut took = false;
             while let Some(msg) = me.take() {
                 self.on_msg(msg);
+                took = true;
+            }
+            if took {
+                me.took();
             }
             self.release_held();
             let left = self.state.borrow_mut().post.flush();
