@@ -15,6 +15,7 @@
 mod connect;
 mod floor;
 mod idle;
+mod lease_ends;
 mod nodes;
 mod peers;
 mod report;
@@ -75,7 +76,12 @@ usage: fila-loadgen [flags]
                        (fila): --producers threads open connections
                        (TCP, with --tls a full handshake, auth, a hello,
                        the close) for --duration (10 s unless given):
-                       connections a second   [lifecycle]
+                       connections a second; lease-ends (fila):
+                       --waiters receives (100 unless given), each on a
+                       queue of its own, wait for a message leased for
+                       500 ms to --visibility (7000 unless given): how
+                       late each is answered after the lease's end, for
+                       --duration   [lifecycle]
   --queues N           queues of many-queues          [10000]
   --waiters N          parked receives of long-poll-idle [10000]
   --producers N        producer connections           [4]
@@ -121,6 +127,12 @@ fn main() {
         .any(|w| w[0] == "--scenario" && w[1] == "connect")
     {
         return connect_main(&args);
+    }
+    if args
+        .windows(2)
+        .any(|w| w[0] == "--scenario" && w[1] == "lease-ends")
+    {
+        return lease_ends_main(&args);
     }
     let (target, load, json) = match parse(&args) {
         Ok(v) => v,
@@ -223,7 +235,32 @@ fn idle_main(args: &[String]) {
     }
 }
 
-const SCENARIOS: [&str; 7] = [
+fn lease_ends_main(args: &[String]) {
+    let run = || -> Result<String, String> {
+        let (target, load, json) = parse(args)?;
+        let Some(fila) = target.fila() else {
+            return Err("lease-ends runs against fila only (--system fila)".into());
+        };
+        let r = lease_ends::run(
+            fila,
+            &load.queue,
+            load.waiters,
+            load.consumers,
+            load.visibility_ms,
+            load.duration,
+        )?;
+        Ok(if json { r.json() + "\n" } else { r.table() })
+    };
+    match run() {
+        Ok(out) => print!("{out}"),
+        Err(e) => {
+            eprintln!("fila-loadgen: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+const SCENARIOS: [&str; 8] = [
     "lifecycle",
     "fixed-rate",
     "fan-in",
@@ -231,6 +268,7 @@ const SCENARIOS: [&str; 7] = [
     "redelivery",
     "long-poll-idle",
     "connect",
+    "lease-ends",
 ];
 
 fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
@@ -344,6 +382,20 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
             }
             if unset("--duration") {
                 load.duration = Duration::from_secs(20);
+            }
+        }
+        "lease-ends" => {
+            if unset("--waiters") {
+                load.waiters = 100;
+            }
+            if unset("--visibility") {
+                load.visibility_ms = 7_000;
+            }
+            if unset("--consumers") {
+                load.consumers = load.waiters.div_ceil(idle::PER_CONNECTION);
+            }
+            if unset("--duration") {
+                load.duration = Duration::from_secs(30);
             }
         }
         _ => {}
