@@ -553,9 +553,24 @@ fn version_1_answers_and_patches_keep_their_layout() {
             },
         }
     );
-    let longer = Bytes::copy_from_slice(body);
+    // The layout written between 5db3f1f and the versions, in frames that
+    // still said 1, reads as version 2's; a stray byte after the tenth
+    // field is malformed.
+    let interim = Request::CreateQueue {
+        name: "q".into(),
+        settings: SettingsPatch {
+            visibility_timeout_ms: Some(60_000),
+            ..SettingsPatch::default()
+        },
+    };
+    assert_eq!(
+        Request::decode(&header, Bytes::copy_from_slice(body)).unwrap(),
+        interim
+    );
+    let mut stray = body[..ten].to_vec();
+    stray.push(9);
     assert!(matches!(
-        Request::decode(&header, longer),
+        Request::decode(&header, Bytes::from(stray)),
         Err(ProtoError::Malformed(_))
     ));
 }

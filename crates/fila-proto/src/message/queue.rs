@@ -150,23 +150,11 @@ pub(super) fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
 }
 
 /// A patch as version `version` writes it: version 1's is the first ten
-/// fields, and nothing after them.
+/// fields, and nothing after them. A version-1 patch that goes on past the
+/// tenth field is read as version 2's (the layout this crate wrote between
+/// 5db3f1f and the versions, in frames that still said 1): a client of
+/// that time keeps creating and updating queues.
 pub(super) fn get_patch(r: &mut Reader, version: u8) -> Result<SettingsPatch, ProtoError> {
-    if version == 1 {
-        return Ok(SettingsPatch {
-            visibility_timeout_ms: r.opt(Reader::u64)?,
-            max_deliveries: r.opt(Reader::u32)?,
-            retention_ms: r.opt(Reader::u64)?,
-            max_message_bytes: r.opt(Reader::u32)?,
-            receive_wait_default_ms: r.opt(Reader::u64)?,
-            dead_letter_on_expiration: r.opt(Reader::bool)?,
-            dead_letter_target: r.opt(|r| r.opt(Reader::str))?,
-            max_messages: r.opt(Reader::u64)?,
-            max_bytes: r.opt(Reader::u64)?,
-            channel_capacity_pct: r.opt(Reader::u8)?,
-            ..SettingsPatch::default()
-        });
-    }
     let mut p = SettingsPatch {
         visibility_timeout_ms: r.opt(Reader::u64)?,
         max_deliveries: r.opt(Reader::u32)?,
@@ -178,16 +166,15 @@ pub(super) fn get_patch(r: &mut Reader, version: u8) -> Result<SettingsPatch, Pr
         max_messages: r.opt(Reader::u64)?,
         max_bytes: r.opt(Reader::u64)?,
         channel_capacity_pct: r.opt(Reader::u8)?,
-        delay_ms: r.opt(Reader::u64)?,
-        redrive_allow: r.opt(|r| r.opt(Reader::str))?,
-        tags_set: get_pairs(r)?,
-        tags_remove: r.list(2, Reader::str)?,
-        dedup_window_ms: None,
-        content_dedup: None,
-        ordered: None,
-        priority_levels: None,
-        priority_fairness: None,
+        ..SettingsPatch::default()
     };
+    if version == 1 && r.remaining() == 0 {
+        return Ok(p);
+    }
+    p.delay_ms = r.opt(Reader::u64)?;
+    p.redrive_allow = r.opt(|r| r.opt(Reader::str))?;
+    p.tags_set = get_pairs(r)?;
+    p.tags_remove = r.list(2, Reader::str)?;
     // Added later, each part whole or not at all; a part with nothing
     // set is written only before a later part (so a patch has one layout).
     let empty_end = |r: &Reader, empty: bool| {
