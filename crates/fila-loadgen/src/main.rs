@@ -186,19 +186,19 @@ fn floor_main(args: &[String]) {
     }
 }
 
-/// connect: fila only, connections opened a second.
-fn connect_main(args: &[String]) {
+/// Runs a scenario of fila alone (`name`) from its parsed flags, and prints
+/// its report or exits 1 saying why.
+fn fila_only_main(
+    args: &[String],
+    name: &str,
+    scenario: impl FnOnce(&Fila, &Load, bool) -> Result<String, String>,
+) {
     let run = || -> Result<String, String> {
         let (target, load, json) = parse(args)?;
         let Some(fila) = target.fila() else {
-            return Err("connect runs against fila only (--system fila)".into());
+            return Err(format!("{name} runs against fila only (--system fila)"));
         };
-        let r = connect::run(fila, load.producers, load.duration, load.server_pid)?;
-        Ok(if json {
-            r.json(load.producers) + "\n"
-        } else {
-            r.table(load.producers)
-        })
+        scenario(fila, &load, json)
     };
     match run() {
         Ok(out) => print!("{out}"),
@@ -209,13 +209,21 @@ fn connect_main(args: &[String]) {
     }
 }
 
+/// connect: fila only, connections opened a second.
+fn connect_main(args: &[String]) {
+    fila_only_main(args, "connect", |fila, load, json| {
+        let r = connect::run(fila, load.producers, load.duration, load.server_pid)?;
+        Ok(if json {
+            r.json(load.producers) + "\n"
+        } else {
+            r.table(load.producers)
+        })
+    })
+}
+
 /// long-poll-idle: fila only, on the async client.
 fn idle_main(args: &[String]) {
-    let run = || -> Result<String, String> {
-        let (target, load, json) = parse(args)?;
-        let Some(fila) = target.fila() else {
-            return Err("long-poll-idle runs against fila only (--system fila)".into());
-        };
+    fila_only_main(args, "long-poll-idle", |fila, load, json| {
         let r = idle::run(
             fila,
             &load.queue,
@@ -225,22 +233,12 @@ fn idle_main(args: &[String]) {
             load.server_pid,
         )?;
         Ok(if json { r.json() + "\n" } else { r.table() })
-    };
-    match run() {
-        Ok(out) => print!("{out}"),
-        Err(e) => {
-            eprintln!("fila-loadgen: {e}");
-            std::process::exit(1);
-        }
-    }
+    })
 }
 
+/// lease-ends: fila only, on the async client.
 fn lease_ends_main(args: &[String]) {
-    let run = || -> Result<String, String> {
-        let (target, load, json) = parse(args)?;
-        let Some(fila) = target.fila() else {
-            return Err("lease-ends runs against fila only (--system fila)".into());
-        };
+    fila_only_main(args, "lease-ends", |fila, load, json| {
         let r = lease_ends::run(
             fila,
             &load.queue,
@@ -250,14 +248,7 @@ fn lease_ends_main(args: &[String]) {
             load.duration,
         )?;
         Ok(if json { r.json() + "\n" } else { r.table() })
-    };
-    match run() {
-        Ok(out) => print!("{out}"),
-        Err(e) => {
-            eprintln!("fila-loadgen: {e}");
-            std::process::exit(1);
-        }
-    }
+    })
 }
 
 const SCENARIOS: [&str; 8] = [

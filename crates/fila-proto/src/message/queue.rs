@@ -209,32 +209,19 @@ pub(super) fn get_patch(r: &mut Reader, version: u8) -> Result<SettingsPatch, Pr
 /// Settings as version `version` writes them: version 1's are the first
 /// ten fields.
 pub(super) fn put_settings_in(w: &mut Writer<'_>, s: &Settings, version: u8) {
-    if version > 1 {
-        return put_settings(w, s);
+    w.u64(s.visibility_timeout_ms);
+    w.u32(s.max_deliveries);
+    w.u64(s.retention_ms);
+    w.u32(s.max_message_bytes);
+    w.u64(s.receive_wait_default_ms);
+    w.bool(s.dead_letter_on_expiration);
+    w.opt(&s.dead_letter_target, |w, v| w.str(v));
+    w.u64(s.max_messages);
+    w.u64(s.max_bytes);
+    w.u8(s.channel_capacity_pct);
+    if version == 1 {
+        return;
     }
-    w.u64(s.visibility_timeout_ms);
-    w.u32(s.max_deliveries);
-    w.u64(s.retention_ms);
-    w.u32(s.max_message_bytes);
-    w.u64(s.receive_wait_default_ms);
-    w.bool(s.dead_letter_on_expiration);
-    w.opt(&s.dead_letter_target, |w, v| w.str(v));
-    w.u64(s.max_messages);
-    w.u64(s.max_bytes);
-    w.u8(s.channel_capacity_pct);
-}
-
-pub(super) fn put_settings(w: &mut Writer<'_>, s: &Settings) {
-    w.u64(s.visibility_timeout_ms);
-    w.u32(s.max_deliveries);
-    w.u64(s.retention_ms);
-    w.u32(s.max_message_bytes);
-    w.u64(s.receive_wait_default_ms);
-    w.bool(s.dead_letter_on_expiration);
-    w.opt(&s.dead_letter_target, |w, v| w.str(v));
-    w.u64(s.max_messages);
-    w.u64(s.max_bytes);
-    w.u8(s.channel_capacity_pct);
     w.u64(s.delay_ms);
     w.opt(&s.redrive_allow, |w, v| w.str(v));
     put_pairs(w, &s.tags);
@@ -248,28 +235,6 @@ pub(super) fn put_settings(w: &mut Writer<'_>, s: &Settings) {
 /// Settings as version `version` writes them (version 1's: the first ten
 /// fields; the others read as their defaults).
 pub(super) fn get_settings(r: &mut Reader, version: u8) -> Result<Settings, ProtoError> {
-    if version == 1 {
-        return Ok(Settings {
-            visibility_timeout_ms: r.u64()?,
-            max_deliveries: r.u32()?,
-            retention_ms: r.u64()?,
-            max_message_bytes: r.u32()?,
-            receive_wait_default_ms: r.u64()?,
-            dead_letter_on_expiration: r.bool()?,
-            dead_letter_target: r.opt(Reader::str)?,
-            max_messages: r.u64()?,
-            max_bytes: r.u64()?,
-            channel_capacity_pct: r.u8()?,
-            delay_ms: 0,
-            redrive_allow: None,
-            tags: Vec::new(),
-            dedup_window_ms: 0,
-            content_dedup: false,
-            ordered: false,
-            priority_levels: 1,
-            priority_fairness: 0,
-        });
-    }
     let mut s = Settings {
         visibility_timeout_ms: r.u64()?,
         max_deliveries: r.u32()?,
@@ -281,15 +246,21 @@ pub(super) fn get_settings(r: &mut Reader, version: u8) -> Result<Settings, Prot
         max_messages: r.u64()?,
         max_bytes: r.u64()?,
         channel_capacity_pct: r.u8()?,
-        delay_ms: r.u64()?,
-        redrive_allow: r.opt(Reader::str)?,
-        tags: get_pairs(r)?,
+        delay_ms: 0,
+        redrive_allow: None,
+        tags: Vec::new(),
         dedup_window_ms: 0,
         content_dedup: false,
         ordered: false,
         priority_levels: 1,
         priority_fairness: 0,
     };
+    if version == 1 {
+        return Ok(s);
+    }
+    s.delay_ms = r.u64()?;
+    s.redrive_allow = r.opt(Reader::str)?;
+    s.tags = get_pairs(r)?;
     // Absent from an older server's answer; each part whole or not at all.
     if r.remaining() > 0 {
         s.dedup_window_ms = r.u64()?;
