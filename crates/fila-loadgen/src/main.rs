@@ -16,6 +16,7 @@ mod connect;
 mod floor;
 mod idle;
 mod lease_ends;
+mod lease_storm;
 mod nodes;
 mod peers;
 mod report;
@@ -81,7 +82,13 @@ usage: fila-loadgen [flags]
                        queue of its own, wait for a message leased for
                        500 ms to --visibility (7000 unless given): how
                        late each is answered after the lease's end, for
-                       --duration   [lifecycle]
+                       --duration; lease-storm (fila): --messages
+                       leases in flight at once (visibility 1 s to
+                       --visibility, 60000 unless given), --consumers
+                       long-polling them back: how late each came back
+                       after its lease's end; with --rate, a producer and a
+                       consumer busy beside at that rate (0 unless given)
+                       [lifecycle]
   --queues N           queues of many-queues          [10000]
   --waiters N          parked receives of long-poll-idle [10000]
   --producers N        producer connections           [4]
@@ -133,6 +140,12 @@ fn main() {
         .any(|w| w[0] == "--scenario" && w[1] == "lease-ends")
     {
         return lease_ends_main(&args);
+    }
+    if args
+        .windows(2)
+        .any(|w| w[0] == "--scenario" && w[1] == "lease-storm")
+    {
+        return lease_storm_main(&args);
     }
     let (target, load, json) = match parse(&args) {
         Ok(v) => v,
@@ -251,7 +264,23 @@ fn lease_ends_main(args: &[String]) {
     })
 }
 
-const SCENARIOS: [&str; 8] = [
+/// lease-storm: fila only, on the async client.
+fn lease_storm_main(args: &[String]) {
+    fila_only_main(args, "lease-storm", |fila, load, json| {
+        let r = lease_storm::run(
+            fila,
+            &load.queue,
+            load.messages,
+            load.consumers,
+            load.visibility_ms,
+            load.rate,
+            load.duration,
+        )?;
+        Ok(if json { r.json() + "\n" } else { r.table() })
+    })
+}
+
+const SCENARIOS: [&str; 9] = [
     "lifecycle",
     "fixed-rate",
     "fan-in",
@@ -260,6 +289,7 @@ const SCENARIOS: [&str; 8] = [
     "long-poll-idle",
     "connect",
     "lease-ends",
+    "lease-storm",
 ];
 
 fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
@@ -373,6 +403,17 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
             }
             if unset("--duration") {
                 load.duration = Duration::from_secs(20);
+            }
+        }
+        "lease-storm" => {
+            if unset("--visibility") {
+                load.visibility_ms = 60_000;
+            }
+            if unset("--rate") {
+                load.rate = 0;
+            }
+            if unset("--duration") {
+                load.duration = Duration::from_secs(180);
             }
         }
         "lease-ends" => {
