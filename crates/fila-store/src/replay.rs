@@ -210,7 +210,7 @@ impl Replay {
             ImagePart::Message { queue, message } => {
                 if let Some(q) = self.queues.get_mut(&queue) {
                     if !message.dlq {
-                        q.next_seq = q.next_seq.max(message.seq + 1);
+                        q.next_seq = q.next_seq.max(message.seq.saturating_add(1));
                     }
                     q.messages.insert((message.dlq, message.seq), message);
                 }
@@ -291,10 +291,10 @@ impl Replay {
                     // floor waits for it.
                     if let Some(q) = self.queues.get_mut(&from.queue) {
                         q.messages.remove(&(from.dlq, from.seq));
-                        q.next_seq = q.next_seq.max(from.seq + 1);
+                        q.next_seq = q.next_seq.max(from.seq.saturating_add(1));
                     } else {
                         let floor = self.floors.entry(from.queue).or_insert(0);
-                        *floor = (*floor).max(from.seq + 1);
+                        *floor = (*floor).max(from.seq.saturating_add(1));
                     }
                     if from.queue != queue {
                         self.moved.insert(from);
@@ -307,7 +307,7 @@ impl Replay {
                 };
                 if let Some(q) = self.queues.get_mut(&queue) {
                     if !message.dlq {
-                        q.next_seq = q.next_seq.max(message.seq + 1);
+                        q.next_seq = q.next_seq.max(message.seq.saturating_add(1));
                     }
                     // (Most often no move overtook a put: nothing to look up.)
                     if self.moved.is_empty() || !self.moved.remove(&at) {
@@ -436,5 +436,76 @@ impl Replay {
             next_queue_id: self.next_queue_id,
             queues: images,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(queue: u32, seq: u64, from: Option<Spot>) -> Op {
+        Op::Stored {
+            queue,
+            message: MessageImage {
+                dlq: false,
+                seq,
+                id: None,
+                payload: "m".into(),
+                attributes: None,
+                channel: None,
+                inserted_at_ms: 0,
+                visible_at_ms: 0,
+                expires_at_ms: u64::MAX,
+                delivery_count: 0,
+                deferred: false,
+                dead_letter: None,
+                group: None,
+                priority: 1,
+                lease_until_ms: 0,
+            },
+            from,
+            dedup: None,
+        }
+    }
+
+    fn made(queue: u32, name: &str) -> Op {
+        Op::QueueSet {
+            queue,
+            name: name.into(),
+            settings: QueueSettings::default(),
+            times: QueueTimes::default(),
+        }
+    }
+
+    /// A forward read before the record that made its source queue (one
+    /// batch, the target's shard first): the source's next sequence number
+    /// starts above it once the queue is made; and a sequence number at
+    /// the end of its range (a damaged log, a fuzzer) saturates rather than
+    /// overflowing.
+    #[test]
+    fn a_forward_before_its_source_is_made_raises_its_floor() {
+        let mut r = Replay::default();
+        r.apply(made(1, "target"));
+        let from = |seq| {
+            Some(Spot {
+                queue: 2,
+                dlq: false,
+                seq,
+            })
+        };
+        r.apply(stored(1, 1, from(159)));
+        r.apply(stored(1, 2, from(140)));
+        r.apply(made(2, "source"));
+        r.apply(stored(2, 129, None));
+        let image = r.into_image();
+        let source = image.queues.iter().find(|q| q.id == 2).unwrap();
+        assert_eq!(source.next_seq, 160);
+
+        let mut r = Replay::default();
+        r.apply(made(1, "target"));
+        r.apply(stored(1, u64::MAX, from(u64::MAX)));
+        r.apply(made(2, "source"));
+        let image = r.into_image();
+        assert!(image.queues.iter().all(|q| q.next_seq == u64::MAX));
     }
 }

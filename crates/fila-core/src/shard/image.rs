@@ -180,7 +180,7 @@ impl Shard {
         for m in messages {
             let next = &mut self.queue_mut(qslot).next_seq;
             if !m.dlq {
-                *next = (*next).max(m.seq + 1);
+                *next = (*next).max(m.seq.saturating_add(1));
             }
             let len = m.payload.len() as u64
                 + attributes_bytes(m.attributes.as_ref())
