@@ -435,7 +435,9 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
     if load.queues == 0 || load.waiters == 0 {
         return Err("--queues and --waiters must be at least 1".into());
     }
-    if load.producers == 0 || load.consumers == 0 || load.depth == 0 || load.rate == 0 {
+    // (lease-storm's --rate 0: nothing busy beside the leases.)
+    let no_rate = load.rate == 0 && load.scenario != "lease-storm";
+    if load.producers == 0 || load.consumers == 0 || load.depth == 0 || no_rate {
         return Err("--producers, --consumers, --depth and --rate must be at least 1".into());
     }
     if load.batch == 0 || load.batch > fila_client::limits::BATCH_LEN_MAX {
