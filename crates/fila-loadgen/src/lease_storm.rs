@@ -32,6 +32,8 @@ pub struct LeaseStormReport {
     /// Messages back, and how late (µs).
     late: Histogram<u64>,
     early: u64,
+    /// Leases that ended before the consumers began (not measured).
+    unwatched: u64,
     missing: u64,
 }
 
@@ -175,8 +177,11 @@ pub fn run(
                 Ok::<(), String>(())
             }));
         }
-        // Every message back, each as late as it is.
+        // Every message back, each as late as it is. A lease that ended
+        // before the consumers began (the leasing took longer than its
+        // visibility) waited for nobody: counted apart, not as lateness.
         let deadline = Instant::now() + duration;
+        let begun_us = now_us();
         let mut waiters = Vec::new();
         for _ in 0..consumers.max(1) {
             let c = AsyncClient::connect(options.clone()).await.map_err(err)?;
@@ -184,6 +189,7 @@ pub fn run(
             waiters.push(tokio::spawn(async move {
                 let mut late = histogram();
                 let mut early = 0u64;
+                let mut unwatched = 0u64;
                 while Instant::now() < deadline && !ends.lock().expect("not poisoned").is_empty() {
                     let left = deadline
                         .saturating_duration_since(Instant::now())
@@ -201,20 +207,24 @@ pub fn run(
                         let end_us = end * 1_000;
                         if at < end_us {
                             early += 1;
+                        } else if end_us < begun_us {
+                            unwatched += 1;
                         } else {
                             record(&mut late, at - end_us);
                         }
                     }
                 }
-                Ok::<_, String>((late, early))
+                Ok::<_, String>((late, early, unwatched))
             }));
         }
         let mut late = histogram();
         let mut early = 0;
+        let mut unwatched = 0;
         for t in waiters {
-            let (h, e) = t.await.map_err(err)??;
+            let (h, e, u) = t.await.map_err(err)??;
             late.add(&h).map_err(err)?;
             early += e;
+            unwatched += u;
         }
         stop.store(true, Ordering::Relaxed);
         for t in side {
@@ -228,6 +238,7 @@ pub fn run(
             leasing_s,
             late,
             early,
+            unwatched,
             missing,
         })
     })
@@ -251,13 +262,14 @@ impl LeaseStormReport {
     /// The report as a table.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "lease-storm: {} leases in flight ({}-{} ms, taken in {:.1} s), busy beside: {} msg/s; back {}, early {}, not back {}\nlate after the lease's end, µs:",
+            "lease-storm: {} leases in flight ({}-{} ms, taken in {:.1} s), busy beside: {} msg/s; back {} ({} ended before the consumers began, not measured), early {}, not back {}\nlate after the lease's end, µs:",
             self.leases,
             self.visibility_ms.0,
             self.visibility_ms.1,
             self.leasing_s,
             self.rate,
             self.late.len(),
+            self.unwatched,
             self.early,
             self.missing
         );
@@ -276,13 +288,14 @@ impl LeaseStormReport {
             .map(|(n, v)| format!("\"{n}\":{v}"))
             .collect();
         format!(
-            "{{\"scenario\":\"lease-storm\",\"leases\":{},\"visibility_ms\":[{},{}],\"rate\":{},\"leasing_s\":{:.3},\"back\":{},\"early\":{},\"missing\":{},\"late_us\":{{{}}}}}",
+            "{{\"scenario\":\"lease-storm\",\"leases\":{},\"visibility_ms\":[{},{}],\"rate\":{},\"leasing_s\":{:.3},\"back\":{},\"unwatched\":{},\"early\":{},\"missing\":{},\"late_us\":{{{}}}}}",
             self.leases,
             self.visibility_ms.0,
             self.visibility_ms.1,
             self.rate,
             self.leasing_s,
             self.late.len(),
+            self.unwatched,
             self.early,
             self.missing,
             late.join(",")
