@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use fila_client::{AllOk, AsyncClient, Fields, ReceiveRef, SettingsPatch};
 use hdrhistogram::Histogram;
 
-use crate::report::{histogram, proc_stats, record, PERCENTILES};
+use crate::report::{histogram, percentiles_json, percentiles_line, proc_stats, record};
 use crate::target::Fila;
 
 /// Waiters a connection can park: each holds room for 20 answers of up to
@@ -163,20 +163,6 @@ pub fn run(
 }
 
 impl IdleReport {
-    fn percentiles(&self) -> Vec<(&'static str, u64)> {
-        PERCENTILES
-            .iter()
-            .map(|(n, q)| {
-                let v = if *q >= 100.0 {
-                    self.probe.max()
-                } else {
-                    self.probe.value_at_percentile(*q)
-                };
-                (*n, v)
-            })
-            .collect()
-    }
-
     /// The report as a table.
     pub fn table(&self) -> String {
         let mut out = format!(
@@ -196,20 +182,14 @@ impl IdleReport {
             "probe put → receive → delete ({} round trips), µs:",
             self.probe.len()
         ));
-        for (n, v) in self.percentiles() {
-            out.push_str(&format!(" {n} {v}"));
-        }
+        out.push_str(&percentiles_line(&self.probe));
         out.push('\n');
         out
     }
 
     /// The report as one JSON object.
     pub fn json(&self) -> String {
-        let probe: Vec<String> = self
-            .percentiles()
-            .iter()
-            .map(|(n, v)| format!("\"{n}\":{v}"))
-            .collect();
+        let probe = percentiles_json(&self.probe);
         let server = match self.server {
             Some((cpu, rss0, rss)) => format!(
                 "{{\"cpu_s\":{cpu:.3},\"cpu_pct\":{:.3},\"rss_bytes_before\":{rss0},\"rss_bytes_peak\":{rss}}}",
@@ -222,7 +202,7 @@ impl IdleReport {
             self.waiters,
             self.connections,
             self.seconds,
-            probe.join(",")
+            probe
         )
     }
 }

@@ -16,7 +16,7 @@ use fila_client::{AllOk, AsyncClient, Fields, ReceiveRef, SettingsPatch};
 use hdrhistogram::Histogram;
 
 use crate::idle::PER_CONNECTION;
-use crate::report::{histogram, record, PERCENTILES};
+use crate::report::{histogram, percentiles_json, percentiles_line, record};
 use crate::target::Fila;
 
 /// What the run measured: lateness of each waiting receive, µs.
@@ -157,20 +157,6 @@ async fn receive(
 }
 
 impl LeaseEndsReport {
-    fn percentiles(&self) -> Vec<(&'static str, u64)> {
-        PERCENTILES
-            .iter()
-            .map(|(n, q)| {
-                let v = if *q >= 100.0 {
-                    self.late.max()
-                } else {
-                    self.late.value_at_percentile(*q)
-                };
-                (*n, v)
-            })
-            .collect()
-    }
-
     /// The report as a table.
     pub fn table(&self) -> String {
         let mut out = format!(
@@ -182,20 +168,14 @@ impl LeaseEndsReport {
             self.late.len(),
             self.early
         );
-        for (n, v) in self.percentiles() {
-            out.push_str(&format!(" {n} {v}"));
-        }
+        out.push_str(&percentiles_line(&self.late));
         out.push('\n');
         out
     }
 
     /// The report as one JSON object.
     pub fn json(&self) -> String {
-        let late: Vec<String> = self
-            .percentiles()
-            .iter()
-            .map(|(n, v)| format!("\"{n}\":{v}"))
-            .collect();
+        let late = percentiles_json(&self.late);
         format!(
             "{{\"scenario\":\"lease-ends\",\"waiters\":{},\"visibility_ms\":[{},{}],\"seconds\":{:.3},\"answered\":{},\"early\":{},\"late_us\":{{{}}}}}",
             self.waiters,
@@ -204,7 +184,7 @@ impl LeaseEndsReport {
             self.seconds,
             self.late.len(),
             self.early,
-            late.join(",")
+            late
         )
     }
 }

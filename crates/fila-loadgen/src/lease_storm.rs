@@ -17,7 +17,7 @@ use bytes::Bytes;
 use fila_client::{AllOk, AsyncClient, Fields, ReceiveRef, SettingsPatch};
 use hdrhistogram::Histogram;
 
-use crate::report::{histogram, record, PERCENTILES};
+use crate::report::{histogram, percentiles_json, percentiles_line, record};
 use crate::target::Fila;
 
 /// Receives in flight while the leases are taken.
@@ -245,20 +245,6 @@ pub fn run(
 }
 
 impl LeaseStormReport {
-    fn percentiles(&self) -> Vec<(&'static str, u64)> {
-        PERCENTILES
-            .iter()
-            .map(|(n, q)| {
-                let v = if *q >= 100.0 {
-                    self.late.max()
-                } else {
-                    self.late.value_at_percentile(*q)
-                };
-                (*n, v)
-            })
-            .collect()
-    }
-
     /// The report as a table.
     pub fn table(&self) -> String {
         let mut out = format!(
@@ -273,20 +259,14 @@ impl LeaseStormReport {
             self.early,
             self.missing
         );
-        for (n, v) in self.percentiles() {
-            out.push_str(&format!(" {n} {v}"));
-        }
+        out.push_str(&percentiles_line(&self.late));
         out.push('\n');
         out
     }
 
     /// The report as one JSON object.
     pub fn json(&self) -> String {
-        let late: Vec<String> = self
-            .percentiles()
-            .iter()
-            .map(|(n, v)| format!("\"{n}\":{v}"))
-            .collect();
+        let late = percentiles_json(&self.late);
         format!(
             "{{\"scenario\":\"lease-storm\",\"leases\":{},\"visibility_ms\":[{},{}],\"rate\":{},\"leasing_s\":{:.3},\"back\":{},\"unwatched\":{},\"early\":{},\"missing\":{},\"late_us\":{{{}}}}}",
             self.leases,
@@ -298,7 +278,7 @@ impl LeaseStormReport {
             self.unwatched,
             self.early,
             self.missing,
-            late.join(",")
+            late
         )
     }
 }

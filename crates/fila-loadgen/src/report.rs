@@ -22,6 +22,23 @@ pub const PERCENTILES: [(&str, f64); 5] = [
     ("max", 100.0),
 ];
 
+/// `h`'s percentiles as a table's words: " p50 X p90 Y ...".
+pub fn percentiles_line(h: &Histogram<u64>) -> String {
+    values(h)
+        .into_iter()
+        .map(|(n, v)| format!(" {n} {v}"))
+        .collect()
+}
+
+/// `h`'s percentiles as a JSON object's members: `"p50":X,"p90":Y,...`.
+pub fn percentiles_json(h: &Histogram<u64>) -> String {
+    let parts: Vec<String> = values(h)
+        .into_iter()
+        .map(|(n, v)| format!("\"{n}\":{v}"))
+        .collect();
+    parts.join(",")
+}
+
 fn values(h: &Histogram<u64>) -> Vec<(&'static str, u64)> {
     PERCENTILES
         .iter()
@@ -145,14 +162,8 @@ impl Report {
 
     /// One JSON object.
     pub fn json(&self) -> String {
-        let hist = |h: &Histogram<u64>| {
-            let parts: Vec<String> = values(h)
-                .into_iter()
-                .map(|(n, v)| format!("\"{n}\":{v}"))
-                .chain(std::iter::once(format!("\"count\":{}", h.len())))
-                .collect();
-            format!("{{{}}}", parts.join(","))
-        };
+        let hist =
+            |h: &Histogram<u64>| format!("{{{},\"count\":{}}}", percentiles_json(h), h.len());
         let server = match self.server {
             Some((cpu, rss)) => format!(
                 "{{\"cpu_s\":{cpu:.3},\"cpu_us_per_message\":{:.3},\"messages_per_cpu_s\":{:.0},\"peak_rss_bytes\":{rss}}}",
