@@ -443,32 +443,44 @@ mod tests {
     /// and pushes once the loop took some.
     #[test]
     fn a_task_waits_for_room_without_blocking_its_thread_and_drops_nothing() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
         let loops = loops();
         fill(&loops, 0);
-        rt.block_on(async {
-            let sender = loops.clone();
-            let pushed = tokio::spawn(async move { sender.push(0, msg(7_777)).await });
-            let other = tokio::spawn(async { 42 });
-            // The pushing task is parked, not spinning the thread: the
-            // other task runs, and a minute passes.
-            assert_eq!(other.await.unwrap(), 42);
-            tokio::time::sleep(Duration::from_secs(60)).await;
-            assert!(!pushed.is_finished());
-            // The loop takes one message: the push goes in after the rest.
-            assert_eq!(number(loops.get(0).take().unwrap()), 0);
-            loops.get(0).took();
-            pushed.await.unwrap();
+        // On a thread of its own: a push that held its thread would hang
+        // the runtime, and the test fails at its deadline instead.
+        let (done, finished) = std::sync::mpsc::channel();
+        let on_runtime = loops.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            rt.block_on(run_pushes(on_runtime));
+            let _ = done.send(());
         });
+        finished
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the pushes ran to their end (not: a failed check there, or a push that held its thread)");
         let mut last = None;
         while let Some(m) = loops.get(0).take() {
             last = Some(number(m));
         }
         assert_eq!(last, Some(7_777), "delivered last, nothing dropped");
+    }
+
+    async fn run_pushes(loops: Loops) {
+        let sender = loops.clone();
+        let pushed = tokio::spawn(async move { sender.push(0, msg(7_777)).await });
+        let other = tokio::spawn(async { 42 });
+        // The pushing task is parked, not spinning the thread: the
+        // other task runs, and a minute passes.
+        assert_eq!(other.await.unwrap(), 42);
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!pushed.is_finished());
+        // The loop takes one message: the push goes in after the rest.
+        assert_eq!(number(loops.get(0).take().unwrap()), 0);
+        loops.get(0).took();
+        pushed.await.unwrap();
     }
 
     /// A loop's post keeps what a full mailbox refused for its next turns,
