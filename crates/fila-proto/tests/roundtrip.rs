@@ -465,10 +465,9 @@ fn version_1_answers_and_patches_keep_their_layout() {
     assert_eq!(got, Response::Queue(Box::new(v1)));
     let mut buf = BytesMut::new();
     Response::Queue(Box::new(settings.clone())).encode(Opcode::GetQueue as u8, 4, &mut buf);
-    assert_eq!(
-        answer_of(&buf),
-        (answer_of(&buf).0, Response::Queue(Box::new(settings)))
-    );
+    let (header, got) = answer_of(&buf);
+    assert_eq!(header.version, VERSION);
+    assert_eq!(got, Response::Queue(Box::new(settings)));
 
     let stats = Stats {
         visible: 1,
