@@ -266,6 +266,36 @@ def test_messages_past_max_receive_count_go_to_the_dead_letter_queue(sqs, queue)
     assert sqs.receive_message(QueueUrl=dlq)["Messages"][0]["Body"] == "poison"
 
 
+def test_a_dead_letter_keeps_its_receive_count_and_names_its_source(sqs, queue):
+    """AWS counts a message's receives across queues: one moved to the
+    dead-letter queue by maxReceiveCount keeps its ApproximateReceiveCount,
+    and a message received from a dead-letter queue carries the
+    DeadLetterQueueSourceArn system attribute (ReceiveMessage reference,
+    MessageSystemAttributeNames)."""
+    dlq = sqs.create_queue(QueueName=fresh("dlq"))["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    source_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    policy = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": "1"})
+    sqs.set_queue_attributes(QueueUrl=queue, Attributes={"RedrivePolicy": policy})
+    sqs.send_message(QueueUrl=queue, MessageBody="poison")
+    assert sqs.receive_message(QueueUrl=queue, VisibilityTimeout=0)["Messages"][0]["Body"] == "poison"
+    assert "Messages" not in sqs.receive_message(QueueUrl=queue)
+    m = sqs.receive_message(QueueUrl=dlq, MessageSystemAttributeNames=["All"], VisibilityTimeout=0)["Messages"][0]
+    # Once in the source, once here.
+    assert m["Attributes"]["ApproximateReceiveCount"] == "2"
+    if aws_decides("ReceiveMessage reference, MessageSystemAttributeNames: "
+                   "DeadLetterQueueSourceArn, 'the ARN of the source queue' of a message "
+                   "moved to a dead-letter queue (moto leaves it out)"):
+        assert m["Attributes"]["DeadLetterQueueSourceArn"] == source_arn
+    m = sqs.receive_message(QueueUrl=dlq, MessageSystemAttributeNames=["ApproximateReceiveCount"])["Messages"][0]
+    assert m["Attributes"] == {"ApproximateReceiveCount": "3"}
+    plain = sqs.create_queue(QueueName=fresh("plain"))["QueueUrl"]
+    sqs.send_message(QueueUrl=plain, MessageBody="x")
+    m = sqs.receive_message(QueueUrl=plain, MessageSystemAttributeNames=["All"])["Messages"][0]
+    assert "DeadLetterQueueSourceArn" not in m["Attributes"]
+    assert m["Attributes"]["ApproximateReceiveCount"] == "1"
+
+
 @pytest.mark.parametrize(
     "attributes, error",
     [
