@@ -30,7 +30,8 @@ pub struct IdleReport {
     probe: Histogram<u64>,
 }
 
-fn err(e: impl std::fmt::Display) -> String {
+/// An error as the scenarios report it.
+pub(crate) fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 

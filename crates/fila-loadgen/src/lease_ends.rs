@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use fila_client::{AllOk, AsyncClient, Fields, ReceiveRef, SettingsPatch};
 use hdrhistogram::Histogram;
 
-use crate::idle::PER_CONNECTION;
+use crate::idle::{err, PER_CONNECTION};
 use crate::report::{histogram, percentiles_json, percentiles_line, record};
 use crate::target::Fila;
 
@@ -29,11 +29,9 @@ pub struct LeaseEndsReport {
     early: u64,
 }
 
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
-fn now_us() -> u64 {
+/// The wall clock in µs since the epoch (what the server's
+/// `next_visible_at_ms` is read against, on the same machine).
+pub(crate) fn now_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64)

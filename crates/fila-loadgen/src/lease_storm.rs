@@ -11,12 +11,14 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use fila_client::{AllOk, AsyncClient, Fields, ReceiveRef, SettingsPatch};
 use hdrhistogram::Histogram;
 
+use crate::idle::err;
+use crate::lease_ends::now_us;
 use crate::report::{histogram, percentiles_json, percentiles_line, record};
 use crate::target::Fila;
 
@@ -35,16 +37,6 @@ pub struct LeaseStormReport {
     /// Leases that ended before the consumers began (not measured).
     unwatched: u64,
     missing: u64,
-}
-
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
-fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
 }
 
 fn receive_ref(queue: &str, visibility_ms: u64, wait_ms: u64) -> ReceiveRef<'_> {
