@@ -84,7 +84,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{page_of, Engine};
 pub use error::{Error, ErrorKind};
 pub use owner::{
-    check_batch, owner_of_shard, precheck_create, precheck_update, shard_of, Owner, Totals, Transit,
+    check_batch, owner_of_shard, precheck_create, precheck_update, shard_of, Owner, Totals,
+    Transit, EARLY_MOVES_PER_TURN,
 };
 pub use payload::Payload;
 pub use receipt::{Receipt, ReceiptKey, RECEIPT_LEN};

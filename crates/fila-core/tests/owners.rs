@@ -392,3 +392,61 @@ fn an_owner_says_which_calls_logged_a_change() {
     }));
     assert!(logged(o, &|o| o.purge(Address::queue("q")).unwrap()));
 }
+
+/// Issue 38: leases spread uniformly over a minute end on time, and no
+/// turn of the owner moves more timers between the wheel's slots than its
+/// budget plus what one slot of level 1 (256 ms) holds. Before, about a
+/// third of them shared one slot of level 2 (65.5 s wide) that was moved
+/// down in the one turn at which it came due: with 2 000 000 leases, a
+/// turn of 16–27 ms in which every lease due waited.
+#[test]
+fn leases_over_a_minute_end_on_time_and_no_turn_moves_a_crowd() {
+    const N: usize = 20_000;
+    const BUDGET: usize = 1_024;
+    // 40 s into a slot of level 2 of the wheel (65 536 ms wide).
+    let t0 = (1u64 << 16) * 26_000_000 + 40_000;
+    let clock = ManualClock::new(t0);
+    let engine = Engine::new(1, Arc::new(clock.clone()));
+    engine.create_queue("q", QueueSettings::default()).unwrap();
+    let mut o = engine.into_owners(1, BUDGET).remove(0);
+    put_batches(&mut o, "q", N / 20);
+    let mut ends = Vec::with_capacity(N);
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    while ends.len() < N {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let opts = ReceiveOptions {
+            visibility_ms: Some(1_000 + seed % 59_001),
+            ..ReceiveOptions::now(20)
+        };
+        match o.receive(Address::queue("q"), &opts, None).unwrap() {
+            Received::Ready(ms) => ends.extend(ms.iter().map(|m| m.next_visible_at_ms)),
+            Received::Parked(_) => panic!("messages are visible"),
+        }
+    }
+    ends.sort_unstable();
+    let (mut worst, mut ended) = (0u64, 0usize);
+    for now in t0 + 1..=t0 + 60_000 {
+        // The owner's loop sleeps until its next deadline: never past a
+        // lease's end.
+        if let Some(&end) = ends.get(ended) {
+            let next = o.next_deadline().expect("timers pending");
+            assert!(next <= end, "asleep until {next}, a lease ends at {end}");
+        }
+        clock.advance(1);
+        let before = o.timer_moves();
+        assert!(o.advance(BUDGET), "caught up at {now}");
+        worst = worst.max(o.timer_moves() - before);
+        while ended < N && ends[ended] <= now {
+            ended += 1;
+        }
+        assert_eq!(o.stats("q").unwrap().visible, ended as u64, "at {now}");
+    }
+    assert_eq!(ended, N);
+    // One slot of level 1 holds about N × 256 / 59 000 = 87 of them.
+    assert!(
+        worst <= (BUDGET + 500) as u64,
+        "one turn moved {worst} timers"
+    );
+}

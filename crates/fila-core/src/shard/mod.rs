@@ -604,9 +604,29 @@ impl Shard {
         self.records.len()
     }
 
-    /// The earliest time at which [`Shard::advance`] has work, if any.
+    /// The earliest time at which [`Shard::advance`] or
+    /// [`Shard::move_timers_ahead`] has work, if any.
     pub fn next_deadline(&self) -> Option<u64> {
-        self.wheel.next_deadline()
+        match (self.wheel.next_deadline(), self.wheel.next_migration()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Moves up to `max` of the wheel's far timers down a level ahead of
+    /// their time ([`TimingWheel::migrate`]): the work of a crowded far
+    /// slot is spread over the owner's turns instead of done in the one
+    /// advance at which the slot comes due. Changes nothing that fires.
+    pub fn move_timers_ahead(&mut self, max: usize) -> usize {
+        self.wheel.migrate(max)
+    }
+
+    /// Timers the wheel has moved between its slots so far (draining a
+    /// slot that came due, or ahead of time), for tests that bound the
+    /// work of one turn.
+    #[doc(hidden)]
+    pub fn timer_moves(&self) -> u64 {
+        self.wheel.moves()
     }
 
     pub(crate) fn take_completions(&mut self) -> Vec<Completion> {

@@ -1,6 +1,8 @@
-//! A hierarchical timing wheel: four levels of 256 slots over 1 ms ticks
-//! (level `n` slots span `256^n` ms, so the wheel reaches 2^32 ms, about 49
-//! days; later deadlines wait in the last level and are placed again).
+//! A hierarchical timing wheel: four levels over 1 ms ticks, a slot of
+//! level `n` spanning `256^n` ms, each level a ring of 512 slots (as wide
+//! as two slots of the level above), so the wheel reaches 511 × 2^24 ms,
+//! about 99 days (later deadlines wait in the last level and are placed
+//! again).
 //!
 //! Timers live in a slab; each slot is a vector of slab indices, and each
 //! timer on the wheel knows its index in its slot's vector, so insert and
@@ -9,15 +11,27 @@
 //! drained by reading its vector: the deadlines of the timers it names are
 //! loaded in runs of `GATHER`, loads that do not wait on each other, so the
 //! cache misses of a large wheel overlap (an intrusive list would take them
-//! one link at a time). Each level keeps a 256-bit occupancy mask; the
-//! level of a timer is chosen from the highest bit in which its deadline
-//! differs from the wheel's current time (`now ^ deadline`), as in tokio's
-//! wheel (with wider levels: a lease of minutes or hours is moved down twice,
-//! not three or four times). Advancing finds the next occupied slot with
-//! `trailing_zeros`, fires the timers that are due and moves the others down
-//! a level. A timer is moved at
-//! most once per level, so the cost of expiring one stays flat however many
-//! are pending.
+//! one link at a time). Each level keeps a 512-bit occupancy mask. A timer
+//! goes to the lowest level whose ring reaches its deadline (fewer than 512
+//! of that level's slots ahead of the wheel's current one). Advancing finds
+//! the next occupied slot with `trailing_zeros`, fires the timers that are
+//! due and moves the others down a level. A timer is moved at most once per
+//! level, so the cost of expiring one stays flat however many are pending.
+//!
+//! Moving down ahead of time: a ring is as wide as two slots of the level
+//! above, so the timers of a level's next slot fit the level below from
+//! the moment the wheel enters the slot before it, a whole slot's span
+//! ahead of their time (65.5 s for level 2, 256 ms for level 1).
+//! [`TimingWheel::migrate`] moves them down then, a bounded number per
+//! call, and new timers for that slot go below at once, so no advance has
+//! to move a crowded slot in one go. What is not moved by the slot's time
+//! is moved when it comes due. (With rings of 256 slots, and levels chosen
+//! by the highest bit in which a deadline differed from the time, leases
+//! spread uniformly over a minute sent about half of them to one slot of
+//! level 2, moved down in the advance at which it came due: 15–27 ms for a
+//! million, the owner's loop stopped meanwhile. Now a minute ahead is
+//! always within level 1's reach, and longer leases that do crowd a slot
+//! of level 2 move ahead of their time.)
 //!
 //! Lanes: timers set a fixed delay after the current time (leases of one
 //! visibility timeout, expiries of one retention) come due in the order
@@ -38,12 +52,14 @@ mod lanes;
 use lanes::Lane;
 
 const LEVELS: usize = 4;
+/// A slot of level `n` spans `2^(SLOT_BITS * n)` ms.
 const SLOT_BITS: u32 = 8;
-const SLOTS: u64 = 1 << SLOT_BITS;
-const WORDS: usize = (SLOTS / 64) as usize;
+/// Slots of each level's ring: two slots of the level above.
+const RING: u64 = 2 << SLOT_BITS;
+const WORDS: usize = (RING / 64) as usize;
 /// The farthest distance a timer can be placed at; beyond it, it is placed
 /// at the edge and placed again when that slot comes due.
-const RANGE: u64 = 1 << (SLOT_BITS as u64 * LEVELS as u64);
+const RANGE: u64 = (RING - 1) << (SLOT_BITS * (LEVELS as u32 - 1));
 const NIL: u32 = u32::MAX;
 /// `Entry::place` of a free slab entry.
 const PLACE_FREE: u16 = u16::MAX;
@@ -86,7 +102,7 @@ struct Entry<T> {
     prev: u32,
     /// Waiting in a lane: the timer after it. Free: the next free entry.
     next: u32,
-    /// `level * SLOTS + slot`, or one of the `PLACE_*` markers.
+    /// `level * RING + slot`, or one of the `PLACE_*` markers.
     place: u16,
     /// The lane it belongs to (its head is on the wheel, the others wait
     /// with `PLACE_LANE`), or `NO_LANE`.
@@ -105,6 +121,10 @@ impl Occupancy {
 
     fn clear(&mut self, slot: usize) {
         self.0[slot / 64] &= !(1 << (slot % 64));
+    }
+
+    fn get(&self, slot: usize) -> bool {
+        self.0[slot / 64] & (1 << (slot % 64)) != 0
     }
 
     fn is_empty(&self) -> bool {
@@ -145,6 +165,8 @@ pub struct TimingWheel<T> {
     /// Every timer with a deadline at or before `elapsed` has been fired.
     elapsed: u64,
     occupied: [Occupancy; LEVELS],
+    /// Bit `n`: level `n` has an occupied slot.
+    levels: u8,
     /// The timers of each slot, by slab index, in no order: a slot is
     /// drained by reading a vector, so the entries it names are loaded
     /// independently of each other (not one link at a time).
@@ -165,6 +187,8 @@ pub struct TimingWheel<T> {
     /// Lanes whose head was cancelled: their next goes on the wheel at the
     /// next advance.
     dirty: Vec<u16>,
+    /// Timers moved from one slot to another so far.
+    moves: u64,
 }
 
 impl<T: Copy + Default> TimingWheel<T> {
@@ -173,7 +197,8 @@ impl<T: Copy + Default> TimingWheel<T> {
         TimingWheel {
             elapsed: now,
             occupied: [Occupancy::default(); LEVELS],
-            slots: (0..LEVELS * SLOTS as usize).map(|_| Vec::new()).collect(),
+            levels: 0,
+            slots: (0..LEVELS * RING as usize).map(|_| Vec::new()).collect(),
             due: Vec::new(),
             entries: Vec::new(),
             free_head: NIL,
@@ -183,6 +208,7 @@ impl<T: Copy + Default> TimingWheel<T> {
             seen: Box::new([u64::MAX; SEEN]),
             last_lanes: [0, 0],
             dirty: Vec::new(),
+            moves: 0,
         }
     }
 
@@ -227,6 +253,12 @@ impl<T: Copy + Default> TimingWheel<T> {
     /// The wheel's current time: the `now` of the last advance.
     pub fn elapsed(&self) -> u64 {
         self.elapsed
+    }
+
+    /// Timers moved from one slot to another so far: by draining a slot
+    /// that came due, or by [`TimingWheel::migrate`].
+    pub fn moves(&self) -> u64 {
+        self.moves
     }
 
     /// Pending timers.
@@ -296,7 +328,7 @@ impl<T: Copy + Default> TimingWheel<T> {
     }
 
     /// A lower bound of the earliest pending deadline (exact for timers that
-    /// are due or within the next 256 ms), or `None` when nothing is pending.
+    /// are due or within the next 512 ms), or `None` when nothing is pending.
     pub fn next_deadline(&self) -> Option<u64> {
         if !self.due.is_empty() {
             return Some(self.elapsed);
@@ -332,13 +364,90 @@ impl<T: Copy + Default> TimingWheel<T> {
                 break;
             }
             self.elapsed = self.elapsed.max(start);
-            let at = level * SLOTS as usize + slot;
+            let at = level * RING as usize + slot;
             let mut list = std::mem::take(&mut self.slots[at]);
-            self.occupied[level].clear(slot);
+            self.clear_occupied(level, slot);
             self.drain_list(&mut list, now, fired);
             self.give_back(Some(at), list);
         }
         self.elapsed = now;
+    }
+
+    /// Moves down, ahead of their time, up to `max` timers of the next slot
+    /// of each level above the first (lowest level first): from the moment
+    /// the wheel enters a level's slot, the timers of the slot after it fit
+    /// the level below. Nothing fires (they are all due after the wheel's
+    /// time) and what fires when is unchanged: a slot whose timers were
+    /// not all moved ahead is drained when it comes due. Answers how many
+    /// it moved.
+    pub fn migrate(&mut self, max: usize) -> usize {
+        let mut moved = 0;
+        for level in 1..LEVELS {
+            if moved >= max {
+                break;
+            }
+            let shift = SLOT_BITS * level as u32;
+            let slot = (((self.elapsed >> shift) + 1) & (RING - 1)) as usize;
+            if !self.occupied[level].get(slot) {
+                continue;
+            }
+            let at = level * RING as usize + slot;
+            let mut list = std::mem::take(&mut self.slots[at]);
+            // From the vector's end: the timers left keep their indices.
+            let keep = list.len().saturating_sub(max - moved);
+            for chunk in list[keep..].chunks(GATHER) {
+                // As in a drain: the deadlines are read first, their cache
+                // misses overlapping.
+                let mut deadlines = [0u64; GATHER];
+                for (d, &index) in deadlines.iter_mut().zip(chunk) {
+                    *d = self.entries[index as usize].deadline;
+                }
+                for (&deadline, &index) in deadlines.iter().zip(chunk) {
+                    self.place_at(index, deadline);
+                }
+            }
+            moved += list.len() - keep;
+            self.moves += (list.len() - keep) as u64;
+            list.truncate(keep);
+            if list.is_empty() {
+                self.clear_occupied(level, slot);
+                self.give_back(Some(at), list);
+            } else {
+                // No timer moved lands in the slot it left: each goes a level
+                // down (or, past the wheel's reach, to the last slot of it).
+                debug_assert!(self.slots[at].is_empty());
+                self.slots[at] = list;
+            }
+        }
+        moved
+    }
+
+    /// When [`TimingWheel::migrate`] has timers to move next: the wheel's
+    /// time while a level's next slot holds some, else when the wheel
+    /// enters the slot before the first one that does; `None` when no
+    /// level above the first holds a timer.
+    pub fn next_migration(&self) -> Option<u64> {
+        let mut first: Option<u64> = None;
+        let mut levels = self.levels & !1;
+        while levels != 0 {
+            let level = levels.trailing_zeros() as usize;
+            levels &= levels - 1;
+            let occupied = &self.occupied[level];
+            let shift = SLOT_BITS * level as u32;
+            let now_slot = self.elapsed >> shift;
+            let from = ((now_slot + 1) & (RING - 1)) as usize;
+            let slot = occupied.first_from(from);
+            // 0: the next slot; RING - 1: the current one, whose time has
+            // come (the next advance drains it).
+            let ahead = (slot as u64).wrapping_sub(from as u64) & (RING - 1);
+            let at = if ahead == 0 || ahead == RING - 1 {
+                self.elapsed
+            } else {
+                (now_slot + ahead) << shift
+            };
+            first = Some(first.map_or(at, |f| f.min(at)));
+        }
+        first
     }
 
     /// Fires or places again every timer of a drained slot.
@@ -376,7 +485,8 @@ impl<T: Copy + Default> TimingWheel<T> {
                 self.promote(lane, Some((now, fired)));
             }
         } else {
-            self.place(index);
+            self.moves += 1;
+            self.place_at(index, deadline);
         }
     }
 
@@ -395,37 +505,61 @@ impl<T: Copy + Default> TimingWheel<T> {
 
     /// The earliest occupied slot: (level, slot, start time of the slot).
     fn next_slot(&self) -> Option<(usize, usize, u64)> {
-        for level in 0..LEVELS {
+        let mut first: Option<(usize, usize, u64)> = None;
+        let mut levels = self.levels;
+        while levels != 0 {
+            let level = levels.trailing_zeros() as usize;
+            levels &= levels - 1;
             let occupied = &self.occupied[level];
-            if occupied.is_empty() {
-                continue;
-            }
             let shift = SLOT_BITS * level as u32;
-            let slot_span = 1u64 << shift;
-            let level_span = slot_span << SLOT_BITS;
-            let now_slot = (self.elapsed >> shift) & (SLOTS - 1);
-            // Occupied slots lie after the current one; the current slot can
-            // be occupied only in the top level, by a timer one rotation
-            // ahead, so it is searched last.
-            let after = (now_slot + 1) & (SLOTS - 1);
-            let slot = occupied.first_from(after as usize) as u64;
-            let level_start = self.elapsed & !(level_span - 1);
-            let mut start = level_start + slot * slot_span;
-            if start <= self.elapsed {
-                // Only the top level wraps: a timer placed beyond the end of
-                // the wheel sits in a slot "behind" the current one, which
-                // means one rotation ahead.
-                debug_assert_eq!(level, LEVELS - 1);
-                start += level_span;
+            // A level's occupied slots lie 1 to 511 slots after the current
+            // one, or on it while its time has just come (a slot of another
+            // level that started at the same time was drained first).
+            let now_slot = self.elapsed >> shift;
+            let from = (now_slot & (RING - 1)) as usize;
+            if let Some((_, _, best)) = first {
+                // Its next slot cannot start before the one found below
+                // (unless its current one is occupied: due now).
+                if !occupied.get(from) && (now_slot + 1) << shift >= best {
+                    continue;
+                }
             }
-            return Some((level, slot as usize, start));
+            let slot = occupied.first_from(from);
+            let ahead = (slot as u64).wrapping_sub(from as u64) & (RING - 1);
+            let start = (now_slot + ahead) << shift;
+            if first.is_none_or(|(_, _, s)| start < s) {
+                first = Some((level, slot, start));
+            }
         }
-        None
+        first
+    }
+
+    /// The level and slot of a timer due at `deadline` (after the wheel's
+    /// time): the lowest level whose ring reaches it.
+    #[inline]
+    fn level_and_slot(&self, deadline: u64) -> (usize, usize) {
+        let at = deadline.min(self.elapsed + RANGE);
+        let mut level = 0;
+        while level < LEVELS - 1 {
+            let shift = SLOT_BITS * level as u32;
+            if (at >> shift) - (self.elapsed >> shift) < RING {
+                break;
+            }
+            level += 1;
+        }
+        let slot = ((at >> (SLOT_BITS * level as u32)) & (RING - 1)) as usize;
+        (level, slot)
     }
 
     #[inline]
     fn place(&mut self, index: u32) {
         let deadline = self.entries[index as usize].deadline;
+        self.place_at(index, deadline);
+    }
+
+    /// [`TimingWheel::place`] of a timer whose deadline was read.
+    #[inline]
+    fn place_at(&mut self, index: u32, deadline: u64) {
         if deadline <= self.elapsed {
             let entry = &mut self.entries[index as usize];
             entry.place = PLACE_DUE;
@@ -433,17 +567,26 @@ impl<T: Copy + Default> TimingWheel<T> {
             self.due.push(index);
             return;
         }
-        let at = deadline.min(self.elapsed + RANGE - 1);
-        let significant = 63 - ((self.elapsed ^ at) | (SLOTS - 1)).leading_zeros();
-        let level = ((significant / SLOT_BITS) as usize).min(LEVELS - 1);
-        let slot = ((at >> (SLOT_BITS * level as u32)) & (SLOTS - 1)) as usize;
-        let place = level * SLOTS as usize + slot;
+        let (level, slot) = self.level_and_slot(deadline);
+        let place = level * RING as usize + slot;
         let list = &mut self.slots[place];
         let entry = &mut self.entries[index as usize];
         entry.place = place as u16;
         entry.prev = list.len() as u32;
         list.push(index);
+        self.set_occupied(level, slot);
+    }
+
+    fn set_occupied(&mut self, level: usize, slot: usize) {
         self.occupied[level].set(slot);
+        self.levels |= 1 << level;
+    }
+
+    fn clear_occupied(&mut self, level: usize, slot: usize) {
+        self.occupied[level].clear(slot);
+        if self.occupied[level].is_empty() {
+            self.levels &= !(1 << level);
+        }
     }
 
     fn push_back(entries: &mut [Entry<T>], list: &mut List, index: u32) {
@@ -486,9 +629,9 @@ impl<T: Copy + Default> TimingWheel<T> {
             self.entries[moved as usize].prev = at as u32;
         }
         if place != PLACE_DUE && list.is_empty() {
-            let level = place as usize / SLOTS as usize;
-            let slot = place as usize % SLOTS as usize;
-            self.occupied[level].clear(slot);
+            let level = place as usize / RING as usize;
+            let slot = place as usize % RING as usize;
+            self.clear_occupied(level, slot);
         }
     }
 

@@ -123,6 +123,14 @@ fn matches_a_btreemap() {
                         model.remove(&k);
                     }
                 }
+                8 => {
+                    // Moving far timers down ahead of time changes nothing
+                    // that fires.
+                    w.migrate(rand(64) as usize);
+                    if let Some(m) = w.next_migration() {
+                        assert!(m >= w.elapsed(), "a move is never wanted in the past");
+                    }
+                }
                 _ => {
                     now += rand([3, 70, 9_000, 1_000_000][(id % 4) as usize]);
                     let got = fire(&mut w, now);
@@ -195,20 +203,20 @@ fn one_off_delays_never_take_a_lane_and_lanes_are_bounded() {
 #[test]
 fn a_drained_slot_keeps_small_room_and_frees_large_room() {
     let mut w = TimingWheel::new(0);
-    // 3 000 timers in one slot of level 2 (65 536 ms wide), 10 in one of
-    // level 1.
+    // 3 000 timers in one slot of level 2 (65 536 ms wide; 200 000 ms is
+    // beyond level 1's ring of 512 × 256 ms), 10 in one of level 1.
     for i in 0..3_000u64 {
-        w.insert(70_000 + i % 50, i);
+        w.insert(200_000 + i % 50, i);
     }
     for i in 0..10u64 {
-        w.insert(300 + i, i);
+        w.insert(600 + i, i);
     }
-    let (far, near) = (2 * SLOTS as usize + 1, SLOTS as usize + 1);
+    let (far, near) = (2 * RING as usize + 3, RING as usize + 2);
     assert_eq!(w.slots[far].len(), 3_000);
     assert_eq!(w.slots[near].len(), 10);
-    assert_eq!(fire(&mut w, 400).len(), 10);
+    assert_eq!(fire(&mut w, 700).len(), 10);
     assert!(w.slots[near].is_empty() && w.slots[near].capacity() >= 10);
-    assert_eq!(fire(&mut w, 70_000 + 49).len(), 3_000);
+    assert_eq!(fire(&mut w, 200_000 + 49).len(), 3_000);
     assert!(w.is_empty());
     assert_eq!(w.slots[far].capacity(), 0, "3 000 timers' room freed");
     w.trim();
@@ -225,4 +233,152 @@ fn cancelling_in_the_middle_of_a_slot_keeps_the_others() {
     assert_eq!(w.cancel(keys[4]), 4, "the one moved into 1's place");
     assert_eq!(w.cancel(keys[0]), 0);
     assert_eq!(fire(&mut w, 100), vec![(100, 2), (100, 3)]);
+}
+
+/// Level `n`'s ring holds two slots of level `n + 1`: a timer goes to the
+/// lowest level that reaches it, so 511 ms ahead is level 0 and 512 ms
+/// level 1, whatever the wheel's time within its slots.
+#[test]
+fn a_timer_goes_to_the_lowest_level_that_reaches_it() {
+    for now in [0, 255, 256, 65_535, 65_536 + 100] {
+        let mut w: TimingWheel<u64> = TimingWheel::new(now);
+        let level_of = |w: &TimingWheel<u64>, k: TimerKey| {
+            w.entries[k.index() as usize].place as usize / RING as usize
+        };
+        let a = w.insert(now + 511, 1);
+        let b = w.insert(now + 512, 2);
+        let c = w.insert(now + 60_000, 3);
+        let d = w.insert(now + 200_000, 4);
+        assert_eq!(level_of(&w, a), 0, "at {now}");
+        assert_eq!(level_of(&w, b), 1, "at {now}");
+        assert_eq!(level_of(&w, c), 1, "at {now}");
+        assert_eq!(level_of(&w, d), 2, "at {now}");
+    }
+}
+
+/// Runs `n` timers due uniformly `min..=max` ms after `start` out, 1 ms
+/// at a time, moving far timers down `step` at a time after each advance
+/// as an owner's turn does; checks each fires at its deadline. Answers the
+/// most timers one advance moved, and how many were moved ahead of time.
+fn run_out(n: u64, start: u64, min: u64, max: u64, step: usize) -> (u64, u64) {
+    let mut w: TimingWheel<u64> = TimingWheel::new(start);
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut deadlines = Vec::new();
+    for i in 0..n {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let d = start + min + seed % (max - min + 1);
+        w.insert(d, i);
+        deadlines.push(d);
+    }
+    deadlines.sort_unstable();
+    let mut fired = Vec::new();
+    let (mut worst, mut early, mut count) = (0u64, 0u64, 0usize);
+    for now in start + 1..=start + max {
+        let before = w.moves();
+        w.advance(now, &mut fired);
+        worst = worst.max(w.moves() - before);
+        fired.sort_unstable();
+        for &(d, _) in &fired {
+            assert_eq!(d, deadlines[count], "fired in deadline order");
+            assert_eq!(d, now, "fired at its deadline");
+            count += 1;
+        }
+        fired.clear();
+        if step > 0 && w.next_migration().is_some_and(|m| m <= now) {
+            let moved = w.migrate(step);
+            assert!(moved <= step);
+            early += moved as u64;
+        }
+    }
+    assert_eq!(count as u64, n, "every timer fired");
+    (worst, early)
+}
+
+/// What issue 38 found: leases spread uniformly over a minute sent about
+/// half of them to one slot of level 2 (65.5 s wide) of the wheel as it
+/// was (rings of 256 slots, levels chosen by the highest bit in which the
+/// deadline differs from the time), and the advance at which that slot
+/// came due moved them all down at once — 16–27 ms for a million, the
+/// owner's loop stopped meanwhile. With rings of two slots of the level
+/// above, a minute ahead is always within level 1's reach: no advance
+/// moves more than one slot of level 1 (256 ms) holds.
+#[test]
+fn leases_over_a_minute_never_crowd_one_advance() {
+    const N: u64 = 100_000;
+    // 40 s into a slot of level 2: a third of the leases end past its end.
+    let start: u64 = (1 << 16) * 1_000 + 40_000;
+    // A slot of level 1 holds about N × 256 / 59 000 = 434 of them.
+    let (worst, _) = run_out(N, start, 1_000, 60_000, 0);
+    assert!(worst < 1_000, "an advance moved {worst} timers at once");
+    let (worst, _) = run_out(N, start, 1_000, 60_000, 1_024);
+    assert!(worst < 1_000, "an advance moved {worst} timers at once");
+}
+
+/// Longer leases (1–10 min) do crowd slots of level 2 (a quarter of them
+/// each): moved down ahead of time, a bounded number per call, they leave
+/// no advance more to move than a slot of level 1 holds; not moved ahead,
+/// the slot's whole crowd is moved by one advance.
+#[test]
+fn a_crowded_far_slot_moves_down_ahead_of_time_in_bounded_steps() {
+    const N: u64 = 100_000;
+    let start: u64 = (1 << 16) * 1_000 + 40_000;
+    let (worst, early) = run_out(N, start, 60_000, 600_000, 1_024);
+    assert!(early > N / 2, "{early} of {N} timers moved ahead of time");
+    // A slot of level 1 holds about N × 256 / 540 000 = 47 of them.
+    assert!(worst < 1_000, "an advance moved {worst} timers at once");
+    let (worst, _) = run_out(N, start, 60_000, 600_000, 0);
+    assert!(
+        worst > N / 20,
+        "without moves ahead one advance moved {worst}"
+    );
+}
+
+/// Without calls to `migrate` a far slot is drained when it comes due, as
+/// before: moving ahead is an optimisation, never needed for correctness.
+#[test]
+fn a_far_slot_not_moved_ahead_still_fires_on_time() {
+    let mut w: TimingWheel<u64> = TimingWheel::new(0);
+    for i in 0..1_000u64 {
+        w.insert(131_072 + i * 7, i);
+    }
+    assert!(w.next_migration().is_some());
+    let mut fired = Vec::new();
+    let mut count = 0u64;
+    for now in 1..=131_072 + 7_000 {
+        w.advance(now, &mut fired);
+        for &(d, _) in &fired {
+            assert_eq!(d, now);
+            count += 1;
+        }
+        fired.clear();
+    }
+    assert_eq!(count, 1_000);
+}
+
+/// `next_migration` says when the wheel enters the slot before a far
+/// timer's: an owner asleep until then wakes in time to move it.
+#[test]
+fn next_migration_is_when_a_far_slot_s_window_opens() {
+    let mut w: TimingWheel<u64> = TimingWheel::new(0);
+    w.insert(200_000, 1); // level 2, slot 3 (from 196 608 ms)
+    assert_eq!(w.next_migration(), Some(2 << 16));
+    let mut fired = Vec::new();
+    w.advance(2 << 16, &mut fired);
+    assert!(fired.is_empty());
+    assert_eq!(w.next_migration(), Some(2 << 16));
+    assert_eq!(w.migrate(10), 1);
+    // Now on level 1, in its ring's upper half; level 0 takes it 256 ms
+    // before its slot of level 1.
+    let slot1 = 200_000u64 >> 8;
+    assert_eq!(w.next_migration(), Some((slot1 - 1) << 8));
+    for now in (2 << 16) + 1..=200_000 {
+        w.advance(now, &mut fired);
+        if w.next_migration().is_some_and(|m| m <= now) {
+            w.migrate(10);
+        }
+    }
+    assert_eq!(fired, vec![(200_000, 1)]);
+    assert_eq!(w.next_migration(), None);
 }
