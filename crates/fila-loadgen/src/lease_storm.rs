@@ -9,12 +9,12 @@
 //! second queue busy beside them at that many messages a second.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fila_client::{AllOk, AsyncClient, Fields, ReceiveRef, SettingsPatch};
+use fila_client::{AllOk, AsyncClient, Fields, QueueRef, Receipt, ReceiveRef, SettingsPatch};
 use hdrhistogram::Histogram;
 
 use crate::idle::err;
@@ -22,24 +22,32 @@ use crate::lease_ends::now_us;
 use crate::report::{histogram, percentiles_json, percentiles_line, record};
 use crate::target::Fila;
 
-/// Receives in flight while the leases are taken.
+/// Receives (then visibility changes) in flight while the leases are
+/// taken (then given their ends).
 const LEASING: usize = 8;
+/// The visibility the leases are taken with, and the consumers take what
+/// comes back with: longer than any run.
+const HOLD_MS: u64 = 3_600_000;
 
 /// What the run measured.
 pub struct LeaseStormReport {
     leases: u64,
     visibility_ms: (u64, u64),
     rate: u64,
+    /// Taking every lease (for longer than the run).
     leasing_s: f64,
+    /// Giving every lease its end.
+    setting_s: f64,
     /// Messages back, and how late (µs).
     late: Histogram<u64>,
     early: u64,
-    /// Leases that ended before the consumers began (not measured).
-    unwatched: u64,
+    /// Messages back that no lease of the run was known for (none when
+    /// the server is right).
+    unknown: u64,
     missing: u64,
 }
 
-fn receive_ref(queue: &str, visibility_ms: u64, wait_ms: u64) -> ReceiveRef<'_> {
+fn receive_ref(queue: &str, visibility_ms: u64, wait_ms: u64, fields: Fields) -> ReceiveRef<'_> {
     ReceiveRef {
         queue,
         dlq: false,
@@ -47,7 +55,7 @@ fn receive_ref(queue: &str, visibility_ms: u64, wait_ms: u64) -> ReceiveRef<'_> 
         visibility_ms: Some(visibility_ms),
         wait_ms: Some(wait_ms),
         channel: None,
-        fields: Fields::ID.with(Fields::TIMES),
+        fields,
     }
 }
 
@@ -91,31 +99,28 @@ pub fn run(
                 .map_err(err)?;
             put += n as u64;
         }
-        // Lease them all, recording when each lease ends.
-        let ends: Arc<Mutex<HashMap<u128, u64>>> =
-            Arc::new(Mutex::new(HashMap::with_capacity(leases as usize)));
-        let leased = Arc::new(AtomicU64::new(0));
+        // Lease them all, for longer than the run: nothing comes back yet.
+        let taken: Arc<Mutex<Vec<(u128, Receipt)>>> =
+            Arc::new(Mutex::new(Vec::with_capacity(leases as usize)));
         let started = Instant::now();
         let mut tasks = Vec::new();
-        for k in 0..LEASING {
+        for _ in 0..LEASING {
             let c = AsyncClient::connect(options.clone()).await.map_err(err)?;
-            let (ends, leased, q) = (ends.clone(), leased.clone(), queue.to_owned());
-            let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ (k as u64 + 1);
+            let (taken, q) = (taken.clone(), queue.to_owned());
             tasks.push(tokio::spawn(async move {
-                while leased.load(Ordering::Relaxed) < leases {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    let vis = min_ms + seed % (max_visibility_ms - min_ms + 1);
-                    let got = c.receive_with(receive_ref(&q, vis, 0)).await.map_err(err)?;
+                loop {
+                    if taken.lock().expect("not poisoned").len() as u64 >= leases {
+                        break;
+                    }
+                    let got = c
+                        .receive_with(receive_ref(&q, HOLD_MS, 0, Fields::ID))
+                        .await
+                        .map_err(err)?;
                     if got.is_empty() {
                         break;
                     }
-                    leased.fetch_add(got.len() as u64, Ordering::Relaxed);
-                    let mut ends = ends.lock().expect("not poisoned");
-                    for m in got {
-                        ends.insert(m.id, m.next_visible_at_ms);
-                    }
+                    let mut taken = taken.lock().expect("not poisoned");
+                    taken.extend(got.iter().filter_map(|m| Some((m.id, m.receipt?))));
                 }
                 Ok::<(), String>(())
             }));
@@ -124,9 +129,9 @@ pub fn run(
             t.await.map_err(err)??;
         }
         let leasing_s = started.elapsed().as_secs_f64();
-        let in_flight = ends.lock().expect("not poisoned").len() as u64;
-        if in_flight != leases {
-            return Err(format!("{in_flight} of {leases} leased"));
+        let taken = std::mem::take(&mut *taken.lock().expect("not poisoned"));
+        if taken.len() as u64 != leases {
+            return Err(format!("{} of {leases} leased", taken.len()));
         }
         let stop = Arc::new(AtomicBool::new(false));
         // The busy pair beside them, paced.
@@ -154,7 +159,7 @@ pub fn run(
             side.push(tokio::spawn(async move {
                 while !stop_c.load(Ordering::Relaxed) {
                     let got = c
-                        .receive_with(receive_ref(&q, 30_000, 100))
+                        .receive_with(receive_ref(&q, 30_000, 100, Fields::ID))
                         .await
                         .map_err(err)?;
                     let receipts: Vec<_> = got.iter().filter_map(|m| m.receipt).collect();
@@ -169,54 +174,108 @@ pub fn run(
                 Ok::<(), String>(())
             }));
         }
-        // Every message back, each as late as it is. A lease that ended
-        // before the consumers began (the leasing took longer than its
-        // visibility) waited for nobody: counted apart, not as lateness.
+        // The consumers wait on the queue before any lease is given its
+        // end: every message back is measured, each as late as it is.
+        let ends: Arc<Mutex<HashMap<u128, u64>>> =
+            Arc::new(Mutex::new(HashMap::with_capacity(leases as usize)));
+        let all_set = Arc::new(AtomicBool::new(false));
         let deadline = Instant::now() + duration;
-        let begun_us = now_us();
         let mut waiters = Vec::new();
         for _ in 0..consumers.max(1) {
             let c = AsyncClient::connect(options.clone()).await.map_err(err)?;
-            let (ends, q) = (ends.clone(), queue.to_owned());
+            let (ends, all_set, q) = (ends.clone(), all_set.clone(), queue.to_owned());
             waiters.push(tokio::spawn(async move {
                 let mut late = histogram();
                 let mut early = 0u64;
-                let mut unwatched = 0u64;
-                while Instant::now() < deadline && !ends.lock().expect("not poisoned").is_empty() {
+                let mut unknown = 0u64;
+                while Instant::now() < deadline
+                    && !(all_set.load(Ordering::Acquire)
+                        && ends.lock().expect("not poisoned").is_empty())
+                {
                     let left = deadline
                         .saturating_duration_since(Instant::now())
                         .as_millis() as u64;
                     let got = c
-                        .receive_with(receive_ref(&q, 3_600_000, left.clamp(1, 20_000)))
+                        .receive_with(receive_ref(
+                            &q,
+                            HOLD_MS,
+                            left.clamp(1, 20_000),
+                            Fields::ID.with(Fields::TIMES),
+                        ))
                         .await
                         .map_err(err)?;
                     let at = now_us();
                     let mut ends = ends.lock().expect("not poisoned");
                     for m in got {
                         let Some(end) = ends.remove(&m.id) else {
+                            unknown += 1;
                             continue;
                         };
                         let end_us = end * 1_000;
                         if at < end_us {
                             early += 1;
-                        } else if end_us < begun_us {
-                            unwatched += 1;
                         } else {
                             record(&mut late, at - end_us);
                         }
                     }
                 }
-                Ok::<_, String>((late, early, unwatched))
+                Ok::<_, String>((late, early, unknown))
             }));
         }
+        // Then every lease is given its end: a visibility drawn from 1 s
+        // to the maximum, from now, the end as the server answers it.
+        let started = Instant::now();
+        let per = taken.len().div_ceil(LEASING);
+        let mut tasks = Vec::new();
+        for (k, chunk) in taken.chunks(per.max(1)).enumerate() {
+            let c = AsyncClient::connect(options.clone()).await.map_err(err)?;
+            let (ends, q) = (
+                ends.clone(),
+                QueueRef {
+                    name: queue.to_owned(),
+                    dlq: false,
+                },
+            );
+            let chunk = chunk.to_vec();
+            let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ (k as u64 + 1);
+            tasks.push(tokio::spawn(async move {
+                for batch in chunk.chunks(20) {
+                    let changes: Vec<(Receipt, u64)> = batch
+                        .iter()
+                        .map(|(_, r)| {
+                            seed ^= seed << 13;
+                            seed ^= seed >> 7;
+                            seed ^= seed << 17;
+                            (*r, min_ms + seed % (max_visibility_ms - min_ms + 1))
+                        })
+                        .collect();
+                    let set = c
+                        .update_visibility(&q, &changes)
+                        .await
+                        .map_err(err)?
+                        .all_ok()
+                        .map_err(err)?;
+                    let mut ends = ends.lock().expect("not poisoned");
+                    for ((id, _), end) in batch.iter().zip(set) {
+                        ends.insert(*id, end);
+                    }
+                }
+                Ok::<(), String>(())
+            }));
+        }
+        for t in tasks {
+            t.await.map_err(err)??;
+        }
+        all_set.store(true, Ordering::Release);
+        let setting_s = started.elapsed().as_secs_f64();
         let mut late = histogram();
         let mut early = 0;
-        let mut unwatched = 0;
+        let mut unknown = 0;
         for t in waiters {
             let (h, e, u) = t.await.map_err(err)??;
             late.add(&h).map_err(err)?;
             early += e;
-            unwatched += u;
+            unknown += u;
         }
         stop.store(true, Ordering::Relaxed);
         for t in side {
@@ -228,9 +287,10 @@ pub fn run(
             visibility_ms: (min_ms, max_visibility_ms),
             rate,
             leasing_s,
+            setting_s,
             late,
             early,
-            unwatched,
+            unknown,
             missing,
         })
     })
@@ -240,15 +300,16 @@ impl LeaseStormReport {
     /// The report as a table.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "lease-storm: {} leases in flight ({}-{} ms, taken in {:.1} s), busy beside: {} msg/s; back {} ({} ended before the consumers began, not measured), early {}, not back {}\nlate after the lease's end, µs:",
+            "lease-storm: {} leases in flight ({}-{} ms; taken in {:.1} s, given their ends in {:.1} s), busy beside: {} msg/s; back {}, early {}, unknown {}, not back {}\nlate after the lease's end, µs:",
             self.leases,
             self.visibility_ms.0,
             self.visibility_ms.1,
             self.leasing_s,
+            self.setting_s,
             self.rate,
             self.late.len(),
-            self.unwatched,
             self.early,
+            self.unknown,
             self.missing
         );
         out.push_str(&percentiles_line(&self.late));
@@ -260,15 +321,16 @@ impl LeaseStormReport {
     pub fn json(&self) -> String {
         let late = percentiles_json(&self.late);
         format!(
-            "{{\"scenario\":\"lease-storm\",\"leases\":{},\"visibility_ms\":[{},{}],\"rate\":{},\"leasing_s\":{:.3},\"back\":{},\"unwatched\":{},\"early\":{},\"missing\":{},\"late_us\":{{{}}}}}",
+            "{{\"scenario\":\"lease-storm\",\"leases\":{},\"visibility_ms\":[{},{}],\"rate\":{},\"leasing_s\":{:.3},\"setting_s\":{:.3},\"back\":{},\"early\":{},\"unknown\":{},\"missing\":{},\"late_us\":{{{}}}}}",
             self.leases,
             self.visibility_ms.0,
             self.visibility_ms.1,
             self.rate,
             self.leasing_s,
+            self.setting_s,
             self.late.len(),
-            self.unwatched,
             self.early,
+            self.unknown,
             self.missing,
             late
         )
