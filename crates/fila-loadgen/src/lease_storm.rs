@@ -1,12 +1,14 @@
 //! The `lease-storm` scenario, on fila's async client: `--messages`
-//! messages are put and then all leased, each receive of 20 with a
-//! visibility drawn uniformly from 1 s to `--visibility` (60 s unless
-//! given), so that that many leases are in flight at once; then
-//! `--consumers` connections long-poll the queue and measure, for every
-//! message that comes back, how late it came against the end of its lease
-//! as the server gave it (`next_visible_at_ms`, the server's wall clock
-//! on the same machine). With `--rate`, a producer and a consumer keep a
-//! second queue busy beside them at that many messages a second.
+//! messages are put and all leased for an hour; `--consumers` connections
+//! start long-polling the queue; then every lease is given its end by a
+//! visibility change to a time drawn uniformly from 1 s to `--visibility`
+//! (60 s unless given), so that that many leases are in flight at once
+//! and none ends before the consumers wait. The consumers measure, for
+//! every message that comes back, how late it came against the end of its
+//! lease as the server answered the change (`next visible at`, the
+//! server's wall clock on the same machine). With `--rate`, a producer and
+//! a consumer keep a second queue busy beside them at that many messages
+//! a second.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

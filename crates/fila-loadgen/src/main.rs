@@ -83,11 +83,12 @@ usage: fila-loadgen [flags]
                        500 ms to --visibility (7000 unless given): how
                        late each is answered after the lease's end, for
                        --duration; lease-storm (fila): --messages
-                       leases in flight at once (visibility 1 s to
-                       --visibility, 60000 unless given), --consumers
-                       long-polling them back: how late each came back
-                       after its lease's end; with --rate, a producer and a
-                       consumer busy beside at that rate (0 unless given)
+                       leases in flight at once (taken for an hour, then
+                       each changed to end 1 s to --visibility from then,
+                       60000 unless given), --consumers long-polling them
+                       back: how late each came back after its lease's
+                       end; with --rate, a producer and a consumer busy
+                       beside at that rate (0 unless given)
                        [lifecycle]
   --queues N           queues of many-queues          [10000]
   --waiters N          parked receives of long-poll-idle [10000]
