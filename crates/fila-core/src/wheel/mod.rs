@@ -78,6 +78,11 @@ const GATHER: usize = 32;
 /// The most room (timers) a drained slot's vector keeps for its next ones.
 const KEEP_ROOM: usize = 1024;
 
+/// The levels whose bits are set in `mask`, lowest first.
+fn levels_in(mask: u8) -> impl Iterator<Item = usize> {
+    (0..LEVELS).filter(move |level| mask & (1 << level) != 0)
+}
+
 /// Names one inserted timer, for [`TimingWheel::cancel`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TimerKey(u32);
@@ -428,10 +433,7 @@ impl<T: Copy + Default> TimingWheel<T> {
     /// level above the first holds a timer.
     pub fn next_migration(&self) -> Option<u64> {
         let mut first: Option<u64> = None;
-        let mut levels = self.levels & !1;
-        while levels != 0 {
-            let level = levels.trailing_zeros() as usize;
-            levels &= levels - 1;
+        for level in levels_in(self.levels & !1) {
             let occupied = &self.occupied[level];
             let shift = SLOT_BITS * level as u32;
             let now_slot = self.elapsed >> shift;
@@ -506,10 +508,7 @@ impl<T: Copy + Default> TimingWheel<T> {
     /// The earliest occupied slot: (level, slot, start time of the slot).
     fn next_slot(&self) -> Option<(usize, usize, u64)> {
         let mut first: Option<(usize, usize, u64)> = None;
-        let mut levels = self.levels;
-        while levels != 0 {
-            let level = levels.trailing_zeros() as usize;
-            levels &= levels - 1;
+        for level in levels_in(self.levels) {
             let occupied = &self.occupied[level];
             let shift = SLOT_BITS * level as u32;
             // A level's occupied slots lie 1 to 511 slots after the current
