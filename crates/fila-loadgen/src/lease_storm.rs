@@ -6,12 +6,14 @@
 //! and none ends before the consumers wait. The consumers measure, for
 //! every message that comes back, how late it came against the end of its
 //! lease as the server answered the change (`next visible at`, the
-//! server's wall clock on the same machine). With `--rate`, a producer and
-//! a consumer keep a second queue busy beside them at that many messages
-//! a second.
+//! server's wall clock on the same machine), and apart those whose lease
+//! ended after the last end was given (the visibility changes, as fast as
+//! 8 connections go, saturate the server and the client's one thread until
+//! then). With `--rate`, a producer and a consumer keep a second queue
+//! busy beside them at that many messages a second.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -42,6 +44,13 @@ pub struct LeaseStormReport {
     setting_s: f64,
     /// Messages back, and how late (µs).
     late: Histogram<u64>,
+    /// Those of them whose lease ended after every lease was given its
+    /// end: the server was no longer saturated by the visibility changes
+    /// (nor the one client thread busy sending them).
+    settled: Histogram<u64>,
+    /// The latest of the settled: how late (µs), and when it came back (µs
+    /// of the wall clock), to find it in a trace of the run.
+    worst: (u64, u64),
     early: u64,
     /// Messages back that no lease of the run was known for (none when
     /// the server is right).
@@ -181,13 +190,18 @@ pub fn run(
         let ends: Arc<Mutex<HashMap<u128, u64>>> =
             Arc::new(Mutex::new(HashMap::with_capacity(leases as usize)));
         let all_set = Arc::new(AtomicBool::new(false));
+        // When the last end was given (µs, the server's clock), `MAX` until then.
+        let set_at = Arc::new(AtomicU64::new(u64::MAX));
         let deadline = Instant::now() + duration;
         let mut waiters = Vec::new();
         for _ in 0..consumers.max(1) {
             let c = AsyncClient::connect(options.clone()).await.map_err(err)?;
             let (ends, all_set, q) = (ends.clone(), all_set.clone(), queue.to_owned());
+            let set_at = set_at.clone();
             waiters.push(tokio::spawn(async move {
                 let mut late = histogram();
+                let mut settled = histogram();
+                let mut worst = (0u64, 0u64);
                 let mut early = 0u64;
                 let mut unknown = 0u64;
                 while Instant::now() < deadline
@@ -218,10 +232,14 @@ pub fn run(
                             early += 1;
                         } else {
                             record(&mut late, at - end_us);
+                            if end_us >= set_at.load(Ordering::Acquire) {
+                                record(&mut settled, at - end_us);
+                                worst = worst.max((at - end_us, at));
+                            }
                         }
                     }
                 }
-                Ok::<_, String>((late, early, unknown))
+                Ok::<_, String>((late, settled, worst, early, unknown))
             }));
         }
         // Then every lease is given its end: a visibility drawn from 1 s
@@ -268,14 +286,19 @@ pub fn run(
         for t in tasks {
             t.await.map_err(err)??;
         }
+        set_at.store(now_us(), Ordering::Release);
         all_set.store(true, Ordering::Release);
         let setting_s = started.elapsed().as_secs_f64();
         let mut late = histogram();
+        let mut settled = histogram();
+        let mut worst = (0, 0);
         let mut early = 0;
         let mut unknown = 0;
         for t in waiters {
-            let (h, e, u) = t.await.map_err(err)??;
+            let (h, s, w, e, u) = t.await.map_err(err)??;
+            worst = worst.max(w);
             late.add(&h).map_err(err)?;
+            settled.add(&s).map_err(err)?;
             early += e;
             unknown += u;
         }
@@ -291,6 +314,8 @@ pub fn run(
             leasing_s,
             setting_s,
             late,
+            settled,
+            worst,
             early,
             unknown,
             missing,
@@ -315,6 +340,8 @@ impl LeaseStormReport {
             self.missing
         );
         out.push_str(&percentiles_line(&self.late));
+        out.push_str("\nof them, leases that ended after every end was given, µs:");
+        out.push_str(&percentiles_line(&self.settled));
         out.push('\n');
         out
     }
@@ -323,7 +350,7 @@ impl LeaseStormReport {
     pub fn json(&self) -> String {
         let late = percentiles_json(&self.late);
         format!(
-            "{{\"scenario\":\"lease-storm\",\"leases\":{},\"visibility_ms\":[{},{}],\"rate\":{},\"leasing_s\":{:.3},\"setting_s\":{:.3},\"back\":{},\"early\":{},\"unknown\":{},\"missing\":{},\"late_us\":{{{}}}}}",
+            "{{\"scenario\":\"lease-storm\",\"leases\":{},\"visibility_ms\":[{},{}],\"rate\":{},\"leasing_s\":{:.3},\"setting_s\":{:.3},\"back\":{},\"early\":{},\"unknown\":{},\"missing\":{},\"late_us\":{{{}}},\"settled_late_us\":{{{}}},\"worst_at_us\":{}}}",
             self.leases,
             self.visibility_ms.0,
             self.visibility_ms.1,
@@ -334,7 +361,9 @@ impl LeaseStormReport {
             self.early,
             self.unknown,
             self.missing,
-            late
+            late,
+            percentiles_json(&self.settled),
+            self.worst.1
         )
     }
 }

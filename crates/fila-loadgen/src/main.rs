@@ -87,7 +87,8 @@ usage: fila-loadgen [flags]
                        each changed to end 1 s to --visibility from then,
                        60000 unless given), --consumers long-polling them
                        back: how late each came back after its lease's
-                       end; with --rate, a producer and a consumer busy
+                       end (all, and those ending after every end was
+                       given); with --rate, a producer and a consumer busy
                        beside at that rate (0 unless given)
                        [lifecycle]
   --queues N           queues of many-queues          [10000]
