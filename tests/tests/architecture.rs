@@ -150,3 +150,49 @@ fn every_file_and_name_architecture_md_quotes_exists() {
         "ARCHITECTURE.md names what is not there: {missing:#?}"
     );
 }
+
+/// The dialect crates have no I/O: ARCHITECTURE.md says a dialect (the
+/// binary protocol's `fila-proto`, the SQS API's `fila-sqs`) is bytes in
+/// and bytes out, and the server owns the sockets. None of them depends
+/// on an I/O runtime or reaches the network, files or threads.
+#[test]
+fn the_dialect_crates_have_no_io() {
+    let root = root();
+    for krate in ["fila-proto", "fila-sqs"] {
+        let dir = root.join("crates").join(krate);
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        let deps = manifest
+            .split("[dependencies]")
+            .nth(1)
+            .map(|d| d.split("\n[").next().unwrap_or(""))
+            .unwrap_or("");
+        for io in [
+            "tokio",
+            "mio",
+            "hyper",
+            "rustls",
+            "fila-server",
+            "fila-store",
+            "fila-wal",
+        ] {
+            assert!(
+                !deps.lines().any(|l| l.trim_start().starts_with(io)),
+                "{krate} depends on {io}"
+            );
+        }
+        let mut sources = Vec::new();
+        files(&dir.join("src"), &mut sources);
+        for p in sources {
+            let text = std::fs::read_to_string(&p).unwrap();
+            for io in [
+                "std::net",
+                "std::fs",
+                "std::thread",
+                "std::process",
+                "TcpStream",
+            ] {
+                assert!(!text.contains(io), "{} uses {io}", p.display());
+            }
+        }
+    }
+}

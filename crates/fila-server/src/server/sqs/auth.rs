@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use fila_sqs::Head;
 use tracing::{debug, warn};
 
 use super::error::{Kind, SqsError};
@@ -22,7 +23,7 @@ pub(super) fn authenticate(
     gateway: &Gateway,
     access: &Access,
     guard: &std::sync::Mutex<AuthGuard>,
-    parts: &hyper::http::request::Parts,
+    head: &Head<'_>,
     body: &[u8],
     peer: SocketAddr,
 ) -> Result<Option<TokenId>, SqsError> {
@@ -44,7 +45,7 @@ pub(super) fn authenticate(
             ),
         ));
     }
-    let result = check_signature(tokens, parts, body);
+    let result = check_signature(tokens, head, body);
     if let Err(e) = &result {
         gateway
             .shared
@@ -73,46 +74,11 @@ pub(super) fn authenticate(
 
 fn check_signature(
     tokens: &crate::auth::TokenTable,
-    parts: &hyper::http::request::Parts,
+    head: &Head<'_>,
     body: &[u8],
 ) -> Result<TokenId, SqsError> {
-    let header = parts
-        .headers
-        .get(hyper::header::AUTHORIZATION)
-        .ok_or_else(|| {
-            SqsError::new(
-                Kind::MissingAuthenticationToken,
-                "Request is missing Authentication Token (sign it with SigV4: the access key id names a token, the token is the secret).",
-            )
-        })?
-        .to_str()
-        .map_err(|_| SqsError::new(Kind::IncompleteSignature, "The Authorization header is not text."))?;
-    let auth = sigv4::parse_authorization(header)?;
-    if auth.service != sigv4::SERVICE {
-        return Err(SqsError::new(
-            Kind::SignatureDoesNotMatch,
-            format!(
-                "Credential should be scoped to correct service: '{}'.",
-                sigv4::SERVICE
-            ),
-        ));
-    }
-    let (id, secret) = tokens.by_id(auth.key_id).ok_or_else(|| {
-        SqsError::new(
-            Kind::InvalidClientTokenId,
-            "The security token included in the request is invalid (no token has this access key id).",
-        )
-    })?;
-    let signed = sigv4::Signed {
-        method: parts.method.as_str(),
-        path: parts.uri.path(),
-        query: parts.uri.query().unwrap_or(""),
-        headers: &parts.headers,
-        body,
-    };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    sigv4::verify(&signed, &auth, secret, now)?;
-    Ok(id)
+    sigv4::check(head, body, now, |key_id| tokens.by_id(key_id))
 }

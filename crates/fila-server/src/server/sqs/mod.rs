@@ -4,11 +4,12 @@
 //! hyper's HTTP/1.1 server (keep-alive, one request at a time per
 //! connection), all accepting from one socket (the least loaded takes new
 //! connections). A request of the AWS JSON 1.0 protocol (`POST /`,
-//! `X-Amz-Target: AmazonSQS.<Operation>`) or of the query protocol
-//! (`query.rs`) becomes one or more requests of the binary protocol's kind,
-//! which go to the shards' owners by the same path a binary request takes
-//! (`gateway.rs`); the answers become the SQS API's. docs/sqs.md is the
-//! user's reference.
+//! `X-Amz-Target: AmazonSQS.<Operation>`) or of the query protocol, read
+//! by the dialect crate `fila_sqs` (which also checks signatures and writes
+//! the answers' bodies), becomes one or more requests of the binary
+//! protocol's kind, which go to the shards' owners by the same path a
+//! binary request takes (`gateway.rs`); the answers become the SQS API's.
+//! docs/sqs.md is the user's reference.
 //!
 //! Limits, per connection: a request head of at most [`HEAD_BYTES_MAX`]
 //! and [`HEADERS_MAX`] headers, sent within [`HEAD_SECS`] of its first
@@ -42,17 +43,14 @@ use super::Shared;
 use crate::guard::AuthGuard;
 
 mod actions;
-mod attrs;
 mod auth;
-pub(in crate::server) mod error;
 pub(in crate::server) mod gateway;
-#[cfg(test)]
-mod hostile_input;
-pub(in crate::server) mod query;
 mod request;
-mod sigv4;
 
-use request::{error_body, handle};
+use fila_sqs::{attrs, sigv4};
+pub(in crate::server) use fila_sqs::{error, query};
+
+use request::handle;
 
 use error::{Kind, SqsError};
 use gateway::Gateway;
@@ -286,7 +284,7 @@ async fn refuse(mut stream: tokio::net::TcpStream, max: usize) {
         Kind::ServiceUnavailable,
         format!("The server is at its max_connections of {max}."),
     );
-    let body = error_body(&e);
+    let body = fila_sqs::error_body(fila_sqs::Protocol::Json, &e, &fila_sqs::request_id());
     let head = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/x-amz-json-1.0\r\nx-amzn-query-error: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         e.query_header(),

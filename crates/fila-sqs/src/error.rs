@@ -5,10 +5,11 @@
 
 use fila_core::{Error, ErrorKind};
 
-/// What went wrong, as the SQS API names it.
+/// What went wrong, as the SQS API names it: each variant is the error of
+/// that name in the API's reference.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-
-pub(in crate::server) enum Kind {
+#[allow(missing_docs)]
+pub enum Kind {
     QueueDoesNotExist,
     InvalidAddress,
     QueueNameExists,
@@ -152,13 +153,16 @@ impl Kind {
 
 /// An error answer of the SQS API.
 #[derive(Clone, Debug)]
-pub(in crate::server) struct SqsError {
-    pub(in crate::server) kind: Kind,
-    pub(in crate::server) message: String,
+pub struct SqsError {
+    /// Which error.
+    pub kind: Kind,
+    /// What the answer's message says.
+    pub message: String,
 }
 
 impl SqsError {
-    pub(in crate::server) fn new(kind: Kind, message: impl Into<String>) -> SqsError {
+    /// An error of `kind` saying `message`.
+    pub fn new(kind: Kind, message: impl Into<String>) -> SqsError {
         SqsError {
             kind,
             message: message.into(),
@@ -166,21 +170,22 @@ impl SqsError {
     }
 
     /// The JSON protocol's `__type`.
-    pub(in crate::server) fn json_type(&self) -> String {
+    pub fn json_type(&self) -> String {
         format!("com.amazonaws.sqs#{}", self.kind.names().0)
     }
 
     /// The query protocol's code.
-    pub(in crate::server) fn code(&self) -> &'static str {
+    pub fn code(&self) -> &'static str {
         self.kind.names().1
     }
 
-    pub(in crate::server) fn status(&self) -> u16 {
+    /// The HTTP status of its answer.
+    pub fn status(&self) -> u16 {
         self.kind.names().2
     }
 
     /// `Sender` or `Receiver`, as the query protocol says whose fault it is.
-    pub(in crate::server) fn fault(&self) -> &'static str {
+    pub fn fault(&self) -> &'static str {
         if self.kind.names().3 {
             "Sender"
         } else {
@@ -189,11 +194,12 @@ impl SqsError {
     }
 
     /// The `x-amzn-query-error` header's value.
-    pub(in crate::server) fn query_header(&self) -> String {
+    pub fn query_header(&self) -> String {
         format!("{};{}", self.code(), self.fault())
     }
 
-    pub(in crate::server) fn missing(name: &str) -> SqsError {
+    /// A required parameter `name` is missing.
+    pub fn missing(name: &str) -> SqsError {
         SqsError::new(
             Kind::MissingParameter,
             format!("The request must contain the parameter {name}."),
@@ -202,16 +208,17 @@ impl SqsError {
 
     /// An answer of the shards' owners of another kind than its request's
     /// (a bug).
-    pub(in crate::server) fn unexpected() -> SqsError {
+    pub fn unexpected() -> SqsError {
         SqsError::new(Kind::InternalError, "an unexpected answer")
     }
 
-    pub(in crate::server) fn invalid(message: impl Into<String>) -> SqsError {
+    /// A parameter's value is not valid (`InvalidParameterValue`).
+    pub fn invalid(message: impl Into<String>) -> SqsError {
         SqsError::new(Kind::InvalidParameterValue, message)
     }
 
     /// The SQS error of an engine error about queue `queue`.
-    pub(in crate::server) fn of_engine(e: &Error) -> SqsError {
+    pub fn of_engine(e: &Error) -> SqsError {
         let kind = match e.kind() {
             ErrorKind::QueueNotFound | ErrorKind::QueueDeleted => Kind::QueueDoesNotExist,
             ErrorKind::QueueExists => Kind::QueueNameExists,
@@ -229,7 +236,7 @@ impl SqsError {
     }
 
     /// The SQS error of an error answer of the binary protocol's codes.
-    pub(in crate::server) fn of_wire(e: &fila_proto::WireError) -> SqsError {
+    pub fn of_wire(e: &fila_proto::WireError) -> SqsError {
         use fila_proto::ErrorCode as C;
         let kind = match e.code {
             C::QUEUE_NOT_FOUND | C::QUEUE_DELETED => Kind::QueueDoesNotExist,

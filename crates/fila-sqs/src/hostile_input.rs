@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 
-use super::{attrs, query, sigv4};
+use crate::{attrs, query, sigv4};
 
 /// Form-like text: names of the flattened shapes, dots, numbers,
 /// escapes.

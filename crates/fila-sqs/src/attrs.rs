@@ -22,35 +22,35 @@ use base64::Engine as _;
 use md5::{Digest, Md5};
 use serde_json::{json, Map, Value};
 
-use super::error::{Kind, SqsError};
+use crate::error::{Kind, SqsError};
 
 /// The account every queue URL and ARN names.
-pub(in crate::server) const ACCOUNT: &str = "000000000000";
+pub const ACCOUNT: &str = "000000000000";
 /// The region ARNs name.
-pub(in crate::server) const REGION: &str = "us-east-1";
+pub const REGION: &str = "us-east-1";
 /// The fila attribute holding the SQS types of the other attributes (those
 /// not plain `String`).
-pub(in crate::server) const TYPES_KEY: &str = "fila.sqs.types";
+pub const TYPES_KEY: &str = "fila.sqs.types";
 /// The fila attribute holding a message's `AWSTraceHeader`.
-pub(in crate::server) const TRACE_KEY: &str = "fila.sqs.trace";
+pub const TRACE_KEY: &str = "fila.sqs.trace";
 /// The fila attribute holding a FIFO message's `MessageDeduplicationId`.
-pub(in crate::server) const DEDUP_KEY: &str = "fila.sqs.dedup";
+pub const DEDUP_KEY: &str = "fila.sqs.dedup";
 /// Message attributes one SQS message may carry.
-pub(in crate::server) const MESSAGE_ATTRIBUTES_MAX: usize = 10;
+pub const MESSAGE_ATTRIBUTES_MAX: usize = 10;
 
 /// A queue's URL as seen from `host`.
-pub(in crate::server) fn queue_url(host: &str, name: &str) -> String {
+pub fn queue_url(host: &str, name: &str) -> String {
     format!("http://{host}/{ACCOUNT}/{name}")
 }
 
 /// A queue's ARN.
-pub(in crate::server) fn queue_arn(name: &str) -> String {
+pub fn queue_arn(name: &str) -> String {
     format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{name}")
 }
 
 /// The queue a URL names: its path is `/ACCOUNT/NAME` (the scheme and host
 /// are not looked at); another account's queue does not exist here.
-pub(in crate::server) fn name_of_url(url: &str) -> Result<String, SqsError> {
+pub fn name_of_url(url: &str) -> Result<String, SqsError> {
     let path = url
         .split_once("://")
         .map_or(url, |(_, rest)| rest.split_once('/').map_or("", |(_, p)| p));
@@ -75,7 +75,7 @@ pub(in crate::server) fn name_of_url(url: &str) -> Result<String, SqsError> {
 }
 
 /// The queue an ARN names.
-pub(in crate::server) fn name_of_arn(arn: &str) -> Result<String, SqsError> {
+pub fn name_of_arn(arn: &str) -> Result<String, SqsError> {
     let parts: Vec<&str> = arn.split(':').collect();
     match parts.as_slice() {
         ["arn", _, "sqs", _, _, name] if !name.is_empty() => Ok((*name).to_owned()),
@@ -84,7 +84,7 @@ pub(in crate::server) fn name_of_arn(arn: &str) -> Result<String, SqsError> {
 }
 
 /// A message id as SQS shows it.
-pub(in crate::server) fn message_id(id: u128) -> String {
+pub fn message_id(id: u128) -> String {
     let bytes = id.to_be_bytes();
     let mut out = String::with_capacity(36);
     for (i, b) in bytes.iter().enumerate() {
@@ -97,7 +97,7 @@ pub(in crate::server) fn message_id(id: u128) -> String {
 }
 
 /// Bytes as lower-case hex.
-pub(in crate::server) fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {
         push_hex(*b, &mut out);
@@ -113,18 +113,18 @@ fn push_hex(b: u8, out: &mut String) {
 }
 
 /// A receipt as a receipt handle.
-pub(in crate::server) fn receipt_handle(receipt: &[u8]) -> String {
+pub fn receipt_handle(receipt: &[u8]) -> String {
     B64.encode(receipt)
 }
 
 /// The bytes of a handle made by [`receipt_handle`], if it is one.
-pub(in crate::server) fn bytes_of_handle(handle: &str) -> Option<Vec<u8>> {
+pub fn bytes_of_handle(handle: &str) -> Option<Vec<u8>> {
     B64.decode(handle).ok()
 }
 
 /// A receipt handle back to a receipt; `ReceiptHandleIsInvalid` when it is
 /// not one.
-pub(in crate::server) fn receipt_of(handle: &str) -> Result<fila_proto::Receipt, SqsError> {
+pub fn receipt_of(handle: &str) -> Result<fila_proto::Receipt, SqsError> {
     let invalid = || {
         SqsError::new(
             Kind::ReceiptHandleIsInvalid,
@@ -136,20 +136,25 @@ pub(in crate::server) fn receipt_of(handle: &str) -> Result<fila_proto::Receipt,
 }
 
 /// The MD5 of a message body, in hex.
-pub(in crate::server) fn md5_hex(bytes: &[u8]) -> String {
+pub fn md5_hex(bytes: &[u8]) -> String {
     hex(&Md5::digest(bytes))
 }
 
 /// A message attribute as SQS carries it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(in crate::server) struct MessageAttribute {
-    pub(in crate::server) data_type: String,
-    pub(in crate::server) value: AttributeValue,
+pub struct MessageAttribute {
+    /// `String`, `Number` or `Binary`, with an optional `.label`.
+    pub data_type: String,
+    /// Its value.
+    pub value: AttributeValue,
 }
 
+/// A message attribute's value: text (`String`, `Number`) or bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(in crate::server) enum AttributeValue {
+pub enum AttributeValue {
+    /// `StringValue`.
     String(String),
+    /// `BinaryValue`.
     Binary(Vec<u8>),
 }
 
@@ -157,7 +162,7 @@ pub(in crate::server) enum AttributeValue {
 /// name order, the name, the data type (each with its length as 4 bytes,
 /// big-endian), 1 for a string value or 2 for a binary one, then the value
 /// with its length.
-pub(in crate::server) fn md5_of_attributes(attrs: &BTreeMap<String, MessageAttribute>) -> String {
+pub fn md5_of_attributes(attrs: &BTreeMap<String, MessageAttribute>) -> String {
     let mut buf = Vec::new();
     let put = |bytes: &[u8], buf: &mut Vec<u8>| {
         buf.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
@@ -181,7 +186,7 @@ pub(in crate::server) fn md5_of_attributes(attrs: &BTreeMap<String, MessageAttri
 }
 
 /// Whether `s` has only the characters SQS allows in a message (XML's).
-pub(in crate::server) fn valid_text(s: &str) -> bool {
+pub fn valid_text(s: &str) -> bool {
     s.chars().all(|c| {
         matches!(c, '\u{9}' | '\u{A}' | '\u{D}' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..='\u{10FFFF}')
     })
@@ -247,7 +252,7 @@ fn check_name(name: &str) -> Result<(), SqsError> {
 }
 
 /// The `MessageAttributes` of a request, checked.
-pub(in crate::server) fn parse_message_attributes(
+pub fn parse_message_attributes(
     v: Option<&Value>,
 ) -> Result<BTreeMap<String, MessageAttribute>, SqsError> {
     let mut out = BTreeMap::new();
@@ -336,7 +341,7 @@ fn is_number(s: &str) -> bool {
 }
 
 /// SQS attributes (and a trace header) as fila attributes.
-pub(in crate::server) fn to_fila(
+pub fn to_fila(
     attrs: &BTreeMap<String, MessageAttribute>,
     trace: Option<&str>,
 ) -> Vec<(String, String)> {
@@ -365,7 +370,7 @@ pub(in crate::server) fn to_fila(
 /// types kept in [`TYPES_KEY`] (plain `String` for the others); an
 /// attribute written by a binary-protocol client whose name SQS would not
 /// take is left out, as is a `Binary` one that is not base64.
-pub(in crate::server) fn from_fila(
+pub fn from_fila(
     attrs: &[(Box<str>, Box<str>)],
 ) -> (BTreeMap<String, MessageAttribute>, Option<String>) {
     let types: BTreeMap<&str, &str> = attrs
@@ -412,7 +417,7 @@ pub(in crate::server) fn from_fila(
 }
 
 /// Message attributes as the JSON protocol writes them.
-pub(in crate::server) fn attributes_json(attrs: &BTreeMap<String, MessageAttribute>) -> Value {
+pub fn attributes_json(attrs: &BTreeMap<String, MessageAttribute>) -> Value {
     let mut map = Map::new();
     for (name, a) in attrs {
         let v = match &a.value {
@@ -430,7 +435,7 @@ pub(in crate::server) fn attributes_json(attrs: &BTreeMap<String, MessageAttribu
 /// `MessageAttributeNames` (`All`, `.*`, names, `prefix.*`: every name
 /// starting with `prefix`, as the ReceiveMessage reference has it — "all
 /// message attributes starting with a prefix, for example bar.*").
-pub(in crate::server) fn asked(names: &[String], name: &str) -> bool {
+pub fn asked(names: &[String], name: &str) -> bool {
     names.iter().any(|n| {
         n == "All"
             || n == name

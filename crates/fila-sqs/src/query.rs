@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::error::{Kind, SqsError};
-use super::sigv4::decode;
+use crate::error::{Kind, SqsError};
+use crate::sigv4::decode;
 
 /// The XML namespace of SQS's query answers.
 const XMLNS: &str = "http://queue.amazonaws.com/doc/2012-11-05/";
@@ -22,7 +22,7 @@ const XMLNS: &str = "http://queue.amazonaws.com/doc/2012-11-05/";
 const PARAMS_MAX: usize = 1000;
 
 /// A form's parameters, decoded.
-pub(in crate::server) fn parse_form(form: &[u8]) -> Result<Vec<(String, String)>, SqsError> {
+pub fn parse_form(form: &[u8]) -> Result<Vec<(String, String)>, SqsError> {
     let text =
         std::str::from_utf8(form).map_err(|_| SqsError::invalid("The form is not UTF-8 text."))?;
     let mut out = Vec::new();
@@ -153,17 +153,16 @@ fn structure(node: &Node) -> Value {
 /// The operation a form names and its input as the JSON protocol's.
 /// `path` is the request's path: the query protocol may name the queue
 /// there instead of in `QueueUrl`.
-pub(in crate::server) fn input(
-    params: &[(String, String)],
-    path: &str,
-) -> Result<(String, Value), SqsError> {
+pub fn input(params: &[(String, String)], path: &str) -> Result<(String, Value), SqsError> {
     let root = tree(params)?;
-    let action = leaf(&root, "Action").ok_or_else(|| {
-        SqsError::new(
-            Kind::MissingAction,
-            "The request must contain the parameter Action.",
-        )
-    })?;
+    let action = leaf(&root, "Action")
+        .filter(|a| !a.is_empty())
+        .ok_or_else(|| {
+            SqsError::new(
+                Kind::MissingAction,
+                "The request must contain the parameter Action.",
+            )
+        })?;
     let mut input = structure(&root);
     if let Value::Object(m) = &mut input {
         m.remove("Action");
@@ -265,7 +264,7 @@ fn element(name: &str, v: &Value, op: &str, out: &mut String) {
 }
 
 /// An operation's output as the query protocol's answer.
-pub(in crate::server) fn answer(op: &str, output: &Value, request_id: &str) -> String {
+pub fn answer(op: &str, output: &Value, request_id: &str) -> String {
     let mut out = String::with_capacity(512);
     out.push_str(&format!(
         "<?xml version=\"1.0\"?><{op}Response xmlns=\"{XMLNS}\">"
@@ -287,7 +286,7 @@ pub(in crate::server) fn answer(op: &str, output: &Value, request_id: &str) -> S
 }
 
 /// An error as the query protocol's answer.
-pub(in crate::server) fn error(e: &SqsError, request_id: &str) -> String {
+pub fn error(e: &SqsError, request_id: &str) -> String {
     let mut out = String::from("<?xml version=\"1.0\"?><ErrorResponse xmlns=\"");
     out.push_str(XMLNS);
     out.push_str("\"><Error><Type>");
@@ -367,6 +366,8 @@ mod tests {
             json!({"QueueUrl": "u", "AttributeNames": ["All"], "MessageAttributeNames": ["a.*"], "MaxNumberOfMessages": "10"})
         );
         assert!(super::input(&form("QueueUrl=u"), "/").is_err());
+        let empty = super::input(&form("Action=&QueueUrl=u"), "/").unwrap_err();
+        assert_eq!(empty.kind, Kind::MissingAction);
     }
 
     #[test]

@@ -7,27 +7,32 @@
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
-use super::attrs::hex;
-use super::error::{Kind, SqsError};
+use crate::attrs::hex;
+use crate::error::{Kind, SqsError};
+use crate::{Head, Headers};
 
 /// How far a request's timestamp may be from the server's clock.
-pub(in crate::server) const SKEW_SECS: u64 = 15 * 60;
+pub const SKEW_SECS: u64 = 15 * 60;
 /// The service name a credential scope must name.
-pub(in crate::server) const SERVICE: &str = "sqs";
+pub const SERVICE: &str = "sqs";
 
 const ALGORITHM: &str = "AWS4-HMAC-SHA256";
 
 /// What the `Authorization` header says.
 #[derive(Debug, PartialEq, Eq)]
-pub(in crate::server) struct Authorization<'a> {
-    pub(in crate::server) key_id: &'a str,
+pub struct Authorization<'a> {
+    /// The access key id (a token's id in fila).
+    pub key_id: &'a str,
     /// `YYYYMMDD`.
-    pub(in crate::server) date: &'a str,
-    pub(in crate::server) region: &'a str,
-    pub(in crate::server) service: &'a str,
+    pub date: &'a str,
+    /// The credential scope's region.
+    pub region: &'a str,
+    /// The credential scope's service (`sqs`).
+    pub service: &'a str,
     /// Lower-case header names, in the order given (sorted by the signer).
-    pub(in crate::server) signed_headers: Vec<&'a str>,
-    pub(in crate::server) signature: &'a str,
+    pub signed_headers: Vec<&'a str>,
+    /// The signature, in hex.
+    pub signature: &'a str,
 }
 
 fn incomplete(what: &str) -> SqsError {
@@ -39,7 +44,7 @@ fn incomplete(what: &str) -> SqsError {
 
 /// Parses `AWS4-HMAC-SHA256 Credential=ID/DATE/REGION/SERVICE/aws4_request,
 /// SignedHeaders=a;b, Signature=hex`.
-pub(in crate::server) fn parse_authorization(header: &str) -> Result<Authorization<'_>, SqsError> {
+pub fn parse_authorization(header: &str) -> Result<Authorization<'_>, SqsError> {
     let rest = header
         .strip_prefix(ALGORITHM)
         .filter(|r| r.starts_with(' '))
@@ -87,14 +92,17 @@ pub(in crate::server) fn parse_authorization(header: &str) -> Result<Authorizati
 }
 
 /// A request as the signature covers it.
-pub(in crate::server) struct Signed<'a> {
-    pub(in crate::server) method: &'a str,
+pub struct Signed<'a> {
+    /// The method.
+    pub method: &'a str,
     /// The path as sent (percent-encoded).
-    pub(in crate::server) path: &'a str,
+    pub path: &'a str,
     /// The query as sent, without `?`.
-    pub(in crate::server) query: &'a str,
-    pub(in crate::server) headers: &'a hyper::HeaderMap,
-    pub(in crate::server) body: &'a [u8],
+    pub query: &'a str,
+    /// Its headers.
+    pub headers: &'a Headers<'a>,
+    /// Its body.
+    pub body: &'a [u8],
 }
 
 /// Percent-encodes everything but the unreserved characters (and `/` when
@@ -114,7 +122,7 @@ fn encode(s: &[u8], keep_slash: bool, out: &mut String) {
 
 /// Decodes `%XX` (and `+` as a space, as the form encoding and the SDKs'
 /// query parsers do).
-pub(in crate::server) fn decode(s: &str) -> Vec<u8> {
+pub fn decode(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -163,7 +171,7 @@ fn canonical_uri(path: &str) -> String {
 }
 
 /// The query's pairs decoded, sorted by name then value, encoded.
-pub(in crate::server) fn canonical_query(query: &str) -> String {
+pub fn canonical_query(query: &str) -> String {
     let mut pairs: Vec<(String, String)> = query
         .split('&')
         .filter(|p| !p.is_empty())
@@ -185,11 +193,10 @@ pub(in crate::server) fn canonical_query(query: &str) -> String {
 
 /// A header's values joined by commas, each trimmed with inner runs of
 /// spaces made one.
-fn header_value(headers: &hyper::HeaderMap, name: &str) -> Result<String, SqsError> {
+fn header_value(headers: &Headers<'_>, name: &str) -> Result<String, SqsError> {
     let mut values = Vec::new();
     for v in headers.get_all(name) {
-        let v = std::str::from_utf8(v.as_bytes())
-            .map_err(|_| incomplete("a signed header is not text"))?;
+        let v = std::str::from_utf8(v).map_err(|_| incomplete("a signed header is not text"))?;
         values.push(v.split_whitespace().collect::<Vec<_>>().join(" "));
     }
     if values.is_empty() {
@@ -199,10 +206,7 @@ fn header_value(headers: &hyper::HeaderMap, name: &str) -> Result<String, SqsErr
 }
 
 /// The canonical request of `req` under `auth`.
-pub(in crate::server) fn canonical_request(
-    req: &Signed<'_>,
-    auth: &Authorization<'_>,
-) -> Result<String, SqsError> {
+pub fn canonical_request(req: &Signed<'_>, auth: &Authorization<'_>) -> Result<String, SqsError> {
     let mut out = String::with_capacity(256);
     out.push_str(req.method);
     out.push('\n');
@@ -231,7 +235,7 @@ fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
 
 /// The signature of a canonical request, as the signer with `secret`
 /// computes it.
-pub(in crate::server) fn signature(
+pub fn signature(
     secret: &str,
     auth: &Authorization<'_>,
     timestamp: &str,
@@ -253,7 +257,7 @@ pub(in crate::server) fn signature(
 }
 
 /// Seconds since the epoch of `YYYYMMDDTHHMMSSZ`.
-pub(in crate::server) fn parse_timestamp(s: &str) -> Option<u64> {
+pub fn parse_timestamp(s: &str) -> Option<u64> {
     let b = s.as_bytes();
     if b.len() != 16 || b[8] != b'T' || b[15] != b'Z' {
         return None;
@@ -283,7 +287,7 @@ pub(in crate::server) fn parse_timestamp(s: &str) -> Option<u64> {
 
 /// Whether two signatures are equal, in a time that depends only on their
 /// length.
-pub(in crate::server) fn same(a: &str, b: &str) -> bool {
+pub fn same(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     if a.len() != b.len() {
         return false;
@@ -294,7 +298,7 @@ pub(in crate::server) fn same(a: &str, b: &str) -> bool {
 
 /// Checks a request's signature with `secret`, its timestamp against
 /// `now` (seconds since the epoch).
-pub(in crate::server) fn verify(
+pub fn verify(
     req: &Signed<'_>,
     auth: &Authorization<'_>,
     secret: &str,
@@ -302,8 +306,7 @@ pub(in crate::server) fn verify(
 ) -> Result<(), SqsError> {
     let timestamp = req
         .headers
-        .get("x-amz-date")
-        .and_then(|v| v.to_str().ok())
+        .text("x-amz-date")
         .ok_or_else(|| incomplete("the request has no X-Amz-Date header"))?;
     let at = parse_timestamp(timestamp)
         .ok_or_else(|| incomplete("X-Amz-Date is not YYYYMMDDTHHMMSSZ"))?;
@@ -335,6 +338,55 @@ pub(in crate::server) fn verify(
     Ok(())
 }
 
+/// Checks a whole request's SigV4 signature at `now` (seconds since the
+/// epoch): its `Authorization` header read, its scope's service checked,
+/// the secret of its access key id found by `secret_of` (which also gives
+/// what the caller keeps of the signer), and the signature verified.
+pub fn check<'t, T>(
+    head: &Head<'_>,
+    body: &[u8],
+    now: u64,
+    secret_of: impl FnOnce(&str) -> Option<(T, &'t str)>,
+) -> Result<T, SqsError> {
+    let header = head
+        .headers
+        .get("authorization")
+        .ok_or_else(|| {
+            SqsError::new(
+                Kind::MissingAuthenticationToken,
+                "Request is missing Authentication Token (sign it with SigV4: the access key id names a token, the token is the secret).",
+            )
+        })?;
+    let header = std::str::from_utf8(header).map_err(|_| {
+        SqsError::new(
+            Kind::IncompleteSignature,
+            "The Authorization header is not text.",
+        )
+    })?;
+    let auth = parse_authorization(header)?;
+    if auth.service != SERVICE {
+        return Err(SqsError::new(
+            Kind::SignatureDoesNotMatch,
+            format!("Credential should be scoped to correct service: '{SERVICE}'."),
+        ));
+    }
+    let (signer, secret) = secret_of(auth.key_id).ok_or_else(|| {
+        SqsError::new(
+            Kind::InvalidClientTokenId,
+            "The security token included in the request is invalid (no token has this access key id).",
+        )
+    })?;
+    let signed = Signed {
+        method: head.method,
+        path: head.path,
+        query: head.query,
+        headers: &head.headers,
+        body,
+    };
+    verify(&signed, &auth, secret, now)?;
+    Ok(signer)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,15 +394,8 @@ mod tests {
     const SUITE_SECRET: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
     const SUITE_DATE: &str = "20150830T123600Z";
 
-    fn headers(pairs: &[(&str, &str)]) -> hyper::HeaderMap {
-        let mut h = hyper::HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(
-                hyper::header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                hyper::header::HeaderValue::from_str(v).unwrap(),
-            );
-        }
-        h
+    fn headers<'a>(pairs: &[(&'a str, &'a str)]) -> Headers<'a> {
+        Headers::new(pairs.iter().map(|(k, v)| (*k, v.as_bytes())).collect())
     }
 
     /// A vector of AWS's SigV4 test suite (service `service`, region
@@ -484,6 +529,60 @@ mod tests {
                 .unwrap_err()
                 .kind,
             Kind::RequestExpired
+        );
+    }
+
+    #[test]
+    fn check_reads_the_header_finds_the_secret_and_verifies() {
+        let body =
+            br#"{"QueueUrl":"http://127.0.0.1:9324/000000000000/orders","MessageBody":"hi"}"#;
+        let signed = "AWS4-HMAC-SHA256 Credential=fila-app/20261201/eu-west-1/sqs/aws4_request, SignedHeaders=content-type;host;x-amz-date;x-amz-target;x-amzn-query-mode, Signature=defeb7c88a1b751ea0d798403ba60aa88d39a592bf7b5de83266dcc282c8e425";
+        let request = |authorization: Option<&'static str>| {
+            let mut pairs = vec![
+                ("content-type", "application/x-amz-json-1.0"),
+                ("host", "127.0.0.1:9324"),
+                ("x-amz-date", "20261201T120000Z"),
+                ("x-amz-target", "AmazonSQS.SendMessage"),
+                ("x-amzn-query-mode", "true"),
+            ];
+            pairs.extend(authorization.map(|a| ("Authorization", a)));
+            Head {
+                method: "POST",
+                path: "/",
+                query: "",
+                headers: headers(&pairs),
+            }
+        };
+        let now = parse_timestamp("20261201T120000Z").unwrap();
+        let secret_of = |id: &str| (id == "fila-app").then_some((7u32, "s3cret token with spaces"));
+        assert_eq!(
+            check(&request(Some(signed)), body, now, secret_of).unwrap(),
+            7
+        );
+        let kind = |head: &Head<'_>, body: &[u8], now: u64| {
+            check(head, body, now, secret_of).unwrap_err().kind
+        };
+        assert_eq!(
+            kind(&request(None), body, now),
+            Kind::MissingAuthenticationToken
+        );
+        assert_eq!(
+            kind(&request(Some(signed)), b"{}", now),
+            Kind::SignatureDoesNotMatch
+        );
+        assert_eq!(
+            kind(&request(Some(signed)), body, now + SKEW_SECS + 1),
+            Kind::RequestExpired
+        );
+        let other_service = signed.replace("/sqs/", "/sns/").leak();
+        assert_eq!(
+            kind(&request(Some(other_service)), body, now),
+            Kind::SignatureDoesNotMatch
+        );
+        let other_key = signed.replace("fila-app", "nobody").leak();
+        assert_eq!(
+            kind(&request(Some(other_key)), body, now),
+            Kind::InvalidClientTokenId
         );
     }
 

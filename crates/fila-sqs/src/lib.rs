@@ -1,0 +1,315 @@
+//! The SQS dialect of fila, with no I/O: what the SQS API's requests and
+//! answers are, apart from how they travel.
+//!
+//! This crate owns, for a request whose head and body have arrived whole:
+//! which of the two protocols it speaks (AWS JSON 1.0 or the query
+//! protocol) and its operation and input ([`read`]); its SigV4 signature
+//! ([`sigv4`]); queue URLs, ARNs, message ids, receipt handles, message
+//! attributes and their MD5 digests ([`attrs`]); the form encoding and the
+//! query protocol's XML answers ([`query`]); the API's errors with their
+//! codes, types and statuses ([`error`]); and the bodies of answers
+//! ([`answer_body`], [`error_body`]). The server (`fila-server`) owns the
+//! sockets, the limits on what a connection may send, and running the
+//! operations against the engine; docs/sqs.md is the user's reference.
+
+#![forbid(unsafe_code)]
+
+pub mod attrs;
+pub mod error;
+#[cfg(test)]
+mod hostile_input;
+pub mod query;
+pub mod sigv4;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::Value;
+
+use error::{Kind, SqsError};
+
+/// A request's headers as they arrived: names compared without regard to
+/// case, values as bytes, repeated names kept in order.
+#[derive(Debug, Default)]
+pub struct Headers<'a> {
+    pairs: Vec<(&'a str, &'a [u8])>,
+}
+
+impl<'a> Headers<'a> {
+    /// Headers of `pairs` (name, value), in the order they came.
+    pub fn new(pairs: Vec<(&'a str, &'a [u8])>) -> Headers<'a> {
+        Headers { pairs }
+    }
+
+    /// Every value of header `name`, in order.
+    pub fn get_all<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'a [u8]> + 's {
+        self.pairs
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
+    }
+
+    /// The first value of header `name`.
+    pub fn get(&self, name: &str) -> Option<&'a [u8]> {
+        self.get_all(name).next()
+    }
+
+    /// The first value of header `name`, when it is text.
+    pub fn text(&self, name: &str) -> Option<&'a str> {
+        self.get(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// Whether header `name` came.
+    pub fn contains(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+}
+
+/// A request's head: method, target split at `?`, headers.
+#[derive(Debug)]
+pub struct Head<'a> {
+    /// `POST`, `GET`, ...
+    pub method: &'a str,
+    /// The path as sent (percent-encoded).
+    pub path: &'a str,
+    /// The query as sent, without `?` (empty when none).
+    pub query: &'a str,
+    /// The headers.
+    pub headers: Headers<'a>,
+}
+
+/// The protocol a request speaks: the JSON protocol names its operation
+/// in `X-Amz-Target`; anything else is the query protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// AWS JSON 1.0 (`POST /`, `X-Amz-Target: AmazonSQS.<Operation>`).
+    Json,
+    /// The query protocol (a form in the body or the query string).
+    Query,
+}
+
+impl Protocol {
+    /// The protocol of a request with `headers`.
+    pub fn of(headers: &Headers<'_>) -> Protocol {
+        if headers.contains("x-amz-target") {
+            Protocol::Json
+        } else {
+            Protocol::Query
+        }
+    }
+
+    /// The `content-type` of its answers.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Protocol::Json => "application/x-amz-json-1.0",
+            Protocol::Query => "text/xml",
+        }
+    }
+}
+
+/// Whether a request of `protocol` may use `method`: the API takes POST,
+/// and GET with the query protocol (checked before its body is read).
+pub fn check_method(method: &str, protocol: Protocol) -> Result<(), SqsError> {
+    if method == "POST" || (method == "GET" && protocol == Protocol::Query) {
+        Ok(())
+    } else {
+        Err(SqsError::new(
+            Kind::InvalidAction,
+            "The SQS API takes POST requests (or GET with the query protocol).",
+        ))
+    }
+}
+
+/// A request read: its operation and its input as the JSON protocol's (a
+/// query request's form made into the same shape).
+#[derive(Debug)]
+pub struct Read {
+    /// The operation's name (`SendMessage`, ...).
+    pub operation: String,
+    /// Its input, a JSON object.
+    pub input: Value,
+}
+
+/// Reads a whole request of `protocol`: its operation and input.
+pub fn read(head: &Head<'_>, protocol: Protocol, body: &[u8]) -> Result<Read, SqsError> {
+    check_method(head.method, protocol)?;
+    let (operation, input) = match protocol {
+        Protocol::Json => json_input(&head.headers, body)?,
+        Protocol::Query => {
+            let mut params = query::parse_form(head.query.as_bytes())?;
+            if head.method != "GET" {
+                params.extend(query::parse_form(body)?);
+            }
+            query::input(&params, head.path)?
+        }
+    };
+    Ok(Read { operation, input })
+}
+
+/// The operation and input of a JSON protocol request.
+fn json_input(headers: &Headers<'_>, body: &[u8]) -> Result<(String, Value), SqsError> {
+    let target = headers.text("x-amz-target");
+    let operation = target.and_then(|t| t.strip_prefix("AmazonSQS."));
+    let Some(operation) = operation.filter(|op| !op.is_empty()) else {
+        return Err(SqsError::new(
+            Kind::InvalidAction,
+            "The request names no operation (X-Amz-Target: AmazonSQS.<Operation>).",
+        ));
+    };
+    let input: Value = if body.is_empty() {
+        Value::Object(Default::default())
+    } else {
+        match serde_json::from_slice(body) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => return Err(SqsError::invalid("The request body must be a JSON object.")),
+            Err(e) => {
+                return Err(SqsError::invalid(format!(
+                    "The request body is not valid JSON: {e}"
+                )))
+            }
+        }
+    };
+    Ok((operation.to_owned(), input))
+}
+
+/// A request id for an answer's `x-amzn-requestid` (unique per process
+/// run; UUID-shaped as the SDKs log it).
+pub fn request_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("00000000-0000-4000-8000-{n:012x}")
+}
+
+/// The body of operation `op`'s answer `output`, as `protocol` writes it
+/// (`request_id` goes into the query protocol's XML).
+pub fn answer_body(protocol: Protocol, op: &str, output: &Value, request_id: &str) -> Vec<u8> {
+    match protocol {
+        Protocol::Json => output.to_string().into_bytes(),
+        Protocol::Query => query::answer(op, output, request_id).into_bytes(),
+    }
+}
+
+/// The body of error `e`'s answer, as `protocol` writes it.
+pub fn error_body(protocol: Protocol, e: &SqsError, request_id: &str) -> Vec<u8> {
+    match protocol {
+        Protocol::Json => serde_json::json!({ "__type": e.json_type(), "message": e.message })
+            .to_string()
+            .into_bytes(),
+        Protocol::Query => query::error(e, request_id).into_bytes(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head<'a>(method: &'a str, target: &'a str, headers: &[(&'a str, &'a str)]) -> Head<'a> {
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        Head {
+            method,
+            path,
+            query,
+            headers: Headers::new(headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect()),
+        }
+    }
+
+    #[test]
+    fn headers_are_found_without_regard_to_case_and_in_order() {
+        let h = head("POST", "/", &[("X-Amz-Target", "a"), ("x-amz-target", "b")]).headers;
+        assert_eq!(h.text("x-AMZ-target"), Some("a"));
+        assert_eq!(h.get_all("X-AMZ-TARGET").collect::<Vec<_>>(), [b"a", b"b"]);
+        assert!(!h.contains("host"));
+        assert_eq!(Protocol::of(&h), Protocol::Json);
+    }
+
+    #[test]
+    fn a_json_request_reads_to_its_operation_and_object() {
+        let h = head("POST", "/", &[("x-amz-target", "AmazonSQS.SendMessage")]);
+        let r = read(
+            &h,
+            Protocol::of(&h.headers),
+            br#"{"QueueUrl":"u","MessageBody":"hi"}"#,
+        )
+        .unwrap();
+        assert_eq!(r.operation, "SendMessage");
+        assert_eq!(r.input["MessageBody"], "hi");
+        // An empty body is an empty input.
+        let r = read(&h, Protocol::Json, b"").unwrap();
+        assert_eq!(r.input, serde_json::json!({}));
+        for (body, what) in [
+            (&b"[1]"[..], "must be a JSON object"),
+            (b"{", "not valid JSON"),
+        ] {
+            let e = read(&h, Protocol::Json, body).unwrap_err();
+            assert_eq!(e.kind, Kind::InvalidParameterValue);
+            assert!(e.message.contains(what), "{}", e.message);
+        }
+        for target in ["AmazonSQS.", "Other.SendMessage"] {
+            let h = head("POST", "/", &[("x-amz-target", target)]);
+            assert_eq!(
+                read(&h, Protocol::Json, b"{}").unwrap_err().kind,
+                Kind::InvalidAction
+            );
+        }
+    }
+
+    #[test]
+    fn a_query_request_reads_from_its_query_string_and_its_form() {
+        let h = head("POST", "/000000000000/jobs?Action=SendMessage", &[]);
+        let r = read(&h, Protocol::of(&h.headers), b"MessageBody=a+b%21").unwrap();
+        assert_eq!(r.operation, "SendMessage");
+        assert_eq!(r.input["MessageBody"], "a b!");
+        assert!(r.input["QueueUrl"].as_str().unwrap().ends_with("/jobs"));
+        // A GET's body is not read.
+        let h = head("GET", "/?Action=ListQueues", &[]);
+        let r = read(&h, Protocol::Query, b"Action=DeleteQueue").unwrap();
+        assert_eq!(r.operation, "ListQueues");
+        let h = head("POST", "/", &[]);
+        assert_eq!(
+            read(&h, Protocol::Query, b"QueueUrl=u").unwrap_err().kind,
+            Kind::MissingAction
+        );
+    }
+
+    #[test]
+    fn methods_other_than_post_and_a_query_get_are_refused() {
+        assert!(check_method("POST", Protocol::Json).is_ok());
+        assert!(check_method("GET", Protocol::Query).is_ok());
+        for (m, p) in [
+            ("GET", Protocol::Json),
+            ("PUT", Protocol::Query),
+            ("DELETE", Protocol::Json),
+        ] {
+            assert_eq!(check_method(m, p).unwrap_err().kind, Kind::InvalidAction);
+        }
+        let h = head("PUT", "/?Action=ListQueues", &[]);
+        assert_eq!(
+            read(&h, Protocol::Query, b"").unwrap_err().kind,
+            Kind::InvalidAction
+        );
+    }
+
+    #[test]
+    fn answers_and_errors_are_written_as_their_protocol_writes_them() {
+        let out = serde_json::json!({"QueueUrl": "http://h/000000000000/q"});
+        let json = answer_body(Protocol::Json, "GetQueueUrl", &out, "id-1");
+        assert_eq!(serde_json::from_slice::<Value>(&json).unwrap(), out);
+        let xml =
+            String::from_utf8(answer_body(Protocol::Query, "GetQueueUrl", &out, "id-1")).unwrap();
+        assert!(
+            xml.contains("<GetQueueUrlResult><QueueUrl>http://h/000000000000/q</QueueUrl>"),
+            "{xml}"
+        );
+        assert!(xml.contains("<RequestId>id-1</RequestId>"), "{xml}");
+        let e = SqsError::new(Kind::QueueDoesNotExist, "no <such> queue");
+        let body: Value = serde_json::from_slice(&error_body(Protocol::Json, &e, "id-2")).unwrap();
+        assert_eq!(body["__type"], "com.amazonaws.sqs#QueueDoesNotExist");
+        assert_eq!(body["message"], "no <such> queue");
+        let xml = String::from_utf8(error_body(Protocol::Query, &e, "id-2")).unwrap();
+        assert!(
+            xml.contains("<Code>AWS.SimpleQueueService.NonExistentQueue</Code>"),
+            "{xml}"
+        );
+        assert!(xml.contains("no &lt;such&gt; queue"), "{xml}");
+        assert_ne!(request_id(), request_id());
+    }
+}
