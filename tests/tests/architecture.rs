@@ -152,13 +152,14 @@ fn every_file_and_name_architecture_md_quotes_exists() {
 }
 
 /// The dialect crates have no I/O: ARCHITECTURE.md says a dialect (the
-/// binary protocol's `fila-proto`, the SQS API's `fila-sqs`) is bytes in
-/// and bytes out, and the server owns the sockets. None of them depends
+/// binary protocol's `fila-proto`, HTTP's framing `fila-http`, the SQS
+/// API's `fila-sqs`) is bytes in and bytes out, and the server owns the
+/// sockets. None of them depends
 /// on an I/O runtime or reaches the network, files or threads.
 #[test]
 fn the_dialect_crates_have_no_io() {
     let root = root();
-    for krate in ["fila-proto", "fila-sqs"] {
+    for krate in ["fila-proto", "fila-http", "fila-sqs"] {
         let dir = root.join("crates").join(krate);
         let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
         let deps = manifest
