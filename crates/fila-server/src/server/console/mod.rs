@@ -50,12 +50,11 @@ use crate::live::Access;
 
 mod actions;
 mod conns;
-mod history;
-mod html;
 mod messages;
 mod pages;
 mod routes;
-mod session;
+
+use fila_console::{history, html, session};
 
 use history::History;
 use session::Sessions;

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fila_sqs::{Head, Headers, Protocol, Read};
+use fila_sqs::{Head, Protocol, Read};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::HeaderValue;
@@ -32,17 +32,6 @@ fn error_answer(protocol: Protocol, e: &SqsError) -> Response<Full<Bytes>> {
     )
 }
 
-/// The headers of `parts` as the dialect reads them.
-pub(super) fn headers_of(parts: &hyper::http::request::Parts) -> Headers<'_> {
-    Headers::new(
-        parts
-            .headers
-            .iter()
-            .map(|(n, v)| (n.as_str(), v.as_bytes()))
-            .collect(),
-    )
-}
-
 /// One HTTP request: read within the limits, authenticated, dispatched by
 /// protocol, answered.
 pub(super) async fn handle(
@@ -56,7 +45,7 @@ pub(super) async fn handle(
         method: parts.method.as_str(),
         path: parts.uri.path(),
         query: parts.uri.query().unwrap_or(""),
-        headers: headers_of(&parts),
+        headers: crate::server::http::headers_of(&parts),
     };
     let protocol = Protocol::of(&head.headers);
     if let Err(e) = fila_sqs::check_method(head.method, protocol) {

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 /// `s` with `&`, `<`, `>`, `"` and `'` escaped (text and attribute values).
-pub(super) fn escape(s: &str) -> String {
+pub fn escape(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -23,7 +23,7 @@ pub(super) fn escape(s: &str) -> String {
 
 /// `s` percent-encoded for a URL's path segment or query value (queue
 /// names are `[A-Za-z0-9_.-]`, but nothing is assumed).
-pub(super) fn url(s: &str) -> String {
+pub fn url(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
@@ -37,25 +37,25 @@ pub(super) fn url(s: &str) -> String {
 
 /// A page being written.
 #[derive(Default)]
-pub(super) struct Html {
+pub struct Html {
     out: String,
 }
 
 impl Html {
     /// Markup from a literal of this module's callers (never user data).
-    pub(super) fn raw(&mut self, markup: &'static str) -> &mut Self {
+    pub fn raw(&mut self, markup: &'static str) -> &mut Self {
         self.out.push_str(markup);
         self
     }
 
     /// Text, escaped.
-    pub(super) fn text(&mut self, s: &str) -> &mut Self {
+    pub fn text(&mut self, s: &str) -> &mut Self {
         self.out.push_str(&escape(s));
         self
     }
 
     /// `<tag class="class">text</tag>`, the text escaped.
-    pub(super) fn el(&mut self, tag: &'static str, class: &'static str, s: &str) -> &mut Self {
+    pub fn el(&mut self, tag: &'static str, class: &'static str, s: &str) -> &mut Self {
         let _ = write!(self.out, "<{tag}");
         if !class.is_empty() {
             let _ = write!(self.out, " class=\"{class}\"");
@@ -68,7 +68,7 @@ impl Html {
 
     /// `<a href="href">text</a>`: `href` is built by the console from
     /// escaped parts ([`url`]); it is escaped again as an attribute.
-    pub(super) fn link(&mut self, href: &str, s: &str) -> &mut Self {
+    pub fn link(&mut self, href: &str, s: &str) -> &mut Self {
         self.out.push_str("<a href=\"");
         self.text(href);
         self.out.push_str("\">");
@@ -78,7 +78,7 @@ impl Html {
     }
 
     /// A table row of cells, each escaped.
-    pub(super) fn row<S: AsRef<str>>(&mut self, cells: &[S]) -> &mut Self {
+    pub fn row<S: AsRef<str>>(&mut self, cells: &[S]) -> &mut Self {
         self.out.push_str("<tr>");
         for c in cells {
             self.el("td", "", c.as_ref());
@@ -88,7 +88,7 @@ impl Html {
     }
 
     /// A table's head row.
-    pub(super) fn head_row(&mut self, cells: &[&str]) -> &mut Self {
+    pub fn head_row(&mut self, cells: &[&str]) -> &mut Self {
         self.out.push_str("<tr>");
         for c in cells {
             self.el("th", "", c);
@@ -99,7 +99,7 @@ impl Html {
 
     /// `<form method="post" action="action">` with the session's CSRF
     /// token; close it with `</form>`.
-    pub(super) fn form(&mut self, action: &str, csrf: &str) -> &mut Self {
+    pub fn form(&mut self, action: &str, csrf: &str) -> &mut Self {
         self.out.push_str("<form method=\"post\" action=\"");
         self.text(action);
         self.out
@@ -110,7 +110,7 @@ impl Html {
     }
 
     /// A hidden form field.
-    pub(super) fn hidden(&mut self, name: &'static str, value: &str) -> &mut Self {
+    pub fn hidden(&mut self, name: &'static str, value: &str) -> &mut Self {
         let _ = write!(self.out, "<input type=\"hidden\" name=\"{name}\" value=\"");
         self.text(value);
         self.out.push_str("\">");
@@ -118,7 +118,7 @@ impl Html {
     }
 
     /// A labelled text field.
-    pub(super) fn field(&mut self, label: &str, name: &'static str, value: &str) -> &mut Self {
+    pub fn field(&mut self, label: &str, name: &'static str, value: &str) -> &mut Self {
         self.out.push_str("<label>");
         self.text(label);
         let _ = write!(self.out, " <input name=\"{name}\" value=\"");
@@ -128,7 +128,7 @@ impl Html {
     }
 
     /// A submit button; `danger` styles it as one.
-    pub(super) fn button(&mut self, s: &str, danger: bool) -> &mut Self {
+    pub fn button(&mut self, s: &str, danger: bool) -> &mut Self {
         self.out.push_str(if danger {
             "<button type=\"submit\" class=\"danger\">"
         } else {
@@ -142,7 +142,7 @@ impl Html {
     /// A chart of `series` (each a label, a CSS class and its points,
     /// oldest first) over `span` samples: an SVG of polylines, the y scale
     /// from 0 to the largest point, with a legend.
-    pub(super) fn chart(&mut self, title: &str, span: usize, series: &[(&str, &str, Vec<u64>)]) {
+    pub fn chart(&mut self, title: &str, span: usize, series: &[(&str, &str, Vec<u64>)]) {
         let (w, h) = (600.0f64, 120.0f64);
         let max = series
             .iter()
@@ -169,7 +169,7 @@ impl Html {
     }
 
     /// A sparkline of `points` over `span` samples (a table cell's chart).
-    pub(super) fn spark(&mut self, class: &str, span: usize, points: &[u64]) {
+    pub fn spark(&mut self, class: &str, span: usize, points: &[u64]) {
         let max = points.iter().copied().max().unwrap_or(0).max(1);
         self.out.push_str(
             "<svg class=\"spark\" viewBox=\"0 0 120 24\" preserveAspectRatio=\"none\" role=\"img\">",
@@ -196,7 +196,7 @@ impl Html {
     }
 
     /// The page written so far.
-    pub(super) fn finish(self) -> String {
+    pub fn finish(self) -> String {
         self.out
     }
 }
@@ -204,7 +204,7 @@ impl Html {
 /// A page around `body`: the head (the stylesheet and the script, both
 /// served by the console), a bar with who is signed in and a sign-out
 /// form, and a flash message when one is due.
-pub(super) fn page(
+pub fn page(
     title: &str,
     who: Option<(&str, &str)>,
     flash: Option<&(bool, String)>,

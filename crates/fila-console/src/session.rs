@@ -13,26 +13,28 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use fila_http::Headers;
+
 /// Sessions held at once.
-pub(super) const SESSIONS_MAX: usize = 256;
+pub const SESSIONS_MAX: usize = 256;
 /// A session unused this long ends.
-pub(super) const IDLE: Duration = Duration::from_secs(30 * 60);
+pub const IDLE: Duration = Duration::from_secs(30 * 60);
 /// A session ends this long after sign-in, used or not.
-pub(super) const LIFETIME: Duration = Duration::from_secs(12 * 3600);
+pub const LIFETIME: Duration = Duration::from_secs(12 * 3600);
 /// The session cookie's name, before the console's port: cookies are not
 /// kept apart by port, and two servers on one host (a cluster's nodes)
 /// must not overwrite each other's sessions.
-pub(super) const COOKIE: &str = "fila_session";
+pub const COOKIE: &str = "fila_session";
 /// The cookie of a sign-in form (its CSRF token, before any session).
-pub(super) const PRE_COOKIE: &str = "fila_signin";
+pub const PRE_COOKIE: &str = "fila_signin";
 
 /// The names of the session and sign-in cookies of a console on `port`.
-pub(super) fn cookie_names(port: u16) -> (String, String) {
+pub fn cookie_names(port: u16) -> (String, String) {
     (format!("{COOKIE}_{port}"), format!("{PRE_COOKIE}_{port}"))
 }
 
 /// 32 random bytes as hex.
-pub(super) fn random_id() -> String {
+pub fn random_id() -> String {
     let mut b = [0u8; 32];
     if getrandom::fill(&mut b).is_err() {
         // No randomness is no session: an id nobody can guess is the
@@ -43,7 +45,7 @@ pub(super) fn random_id() -> String {
 }
 
 /// Compares two secrets in time that does not depend on where they differ.
-pub(super) fn same_secret(a: &str, b: &str) -> bool {
+pub fn same_secret(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     if a.len() != b.len() {
         return false;
@@ -52,27 +54,27 @@ pub(super) fn same_secret(a: &str, b: &str) -> bool {
 }
 
 /// One signed-in browser.
-pub(super) struct Session {
+pub struct Session {
     /// The token it signed in with (`None`: the server has no tokens).
-    pub(super) token: Option<String>,
+    pub token: Option<String>,
     /// What its forms carry.
-    pub(super) csrf: String,
+    pub csrf: String,
     /// A message for its next page (whether it is good news, the text).
-    pub(super) flash: Option<(bool, String)>,
+    pub flash: Option<(bool, String)>,
     began: Instant,
     seen: Instant,
 }
 
 /// Every session, by id.
 #[derive(Default)]
-pub(super) struct Sessions {
+pub struct Sessions {
     by_id: HashMap<String, Session>,
 }
 
 impl Sessions {
     /// Begins a session for `token`; answers its id. The least recently
     /// used session ends when [`SESSIONS_MAX`] are live.
-    pub(super) fn begin(&mut self, token: Option<String>, now: Instant) -> String {
+    pub fn begin(&mut self, token: Option<String>, now: Instant) -> String {
         self.expire(now);
         if self.by_id.len() >= SESSIONS_MAX {
             if let Some(oldest) = self
@@ -99,7 +101,7 @@ impl Sessions {
     }
 
     /// The live session `id`, marked as used now.
-    pub(super) fn get(&mut self, id: &str, now: Instant) -> Option<&mut Session> {
+    pub fn get(&mut self, id: &str, now: Instant) -> Option<&mut Session> {
         let live = self.by_id.get(id).is_some_and(|s| {
             now.duration_since(s.seen) < IDLE && now.duration_since(s.began) < LIFETIME
         });
@@ -113,13 +115,18 @@ impl Sessions {
     }
 
     /// Ends session `id`.
-    pub(super) fn end(&mut self, id: &str) {
+    pub fn end(&mut self, id: &str) {
         self.by_id.remove(id);
     }
 
     /// Sessions live now.
-    pub(super) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.by_id.len()
+    }
+
+    /// Whether no session is live.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
     }
 
     fn expire(&mut self, now: Instant) {
@@ -130,11 +137,10 @@ impl Sessions {
 }
 
 /// The value of cookie `name` in a request's `Cookie` headers.
-pub(super) fn cookie<'a>(headers: &'a hyper::HeaderMap, name: &str) -> Option<&'a str> {
+pub fn cookie<'a>(headers: &Headers<'a>, name: &str) -> Option<&'a str> {
     headers
-        .get_all(hyper::header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
+        .get_all("cookie")
+        .filter_map(|v| std::str::from_utf8(v).ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
         .find(|(k, _)| *k == name)
@@ -143,7 +149,7 @@ pub(super) fn cookie<'a>(headers: &'a hyper::HeaderMap, name: &str) -> Option<&'
 
 /// A `Set-Cookie` value: HttpOnly, SameSite=Strict, the whole site,
 /// `Secure` over TLS; `max_age` 0 removes it.
-pub(super) fn set_cookie(name: &str, value: &str, secure: bool, max_age: Option<u64>) -> String {
+pub fn set_cookie(name: &str, value: &str, secure: bool, max_age: Option<u64>) -> String {
     let mut c = format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict");
     if secure {
         c.push_str("; Secure");
@@ -190,12 +196,11 @@ mod tests {
 
     #[test]
     fn cookies_are_found_by_name_and_set_strict() {
-        let mut h = hyper::HeaderMap::new();
-        h.append(
-            hyper::header::COOKIE,
-            "a=1; fila_session=abc".parse().unwrap(),
-        );
-        h.append(hyper::header::COOKIE, "b=2".parse().unwrap());
+        let h = Headers::new(vec![
+            ("Cookie", b"a=1; fila_session=abc"),
+            ("accept", b"*/*"),
+            ("cookie", b"b=2"),
+        ]);
         assert_eq!(cookie(&h, COOKIE), Some("abc"));
         assert_eq!(cookie(&h, "b"), Some("2"));
         assert_eq!(cookie(&h, "c"), None);

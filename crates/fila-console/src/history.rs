@@ -13,39 +13,55 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 /// Samples kept per queue (one a second: an hour).
-pub(super) const SPAN: usize = 3600;
+pub const SPAN: usize = 3600;
 /// Queues sampled at once.
-pub(super) const QUEUES_MAX: usize = 64;
+pub const QUEUES_MAX: usize = 64;
 /// A queue no page showed for this long is no longer sampled.
-pub(super) const SHOWN_FOR: Duration = Duration::from_secs(600);
+pub const SHOWN_FOR: Duration = Duration::from_secs(600);
 /// Seconds the rates on a page are averaged over.
-pub(super) const RATE_WINDOW: usize = 10;
+pub const RATE_WINDOW: usize = 10;
 
 /// A queue at one second: its counts, and what happened during the
 /// second before (puts, deliveries, deletes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Sample {
-    pub(super) visible: u32,
-    pub(super) in_flight: u32,
-    pub(super) delayed: u32,
-    pub(super) deferred: u32,
-    pub(super) dead_lettered: u32,
-    pub(super) puts: u32,
-    pub(super) deliveries: u32,
-    pub(super) deletes: u32,
+pub struct Sample {
+    /// Messages visible.
+    pub visible: u32,
+    /// Messages leased.
+    pub in_flight: u32,
+    /// Messages delayed.
+    pub delayed: u32,
+    /// Messages deferred.
+    pub deferred: u32,
+    /// Messages in the dead-letter queue.
+    pub dead_lettered: u32,
+    /// Messages put during the second before.
+    pub puts: u32,
+    /// Messages delivered during the second before.
+    pub deliveries: u32,
+    /// Messages deleted during the second before.
+    pub deletes: u32,
 }
 
 /// What a stats answer says, as the history keeps it.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Reading {
-    pub(super) visible: u64,
-    pub(super) in_flight: u64,
-    pub(super) delayed: u64,
-    pub(super) deferred: u64,
-    pub(super) dead_lettered: u64,
-    pub(super) puts: u64,
-    pub(super) deliveries: u64,
-    pub(super) deletes: u64,
+pub struct Reading {
+    /// Messages visible.
+    pub visible: u64,
+    /// Messages leased.
+    pub in_flight: u64,
+    /// Messages delayed.
+    pub delayed: u64,
+    /// Messages deferred.
+    pub deferred: u64,
+    /// Messages in the dead-letter queue.
+    pub dead_lettered: u64,
+    /// Messages put so far (a counter that only grows).
+    pub puts: u64,
+    /// Messages delivered so far (a counter that only grows).
+    pub deliveries: u64,
+    /// Messages deleted so far (a counter that only grows).
+    pub deletes: u64,
 }
 
 struct Track {
@@ -56,15 +72,18 @@ struct Track {
 
 /// The server at one second.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct ServerSample {
-    pub(super) connections: u32,
-    pub(super) requests: u32,
-    pub(super) stored_bytes: u64,
+pub struct ServerSample {
+    /// Connections open.
+    pub connections: u32,
+    /// Requests answered during the second before.
+    pub requests: u32,
+    /// Bytes of messages stored.
+    pub stored_bytes: u64,
 }
 
 /// Every queue's samples, and the server's.
 #[derive(Default)]
-pub(super) struct History {
+pub struct History {
     queues: HashMap<String, Track>,
     server: VecDeque<ServerSample>,
     last_requests: Option<u64>,
@@ -84,7 +103,7 @@ fn push<T>(ring: &mut VecDeque<T>, v: T) {
 impl History {
     /// A page showed queue `name`: sample it from now on (the least
     /// recently shown makes room when [`QUEUES_MAX`] are sampled).
-    pub(super) fn show(&mut self, name: &str, now: Instant) {
+    pub fn show(&mut self, name: &str, now: Instant) {
         if let Some(t) = self.queues.get_mut(name) {
             t.shown = now;
             return;
@@ -111,7 +130,7 @@ impl History {
 
     /// The queues to sample now (those not shown for [`SHOWN_FOR`] are
     /// dropped first).
-    pub(super) fn due(&mut self, now: Instant) -> Vec<String> {
+    pub fn due(&mut self, now: Instant) -> Vec<String> {
         self.queues
             .retain(|_, t| now.duration_since(t.shown) < SHOWN_FOR);
         self.queues.keys().cloned().collect()
@@ -119,7 +138,7 @@ impl History {
 
     /// Queue `name`'s stats at this second (its rates are the counters'
     /// growth since the last reading).
-    pub(super) fn record(&mut self, name: &str, r: Reading) {
+    pub fn record(&mut self, name: &str, r: Reading) {
         let Some(t) = self.queues.get_mut(name) else {
             return;
         };
@@ -142,12 +161,12 @@ impl History {
     }
 
     /// A queue that is gone: its samples go.
-    pub(super) fn forget(&mut self, name: &str) {
+    pub fn forget(&mut self, name: &str) {
         self.queues.remove(name);
     }
 
     /// The server at this second (`requests`: answered since the start).
-    pub(super) fn record_server(&mut self, connections: u64, requests: u64, stored_bytes: u64) {
+    pub fn record_server(&mut self, connections: u64, requests: u64, stored_bytes: u64) {
         let grew = self.last_requests.map_or(0, |l| requests.saturating_sub(l));
         self.last_requests = Some(requests);
         push(
@@ -161,18 +180,18 @@ impl History {
     }
 
     /// Queue `name`'s samples, oldest first.
-    pub(super) fn samples(&self, name: &str) -> Option<&VecDeque<Sample>> {
+    pub fn samples(&self, name: &str) -> Option<&VecDeque<Sample>> {
         self.queues.get(name).map(|t| &t.samples)
     }
 
     /// The server's samples, oldest first.
-    pub(super) fn server(&self) -> &VecDeque<ServerSample> {
+    pub fn server(&self) -> &VecDeque<ServerSample> {
         &self.server
     }
 
     /// Queue `name`'s puts, deliveries and deletes a second, averaged over
     /// the last [`RATE_WINDOW`] seconds (`None` before two readings).
-    pub(super) fn rates(&self, name: &str) -> Option<(f64, f64, f64)> {
+    pub fn rates(&self, name: &str) -> Option<(f64, f64, f64)> {
         let t = self.queues.get(name)?;
         let n = t.samples.len().saturating_sub(1).min(RATE_WINDOW);
         if n == 0 {
@@ -191,8 +210,13 @@ impl History {
     }
 
     /// Queues sampled now.
-    pub(super) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.queues.len()
+    }
+
+    /// Whether no queue is sampled.
+    pub fn is_empty(&self) -> bool {
+        self.queues.is_empty()
     }
 }
 
