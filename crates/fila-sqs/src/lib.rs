@@ -7,7 +7,9 @@
 //! ([`sigv4`]); queue URLs, ARNs, message ids, receipt handles, message
 //! attributes and their MD5 digests ([`attrs`]); the form encoding and the
 //! query protocol's XML answers ([`query`]); the API's errors with their
-//! codes, types and statuses ([`error`]); and the bodies of answers
+//! codes, types and statuses ([`error`]); parameters ([`params`]); FIFO
+//! rules ([`fifo`]); the message operations as steps of fila requests and
+//! answers ([`messages`]); and the bodies of answers
 //! ([`answer_body`], [`error_body`]). Heads and bodies are framed by
 //! `fila-http` ([`Head`] is its); the server (`fila-server`) owns the
 //! sockets, the limits on what a connection may send, and running the
@@ -17,8 +19,11 @@
 
 pub mod attrs;
 pub mod error;
+pub mod fifo;
 #[cfg(test)]
 mod hostile_input;
+pub mod messages;
+pub mod params;
 pub mod query;
 pub mod sigv4;
 

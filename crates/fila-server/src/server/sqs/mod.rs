@@ -72,8 +72,6 @@ pub const BODY_SECS: u64 = 10;
 pub const BODIES_BYTES_MAX: usize = 256 << 20;
 /// How long a keep-alive connection may stay idle between requests.
 pub const IDLE_SECS: u64 = 60;
-/// The bytes of messages one receive may carry at most.
-const ANSWER_ROOM: usize = 8 << 20;
 
 /// The running SQS listener: its threads.
 pub(in crate::server) struct SqsListener {

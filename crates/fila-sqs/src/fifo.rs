@@ -11,20 +11,20 @@ use fila_proto::SettingsPatch;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::server::sqs::attrs;
-use crate::server::sqs::error::{Kind, SqsError};
+use crate::attrs;
+use crate::error::{Kind, SqsError};
 
 /// The name suffix of a FIFO queue.
-pub(super) const SUFFIX: &str = ".fifo";
+pub const SUFFIX: &str = ".fifo";
 
 /// Whether queue `name` is a FIFO queue.
-pub(super) fn is_fifo(name: &str) -> bool {
+pub fn is_fifo(name: &str) -> bool {
     name.ends_with(SUFFIX)
 }
 
 /// Checks a new queue's name against its FifoQueue attribute; answers
 /// whether it is a FIFO queue.
-pub(super) fn check_name(name: &str, fifo_attribute: Option<bool>) -> Result<bool, SqsError> {
+pub fn check_name(name: &str, fifo_attribute: Option<bool>) -> Result<bool, SqsError> {
     let fifo = is_fifo(name);
     let base = name.strip_suffix(SUFFIX).unwrap_or(name);
     let good_chars = base
@@ -52,7 +52,7 @@ pub(super) fn check_name(name: &str, fifo_attribute: Option<bool>) -> Result<boo
 /// at its create, `None` at a set of a FIFO queue's attributes, and
 /// `Some(false)` too at a set of a standard queue's (which takes none of
 /// them). `Ok(false)`: not one.
-pub(super) fn setting(
+pub fn setting(
     name: &str,
     value: &str,
     creating: Option<bool>,
@@ -128,10 +128,11 @@ pub(super) fn setting(
 }
 
 /// What a send to a FIFO queue carries.
-pub(super) struct FifoSend {
-    pub(super) group: String,
+pub struct FifoSend {
+    /// Its MessageGroupId.
+    pub group: String,
     /// `None`: the queue must deduplicate by content.
-    pub(super) dedup: Option<String>,
+    pub dedup: Option<String>,
 }
 
 /// A MessageGroupId or MessageDeduplicationId: 1 to 128 characters,
@@ -154,7 +155,7 @@ fn id_of(input: &Value, name: &str) -> Result<Option<String>, SqsError> {
 
 /// A send's FIFO parameters: required on a FIFO queue (a group; no
 /// per-message DelaySeconds), refused on a standard one.
-pub(super) fn send_of(input: &Value, fifo: bool) -> Result<Option<FifoSend>, SqsError> {
+pub fn send_of(input: &Value, fifo: bool) -> Result<Option<FifoSend>, SqsError> {
     let group = id_of(input, "MessageGroupId")?;
     let dedup = id_of(input, "MessageDeduplicationId")?;
     if !fifo {
@@ -183,13 +184,13 @@ pub(super) fn send_of(input: &Value, fifo: bool) -> Result<Option<FifoSend>, Sqs
 
 /// The deduplication id of a body, for a queue with
 /// ContentBasedDeduplication: its SHA-256, in hex.
-pub(super) fn content_id(body: &str) -> String {
+pub fn content_id(body: &str) -> String {
     attrs::hex(&Sha256::digest(body.as_bytes()))
 }
 
 /// The error of a FIFO send without a deduplication id to a queue without
 /// content-based deduplication.
-pub(super) fn no_dedup_id() -> SqsError {
+pub fn no_dedup_id() -> SqsError {
     SqsError::invalid(
         "The queue should either have ContentBasedDeduplication enabled or \
          MessageDeduplicationId provided explicitly",
