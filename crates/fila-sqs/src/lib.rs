@@ -8,9 +8,11 @@
 //! attributes and their MD5 digests ([`attrs`]); the form encoding and the
 //! query protocol's XML answers ([`query`]); the API's errors with their
 //! codes, types and statuses ([`error`]); parameters ([`params`]); FIFO
-//! rules ([`fifo`]); the message operations as steps of fila requests and
-//! answers ([`messages`]); and the bodies of answers
-//! ([`answer_body`], [`error_body`]). Heads and bodies are framed by
+//! rules ([`fifo`]); every operation ([`run`]: the message operations as
+//! steps of fila requests and answers, [`messages`]; the queue operations
+//! and move tasks as `async fn`s over a [`Caller`], [`queues`], [`moves`]),
+//! which the server runs by answering their fila requests; and the bodies
+//! of answers ([`answer_body`], [`error_body`]). Heads and bodies are framed by
 //! `fila-http` ([`Head`] is its); the server (`fila-server`) owns the
 //! sockets, the limits on what a connection may send, and running the
 //! operations against the engine; docs/sqs.md is the user's reference.
@@ -23,13 +25,18 @@ pub mod fifo;
 #[cfg(test)]
 mod hostile_input;
 pub mod messages;
+pub mod moves;
 pub mod params;
 pub mod query;
+pub mod queues;
 pub mod sigv4;
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use fila_http::{Head, Headers};
+use fila_proto::{Request, Response};
+pub use messages::Answer;
 use serde_json::Value;
 
 use error::{Kind, SqsError};
@@ -126,6 +133,72 @@ fn json_input(headers: &Headers<'_>, body: &[u8]) -> Result<(String, Value), Sqs
         }
     };
     Ok((operation.to_owned(), input))
+}
+
+/// What runs an operation's fila requests: the server, for the client that
+/// sent the SQS request (each request checked against its grants first).
+pub trait Caller {
+    /// Runs `request` (a receive's answer within `room` bytes of
+    /// messages); an error is the SQS error that ends the operation (its
+    /// grants refuse it, the server is stopping).
+    fn call(&self, request: Request, room: usize)
+        -> impl Future<Output = Result<Answer, SqsError>>;
+    /// The host the request was sent to (queue URLs name it).
+    fn host(&self) -> &str;
+    /// Takes note of a purge of `queue` about to start, or refuses it
+    /// (`PurgeQueueInProgress`) when one started within the last minute,
+    /// as SQS does.
+    fn begin_purge(&self, queue: &str) -> Result<(), SqsError>;
+    /// Forgets a purge of `queue` that failed.
+    fn forget_purge(&self, queue: &str);
+}
+
+/// Runs `request`, whose answer is a wire response; an error answer is
+/// the SQS error it maps to.
+pub(crate) async fn wire(cx: &impl Caller, request: Request) -> Result<Response, SqsError> {
+    match cx.call(request, 0).await? {
+        Answer::Wire(Response::Error(e)) => Err(SqsError::of_wire(&e)),
+        Answer::Wire(r) => Ok(r),
+        _ => Err(SqsError::unexpected()),
+    }
+}
+
+/// Runs SQS operation `op` with its input (as [`read`] gives it): its
+/// parameters checked as SQS checks them, its fila requests run by `cx`,
+/// its output as the JSON protocol's object. docs/sqs.md lists what
+/// differs from SQS.
+pub async fn run(cx: &impl Caller, op: &str, input: &Value) -> Result<Value, SqsError> {
+    use moves::{cancel_move_task, list_move_tasks, start_move_task};
+    use queues::{
+        create_queue, delete_queue, get_queue_attributes, get_queue_url,
+        list_dead_letter_source_queues, list_queue_tags, list_queues, purge_queue,
+        set_queue_attributes, tag_queue, untag_queue,
+    };
+    match op {
+        "CreateQueue" => create_queue(cx, input).await,
+        "GetQueueUrl" => get_queue_url(cx, input).await,
+        "ListQueues" => list_queues(cx, input).await,
+        "DeleteQueue" => delete_queue(cx, input).await,
+        "PurgeQueue" => purge_queue(cx, input).await,
+        "GetQueueAttributes" => get_queue_attributes(cx, input).await,
+        "SetQueueAttributes" => set_queue_attributes(cx, input).await,
+        op if messages::OPERATIONS.contains(&op) => messages::run(cx, op, input).await,
+        "AddPermission" | "RemovePermission" => Err(SqsError::new(
+            Kind::UnsupportedOperation,
+            format!("{op} is not supported: fila grants access with tokens (docs/sqs.md)."),
+        )),
+        "TagQueue" => tag_queue(cx, input).await,
+        "UntagQueue" => untag_queue(cx, input).await,
+        "ListQueueTags" => list_queue_tags(cx, input).await,
+        "ListDeadLetterSourceQueues" => list_dead_letter_source_queues(cx, input).await,
+        "StartMessageMoveTask" => start_move_task(cx, input).await,
+        "ListMessageMoveTasks" => list_move_tasks(cx, input).await,
+        "CancelMessageMoveTask" => cancel_move_task(cx, input).await,
+        _ => Err(SqsError::new(
+            Kind::InvalidAction,
+            format!("{op} is not an operation of the SQS API."),
+        )),
+    }
 }
 
 /// A request id for an answer's `x-amzn-requestid` (unique per process
@@ -269,5 +342,116 @@ mod tests {
         );
         assert!(xml.contains("no &lt;such&gt; queue"), "{xml}");
         assert_ne!(request_id(), request_id());
+    }
+    /// A caller that answers from a script and keeps what it was asked.
+    struct Script {
+        answers: std::cell::RefCell<std::collections::VecDeque<Answer>>,
+        asked: std::cell::RefCell<Vec<Request>>,
+        purging: std::cell::Cell<bool>,
+    }
+
+    impl Script {
+        fn new(answers: Vec<Response>) -> Script {
+            Script {
+                answers: std::cell::RefCell::new(answers.into_iter().map(Answer::Wire).collect()),
+                asked: Default::default(),
+                purging: Default::default(),
+            }
+        }
+    }
+
+    impl Caller for Script {
+        async fn call(&self, request: Request, _room: usize) -> Result<Answer, SqsError> {
+            self.asked.borrow_mut().push(request);
+            self.answers
+                .borrow_mut()
+                .pop_front()
+                .ok_or_else(SqsError::unexpected)
+        }
+        fn host(&self) -> &str {
+            "h:9324"
+        }
+        fn begin_purge(&self, _: &str) -> Result<(), SqsError> {
+            if self.purging.replace(true) {
+                return Err(SqsError::new(Kind::PurgeQueueInProgress, "again"));
+            }
+            Ok(())
+        }
+        fn forget_purge(&self, _: &str) {
+            self.purging.set(false);
+        }
+    }
+
+    /// Runs a future whose every wait is already over (the script's).
+    fn now<F: Future>(f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("a scripted call never waits"),
+        }
+    }
+
+    fn missing_queue() -> Response {
+        Response::Error(fila_proto::WireError {
+            code: fila_proto::ErrorCode::QUEUE_NOT_FOUND,
+            message: "no such queue".into(),
+        })
+    }
+
+    #[test]
+    fn an_operation_runs_its_requests_through_the_caller_in_order() {
+        // A dead-letter target is looked up before the queue is made.
+        let cx = Script::new(vec![missing_queue()]);
+        let input = serde_json::json!({"QueueName": "jobs", "Attributes": {
+            "RedrivePolicy": "{\"deadLetterTargetArn\":\"arn:aws:sqs:us-east-1:000000000000:dlq\",\"maxReceiveCount\":3}"}});
+        let e = now(run(&cx, "CreateQueue", &input)).unwrap_err();
+        assert!(
+            e.message.contains("Dead letter target does not exist"),
+            "{}",
+            e.message
+        );
+        assert!(matches!(&cx.asked.borrow()[..], [Request::GetQueue { name }] if name == "dlq"));
+        // Found, it is made, and the answer names this host.
+        let cx = Script::new(vec![
+            Response::Queue(Box::default()),
+            Response::Created(true),
+        ]);
+        let out = now(run(&cx, "CreateQueue", &input)).unwrap();
+        assert_eq!(out["QueueUrl"], "http://h:9324/000000000000/jobs");
+        assert!(
+            matches!(&cx.asked.borrow()[1], Request::CreateQueue { name, .. } if name == "jobs")
+        );
+    }
+
+    #[test]
+    fn a_purge_is_refused_within_a_minute_of_the_last_and_forgotten_when_it_fails() {
+        let input = serde_json::json!({"QueueUrl": "http://h/000000000000/jobs"});
+        let cx = Script::new(vec![missing_queue(), Response::Ok]);
+        assert_eq!(
+            now(run(&cx, "PurgeQueue", &input)).unwrap_err().kind,
+            Kind::QueueDoesNotExist
+        );
+        assert!(now(run(&cx, "PurgeQueue", &input)).is_ok());
+        assert_eq!(
+            now(run(&cx, "PurgeQueue", &input)).unwrap_err().kind,
+            Kind::PurgeQueueInProgress
+        );
+        assert_eq!(cx.asked.borrow().len(), 2);
+    }
+
+    #[test]
+    fn unknown_and_unsupported_operations_ask_nothing() {
+        let cx = Script::new(vec![]);
+        let input = serde_json::json!({});
+        assert_eq!(
+            now(run(&cx, "Nope", &input)).unwrap_err().kind,
+            Kind::InvalidAction
+        );
+        assert_eq!(
+            now(run(&cx, "AddPermission", &input)).unwrap_err().kind,
+            Kind::UnsupportedOperation
+        );
+        assert!(cx.asked.borrow().is_empty());
     }
 }

@@ -375,6 +375,21 @@ impl MessageOp {
     }
 }
 
+/// Runs message operation `op` (one of [`OPERATIONS`]): its steps'
+/// requests through `cx`.
+pub async fn run(cx: &impl crate::Caller, op: &str, input: &Value) -> Result<Value, SqsError> {
+    let (mut machine, mut step) = start(op, input)?;
+    loop {
+        match step {
+            Step::Done(output) => return Ok(output),
+            Step::Call { request, room } => {
+                let answer = cx.call(request, room).await?;
+                step = machine.resume(answer)?;
+            }
+        }
+    }
+}
+
 /// A wire answer; an error answer is the SQS error it maps to.
 fn wire(answer: Answer) -> Result<Response, SqsError> {
     match answer {

@@ -47,7 +47,7 @@ mod auth;
 pub(in crate::server) mod gateway;
 mod request;
 
-use fila_sqs::{attrs, sigv4};
+use fila_sqs::sigv4;
 pub(in crate::server) use fila_sqs::{error, query};
 
 use request::handle;

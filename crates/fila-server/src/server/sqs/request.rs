@@ -135,7 +135,7 @@ pub(super) async fn handle(
         token,
         host,
     };
-    let result = actions::run(&context, &operation, &input).await;
+    let result = fila_sqs::run(&context, &operation, &input).await;
     gateway
         .shared
         .metrics

@@ -4,10 +4,11 @@ use fila_core::MoveStatus;
 use fila_proto::{self as proto, Request, Response};
 use serde_json::{json, Map, Value};
 
-use super::queues::dead_letter_sources;
-use super::{number, required, text, Context};
-use crate::server::sqs::attrs;
-use crate::server::sqs::error::{Kind, SqsError};
+use crate::attrs;
+use crate::error::{Kind, SqsError};
+use crate::params::{number, required, text};
+use crate::queues::dead_letter_sources;
+use crate::{wire, Caller};
 
 /// The most messages a second a move task may be asked for (SQS's).
 const MOVE_RATE_MAX: u64 = 500;
@@ -26,19 +27,22 @@ fn task_of_handle(handle: &str) -> Result<(String, u64), SqsError> {
 }
 
 /// The move tasks of `queue` (fila's own redrives aside), most recent first.
-async fn move_tasks(cx: &Context<'_>, queue: &str) -> Result<Vec<proto::MoveInfo>, SqsError> {
-    match cx
-        .wire(Request::ListMoves {
+async fn move_tasks(cx: &impl Caller, queue: &str) -> Result<Vec<proto::MoveInfo>, SqsError> {
+    match wire(
+        cx,
+        Request::ListMoves {
             queue: queue.to_owned(),
-        })
-        .await?
+        },
+    )
+    .await?
     {
         Response::Moves(ms) => Ok(ms.into_iter().rev().filter(|m| !m.from_dlq).collect()),
         _ => Err(SqsError::unexpected()),
     }
 }
 
-pub(super) async fn start_move_task(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
+/// StartMessageMoveTask: a move out of a dead-letter queue (to its sources, or a named queue), refused as SQS refuses it.
+pub async fn start_move_task(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
     let source = attrs::name_of_arn(required(input, "SourceArn")?)?;
     let to = match text(input, "DestinationArn")? {
         Some(arn) => Some(attrs::name_of_arn(arn)?),
@@ -50,7 +54,7 @@ pub(super) async fn start_move_task(cx: &Context<'_>, input: &Value) -> Result<V
     // ResourceNotFoundException, not QueueDoesNotExist.
     for (name, what) in [(Some(&source), "source"), (to.as_ref(), "destination")] {
         let Some(name) = name else { continue };
-        cx.wire(Request::GetQueue { name: name.clone() })
+        wire(cx, Request::GetQueue { name: name.clone() })
             .await
             .map_err(|e| match e.kind {
                 Kind::QueueDoesNotExist => SqsError::new(
@@ -86,13 +90,14 @@ pub(super) async fn start_move_task(cx: &Context<'_>, input: &Value) -> Result<V
         max_messages: None,
         rate_per_second: rate.map(|r| r as u32),
     };
-    let Response::Move(task) = cx.wire(req).await? else {
+    let Response::Move(task) = wire(cx, req).await? else {
         return Err(SqsError::unexpected());
     };
     Ok(json!({ "TaskHandle": task_handle(&source, task.id) }))
 }
 
-pub(super) async fn list_move_tasks(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
+/// ListMessageMoveTasks: a dead-letter queue's move tasks, most recent first.
+pub async fn list_move_tasks(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
     let source = attrs::name_of_arn(required(input, "SourceArn")?)?;
     let max = number(input, "MaxResults", 1, 10)?.unwrap_or(1) as usize;
     let results: Vec<Value> = move_tasks(cx, &source)
@@ -129,7 +134,8 @@ pub(super) async fn list_move_tasks(cx: &Context<'_>, input: &Value) -> Result<V
     Ok(json!({ "Results": results }))
 }
 
-pub(super) async fn cancel_move_task(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
+/// CancelMessageMoveTask: a running task, by its handle.
+pub async fn cancel_move_task(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
     let (queue, id) = task_of_handle(required(input, "TaskHandle")?)?;
     let running = move_tasks(cx, &queue)
         .await
@@ -142,7 +148,7 @@ pub(super) async fn cancel_move_task(cx: &Context<'_>, input: &Value) -> Result<
             "The task does not exist or is not running.",
         ));
     }
-    let Response::Move(task) = cx.wire(Request::CancelMove { queue, id }).await? else {
+    let Response::Move(task) = wire(cx, Request::CancelMove { queue, id }).await? else {
         return Err(SqsError::unexpected());
     };
     Ok(json!({ "ApproximateNumberOfMessagesMoved": task.moved }))

@@ -4,12 +4,19 @@
 use fila_proto::{QueueRef, Request, Response, SettingsPatch};
 use serde_json::{json, Map, Value};
 
-use super::{
-    fifo, number, queue_of, required, strings, text, Context, DELAY_SECS_MAX,
-    SQS_MAX_MESSAGE_BYTES, SQS_RETENTION_MS, VISIBILITY_SECS_MAX, WAIT_SECS_MAX,
+use crate::attrs;
+use crate::error::{Kind, SqsError};
+use crate::fifo;
+use crate::params::{
+    number, queue_of, required, strings, text, DELAY_SECS_MAX, VISIBILITY_SECS_MAX, WAIT_SECS_MAX,
 };
-use crate::server::sqs::attrs;
-use crate::server::sqs::error::{Kind, SqsError};
+use crate::{wire, Caller};
+
+/// The defaults of a queue created through the SQS API (SQS's, where they
+/// differ from fila's own): four days' retention.
+const SQS_RETENTION_MS: u64 = 4 * 86_400_000;
+/// Messages of at most 1 MiB, as SQS's.
+const SQS_MAX_MESSAGE_BYTES: u32 = 1 << 20;
 
 /// The settings an SQS attribute map asks for, on top of `patch`;
 /// `creating`: whether a queue being created is FIFO (`None`: a set).
@@ -179,7 +186,7 @@ impl RedriveAllow {
 
 /// Checks that queue `source` may name `target` as its dead-letter queue:
 /// the target exists and its RedriveAllowPolicy lets `source` in.
-async fn check_redrive(cx: &Context<'_>, source: &str, target: &str) -> Result<(), SqsError> {
+async fn check_redrive(cx: &impl Caller, source: &str, target: &str) -> Result<(), SqsError> {
     let refuse = |why: &str| {
         SqsError::invalid(format!(
             "Value for parameter RedrivePolicy is invalid. Reason: {why}"
@@ -188,11 +195,13 @@ async fn check_redrive(cx: &Context<'_>, source: &str, target: &str) -> Result<(
     if source == target {
         return Err(refuse("A queue cannot be its own dead-letter queue."));
     }
-    let settings = match cx
-        .wire(Request::GetQueue {
+    let settings = match wire(
+        cx,
+        Request::GetQueue {
             name: target.to_owned(),
-        })
-        .await
+        },
+    )
+    .await
     {
         Ok(Response::Queue(s)) => *s,
         Ok(_) => return Err(SqsError::unexpected()),
@@ -236,7 +245,8 @@ fn tags_of(v: Option<&Value>) -> Result<Vec<(String, String)>, SqsError> {
         .collect()
 }
 
-pub(super) async fn create_queue(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
+/// CreateQueue: a queue with SQS's defaults and the attributes and tags asked for.
+pub async fn create_queue(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
     let name = required(input, "QueueName")?;
     let attributes = input.get("Attributes").filter(|a| !a.is_null());
     let fifo_attribute = match attributes.and_then(|a| a.get("FifoQueue")) {
@@ -279,8 +289,8 @@ pub(super) async fn create_queue(cx: &Context<'_>, input: &Value) -> Result<Valu
         name: name.to_owned(),
         settings,
     };
-    match cx.wire(req).await {
-        Ok(Response::Created(_)) => Ok(json!({ "QueueUrl": attrs::queue_url(cx.host, name) })),
+    match wire(cx, req).await {
+        Ok(Response::Created(_)) => Ok(json!({ "QueueUrl": attrs::queue_url(cx.host(), name) })),
         Ok(_) => Err(SqsError::unexpected()),
         Err(e) if e.kind == Kind::QueueNameExists => Err(SqsError::new(
             Kind::QueueNameExists,
@@ -290,7 +300,8 @@ pub(super) async fn create_queue(cx: &Context<'_>, input: &Value) -> Result<Valu
     }
 }
 
-pub(super) async fn get_queue_url(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
+/// GetQueueUrl: a queue's URL, if the caller's token sees it.
+pub async fn get_queue_url(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
     let name = required(input, "QueueName")?;
     // Any grant on the queue will do (a producer looks its queue up): a
     // list, which shows only what the token sees, finds it.
@@ -299,9 +310,9 @@ pub(super) async fn get_queue_url(cx: &Context<'_>, input: &Value) -> Result<Val
         after: String::new(),
         limit: 1,
     };
-    match cx.wire(req).await? {
+    match wire(cx, req).await? {
         Response::Queues { names, .. } if names.first().map(String::as_str) == Some(name) => {
-            Ok(json!({ "QueueUrl": attrs::queue_url(cx.host, name) }))
+            Ok(json!({ "QueueUrl": attrs::queue_url(cx.host(), name) }))
         }
         Response::Queues { .. } => Err(SqsError::new(
             Kind::QueueDoesNotExist,
@@ -311,7 +322,8 @@ pub(super) async fn get_queue_url(cx: &Context<'_>, input: &Value) -> Result<Val
     }
 }
 
-pub(super) async fn list_queues(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
+/// ListQueues: the queues' URLs by prefix, a page when MaxResults asks for one.
+pub async fn list_queues(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
     let prefix = text(input, "QueueNamePrefix")?.unwrap_or("").to_owned();
     let max = number(input, "MaxResults", 1, 1000)?;
     let after = text(input, "NextToken")?.unwrap_or("").to_owned();
@@ -320,14 +332,14 @@ pub(super) async fn list_queues(cx: &Context<'_>, input: &Value) -> Result<Value
         after,
         limit: max.unwrap_or(1000) as u16,
     };
-    let Response::Queues { names, next } = cx.wire(req).await? else {
+    let Response::Queues { names, next } = wire(cx, req).await? else {
         return Err(SqsError::unexpected());
     };
     let mut out = Map::new();
     if !names.is_empty() {
         let urls: Vec<Value> = names
             .iter()
-            .map(|n| Value::String(attrs::queue_url(cx.host, n)))
+            .map(|n| Value::String(attrs::queue_url(cx.host(), n)))
             .collect();
         out.insert("QueueUrls".into(), Value::Array(urls));
     }
@@ -339,37 +351,42 @@ pub(super) async fn list_queues(cx: &Context<'_>, input: &Value) -> Result<Value
     Ok(Value::Object(out))
 }
 
-pub(super) async fn delete_queue(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
+/// DeleteQueue.
+pub async fn delete_queue(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
     let name = queue_of(input)?;
-    cx.wire(Request::DeleteQueue {
-        name,
-        if_exists: false,
-    })
+    wire(
+        cx,
+        Request::DeleteQueue {
+            name,
+            if_exists: false,
+        },
+    )
     .await?;
     Ok(json!({}))
 }
 
-pub(super) async fn purge_queue(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
+/// PurgeQueue: at most once a minute a queue, as SQS.
+pub async fn purge_queue(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
     let name = queue_of(input)?;
-    cx.gateway.begin_purge(&name)?;
-    let result = cx
-        .wire(Request::Purge {
+    cx.begin_purge(&name)?;
+    let result = wire(
+        cx,
+        Request::Purge {
             queue: QueueRef {
                 name: name.clone(),
                 dlq: false,
             },
-        })
-        .await;
+        },
+    )
+    .await;
     if result.is_err() {
-        cx.gateway.forget_purge(&name);
+        cx.forget_purge(&name);
     }
     result.map(|_| json!({}))
 }
 
-pub(super) async fn get_queue_attributes(
-    cx: &Context<'_>,
-    input: &Value,
-) -> Result<Value, SqsError> {
+/// GetQueueAttributes: the settings and counts asked for, as SQS names them.
+pub async fn get_queue_attributes(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
     let name = queue_of(input)?;
     let asked = strings(input, "AttributeNames")?;
     let all = asked.iter().any(|a| a == "All");
@@ -401,7 +418,7 @@ pub(super) async fn get_queue_attributes(
             format!("Unknown Attribute {bad}."),
         ));
     }
-    let Response::Queue(s) = cx.wire(Request::GetQueue { name: name.clone() }).await? else {
+    let Response::Queue(s) = wire(cx, Request::GetQueue { name: name.clone() }).await? else {
         return Err(SqsError::unexpected());
     };
     let mut out = Map::new();
@@ -450,7 +467,7 @@ pub(super) async fn get_queue_attributes(
         "LastModifiedTimestamp",
     ];
     if counts.iter().any(|c| want(c)) {
-        let Response::Stats(st) = cx.wire(Request::QueueStats { name }).await? else {
+        let Response::Stats(st) = wire(cx, Request::QueueStats { name }).await? else {
             return Err(SqsError::unexpected());
         };
         put("ApproximateNumberOfMessages", st.visible.to_string());
@@ -471,10 +488,8 @@ pub(super) async fn get_queue_attributes(
     Ok(json!({ "Attributes": out }))
 }
 
-pub(super) async fn set_queue_attributes(
-    cx: &Context<'_>,
-    input: &Value,
-) -> Result<Value, SqsError> {
+/// SetQueueAttributes: settings changed as SQS's attributes ask.
+pub async fn set_queue_attributes(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
     let name = queue_of(input)?;
     let attributes = input
         .get("Attributes")
@@ -487,11 +502,12 @@ pub(super) async fn set_queue_attributes(
     if let Some(Some(target)) = &settings.dead_letter_target {
         check_redrive(cx, &name, target).await?;
     }
-    cx.wire(Request::UpdateQueue { name, settings }).await?;
+    wire(cx, Request::UpdateQueue { name, settings }).await?;
     Ok(json!({}))
 }
 
-pub(super) async fn tag_queue(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
+/// TagQueue.
+pub async fn tag_queue(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
     let name = queue_of(input)?;
     let tags = tags_of(input.get("Tags"))?;
     if tags.is_empty() {
@@ -501,11 +517,12 @@ pub(super) async fn tag_queue(cx: &Context<'_>, input: &Value) -> Result<Value, 
         tags_set: tags,
         ..SettingsPatch::default()
     };
-    cx.wire(Request::UpdateQueue { name, settings }).await?;
+    wire(cx, Request::UpdateQueue { name, settings }).await?;
     Ok(json!({}))
 }
 
-pub(super) async fn untag_queue(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
+/// UntagQueue.
+pub async fn untag_queue(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
     let name = queue_of(input)?;
     let keys = strings(input, "TagKeys")?;
     if keys.is_empty() {
@@ -515,13 +532,14 @@ pub(super) async fn untag_queue(cx: &Context<'_>, input: &Value) -> Result<Value
         tags_remove: keys,
         ..SettingsPatch::default()
     };
-    cx.wire(Request::UpdateQueue { name, settings }).await?;
+    wire(cx, Request::UpdateQueue { name, settings }).await?;
     Ok(json!({}))
 }
 
-pub(super) async fn list_queue_tags(cx: &Context<'_>, input: &Value) -> Result<Value, SqsError> {
+/// ListQueueTags.
+pub async fn list_queue_tags(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
     let name = queue_of(input)?;
-    let Response::Queue(s) = cx.wire(Request::GetQueue { name }).await? else {
+    let Response::Queue(s) = wire(cx, Request::GetQueue { name }).await? else {
         return Err(SqsError::unexpected());
     };
     if s.tags.is_empty() {
@@ -538,23 +556,27 @@ pub(super) async fn list_queue_tags(cx: &Context<'_>, input: &Value) -> Result<V
 /// Queues a dead-letter-source scan looks at per request at most.
 const SOURCE_SCAN_MAX: usize = 1000;
 
-pub(super) async fn list_dead_letter_source_queues(
-    cx: &Context<'_>,
+/// ListDeadLetterSourceQueues: the queues that dead-letter into this one.
+pub async fn list_dead_letter_source_queues(
+    cx: &impl Caller,
     input: &Value,
 ) -> Result<Value, SqsError> {
     let target = queue_of(input)?;
     let max = number(input, "MaxResults", 1, 1000)?;
     let after = text(input, "NextToken")?.unwrap_or("").to_owned();
     // The target must exist.
-    cx.wire(Request::GetQueue {
-        name: target.clone(),
-    })
+    wire(
+        cx,
+        Request::GetQueue {
+            name: target.clone(),
+        },
+    )
     .await?;
     let (names, next) =
         dead_letter_sources(cx, &target, max.unwrap_or(1000) as usize, after).await?;
     let found = names
         .iter()
-        .map(|name| Value::String(attrs::queue_url(cx.host, name)))
+        .map(|name| Value::String(attrs::queue_url(cx.host(), name)))
         .collect();
     let mut out = Map::new();
     out.insert("queueUrls".into(), Value::Array(found));
@@ -567,8 +589,8 @@ pub(super) async fn list_dead_letter_source_queues(
 /// The queues whose dead-letter target is `target`, in name order after
 /// `after`: at most `want`, looking at most at [`SOURCE_SCAN_MAX`] queues;
 /// with the name to go on from when it stopped early.
-pub(super) async fn dead_letter_sources(
-    cx: &Context<'_>,
+pub async fn dead_letter_sources(
+    cx: &impl Caller,
     target: &str,
     want: usize,
     mut after: String,
@@ -581,13 +603,13 @@ pub(super) async fn dead_letter_sources(
             after: after.clone(),
             limit: 100,
         };
-        let Response::Queues { names, next: more } = cx.wire(page).await? else {
+        let Response::Queues { names, next: more } = wire(cx, page).await? else {
             return Err(SqsError::unexpected());
         };
         for name in names {
             scanned += 1;
             after.clone_from(&name);
-            if let Ok(Response::Queue(s)) = cx.wire(Request::GetQueue { name: name.clone() }).await
+            if let Ok(Response::Queue(s)) = wire(cx, Request::GetQueue { name: name.clone() }).await
             {
                 if s.dead_letter_target.as_deref() == Some(target) {
                     found.push(name.clone());
