@@ -71,14 +71,3 @@ pub(super) async fn tls_accept(
     shared.metrics.tls_errors.fetch_add(1, Ordering::Relaxed);
     None
 }
-
-/// The headers of a hyper request as the dialects read them.
-pub(in crate::server) fn headers_of(parts: &hyper::http::request::Parts) -> fila_http::Headers<'_> {
-    fila_http::Headers::new(
-        parts
-            .headers
-            .iter()
-            .map(|(n, v)| (n.as_str(), v.as_bytes()))
-            .collect(),
-    )
-}

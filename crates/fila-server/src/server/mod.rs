@@ -57,6 +57,18 @@ mod spin;
 mod sqs;
 mod view;
 
+/// The headers of a hyper request as the dialects read them (the SQS API,
+/// the console; outside `http` because the loom build keeps its types).
+pub(in crate::server) fn headers_of(parts: &hyper::http::request::Parts) -> fila_http::Headers<'_> {
+    fila_http::Headers::new(
+        parts
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_bytes()))
+            .collect(),
+    )
+}
+
 pub use crate::limits::{
     ANSWER_ROOM_MIN, AUTH_FAILURES_MAX, FRAMES_PER_TURN, OUTPUT_BYTES_MIN, PREAUTH_FRAME_MAX,
     READ_BYTES_PER_TURN, SMALL_ANSWER_ROOM,

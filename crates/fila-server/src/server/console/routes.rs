@@ -212,7 +212,7 @@ pub(super) async fn handle(
     let now = Instant::now();
     let mut cookies = Vec::new();
     let live_refresh = parts.headers.contains_key("x-fila-live");
-    let found = cookie(&crate::server::http::headers_of(&parts), &console.cookie).and_then(|id| {
+    let found = cookie(&crate::server::headers_of(&parts), &console.cookie).and_then(|id| {
         let mut sessions = console.sessions.borrow_mut();
         let s = sessions.get(id, now)?;
         // A session's token must still be one of the last reload's: one
@@ -376,7 +376,7 @@ async fn signin(
     if parts.method != Method::POST {
         return show(StatusCode::OK, None);
     }
-    let pre = cookie(&crate::server::http::headers_of(parts), &console.pre_cookie).unwrap_or("");
+    let pre = cookie(&crate::server::headers_of(parts), &console.pre_cookie).unwrap_or("");
     let sent = param(form, "csrf").unwrap_or("");
     if pre.is_empty() || !same_secret(pre, sent) {
         return show(

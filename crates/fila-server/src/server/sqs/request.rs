@@ -45,7 +45,7 @@ pub(super) async fn handle(
         method: parts.method.as_str(),
         path: parts.uri.path(),
         query: parts.uri.query().unwrap_or(""),
-        headers: crate::server::http::headers_of(&parts),
+        headers: crate::server::headers_of(&parts),
     };
     let protocol = Protocol::of(&head.headers);
     if let Err(e) = fila_sqs::check_method(head.method, protocol) {
