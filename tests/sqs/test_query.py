@@ -98,6 +98,10 @@ def test_query_errors_are_xml_with_the_query_code(server):
         status, _, root = call(server, {"QueueName": "no-action"})
         assert status == 400
         assert text(root, "q:Error/q:Code") == "MissingAction"
+        # An Action given empty names no action either.
+        status, _, root = call(server, {"Action": "", "QueueName": "no-action"})
+        assert status == 400
+        assert text(root, "q:Error/q:Code") == "MissingAction"
         status, _, root = call(server, {"Action": "Explode"})
         assert status == 400
         assert text(root, "q:Error/q:Code") == "InvalidAction"

@@ -92,11 +92,6 @@ impl Request {
             ),
         }
     }
-
-    /// The bytes it holds (head and body).
-    pub fn held_bytes(&self) -> usize {
-        self.bytes.capacity() + self.body.capacity()
-    }
 }
 
 /// What a call of [`Framer::next`] did.
@@ -196,15 +191,9 @@ impl Framer {
             if end > self.limits.head_bytes {
                 return Err(HttpError::HeadTooLarge(self.limits.head_bytes));
             }
-            let (request, body) = self.head(&buf[..end])?;
+            let (request, body, expects) = self.head(&buf[..end])?;
             progress.consumed = end;
-            progress.send_continue = request.minor_version == 1
-                && !matches!(body, Body::Length(0))
-                && request
-                    .head()
-                    .headers
-                    .get_all("expect")
-                    .any(|v| v.eq_ignore_ascii_case(b"100-continue"));
+            progress.send_continue = expects && !matches!(body, Body::Length(0));
             self.state = State::Body { request, body };
         }
         let State::Body { request, body } = &mut self.state else {
@@ -234,8 +223,9 @@ impl Framer {
     }
 
     /// A head (its blank line included) read into a request with no body
-    /// yet, and how its body comes.
-    fn head(&self, bytes: &[u8]) -> Result<(Request, Body), HttpError> {
+    /// yet, how its body comes, and whether it asks `Expect: 100-continue`
+    /// (HTTP/1.1 only).
+    fn head(&self, bytes: &[u8]) -> Result<(Request, Body, bool), HttpError> {
         let mut slots = vec![httparse::EMPTY_HEADER; self.limits.headers];
         let mut parsed = httparse::Request::new(&mut slots);
         match parsed.parse(bytes) {
@@ -287,12 +277,17 @@ impl Framer {
         } else {
             !has_token("connection", "close")
         };
+        let expects = minor_version == 1
+            && head
+                .headers
+                .get_all("expect")
+                .any(|v| v.eq_ignore_ascii_case(b"100-continue"));
         let body = self.framing(&head.headers)?;
         request.keep_alive = keep_alive;
         if let Body::Length(n) = body {
             request.body.reserve(n.min(64 << 10) as usize);
         }
-        Ok((request, body))
+        Ok((request, body, expects))
     }
 
     /// How a body with these headers comes.
