@@ -172,6 +172,24 @@ impl Framer {
         matches!(self.state, State::Body { .. })
     }
 
+    /// The most bytes the body being taken may come to, decoded: what came
+    /// and what its `Content-Length` says is left, or the limit when it
+    /// is chunked; `None` between bodies. (A server that bounds the bodies
+    /// all its connections hold counts this.)
+    pub fn body_bound(&self) -> Option<usize> {
+        match &self.state {
+            State::Head { .. } => None,
+            State::Body {
+                request,
+                body: Body::Length(left),
+            } => Some(request.body.len().saturating_add(*left as usize)),
+            State::Body {
+                body: Body::Chunked(_),
+                ..
+            } => Some(self.limits.body_bytes),
+        }
+    }
+
     /// Takes what it can of `buf` (the connection's unread bytes, the
     /// front of which it has not taken before): at most one whole request.
     /// The caller drains `consumed` bytes from the front of its buffer

@@ -61,6 +61,24 @@ fn a_request_with_a_length_is_framed_with_its_head() {
 }
 
 #[test]
+fn a_body_in_progress_is_bounded_by_its_length_or_the_limit() {
+    let mut framer = Framer::new(LIMITS);
+    assert_eq!(framer.body_bound(), None);
+    let p = framer
+        .next(b"POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc")
+        .unwrap();
+    assert!(p.request.is_none());
+    assert_eq!(framer.body_bound(), Some(10));
+    let p = framer.next(b"defghij").unwrap();
+    assert!(p.request.is_some());
+    assert_eq!(framer.body_bound(), None);
+    framer
+        .next(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
+        .unwrap();
+    assert_eq!(framer.body_bound(), Some(LIMITS.body_bytes));
+}
+
+#[test]
 fn pipelined_requests_come_one_a_call_in_order() {
     let input = b"GET /a HTTP/1.1\r\n\r\nPOST /b HTTP/1.1\r\ncontent-length: 2\r\n\r\nhiGET /c HTTP/1.1\r\nConnection: close\r\n\r\n";
     let mut framer = Framer::new(LIMITS);

@@ -56,8 +56,9 @@ pub struct Config {
     pub shards: usize,
     /// Event loop threads (one per core by default).
     pub event_loops: usize,
-    /// Threads of the SQS API, each a runtime of its own (0: half the
-    /// cores, at least one).
+    /// No effect since the event loops serve the SQS API; accepted (and
+    /// warned about when set) so that older command lines and files still
+    /// start the server.
     pub sqs_threads: usize,
     /// Open connections at most; more are accepted and closed at once.
     pub max_connections: usize,
@@ -361,12 +362,9 @@ impl Config {
         if self.event_loops == 0 {
             self.event_loops = cores();
         }
-        if self.sqs_threads == 0 {
-            self.sqs_threads = cores().div_ceil(2);
-        }
-        if self.shards > 1024 || self.event_loops > 1024 || self.sqs_threads > 1024 {
+        if self.shards > 1024 || self.event_loops > 1024 {
             return Err(ConfigError::Invalid(
-                "shards, event_loops and sqs_threads are at most 1024".into(),
+                "shards and event_loops are at most 1024".into(),
             ));
         }
         if self.max_connections == 0 {

@@ -364,15 +364,26 @@ fn request_bodies_held_at_once_are_bounded_across_connections() {
     let head = format!(
         "POST / HTTP/1.1\r\nhost: x\r\nx-amz-target: AmazonSQS.ListQueues\r\ncontent-length: {declared}\r\n\r\n"
     );
-    let mut holding = Vec::new();
-    for _ in 0..(256 << 20) / declared {
+    let hold = || {
         let mut s = connect(&server.sqs);
         s.write_all(head.as_bytes()).unwrap();
-        holding.push(s);
-    }
+        s
+    };
+    let mut holding: Vec<TcpStream> = (0..(256 << 20) / declared).map(|_| hold()).collect();
     // One more body does not fit, whatever its size: a clear 503 at once.
     let deadline = Instant::now() + Duration::from_secs(10);
     let refused = loop {
+        // The room is exactly that of the heads above: one whose head
+        // came while a request below held its (small) body was refused
+        // and closed; it is sent again.
+        for h in &mut holding {
+            h.set_nonblocking(true).unwrap();
+            let gone = !matches!(h.read(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+            h.set_nonblocking(false).unwrap();
+            if gone {
+                *h = hold();
+            }
+        }
         let a = call(&server.sqs, "ListQueues", "{}");
         if a.status == 503 {
             break a;

@@ -157,7 +157,7 @@ loop per core. Flags override the file.
                             [127.0.0.1:7702]
   --shards N                engine shards           [cores]
   --event-loops N           event loop threads      [cores]
-  --sqs-threads N           threads of the SQS API  [half the cores]
+  --sqs-threads N           no effect (the event loops serve the SQS API)
   --max-connections N       open connections        [10000]
   --max-frame-bytes N       largest frame accepted  [25165824]
   --max-output-bytes N      answers buffered (and room held for parked

@@ -55,6 +55,10 @@ pub(in crate::server) struct Route {
     pub(in crate::server) fields: proto::Fields,
     /// The shard of its queue (0 when it names none).
     pub(in crate::server) shard: usize,
+    /// Its caller cannot follow a `not_leader` answer (an SQS or console
+    /// request, or another node's): a cluster node's follower forwards it
+    /// to the partition's leader.
+    pub(in crate::server) forward: bool,
 }
 
 /// A request for a shard's owner.

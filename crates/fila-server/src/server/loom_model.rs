@@ -79,6 +79,7 @@ fn route(lp: usize, opcode: proto::Opcode) -> Route {
         park: 0,
         fields: proto::Fields::ALL,
         shard: 0,
+        forward: false,
     }
 }
 

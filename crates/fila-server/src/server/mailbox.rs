@@ -65,8 +65,8 @@ pub const POST_BACKLOG_MAX: usize = MAILBOX_CAPACITY;
 
 /// Everything a loop is sent.
 pub(in crate::server) enum Msg {
-    /// A connection accepted for this loop.
-    Accepted(TcpStream, SocketAddr),
+    /// A connection accepted for this loop, and what it speaks.
+    Accepted(TcpStream, SocketAddr, super::front::Door),
     /// A connection moved here from another loop (whose shard it uses).
     Moved(Box<Conn>),
     /// Close your oldest connection that has not authenticated: the server

@@ -46,6 +46,7 @@ mod cluster;
 pub(crate) mod console;
 mod durable;
 mod front;
+mod gateway;
 mod host;
 #[cfg(not(loom))]
 mod http;
@@ -74,8 +75,8 @@ pub use crate::limits::{
     READ_BYTES_PER_TURN, SMALL_ANSWER_ROOM,
 };
 pub use durable::StartError;
-use front::FrontEnd;
 pub use front::MOVE_AFTER;
+use front::{Door, FrontEnd};
 use host::ShardHost;
 pub use host::{IN_FLIGHT_MAX, TIMERS_PER_TURN};
 use log_wait::LogWait;
@@ -86,6 +87,7 @@ use view::LoopsView;
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
+const SQS_LISTENER: Token = Token(usize::MAX - 3);
 
 /// What every part of every loop reads: the configuration, the figures,
 /// the handle to the loops, the log's marks, the server-wide counts.
@@ -127,6 +129,11 @@ struct Shared {
     /// (what `ClusterStatus` answers), the partition's totals while it
     /// leads.
     published: Arc<view::Published>,
+    /// Bytes of SQS request bodies held now, every connection together
+    /// (at most `sqs::BODIES_BYTES_MAX`).
+    sqs_bodies: Arc<std::sync::atomic::AtomicUsize>,
+    /// Queues purged through the SQS API in the last minute.
+    sqs_purges: Arc<sqs::Purges>,
     /// A cluster node: what the loops run on a partition's leader
     /// themselves.
     #[cfg(not(loom))]
@@ -211,7 +218,8 @@ pub struct Server {
     shared: Arc<Shared>,
     threads: Vec<std::thread::JoinHandle<()>>,
     metrics: Option<MetricsEndpoint>,
-    sqs: Option<sqs::SqsListener>,
+    /// The SQS API's address, when it is on.
+    sqs: Option<SocketAddr>,
     console: Option<console::ConsoleListener>,
     #[cfg(not(loom))]
     cluster: Option<cluster::ClusterNode>,
@@ -267,6 +275,9 @@ impl Server {
     ) -> Result<Server, StartError> {
         crate::tls::install_provider();
         let live = Arc::new(crate::live::Live::new(&config)?);
+        if config.sqs_threads != 0 {
+            warn!("sqs_threads has no effect: the event loops serve the SQS API");
+        }
         for (name, addr) in config.plaintext_off_loopback() {
             warn!(%addr, "{name} is off loopback without TLS (allow_plaintext): tokens and messages cross the network in clear text");
         }
@@ -286,9 +297,13 @@ impl Server {
         })?;
         // The loops' wakers exist before the log, whose writer wakes them.
         let sqs_listener = match config.sqs_listen {
-            Some(addr) => {
-                Some(bind_nonblocking(addr).map_err(|source| StartError::Listen { addr, source })?)
-            }
+            Some(addr) => Some(
+                TcpListener::bind(addr).map_err(|source| StartError::Listen { addr, source })?,
+            ),
+            None => None,
+        };
+        let sqs_addr = match &sqs_listener {
+            Some(l) => Some(l.local_addr()?),
             None => None,
         };
         let console_listener = match config.console_listen {
@@ -304,19 +319,11 @@ impl Server {
             wakers.push(Arc::new(Waker::new(poll.registry(), WAKER)?));
             polls.push(poll);
         }
-        // The SQS gateways are the endpoints after the loops.
-        let sqs_notifies: Vec<Arc<tokio::sync::Notify>> = match &sqs_listener {
-            Some(_) => (0..config.sqs_threads)
-                .map(|_| Arc::new(tokio::sync::Notify::new()))
-                .collect(),
-            None => Vec::new(),
-        };
-        // The console's gateway is the endpoint after them.
+        // The console's gateway is the endpoint after the loops.
         let console_notify = console_listener
             .as_ref()
             .map(|_| Arc::new(tokio::sync::Notify::new()));
-        let mut gateways = sqs_notifies.clone();
-        gateways.extend(console_notify.clone());
+        let mut gateways: Vec<Arc<tokio::sync::Notify>> = console_notify.iter().cloned().collect();
         // A cluster node's endpoint is the last.
         #[cfg(not(loom))]
         let cluster_notify = config
@@ -386,18 +393,24 @@ impl Server {
             tls_warn: WarnLimit::default(),
             cluster: cluster_index,
             published,
+            sqs_bodies: Arc::default(),
+            sqs_purges: Arc::default(),
             #[cfg(not(loom))]
             fast: std::sync::OnceLock::new(),
         });
-        let mut listener = Some(listener);
+        let (mut listener, mut sqs_listener) = (Some(listener), sqs_listener);
         let mut threads = Vec::new();
         for (index, (poll, owner)) in polls.into_iter().zip(owners).enumerate() {
             let registry = poll.registry().try_clone()?;
-            let listener = if index == 0 { listener.take() } else { None };
+            let (listener, sqs_listener) = if index == 0 {
+                (listener.take(), sqs_listener.take())
+            } else {
+                (None, None)
+            };
             let l = Loop {
                 index,
                 shared: shared.clone(),
-                front: FrontEnd::new(index, shared.clone(), registry, listener)?,
+                front: FrontEnd::new(index, shared.clone(), registry, listener, sqs_listener)?,
                 host: ShardHost::new(index, shared.clone(), owner),
                 wait: LogWait::new(index, shared.clone()),
                 post: Post::new(index, shared.loops.clone()),
@@ -410,16 +423,8 @@ impl Server {
                     .spawn(move || l.run())?,
             );
         }
-        let console_index = config.event_loops + sqs_notifies.len();
-        let sqs = match sqs_listener {
-            Some(l) => Some(sqs::SqsListener::start(
-                l,
-                config.event_loops,
-                sqs_notifies,
-                shared.clone(),
-            )?),
-            None => None,
-        };
+        let console_index = config.event_loops;
+        let sqs = sqs_addr;
         let console = match (console_listener, console_notify) {
             (Some(l), Some(notify)) => Some(console::ConsoleListener::start(
                 l,
@@ -441,7 +446,7 @@ impl Server {
         };
         info!(
             listen = %local_addr,
-            sqs = %shown(sqs.as_ref().map(|s| s.addr())),
+            sqs = %shown(sqs),
             metrics = %shown(metrics_endpoint.as_ref().map(|m| m.addr())),
             console = %shown(console.as_ref().map(|c| c.addr())),
             shards = config.shards,
@@ -477,7 +482,7 @@ impl Server {
 
     /// The SQS API's address (the real port when 0 was asked for).
     pub fn sqs_addr(&self) -> Option<SocketAddr> {
-        self.sqs.as_ref().map(|s| s.addr())
+        self.sqs
     }
 
     /// The web console's address (the real port when 0 was asked for).
@@ -542,9 +547,6 @@ impl Server {
         for l in self.threads.drain(..) {
             let _ = l.join();
         }
-        if let Some(s) = self.sqs.as_mut() {
-            s.join();
-        }
         if let Some(c) = self.console.as_mut() {
             c.join();
         }
@@ -590,6 +592,7 @@ impl Loop {
         let mut events = Events::with_capacity(1024);
         let mut stop_deadline: Option<Instant> = None;
         let housekeeping = self.shared.config.idle_timeout_secs > 0
+            || self.shared.config.sqs_listen.is_some()
             || !self.shared.config.tokens.is_empty()
             || self.shared.config.tls_cert.is_some();
         let mut busy = false;
@@ -634,7 +637,8 @@ impl Loop {
             let (front, mut back) = self.parts();
             for event in events.iter() {
                 match event.token() {
-                    LISTENER => front.accept(&mut back),
+                    LISTENER => front.accept(Door::Binary, &mut back),
+                    SQS_LISTENER => front.accept(Door::Sqs, &mut back),
                     WAKER => {}
                     Token(slot) => {
                         let closed = event.is_read_closed() || event.is_error();
@@ -736,7 +740,7 @@ impl Loop {
             took = true;
             let (front, mut back) = self.parts();
             match msg {
-                Msg::Accepted(stream, peer) => front.adopt(stream, peer, &mut back),
+                Msg::Accepted(stream, peer, door) => front.adopt(stream, peer, door, &mut back),
                 Msg::Moved(conn) => front.adopt_moved(conn, &mut back),
                 Msg::EvictUnauthenticated => front.evict_unauthenticated(&mut back),
                 Msg::AuthFailed(ip) => front.note_auth_failure(ip),

@@ -22,11 +22,11 @@ use crate::server::host::{Done, ListJob, Route, RunJob};
 /// `outcome_unknown`: a few elections.
 const FORWARD_RETRY_WITHIN: Duration = Duration::from_secs(15);
 
-/// Whether a request came from a gateway (the SQS API, the console): one
-/// a follower forwards to its leader, since its caller cannot follow a
-/// `not_leader` answer.
-fn forwards(c: &Cluster, route: &Route) -> bool {
-    route.lp >= c.shared.loops.owners()
+/// Whether a request came from a caller that cannot follow a
+/// `not_leader` answer (the SQS API, the console): one a follower forwards
+/// to its leader.
+fn forwards(route: &Route) -> bool {
+    route.forward
 }
 
 /// The partition `req` goes to: its queue's (placed first by a create),
@@ -79,7 +79,7 @@ pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer
     };
     let part = &c.parts[g as usize];
     let room = job.route.room;
-    let forwards = forwards(c, &job.route);
+    let forwards = forwards(&job.route);
     let started = Instant::now();
     let mut wait: Option<Duration> = None;
     let mut waiting: Option<Waiting<'_>> = None;
@@ -454,6 +454,7 @@ fn nowhere() -> Route {
         park: 0,
         fields: fila_proto::Fields::ALL,
         shard: 0,
+        forward: true,
     }
 }
 

@@ -7,7 +7,7 @@
 //! loops' post, as an SQS thread is: every figure and every action is a
 //! request of the binary protocol's kind, authorized against the signed-in
 //! token's grants and run by the loop that owns the queue's shard
-//! (`sqs::gateway`); the console holds no lock any loop takes.
+//! (`gateway.rs`); the console holds no lock any loop takes.
 //!
 //! Pages are written on the server (`html.rs`: every value escaped); the
 //! one script (`assets/console.js`) only refreshes the parts of a page
@@ -41,7 +41,7 @@ use hyper::{Response, StatusCode};
 use tokio::sync::Notify;
 use tracing::{debug, warn};
 
-use super::sqs::gateway::{Gateway, Reply};
+use super::gateway::{Gateway, Reply};
 use super::Shared;
 use crate::auth::{Permission, TokenId};
 use crate::dispatch::{self, Answer, Caller};
@@ -223,7 +223,8 @@ impl Console {
         let token = v.token.map(|t| (&v.access.tokens, t));
         match self.gateway.call(req, token, ANSWER_ROOM).await {
             Ok(Reply::Answer(a)) => Ok(a),
-            Ok(Reply::Late(_)) => Err("an unexpected answer".into()),
+            Ok(Reply::Late(Ok(ms))) => Ok(dispatch::messages_of(ms, fila_proto::Fields::ALL)),
+            Ok(Reply::Late(Err(e))) => Err(e.to_string()),
             Err(e) => Err(e.message),
         }
     }
@@ -255,7 +256,7 @@ async fn serve(
             return;
         }
     };
-    let gateway = Rc::new(Gateway::new(index, shared.clone(), notify, Arc::default()));
+    let gateway = Rc::new(Gateway::new(index, shared.clone(), notify));
     tokio::task::spawn_local(gateway.clone().mail());
     let port = listener.local_addr().map_or(0, |a| a.port());
     let (cookie, pre_cookie) = session::cookie_names(port);
@@ -298,6 +299,7 @@ async fn serve(
         }
         if shared.stopping.load(Ordering::Acquire) {
             let deadline = *stop_deadline.get_or_insert_with(|| {
+                gateway.end_parked();
                 Instant::now() + Duration::from_secs(shared.config.shutdown_grace_secs)
             });
             if gateway.in_progress() == 0 || Instant::now() >= deadline {

@@ -205,17 +205,8 @@ fn server(console: &Console, h: &mut Html) {
             ),
         ),
         (
-            "Event loops, shards, SQS threads",
-            format!(
-                "{}, {}, {}",
-                config.event_loops,
-                config.shards,
-                if config.sqs_listen.is_some() {
-                    config.sqs_threads
-                } else {
-                    0
-                }
-            ),
+            "Event loops, shards",
+            format!("{}, {}", config.event_loops, config.shards),
         ),
         (
             "Queues",

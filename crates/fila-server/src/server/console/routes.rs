@@ -14,7 +14,7 @@ use tracing::{debug, warn};
 use super::html::{self, Html};
 use super::session::{self, cookie, same_secret, set_cookie};
 use super::{actions, answer, messages, pages, Console, Visitor, BODY_BYTES_MAX, BODY_SECS};
-use crate::server::sqs::query::parse_form;
+use fila_sqs::query::parse_form;
 
 use fila_console::assets::{CSS, JS};
 

@@ -15,21 +15,26 @@ use mio::{Interest, Token};
 use tracing::{debug, warn};
 
 use super::conn::{Auth, Conn};
-use super::{FrontEnd, ACCEPT_RETRY};
+use super::http::HttpConn;
+use super::{Door, FrontEnd, ACCEPT_RETRY};
 use crate::dispatch::error;
 use crate::server::mailbox::Msg;
 use crate::server::Back;
 use crate::tls::Stream;
 
 impl FrontEnd {
-    /// Accepts until the listener would block.
-    pub(in crate::server) fn accept(&mut self, back: &mut Back<'_>) {
+    /// Accepts from the listener of `door` until it would block.
+    pub(in crate::server) fn accept(&mut self, door: Door, back: &mut Back<'_>) {
         loop {
-            let Some(listener) = self.listener.as_ref() else {
+            let listener = match door {
+                Door::Binary => self.listener.as_ref(),
+                Door::Sqs => self.sqs_listener.as_ref(),
+            };
+            let Some(listener) = listener else {
                 return;
             };
             match listener.accept() {
-                Ok((stream, peer)) => self.take_in(stream, peer, back),
+                Ok((stream, peer)) => self.take_in(stream, peer, door, back),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
@@ -49,7 +54,7 @@ impl FrontEnd {
 
     /// One accepted stream: refused (a blocked address, max_connections),
     /// or dealt to the next loop.
-    fn take_in(&mut self, stream: TcpStream, peer: SocketAddr, back: &mut Back<'_>) {
+    fn take_in(&mut self, stream: TcpStream, peer: SocketAddr, door: Door, back: &mut Back<'_>) {
         self.refresh_access();
         let tls = self.access.tls.is_some();
         if !self.shared.config.tokens.is_empty() {
@@ -59,6 +64,7 @@ impl FrontEnd {
                 refuse(
                     stream,
                     tls,
+                    door,
                     ErrorCode::UNAUTHENTICATED,
                     &format!(
                         "unauthenticated: too many failed authentications from this address; \
@@ -76,6 +82,7 @@ impl FrontEnd {
             refuse(
                 stream,
                 tls,
+                door,
                 ErrorCode::RESOURCE_EXHAUSTED,
                 &format!(
                     "resource_exhausted: the server is at its max_connections of {}",
@@ -93,9 +100,9 @@ impl FrontEnd {
         let target = self.next_peer % self.shared.loops.owners();
         self.next_peer += 1;
         if target == self.index {
-            self.adopt(stream, peer, back);
+            self.adopt(stream, peer, door, back);
         } else {
-            back.post.send(target, Msg::Accepted(stream, peer));
+            back.post.send(target, Msg::Accepted(stream, peer, door));
         }
     }
 
@@ -188,6 +195,7 @@ impl FrontEnd {
         &mut self,
         mut stream: TcpStream,
         peer: SocketAddr,
+        door: Door,
         back: &mut Back<'_>,
     ) {
         if self.shared.stopping.load(Ordering::Acquire) {
@@ -211,13 +219,21 @@ impl FrontEnd {
                 }
             },
         };
-        debug!(%peer, slot, tls = stream.is_tls(), "connection open");
-        let auth = self.new_auth();
+        debug!(%peer, slot, tls = stream.is_tls(), ?door, "connection open");
+        // An SQS request is signed on its own: the connection needs no
+        // authentication.
+        let auth = match door {
+            Door::Binary => self.new_auth(),
+            Door::Sqs => Auth::NotNeeded,
+        };
         if auth == Auth::Pending {
             self.count_unauthenticated(1);
         }
         let mut conn = Conn::new(stream, peer, self.generation, auth);
         conn.auth_generation = self.access.generation;
+        if door == Door::Sqs {
+            conn.http = Some(Box::new(HttpConn::new(self.shared.sqs_bodies.clone())));
+        }
         self.conns[slot] = Some(conn);
         // Data may have arrived before registration.
         self.ready(slot, back);
@@ -256,10 +272,24 @@ pub(in crate::server) fn open_files_limit() -> Option<u64> {
 }
 
 /// Answers a connection the server will not take with one error frame
-/// (best effort: a fresh socket's send buffer takes it whole), then closes;
-/// over TLS it only closes (no handshake is made for a refusal).
-fn refuse(mut stream: TcpStream, tls: bool, code: ErrorCode, message: &str) {
+/// (best effort: a fresh socket's send buffer takes it whole), or one SQS
+/// error answer, then closes; over TLS it only closes (no handshake is
+/// made for a refusal).
+fn refuse(mut stream: TcpStream, tls: bool, door: Door, code: ErrorCode, message: &str) {
     if tls {
+        return;
+    }
+    if door == Door::Sqs {
+        use fila_sqs::error::{Kind, SqsError};
+        let kind = if code == ErrorCode::UNAUTHENTICATED {
+            Kind::RequestThrottled
+        } else {
+            Kind::ServiceUnavailable
+        };
+        let mut out = Vec::new();
+        let e = SqsError::new(kind, message);
+        crate::server::sqs::write_error(&mut out, fila_sqs::Protocol::Json, &e, None, true);
+        let _ = stream.write(&out);
         return;
     }
     let mut out = BytesMut::new();

@@ -6,9 +6,10 @@ use fila_proto::{self as proto, Response};
 
 use super::conn::{Parked, Phase};
 use super::FrontEnd;
-use crate::dispatch::{self, Answer};
+use crate::dispatch;
 use crate::server::host::{Done, Route, IN_FLIGHT_MAX};
 use crate::server::Back;
+use fila_sqs::Answer;
 
 impl FrontEnd {
     /// What became of a request of one of this loop's connections, from
@@ -31,6 +32,7 @@ impl FrontEnd {
             return;
         };
         let slot = route.conn.slot;
+        let http = conn.http.is_some();
         if !matches!(done, Done::Cancelled) {
             conn.in_flight -= 1;
             conn.reserved -= route.room;
@@ -55,8 +57,13 @@ impl FrontEnd {
                 self.requeue(slot);
             }
         }
-        let op = proto::Opcode::from_u8(route.opcode).ok();
+        // An SQS connection's requests are counted per SQS operation.
+        let op = proto::Opcode::from_u8(route.opcode).ok().filter(|_| !http);
         match done {
+            Done::Answer(response, logged) if http => {
+                let mark = back.wait.hold_mark(logged, &response, Some(route.shard));
+                self.on_http_answer(route.conn, super::http::sqs_answer(response), mark, back);
+            }
             Done::Answer(response, logged) => {
                 if let Some(op) = op {
                     self.shared.metrics.record(
@@ -88,6 +95,10 @@ impl FrontEnd {
                     return;
                 };
                 conn.reserved -= p.reserved;
+                if http {
+                    self.on_http_answer(route.conn, Answer::Messages(Vec::new()), None, back);
+                    return;
+                }
                 self.respond(
                     slot,
                     proto::Opcode::Receive as u8,
@@ -131,9 +142,21 @@ impl FrontEnd {
             }
             other => other,
         };
+        if conn.http.is_some() {
+            let (answer, mark) = match result {
+                Ok(ms) => {
+                    let view = dispatch::messages_of(ms, p.fields);
+                    let mark = back.wait.hold_mark(false, &view, Some(p.wait.shard()));
+                    (super::http::sqs_answer(view), mark)
+                }
+                Err(e) => (Answer::Engine(e), None),
+            };
+            self.on_http_answer(route.conn, answer, mark, back);
+            return;
+        }
         let response = match result {
             Ok(ms) => dispatch::messages_of(ms, p.fields),
-            Err(e) => Answer::failed(&e),
+            Err(e) => dispatch::Answer::failed(&e),
         };
         // Most often filled by a put not yet durable: held until it is.
         let mark = back.wait.hold_mark(false, &response, Some(p.wait.shard()));

@@ -133,6 +133,8 @@ pub(in crate::server) struct Conn {
     /// In the loop's round-robin queue of connections with work left.
     pub(super) queued: bool,
     pub(super) writable_interest: bool,
+    /// An SQS API connection's HTTP state (`None`: the binary protocol).
+    pub(super) http: Option<Box<super::http::HttpConn>>,
 }
 
 impl Conn {
@@ -167,6 +169,7 @@ impl Conn {
             owners_paused: false,
             queued: false,
             writable_interest: false,
+            http: None,
         }
     }
 
@@ -243,10 +246,11 @@ impl Conn {
     /// as its head is in): answers that carry messages need room for at
     /// least one largest message, the others far less.
     pub(super) fn room_needed(&self) -> usize {
-        if self
-            .input
-            .get(5)
-            .is_none_or(|op| crate::ops::carries_messages(*op))
+        if self.http.is_some()
+            || self
+                .input
+                .get(5)
+                .is_none_or(|op| crate::ops::carries_messages(*op))
         {
             ANSWER_ROOM_MIN
         } else {
@@ -257,6 +261,9 @@ impl Conn {
     /// Whether anything of it is in progress: answers to write, requests
     /// away, receives parked.
     pub(super) fn busy(&self) -> bool {
-        self.buffered() > 0 || self.in_flight > 0 || !self.parked.is_empty()
+        self.buffered() > 0
+            || self.in_flight > 0
+            || !self.parked.is_empty()
+            || self.http.as_ref().is_some_and(|h| h.answering())
     }
 }

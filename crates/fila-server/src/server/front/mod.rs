@@ -10,7 +10,8 @@
 //! (hello, auth, permissions; a request handed to the shard host),
 //! `answers.rs` (what comes back from the shards' owners), `accept.rs`
 //! (taking connections in), `moving.rs` (connections moving to the loop
-//! their requests go to).
+//! their requests go to), `http.rs` (the SQS API's connections: HTTP
+//! requests framed, their operations driven).
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -24,12 +25,13 @@ use mio::{Interest, Registry};
 use tracing::debug;
 
 use super::host::Route;
-use super::{Back, Shared, LISTENER};
+use super::{Back, Shared, LISTENER, SQS_LISTENER};
 use crate::limits::READ_CHUNK;
 
 mod accept;
 mod answers;
 mod conn;
+mod http;
 mod moving;
 mod request;
 mod turn;
@@ -43,12 +45,23 @@ pub use moving::MOVE_AFTER;
 /// ran out of file descriptors.
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
 
+/// Which listener a connection came in by: what it speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::server) enum Door {
+    /// The binary protocol.
+    Binary,
+    /// The SQS API (HTTP/1.1).
+    Sqs,
+}
+
 /// A loop's connections (see the module docs).
 pub(in crate::server) struct FrontEnd {
     index: usize,
     shared: Arc<Shared>,
     registry: Registry,
     listener: Option<TcpListener>,
+    /// The SQS API's listener (loop 0's, when it is configured).
+    sqs_listener: Option<TcpListener>,
     /// Accepting failed (out of descriptors): retry at this time.
     accept_retry: Option<Instant>,
     /// The next loop an accepted connection goes to.
@@ -82,10 +95,14 @@ impl FrontEnd {
         shared: Arc<Shared>,
         registry: Registry,
         listener: Option<TcpListener>,
+        sqs_listener: Option<TcpListener>,
     ) -> std::io::Result<FrontEnd> {
-        let mut listener = listener;
+        let (mut listener, mut sqs_listener) = (listener, sqs_listener);
         if let Some(l) = listener.as_mut() {
             registry.register(l, LISTENER, Interest::READABLE)?;
+        }
+        if let Some(l) = sqs_listener.as_mut() {
+            registry.register(l, SQS_LISTENER, Interest::READABLE)?;
         }
         Ok(FrontEnd {
             index,
@@ -93,6 +110,7 @@ impl FrontEnd {
             shared,
             registry,
             listener,
+            sqs_listener,
             accept_retry: None,
             next_peer: 0,
             conns: Vec::new(),
@@ -181,12 +199,16 @@ impl FrontEnd {
     /// Stops accepting; answers parked receives with what they have
     /// (nothing) so every request in progress gets its answer.
     pub(in crate::server) fn begin_stop(&mut self, back: &mut Back<'_>) {
-        if let Some(mut listener) = self.listener.take() {
+        for mut listener in [self.listener.take(), self.sqs_listener.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = self.registry.deregister(&mut listener);
         }
         for slot in 0..self.conns.len() {
             self.end_parked(slot, back);
             self.flush(slot, back);
+            self.close_between_requests(slot, back);
         }
     }
 
@@ -238,6 +260,7 @@ impl FrontEnd {
                 park,
                 fields: proto::Fields::ALL,
                 shard: wait.shard(),
+                forward: false,
             };
             back.host.cancel_wait(wait, Some(route), back.post);
         }
@@ -257,6 +280,12 @@ impl FrontEnd {
             let why = match &self.conns[slot] {
                 Some(c) if c.stream.handshaking() && now.duration_since(c.opened) >= handshake => {
                     "TLS handshake not finished in time"
+                }
+                Some(c) if c.http.is_some() => {
+                    match c.http.as_ref().and_then(|h| h.overdue(now, c.last_active)) {
+                        Some(why) => why,
+                        None => continue,
+                    }
                 }
                 Some(c) if c.unauthenticated() && now.duration_since(c.opened) >= auth => {
                     "not authenticated in time"
@@ -363,7 +392,8 @@ impl FrontEnd {
     pub(in crate::server) fn retry_accept(&mut self, back: &mut Back<'_>) {
         if self.accept_retry.is_some_and(|at| Instant::now() >= at) {
             self.accept_retry = None;
-            self.accept(back);
+            self.accept(Door::Binary, back);
+            self.accept(Door::Sqs, back);
         }
     }
 

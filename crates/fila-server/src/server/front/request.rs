@@ -281,6 +281,27 @@ impl FrontEnd {
                 ));
             }
         }
+        self.send_request(slot, request_id, started, req, room, token, &access, back);
+        None
+    }
+
+    /// Sends a request its caller may make (checked above, or by the SQS
+    /// API for its signer's token) to the shard host: run here when this
+    /// loop owns its shard, else sent on; `on_done` gets its answer.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn send_request(
+        &mut self,
+        slot: usize,
+        request_id: u64,
+        started: Instant,
+        req: Request,
+        room: usize,
+        token: Option<crate::auth::TokenId>,
+        access: &crate::live::Access,
+        back: &mut Back<'_>,
+    ) {
+        let shared = self.shared.clone();
+        let conn = self.conns[slot].as_mut().expect("open");
         let op = ops::of(&req);
         let opcode = op.opcode as u8;
         let fields = match &req {
@@ -326,6 +347,7 @@ impl FrontEnd {
             park,
             fields,
             shard: ops::queue_of(&req).map_or(0, |q| shared.totals.shard_of(q)),
+            forward: self.conns[slot].as_ref().is_some_and(|c| c.http.is_some()),
         };
         // Counted as away until its answer comes (`on_done`), even when it
         // comes at once.
@@ -355,6 +377,5 @@ impl FrontEnd {
         // Its answer when it ran here, then what its call completed for
         // others (a put fills a parked receive after it is answered).
         self.take_local(back);
-        None
     }
 }

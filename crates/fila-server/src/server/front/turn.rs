@@ -18,7 +18,7 @@ use crate::server::host::IN_FLIGHT_MAX;
 use crate::server::Back;
 
 /// Why a turn of [`FrontEnd::process`] stopped.
-enum Stop {
+pub(super) enum Stop {
     /// No whole frame left in the input.
     NeedMore,
     /// The turn's frame budget is spent; more may be left.
@@ -141,7 +141,12 @@ impl FrontEnd {
 
     /// Whether the connection reads and answers its next frame now, and
     /// why not.
-    fn may_go_on(&mut self, slot: usize, frames: usize, back: &mut Back<'_>) -> Option<Stop> {
+    pub(super) fn may_go_on(
+        &mut self,
+        slot: usize,
+        frames: usize,
+        back: &mut Back<'_>,
+    ) -> Option<Stop> {
         let max_output = self.shared.config.max_output_bytes;
         let conn = self.conns[slot].as_mut()?;
         if conn.closing() {
@@ -183,7 +188,14 @@ impl FrontEnd {
             return Some(Stop::Throttled);
         }
         // Past the log's backlog, the next request waits for the writer.
-        if back.wait.log_full(conn.input.get(5).copied()) {
+        // (An SQS request's operation is not known before it is read:
+        // taken as one that adds payloads.)
+        let next = if conn.http.is_some() {
+            Some(proto::Opcode::Put as u8)
+        } else {
+            conn.input.get(5).copied()
+        };
+        if back.wait.log_full(next) {
             if !std::mem::replace(&mut conn.listed_paused, true) {
                 back.wait.paused(ConnRef {
                     slot,
@@ -198,6 +210,9 @@ impl FrontEnd {
     /// Answers whole frames in the input while there is output room and
     /// frames left in this turn's budget.
     fn process(&mut self, slot: usize, frames: &mut usize, back: &mut Back<'_>) -> Stop {
+        if self.is_http(slot) {
+            return self.process_http(slot, frames, back);
+        }
         let max_output = self.shared.config.max_output_bytes;
         loop {
             if self.conns[slot].is_none() {
@@ -332,6 +347,40 @@ impl FrontEnd {
             }
             None => response.encode(conn.version, opcode, request_id, &mut conn.output),
         }
+        self.answered(slot, back);
+    }
+
+    /// Appends an answer written already (an SQS one) for connection
+    /// `slot`, held until the log is durable up to `mark` when there is
+    /// one.
+    pub(super) fn emit(
+        &mut self,
+        slot: usize,
+        answer: &[u8],
+        mark: Option<u64>,
+        back: &mut Back<'_>,
+    ) {
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        // HTTP answers go out in their requests' order: behind answers
+        // held for the log, one that needs no wait still waits for them.
+        match mark.or_else(|| conn.holds.back().map(|h| h.1)) {
+            Some(mark) => {
+                conn.held.extend_from_slice(answer);
+                conn.held_on(answer.len(), mark);
+            }
+            None => conn.output.extend_from_slice(answer),
+        }
+        self.answered(slot, back);
+    }
+
+    /// After an answer was added: the high-water gauge, and the log wait
+    /// told of a connection that newly holds answers.
+    fn answered(&mut self, slot: usize, back: &mut Back<'_>) {
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
         let held = conn.buffered() + conn.reserved;
         let newly_holding =
             !conn.holds.is_empty() && !std::mem::replace(&mut conn.listed_holding, true);

@@ -1,4 +1,5 @@
-//! The SQS listener's way to the shards: the same as a binary request's.
+//! The web console's way to the shards (its listener runs on a thread of
+//! its own): the same as a binary request's.
 //!
 //! The gateway is an endpoint of the loops' post like a loop that owns no
 //! shard: a request goes as `Msg::Run` (a list as `Msg::List`) to the
@@ -27,7 +28,6 @@ use fila_core::{Message, WaitId};
 use fila_proto::{self as proto, Request};
 use tokio::sync::{oneshot, Notify};
 
-use super::error::{Kind, SqsError};
 use crate::auth::TokenId;
 use crate::dispatch::{self, Answer};
 use crate::server::front::ConnRef;
@@ -35,6 +35,7 @@ use crate::server::host::{Done, ListJob, Route, RunJob};
 use crate::server::log_wait::LogWait;
 use crate::server::mailbox::{Msg, Post};
 use crate::server::Shared;
+use fila_sqs::error::{Kind, SqsError};
 
 /// What a request came to.
 pub(in crate::server) enum Reply {
@@ -67,20 +68,11 @@ struct State {
     held: Vec<Held>,
 }
 
-/// Queues purged through the SQS API in the last [`PURGE_SPACING`], shared
-/// by every gateway (at most one entry per queue).
-pub(in crate::server) type Purges = Arc<std::sync::Mutex<HashMap<String, Instant>>>;
-
-/// A queue is purged at most once in this long through the SQS API
-/// (`PurgeQueueInProgress`, as SQS).
-pub(in crate::server) const PURGE_SPACING: Duration = Duration::from_secs(60);
-
 /// The gateway (see the module docs).
 pub(in crate::server) struct Gateway {
     pub(in crate::server) index: usize,
     pub(in crate::server) shared: Arc<Shared>,
     notify: Arc<Notify>,
-    purges: Purges,
     log: LogWait,
     state: RefCell<State>,
 }
@@ -111,7 +103,6 @@ impl Gateway {
         index: usize,
         shared: Arc<Shared>,
         notify: Arc<Notify>,
-        purges: Purges,
     ) -> Gateway {
         Gateway {
             index,
@@ -124,32 +115,7 @@ impl Gateway {
             }),
             shared,
             notify,
-            purges,
         }
-    }
-
-    /// Notes a purge of `queue`; `PurgeQueueInProgress` when one was made
-    /// within [`PURGE_SPACING`].
-    pub(in crate::server) fn begin_purge(&self, queue: &str) -> Result<(), SqsError> {
-        let mut purges = self.purges.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        purges.retain(|_, at| now.duration_since(*at) < PURGE_SPACING);
-        if purges.contains_key(queue) {
-            return Err(SqsError::new(
-                Kind::PurgeQueueInProgress,
-                format!("Only one PurgeQueue operation on {queue} is allowed every 60 seconds."),
-            ));
-        }
-        purges.insert(queue.to_owned(), now);
-        Ok(())
-    }
-
-    /// Forgets a purge that failed.
-    pub(in crate::server) fn forget_purge(&self, queue: &str) {
-        self.purges
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(queue);
     }
 
     /// Requests away at the shards' owners, and answers held for the log.
@@ -207,6 +173,7 @@ impl Gateway {
                 park: id,
                 fields,
                 shard: crate::ops::queue_of(&req).map_or(0, |q| fila_core::shard_of(q, shards)),
+                forward: true,
             };
             if let Request::ListQueues { .. } = &req {
                 let Some(list) = ListJob::new(&self.shared, route, req, token) else {

@@ -1,0 +1,546 @@
+//! The SQS API's connections on a loop, beside the binary ones: requests
+//! framed from the bytes read (`fila_http::Framer`), each read, signed and
+//! checked by the dialect (`fila_sqs`), its fila requests sent as a binary
+//! request's are (run here when this loop owns the queue's shard, else
+//! through the mailbox; a receive that waits parks on its shard), its
+//! answer written once the last one came.
+//!
+//! A connection answers one request at a time, in order: the bytes of the
+//! next (pipelined) request wait unread until the one before is answered.
+//! The message operations are step machines (`fila_sqs::messages`), fed
+//! each answer as it comes. The others are `async` functions of the
+//! dialect, polled here by hand with a waker that does nothing: each poll
+//! leaves the fila request the operation waits for in the loop thread's
+//! exchange (`sqs::LoopCaller`), and the next poll comes with its answer.
+//! With `sync = always` the answer waits for the log when any of its fila
+//! requests logged a change, as a binary answer does.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::Buf;
+use fila_http::Framer;
+use fila_proto::Request;
+use fila_sqs::error::{Kind, SqsError};
+use fila_sqs::messages::{self, MessageOp, Step};
+use fila_sqs::{Answer, Protocol, Read};
+use serde_json::Value;
+
+use super::conn::ConnRef;
+use super::turn::Stop;
+use super::FrontEnd;
+use crate::auth::TokenId;
+use crate::dispatch;
+use crate::limits::AUTH_FAILURES_MAX;
+use crate::live::Access;
+use crate::server::mailbox::Msg;
+use crate::server::sqs::{self, BODIES_BYTES_MAX, BODY_SECS, HEAD_SECS, IDLE_SECS};
+use crate::server::Back;
+
+/// An SQS connection's HTTP state.
+pub(in crate::server) struct HttpConn {
+    framer: Framer,
+    /// The request being answered.
+    op: Option<Box<Running>>,
+    /// When the first bytes of the request being read came (its head is
+    /// due [`HEAD_SECS`] after).
+    head_since: Option<Instant>,
+    /// When the head of the request being read came, while its body
+    /// comes (due [`BODY_SECS`] after).
+    body_since: Option<Instant>,
+    /// Room for its request's body, out of the server's.
+    room: BodyRoom,
+    /// The id of its next fila request (its answer names it).
+    next_id: u64,
+}
+
+impl HttpConn {
+    pub(super) fn new(bodies: Arc<AtomicUsize>) -> HttpConn {
+        HttpConn {
+            framer: Framer::new(sqs::LIMITS),
+            op: None,
+            head_since: None,
+            body_since: None,
+            room: BodyRoom { bodies, bytes: 0 },
+            next_id: 0,
+        }
+    }
+
+    /// Whether a request is being answered.
+    pub(super) fn answering(&self) -> bool {
+        self.op.is_some()
+    }
+
+    /// Why it is closed now, if it is: a head or a body late, or idle
+    /// past [`IDLE_SECS`] between requests.
+    pub(super) fn overdue(&self, now: Instant, last_active: Instant) -> Option<&'static str> {
+        let past = |since: Option<Instant>, secs: u64| {
+            since.is_some_and(|at| now.duration_since(at) >= Duration::from_secs(secs))
+        };
+        if past(self.body_since, BODY_SECS) {
+            Some("SQS request body not sent in time")
+        } else if past(self.head_since, HEAD_SECS) {
+            Some("SQS request head not sent in time")
+        } else if self.op.is_none()
+            && self.framer.idle()
+            && now.duration_since(last_active) >= Duration::from_secs(IDLE_SECS)
+        {
+            Some("SQS connection idle")
+        } else {
+            None
+        }
+    }
+
+    /// Whether it is between requests, with nothing of the next one read.
+    pub(super) fn between_requests(&self) -> bool {
+        self.op.is_none() && self.framer.idle()
+    }
+}
+
+/// Bytes of request bodies a connection holds, counted in the server's
+/// [`BODIES_BYTES_MAX`]; given back when dropped.
+struct BodyRoom {
+    bodies: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl BodyRoom {
+    /// Holds `bytes` (more than it held: `false` when the server's room
+    /// does not have them; less: kept until [`BodyRoom::release`]).
+    fn hold(&mut self, bytes: usize) -> bool {
+        if bytes <= self.bytes {
+            return true;
+        }
+        let more = bytes - self.bytes;
+        let taken = self
+            .bodies
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n + more <= BODIES_BYTES_MAX).then_some(n + more)
+            })
+            .is_ok();
+        if taken {
+            self.bytes = bytes;
+        }
+        taken
+    }
+
+    fn release(&mut self) {
+        self.bodies.fetch_sub(self.bytes, Ordering::AcqRel);
+        self.bytes = 0;
+    }
+}
+
+impl Drop for BodyRoom {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// An operation that polls by hand (see the module docs).
+type Polled = Pin<Box<dyn Future<Output = Result<Value, SqsError>> + Send>>;
+
+/// A request being answered.
+struct Running {
+    protocol: Protocol,
+    operation: String,
+    keep_alive: bool,
+    started: Instant,
+    /// The reload its signature was checked in, and the token that
+    /// signed it: every fila request it makes is authorized for that.
+    access: Arc<Access>,
+    token: Option<TokenId>,
+    /// The latest log mark one of its fila requests' answers waits for.
+    mark: Option<u64>,
+    drive: Drive,
+}
+
+enum Drive {
+    Steps(MessageOp),
+    Polled(Polled),
+}
+
+/// What moves an operation on. (Made and taken apart once per step:
+/// boxing the request would cost an allocation each time for nothing.)
+#[allow(clippy::large_enum_variant)]
+enum Resume {
+    /// A message operation's first step.
+    First(Step),
+    /// A polled operation's first poll.
+    Poll,
+    /// The answer of its last fila request.
+    Answer(Answer),
+}
+
+/// What it does next.
+#[allow(clippy::large_enum_variant)]
+enum Next {
+    Call(Request, usize),
+    Done(Result<Value, SqsError>),
+}
+
+impl Running {
+    fn next(&mut self, resume: Resume) -> Next {
+        match (&mut self.drive, resume) {
+            (Drive::Steps(_), Resume::First(step)) => self.step(Ok(step)),
+            (Drive::Steps(machine), Resume::Answer(answer)) => {
+                let step = machine.resume(answer);
+                self.step(step)
+            }
+            (Drive::Polled(future), resume) => {
+                sqs::clear_exchange();
+                if let Resume::Answer(answer) = resume {
+                    sqs::put_answer(answer);
+                }
+                match future
+                    .as_mut()
+                    .poll(&mut Context::from_waker(Waker::noop()))
+                {
+                    Poll::Ready(result) => Next::Done(result),
+                    Poll::Pending => match sqs::take_call() {
+                        Some((request, room)) => Next::Call(request, room),
+                        None => Next::Done(Err(SqsError::new(
+                            Kind::InternalError,
+                            "the operation waited for something other than the server",
+                        ))),
+                    },
+                }
+            }
+            (Drive::Steps(_), Resume::Poll) => Next::Done(Err(SqsError::unexpected())),
+        }
+    }
+
+    /// A message operation's step: its request authorized, or its output.
+    fn step(&self, step: Result<Step, SqsError>) -> Next {
+        match step {
+            Ok(Step::Done(output)) => Next::Done(Ok(output)),
+            Ok(Step::Call { request, room }) => {
+                match sqs::authorize(&self.access.tokens, self.token, &request) {
+                    Ok(()) => Next::Call(request, room),
+                    Err(e) => Next::Done(Err(e)),
+                }
+            }
+            Err(e) => Next::Done(Err(e)),
+        }
+    }
+}
+
+/// A fila answer as the dialect reads it.
+pub(super) fn sqs_answer(answer: dispatch::Answer) -> Answer {
+    match answer {
+        dispatch::Answer::Wire(r) => Answer::Wire(r),
+        dispatch::Answer::Messages(_, ms) => Answer::Messages(ms),
+    }
+}
+
+impl FrontEnd {
+    /// Whether connection `slot` speaks HTTP (the SQS API).
+    pub(super) fn is_http(&self, slot: usize) -> bool {
+        self.conns
+            .get(slot)
+            .and_then(|c| c.as_ref())
+            .is_some_and(|c| c.http.is_some())
+    }
+
+    /// Frames and starts the requests in an SQS connection's input, one
+    /// at a time (the turn's frame budget counts requests).
+    pub(super) fn process_http(
+        &mut self,
+        slot: usize,
+        frames: &mut usize,
+        back: &mut Back<'_>,
+    ) -> Stop {
+        loop {
+            let Some(conn) = self.conns[slot].as_mut() else {
+                return Stop::Closed;
+            };
+            if conn.http.as_ref().is_some_and(|h| h.answering()) {
+                // Its bytes wait until this answer is written.
+                return Stop::Throttled;
+            }
+            if let Some(stop) = self.may_go_on(slot, *frames, back) {
+                return stop;
+            }
+            let conn = self.conns[slot].as_mut().expect("open");
+            let http = conn.http.as_mut().expect("an SQS connection");
+            let progress = match http.framer.next(&conn.input) {
+                Ok(p) => p,
+                Err(e) => {
+                    let err = sqs::framing_error(&e);
+                    self.http_refuse(slot, Protocol::Json, &err, Some(e.status()), back);
+                    return Stop::Closed;
+                }
+            };
+            conn.input.advance(progress.consumed);
+            if progress.send_continue {
+                conn.output
+                    .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+            }
+            let now = Instant::now();
+            let Some(request) = progress.request else {
+                if http.framer.in_body() {
+                    http.head_since = None;
+                    http.body_since.get_or_insert(now);
+                    let bound = http.framer.body_bound().unwrap_or(0);
+                    if !http.room.hold(bound) {
+                        self.refuse_body(slot, back);
+                        return Stop::Closed;
+                    }
+                } else if !http.framer.idle() {
+                    http.head_since.get_or_insert(now);
+                }
+                return Stop::NeedMore;
+            };
+            http.head_since = None;
+            http.body_since = None;
+            if !http.room.hold(request.body.len()) {
+                self.refuse_body(slot, back);
+                return Stop::Closed;
+            }
+            *frames -= 1;
+            conn.last_active = now;
+            self.http_request(slot, request, back);
+        }
+    }
+
+    /// The server's room for request bodies is spent: a clear error, and
+    /// the connection closes (what it was sending cannot be skipped).
+    fn refuse_body(&mut self, slot: usize, back: &mut Back<'_>) {
+        let e = SqsError::new(
+            Kind::ServiceUnavailable,
+            format!(
+                "The server holds {BODIES_BYTES_MAX} bytes of request bodies at most, and has them now; try again."
+            ),
+        );
+        self.http_refuse(slot, Protocol::Json, &e, None, back);
+    }
+
+    /// Answers `e` and closes once it is written.
+    fn http_refuse(
+        &mut self,
+        slot: usize,
+        protocol: Protocol,
+        e: &SqsError,
+        status: Option<u16>,
+        back: &mut Back<'_>,
+    ) {
+        let mut out = Vec::new();
+        sqs::write_error(&mut out, protocol, e, status, true);
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        if let Some(http) = conn.http.as_mut() {
+            http.room.release();
+            http.head_since = None;
+            http.body_since = None;
+        }
+        conn.close_when_written(false);
+        self.emit(slot, &out, None, back);
+    }
+
+    /// One whole request: its sender authenticated, its protocol read, its
+    /// operation started.
+    fn http_request(&mut self, slot: usize, request: fila_http::Request, back: &mut Back<'_>) {
+        let shared = self.shared.clone();
+        let access = self.access.clone();
+        let conn = self.conns[slot].as_mut().expect("open");
+        let peer = conn.peer;
+        let head = request.head();
+        let protocol = Protocol::of(&head.headers);
+        let started = Instant::now();
+        let mut failed_auth = false;
+        let read = if shared.stopping.load(Ordering::Acquire) {
+            Err(SqsError::new(
+                Kind::ServiceUnavailable,
+                "The server is stopping.",
+            ))
+        } else {
+            fila_sqs::check_method(head.method, protocol).and_then(|()| {
+                let token =
+                    sqs::authenticate(&shared.metrics, &access.tokens, &head, &request.body, peer)
+                        .inspect_err(|_| failed_auth = true)?;
+                let read = fila_sqs::read(&head, protocol, &request.body)?;
+                Ok((read, token))
+            })
+        };
+        let (Read { operation, input }, token) = match read {
+            Ok(r) => r,
+            Err(e) => {
+                if failed_auth {
+                    conn.auth_failures += 1;
+                    // Counted per address by the accepting loop, as the
+                    // binary protocol's failures are: a blocked address's
+                    // new connections are refused.
+                    if self.index == 0 {
+                        self.note_auth_failure(peer.ip());
+                    } else {
+                        back.post.send(0, Msg::AuthFailed(peer.ip()));
+                    }
+                }
+                let close = !request.keep_alive
+                    || shared.stopping.load(Ordering::Acquire)
+                    || self.conns[slot]
+                        .as_ref()
+                        .is_some_and(|c| c.auth_failures >= AUTH_FAILURES_MAX);
+                let mut out = Vec::new();
+                sqs::write_error(&mut out, protocol, &e, None, close);
+                self.finish_http(slot, &out, None, close, back);
+                return;
+            }
+        };
+        let host = head.headers.text("host").unwrap_or("localhost").to_owned();
+        let (drive, first) = if messages::OPERATIONS.contains(&operation.as_str()) {
+            match messages::start(&operation, &input) {
+                Ok((machine, step)) => (Drive::Steps(machine), Resume::First(step)),
+                Err(e) => {
+                    let mut out = Vec::new();
+                    let close = !request.keep_alive;
+                    sqs::write_answer(&mut out, protocol, &operation, &Err(e), close);
+                    shared
+                        .metrics
+                        .sqs
+                        .record(&operation, started.elapsed(), true);
+                    self.finish_http(slot, &out, None, close, back);
+                    return;
+                }
+            }
+        } else {
+            let caller = sqs::LoopCaller {
+                access: access.clone(),
+                token,
+                host,
+                purges: shared.sqs_purges.clone(),
+            };
+            let name = operation.clone();
+            let future: Polled =
+                Box::pin(async move { fila_sqs::run(&caller, &name, &input).await });
+            (Drive::Polled(future), Resume::Poll)
+        };
+        let conn = self.conns[slot].as_mut().expect("open");
+        conn.http.as_mut().expect("an SQS connection").op = Some(Box::new(Running {
+            protocol,
+            operation,
+            keep_alive: request.keep_alive,
+            started,
+            access,
+            token,
+            mark: None,
+            drive,
+        }));
+        self.http_advance(slot, first, back);
+    }
+
+    /// Moves connection `slot`'s operation on: its next fila request sent,
+    /// or its answer written.
+    fn http_advance(&mut self, slot: usize, resume: Resume, back: &mut Back<'_>) {
+        let max_output = self.shared.config.max_output_bytes;
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        let room_left = conn.room(max_output);
+        let Some(http) = conn.http.as_mut() else {
+            return;
+        };
+        let Some(running) = http.op.as_mut() else {
+            return;
+        };
+        match running.next(resume) {
+            Next::Call(request, room) => {
+                let id = http.next_id;
+                http.next_id += 1;
+                let (token, access) = (running.token, running.access.clone());
+                self.send_request(
+                    slot,
+                    id,
+                    Instant::now(),
+                    request,
+                    room.min(room_left),
+                    token,
+                    &access,
+                    back,
+                );
+            }
+            Next::Done(result) => {
+                let running = http.op.take().expect("running");
+                http.room.release();
+                let stopping = self.shared.stopping.load(Ordering::Acquire);
+                let close = !running.keep_alive || stopping;
+                let mut out = Vec::new();
+                sqs::write_answer(
+                    &mut out,
+                    running.protocol,
+                    &running.operation,
+                    &result,
+                    close,
+                );
+                self.shared.metrics.sqs.record(
+                    &running.operation,
+                    running.started.elapsed(),
+                    result.is_err(),
+                );
+                self.finish_http(slot, &out, running.mark, close, back);
+            }
+        }
+    }
+
+    /// Writes a request's answer (held for the log until `mark` when
+    /// there is one); the next request's turn comes.
+    fn finish_http(
+        &mut self,
+        slot: usize,
+        answer: &[u8],
+        mark: Option<u64>,
+        close: bool,
+        back: &mut Back<'_>,
+    ) {
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        if let Some(http) = conn.http.as_mut() {
+            http.room.release();
+        }
+        // Its idle time counts from its last answer.
+        conn.last_active = Instant::now();
+        if close {
+            conn.close_when_written(false);
+        }
+        self.emit(slot, answer, mark, back);
+        self.requeue(slot);
+        self.dirty.push(slot);
+    }
+
+    /// The answer of one of an SQS connection's fila requests.
+    pub(super) fn on_http_answer(
+        &mut self,
+        c: ConnRef,
+        answer: Answer,
+        mark: Option<u64>,
+        back: &mut Back<'_>,
+    ) {
+        let Some(conn) = self.get(c) else {
+            return;
+        };
+        let Some(running) = conn.http.as_mut().and_then(|h| h.op.as_mut()) else {
+            return;
+        };
+        running.mark = running.mark.max(mark);
+        self.http_advance(c.slot, Resume::Answer(answer), back);
+    }
+
+    /// Begins a stop: SQS connections between requests close now; the
+    /// others after their answer.
+    pub(super) fn close_between_requests(&mut self, slot: usize, back: &mut Back<'_>) {
+        let idle = self.conns[slot].as_ref().is_some_and(|c| {
+            c.http.as_ref().is_some_and(|h| h.between_requests())
+                && c.input.is_empty()
+                && c.buffered() == 0
+                && c.in_flight == 0
+        });
+        if idle {
+            self.close(slot, "server stopping", back);
+        }
+    }
+}
