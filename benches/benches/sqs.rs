@@ -38,7 +38,7 @@ fn round(op: &str, body: &[u8], answer: impl Fn() -> Answer) -> Vec<u8> {
     let Step::Done(output) = machine.resume(answer()).expect("answered") else {
         panic!("done after one call")
     };
-    fila_sqs::answer_body(protocol, &read.operation, &output, "id")
+    fila_sqs::output_body(protocol, &read.operation, &output, "id")
 }
 
 fn send_batch_body() -> Vec<u8> {

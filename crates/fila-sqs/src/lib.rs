@@ -218,6 +218,25 @@ pub fn answer_body(protocol: Protocol, op: &str, output: &Value, request_id: &st
     }
 }
 
+/// The body of a message operation's answer, as `protocol` writes it:
+/// JSON straight from the typed output, the query protocol's XML through
+/// a `Value`.
+pub fn output_body(
+    protocol: Protocol,
+    op: &str,
+    output: &messages::Output,
+    request_id: &str,
+) -> Vec<u8> {
+    match protocol {
+        Protocol::Json => {
+            let mut out = Vec::with_capacity(256);
+            output.write_json(&mut out);
+            out
+        }
+        Protocol::Query => query::answer(op, &output.to_value(), request_id).into_bytes(),
+    }
+}
+
 /// The body of error `e`'s answer, as `protocol` writes it.
 pub fn error_body(protocol: Protocol, e: &SqsError, request_id: &str) -> Vec<u8> {
     match protocol {

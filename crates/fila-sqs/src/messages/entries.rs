@@ -5,7 +5,9 @@
 use std::collections::HashSet;
 
 use fila_proto::{self as proto, ErrorCode, WireError};
-use serde_json::{json, Value};
+use serde_json::Value;
+
+use super::output::{Batch, Done, Failed, Output};
 
 use crate::attrs;
 use crate::error::{Kind, SqsError};
@@ -94,11 +96,11 @@ pub(super) fn changed(e: proto::Entry<u64>) -> Result<(), SqsError> {
 }
 
 /// A batch entry that failed, as the batch answers it.
-pub(super) fn failed(id: &str, e: &SqsError) -> Value {
-    json!({ "Id": id, "SenderFault": e.fault() == "Sender", "Code": e.code(), "Message": e.message })
+pub(super) fn failed(id: &str, e: &SqsError) -> Failed {
+    Failed::of(id, e)
 }
 
 /// A batch's answer: the entries done and those that failed.
-pub(super) fn batch_result(successful: Vec<Value>, failed: Vec<Value>) -> Value {
-    json!({ "Successful": successful, "Failed": failed })
+pub(super) fn batch_result(successful: Vec<Done>, failed: Vec<Failed>) -> Output {
+    Output::Batch(Batch { successful, failed })
 }

@@ -7,7 +7,7 @@
 //! owns the queue's shard) and feeds the answers back; nothing here waits.
 
 use fila_proto::{self as proto, PutEntry, QueueRef, Request, Response};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::attrs;
 use crate::error::{Kind, SqsError};
@@ -19,7 +19,10 @@ use crate::params::{
 
 mod entries;
 mod outgoing;
+mod output;
 mod received;
+
+pub use output::{Batch, Done, Empty, Failed, Message, Output, Received, Sent};
 
 use entries::{batch_entries, batch_result, changed, deleted, failed, handle_of};
 use outgoing::Outgoing;
@@ -42,8 +45,8 @@ pub enum Step {
         /// Bytes of messages its answer may carry (receives only).
         room: usize,
     },
-    /// The operation's output, as the JSON protocol's object.
-    Done(Value),
+    /// The operation's output.
+    Done(Output),
 }
 
 /// A fila request's answer, as an operation reads it.
@@ -80,9 +83,9 @@ enum State {
     /// A send waiting for its put.
     SendPut(Outgoing),
     /// A batch send waiting for its FIFO queue's settings.
-    BatchSettings(Vec<(String, Outgoing)>, Vec<Value>),
+    BatchSettings(Vec<(String, Outgoing)>, Vec<Failed>),
     /// A batch send waiting for its put.
-    BatchPut(Vec<(String, Outgoing)>, Vec<Value>),
+    BatchPut(Vec<(String, Outgoing)>, Vec<Failed>),
     /// A receive waiting for its messages: the system and user attributes
     /// asked for.
     Receive(Vec<String>, Vec<String>),
@@ -90,7 +93,7 @@ enum State {
     One(Judge),
     /// A batch of deletes or visibility changes: the ids sent, the entries
     /// that failed already.
-    Batch(Judge, Vec<String>, Vec<Value>),
+    Batch(Judge, Vec<String>, Vec<Failed>),
     /// Answered.
     Finished,
 }
@@ -215,7 +218,7 @@ impl MessageOp {
     fn batch_put(
         &mut self,
         parsed: Vec<(String, Outgoing)>,
-        failures: Vec<Value>,
+        failures: Vec<Failed>,
     ) -> Result<Step, SqsError> {
         let total: usize = parsed.iter().map(|(_, m)| m.size()).sum();
         if total > BATCH_BYTES_MAX {
@@ -309,13 +312,13 @@ impl MessageOp {
                     Answer::Wire(_) => return Err(SqsError::unexpected()),
                 };
                 if messages.is_empty() {
-                    return Ok(Step::Done(json!({})));
+                    return Ok(Step::Done(Output::Empty(Empty {})));
                 }
-                let out: Vec<Value> = messages
+                let messages = messages
                     .iter()
                     .map(|m| received(m, &system, &user))
                     .collect();
-                Ok(Step::Done(json!({ "Messages": out })))
+                Ok(Step::Done(Output::Received(Received { messages })))
             }
             State::SendSettings(mut m) => {
                 m.take_content_id(content_dedup(wire(answer)?)?)?;
@@ -335,7 +338,7 @@ impl MessageOp {
             State::SendPut(m) => {
                 let mut acks = acks(wire(answer)?, 1)?;
                 match acks.remove(0) {
-                    Ok(ack) => Ok(Step::Done(Value::Object(m.sent(&ack)))),
+                    Ok(ack) => Ok(Step::Done(Output::Sent(m.sent(&ack, None)))),
                     Err(e) => Err(SqsError::of_wire(&e)),
                 }
             }
@@ -344,11 +347,7 @@ impl MessageOp {
                 let mut successful = Vec::new();
                 for ((id, m), ack) in parsed.iter().zip(acks) {
                     match ack {
-                        Ok(ack) => {
-                            let mut out = m.sent(&ack);
-                            out.insert("Id".into(), Value::String(id.clone()));
-                            successful.push(Value::Object(out));
-                        }
+                        Ok(ack) => successful.push(Done::Sent(m.sent(&ack, Some(id.clone())))),
                         Err(e) => failures.push(failed(id, &SqsError::of_wire(&e))),
                     }
                 }
@@ -360,14 +359,14 @@ impl MessageOp {
                     return Err(SqsError::unexpected());
                 }
                 outcomes.remove(0)?;
-                Ok(Step::Done(json!({})))
+                Ok(Step::Done(Output::Empty(Empty {})))
             }
             State::Batch(judge, ids, mut failures) => {
                 let outcomes = judged(judge, wire(answer)?)?;
                 let mut successful = Vec::new();
                 for (id, r) in ids.iter().zip(outcomes) {
                     match r {
-                        Ok(()) => successful.push(json!({ "Id": id })),
+                        Ok(()) => successful.push(Done::Id { id: id.clone() }),
                         Err(e) => failures.push(failed(id, &e)),
                     }
                 }
@@ -384,7 +383,7 @@ pub async fn run(cx: &impl crate::Caller, op: &str, input: &Value) -> Result<Val
     let (mut machine, mut step) = start(op, input)?;
     loop {
         match step {
-            Step::Done(output) => return Ok(output),
+            Step::Done(output) => return Ok(output.to_value()),
             Step::Call { request, room } => {
                 let answer = cx.call(request, room).await?;
                 step = machine.resume(answer)?;

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use fila_proto::{self as proto, Availability, PutEntry};
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+use super::output::Sent;
 
 use crate::attrs::{self, MessageAttribute};
 use crate::error::{Kind, SqsError};
@@ -135,24 +137,10 @@ impl Outgoing {
         }
     }
 
-    /// What SendMessage answers for it, with its acknowledgement.
-    pub(super) fn sent(&self, ack: &proto::PutAck) -> Map<String, Value> {
-        let mut out = Map::new();
-        out.insert("MessageId".into(), Value::String(attrs::message_id(ack.id)));
-        if self.fifo.is_some() {
-            out.insert("SequenceNumber".into(), Value::String(ack.seq.to_string()));
-        }
-        out.insert(
-            "MD5OfMessageBody".into(),
-            Value::String(attrs::md5_hex(self.body.as_bytes())),
-        );
-        if !self.attributes.is_empty() {
-            out.insert(
-                "MD5OfMessageAttributes".into(),
-                Value::String(attrs::md5_of_attributes(&self.attributes)),
-            );
-        }
-        if let Some(t) = &self.trace {
+    /// What SendMessage answers for it, with its acknowledgement (and
+    /// SendMessageBatch, with its entry's `id`).
+    pub(super) fn sent(&self, ack: &proto::PutAck, id: Option<String>) -> Sent {
+        let md5_of_system_attributes = self.trace.as_ref().map(|t| {
             let mut system = BTreeMap::new();
             system.insert(
                 "AWSTraceHeader".to_owned(),
@@ -161,11 +149,16 @@ impl Outgoing {
                     value: attrs::AttributeValue::String(t.clone()),
                 },
             );
-            out.insert(
-                "MD5OfMessageSystemAttributes".into(),
-                Value::String(attrs::md5_of_attributes(&system)),
-            );
+            attrs::md5_of_attributes(&system)
+        });
+        Sent {
+            id,
+            message_id: attrs::message_id(ack.id),
+            sequence_number: self.fifo.as_ref().map(|_| ack.seq.to_string()),
+            md5_of_body: attrs::md5_hex(self.body.as_bytes()),
+            md5_of_attributes: (!self.attributes.is_empty())
+                .then(|| attrs::md5_of_attributes(&self.attributes)),
+            md5_of_system_attributes,
         }
-        out
     }
 }

@@ -1,4 +1,5 @@
 use fila_proto::{Availability, ErrorCode, WireError};
+use serde_json::json;
 
 use super::*;
 
@@ -19,13 +20,21 @@ fn stale() -> WireError {
 fn call(step: Step) -> (Request, usize) {
     match step {
         Step::Call { request, room } => (request, room),
-        Step::Done(v) => panic!("a call, not {v}"),
+        Step::Done(v) => panic!("a call, not {v:?}"),
     }
 }
 
+/// The output of a step that must be the last, as JSON.
 fn done(step: Step) -> Value {
     match step {
-        Step::Done(v) => v,
+        Step::Done(v) => {
+            // The JSON written straight says the same as the `Value`.
+            let mut json = Vec::new();
+            v.write_json(&mut json);
+            let value = v.to_value();
+            assert_eq!(serde_json::from_slice::<Value>(&json).unwrap(), value);
+            value
+        }
         Step::Call { request, .. } => panic!("done, not {request:?}"),
     }
 }

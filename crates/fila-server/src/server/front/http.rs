@@ -38,7 +38,7 @@ use crate::dispatch;
 use crate::limits::AUTH_FAILURES_MAX;
 use crate::live::Access;
 use crate::server::mailbox::Msg;
-use crate::server::sqs::{self, BODIES_BYTES_MAX, BODY_SECS, HEAD_SECS, IDLE_SECS};
+use crate::server::sqs::{self, Output, BODIES_BYTES_MAX, BODY_SECS, HEAD_SECS, IDLE_SECS};
 use crate::server::Back;
 
 /// An SQS connection's HTTP state.
@@ -179,7 +179,7 @@ enum Resume {
 #[allow(clippy::large_enum_variant)]
 enum Next {
     Call(Request, usize),
-    Done(Result<Value, SqsError>),
+    Done(Result<Output, SqsError>),
 }
 
 impl Running {
@@ -199,7 +199,7 @@ impl Running {
                     .as_mut()
                     .poll(&mut Context::from_waker(Waker::noop()))
                 {
-                    Poll::Ready(result) => Next::Done(result),
+                    Poll::Ready(result) => Next::Done(result.map(Output::Value)),
                     Poll::Pending => match sqs::take_call() {
                         Some((request, room)) => Next::Call(request, room),
                         None => Next::Done(Err(SqsError::new(
@@ -216,7 +216,7 @@ impl Running {
     /// A message operation's step: its request authorized, or its output.
     fn step(&self, step: Result<Step, SqsError>) -> Next {
         match step {
-            Ok(Step::Done(output)) => Next::Done(Ok(output)),
+            Ok(Step::Done(output)) => Next::Done(Ok(Output::Typed(output))),
             Ok(Step::Call { request, room }) => {
                 match sqs::authorize(&self.access.tokens, self.token, &request) {
                     Ok(()) => Next::Call(request, room),

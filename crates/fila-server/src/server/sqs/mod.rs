@@ -129,6 +129,13 @@ fn begin_purge(purges: &Purges, queue: &str) -> Result<(), SqsError> {
     Ok(())
 }
 
+/// What an operation answers: a message operation's typed output, or
+/// another's as a `Value`.
+pub(in crate::server) enum Output {
+    Typed(fila_sqs::messages::Output),
+    Value(serde_json::Value),
+}
+
 /// Appends the whole answer (head and body) of an operation to `out`:
 /// its output, or its error, as `protocol` writes it; `close` says the
 /// connection closes after it.
@@ -136,13 +143,16 @@ pub(in crate::server) fn write_answer(
     out: &mut Vec<u8>,
     protocol: fila_sqs::Protocol,
     operation: &str,
-    result: &Result<serde_json::Value, SqsError>,
+    result: &Result<Output, SqsError>,
     close: bool,
 ) {
     let id = fila_sqs::request_id();
     match result {
         Ok(output) => {
-            let body = fila_sqs::answer_body(protocol, operation, output, &id);
+            let body = match output {
+                Output::Typed(o) => fila_sqs::output_body(protocol, operation, o, &id),
+                Output::Value(v) => fila_sqs::answer_body(protocol, operation, v, &id),
+            };
             write(out, protocol, 200, &body, &id, None, close);
         }
         Err(e) => write_error(out, protocol, e, None, close),
