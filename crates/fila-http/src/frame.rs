@@ -196,6 +196,14 @@ impl Framer {
     /// and calls again while a request came and bytes are left. After an
     /// error the connection cannot go on.
     pub fn next(&mut self, buf: &[u8]) -> Result<Progress, HttpError> {
+        self.next_with(buf, &mut Vec::new())
+    }
+
+    /// [`Framer::next`], with a buffer to decode the next body into
+    /// (emptied first): a server that serves many connections in turn
+    /// lends one it keeps, so that a body costs no allocation of its own
+    /// (it takes it back from the request once done with it).
+    pub fn next_with(&mut self, buf: &[u8], spare: &mut Vec<u8>) -> Result<Progress, HttpError> {
         let mut progress = Progress::default();
         if let State::Head { scanned } = self.state {
             let from = scanned.saturating_sub(3).min(buf.len());
@@ -209,7 +217,11 @@ impl Framer {
             if end > self.limits.head_bytes {
                 return Err(HttpError::HeadTooLarge(self.limits.head_bytes));
             }
-            let (request, body, expects) = self.head(&buf[..end])?;
+            let (mut request, body, expects) = self.head(&buf[..end])?;
+            if !matches!(body, Body::Length(0)) {
+                request.body = std::mem::take(spare);
+                request.body.clear();
+            }
             progress.consumed = end;
             progress.send_continue = expects && !matches!(body, Body::Length(0));
             self.state = State::Body { request, body };

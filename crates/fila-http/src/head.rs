@@ -1,7 +1,5 @@
 //! A request's head as a dialect reads it, and an answer's head written.
 
-use std::fmt::Write as _;
-
 /// A request's headers as they arrived: names compared without regard to
 /// case, values as bytes, repeated names kept in order.
 #[derive(Debug, Default)]
@@ -90,18 +88,39 @@ pub fn write_head(
     content_length: usize,
     close: bool,
 ) {
-    let mut head = String::with_capacity(128);
-    let _ = write!(head, "HTTP/1.1 {status} {}\r\n", reason(status));
+    out.extend_from_slice(b"HTTP/1.1 ");
+    push_number(out, u64::from(status));
+    out.push(b' ');
+    out.extend_from_slice(reason(status).as_bytes());
+    out.extend_from_slice(b"\r\n");
     for (name, value) in headers {
         if name.contains(['\r', '\n', ':']) || value.contains(['\r', '\n']) {
             continue;
         }
-        let _ = write!(head, "{name}: {value}\r\n");
+        for part in [name.as_bytes(), b": ", value.as_bytes(), b"\r\n"] {
+            out.extend_from_slice(part);
+        }
     }
-    let _ = write!(head, "content-length: {content_length}\r\n");
+    out.extend_from_slice(b"content-length: ");
+    push_number(out, content_length as u64);
+    out.extend_from_slice(b"\r\n");
     if close {
-        head.push_str("connection: close\r\n");
+        out.extend_from_slice(b"connection: close\r\n");
     }
-    head.push_str("\r\n");
-    out.extend_from_slice(head.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `n` in decimal.
+fn push_number(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }

@@ -79,6 +79,31 @@ fn a_body_in_progress_is_bounded_by_its_length_or_the_limit() {
 }
 
 #[test]
+fn a_lent_buffer_takes_the_next_body_emptied() {
+    let mut framer = Framer::new(LIMITS);
+    let mut spare = Vec::with_capacity(512);
+    spare.extend_from_slice(b"old bytes");
+    let at = spare.as_ptr();
+    let p = framer
+        .next_with(
+            b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
+            &mut spare,
+        )
+        .unwrap();
+    let body = p.request.expect("a request").body;
+    assert_eq!(body, b"hello");
+    assert_eq!(body.as_ptr(), at, "the lent buffer holds the body");
+    assert!(spare.is_empty());
+    // A request with no body leaves the buffer lent where it is.
+    let mut spare = body;
+    let p = framer
+        .next_with(b"GET / HTTP/1.1\r\n\r\n", &mut spare)
+        .unwrap();
+    assert!(p.request.expect("a request").body.is_empty());
+    assert_eq!(spare, b"hello");
+}
+
+#[test]
 fn pipelined_requests_come_one_a_call_in_order() {
     let input = b"GET /a HTTP/1.1\r\n\r\nPOST /b HTTP/1.1\r\ncontent-length: 2\r\n\r\nhiGET /c HTTP/1.1\r\nConnection: close\r\n\r\n";
     let mut framer = Framer::new(LIMITS);

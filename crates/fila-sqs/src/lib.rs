@@ -227,13 +227,24 @@ pub fn output_body(
     output: &messages::Output,
     request_id: &str,
 ) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_output(protocol, op, output, request_id, &mut out);
+    out
+}
+
+/// [`output_body`], appended to `out`.
+pub fn write_output(
+    protocol: Protocol,
+    op: &str,
+    output: &messages::Output,
+    request_id: &str,
+    out: &mut Vec<u8>,
+) {
     match protocol {
-        Protocol::Json => {
-            let mut out = Vec::with_capacity(256);
-            output.write_json(&mut out);
-            out
+        Protocol::Json => output.write_json(out),
+        Protocol::Query => {
+            out.extend_from_slice(query::answer(op, &output.to_value(), request_id).as_bytes())
         }
-        Protocol::Query => query::answer(op, &output.to_value(), request_id).into_bytes(),
     }
 }
 

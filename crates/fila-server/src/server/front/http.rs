@@ -228,6 +228,20 @@ impl Running {
     }
 }
 
+/// The most bytes a loop's buffers keep from one SQS request or answer to
+/// the next (a larger one is given back).
+const KEPT_BYTES_MAX: usize = 256 << 10;
+
+/// `buf` emptied, or a new one in place of one that grew past
+/// [`KEPT_BYTES_MAX`].
+fn kept(mut buf: Vec<u8>) -> Vec<u8> {
+    if buf.capacity() > KEPT_BYTES_MAX {
+        return Vec::new();
+    }
+    buf.clear();
+    buf
+}
+
 /// A fila answer as the dialect reads it.
 pub(super) fn sqs_answer(answer: dispatch::Answer) -> Answer {
     match answer {
@@ -266,7 +280,7 @@ impl FrontEnd {
             }
             let conn = self.conns[slot].as_mut().expect("open");
             let http = conn.http.as_mut().expect("an SQS connection");
-            let progress = match http.framer.next(&conn.input) {
+            let progress = match http.framer.next_with(&conn.input, &mut self.spare_body) {
                 Ok(p) => p,
                 Err(e) => {
                     let err = sqs::framing_error(&e);
@@ -392,13 +406,16 @@ impl FrontEnd {
             }
         };
         let host = head.headers.text("host").unwrap_or("localhost").to_owned();
+        let keep_alive = request.keep_alive;
+        // Read: its buffer serves the loop's next body.
+        self.spare_body = kept(request.body);
         let (drive, first) = if messages::OPERATIONS.contains(&operation.as_str()) {
             match messages::start(&operation, &input) {
                 Ok((machine, step)) => (Drive::Steps(machine), Resume::First(step)),
                 Err(e) => {
                     let mut out = Vec::new();
-                    let close = !request.keep_alive;
-                    sqs::write_answer(&mut out, protocol, &operation, &Err(e), close);
+                    let close = !keep_alive;
+                    sqs::write_error(&mut out, protocol, &e, None, close);
                     shared
                         .metrics
                         .sqs
@@ -423,7 +440,7 @@ impl FrontEnd {
         conn.http.as_mut().expect("an SQS connection").op = Some(Box::new(Running {
             protocol,
             operation,
-            keep_alive: request.keep_alive,
+            keep_alive,
             started,
             access,
             token,
@@ -468,9 +485,15 @@ impl FrontEnd {
                 http.room.release();
                 let stopping = self.shared.stopping.load(Ordering::Acquire);
                 let close = !running.keep_alive || stopping;
-                let mut out = Vec::new();
+                // The loop's buffers, kept from one answer to the next.
+                let (mut out, mut body) = (
+                    std::mem::take(&mut self.http_out),
+                    std::mem::take(&mut self.http_body),
+                );
+                out.clear();
                 sqs::write_answer(
                     &mut out,
+                    &mut body,
                     running.protocol,
                     &running.operation,
                     &result,
@@ -482,6 +505,8 @@ impl FrontEnd {
                     result.is_err(),
                 );
                 self.finish_http(slot, &out, running.mark, close, back);
+                self.http_out = kept(out);
+                self.http_body = kept(body);
             }
         }
     }

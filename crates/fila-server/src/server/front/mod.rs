@@ -86,6 +86,12 @@ pub(in crate::server) struct FrontEnd {
     /// The tokens and TLS configuration of the last reload seen (checked
     /// at each connection's turn).
     access: Arc<crate::live::Access>,
+    /// Buffers the loop's SQS requests and answers are made in, kept
+    /// from one to the next (`http.rs`): the body being framed, an
+    /// answer's body, the whole answer.
+    spare_body: Vec<u8>,
+    http_body: Vec<u8>,
+    http_out: Vec<u8>,
 }
 
 impl FrontEnd {
@@ -118,6 +124,9 @@ impl FrontEnd {
             pending: VecDeque::new(),
             generation: 0,
             scratch: vec![0; READ_CHUNK],
+            spare_body: Vec::new(),
+            http_body: Vec::new(),
+            http_out: Vec::new(),
             high_water: 0,
             dirty: Vec::new(),
             guard: crate::guard::AuthGuard::with_capacity(if index == 0 {

@@ -138,25 +138,26 @@ pub(in crate::server) enum Output {
 
 /// Appends the whole answer (head and body) of an operation to `out`:
 /// its output, or its error, as `protocol` writes it; `close` says the
-/// connection closes after it.
+/// connection closes after it. `body` is room to write the body in first
+/// (emptied; the caller keeps it for the next answer).
 pub(in crate::server) fn write_answer(
     out: &mut Vec<u8>,
+    body: &mut Vec<u8>,
     protocol: fila_sqs::Protocol,
     operation: &str,
     result: &Result<Output, SqsError>,
     close: bool,
 ) {
     let id = fila_sqs::request_id();
+    body.clear();
     match result {
-        Ok(output) => {
-            let body = match output {
-                Output::Typed(o) => fila_sqs::output_body(protocol, operation, o, &id),
-                Output::Value(v) => fila_sqs::answer_body(protocol, operation, v, &id),
-            };
-            write(out, protocol, 200, &body, &id, None, close);
+        Ok(Output::Typed(o)) => fila_sqs::write_output(protocol, operation, o, &id, body),
+        Ok(Output::Value(v)) => {
+            body.extend_from_slice(&fila_sqs::answer_body(protocol, operation, v, &id))
         }
-        Err(e) => write_error(out, protocol, e, None, close),
+        Err(e) => return write_error(out, protocol, e, None, close),
     }
+    write(out, protocol, 200, body, &id, None, close);
 }
 
 /// Appends the answer of error `e` to `out`, with `status` when given
@@ -191,14 +192,19 @@ fn write(
     query_error: Option<&str>,
     close: bool,
 ) {
-    let mut headers = vec![
+    let mut headers = [
         ("content-type", protocol.content_type()),
         ("x-amzn-requestid", id),
+        ("x-amzn-query-error", ""),
     ];
-    if let Some(q) = query_error {
-        headers.push(("x-amzn-query-error", q));
-    }
-    fila_http::write_head(out, status, &headers, body.len(), close);
+    let n = match query_error {
+        Some(q) => {
+            headers[2].1 = q;
+            3
+        }
+        None => 2,
+    };
+    fila_http::write_head(out, status, &headers[..n], body.len(), close);
     out.extend_from_slice(body);
 }
 
