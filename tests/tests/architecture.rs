@@ -197,3 +197,24 @@ fn the_dialect_crates_have_no_io() {
         }
     }
 }
+
+/// The SQS API is served by the event loops (ARCHITECTURE.md, "Threads
+/// and what each owns"): the server's SQS code and the loops' HTTP front
+/// end run no runtime, spawn no thread and take no HTTP library but
+/// fila-http's framer.
+#[test]
+fn the_sqs_api_runs_on_the_event_loops() {
+    let server = root().join("crates/fila-server/src/server");
+    let mut sources = Vec::new();
+    files(&server.join("sqs"), &mut sources);
+    sources.push(server.join("front/http.rs"));
+    assert!(sources.len() >= 2, "{sources:?}");
+    for p in sources {
+        let text = std::fs::read_to_string(&p).unwrap();
+        for thread in ["tokio", "hyper", "std::thread", "spawn", "Mutex<AuthGuard"] {
+            assert!(!text.contains(thread), "{} uses {thread}", p.display());
+        }
+    }
+    let front = std::fs::read_to_string(server.join("front/http.rs")).unwrap();
+    assert!(front.contains("fila_http::Framer"), "the loops frame SQS requests with fila-http");
+}

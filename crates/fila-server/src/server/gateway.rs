@@ -17,6 +17,8 @@
 //! it to the partition's leader when this node does not lead it; nothing
 //! parks there.
 
+#![cfg_attr(loom, allow(dead_code))]
+
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;

@@ -57,7 +57,9 @@ pub(in crate::server) struct Route {
     pub(in crate::server) shard: usize,
     /// Its caller cannot follow a `not_leader` answer (an SQS or console
     /// request, or another node's): a cluster node's follower forwards it
-    /// to the partition's leader.
+    /// to the partition's leader. (Read by the cluster, not built with
+    /// `--cfg loom`.)
+    #[cfg_attr(loom, allow(dead_code))]
     pub(in crate::server) forward: bool,
 }
 

@@ -61,6 +61,8 @@ fn shared_for(loops: Loops, totals: fila_core::Totals) -> Arc<Shared> {
         tls_warn: super::WarnLimit::default(),
         cluster: None,
         published: Arc::default(),
+        sqs_bodies: Arc::default(),
+        sqs_purges: Arc::default(),
         live: Arc::new(crate::live::Live::new(&Config::default()).expect("no TLS files")),
     })
 }
