@@ -216,5 +216,8 @@ fn the_sqs_api_runs_on_the_event_loops() {
         }
     }
     let front = std::fs::read_to_string(server.join("front/http.rs")).unwrap();
-    assert!(front.contains("fila_http::Framer"), "the loops frame SQS requests with fila-http");
+    assert!(
+        front.contains("fila_http::Framer"),
+        "the loops frame SQS requests with fila-http"
+    );
 }
