@@ -1,6 +1,7 @@
 //! `sqs/...`: the SQS dialect's own cost per message, with no sockets and
-//! no engine: a request's head and body read, its operation's steps run
-//! against answers made here, its answer's body written. What the SQS
+//! no engine: a request's head and body read (`read_message`, the server's
+//! way for a message operation), its operation's steps run against
+//! answers made here, its answer's body written. What the SQS
 //! front end spends beside the engine and the network, whichever thread
 //! or loop runs it.
 
@@ -30,15 +31,19 @@ fn round(op: &str, body: &[u8], answer: impl Fn() -> Answer) -> Vec<u8> {
         ]),
     };
     let protocol = Protocol::of(&head.headers);
-    let read = fila_sqs::read(&head, protocol, body).expect("a good request");
-    let (mut machine, step) = messages::start(&read.operation, &read.input).expect("starts");
+    // As the server reads a message operation: its input borrowing from
+    // the body.
+    let (operation, input) = fila_sqs::read_message(&head, protocol, body)
+        .expect("a message operation")
+        .expect("a good request");
+    let (mut machine, step) = messages::start(&operation, &input).expect("starts");
     let Step::Call { .. } = step else {
         panic!("one call")
     };
     let Step::Done(output) = machine.resume(answer()).expect("answered") else {
         panic!("done after one call")
     };
-    fila_sqs::output_body(protocol, &read.operation, &output, "id")
+    fila_sqs::output_body(protocol, &operation, &output, "id")
 }
 
 fn send_batch_body() -> Vec<u8> {

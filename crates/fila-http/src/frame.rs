@@ -150,6 +150,10 @@ enum Chunk {
     Trailer { line: usize, cr: bool, total: usize },
 }
 
+/// Header slots a head is parsed into on the stack; a framer whose limit
+/// is higher takes them from the heap.
+const STACK_HEADERS: usize = 64;
+
 /// The longest chunk size line (size and extensions).
 const CHUNK_LINE_MAX: usize = 1024;
 
@@ -256,8 +260,17 @@ impl Framer {
     /// yet, how its body comes, and whether it asks `Expect: 100-continue`
     /// (HTTP/1.1 only).
     fn head(&self, bytes: &[u8]) -> Result<(Request, Body, bool), HttpError> {
-        let mut slots = vec![httparse::EMPTY_HEADER; self.limits.headers];
-        let mut parsed = httparse::Request::new(&mut slots);
+        // The header slots on the stack (a head costs no allocation for
+        // them) unless the limit is past what the stack holds.
+        let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
+        let mut heap = Vec::new();
+        let slots = if self.limits.headers <= STACK_HEADERS {
+            &mut stack[..self.limits.headers]
+        } else {
+            heap.resize(self.limits.headers, httparse::EMPTY_HEADER);
+            &mut heap[..]
+        };
+        let mut parsed = httparse::Request::new(slots);
         match parsed.parse(bytes) {
             Ok(httparse::Status::Complete(_)) => {}
             Ok(httparse::Status::Partial) => return Err(HttpError::BadHead("the head is cut")),

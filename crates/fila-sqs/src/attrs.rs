@@ -23,6 +23,7 @@ use md5::{Digest, Md5};
 use serde_json::{json, Map, Value};
 
 use crate::error::{Kind, SqsError};
+use crate::input::Input;
 
 /// The account every queue URL and ARN names.
 pub const ACCOUNT: &str = "000000000000";
@@ -252,14 +253,14 @@ fn check_name(name: &str) -> Result<(), SqsError> {
 }
 
 /// The `MessageAttributes` of a request, checked.
-pub fn parse_message_attributes(
-    v: Option<&Value>,
+pub fn parse_message_attributes<I: Input>(
+    v: Option<&I>,
 ) -> Result<BTreeMap<String, MessageAttribute>, SqsError> {
     let mut out = BTreeMap::new();
     let Some(v) = v else {
         return Ok(out);
     };
-    let Some(map) = v.as_object() else {
+    let Some(map) = v.fields() else {
         return Err(SqsError::invalid("MessageAttributes must be a map."));
     };
     if map.len() > MESSAGE_ATTRIBUTES_MAX {
@@ -270,15 +271,17 @@ pub fn parse_message_attributes(
     }
     for (name, a) in map {
         check_name(name)?;
-        let data_type = a.get("DataType").and_then(Value::as_str).ok_or_else(|| {
+        let data_type = a.get("DataType").and_then(I::as_str).ok_or_else(|| {
             SqsError::invalid(format!(
                 "The message attribute {name:?} must contain a DataType."
             ))
         })?;
         let value = match base_type(data_type)? {
             "Binary" => {
-                let b = a.get("BinaryValue").and_then(Value::as_str).ok_or_else(|| {
-                    SqsError::invalid(format!("The message attribute {name:?} of type Binary must contain a BinaryValue."))
+                let b = a.get("BinaryValue").and_then(I::as_str).ok_or_else(|| {
+                    SqsError::invalid(format!(
+                        "The message attribute {name:?} of type Binary must contain a BinaryValue."
+                    ))
                 })?;
                 AttributeValue::Binary(B64.decode(b).map_err(|_| {
                     SqsError::invalid(format!(
@@ -287,14 +290,11 @@ pub fn parse_message_attributes(
                 })?)
             }
             base => {
-                let s = a
-                    .get("StringValue")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| {
-                        SqsError::invalid(format!(
-                            "The message attribute {name:?} must contain a StringValue."
-                        ))
-                    })?;
+                let s = a.get("StringValue").and_then(I::as_str).ok_or_else(|| {
+                    SqsError::invalid(format!(
+                        "The message attribute {name:?} must contain a StringValue."
+                    ))
+                })?;
                 if s.is_empty() || !valid_text(s) {
                     return Err(SqsError::invalid(format!(
                         "The message attribute {name:?} must have a non-empty value of valid characters."
@@ -309,7 +309,7 @@ pub fn parse_message_attributes(
             }
         };
         out.insert(
-            name.clone(),
+            name.to_owned(),
             MessageAttribute {
                 data_type: data_type.to_owned(),
                 value,

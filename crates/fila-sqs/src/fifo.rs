@@ -8,11 +8,11 @@
 //! MessageDeduplicationId and SequenceNumber among the system attributes.
 
 use fila_proto::SettingsPatch;
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::attrs;
 use crate::error::{Kind, SqsError};
+use crate::input::Input;
 
 /// The name suffix of a FIFO queue.
 pub const SUFFIX: &str = ".fifo";
@@ -137,7 +137,7 @@ pub struct FifoSend {
 
 /// A MessageGroupId or MessageDeduplicationId: 1 to 128 characters,
 /// letters, digits and punctuation.
-fn id_of(input: &Value, name: &str) -> Result<Option<String>, SqsError> {
+fn id_of<I: Input>(input: &I, name: &str) -> Result<Option<String>, SqsError> {
     let Some(v) = input.get(name).filter(|v| !v.is_null()) else {
         return Ok(None);
     };
@@ -155,7 +155,7 @@ fn id_of(input: &Value, name: &str) -> Result<Option<String>, SqsError> {
 
 /// A send's FIFO parameters: required on a FIFO queue (a group; no
 /// per-message DelaySeconds), refused on a standard one.
-pub fn send_of(input: &Value, fifo: bool) -> Result<Option<FifoSend>, SqsError> {
+pub fn send_of<I: Input>(input: &I, fifo: bool) -> Result<Option<FifoSend>, SqsError> {
     let group = id_of(input, "MessageGroupId")?;
     let dedup = id_of(input, "MessageDeduplicationId")?;
     if !fifo {

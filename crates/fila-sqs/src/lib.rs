@@ -24,6 +24,7 @@ pub mod error;
 pub mod fifo;
 #[cfg(test)]
 mod hostile_input;
+pub mod input;
 pub mod messages;
 pub mod moves;
 pub mod params;
@@ -36,6 +37,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use fila_http::{Head, Headers};
 use fila_proto::{Request, Response};
+pub use input::{Doc, Input};
 pub use messages::Answer;
 use serde_json::Value;
 
@@ -109,27 +111,67 @@ pub fn read(head: &Head<'_>, protocol: Protocol, body: &[u8]) -> Result<Read, Sq
     Ok(Read { operation, input })
 }
 
-/// The operation and input of a JSON protocol request.
-fn json_input(headers: &Headers<'_>, body: &[u8]) -> Result<(String, Value), SqsError> {
+/// [`read`] for a JSON protocol request of a message operation
+/// ([`messages::OPERATIONS`]): its input as a [`Doc`] whose text borrows
+/// from the body, for [`messages::start`] (no `Value` tree, no `String` per
+/// field). `None` for any other request: read it with [`read`].
+pub fn read_message<'a>(
+    head: &Head<'_>,
+    protocol: Protocol,
+    body: &'a [u8],
+) -> Option<Result<(String, Doc<'a>), SqsError>> {
+    if protocol != Protocol::Json {
+        return None;
+    }
+    let operation = json_operation(&head.headers).ok()?;
+    if !messages::OPERATIONS.contains(&operation) {
+        return None;
+    }
+    let read = check_method(head.method, protocol).and_then(|()| {
+        let input = if body.is_empty() {
+            Doc::Object(Vec::new())
+        } else {
+            match Doc::parse(body) {
+                Ok(d @ Doc::Object(_)) => d,
+                Ok(_) => return Err(not_an_object()),
+                Err(e) => return Err(not_json(&e)),
+            }
+        };
+        Ok((operation.to_owned(), input))
+    });
+    Some(read)
+}
+
+/// The operation a JSON protocol request names.
+fn json_operation<'h>(headers: &Headers<'h>) -> Result<&'h str, SqsError> {
     let target = headers.text("x-amz-target");
     let operation = target.and_then(|t| t.strip_prefix("AmazonSQS."));
-    let Some(operation) = operation.filter(|op| !op.is_empty()) else {
-        return Err(SqsError::new(
+    operation.filter(|op| !op.is_empty()).ok_or_else(|| {
+        SqsError::new(
             Kind::InvalidAction,
             "The request names no operation (X-Amz-Target: AmazonSQS.<Operation>).",
-        ));
-    };
+        )
+    })
+}
+
+fn not_an_object() -> SqsError {
+    SqsError::invalid("The request body must be a JSON object.")
+}
+
+fn not_json(e: &serde_json::Error) -> SqsError {
+    SqsError::invalid(format!("The request body is not valid JSON: {e}"))
+}
+
+/// The operation and input of a JSON protocol request.
+fn json_input(headers: &Headers<'_>, body: &[u8]) -> Result<(String, Value), SqsError> {
+    let operation = json_operation(headers)?;
     let input: Value = if body.is_empty() {
         Value::Object(Default::default())
     } else {
         match serde_json::from_slice(body) {
             Ok(v @ Value::Object(_)) => v,
-            Ok(_) => return Err(SqsError::invalid("The request body must be a JSON object.")),
-            Err(e) => {
-                return Err(SqsError::invalid(format!(
-                    "The request body is not valid JSON: {e}"
-                )))
-            }
+            Ok(_) => return Err(not_an_object()),
+            Err(e) => return Err(not_json(&e)),
         }
     };
     Ok((operation.to_owned(), input))

@@ -2,9 +2,8 @@
 //! JSON protocol's object, or a query form made into one), and the
 //! API's bounds on them.
 
-use serde_json::Value;
-
 use crate::error::SqsError;
+use crate::input::Input;
 
 /// Entries of one batch request.
 pub const BATCH_MAX: usize = 10;
@@ -21,56 +20,61 @@ pub const DELAY_SECS_MAX: u64 = 900;
 pub const BATCH_BYTES_MAX: usize = 1 << 20;
 
 /// A text parameter, when given.
-pub fn text<'a>(input: &'a Value, name: &str) -> Result<Option<&'a str>, SqsError> {
+pub fn text<'a, I: Input>(input: &'a I, name: &str) -> Result<Option<&'a str>, SqsError> {
     match input.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(SqsError::invalid(format!("{name} must be a string."))),
+        None => Ok(None),
+        Some(v) if v.is_null() => Ok(None),
+        Some(v) => v
+            .as_str()
+            .map(Some)
+            .ok_or_else(|| SqsError::invalid(format!("{name} must be a string."))),
     }
 }
 
 /// A text parameter that must be given.
-pub fn required<'a>(input: &'a Value, name: &str) -> Result<&'a str, SqsError> {
+pub fn required<'a, I: Input>(input: &'a I, name: &str) -> Result<&'a str, SqsError> {
     text(input, name)?.ok_or_else(|| SqsError::missing(name))
 }
 
 /// A whole number parameter (a JSON number, or its text as the query
 /// protocol sends it) within `min..=max`.
-pub fn number(input: &Value, name: &str, min: u64, max: u64) -> Result<Option<u64>, SqsError> {
-    let v = match input.get(name) {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Number(n)) => n.as_u64(),
-        Some(Value::String(s)) => s.trim().parse::<u64>().ok(),
-        Some(_) => None,
+pub fn number<I: Input>(
+    input: &I,
+    name: &str,
+    min: u64,
+    max: u64,
+) -> Result<Option<u64>, SqsError> {
+    let Some(given) = input.get(name).filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let v = match given.as_str() {
+        Some(s) => s.trim().parse::<u64>().ok(),
+        None => given.as_u64(),
     };
     match v {
         Some(v) if (min..=max).contains(&v) => Ok(Some(v)),
         _ => Err(SqsError::invalid(format!(
             "Value {} for parameter {name} is invalid. Reason: must be between {min} and {max}.",
-            input.get(name).map_or(String::new(), |v| v.to_string())
+            given.shown()
         ))),
     }
 }
 
 /// A list of text parameters (none when not given).
-pub fn strings(input: &Value, name: &str) -> Result<Vec<String>, SqsError> {
-    match input.get(name) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| SqsError::invalid(format!("{name} must be a list of strings.")))
-            })
-            .collect(),
-        Some(_) => Err(SqsError::invalid(format!(
-            "{name} must be a list of strings."
-        ))),
-    }
+pub fn strings<I: Input>(input: &I, name: &str) -> Result<Vec<String>, SqsError> {
+    let Some(given) = input.get(name).filter(|v| !v.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let bad = || SqsError::invalid(format!("{name} must be a list of strings."));
+    given
+        .as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|v| v.as_str().map(str::to_owned).ok_or_else(bad))
+        .collect()
 }
 
 /// The queue a `QueueUrl` parameter names.
-pub fn queue_of(input: &Value) -> Result<String, SqsError> {
+pub fn queue_of<I: Input>(input: &I) -> Result<String, SqsError> {
     crate::attrs::name_of_url(required(input, "QueueUrl")?)
 }

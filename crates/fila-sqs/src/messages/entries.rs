@@ -4,21 +4,21 @@
 
 use std::collections::HashSet;
 
-use fila_proto::{self as proto, ErrorCode, WireError};
-use serde_json::Value;
-
 use super::output::{Batch, Done, Failed, Output};
+use fila_proto::{self as proto, ErrorCode, WireError};
 
 use crate::attrs;
 use crate::error::{Kind, SqsError};
+use crate::input::Input;
 use crate::params::BATCH_MAX;
 
 /// A batch's entries: checked as SQS checks the batch as a whole.
-pub(super) fn batch_entries(input: &Value) -> Result<Vec<(String, &Value)>, SqsError> {
-    let entries = match input.get("Entries") {
-        None | Some(Value::Null) => return Err(SqsError::missing("Entries")),
-        Some(Value::Array(a)) => a,
-        Some(_) => return Err(SqsError::invalid("Entries must be a list.")),
+pub(super) fn batch_entries<I: Input>(input: &I) -> Result<Vec<(String, &I)>, SqsError> {
+    let entries = match input.get("Entries").filter(|e| !e.is_null()) {
+        None => return Err(SqsError::missing("Entries")),
+        Some(e) => e
+            .as_array()
+            .ok_or_else(|| SqsError::invalid("Entries must be a list."))?,
     };
     if entries.is_empty() {
         return Err(SqsError::new(
@@ -40,7 +40,7 @@ pub(super) fn batch_entries(input: &Value) -> Result<Vec<(String, &Value)>, SqsE
     for e in entries {
         let id = e
             .get("Id")
-            .and_then(Value::as_str)
+            .and_then(I::as_str)
             .ok_or_else(|| SqsError::missing("Id"))?;
         if id.is_empty()
             || id.len() > 80
@@ -75,9 +75,9 @@ pub(super) fn deleted(e: proto::Entry<()>) -> Result<(), SqsError> {
 }
 
 /// An entry's receipt handle.
-pub(super) fn handle_of(e: &Value) -> Result<proto::Receipt, SqsError> {
+pub(super) fn handle_of<I: Input>(e: &I) -> Result<proto::Receipt, SqsError> {
     e.get("ReceiptHandle")
-        .and_then(Value::as_str)
+        .and_then(I::as_str)
         .ok_or_else(|| SqsError::missing("ReceiptHandle"))
         .and_then(attrs::receipt_of)
 }

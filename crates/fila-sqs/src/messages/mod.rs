@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::attrs;
 use crate::error::{Kind, SqsError};
 use crate::fifo;
+use crate::input::Input;
 use crate::params::{
     number, queue_of, required, strings, BATCH_BYTES_MAX, RECEIVE_MAX, VISIBILITY_SECS_MAX,
     WAIT_SECS_MAX,
@@ -107,7 +108,7 @@ enum Judge {
 
 /// Starts operation `op` (one of [`OPERATIONS`]) on its input: the
 /// operation and its first step, or the error that refuses it.
-pub fn start(op: &str, input: &Value) -> Result<(MessageOp, Step), SqsError> {
+pub fn start<I: Input>(op: &str, input: &I) -> Result<(MessageOp, Step), SqsError> {
     let queue = queue_of(input)?;
     let mut machine = MessageOp {
         queue,
@@ -175,7 +176,7 @@ impl MessageOp {
         })
     }
 
-    fn send(&mut self, input: &Value) -> Result<Step, SqsError> {
+    fn send<I: Input>(&mut self, input: &I) -> Result<Step, SqsError> {
         let m = Outgoing::parse(input, fifo::is_fifo(&self.queue))?;
         if m.wants_content_id() {
             let step = self.settings();
@@ -196,13 +197,13 @@ impl MessageOp {
         Ok(step)
     }
 
-    fn send_batch(&mut self, input: &Value) -> Result<Step, SqsError> {
+    fn send_batch<I: Input>(&mut self, input: &I) -> Result<Step, SqsError> {
         let entries = batch_entries(input)?;
         let mut parsed = Vec::with_capacity(entries.len());
         let mut failures = Vec::new();
         let fifo = fifo::is_fifo(&self.queue);
         for (id, e) in &entries {
-            match Outgoing::parse(e, fifo) {
+            match Outgoing::parse(*e, fifo) {
                 Ok(m) => parsed.push((id.clone(), m)),
                 Err(err) => failures.push(failed(id, &err)),
             }
@@ -236,7 +237,7 @@ impl MessageOp {
         Ok(step)
     }
 
-    fn receive(&mut self, input: &Value) -> Result<Step, SqsError> {
+    fn receive<I: Input>(&mut self, input: &I) -> Result<Step, SqsError> {
         let max = number(input, "MaxNumberOfMessages", 1, RECEIVE_MAX)?.unwrap_or(1);
         let visibility = number(input, "VisibilityTimeout", 0, VISIBILITY_SECS_MAX)?;
         let wait = number(input, "WaitTimeSeconds", 0, WAIT_SECS_MAX)?;
@@ -260,7 +261,7 @@ impl MessageOp {
 
     /// A batch of operations on receipts: each entry read on its own (a
     /// bad one fails alone), the others sent as one request.
-    fn receipt_batch(&mut self, input: &Value, judge: Judge) -> Result<Step, SqsError> {
+    fn receipt_batch<I: Input>(&mut self, input: &I, judge: Judge) -> Result<Step, SqsError> {
         let mut ids = Vec::new();
         let mut failures = Vec::new();
         // Each good entry's receipt and, for a visibility change, its new

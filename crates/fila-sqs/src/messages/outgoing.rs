@@ -3,15 +3,14 @@
 
 use std::collections::BTreeMap;
 
+use super::output::Sent;
 use bytes::Bytes;
 use fila_proto::{self as proto, Availability, PutEntry};
-use serde_json::Value;
-
-use super::output::Sent;
 
 use crate::attrs::{self, MessageAttribute};
 use crate::error::{Kind, SqsError};
 use crate::fifo::{self, FifoSend};
+use crate::input::Input;
 use crate::params::{number, required, DELAY_SECS_MAX};
 
 /// One message to send, checked.
@@ -26,7 +25,7 @@ pub(super) struct Outgoing {
 
 impl Outgoing {
     /// A send's message, to a FIFO queue (`fifo`) or not.
-    pub(super) fn parse(input: &Value, fifo: bool) -> Result<Outgoing, SqsError> {
+    pub(super) fn parse<I: Input>(input: &I, fifo: bool) -> Result<Outgoing, SqsError> {
         let fifo = fifo::send_of(input, fifo)?;
         let body = required(input, "MessageBody")?;
         if body.is_empty() {
@@ -46,7 +45,7 @@ impl Outgoing {
         {
             None => None,
             Some(m) => {
-                let Some(m) = m.as_object() else {
+                let Some(m) = m.fields() else {
                     return Err(SqsError::invalid("MessageSystemAttributes must be a map."));
                 };
                 let mut trace = None;
@@ -58,7 +57,7 @@ impl Outgoing {
                     }
                     let s = v
                         .get("StringValue")
-                        .and_then(Value::as_str)
+                        .and_then(I::as_str)
                         .filter(|s| !s.is_empty())
                         .ok_or_else(|| {
                             SqsError::invalid("AWSTraceHeader must have a StringValue.")

@@ -16,6 +16,23 @@ fn stale() -> WireError {
     }
 }
 
+/// [`super::start`] on `input` as a `Value` (as the query protocol and
+/// [`crate::run`] give it) and as a `Doc` read from its JSON (as the
+/// server reads a JSON body): both must come to the same first step or
+/// error. Answers the `Value`'s.
+fn start(op: &str, input: &Value) -> Result<(MessageOp, Step), SqsError> {
+    let body = serde_json::to_vec(input).unwrap();
+    let doc = crate::Doc::parse(&body).unwrap();
+    let by_value = super::start(op, input);
+    let by_doc = super::start(op, &doc);
+    assert_eq!(
+        format!("{:?}", by_value.as_ref().map(|(_, s)| s)),
+        format!("{:?}", by_doc.as_ref().map(|(_, s)| s)),
+        "{op} {input}"
+    );
+    by_value
+}
+
 /// The request of a step that must be a call.
 fn call(step: Step) -> (Request, usize) {
     match step {

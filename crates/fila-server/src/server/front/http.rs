@@ -163,6 +163,13 @@ enum Drive {
     Polled(Polled),
 }
 
+/// A request's operation and input as read: a message operation's JSON
+/// borrowing from the body, or any other as a `Value`.
+enum Parsed<'a> {
+    Doc(String, fila_sqs::Doc<'a>),
+    Value(Read),
+}
+
 /// What moves an operation on. (Made and taken apart once per step:
 /// boxing the request would cost an allocation each time for nothing.)
 #[allow(clippy::large_enum_variant)]
@@ -376,11 +383,15 @@ impl FrontEnd {
                 let token =
                     sqs::authenticate(&shared.metrics, &access.tokens, &head, &request.body, peer)
                         .inspect_err(|_| failed_auth = true)?;
-                let read = fila_sqs::read(&head, protocol, &request.body)?;
+                // A message operation's JSON input borrows from the body.
+                let read = match fila_sqs::read_message(&head, protocol, &request.body) {
+                    Some(read) => read.map(|(op, doc)| Parsed::Doc(op, doc))?,
+                    None => Parsed::Value(fila_sqs::read(&head, protocol, &request.body)?),
+                };
                 Ok((read, token))
             })
         };
-        let (Read { operation, input }, token) = match read {
+        let (read, token) = match read {
             Ok(r) => r,
             Err(e) => {
                 if failed_auth {
@@ -407,34 +418,51 @@ impl FrontEnd {
         };
         let host = head.headers.text("host").unwrap_or("localhost").to_owned();
         let keep_alive = request.keep_alive;
+        let (operation, started_op) = match read {
+            Parsed::Doc(operation, input) => {
+                let start = messages::start(&operation, &input);
+                (
+                    operation,
+                    start.map(|(m, step)| (Drive::Steps(m), Resume::First(step))),
+                )
+            }
+            Parsed::Value(Read { operation, input })
+                if messages::OPERATIONS.contains(&operation.as_str()) =>
+            {
+                let start = messages::start(&operation, &input);
+                (
+                    operation,
+                    start.map(|(m, step)| (Drive::Steps(m), Resume::First(step))),
+                )
+            }
+            Parsed::Value(Read { operation, input }) => {
+                let caller = sqs::LoopCaller {
+                    access: access.clone(),
+                    token,
+                    host,
+                    purges: shared.sqs_purges.clone(),
+                };
+                let name = operation.clone();
+                let future: Polled =
+                    Box::pin(async move { fila_sqs::run(&caller, &name, &input).await });
+                (operation, Ok((Drive::Polled(future), Resume::Poll)))
+            }
+        };
         // Read: its buffer serves the loop's next body.
         self.spare_body = kept(request.body);
-        let (drive, first) = if messages::OPERATIONS.contains(&operation.as_str()) {
-            match messages::start(&operation, &input) {
-                Ok((machine, step)) => (Drive::Steps(machine), Resume::First(step)),
-                Err(e) => {
-                    let mut out = Vec::new();
-                    let close = !keep_alive;
-                    sqs::write_error(&mut out, protocol, &e, None, close);
-                    shared
-                        .metrics
-                        .sqs
-                        .record(&operation, started.elapsed(), true);
-                    self.finish_http(slot, &out, None, close, back);
-                    return;
-                }
+        let (drive, first) = match started_op {
+            Ok(started_op) => started_op,
+            Err(e) => {
+                let mut out = Vec::new();
+                let close = !keep_alive;
+                sqs::write_error(&mut out, protocol, &e, None, close);
+                shared
+                    .metrics
+                    .sqs
+                    .record(&operation, started.elapsed(), true);
+                self.finish_http(slot, &out, None, close, back);
+                return;
             }
-        } else {
-            let caller = sqs::LoopCaller {
-                access: access.clone(),
-                token,
-                host,
-                purges: shared.sqs_purges.clone(),
-            };
-            let name = operation.clone();
-            let future: Polled =
-                Box::pin(async move { fila_sqs::run(&caller, &name, &input).await });
-            (Drive::Polled(future), Resume::Poll)
         };
         let conn = self.conns[slot].as_mut().expect("open");
         conn.http.as_mut().expect("an SQS connection").op = Some(Box::new(Running {
