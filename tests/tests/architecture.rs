@@ -159,7 +159,7 @@ fn every_file_and_name_architecture_md_quotes_exists() {
 #[test]
 fn the_dialect_crates_have_no_io() {
     let root = root();
-    for krate in ["fila-proto", "fila-http", "fila-sqs"] {
+    for krate in ["fila-proto", "fila-http", "fila-sqs", "fila-console"] {
         let dir = root.join("crates").join(krate);
         let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
         let deps = manifest

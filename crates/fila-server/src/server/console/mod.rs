@@ -1,17 +1,18 @@
-//! The web console (docs/console.md): pages that show the queues and the
-//! server, browse messages, and act on them, served by one thread of the
-//! server on a listener of its own (`--console-listen`).
+//! The web console (docs/console.md): the pages of `fila_console` (which
+//! show the queues and the server, browse messages, and act on them),
+//! served by one thread of the server on a listener of its own
+//! (`--console-listen`); `Console` is their `Backend`.
 //!
 //! The thread runs a current-thread tokio runtime with hyper's HTTP/1.1
 //! server (HTTPS with TLS configured) and is one more endpoint of the
-//! loops' post, as an SQS thread is: every figure and every action is a
-//! request of the binary protocol's kind, authorized against the signed-in
-//! token's grants and run by the loop that owns the queue's shard
-//! (`gateway.rs`); the console holds no lock any loop takes.
+//! loops' post: every figure and every action is a request of the binary
+//! protocol's kind, authorized against the signed-in token's grants and
+//! run by the loop that owns the queue's shard (`server/gateway.rs`); the
+//! console holds no lock any loop takes.
 //!
-//! Pages are written on the server (`html.rs`: every value escaped); the
-//! one script (`assets/console.js`) only refreshes the parts of a page
-//! marked live. Security: sign-in with a token (`session.rs`), an
+//! Pages are written on the server (`fila_console::html`: every value
+//! escaped); the one script (`assets/console.js`) only refreshes the parts of a page
+//! marked live. Security: sign-in with a token (`fila_console::session`), an
 //! HttpOnly SameSite=Strict session cookie, a CSRF token in every form
 //! that changes something, `Origin` checked on every POST, a strict
 //! Content-Security-Policy (scripts and styles from the console only, no
@@ -24,7 +25,7 @@
 //! within [`BODY_SECS`], messages of at most [`ANSWER_ROOM`] bytes an
 //! answer, [`session::SESSIONS_MAX`] sessions, failed sign-ins counted
 //! per address as on the other listeners, the history bounded
-//! (`history.rs`).
+//! (`fila_console::history`).
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 
 use std::cell::RefCell;
@@ -48,12 +49,11 @@ use crate::dispatch::{self, Answer, Caller};
 use crate::guard::AuthGuard;
 use crate::live::Access;
 
-mod actions;
 mod conns;
-mod messages;
-mod pages;
+mod figures;
 mod routes;
 
+use fila_console::page::{Backend, Visitor};
 use fila_console::{history, html, session};
 
 use history::History;
@@ -69,7 +69,7 @@ pub const BODY_BYTES_MAX: usize = 64 << 10;
 /// How long a client has to send a request's body.
 pub const BODY_SECS: u64 = 10;
 /// The bytes of messages one page's answer may carry.
-pub const ANSWER_ROOM: usize = 2 << 20;
+pub use fila_console::page::ANSWER_ROOM;
 
 /// The running console: its thread.
 pub(in crate::server) struct ConsoleListener {
@@ -98,30 +98,37 @@ pub(super) struct Console {
     partition: RefCell<Option<Vec<(String, u64)>>>,
 }
 
-/// Who asks: a live session, and the tokens of the last reload.
-pub(super) struct Visitor {
-    pub(super) session: String,
-    pub(super) csrf: String,
+/// Who a visitor is, as the server knows it: the tokens of the last
+/// reload, and the token it signed in with (none without tokens). Kept in
+/// the pages' `Visitor::who`.
+pub(super) struct Who {
     pub(super) access: Arc<Access>,
     pub(super) token: Option<TokenId>,
 }
 
-impl Visitor {
-    /// Whether its token grants `p` on `queue` (anything without tokens).
-    pub(super) fn may(&self, queue: &str, p: Permission) -> bool {
-        self.token
-            .is_none_or(|t| self.access.tokens.allows(t, queue, p))
-    }
-
-    /// Who it is, in words, for the page's bar.
-    pub(super) fn label(&self) -> String {
-        match self.token {
-            None => "no tokens configured (loopback only)".into(),
-            Some(t) => match self.access.tokens.id_of(t) {
-                Some(id) => format!("signed in as {id}"),
-                None => "signed in with a token".into(),
-            },
-        }
+/// The pages' visitor for session `session` (CSRF token `csrf`) of `who`.
+pub(super) fn visitor(session: String, csrf: String, who: Who) -> Visitor {
+    let label = match who.token {
+        None => "no tokens configured (loopback only)".into(),
+        Some(t) => match who.access.tokens.id_of(t) {
+            Some(id) => format!("signed in as {id}"),
+            None => "signed in with a token".into(),
+        },
+    };
+    let (access, token) = (who.access.clone(), who.token);
+    Visitor {
+        session,
+        csrf,
+        label,
+        grants: Box::new(move |queue, p| {
+            let p = match p {
+                fila_console::page::Permission::Send => Permission::Send,
+                fila_console::page::Permission::Receive => Permission::Receive,
+                fila_console::page::Permission::Manage => Permission::Manage,
+            };
+            token.is_none_or(|t| access.tokens.allows(t, queue, p))
+        }),
+        who: Box::new(who),
     }
 }
 
@@ -173,10 +180,10 @@ impl ConsoleListener {
     }
 }
 
-impl Console {
+impl Backend for Console {
     /// Runs `req` for `v` (authorized by its token's grants first);
     /// answers the wire answer, or the error's text.
-    pub(super) async fn call(
+    async fn call(
         &self,
         v: &Visitor,
         req: fila_proto::Request,
@@ -189,7 +196,7 @@ impl Console {
     }
 
     /// Runs a peek for `v`: the messages, or the error's text.
-    pub(super) async fn peek(
+    async fn peek(
         &self,
         v: &Visitor,
         queue: &str,
@@ -212,15 +219,28 @@ impl Console {
         }
     }
 
+    fn history(&self) -> &RefCell<History> {
+        &self.history
+    }
+
+    fn server_rows(&self) -> Vec<(&'static str, String)> {
+        figures::rows(self)
+    }
+}
+
+impl Console {
     async fn run(&self, v: &Visitor, req: fila_proto::Request) -> Result<Answer, String> {
+        let Some(who) = v.who.downcast_ref::<Who>() else {
+            return Err("a visitor the server did not make".into());
+        };
         let caller = Caller {
-            tokens: &v.access.tokens,
-            token: v.token,
+            tokens: &who.access.tokens,
+            token: who.token,
         };
         if let Some(fila_proto::Response::Error(e)) = dispatch::authorize(&caller, &req) {
             return Err(e.message);
         }
-        let token = v.token.map(|t| (&v.access.tokens, t));
+        let token = who.token.map(|t| (&who.access.tokens, t));
         match self.gateway.call(req, token, ANSWER_ROOM).await {
             Ok(Reply::Answer(a)) => Ok(a),
             Ok(Reply::Late(Ok(ms))) => Ok(dispatch::messages_of(ms, fila_proto::Fields::ALL)),

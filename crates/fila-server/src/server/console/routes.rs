@@ -13,66 +13,11 @@ use tracing::{debug, warn};
 
 use super::html::{self, Html};
 use super::session::{self, cookie, same_secret, set_cookie};
-use super::{actions, answer, messages, pages, Console, Visitor, BODY_BYTES_MAX, BODY_SECS};
+use super::{answer, visitor, Console, Who, BODY_BYTES_MAX, BODY_SECS};
+use fila_console::page::{param, route, Outcome, Params};
 use fila_sqs::query::parse_form;
 
 use fila_console::assets::{CSS, JS};
-
-/// What a route comes to.
-pub(super) enum Outcome {
-    /// A page: its status, title and body.
-    Page {
-        status: StatusCode,
-        title: String,
-        body: String,
-    },
-    /// See another page (after an action), with a message for it.
-    Redirect {
-        to: String,
-        flash: Option<(bool, String)>,
-    },
-}
-
-impl Outcome {
-    pub(super) fn page(title: impl Into<String>, body: String) -> Outcome {
-        Outcome::Page {
-            status: StatusCode::OK,
-            title: title.into(),
-            body,
-        }
-    }
-
-    /// A page that says why the request was refused.
-    pub(super) fn refused(status: StatusCode, why: &str) -> Outcome {
-        let mut h = Html::default();
-        h.el("h1", "", "Refused").el("p", "refusal", why);
-        h.raw("<p><a href=\"/\">Back to the queues</a></p>");
-        Outcome::Page {
-            status,
-            title: "Refused".into(),
-            body: h.finish(),
-        }
-    }
-
-    /// Back to `to`, saying how it went.
-    pub(super) fn done(to: String, result: Result<String, String>) -> Outcome {
-        Outcome::Redirect {
-            to,
-            flash: Some(match result {
-                Ok(m) => (true, m),
-                Err(m) => (false, m),
-            }),
-        }
-    }
-}
-
-/// A request's query or form parameters.
-pub(super) type Params = Vec<(String, String)>;
-
-/// The first value of `name`.
-pub(super) fn param<'a>(p: &'a Params, name: &str) -> Option<&'a str> {
-    p.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
-}
 
 /// A connection past [`super::CONNECTIONS_MAX`]: one 503, then closed.
 #[cfg(not(loom))]
@@ -229,12 +174,14 @@ pub(super) async fn handle(
         };
         let flash = if live_refresh { None } else { s.flash.take() };
         Some((
-            Visitor {
-                session: id.to_owned(),
-                csrf: s.csrf.clone(),
-                access: access.clone(),
-                token,
-            },
+            visitor(
+                id.to_owned(),
+                s.csrf.clone(),
+                Who {
+                    access: access.clone(),
+                    token,
+                },
+            ),
             flash,
         ))
     });
@@ -252,12 +199,14 @@ pub(super) async fn handle(
                 .map(|s| s.csrf.clone())
                 .unwrap_or_default();
             (
-                Visitor {
-                    session: id,
+                visitor(
+                    id,
                     csrf,
-                    access: access.clone(),
-                    token: None,
-                },
+                    Who {
+                        access: access.clone(),
+                        token: None,
+                    },
+                ),
                 None,
             )
         }
@@ -296,8 +245,14 @@ pub(super) async fn handle(
             title,
             body,
         } => {
-            let label = visitor.label();
-            let page = html::page(&title, Some((&label, &visitor.csrf)), flash.as_ref(), &body);
+            let page = html::page(
+                &title,
+                Some((&visitor.label, &visitor.csrf)),
+                flash.as_ref(),
+                &body,
+            );
+            let status =
+                StatusCode::from_u16(status.0).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let mut r = answer(status, "text/html; charset=utf-8", page.into_bytes());
             add_cookies(&mut r, &cookies);
             r
@@ -415,42 +370,4 @@ async fn signin(
             set_cookie(&console.pre_cookie, "", secure, Some(0)),
         ],
     )
-}
-
-/// The page or action a path names.
-async fn route(
-    console: &Console,
-    v: &Visitor,
-    post: bool,
-    path: &str,
-    query: &Params,
-    form: &Params,
-) -> Outcome {
-    if path == "/" && !post {
-        return pages::overview(console, v, query).await;
-    }
-    let Some(rest) = path.strip_prefix("/queues/") else {
-        return Outcome::refused(StatusCode::NOT_FOUND, "No such page.");
-    };
-    let mut parts = rest.split('/');
-    let name = parts.next().unwrap_or("");
-    if fila_core::validate_queue_name("queue", name).is_err() {
-        return Outcome::refused(StatusCode::NOT_FOUND, "No such page.");
-    }
-    let rest: Vec<&str> = parts.collect();
-    match (post, rest.as_slice()) {
-        (false, []) => pages::queue(console, v, name, query).await,
-        (true, ["settings"]) => actions::settings(console, v, name, form).await,
-        (true, ["redrive"]) => actions::redrive(console, v, name, form).await,
-        (true, ["moves", id, "cancel"]) => actions::cancel_move(console, v, name, id).await,
-        (false, ["purge"]) => actions::purge_confirm(v, name, query),
-        (true, ["purge"]) => actions::purge(console, v, name, form).await,
-        (false, ["messages"]) => messages::browse(console, v, name, query).await,
-        (false, ["messages", seq]) => messages::detail(console, v, name, seq, query).await,
-        (true, ["messages", seq, "delete"]) => messages::delete(console, v, name, seq, form).await,
-        (true, ["messages", seq, "dead-letter"]) => {
-            messages::dead_letter(console, v, name, seq, form).await
-        }
-        _ => Outcome::refused(StatusCode::NOT_FOUND, "No such page."),
-    }
 }

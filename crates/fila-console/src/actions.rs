@@ -5,13 +5,10 @@
 //! queue's page saying how it went.
 
 use fila_proto::{QueueRef, Request, Response, Settings, SettingsPatch};
-use hyper::StatusCode;
 
-use super::html::{url, Html};
-use super::pages::when;
-use super::routes::{param, Outcome, Params};
-use super::{Console, Visitor};
-use crate::auth::Permission;
+use crate::html::{url, Html};
+use crate::page::{param, Backend, Outcome, Params, Permission, StatusCode, Visitor};
+use crate::pages::when;
 
 /// The settings the console edits: label, form name, and how each is read
 /// from the settings and written into a patch.
@@ -94,7 +91,12 @@ const FIELDS: [Field; 16] = [
 ];
 
 /// The queue's settings: a form with the manage grant, a table without.
-pub(super) async fn settings_section(console: &Console, v: &Visitor, name: &str, h: &mut Html) {
+pub(crate) async fn settings_section(
+    console: &impl Backend,
+    v: &Visitor,
+    name: &str,
+    h: &mut Html,
+) {
     h.raw("<section id=\"settings\"><h2>Settings</h2>");
     let s = match console
         .call(v, Request::GetQueue { name: name.into() })
@@ -139,7 +141,12 @@ pub(super) async fn settings_section(console: &Console, v: &Visitor, name: &str,
 }
 
 /// Saves the settings the form changed.
-pub(super) async fn settings(console: &Console, v: &Visitor, name: &str, form: &Params) -> Outcome {
+pub(crate) async fn settings(
+    console: &impl Backend,
+    v: &Visitor,
+    name: &str,
+    form: &Params,
+) -> Outcome {
     let back = format!("/queues/{}", url(name));
     let current = match console
         .call(v, Request::GetQueue { name: name.into() })
@@ -189,8 +196,8 @@ fn status(s: u8) -> &'static str {
 
 /// The queue's move tasks (redrives among them) with their progress, and
 /// the redrive form.
-pub(super) async fn moves_section(
-    console: &Console,
+pub(crate) async fn moves_section(
+    console: &impl Backend,
     v: &Visitor,
     name: &str,
     dead_lettered: u64,
@@ -266,7 +273,12 @@ pub(super) async fn moves_section(
 }
 
 /// Starts a redrive of the DLQ at the form's rate.
-pub(super) async fn redrive(console: &Console, v: &Visitor, name: &str, form: &Params) -> Outcome {
+pub(crate) async fn redrive(
+    console: &impl Backend,
+    v: &Visitor,
+    name: &str,
+    form: &Params,
+) -> Outcome {
     let back = format!("/queues/{}", url(name));
     let rate = match param(form, "rate").map(str::trim).filter(|r| !r.is_empty()) {
         None => None,
@@ -300,7 +312,12 @@ pub(super) async fn redrive(console: &Console, v: &Visitor, name: &str, form: &P
 }
 
 /// Cancels a running move task.
-pub(super) async fn cancel_move(console: &Console, v: &Visitor, name: &str, id: &str) -> Outcome {
+pub(crate) async fn cancel_move(
+    console: &impl Backend,
+    v: &Visitor,
+    name: &str,
+    id: &str,
+) -> Outcome {
     let back = format!("/queues/{}", url(name));
     let Ok(id) = id.parse::<u64>() else {
         return Outcome::refused(StatusCode::NOT_FOUND, "No such task.");
@@ -317,7 +334,7 @@ pub(super) async fn cancel_move(console: &Console, v: &Visitor, name: &str, id: 
 }
 
 /// The purge's confirmation: type the queue's name.
-pub(super) fn purge_confirm(v: &Visitor, name: &str, query: &Params) -> Outcome {
+pub(crate) fn purge_confirm(v: &Visitor, name: &str, query: &Params) -> Outcome {
     if !v.may(name, Permission::Manage) {
         return Outcome::refused(
             StatusCode::FORBIDDEN,
@@ -347,7 +364,12 @@ pub(super) fn purge_confirm(v: &Visitor, name: &str, query: &Params) -> Outcome 
 }
 
 /// Purges the queue or its DLQ once the form names it.
-pub(super) async fn purge(console: &Console, v: &Visitor, name: &str, form: &Params) -> Outcome {
+pub(crate) async fn purge(
+    console: &impl Backend,
+    v: &Visitor,
+    name: &str,
+    form: &Params,
+) -> Outcome {
     let back = format!("/queues/{}", url(name));
     let dlq = param(form, "dlq") == Some("1");
     if param(form, "confirm").map(str::trim) != Some(name) {

@@ -3,25 +3,22 @@
 //! figures and charts, settings, channels, move tasks, and what may be
 //! done to it).
 
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use fila_proto::{Request, Response};
-use hyper::StatusCode;
 
-use super::history::{Sample, SPAN};
-use super::html::{url, Html};
-use super::routes::{param, Outcome, Params};
-use super::{actions, Console, Visitor};
-use crate::auth::Permission;
+use crate::actions;
+use crate::history::{Sample, SPAN};
+use crate::html::{url, Html};
+use crate::page::{param, Backend, Outcome, Params, Permission, StatusCode, Visitor};
 
 /// Queues on one page of the overview.
-pub(super) const QUEUES_PER_PAGE: u16 = 20;
+pub(crate) const QUEUES_PER_PAGE: u16 = 20;
 /// Channels on one page of a queue.
 const CHANNELS_PER_PAGE: u16 = 20;
 
 /// `ms` as a short duration.
-pub(super) fn age(ms: u64) -> String {
+pub(crate) fn age(ms: u64) -> String {
     let s = ms / 1000;
     match s {
         0 if ms == 0 => "—".into(),
@@ -33,7 +30,7 @@ pub(super) fn age(ms: u64) -> String {
 }
 
 /// A time, ms since the epoch, as UTC.
-pub(super) fn when(ms: u64) -> String {
+pub(crate) fn when(ms: u64) -> String {
     if ms == 0 {
         return "—".into();
     }
@@ -63,7 +60,7 @@ fn rate(r: Option<(f64, f64, f64)>, pick: fn((f64, f64, f64)) -> f64) -> String 
 }
 
 /// Bytes in a short unit.
-pub(super) fn bytes(n: u64) -> String {
+pub fn bytes(n: u64) -> String {
     match n {
         0..=9_999 => format!("{n} B"),
         10_000..=9_999_999 => format!("{} KiB", n >> 10),
@@ -73,7 +70,7 @@ pub(super) fn bytes(n: u64) -> String {
 }
 
 /// The overview: the queues (a page, by prefix) and the server.
-pub(super) async fn overview(console: &Console, v: &Visitor, query: &Params) -> Outcome {
+pub(crate) async fn overview(console: &impl Backend, v: &Visitor, query: &Params) -> Outcome {
     let prefix = param(query, "prefix").unwrap_or("");
     let after = param(query, "after").unwrap_or("");
     let mut h = Html::default();
@@ -117,13 +114,13 @@ pub(super) async fn overview(console: &Console, v: &Visitor, query: &Params) -> 
                 let stats = console
                     .call(v, Request::QueueStats { name: name.clone() })
                     .await;
-                console.history.borrow_mut().show(name, Instant::now());
+                console.history().borrow_mut().show(name, Instant::now());
                 h.raw("<tr><td>")
                     .link(&format!("/queues/{}", url(name)), name)
                     .raw("</td>");
                 match stats {
                     Ok(Response::Stats(s)) => {
-                        let r = console.history.borrow().rates(name);
+                        let r = console.history().borrow().rates(name);
                         for cell in [
                             s.visible.to_string(),
                             s.in_flight.to_string(),
@@ -140,7 +137,7 @@ pub(super) async fn overview(console: &Console, v: &Visitor, query: &Params) -> 
                         // Its depth (visible and in flight) since sampled.
                         let depth: Vec<u64> =
                             console
-                                .history
+                                .history()
                                 .borrow()
                                 .samples(name)
                                 .map_or(Vec::new(), |s| {
@@ -182,85 +179,14 @@ pub(super) async fn overview(console: &Console, v: &Visitor, query: &Params) -> 
 }
 
 /// The server's figures and charts.
-fn server(console: &Console, h: &mut Html) {
-    let shared = &console.shared;
-    let config = &shared.config;
-    let figures = Figures::of(console);
+fn server(console: &impl Backend, h: &mut Html) {
+    let rows = console.server_rows();
     h.raw("<section id=\"server\" data-live><h2>Server</h2><table class=\"kv\">");
-    let rows: Vec<(&str, String)> = vec![
-        (
-            "Connections",
-            format!(
-                "{} of {}",
-                shared.connections.load(Ordering::Relaxed),
-                config.max_connections
-            ),
-        ),
-        (
-            "Receives parked",
-            format!(
-                "{} of {}",
-                shared.parked.load(Ordering::Relaxed),
-                config.max_parked
-            ),
-        ),
-        (
-            "Event loops, shards",
-            format!("{}, {}", config.event_loops, config.shards),
-        ),
-        (
-            "Queues",
-            match &figures {
-                Some(f) => format!("{} of {}", f.queues, f.max_queues),
-                None => "unknown (no leader answered)".into(),
-            },
-        ),
-        (
-            "Stored",
-            match &figures {
-                Some(f) => format!("{} of {}", bytes(f.stored), bytes(f.max_stored)),
-                None => "unknown (no leader answered)".into(),
-            },
-        ),
-        ("Log", log_state(console)),
-        (
-            "Disk free",
-            match console.disk.as_ref().map(fila_wal::Storage::free_bytes) {
-                Some(Ok(Some(free))) => format!(
-                    "{} ({} kept in reserve)",
-                    bytes(free),
-                    bytes(config.disk_reserve_bytes)
-                ),
-                Some(_) => "unknown".into(),
-                None => "no data directory (sync = none)".into(),
-            },
-        ),
-        (
-            "Puts",
-            match &figures {
-                Some(f) if !f.puts_refused => "taken".into(),
-                Some(_) => "refused: the disk is short of room or not writable".into(),
-                None => "unknown (no leader answered)".into(),
-            },
-        ),
-        (
-            "Resident memory",
-            resident().map_or("unknown".into(), bytes),
-        ),
-        (
-            "Console",
-            format!(
-                "{} sessions, {} queues sampled",
-                console.sessions.borrow().len(),
-                console.history.borrow().len()
-            ),
-        ),
-    ];
     for (k, v) in rows {
         h.raw("<tr>").el("th", "", k).el("td", "", &v).raw("</tr>");
     }
     h.raw("</table><div class=\"row\">");
-    let history = console.history.borrow();
+    let history = console.history().borrow();
     let server = history.server();
     h.chart(
         &format!(
@@ -291,94 +217,6 @@ fn server(console: &Console, h: &mut Html) {
         )],
     );
     h.raw("</div></section>");
-}
-
-/// The figures of the queues the server holds: its engine's, or on a
-/// cluster node its partition's as the leader answered them last.
-struct Figures {
-    queues: u64,
-    max_queues: u64,
-    stored: u64,
-    max_stored: u64,
-    puts_refused: bool,
-}
-
-impl Figures {
-    fn of(console: &Console) -> Option<Figures> {
-        let shared = &console.shared;
-        if shared.cluster.is_none() {
-            let t = &shared.totals;
-            return Some(Figures {
-                queues: t.queue_count(),
-                max_queues: t.limits().max_queues,
-                stored: t.stored_bytes(),
-                max_stored: t.limits().max_stored_bytes,
-                puts_refused: t.disk() != fila_core::DiskState::Ok,
-            });
-        }
-        let partition = console.partition.borrow();
-        let stats = partition.as_deref()?;
-        let stat = |name: &str| stats.iter().find(|(k, _)| k == name).map_or(0, |(_, v)| *v);
-        Some(Figures {
-            queues: stat("queues"),
-            max_queues: stat("max_queues"),
-            stored: stat("stored_bytes"),
-            max_stored: stat("max_stored_bytes"),
-            puts_refused: stat("puts_refused_disk") != 0,
-        })
-    }
-}
-
-/// The log's state in words (a cluster node's: the Raft group's).
-fn log_state(console: &Console) -> String {
-    let shared = &console.shared;
-    if shared.cluster.is_some() {
-        let view = shared
-            .published
-            .view
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let show = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
-        return match view.as_ref() {
-            Some(v) => {
-                let leaders: Vec<String> = v
-                    .partitions
-                    .iter()
-                    .map(|p| format!("partition {}: leader {}", p.partition, show(p.leader)))
-                    .collect();
-                format!(
-                    "cluster node {} of {}, metadata leader {}, term {}; log {} (committed {}, applied {}); {}",
-                    v.node_id,
-                    v.members.len(),
-                    show(v.leader),
-                    v.term,
-                    show(v.last_log_index),
-                    show(v.committed_index),
-                    show(v.applied_index),
-                    leaders.join(", ")
-                )
-            }
-            None => "cluster node starting or stopping".into(),
-        };
-    }
-    match &shared.marks {
-        None => "none (sync = none: nothing is kept across a restart)".into(),
-        Some(m) if m.failed() => "FAILED: nothing more is acknowledged".into(),
-        Some(m) => format!(
-            "sync = {}; {} batches durable, {} waiting, {} snapshots since start",
-            format!("{:?}", shared.config.sync).to_lowercase(),
-            m.durable(),
-            bytes(m.backlog_bytes()),
-            m.snapshots()
-        ),
-    }
-}
-
-/// The process's resident memory (Linux: /proc/self/statm).
-fn resident() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * 4096)
 }
 
 /// The seconds a chart of `n` samples spans: the samples there are, at
@@ -424,7 +262,12 @@ fn charts(h: &mut Html, samples: &[Sample]) {
 }
 
 /// A queue: figures, charts, channels, move tasks, settings, actions.
-pub(super) async fn queue(console: &Console, v: &Visitor, name: &str, query: &Params) -> Outcome {
+pub(crate) async fn queue(
+    console: &impl Backend,
+    v: &Visitor,
+    name: &str,
+    query: &Params,
+) -> Outcome {
     let stats = match console
         .call(v, Request::QueueStats { name: name.into() })
         .await
@@ -440,7 +283,7 @@ pub(super) async fn queue(console: &Console, v: &Visitor, name: &str, query: &Pa
             return Outcome::refused(status, &e);
         }
     };
-    console.history.borrow_mut().show(name, Instant::now());
+    console.history().borrow_mut().show(name, Instant::now());
     let q = url(name);
     let mut h = Html::default();
     h.raw("<p class=\"crumbs\"><a href=\"/\">Queues</a> /</p>");
@@ -490,7 +333,7 @@ pub(super) async fn queue(console: &Console, v: &Visitor, name: &str, query: &Pa
     }
     h.raw("</table><div class=\"charts\">");
     {
-        let history = console.history.borrow();
+        let history = console.history().borrow();
         let samples: Vec<Sample> = history
             .samples(name)
             .map(|s| s.iter().copied().collect())
@@ -512,7 +355,7 @@ pub(super) async fn queue(console: &Console, v: &Visitor, name: &str, query: &Pa
 }
 
 /// A queue's channels with their backlog, a page at a time.
-async fn channels(console: &Console, v: &Visitor, name: &str, query: &Params, h: &mut Html) {
+async fn channels(console: &impl Backend, v: &Visitor, name: &str, query: &Params, h: &mut Html) {
     let after = param(query, "channels_after").unwrap_or("");
     h.raw("<section id=\"channels\" data-live><h2>Channels with messages ready</h2>");
     let req = Request::Channels {

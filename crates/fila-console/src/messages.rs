@@ -6,13 +6,10 @@
 
 use fila_core::{DeadLetterReason, Message, State};
 use fila_proto::{QueueRef, Request};
-use hyper::StatusCode;
 
-use super::html::{url, Html};
-use super::pages::{bytes, when};
-use super::routes::{param, Outcome, Params};
-use super::{Console, Visitor};
-use crate::auth::Permission;
+use crate::html::{url, Html};
+use crate::page::{param, Backend, Outcome, Params, Permission, StatusCode, Visitor};
+use crate::pages::{bytes, when};
 
 /// Messages on one page.
 const PAGE: usize = 50;
@@ -71,7 +68,12 @@ fn seq_of(seq: &str) -> Option<u64> {
 }
 
 /// A page of messages of one state (or all), from a sequence number.
-pub(super) async fn browse(console: &Console, v: &Visitor, name: &str, query: &Params) -> Outcome {
+pub(crate) async fn browse(
+    console: &impl Backend,
+    v: &Visitor,
+    name: &str,
+    query: &Params,
+) -> Outcome {
     let dlq = param(query, "dlq") == Some("1");
     let state = param(query, "state").unwrap_or("all");
     let wanted: Option<State> = match (dlq, state) {
@@ -109,7 +111,7 @@ pub(super) async fn browse(console: &Console, v: &Visitor, name: &str, query: &P
             }
         }
         // A page holds at most about two answers' room of messages.
-        if ended || found.len() >= PAGE || kept >= super::ANSWER_ROOM {
+        if ended || found.len() >= PAGE || kept >= crate::page::ANSWER_ROOM {
             break;
         }
     }
@@ -228,8 +230,8 @@ fn render(payload: &[u8], view: &str) -> (String, bool) {
 }
 
 /// One message, whole.
-pub(super) async fn detail(
-    console: &Console,
+pub(crate) async fn detail(
+    console: &impl Backend,
     v: &Visitor,
     name: &str,
     seq: &str,
@@ -345,8 +347,8 @@ pub(super) async fn detail(
 }
 
 /// Deletes one message by sequence number.
-pub(super) async fn delete(
-    console: &Console,
+pub(crate) async fn delete(
+    console: &impl Backend,
     v: &Visitor,
     name: &str,
     seq: &str,
@@ -376,8 +378,8 @@ pub(super) async fn delete(
 }
 
 /// Dead-letters one message by sequence number, with the form's reason.
-pub(super) async fn dead_letter(
-    console: &Console,
+pub(crate) async fn dead_letter(
+    console: &impl Backend,
     v: &Visitor,
     name: &str,
     seq: &str,
