@@ -92,14 +92,7 @@ pub(crate) async fn browse(
         let Some(at) = next else { break };
         let got = match console.peek(v, name, dlq, at, 100).await {
             Ok(got) => got,
-            Err(e) => {
-                let status = if e.starts_with("forbidden") {
-                    StatusCode::FORBIDDEN
-                } else {
-                    StatusCode::NOT_FOUND
-                };
-                return Outcome::refused(status, &e);
-            }
+            Err(e) => return Outcome::failed(&e),
         };
         next = got.last().map(|m| m.seq + 1);
         let ended = got.is_empty();

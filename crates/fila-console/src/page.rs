@@ -133,6 +133,17 @@ impl Outcome {
         }
     }
 
+    /// A page for a request the server refused with `e`: forbidden when
+    /// the token's grants refused it, else not found.
+    pub fn failed(e: &str) -> Outcome {
+        let status = if e.starts_with("forbidden") {
+            StatusCode::FORBIDDEN
+        } else {
+            StatusCode::NOT_FOUND
+        };
+        Outcome::refused(status, e)
+    }
+
     /// Back to `to`, saying how it went.
     pub fn done(to: String, result: Result<String, String>) -> Outcome {
         Outcome::Redirect {

@@ -274,14 +274,7 @@ pub(crate) async fn queue(
     {
         Ok(Response::Stats(s)) => s,
         Ok(_) => return Outcome::refused(StatusCode::INTERNAL_SERVER_ERROR, "unexpected answer"),
-        Err(e) => {
-            let status = if e.starts_with("forbidden") {
-                StatusCode::FORBIDDEN
-            } else {
-                StatusCode::NOT_FOUND
-            };
-            return Outcome::refused(status, &e);
-        }
+        Err(e) => return Outcome::failed(&e),
     };
     console.history().borrow_mut().show(name, Instant::now());
     let q = url(name);
