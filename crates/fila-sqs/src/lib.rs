@@ -127,23 +127,27 @@ pub fn read_message<'a>(
     if !messages::OPERATIONS.contains(&operation) {
         return None;
     }
-    let read = check_method(head.method, protocol).and_then(|()| {
-        let input = if body.is_empty() {
-            Doc::Object(Vec::new())
-        } else {
-            match Doc::parse(body) {
-                Ok(d @ Doc::Object(_)) => d,
-                Ok(_) => return Err(not_an_object()),
-                Err(e) => return Err(not_json(&e)),
-            }
-        };
-        Ok((operation.to_owned(), input))
-    });
+    let read = check_method(head.method, protocol)
+        .and_then(|()| Ok((operation.to_owned(), json_doc(body)?)));
     Some(read)
 }
 
-/// The operation a JSON protocol request names.
-fn json_operation<'h>(headers: &Headers<'h>) -> Result<&'h str, SqsError> {
+/// A JSON protocol request's body as a [`Doc`] borrowing from it (an
+/// empty body is an empty object); an error when it is not a JSON
+/// object, as [`read`] answers it.
+pub fn json_doc(body: &[u8]) -> Result<Doc<'_>, SqsError> {
+    if body.is_empty() {
+        return Ok(Doc::Object(Vec::new()));
+    }
+    match Doc::parse(body) {
+        Ok(d @ Doc::Object(_)) => Ok(d),
+        Ok(_) => Err(not_an_object()),
+        Err(e) => Err(not_json(&e)),
+    }
+}
+
+/// The operation a JSON protocol request names (`X-Amz-Target`).
+pub fn json_operation<'h>(headers: &Headers<'h>) -> Result<&'h str, SqsError> {
     let target = headers.text("x-amz-target");
     let operation = target.and_then(|t| t.strip_prefix("AmazonSQS."));
     operation.filter(|op| !op.is_empty()).ok_or_else(|| {
@@ -209,7 +213,7 @@ pub(crate) async fn wire(cx: &impl Caller, request: Request) -> Result<Response,
 /// parameters checked as SQS checks them, its fila requests run by `cx`,
 /// its output as the JSON protocol's object. docs/sqs.md lists what
 /// differs from SQS.
-pub async fn run(cx: &impl Caller, op: &str, input: &Value) -> Result<Value, SqsError> {
+pub async fn run<I: Input>(cx: &impl Caller, op: &str, input: &I) -> Result<Value, SqsError> {
     use moves::{cancel_move_task, list_move_tasks, start_move_task};
     use queues::{
         create_queue, delete_queue, get_queue_attributes, get_queue_url,
@@ -494,6 +498,61 @@ mod tests {
         assert!(
             matches!(&cx.asked.borrow()[1], Request::CreateQueue { name, .. } if name == "jobs")
         );
+    }
+
+    #[test]
+    fn an_operation_reads_a_borrowed_doc_as_it_reads_a_value() {
+        let q = "http://h/000000000000/jobs";
+        let cases: Vec<(&str, Value, Vec<Response>)> = vec![
+            (
+                "CreateQueue",
+                serde_json::json!({"QueueName": "jobs", "Attributes": {"VisibilityTimeout": "45",
+                    "DelaySeconds": 3, "MaximumMessageSize": "x"}, "tags": {"team": "a"}}),
+                vec![Response::Created(true)],
+            ),
+            (
+                "CreateQueue",
+                serde_json::json!({"QueueName": "jobs", "Attributes": {"VisibilityTimeout": "45"},
+                    "tags": {"team": "a", "env": "b\"q"}}),
+                vec![Response::Created(true)],
+            ),
+            (
+                "SetQueueAttributes",
+                serde_json::json!({"QueueUrl": q, "Attributes": {"ReceiveMessageWaitTimeSeconds": "20"}}),
+                vec![Response::Ok],
+            ),
+            (
+                "TagQueue",
+                serde_json::json!({"QueueUrl": q, "Tags": {"a": "1", "b": 2}}),
+                vec![Response::Ok],
+            ),
+            (
+                "ListQueues",
+                serde_json::json!({"QueueNamePrefix": "jo", "MaxResults": 1001}),
+                vec![],
+            ),
+            (
+                "UntagQueue",
+                serde_json::json!({"QueueUrl": q, "TagKeys": ["a", 1]}),
+                vec![],
+            ),
+        ];
+        for (op, input, answers) in cases {
+            let body = serde_json::to_vec(&input).unwrap();
+            let doc = json_doc(&body).unwrap();
+            let (a, b) = (Script::new(answers.clone()), Script::new(answers));
+            let by_value = now(run(&a, op, &input));
+            let by_doc = now(run(&b, op, &doc));
+            assert_eq!(
+                format!("{by_value:?}"),
+                format!("{by_doc:?}"),
+                "{op} {input}"
+            );
+            assert_eq!(
+                format!("{:?}", a.asked.borrow()),
+                format!("{:?}", b.asked.borrow())
+            );
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@ use serde_json::{json, Map, Value};
 
 use crate::attrs;
 use crate::error::{Kind, SqsError};
+use crate::input::Input;
 use crate::params::{number, required, text};
 use crate::queues::dead_letter_sources;
 use crate::{wire, Caller};
@@ -42,7 +43,7 @@ async fn move_tasks(cx: &impl Caller, queue: &str) -> Result<Vec<proto::MoveInfo
 }
 
 /// StartMessageMoveTask: a move out of a dead-letter queue (to its sources, or a named queue), refused as SQS refuses it.
-pub async fn start_move_task(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
+pub async fn start_move_task<I: Input>(cx: &impl Caller, input: &I) -> Result<Value, SqsError> {
     let source = attrs::name_of_arn(required(input, "SourceArn")?)?;
     let to = match text(input, "DestinationArn")? {
         Some(arn) => Some(attrs::name_of_arn(arn)?),
@@ -97,7 +98,7 @@ pub async fn start_move_task(cx: &impl Caller, input: &Value) -> Result<Value, S
 }
 
 /// ListMessageMoveTasks: a dead-letter queue's move tasks, most recent first.
-pub async fn list_move_tasks(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
+pub async fn list_move_tasks<I: Input>(cx: &impl Caller, input: &I) -> Result<Value, SqsError> {
     let source = attrs::name_of_arn(required(input, "SourceArn")?)?;
     let max = number(input, "MaxResults", 1, 10)?.unwrap_or(1) as usize;
     let results: Vec<Value> = move_tasks(cx, &source)
@@ -135,7 +136,7 @@ pub async fn list_move_tasks(cx: &impl Caller, input: &Value) -> Result<Value, S
 }
 
 /// CancelMessageMoveTask: a running task, by its handle.
-pub async fn cancel_move_task(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
+pub async fn cancel_move_task<I: Input>(cx: &impl Caller, input: &I) -> Result<Value, SqsError> {
     let (queue, id) = task_of_handle(required(input, "TaskHandle")?)?;
     let running = move_tasks(cx, &queue)
         .await

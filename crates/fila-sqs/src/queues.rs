@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value};
 use crate::attrs;
 use crate::error::{Kind, SqsError};
 use crate::fifo;
+use crate::input::Input;
 use crate::params::{
     number, queue_of, required, strings, text, DELAY_SECS_MAX, VISIBILITY_SECS_MAX, WAIT_SECS_MAX,
 };
@@ -20,18 +21,18 @@ const SQS_MAX_MESSAGE_BYTES: u32 = 1 << 20;
 
 /// The settings an SQS attribute map asks for, on top of `patch`;
 /// `creating`: whether a queue being created is FIFO (`None`: a set).
-fn settings_of(
-    attributes: &Value,
+fn settings_of<I: Input>(
+    attributes: &I,
     creating: Option<bool>,
     patch: &mut SettingsPatch,
 ) -> Result<(), SqsError> {
-    let Some(map) = attributes.as_object() else {
+    let Some(map) = attributes.fields() else {
         return Err(SqsError::invalid("Attributes must be a map."));
     };
     for (name, v) in map {
-        let value = match v {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
+        let value = match v.as_str() {
+            Some(s) => s.to_owned(),
+            None => v.shown(),
         };
         let bad = || {
             SqsError::new(
@@ -47,7 +48,7 @@ fn settings_of(
                 .filter(|v| (min..=max).contains(v))
                 .ok_or_else(bad)
         };
-        match name.as_str() {
+        match name {
             "VisibilityTimeout" => {
                 patch.visibility_timeout_ms = Some(secs(0, VISIBILITY_SECS_MAX)? * 1000)
             }
@@ -223,14 +224,14 @@ async fn check_redrive(cx: &impl Caller, source: &str, target: &str) -> Result<(
 }
 
 /// Tags as the request gives them (a map of strings), checked.
-fn tags_of(v: Option<&Value>) -> Result<Vec<(String, String)>, SqsError> {
+fn tags_of<I: Input>(v: Option<&I>) -> Result<Vec<(String, String)>, SqsError> {
     let Some(v) = v.filter(|v| !v.is_null()) else {
         return Ok(Vec::new());
     };
     let map = v
-        .as_object()
+        .fields()
         .ok_or_else(|| SqsError::invalid("Tags must be a map of strings."))?;
-    map.iter()
+    map.into_iter()
         .map(|(k, v)| {
             let v = v.as_str().ok_or_else(|| {
                 SqsError::invalid(format!("The tag {k:?} must have a string value."))
@@ -240,13 +241,13 @@ fn tags_of(v: Option<&Value>) -> Result<Vec<(String, String)>, SqsError> {
                     "The tag {k:?}: a key is 1 to 128 characters, a value at most 256."
                 )));
             }
-            Ok((k.clone(), v.to_owned()))
+            Ok((k.to_owned(), v.to_owned()))
         })
         .collect()
 }
 
 /// CreateQueue: a queue with SQS's defaults and the attributes and tags asked for.
-pub async fn create_queue(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
+pub async fn create_queue<I: Input>(cx: &impl Caller, input: &I) -> Result<Value, SqsError> {
     let name = required(input, "QueueName")?;
     let attributes = input.get("Attributes").filter(|a| !a.is_null());
     let fifo_attribute = match attributes.and_then(|a| a.get("FifoQueue")) {
@@ -301,7 +302,7 @@ pub async fn create_queue(cx: &impl Caller, input: &Value) -> Result<Value, SqsE
 }
 
 /// GetQueueUrl: a queue's URL, if the caller's token sees it.
-pub async fn get_queue_url(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
+pub async fn get_queue_url<I: Input>(cx: &impl Caller, input: &I) -> Result<Value, SqsError> {
     let name = required(input, "QueueName")?;
     // Any grant on the queue will do (a producer looks its queue up): a
     // list, which shows only what the token sees, finds it.
@@ -323,7 +324,7 @@ pub async fn get_queue_url(cx: &impl Caller, input: &Value) -> Result<Value, Sqs
 }
 
 /// ListQueues: the queues' URLs by prefix, a page when MaxResults asks for one.
-pub async fn list_queues(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
+pub async fn list_queues<I: Input>(cx: &impl Caller, input: &I) -> Result<Value, SqsError> {
     let prefix = text(input, "QueueNamePrefix")?.unwrap_or("").to_owned();
     let max = number(input, "MaxResults", 1, 1000)?;
     let after = text(input, "NextToken")?.unwrap_or("").to_owned();
@@ -352,7 +353,7 @@ pub async fn list_queues(cx: &impl Caller, input: &Value) -> Result<Value, SqsEr
 }
 
 /// DeleteQueue.
-pub async fn delete_queue(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
+pub async fn delete_queue<I: Input>(cx: &impl Caller, input: &I) -> Result<Value, SqsError> {
     let name = queue_of(input)?;
     wire(
         cx,
@@ -366,7 +367,7 @@ pub async fn delete_queue(cx: &impl Caller, input: &Value) -> Result<Value, SqsE
 }
 
 /// PurgeQueue: at most once a minute a queue, as SQS.
-pub async fn purge_queue(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
+pub async fn purge_queue<I: Input>(cx: &impl Caller, input: &I) -> Result<Value, SqsError> {
     let name = queue_of(input)?;
     cx.begin_purge(&name)?;
     let result = wire(
@@ -386,7 +387,10 @@ pub async fn purge_queue(cx: &impl Caller, input: &Value) -> Result<Value, SqsEr
 }
 
 /// GetQueueAttributes: the settings and counts asked for, as SQS names them.
-pub async fn get_queue_attributes(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
+pub async fn get_queue_attributes<I: Input>(
+    cx: &impl Caller,
+    input: &I,
+) -> Result<Value, SqsError> {
     let name = queue_of(input)?;
     let asked = strings(input, "AttributeNames")?;
     let all = asked.iter().any(|a| a == "All");
@@ -489,7 +493,10 @@ pub async fn get_queue_attributes(cx: &impl Caller, input: &Value) -> Result<Val
 }
 
 /// SetQueueAttributes: settings changed as SQS's attributes ask.
-pub async fn set_queue_attributes(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
+pub async fn set_queue_attributes<I: Input>(
+    cx: &impl Caller,
+    input: &I,
+) -> Result<Value, SqsError> {
     let name = queue_of(input)?;
     let attributes = input
         .get("Attributes")
@@ -507,7 +514,7 @@ pub async fn set_queue_attributes(cx: &impl Caller, input: &Value) -> Result<Val
 }
 
 /// TagQueue.
-pub async fn tag_queue(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
+pub async fn tag_queue<I: Input>(cx: &impl Caller, input: &I) -> Result<Value, SqsError> {
     let name = queue_of(input)?;
     let tags = tags_of(input.get("Tags"))?;
     if tags.is_empty() {
@@ -522,7 +529,7 @@ pub async fn tag_queue(cx: &impl Caller, input: &Value) -> Result<Value, SqsErro
 }
 
 /// UntagQueue.
-pub async fn untag_queue(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
+pub async fn untag_queue<I: Input>(cx: &impl Caller, input: &I) -> Result<Value, SqsError> {
     let name = queue_of(input)?;
     let keys = strings(input, "TagKeys")?;
     if keys.is_empty() {
@@ -537,7 +544,7 @@ pub async fn untag_queue(cx: &impl Caller, input: &Value) -> Result<Value, SqsEr
 }
 
 /// ListQueueTags.
-pub async fn list_queue_tags(cx: &impl Caller, input: &Value) -> Result<Value, SqsError> {
+pub async fn list_queue_tags<I: Input>(cx: &impl Caller, input: &I) -> Result<Value, SqsError> {
     let name = queue_of(input)?;
     let Response::Queue(s) = wire(cx, Request::GetQueue { name }).await? else {
         return Err(SqsError::unexpected());
@@ -557,9 +564,9 @@ pub async fn list_queue_tags(cx: &impl Caller, input: &Value) -> Result<Value, S
 const SOURCE_SCAN_MAX: usize = 1000;
 
 /// ListDeadLetterSourceQueues: the queues that dead-letter into this one.
-pub async fn list_dead_letter_source_queues(
+pub async fn list_dead_letter_source_queues<I: Input>(
     cx: &impl Caller,
-    input: &Value,
+    input: &I,
 ) -> Result<Value, SqsError> {
     let target = queue_of(input)?;
     let max = number(input, "MaxResults", 1, 1000)?;

@@ -380,7 +380,11 @@ impl MessageOp {
 
 /// Runs message operation `op` (one of [`OPERATIONS`]): its steps'
 /// requests through `cx`.
-pub async fn run(cx: &impl crate::Caller, op: &str, input: &Value) -> Result<Value, SqsError> {
+pub async fn run<I: Input>(
+    cx: &impl crate::Caller,
+    op: &str,
+    input: &I,
+) -> Result<Value, SqsError> {
     let (mut machine, mut step) = start(op, input)?;
     loop {
         match step {

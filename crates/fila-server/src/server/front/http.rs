@@ -14,6 +14,12 @@
 //! exchange (`sqs::LoopCaller`), and the next poll comes with its answer.
 //! With `sync = always` the answer waits for the log when any of its fila
 //! requests logged a change, as a binary answer does.
+//!
+//! No request is read into a `serde_json::Value` tree but a query
+//! request's form: a JSON input is a `fila_sqs::Doc` whose text borrows
+//! from the body (a message operation's read at once, into the loop's
+//! lent buffer; another operation's inside its future, which owns the
+//! body).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -164,9 +170,12 @@ enum Drive {
 }
 
 /// A request's operation and input as read: a message operation's JSON
-/// borrowing from the body, or any other as a `Value`.
+/// borrowing from the body, another JSON operation's name, or a query
+/// request's as a `Value`.
 enum Parsed<'a> {
     Doc(String, fila_sqs::Doc<'a>),
+    /// Another JSON operation: its input is read from the body later.
+    Json(String),
     Value(Read),
 }
 
@@ -364,7 +373,7 @@ impl FrontEnd {
 
     /// One whole request: its sender authenticated, its protocol read, its
     /// operation started.
-    fn http_request(&mut self, slot: usize, request: fila_http::Request, back: &mut Back<'_>) {
+    fn http_request(&mut self, slot: usize, mut request: fila_http::Request, back: &mut Back<'_>) {
         let shared = self.shared.clone();
         let access = self.access.clone();
         let conn = self.conns[slot].as_mut().expect("open");
@@ -383,9 +392,15 @@ impl FrontEnd {
                 let token =
                     sqs::authenticate(&shared.metrics, &access.tokens, &head, &request.body, peer)
                         .inspect_err(|_| failed_auth = true)?;
-                // A message operation's JSON input borrows from the body.
+                // A message operation's JSON input borrows from the body;
+                // another JSON operation's is read in its own future, from
+                // the body it owns; a query form becomes a `Value`.
                 let read = match fila_sqs::read_message(&head, protocol, &request.body) {
                     Some(read) => read.map(|(op, doc)| Parsed::Doc(op, doc))?,
+                    None if protocol == Protocol::Json => {
+                        fila_sqs::check_method(head.method, protocol)?;
+                        Parsed::Json(fila_sqs::json_operation(&head.headers)?.to_owned())
+                    }
                     None => Parsed::Value(fila_sqs::read(&head, protocol, &request.body)?),
                 };
                 Ok((read, token))
@@ -418,6 +433,12 @@ impl FrontEnd {
         };
         let host = head.headers.text("host").unwrap_or("localhost").to_owned();
         let keep_alive = request.keep_alive;
+        let caller = |token| sqs::LoopCaller {
+            access: access.clone(),
+            token,
+            host,
+            purges: shared.sqs_purges.clone(),
+        };
         let (operation, started_op) = match read {
             Parsed::Doc(operation, input) => {
                 let start = messages::start(&operation, &input);
@@ -436,15 +457,23 @@ impl FrontEnd {
                 )
             }
             Parsed::Value(Read { operation, input }) => {
-                let caller = sqs::LoopCaller {
-                    access: access.clone(),
-                    token,
-                    host,
-                    purges: shared.sqs_purges.clone(),
-                };
+                let caller = caller(token);
                 let name = operation.clone();
                 let future: Polled =
                     Box::pin(async move { fila_sqs::run(&caller, &name, &input).await });
+                (operation, Ok((Drive::Polled(future), Resume::Poll)))
+            }
+            Parsed::Json(operation) => {
+                // The operation owns the body and reads its input from it.
+                let (caller, name, body) = (
+                    caller(token),
+                    operation.clone(),
+                    std::mem::take(&mut request.body),
+                );
+                let future: Polled = Box::pin(async move {
+                    let input = fila_sqs::json_doc(&body)?;
+                    fila_sqs::run(&caller, &name, &input).await
+                });
                 (operation, Ok((Drive::Polled(future), Resume::Poll)))
             }
         };
