@@ -368,7 +368,7 @@ impl FrontEnd {
             http.body_since = None;
         }
         conn.close_when_written(false);
-        self.emit(slot, &out, None, back);
+        self.emit(slot, &[&out], None, back);
     }
 
     /// One whole request: its sender authenticated, its protocol read, its
@@ -427,7 +427,7 @@ impl FrontEnd {
                         .is_some_and(|c| c.auth_failures >= AUTH_FAILURES_MAX);
                 let mut out = Vec::new();
                 sqs::write_error(&mut out, protocol, &e, None, close);
-                self.finish_http(slot, &out, None, close, back);
+                self.finish_http(slot, &[&out], None, close, back);
                 return;
             }
         };
@@ -489,7 +489,7 @@ impl FrontEnd {
                     .metrics
                     .sqs
                     .record(&operation, started.elapsed(), true);
-                self.finish_http(slot, &out, None, close, back);
+                self.finish_http(slot, &[&out], None, close, back);
                 return;
             }
         };
@@ -561,7 +561,9 @@ impl FrontEnd {
                     running.started.elapsed(),
                     result.is_err(),
                 );
-                self.finish_http(slot, &out, running.mark, close, back);
+                // The head, then the body straight from the buffer it was
+                // written in: its one copy, into the connection's output.
+                self.finish_http(slot, &[&out, &body], running.mark, close, back);
                 self.http_out = kept(out);
                 self.http_body = kept(body);
             }
@@ -573,7 +575,7 @@ impl FrontEnd {
     fn finish_http(
         &mut self,
         slot: usize,
-        answer: &[u8],
+        answer: &[&[u8]],
         mark: Option<u64>,
         close: bool,
         back: &mut Back<'_>,

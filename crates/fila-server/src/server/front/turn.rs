@@ -350,13 +350,13 @@ impl FrontEnd {
         self.answered(slot, back);
     }
 
-    /// Appends an answer written already (an SQS one) for connection
-    /// `slot`, held until the log is durable up to `mark` when there is
-    /// one.
+    /// Appends an answer written already (an SQS one, in parts: its head
+    /// and its body) for connection `slot`, held until the log is durable
+    /// up to `mark` when there is one.
     pub(super) fn emit(
         &mut self,
         slot: usize,
-        answer: &[u8],
+        answer: &[&[u8]],
         mark: Option<u64>,
         back: &mut Back<'_>,
     ) {
@@ -367,10 +367,18 @@ impl FrontEnd {
         // held for the log, one that needs no wait still waits for them.
         match mark.or_else(|| conn.holds.back().map(|h| h.1)) {
             Some(mark) => {
-                conn.held.extend_from_slice(answer);
-                conn.held_on(answer.len(), mark);
+                let mut len = 0;
+                for part in answer {
+                    conn.held.extend_from_slice(part);
+                    len += part.len();
+                }
+                conn.held_on(len, mark);
             }
-            None => conn.output.extend_from_slice(answer),
+            None => {
+                for part in answer {
+                    conn.output.extend_from_slice(part);
+                }
+            }
         }
         self.answered(slot, back);
     }

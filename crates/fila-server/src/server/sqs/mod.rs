@@ -136,12 +136,14 @@ pub(in crate::server) enum Output {
     Value(serde_json::Value),
 }
 
-/// Appends the whole answer (head and body) of an operation to `out`:
-/// its output, or its error, as `protocol` writes it; `close` says the
-/// connection closes after it. `body` is room to write the body in first
-/// (emptied; the caller keeps it for the next answer).
+/// Writes an operation's answer as `protocol` writes it: its output's
+/// body into `body` (emptied first) and its head, which names the body's
+/// length, into `head`; an error's whole answer goes into `head` (and
+/// `body` stays empty). The caller sends `head` then `body`; both are its
+/// to keep for the next answer. `close` says the connection closes after
+/// it.
 pub(in crate::server) fn write_answer(
-    out: &mut Vec<u8>,
+    head: &mut Vec<u8>,
     body: &mut Vec<u8>,
     protocol: fila_sqs::Protocol,
     operation: &str,
@@ -155,9 +157,9 @@ pub(in crate::server) fn write_answer(
         Ok(Output::Value(v)) => {
             body.extend_from_slice(&fila_sqs::answer_body(protocol, operation, v, &id))
         }
-        Err(e) => return write_error(out, protocol, e, None, close),
+        Err(e) => return write_error(head, protocol, e, None, close),
     }
-    write(out, protocol, 200, body, &id, None, close);
+    write_head(head, protocol, 200, body.len(), &id, None, close);
 }
 
 /// Appends the answer of error `e` to `out`, with `status` when given
@@ -192,6 +194,20 @@ fn write(
     query_error: Option<&str>,
     close: bool,
 ) {
+    write_head(out, protocol, status, body.len(), id, query_error, close);
+    out.extend_from_slice(body);
+}
+
+/// An answer's head, for a body of `len` bytes.
+fn write_head(
+    out: &mut Vec<u8>,
+    protocol: fila_sqs::Protocol,
+    status: u16,
+    len: usize,
+    id: &str,
+    query_error: Option<&str>,
+    close: bool,
+) {
     let mut headers = [
         ("content-type", protocol.content_type()),
         ("x-amzn-requestid", id),
@@ -204,8 +220,7 @@ fn write(
         }
         None => 2,
     };
-    fila_http::write_head(out, status, &headers[..n], body.len(), close);
-    out.extend_from_slice(body);
+    fila_http::write_head(out, status, &headers[..n], len, close);
 }
 
 /// The SQS error a framing error answers, with the framing error's
