@@ -88,7 +88,7 @@ pub(in crate::server) struct FrontEnd {
     access: Arc<crate::live::Access>,
     /// Buffers the loop's SQS requests and answers are made in, kept
     /// from one to the next (`http.rs`): the body being framed, an
-    /// answer's body, the whole answer.
+    /// answer's body, an answer's head.
     spare_body: Vec<u8>,
     http_body: Vec<u8>,
     http_out: Vec<u8>,
