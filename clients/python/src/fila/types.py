@@ -1,0 +1,179 @@
+"""What the operations answer: plain dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+STATES = {1: "visible", 2: "in_flight", 3: "delayed", 4: "deferred", 5: "dead_lettered"}
+DEAD_LETTER_REASONS = {1: "max_deliveries", 2: "expired", 3: "consumer"}
+MOVE_STATUS = {0: "running", 1: "completed", 2: "cancelled", 3: "failed"}
+
+#: Receive `fields`: which groups of a message's fields travel (the
+#: payload and the receipt always do). docs/protocol.md, "Asking for
+#: fewer fields".
+FIELDS_ID = 0x01
+FIELDS_ATTRIBUTES = 0x02
+FIELDS_TIMES = 0x04
+FIELDS_DELIVERY = 0x08
+FIELDS_ALL = 0x0F
+FIELDS_PAYLOAD_AND_RECEIPT = 0x00
+
+
+@dataclass
+class DeadLetter:
+    """Why and where from a message was dead-lettered."""
+
+    source_queue: str
+    at_ms: int
+    reason: str  # max_deliveries, expired or consumer
+    consumer_reason: str
+    description: str
+    delivery_count: int
+
+
+@dataclass
+class Message:
+    """A message as a receive, a peek or a receive-deferred answers it.
+    Times are milliseconds since the Unix epoch. Fields a receive did not
+    ask for (`fields`) read as zero or empty."""
+
+    id: int
+    seq: int
+    payload: bytes
+    attributes: Dict[str, str] = field(default_factory=dict)
+    channel: Optional[str] = None
+    group: Optional[str] = None
+    priority: int = 1
+    inserted_at_ms: int = 0
+    expires_at_ms: int = 0
+    next_visible_at_ms: int = 0
+    delivery_count: int = 0
+    state: str = ""
+    receipt: Optional[bytes] = None
+    dead_letter: Optional[DeadLetter] = None
+
+    @property
+    def id_hex(self) -> str:
+        """The id as 32 hex digits (as the CLI and the console show it)."""
+        return f"{self.id:032x}"
+
+
+@dataclass
+class PutResult:
+    """One put entry's result: the message's id and sequence number."""
+
+    id: int
+    seq: int
+
+    @property
+    def id_hex(self) -> str:
+        return f"{self.id:032x}"
+
+
+@dataclass
+class QueueSettings:
+    """A queue's settings (docs/protocol.md, `settings`)."""
+
+    visibility_timeout_ms: int
+    max_deliveries: int
+    retention_ms: int
+    max_message_bytes: int
+    receive_wait_default_ms: int
+    dead_letter_on_expiration: bool
+    dead_letter_target: Optional[str]
+    max_messages: int
+    max_bytes: int
+    channel_capacity_pct: int
+    delay_ms: int
+    redrive_allow: Optional[str]
+    tags: Dict[str, str]
+    dedup_window_ms: int
+    content_dedup: bool
+    ordered: bool
+    priority_levels: int
+    priority_fairness: int
+
+
+@dataclass
+class Move:
+    """A move task or a redrive."""
+
+    number: int
+    from_dlq: bool
+    to: Optional[str]
+    rate_per_second: int
+    started_at_ms: int
+    moved: int
+    to_move: int
+    max_messages: Optional[int]
+    status: str
+    failure: Optional[str]
+
+
+@dataclass
+class Channel:
+    """A channel's counts (`name` None: the default channel)."""
+
+    name: Optional[str]
+    visible: int
+    held: int
+
+
+@dataclass
+class Redrive:
+    """A redrive's counts: moved now, and scheduled to move at its rate."""
+
+    moved: int
+    scheduled: int
+
+
+@dataclass
+class Reload:
+    """A reload's answer."""
+
+    generation: int
+    tokens: int
+    tls: bool
+
+
+@dataclass
+class Member:
+    id: int
+    peer: str
+    client: str
+    voter: bool
+    matched_index: Optional[int]
+
+
+@dataclass
+class Replica:
+    id: int
+    voter: bool
+    matched_index: Optional[int]
+
+
+@dataclass
+class Partition:
+    partition: int
+    leader: Optional[int]
+    term: int
+    last_log_index: Optional[int]
+    committed_index: Optional[int]
+    applied_index: Optional[int]
+    replicas: List[Replica]
+
+
+@dataclass
+class ClusterStatus:
+    """A cluster node's view of its cluster (the metadata group's leader,
+    term and indexes, its members, its partitions)."""
+
+    node_id: int
+    leader: Optional[int]
+    term: int
+    last_log_index: Optional[int]
+    committed_index: Optional[int]
+    applied_index: Optional[int]
+    members: List[Member]
+    partitions: List[Partition]
