@@ -514,10 +514,12 @@ def chunks(items: Sequence[Any], n: int = BATCH_MAX) -> Iterable[Sequence[Any]]:
 
 
 def checked(results: List[Any], check: bool) -> List[Any]:
-    """`results` as they are, or a `BatchError` raised at the first that
-    failed (`check`)."""
+    """`results` as they are, or (`check`) the first failure raised: a
+    lone entry's own error, a `BatchError` for a batch of several."""
     if check:
         for i, r in enumerate(results):
             if isinstance(r, FilaError):
+                if len(results) == 1:
+                    raise r
                 raise BatchError(results, i, r)
     return results
