@@ -11,7 +11,7 @@ has the semantics, docs/python.md this module):
     app.run()            # or: python -m fila.worker module:app
 
 The runtime leases a batch, runs the handler for each message (an `async
-def` on the event loop, a plain function on a thread of a pool), renews
+def` on the event loop, a plain function on a thread of its own), renews
 each lease while its handler runs (from a thread of its own, so a handler
 that blocks cannot starve it), deletes the message when the handler
 returns, makes it visible again after `visibility_timeout_on_failure_ms`
@@ -26,7 +26,6 @@ import asyncio
 import base64
 import binascii
 import collections
-import concurrent.futures
 import inspect
 import logging
 import random
@@ -216,14 +215,12 @@ class App:
                 self._loop.add_signal_handler(sig, self._stop.set)
         client = AsyncClient(**self.client_args)
         leases = _Leases(self)
-        biggest = max(t.settings.batch_size + t.settings.threshold() for t in self.triggers)
-        pool = concurrent.futures.ThreadPoolExecutor(biggest * len(self.triggers), "fila-handler")
         try:
             for trig in self.triggers:
                 await self._prepare(client, trig)
             leases.thread.start()
             fetchers = [
-                asyncio.ensure_future(self._fetch(client, leases, pool, trig)) for trig in self.triggers
+                asyncio.ensure_future(self._fetch(client, leases, trig)) for trig in self.triggers
             ]
             await self._stop.wait()
             log.info("stopping: no more fetching; running handlers get until their deadline")
@@ -238,7 +235,6 @@ class App:
             leases.stop.set()
             if leases.thread.is_alive():
                 await asyncio.get_running_loop().run_in_executor(None, leases.thread.join, 10)
-            pool.shutdown(wait=False)
             await client.close()
 
     async def _prepare(self, client: AsyncClient, trig: _Trigger) -> None:
@@ -271,7 +267,7 @@ class App:
             ) from None
         trig.poison = poison
 
-    async def _fetch(self, client: AsyncClient, leases: _Leases, pool: Any, trig: _Trigger) -> None:
+    async def _fetch(self, client: AsyncClient, leases: _Leases, trig: _Trigger) -> None:
         s = trig.settings
         wake = asyncio.Event()
         failures = 0
@@ -304,25 +300,25 @@ class App:
                 if m.group is not None and m.group in trig.groups:
                     trig.waiting.setdefault(m.group, collections.deque()).append(m)
                     continue
-                self._start(client, leases, pool, trig, m, wake)
+                self._start(client, leases, trig, m, wake)
             if not batch and s.long_poll_ms == 0:
                 await asyncio.sleep(min(s.max_polling_interval_ms / 1000.0, 1.0))
 
-    def _start(self, client: AsyncClient, leases: _Leases, pool: Any, trig: _Trigger, m: Message, wake: asyncio.Event) -> None:
+    def _start(self, client: AsyncClient, leases: _Leases, trig: _Trigger, m: Message, wake: asyncio.Event) -> None:
         if m.group is not None:
             trig.groups.add(m.group)
-        task = asyncio.ensure_future(self._one(client, leases, pool, trig, m, wake))
+        task = asyncio.ensure_future(self._one(client, leases, trig, m, wake))
         trig.tasks.add(task)
         task.add_done_callback(trig.tasks.discard)
 
-    async def _one(self, client: AsyncClient, leases: _Leases, pool: Any, trig: _Trigger, m: Message, wake: asyncio.Event) -> None:
+    async def _one(self, client: AsyncClient, leases: _Leases, trig: _Trigger, m: Message, wake: asyncio.Event) -> None:
         s = trig.settings
         assert m.receipt is not None
         try:
             if m.delivery_count > s.max_dequeue_count:
                 await self._poison(client, trig, m, f"delivered {m.delivery_count} times, more than max_dequeue_count")
                 return
-            error = await self._handle(pool, trig, m)
+            error = await self._handle(trig, m)
             if error is None:
                 try:
                     await client.delete(trig.queue, m.receipt)
@@ -357,10 +353,10 @@ class App:
                         trig.running -= 1
                         self.stats.in_flight -= 1
                     else:
-                        self._start(client, leases, pool, trig, nxt, wake)
+                        self._start(client, leases, trig, nxt, wake)
             wake.set()
 
-    async def _handle(self, pool: Any, trig: _Trigger, m: Message) -> Optional[str]:
+    async def _handle(self, trig: _Trigger, m: Message) -> Optional[str]:
         """Runs the handler; answers None, or the failure's text."""
         if trig.settings.message_encoding == "base64":
             try:
@@ -371,8 +367,7 @@ class App:
             if inspect.iscoroutinefunction(trig.handler):
                 await trig.handler(m)
             else:
-                loop = asyncio.get_running_loop()
-                await loop.run_in_executor(pool, trig.handler, m)
+                await _in_thread(trig.handler, m)
             return None
         except asyncio.CancelledError:
             raise
@@ -419,6 +414,32 @@ class App:
         if late:
             log.warning("%d handlers still ran at the shutdown deadline: their messages are given back", len(late))
             await asyncio.gather(*late, return_exceptions=True)
+
+
+async def _in_thread(fn: Handler, m: Message) -> None:
+    """Runs a sync handler on a daemon thread of its own: the event loop
+    goes on, and a stop past the deadline need not wait for it."""
+    loop = asyncio.get_running_loop()
+    done: "asyncio.Future[None]" = loop.create_future()
+
+    def settle(error: Optional[BaseException]) -> None:
+        if done.done():
+            return
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
+
+    def body() -> None:
+        try:
+            fn(m)
+        except BaseException as e:  # handed to the awaiting task
+            loop.call_soon_threadsafe(settle, e)
+        else:
+            loop.call_soon_threadsafe(settle, None)
+
+    threading.Thread(target=body, name="fila-handler", daemon=True).start()
+    await done
 
 
 __all__ = ["App", "Settings", "Stats", "WorkerError"]
