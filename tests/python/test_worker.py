@@ -262,3 +262,30 @@ def test_python_m_fila_worker_names_a_bad_target(tmp_path):
         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
     )
     assert out.returncode == 2 and "cannot load no_such_module:app" in out.stderr
+
+
+def test_a_message_back_while_its_handler_runs_is_not_run_twice(server, client, monkeypatch):
+    # Renewal off: the lease runs out while the handler runs, and the
+    # message comes back to this host.
+    monkeypatch.setattr(fila.worker._Leases, "_due", lambda self: {})
+    q = fresh(client)
+    client.put(q, b"long")
+    app = fila.worker.App(server.addr)
+    runs = []
+
+    @app.queue_trigger(q, visibility_timeout_ms=1000, long_poll_ms=200)
+    def handle(msg):
+        runs.append(msg.delivery_count)
+        time.sleep(2.5)
+
+    run = Running(app)
+    try:
+        assert until(lambda: app.stats.processed == 1, secs=30)
+    finally:
+        run.stop()
+    assert runs == [1]
+    st = client.stats(q)
+    # Delivered again each time its lease ran out, run once, deleted once
+    # with the newest lease's receipt.
+    assert st["deliveries"] >= 2
+    assert (st["deletes"], st["visible"], st["in_flight"]) == (1, 0, 0)

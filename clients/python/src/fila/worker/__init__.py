@@ -110,6 +110,8 @@ class _Trigger:
     groups: Set[str] = field(default_factory=set)
     waiting: Dict[str, Deque[Message]] = field(default_factory=dict)
     tasks: Set["asyncio.Task[None]"] = field(default_factory=set)
+    # The messages whose handler runs, by id.
+    live: Dict[int, Message] = field(default_factory=dict)
 
 
 class _Leases:
@@ -294,6 +296,14 @@ class App:
                     await self._release(client, trig.queue, [m])
                     continue
                 assert m.receipt is not None
+                running = trig.live.get(m.id)
+                if running is not None and running.receipt is not None:
+                    # Its lease ran out while its handler runs and it came
+                    # back here: the run goes on with the newer lease.
+                    leases.remove(trig.queue, running.receipt)
+                    running.receipt = m.receipt
+                    leases.add(trig.queue, m.receipt, s.visibility_timeout_ms)
+                    continue
                 leases.add(trig.queue, m.receipt, s.visibility_timeout_ms)
                 trig.running += 1
                 self.stats.in_flight += 1
@@ -307,6 +317,7 @@ class App:
     def _start(self, client: AsyncClient, leases: _Leases, trig: _Trigger, m: Message, wake: asyncio.Event) -> None:
         if m.group is not None:
             trig.groups.add(m.group)
+        trig.live[m.id] = m
         task = asyncio.ensure_future(self._one(client, leases, trig, m, wake))
         trig.tasks.add(task)
         task.add_done_callback(trig.tasks.discard)
@@ -337,6 +348,7 @@ class App:
         except FilaError as e:
             log.warning("message %s of %s: %s (its lease runs out and it comes back)", m.id_hex, trig.queue, e)
         finally:
+            trig.live.pop(m.id, None)
             leases.remove(trig.queue, m.receipt)
             trig.running -= 1
             self.stats.in_flight -= 1
