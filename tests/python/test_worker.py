@@ -289,3 +289,20 @@ def test_a_message_back_while_its_handler_runs_is_not_run_twice(server, client, 
     # with the newest lease's receipt.
     assert st["deliveries"] >= 2
     assert (st["deletes"], st["visible"], st["in_flight"]) == (1, 0, 0)
+
+
+def test_what_a_poll_brings_after_a_stop_is_given_back(server, client):
+    q = fresh(client)
+    app = fila.worker.App(server.addr)
+    app.queue_trigger(q, long_poll_ms=5_000)(lambda m: None)
+    before = client.server_stats()["receives_parked"]
+    run = Running(app)
+    try:
+        assert until(lambda: client.server_stats()["receives_parked"] > before, secs=30)
+    finally:
+        app.stop()
+        client.put(q, b"arrived during the stop")
+        run.stop()
+    assert app.stats.processed == 0 and app.stats.released == 1
+    st = client.stats(q)
+    assert (st["visible"], st["in_flight"]) == (1, 0)

@@ -112,6 +112,8 @@ class _Trigger:
     tasks: Set["asyncio.Task[None]"] = field(default_factory=set)
     # The messages whose handler runs, by id.
     live: Dict[int, Message] = field(default_factory=dict)
+    # Set when a handler ends (or the worker stops): the fetcher looks again.
+    wake: Optional[asyncio.Event] = None
 
 
 class _Leases:
@@ -215,6 +217,8 @@ class App:
         if signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, self._stop.set)
+        for trig in self.triggers:
+            trig.wake = asyncio.Event()  # made on the loop that runs it
         client = AsyncClient(**self.client_args)
         leases = _Leases(self)
         try:
@@ -226,8 +230,11 @@ class App:
             ]
             await self._stop.wait()
             log.info("stopping: no more fetching; running handlers get until their deadline")
-            for f in fetchers:
-                f.cancel()
+            # A poll in flight is answered within its long poll; what it
+            # brought is given back at once.
+            for trig in self.triggers:
+                assert trig.wake is not None
+                trig.wake.set()
             await asyncio.gather(*fetchers, return_exceptions=True)
             await self._drain(client, leases)
         finally:
@@ -271,12 +278,15 @@ class App:
 
     async def _fetch(self, client: AsyncClient, leases: _Leases, trig: _Trigger) -> None:
         s = trig.settings
-        wake = asyncio.Event()
+        wake, stop = trig.wake, self._stop
+        assert wake is not None and stop is not None
         failures = 0
-        while True:
-            while trig.running > s.threshold():
+        while not stop.is_set():
+            while trig.running > s.threshold() and not stop.is_set():
                 wake.clear()
                 await wake.wait()
+            if stop.is_set():
+                return
             try:
                 batch = await client.receive(
                     trig.queue, max=s.batch_size, wait_ms=s.long_poll_ms,
@@ -288,7 +298,7 @@ class App:
                 pause = min(0.2 * 2 ** (failures - 1), s.max_polling_interval_ms / 1000.0)
                 pause *= 0.8 + 0.4 * random.random()
                 log.warning("polling %s failed (%s); next poll in %.2f s", trig.queue, e, pause)
-                await asyncio.sleep(pause)
+                await _pause(stop, pause)
                 continue
             failures = 0
             for m in batch:
@@ -312,7 +322,7 @@ class App:
                     continue
                 self._start(client, leases, trig, m, wake)
             if not batch and s.long_poll_ms == 0:
-                await asyncio.sleep(min(s.max_polling_interval_ms / 1000.0, 1.0))
+                await _pause(stop, min(s.max_polling_interval_ms / 1000.0, 1.0))
 
     def _start(self, client: AsyncClient, leases: _Leases, trig: _Trigger, m: Message, wake: asyncio.Event) -> None:
         if m.group is not None:
@@ -426,6 +436,14 @@ class App:
         if late:
             log.warning("%d handlers still ran at the shutdown deadline: their messages are given back", len(late))
             await asyncio.gather(*late, return_exceptions=True)
+
+
+async def _pause(stop: asyncio.Event, secs: float) -> None:
+    """Waits `secs`, or less when the worker stops."""
+    try:
+        await asyncio.wait_for(stop.wait(), secs)
+    except asyncio.TimeoutError:
+        pass
 
 
 async def _in_thread(fn: Handler, m: Message) -> None:
