@@ -48,7 +48,7 @@ def test_a_parked_receive_does_not_hold_up_other_calls(server):
             waiting = asyncio.ensure_future(c.receive(q, wait_ms=10_000))
             await asyncio.sleep(0.1)
             t0 = time.monotonic()
-            for i in range(20):
+            for _ in range(20):
                 await c.stats(q)
             assert time.monotonic() - t0 < 5 and not waiting.done()
             await c.put(q, b"wake")

@@ -17,7 +17,7 @@ import pytest
 
 import fila
 import fila.worker
-from conftest import ROOT, until
+from conftest import until
 
 
 class Running:

@@ -387,7 +387,7 @@ class PutEntry:
     """One message of a put (what `Client.put` builds from its arguments;
     `put_entries` takes a list of these for messages that differ)."""
 
-    payload: bytes
+    payload: Union[bytes, str]
     attributes: Optional[Dict[str, str]] = None
     channel: Optional[str] = None
     delay_ms: Optional[int] = None

@@ -24,6 +24,9 @@ _ID_SEQ = struct.Struct(">QQQ")  # u128 id (two halves), u64 seq
 _TIMES = struct.Struct(">QQQ")
 
 T = TypeVar("T")
+# The builtins, for annotations inside classes whose methods take their names.
+_Str = str
+_Bytes = bytes
 
 
 def frame(opcode: int, request_id: int, body: bytes) -> bytes:
@@ -37,9 +40,9 @@ class Writer:
     __slots__ = ("parts",)
 
     def __init__(self) -> None:
-        self.parts: List[bytes] = []
+        self.parts: List[_Bytes] = []
 
-    def raw(self, b: bytes) -> "Writer":
+    def raw(self, b: _Bytes) -> "Writer":
         self.parts.append(b)
         return self
 
@@ -62,14 +65,14 @@ class Writer:
     def boolean(self, v: bool) -> "Writer":
         return self.u8(1 if v else 0)
 
-    def str(self, s: str) -> "Writer":
+    def str(self, s: _Str) -> "Writer":
         b = s.encode()
         if len(b) > 0xFFFF:
             raise ValueError(f"a string of {len(b)} bytes: at most 65535")
         self.parts.append(_U16.pack(len(b)) + b)
         return self
 
-    def bytes(self, b: bytes) -> "Writer":
+    def bytes(self, b: _Bytes) -> "Writer":
         self.parts.append(_U32.pack(len(b)))
         self.parts.append(b)
         return self
@@ -86,22 +89,22 @@ class Writer:
         put(v)
         return self
 
-    def queue_ref(self, name: str, dlq: bool) -> "Writer":
+    def queue_ref(self, name: _Str, dlq: bool) -> "Writer":
         return self.str(name).boolean(dlq)
 
-    def pairs(self, items: Dict[str, str]) -> "Writer":
+    def pairs(self, items: Dict[_Str, _Str]) -> "Writer":
         self.count(len(items))
         for k, v in items.items():
             self.str(k).str(v)
         return self
 
-    def receipt(self, r: bytes) -> "Writer":
+    def receipt(self, r: _Bytes) -> "Writer":
         if len(r) != 32:
             raise ValueError(f"a receipt is 32 bytes, not {len(r)}")
         self.parts.append(r)
         return self
 
-    def done(self) -> bytes:
+    def done(self) -> _Bytes:
         return b"".join(self.parts)
 
 
@@ -110,11 +113,11 @@ class Reader:
 
     __slots__ = ("buf", "at")
 
-    def __init__(self, buf: bytes) -> None:
+    def __init__(self, buf: _Bytes) -> None:
         self.buf = buf
         self.at = 0
 
-    def _take(self, n: int) -> bytes:
+    def _take(self, n: int) -> _Bytes:
         at = self.at
         if at + n > len(self.buf):
             raise ProtocolError("an answer ended before its fields did")
@@ -147,14 +150,14 @@ class Reader:
             raise ProtocolError(f"a bool of {v}")
         return v == 1
 
-    def str(self) -> str:
+    def str(self) -> _Str:
         n = self.u16()
         try:
             return self._take(n).decode()
         except UnicodeDecodeError as e:
             raise ProtocolError(f"a string not UTF-8: {e}") from None
 
-    def bytes(self) -> bytes:
+    def bytes(self) -> _Bytes:
         return self._take(self.u32())
 
     def opt(self, get: Callable[[], T]) -> Optional[T]:
@@ -168,17 +171,17 @@ class Reader:
     def list(self, get: Callable[[], T]) -> List[T]:
         return [get() for _ in range(self.u16())]
 
-    def pairs(self) -> Dict[str, str]:
+    def pairs(self) -> Dict[_Str, _Str]:
         out = {}
         for _ in range(self.u16()):
             k = self.str()
             out[k] = self.str()
         return out
 
-    def receipt(self) -> bytes:
+    def receipt(self) -> _Bytes:
         return self._take(32)
 
-    def error(self) -> Tuple[int, str]:
+    def error(self) -> Tuple[int, _Str]:
         code = self.u16()
         return code, self.str()
 

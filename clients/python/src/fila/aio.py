@@ -471,7 +471,11 @@ class AsyncClient:
         number: sent as requests of 20, pipelined). Answers a `PutResult`
         each, in order; an entry that failed raises `BatchError` (with
         `check=False` it is its `FilaError` in the list instead)."""
-        payloads = [payload] if isinstance(payload, (bytes, bytearray, memoryview, str)) else list(payload)
+        payloads: List[Union[bytes, str]]
+        if isinstance(payload, (bytes, bytearray, memoryview, str)):
+            payloads = [payload if isinstance(payload, str) else bytes(payload)]
+        else:
+            payloads = list(payload)
         if dedup_id is not None and len(payloads) != 1:
             raise ValueError("dedup_id names one message: put the others with put_entries")
         es = [

@@ -37,37 +37,154 @@ class ServerError(FilaError):
     """An error the server answered."""
 
 
-def _kind(name: str, code: int, doc: str) -> Type[ServerError]:
-    cls = type(
-        "".join(p.capitalize() for p in name.split("_")),
-        (ServerError,),
-        {"kind": name, "code": code, "__doc__": doc, "__module__": __name__},
-    )
-    return cls
+class InvalidArgument(ServerError):
+    """A field is out of range; the message names it."""
+
+    kind = "invalid_argument"
+    code = 1
 
 
-InvalidArgument = _kind("invalid_argument", 1, "A field is out of range; the message names it.")
-QueueNotFound = _kind("queue_not_found", 2, "No queue has that name.")
-QueueExists = _kind("queue_exists", 3, "The queue exists with other settings.")
-QueueFull = _kind("queue_full", 4, "The put would pass the queue's limits.")
-QueueDeleted = _kind("queue_deleted", 5, "The queue was deleted while the receive waited.")
-MessageTooLarge = _kind("message_too_large", 6, "The payload is over the queue's max_message_bytes.")
-ReceiptStale = _kind("receipt_stale", 7, "The lease the receipt names has ended; nothing changed.")
-ReceiptInvalid = _kind("receipt_invalid", 8, "The receipt is not one this server issued.")
-NotFound = _kind("not_found", 9, "No message with that sequence number in the state asked for.")
-Expired = _kind("expired", 10, "The message expired.")
-Unauthenticated = _kind("unauthenticated", 11, "The connection has not presented a valid token.")
-Forbidden = _kind("forbidden", 12, "The token lacks the permission for that queue.")
-ResourceExhausted = _kind("resource_exhausted", 13, "A server or connection limit is reached.")
-FrameTooLarge = _kind("frame_too_large", 100, "A frame was over the limit.")
-MalformedFrame = _kind("malformed_frame", 101, "A frame's body did not parse.")
-UnsupportedVersion = _kind("unsupported_version", 102, "No protocol version both sides speak.")
-UnknownOpcode = _kind("unknown_opcode", 103, "The server does not know the operation.")
-Internal = _kind("internal", 200, "The server failed through no fault of the request.")
-ShuttingDown = _kind("shutting_down", 201, "The server is stopping and takes no new work.")
-NotLeader = _kind("not_leader", 202, "This cluster node does not lead the queue's partition.")
-OutcomeUnknown = _kind("outcome_unknown", 203, "The change may or may not have been made.")
+class QueueNotFound(ServerError):
+    """No queue has that name."""
 
+    kind = "queue_not_found"
+    code = 2
+
+
+class QueueExists(ServerError):
+    """The queue exists with other settings."""
+
+    kind = "queue_exists"
+    code = 3
+
+
+class QueueFull(ServerError):
+    """The put would pass the queue's limits."""
+
+    kind = "queue_full"
+    code = 4
+
+
+class QueueDeleted(ServerError):
+    """The queue was deleted while the receive waited."""
+
+    kind = "queue_deleted"
+    code = 5
+
+
+class MessageTooLarge(ServerError):
+    """The payload is over the queue's max_message_bytes."""
+
+    kind = "message_too_large"
+    code = 6
+
+
+class ReceiptStale(ServerError):
+    """The lease the receipt names has ended; nothing changed."""
+
+    kind = "receipt_stale"
+    code = 7
+
+
+class ReceiptInvalid(ServerError):
+    """The receipt is not one this server issued."""
+
+    kind = "receipt_invalid"
+    code = 8
+
+
+class NotFound(ServerError):
+    """No message with that sequence number in the state asked for."""
+
+    kind = "not_found"
+    code = 9
+
+
+class Expired(ServerError):
+    """The message expired."""
+
+    kind = "expired"
+    code = 10
+
+
+class Unauthenticated(ServerError):
+    """The connection has not presented a valid token."""
+
+    kind = "unauthenticated"
+    code = 11
+
+
+class Forbidden(ServerError):
+    """The token lacks the permission for that queue."""
+
+    kind = "forbidden"
+    code = 12
+
+
+class ResourceExhausted(ServerError):
+    """A server or connection limit is reached."""
+
+    kind = "resource_exhausted"
+    code = 13
+
+
+class FrameTooLarge(ServerError):
+    """A frame was over the limit."""
+
+    kind = "frame_too_large"
+    code = 100
+
+
+class MalformedFrame(ServerError):
+    """A frame's body did not parse."""
+
+    kind = "malformed_frame"
+    code = 101
+
+
+class UnsupportedVersion(ServerError):
+    """No protocol version both sides speak."""
+
+    kind = "unsupported_version"
+    code = 102
+
+
+class UnknownOpcode(ServerError):
+    """The server does not know the operation."""
+
+    kind = "unknown_opcode"
+    code = 103
+
+
+class Internal(ServerError):
+    """The server failed through no fault of the request."""
+
+    kind = "internal"
+    code = 200
+
+
+class ShuttingDown(ServerError):
+    """The server is stopping and takes no new work."""
+
+    kind = "shutting_down"
+    code = 201
+
+
+class NotLeader(ServerError):
+    """This cluster node does not lead the queue's partition."""
+
+    kind = "not_leader"
+    code = 202
+
+
+class OutcomeUnknown(ServerError):
+    """The change may or may not have been made."""
+
+    kind = "outcome_unknown"
+    code = 203
+
+
+# Each kind's class by its code (each kind sets its code).
 SERVER_KINDS: Dict[int, Type[ServerError]] = {
     c.code: c  # type: ignore[misc]
     for c in (
