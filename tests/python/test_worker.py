@@ -306,3 +306,36 @@ def test_what_a_poll_brings_after_a_stop_is_given_back(server, client):
     assert app.stats.processed == 0 and app.stats.released == 1
     st = client.stats(q)
     assert (st["visible"], st["in_flight"]) == (1, 0)
+
+
+def test_polls_back_off_while_the_server_is_gone_and_resume(tmp_path):
+    from conftest import Server
+
+    s = Server(str(tmp_path / "data")).start()
+    port = s.addr.rsplit(":", 1)[1]
+    orig = s.args
+    s.args = lambda: ["--listen", f"127.0.0.1:{port}"] + orig()[2:]
+    app = fila.worker.App(s.addr, connect_timeout=1)
+    seen = []
+    with fila.Client(s.addr) as c:
+        c.create_queue("jobs")
+    app.queue_trigger("jobs", long_poll_ms=200, max_polling_interval_ms=400)(lambda m: seen.append(m.payload))
+    run = Running(app)
+    try:
+        with fila.Client(s.addr) as c:
+            assert until(lambda: c.server_stats()["receives_parked"] >= 1, secs=30)
+        s.stop()
+        assert until(lambda: app.stats.poll_errors >= 3, secs=30)
+        errors = app.stats.poll_errors
+        # Each poll is refused at once now; without back-off a second
+        # would see hundreds. With it: pauses of 0.2, 0.4, then 0.4 s
+        # (each ±20 %), so at most four in any second.
+        time.sleep(1.0)
+        assert app.stats.poll_errors - errors <= 4
+        s.start()
+        with fila.Client(s.addr) as c:
+            c.put("jobs", b"after the restart")
+        assert until(lambda: seen == [b"after the restart"], secs=30)
+    finally:
+        run.stop()
+        s.stop()
