@@ -9,6 +9,7 @@ import time
 import pytest
 
 import fila
+from conftest import until
 from fila_server import ClusterNode, running_cluster
 
 
@@ -61,3 +62,26 @@ def test_not_leader_is_followed_and_each_queues_route_kept(nodes):
             c.stats(routed)
         assert e.value.kind == "not_leader" and "leader" in e.value.message
         assert fila._addr.leader_of(e.value.message) == routes[routed]
+
+
+def test_membership_changes_are_sent_and_refused_by_the_cluster_when_unsound(nodes):
+    with fila.Client(",".join(n.addr for n in nodes.values())) as c:
+        # Well-formed requests the cluster refuses for what they ask (a
+        # malformed one would answer malformed_frame).
+        with pytest.raises(fila.InvalidArgument):
+            c.promote(99)
+        c.remove_node(99)  # not a member: nothing to remove, no error
+        assert len(c.cluster_status().members) == 3
+        with pytest.raises(fila.InvalidArgument):
+            c.move_replicas(99, 98, "127.0.0.1:1", "127.0.0.1:2")
+        before = c.cluster_status()
+        assert before.leader is not None
+        with fila.Client(nodes[before.leader].addr) as leader:
+            leader.transfer_leader()
+        # Another node leads the metadata group now, in a later term (the
+        # view of the node asked catches up with it).
+        assert until(lambda: c.cluster_status().term > before.term, secs=30)
+        # The queues' leaders moved: calls follow the new ones.
+        c.put("jobs-0", b"after the transfer")
+        got = c.receive("jobs-0", wait_ms=5_000)
+        assert [m.payload for m in got] == [b"after the transfer"]

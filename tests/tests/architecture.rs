@@ -30,7 +30,7 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The words of the Rust sources.
+/// The words of the sources (Rust and Python).
 fn words(sources: &[PathBuf]) -> HashSet<String> {
     let mut out = HashSet::new();
     for p in sources {
@@ -91,12 +91,13 @@ fn every_file_and_name_architecture_md_quotes_exists() {
     let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
     let mut all = Vec::new();
     files(&root, &mut all);
-    let rust: Vec<PathBuf> = all
+    // Names come from the Rust code and the Python client's.
+    let code: Vec<PathBuf> = all
         .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .filter(|p| p.extension().is_some_and(|e| e == "rs" || e == "py"))
         .cloned()
         .collect();
-    let known = words(&rust);
+    let known = words(&code);
     let relative: Vec<String> = all
         .iter()
         .filter_map(|p| p.strip_prefix(&root).ok())
