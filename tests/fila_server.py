@@ -96,6 +96,34 @@ class FilaServer:
         return out
 
 
+class LocalServer(FilaServer):
+    """One fila-server on ephemeral loopback ports: the binary protocol,
+    and the SQS API when the class says `sqs`; its data directory, a
+    configuration file and extra flags."""
+
+    sqs = False
+
+    def __init__(self, data_dir, extra=(), config=None):
+        super().__init__()
+        self.data_dir = data_dir
+        self.extra = list(extra)
+        self.config = config
+
+    def args(self):
+        args = [
+            "--listen", "127.0.0.1:0",
+            "--sqs-listen", "127.0.0.1:0" if self.sqs else "off",
+            "--metrics-listen", "off",
+            "--console-listen", "off",
+            "--data-dir", self.data_dir,
+            "--shards", "2",
+            "--event-loops", "2",
+        ]
+        if self.config:
+            args += ["--config", self.config]
+        return args + self.extra
+
+
 def free_port():
     """A free port on loopback (bound and let go)."""
     with socket.socket() as s:

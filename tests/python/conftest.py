@@ -12,31 +12,11 @@ import uuid
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fila_server import BIN_DIR, ROOT, FilaServer  # noqa: E402,F401  (tests/fila_server.py)
+from fila_server import BIN_DIR, ROOT, LocalServer  # noqa: E402,F401  (tests/fila_server.py)
 
 
-class Server(FilaServer):
-    """One fila-server process with the binary protocol only."""
-
-    def __init__(self, data_dir, extra=(), config=None):
-        super().__init__()
-        self.data_dir = data_dir
-        self.extra = list(extra)
-        self.config = config
-
-    def args(self):
-        args = [
-            "--listen", "127.0.0.1:0",
-            "--sqs-listen", "off",
-            "--metrics-listen", "off",
-            "--console-listen", "off",
-            "--data-dir", self.data_dir,
-            "--shards", "2",
-            "--event-loops", "2",
-        ]
-        if self.config:
-            args += ["--config", self.config]
-        return args + self.extra
+# One fila-server process with the binary protocol only.
+Server = LocalServer
 
 
 @pytest.fixture(scope="module")

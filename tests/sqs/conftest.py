@@ -25,7 +25,7 @@ import botocore.config
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fila_server import BIN_DIR, ROOT, FilaServer  # noqa: E402,F401  (tests/fila_server.py)
+from fila_server import BIN_DIR, ROOT, FilaServer, LocalServer  # noqa: E402,F401  (tests/fila_server.py)
 
 
 BACKEND = os.environ.get("SQS_BACKEND", "fila")
@@ -99,28 +99,10 @@ class MotoServer:
         return Server.client(self, key, secret, **config)
 
 
-class Server(FilaServer):
+class Server(LocalServer):
     """One fila-server process with the SQS API on ephemeral loopback ports."""
 
-    def __init__(self, data_dir, extra=(), config=None):
-        super().__init__()
-        self.data_dir = data_dir
-        self.extra = list(extra)
-        self.config = config
-
-    def args(self):
-        args = [
-            "--listen", "127.0.0.1:0",
-            "--sqs-listen", "127.0.0.1:0",
-            "--metrics-listen", "off",
-            "--console-listen", "off",
-            "--data-dir", self.data_dir,
-            "--shards", "2",
-            "--event-loops", "2",
-        ]
-        if self.config:
-            args += ["--config", self.config]
-        return args + self.extra
+    sqs = True
 
     @property
     def sqs_addr(self):

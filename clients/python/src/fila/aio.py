@@ -310,6 +310,18 @@ class AsyncClient:
         r = self._routes.get(call.queue)
         return None if r == self._addr else r
 
+    async def _conn_for(self, call: Call) -> _Conn:
+        """The connection for `call`: to its queue's route, or (a route
+        whose node cannot be reached is dropped) to the node talked to."""
+        route = self._route(call)
+        try:
+            return await self._conn(route)
+        except ConnectError:
+            if route is None:
+                raise
+            self._routes.pop(call.queue or "", None)
+            return await self._conn(None)
+
     def _learn(self, call: Call, leader: str) -> None:
         if call.queue is None:
             self._addr = leader
@@ -332,14 +344,7 @@ class AsyncClient:
         sent = []
         first: Optional[BaseException] = None
         for i, call in enumerate(calls):
-            route = self._route(call)
-            try:
-                c = await self._conn(route)
-            except ConnectError:
-                if route is None:
-                    raise
-                self._routes.pop(call.queue or "", None)
-                c = await self._conn(None)
+            c = await self._conn_for(call)
             rid, fut = c.send(call)
             sent.append((i, c, rid, fut))
             await c.drain()
@@ -374,14 +379,7 @@ class AsyncClient:
                     raise refused
                 await asyncio.sleep(pause * (0.8 + 0.4 * random.random()))
                 pause = min(pause * 2, 0.2)
-            route = self._route(call)
-            try:
-                c = await self._conn(route)
-            except ConnectError:
-                if route is None:
-                    raise
-                self._routes.pop(call.queue or "", None)
-                continue
+            c = await self._conn_for(call)
             try:
                 return await self._ask(c, call)
             except NotLeader as e:
