@@ -1,8 +1,11 @@
 //! The operations, one row each: what a request needs (the permission its
-//! queue needs, the room its answer may take) and where it runs. Every
-//! part of the server that treats operations differently reads it here:
-//! authorization, the room held before a frame is read and while a
-//! request is away, routing to a shard's owner, the log's backlog.
+//! queue needs, the room its answer may take) and where it runs, on a
+//! single node and on a cluster node. Every part of the server that
+//! treats operations differently reads it here: authorization, the room
+//! held before a frame is read and while a request is away, routing to a
+//! shard's owner, the log's backlog, and on a cluster whether a request is
+//! a read (answered through the read index) or a write, and whether a loop
+//! may run it itself on the partition's leader.
 //!
 //! Whether an answer waits for the log is not a property of the operation:
 //! the engine says whether the call logged a change
@@ -30,6 +33,28 @@ pub(crate) enum Place {
     Cluster,
 }
 
+/// How a request runs on a cluster node (docs/cluster.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnCluster {
+    /// Answered by the node it reached (hello, auth, reload, cluster
+    /// status).
+    Node,
+    /// A change of the members, made by each group's leader.
+    Members,
+    /// Gathered from every partition's leader (a list of queues, the
+    /// server's stats).
+    EveryPartition,
+    /// On its partition's leader once a quorum confirms the leadership
+    /// (the read index): it changes nothing.
+    Read,
+    /// Executed on its partition's leader, answered once its entry
+    /// commits.
+    Write,
+    /// A write a loop may run itself when this node leads the partition,
+    /// without a hop to the cluster node's thread (`server/cluster/fast.rs`).
+    LoopWrite,
+}
+
 /// How much room an answer may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AnswerRoom {
@@ -51,6 +76,8 @@ pub(crate) struct Op {
     /// It adds payloads to the log (what makes a backlog): a put, a
     /// redrive (each moved message is logged whole).
     pub adds_payloads: bool,
+    /// How it runs on a cluster node.
+    pub cluster: OnCluster,
 }
 
 const fn row(
@@ -59,6 +86,7 @@ const fn row(
     place: Place,
     answer: AnswerRoom,
     adds_payloads: bool,
+    cluster: OnCluster,
 ) -> Op {
     Op {
         opcode,
@@ -66,62 +94,130 @@ const fn row(
         place,
         answer,
         adds_payloads,
+        cluster,
     }
 }
 
 use AnswerRoom::{Messages, Small};
+use OnCluster::{EveryPartition, LoopWrite, Members, Node, Read, Write};
 use Permission::{Manage, Receive, Send};
 use Place::{Cluster, Connection, EveryLoop, Shard, TargetThenShard};
 
 /// Every operation.
 pub(crate) const OPS: [Op; 29] = [
-    row(Opcode::Hello, None, Connection, Small, false),
-    row(Opcode::Auth, None, Connection, Small, false),
-    row(Opcode::ServerStats, None, Connection, Small, false),
-    row(Opcode::Reload, None, Connection, Small, false),
-    row(Opcode::ClusterStatus, None, Connection, Small, false),
-    row(Opcode::ChangeCluster, None, Cluster, Small, false),
+    row(Opcode::Hello, None, Connection, Small, false, Node),
+    row(Opcode::Auth, None, Connection, Small, false, Node),
+    row(
+        Opcode::ServerStats,
+        None,
+        Connection,
+        Small,
+        false,
+        EveryPartition,
+    ),
+    row(Opcode::Reload, None, Connection, Small, false, Node),
+    row(Opcode::ClusterStatus, None, Connection, Small, false, Node),
+    row(Opcode::ChangeCluster, None, Cluster, Small, false, Members),
     row(
         Opcode::CreateQueue,
         Some(Manage),
         TargetThenShard,
         Small,
         false,
+        Write,
     ),
-    row(Opcode::GetQueue, Some(Manage), Shard, Small, false),
+    row(Opcode::GetQueue, Some(Manage), Shard, Small, false, Read),
     row(
         Opcode::UpdateQueue,
         Some(Manage),
         TargetThenShard,
         Small,
         false,
+        Write,
     ),
-    row(Opcode::ListQueues, None, EveryLoop, Small, false),
-    row(Opcode::DeleteQueue, Some(Manage), Shard, Small, false),
-    row(Opcode::Purge, Some(Manage), Shard, Small, false),
-    row(Opcode::QueueStats, Some(Manage), Shard, Small, false),
-    row(Opcode::Put, Some(Send), Shard, Small, true),
-    row(Opcode::CancelScheduled, Some(Send), Shard, Small, false),
-    row(Opcode::Receive, Some(Receive), Shard, Messages, false),
-    row(Opcode::UpdateVisibility, Some(Receive), Shard, Small, false),
-    row(Opcode::Delete, Some(Receive), Shard, Small, false),
-    row(Opcode::Defer, Some(Receive), Shard, Small, false),
+    row(
+        Opcode::ListQueues,
+        None,
+        EveryLoop,
+        Small,
+        false,
+        EveryPartition,
+    ),
+    row(
+        Opcode::DeleteQueue,
+        Some(Manage),
+        Shard,
+        Small,
+        false,
+        Write,
+    ),
+    row(Opcode::Purge, Some(Manage), Shard, Small, false, Write),
+    row(Opcode::QueueStats, Some(Manage), Shard, Small, false, Read),
+    row(Opcode::Put, Some(Send), Shard, Small, true, LoopWrite),
+    row(
+        Opcode::CancelScheduled,
+        Some(Send),
+        Shard,
+        Small,
+        false,
+        Write,
+    ),
+    row(
+        Opcode::Receive,
+        Some(Receive),
+        Shard,
+        Messages,
+        false,
+        LoopWrite,
+    ),
+    row(
+        Opcode::UpdateVisibility,
+        Some(Receive),
+        Shard,
+        Small,
+        false,
+        Write,
+    ),
+    row(
+        Opcode::Delete,
+        Some(Receive),
+        Shard,
+        Small,
+        false,
+        LoopWrite,
+    ),
+    row(Opcode::Defer, Some(Receive), Shard, Small, false, Write),
     row(
         Opcode::ReceiveDeferred,
         Some(Receive),
         Shard,
         Messages,
         false,
+        Write,
     ),
-    row(Opcode::DeadLetter, Some(Receive), Shard, Small, false),
-    row(Opcode::Peek, Some(Receive), Shard, Messages, false),
-    row(Opcode::Redrive, Some(Manage), Shard, Small, true),
-    row(Opcode::StartMove, Some(Manage), Shard, Small, true),
-    row(Opcode::ListMoves, Some(Manage), Shard, Small, false),
-    row(Opcode::CancelMove, Some(Manage), Shard, Small, false),
-    row(Opcode::DeleteSeq, Some(Manage), Shard, Small, false),
-    row(Opcode::DeadLetterSeq, Some(Manage), Shard, Small, false),
-    row(Opcode::Channels, Some(Manage), Shard, Small, false),
+    row(
+        Opcode::DeadLetter,
+        Some(Receive),
+        Shard,
+        Small,
+        false,
+        Write,
+    ),
+    row(Opcode::Peek, Some(Receive), Shard, Messages, false, Read),
+    row(Opcode::Redrive, Some(Manage), Shard, Small, true, Write),
+    row(Opcode::StartMove, Some(Manage), Shard, Small, true, Write),
+    row(Opcode::ListMoves, Some(Manage), Shard, Small, false, Read),
+    row(Opcode::CancelMove, Some(Manage), Shard, Small, false, Write),
+    row(Opcode::DeleteSeq, Some(Manage), Shard, Small, false, Write),
+    row(
+        Opcode::DeadLetterSeq,
+        Some(Manage),
+        Shard,
+        Small,
+        false,
+        Write,
+    ),
+    row(Opcode::Channels, Some(Manage), Shard, Small, false, Read),
 ];
 
 /// The row of `opcode` (a byte off the wire: `None` when it is none).
@@ -164,6 +260,23 @@ mod tests {
         for o in &OPS {
             let names_queue = ![Connection, EveryLoop, Cluster].contains(&o.place);
             assert_eq!(o.grant.is_some(), names_queue, "{:?}", o.opcode);
+        }
+    }
+
+    #[test]
+    fn on_a_cluster_a_loop_runs_puts_receives_and_deletes_and_reads_name_a_queue() {
+        let on_loop: Vec<Opcode> = OPS
+            .iter()
+            .filter(|o| o.cluster == LoopWrite)
+            .map(|o| o.opcode)
+            .collect();
+        assert_eq!(on_loop, [Opcode::Put, Opcode::Receive, Opcode::Delete]);
+        for o in &OPS {
+            let on_a_partition = [Read, Write, LoopWrite].contains(&o.cluster);
+            assert_eq!(on_a_partition, o.grant.is_some(), "{:?}", o.opcode);
+            if o.cluster == Read {
+                assert!(!o.adds_payloads, "{:?}", o.opcode);
+            }
         }
     }
 

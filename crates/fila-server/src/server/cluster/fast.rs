@@ -88,10 +88,8 @@ impl Fast {
         let Some(c) = self.c.upgrade() else {
             return Some(job);
         };
-        if !matches!(
-            job.req,
-            Request::Put { .. } | Request::Receive(_) | Request::Delete { .. }
-        ) || job.route.lp >= c.shared.loops.owners()
+        if crate::ops::of(&job.req).cluster != crate::ops::OnCluster::LoopWrite
+            || job.route.lp >= c.shared.loops.owners()
         {
             return Some(job);
         }

@@ -148,7 +148,7 @@ fn made_visible(req: &Request) -> usize {
     match req {
         Request::Put { messages, .. } => messages.len(),
         Request::Receive(_) | Request::Delete { .. } => 0,
-        r if is_read(r.opcode()) => 0,
+        r if is_read(r) => 0,
         _ => 1,
     }
 }
@@ -208,7 +208,7 @@ async fn attempt(
         Request::Receive(r) => Some(r.wait_ms.replace(0)),
         _ => None,
     };
-    let read = is_read(req.opcode());
+    let read = is_read(&req);
     let work = move |owner: &mut Owner| {
         let default_wait = match (&asked_wait, crate::ops::queue_of(&req)) {
             (Some(None), Some(q)) => owner
@@ -228,12 +228,9 @@ async fn attempt(
 }
 
 /// Whether a request only reads a queue (answered through the read
-/// index).
-fn is_read(op: Opcode) -> bool {
-    matches!(
-        op,
-        Opcode::Peek | Opcode::QueueStats | Opcode::GetQueue | Opcode::Channels | Opcode::ListMoves
-    )
+/// index): its row in `ops.rs` says so.
+fn is_read(req: &Request) -> bool {
+    crate::ops::of(req).cluster == crate::ops::OnCluster::Read
 }
 
 /// The server stats a partition's engine adds up to the cluster's.
