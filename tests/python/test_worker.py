@@ -339,3 +339,24 @@ def test_polls_back_off_while_the_server_is_gone_and_resume(tmp_path):
     finally:
         run.stop()
         s.stop()
+
+
+def test_short_polls_back_off_while_the_queue_is_empty(server, client):
+    q = fresh(client)
+    app = fila.worker.App(server.addr)
+    seen = []
+    app.queue_trigger(q, long_poll_ms=0, max_polling_interval_ms=400)(lambda m: seen.append(m.payload))
+    run = Running(app)
+    try:
+        # Prepared (its poison queue set): from here on it only polls.
+        assert until(lambda: client.get_queue(q).dead_letter_target == q + "-poison")
+        before = client.server_stats()["requests"]
+        time.sleep(1.5)
+        polls = client.server_stats()["requests"] - before - 1
+        # Empty short polls pause 0.2, 0.4, then 0.4 s (±20 %): about five
+        # in 1.5 s; 100 ms apart would be fifteen, no pause hundreds.
+        assert 1 <= polls <= 8, polls
+        client.put(q, b"found")
+        assert until(lambda: seen == [b"found"], secs=30)
+    finally:
+        run.stop()

@@ -295,12 +295,14 @@ class App:
             except FilaError as e:
                 self.stats.poll_errors += 1
                 failures += 1
-                pause = min(0.2 * 2 ** (failures - 1), s.max_polling_interval_ms / 1000.0)
-                pause *= 0.8 + 0.4 * random.random()
+                pause = _backoff(failures, s.max_polling_interval_ms)
                 log.warning("polling %s failed (%s); next poll in %.2f s", trig.queue, e, pause)
                 await _pause(stop, pause)
                 continue
-            failures = 0
+            # Short polls (long_poll_ms = 0) follow the Azure trigger's
+            # sequence: an empty one backs off as a failed one does, one
+            # that found messages waits 100 ms.
+            failures = failures + 1 if not batch and s.long_poll_ms == 0 else 0
             for m in batch:
                 if self._stop is not None and self._stop.is_set():
                     await self._release(client, trig.queue, [m])
@@ -321,8 +323,8 @@ class App:
                     trig.waiting.setdefault(m.group, collections.deque()).append(m)
                     continue
                 self._start(client, leases, trig, m, wake)
-            if not batch and s.long_poll_ms == 0:
-                await _pause(stop, min(s.max_polling_interval_ms / 1000.0, 1.0))
+            if s.long_poll_ms == 0:
+                await _pause(stop, _backoff(failures, s.max_polling_interval_ms) if failures else 0.1)
 
     def _start(self, client: AsyncClient, leases: _Leases, trig: _Trigger, m: Message, wake: asyncio.Event) -> None:
         if m.group is not None:
@@ -436,6 +438,13 @@ class App:
         if late:
             log.warning("%d handlers still ran at the shutdown deadline: their messages are given back", len(late))
             await asyncio.gather(*late, return_exceptions=True)
+
+
+def _backoff(failures: int, most_ms: int) -> float:
+    """The pause after `failures` failed (or empty short) polls in a row:
+    about 200 ms doubling, at most `most_ms`, ±20 %."""
+    pause = min(0.2 * 2 ** min(failures - 1, 30), most_ms / 1000.0)
+    return pause * (0.8 + 0.4 * random.random())
 
 
 async def _pause(stop: asyncio.Event, secs: float) -> None:
