@@ -360,3 +360,21 @@ def test_short_polls_back_off_while_the_queue_is_empty(server, client):
         assert until(lambda: seen == [b"found"], secs=30)
     finally:
         run.stop()
+
+
+def test_base64_payloads_are_decoded_and_a_bad_one_is_poisoned_at_once(server, client):
+    q = fresh(client)
+    client.put(q, b"aGVsbG8=")  # "hello"
+    client.put(q, b"not base64!")
+    seen = []
+    app = fila.worker.App(server.addr)
+    app.queue_trigger(q, message_encoding="base64", long_poll_ms=200)(lambda m: seen.append(m.payload))
+    run = Running(app)
+    try:
+        assert until(lambda: app.stats.processed == 1 and app.stats.poisoned == 1, secs=30)
+    finally:
+        run.stop()
+    assert seen == [b"hello"]
+    [dead] = client.peek(q + "-poison")
+    assert dead.payload == b"not base64!" and dead.delivery_count == 0
+    assert "not base64" in dead.dead_letter.description and dead.dead_letter.delivery_count == 1

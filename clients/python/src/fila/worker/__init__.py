@@ -341,6 +341,14 @@ class App:
             if m.delivery_count > s.max_dequeue_count:
                 await self._poison(client, trig, m, f"delivered {m.delivery_count} times, more than max_dequeue_count")
                 return
+            if s.message_encoding == "base64":
+                try:
+                    m.payload = base64.b64decode(m.payload, validate=True)
+                except (binascii.Error, ValueError) as e:
+                    # Trying again would not help: poisoned at once.
+                    self.stats.failed += 1
+                    await self._poison(client, trig, m, f"the payload is not base64: {e}")
+                    return
             error = await self._handle(trig, m)
             if error is None:
                 try:
@@ -382,11 +390,6 @@ class App:
 
     async def _handle(self, trig: _Trigger, m: Message) -> Optional[str]:
         """Runs the handler; answers None, or the failure's text."""
-        if trig.settings.message_encoding == "base64":
-            try:
-                m.payload = base64.b64decode(m.payload, validate=True)
-            except (binascii.Error, ValueError) as e:
-                return f"the payload is not base64: {e}"
         try:
             if inspect.iscoroutinefunction(trig.handler):
                 await trig.handler(m)
