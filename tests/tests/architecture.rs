@@ -222,3 +222,23 @@ fn the_sqs_api_runs_on_the_event_loops() {
         "the loops frame SQS requests with fila-http"
     );
 }
+
+/// fila-server reaches a cluster's Raft groups through fila-cluster's
+/// interface only (ARCHITECTURE.md, `crates/fila-cluster`): it does not
+/// depend on openraft, and no code of it names openraft's items.
+#[test]
+fn the_server_does_not_name_openraft() {
+    let dir = root().join("crates/fila-server");
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(
+        !manifest.lines().any(|l| l.trim_start().starts_with("openraft")),
+        "fila-server depends on openraft"
+    );
+    let mut sources = Vec::new();
+    files(&dir.join("src"), &mut sources);
+    files(&dir.join("tests"), &mut sources);
+    for p in sources {
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(!text.contains("openraft::"), "{} names openraft", p.display());
+    }
+}

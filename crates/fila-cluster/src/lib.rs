@@ -34,12 +34,14 @@ pub mod peer;
 mod replica;
 mod serving;
 mod state;
+pub mod view;
 
 pub use log_store::{LogStore, READ_BYTES, TAIL_BYTES};
 pub use meta::{ClusterMap, MapChange, Metadata, Partition};
 pub use replica::{Replica, ReplicaError};
 pub use serving::{OnCommit, Ticket};
 pub use state::{StateMachine, SNAPSHOT_LOG_MIN};
+pub use view::{Group, GroupView, RaftConfig};
 
 use std::fmt;
 

@@ -11,7 +11,6 @@ use fila_cluster::membership::{Members, MoveStep};
 use fila_cluster::{Member, ReplicaError};
 use fila_proto::{ClusterChange, ErrorCode, Request, Response};
 use fila_wal::FsStorage;
-use openraft::async_runtime::watch::WatchReceiver;
 
 use super::forward::Ask;
 use super::groups::{Cluster, MAP, META};
@@ -293,9 +292,9 @@ async fn place_replicas(c: &Cluster, change: Option<&ClusterChange>) -> Result<u
         tracing::info!(?placed, "a partition's replicas placed anew");
         c.meta.propose(&placed).await?;
     }
-    let m = c.meta.raft().metrics();
-    let applied = m.borrow_watched().last_applied.map_or(0, |l| l.index);
-    Ok(applied)
+    Ok(fila_cluster::view::view(c.meta.raft())
+        .applied_index
+        .unwrap_or(0))
 }
 
 /// How long a partition's step waits for this node's copy of the map.
@@ -327,19 +326,20 @@ async fn change_part(
             return Err(ReplicaError::NotLeader { leader: Some(to) });
         }
     }
-    if after > 0 {
-        c.meta
-            .raft()
-            .wait(Some(MAP_WAIT))
-            .applied_index_at_least(Some(after), "the map's change reaches this node")
-            .await
-            .map_err(|_| {
-                ReplicaError::Refused(format!(
-                    "partition {p}'s leader (node {}) did not hear of the map's change within {} s: send the change again",
-                    c.id,
-                    MAP_WAIT.as_secs()
-                ))
-            })?;
+    if after > 0
+        && !fila_cluster::view::applied_at_least(
+            c.meta.raft(),
+            after,
+            MAP_WAIT,
+            "the map's change reaches this node",
+        )
+        .await
+    {
+        return Err(ReplicaError::Refused(format!(
+            "partition {p}'s leader (node {}) did not hear of the map's change within {} s: send the change again",
+            c.id,
+            MAP_WAIT.as_secs()
+        )));
     }
     let want = c
         .meta
@@ -447,15 +447,11 @@ async fn move_replica(
                 MOVE_TIMEOUT.as_secs()
             )));
         }
-        let (voters, mut members) = {
-            let m = replica.raft().metrics();
-            let m = m.borrow_watched();
-            let membership = m.membership_config.membership();
-            let voters: BTreeSet<u64> = membership.voter_ids().collect();
-            let members: BTreeMap<u64, Member> =
-                membership.nodes().map(|(id, n)| (*id, n.clone())).collect();
-            (voters, members)
-        };
+        let fila_cluster::GroupView {
+            voters,
+            mut members,
+            ..
+        } = fila_cluster::view::view(replica.raft());
         let want = match toward {
             Toward::Swap { from, to } => {
                 if !voters.contains(from) && !voters.contains(to) {

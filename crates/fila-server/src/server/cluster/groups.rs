@@ -13,7 +13,6 @@ use fila_cluster::peer::Forwarder;
 use fila_cluster::{ClusterMap, Metadata, Replica, ReplicaError};
 use fila_proto::ErrorCode;
 use fila_wal::FsStorage;
-use openraft::async_runtime::watch::WatchReceiver;
 
 use super::forward::{self, Ask, Placing};
 use super::{fail, Shared};
@@ -87,11 +86,7 @@ impl Ask {
 
 impl Cluster {
     /// The Raft node of group `g`.
-    pub(super) fn raft_of(
-        &self,
-        g: u32,
-    ) -> Option<&openraft::Raft<fila_cluster::TypeConfig, fila_cluster::StateMachine<FsStorage>>>
-    {
+    pub(super) fn raft_of(&self, g: u32) -> Option<&fila_cluster::Group<FsStorage>> {
         if g == META {
             return Some(self.meta.raft());
         }
@@ -118,14 +113,9 @@ impl Cluster {
         let Some(part) = self.parts.get(g as usize) else {
             return false;
         };
-        let member = {
-            let m = part.raft().metrics();
-            let m = m.borrow_watched();
-            m.membership_config
-                .membership()
-                .get_node(&self.id)
-                .is_some()
-        };
+        let member = fila_cluster::view::view(part.raft())
+            .members
+            .contains_key(&self.id);
         member
             && (part.known_leader().is_some()
                 || self
@@ -184,13 +174,7 @@ impl Cluster {
 
     /// The cluster's members (the metadata group's) and their addresses.
     pub(super) fn addresses(&self) -> std::collections::BTreeMap<u64, fila_cluster::Member> {
-        let m = self.meta.raft().metrics();
-        let m = m.borrow_watched();
-        m.membership_config
-            .membership()
-            .nodes()
-            .map(|(id, n)| (*id, n.clone()))
-            .collect()
+        fila_cluster::view::view(self.meta.raft()).members
     }
 
     /// Node `id`'s addresses: from the metadata group's members, else
@@ -199,10 +183,8 @@ impl Cluster {
         let groups = std::iter::once(META).chain(0..self.parts.len() as u32);
         for g in groups {
             let raft = self.raft_of(g)?;
-            let m = raft.metrics();
-            let m = m.borrow_watched();
-            if let Some(node) = m.membership_config.membership().get_node(&id) {
-                return Some(node.clone());
+            if let Some(node) = fila_cluster::view::view(raft).members.remove(&id) {
+                return Some(node);
             }
         }
         None

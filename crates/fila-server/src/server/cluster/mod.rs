@@ -183,19 +183,11 @@ async fn run(
     notify: Arc<Notify>,
     shared: Arc<Shared>,
 ) {
-    let raft_config = openraft::Config {
-        cluster_name: "fila".into(),
-        heartbeat_interval: HEARTBEAT_MS,
-        election_timeout_min: ELECTION_MS.0,
-        election_timeout_max: ELECTION_MS.1,
-        // Each group's snapshot is taken when its state machine says one
-        // is due (the log since holds the last one's size: `keep_view`),
-        // not every 5 000 entries whatever the state's size.
-        snapshot_policy: openraft::SnapshotPolicy::Never,
-        ..Default::default()
-    };
-    let raft_config = match raft_config.validate() {
-        Ok(c) => Arc::new(c),
+    // Each group's snapshot is taken when its state machine says one is
+    // due (the log since holds the last one's size: `keep_view`), not
+    // every 5 000 entries whatever the state's size.
+    let raft_config = match fila_cluster::view::raft_config(HEARTBEAT_MS, ELECTION_MS) {
+        Ok(c) => c,
         Err(e) => return fail(&shared, format!("the Raft configuration: {e}")),
     };
     let secret: Arc<[u8]> = Arc::from(config.secret.as_bytes());

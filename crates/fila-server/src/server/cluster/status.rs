@@ -8,14 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fila_cluster::meta::first_replicas;
-use fila_cluster::{MapChange, Member, Partition, StateMachine, TypeConfig};
+use fila_cluster::{MapChange, Member, Partition};
 use fila_proto::{
     ClusterChange, ClusterMemberStatus, ClusterStatus, PartitionStatus, ReplicaStatus, Request,
     Response,
 };
 use fila_wal::FsStorage;
-use openraft::async_runtime::watch::WatchReceiver;
-use openraft::Raft;
 use tracing::{info, warn};
 
 use super::forward::Ask;
@@ -39,24 +37,19 @@ struct GroupView {
     members: Vec<(u64, Member, bool, Option<u64>)>,
 }
 
-fn group_view(raft: &Raft<TypeConfig, StateMachine<FsStorage>>) -> GroupView {
-    let m = raft.metrics();
-    let m = m.borrow_watched();
-    let membership = m.membership_config.membership();
-    let voters: Vec<u64> = membership.voter_ids().collect();
-    let matched = m.replication.as_ref();
+fn group_view(raft: &fila_cluster::Group<FsStorage>) -> GroupView {
+    let v = fila_cluster::view::view(raft);
     GroupView {
-        term: m.current_term,
-        last_log_index: m.last_log_index,
-        committed_index: m.cluster_committed.map(|c| c.index),
-        applied_index: m.last_applied.map(|a| a.index),
-        members: membership
-            .nodes()
+        term: v.term,
+        last_log_index: v.last_log_index,
+        committed_index: v.committed_index,
+        applied_index: v.applied_index,
+        members: v
+            .members
+            .into_iter()
             .map(|(id, node)| {
-                let matched = matched
-                    .and_then(|r| r.get(id))
-                    .and_then(|l| l.as_ref().map(|l| l.index));
-                (*id, node.clone(), voters.contains(id), matched)
+                let voter = v.voters.contains(&id);
+                (id, node, voter, v.matched.get(&id).copied())
             })
             .collect(),
     }
@@ -347,17 +340,10 @@ pub(super) async fn bootstrap(config: &ClusterConfig, c: &Cluster) {
         if members.keys().next() != Some(&config.node_id) {
             continue;
         }
-        let empty = {
-            let m = raft.metrics();
-            let m = m.borrow_watched();
-            m.last_log_index.is_none() && m.membership_config.membership().voter_ids().count() == 0
-        };
-        if !empty {
-            continue;
-        }
         let count = members.len();
-        match raft.initialize(members).await {
-            Ok(()) => info!(members = count, "a group of the cluster initialized"),
+        match fila_cluster::view::initialize_if_empty(raft, members).await {
+            Ok(true) => info!(members = count, "a group of the cluster initialized"),
+            Ok(false) => {}
             Err(e) => warn!("initializing a group of the cluster: {e}"),
         }
     }
