@@ -231,7 +231,9 @@ fn the_server_does_not_name_openraft() {
     let dir = root().join("crates/fila-server");
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     assert!(
-        !manifest.lines().any(|l| l.trim_start().starts_with("openraft")),
+        !manifest
+            .lines()
+            .any(|l| l.trim_start().starts_with("openraft")),
         "fila-server depends on openraft"
     );
     let mut sources = Vec::new();
@@ -239,6 +241,10 @@ fn the_server_does_not_name_openraft() {
     files(&dir.join("tests"), &mut sources);
     for p in sources {
         let text = std::fs::read_to_string(&p).unwrap();
-        assert!(!text.contains("openraft::"), "{} names openraft", p.display());
+        assert!(
+            !text.contains("openraft::"),
+            "{} names openraft",
+            p.display()
+        );
     }
 }

@@ -117,6 +117,10 @@ class _Conn:
         for fut in pending.values():
             if not fut.done():
                 fut.set_exception(why)
+                # Marked retrieved: a call that stopped waiting (it raised
+                # for another reason) leaves no "never retrieved" warning;
+                # one that awaits it still gets the error.
+                fut.exception()
         self.writer.close()
 
     def forget(self, rid: int) -> None:
@@ -618,6 +622,7 @@ class AsyncClient:
 def _expire(fut: asyncio.Future, secs: float) -> None:
     if not fut.done():
         fut.set_exception(Timeout(f"no answer within {secs:g} s"))
+        fut.exception()  # as in `_Conn._fail`
 
 
 def _receipts(rs: Union[Receipt, Sequence[Receipt]]) -> List[bytes]:
