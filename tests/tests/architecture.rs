@@ -248,3 +248,70 @@ fn the_server_does_not_name_openraft() {
         );
     }
 }
+
+/// The names of the threads the server's crates start, from the code: a
+/// `.name(..)` given to a thread's builder (a name made with `format!`
+/// has its `{..}` as `i`) or a runtime's `thread_name`, and the
+/// console's `spawn_runtime`. Test code and the loom model are left out.
+fn thread_names_in_code() -> HashSet<String> {
+    let mut sources = Vec::new();
+    for krate in ["fila-server", "fila-store", "fila-cluster", "fila-wal"] {
+        files(&root().join("crates").join(krate).join("src"), &mut sources);
+    }
+    let mut names = HashSet::new();
+    for p in sources {
+        if p.file_name().is_some_and(|n| n == "loom_model.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for marker in [".name(", "thread_name(", "spawn_runtime("] {
+            for (at, _) in code.match_indices(marker) {
+                let rest = &code[at + marker.len()..];
+                let Some(open) = rest.find('"') else { continue };
+                // The literal must be this call's first argument.
+                if rest[..open].contains(')') || rest[..open].contains(';') {
+                    continue;
+                }
+                let lit = &rest[open + 1..];
+                let Some(close) = lit.find('"') else { continue };
+                let mut name = lit[..close].to_string();
+                while let (Some(a), Some(b)) = (name.find('{'), name.find('}')) {
+                    name.replace_range(a..=b, "i");
+                }
+                if name.starts_with("fila-") {
+                    names.insert(name);
+                }
+            }
+        }
+    }
+    names
+}
+
+/// ARCHITECTURE.md's "Threads and what each owns" names every thread the
+/// server starts, and every thread it names is started by the code.
+#[test]
+fn every_thread_the_server_starts_is_named_here() {
+    let doc = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let section = doc
+        .split("## Threads and what each owns")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("ARCHITECTURE.md has a section on threads");
+    let in_doc: HashSet<String> = quoted(section)
+        .into_iter()
+        .filter(|q| q.starts_with("fila-") && !q.contains(' ') && !q.contains('/'))
+        .collect();
+    let in_code = thread_names_in_code();
+    assert!(in_code.len() >= 7, "threads found in the code: {in_code:?}");
+    let undocumented: Vec<_> = in_code.difference(&in_doc).collect();
+    assert!(
+        undocumented.is_empty(),
+        "threads the server starts that ARCHITECTURE.md does not name: {undocumented:?}"
+    );
+    let gone: Vec<_> = in_doc.difference(&in_code).collect();
+    assert!(
+        gone.is_empty(),
+        "threads ARCHITECTURE.md names that no code starts: {gone:?}"
+    );
+}

@@ -100,17 +100,23 @@ fn main() {
         std::thread::spawn(|| panic!("FILA_TEST_PANIC is set"));
     }
     let stop = server.stop_handle();
-    std::thread::spawn(move || {
-        for signal in signals.forever() {
-            if signal == SIGHUP {
-                // A failure is logged where it happens; the server goes on.
-                let _ = stop.reload();
-                continue;
+    let signal_thread = std::thread::Builder::new()
+        .name("fila-signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                if signal == SIGHUP {
+                    // A failure is logged where it happens; the server goes on.
+                    let _ = stop.reload();
+                    continue;
+                }
+                stop.stop();
+                return;
             }
-            stop.stop();
-            return;
-        }
-    });
+        });
+    if let Err(e) = signal_thread {
+        eprintln!("fila-server: the signal thread could not start: {e}");
+        std::process::exit(1);
+    }
     if let Some(why) = server.wait() {
         eprintln!("fila-server: {why}");
         std::process::exit(74);
