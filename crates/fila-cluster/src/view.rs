@@ -79,6 +79,14 @@ pub fn view<S: Storage + 'static>(raft: &Group<S>) -> GroupView {
     }
 }
 
+/// Whether node `id` is a member (voter or learner) of `raft`'s group as
+/// its node sees it (no copy of the membership made: asked per request).
+pub fn is_member<S: Storage + 'static>(raft: &Group<S>, id: NodeId) -> bool {
+    let m = raft.metrics();
+    let m = m.borrow_watched();
+    m.membership_config.membership().get_node(&id).is_some()
+}
+
 /// Waits up to `within` for `raft`'s node to apply entry `index`; answers
 /// whether it did.
 pub async fn applied_at_least<S: Storage + 'static>(

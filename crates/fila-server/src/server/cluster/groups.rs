@@ -113,9 +113,7 @@ impl Cluster {
         let Some(part) = self.parts.get(g as usize) else {
             return false;
         };
-        let member = fila_cluster::view::view(part.raft())
-            .members
-            .contains_key(&self.id);
+        let member = fila_cluster::view::is_member(part.raft(), self.id);
         member
             && (part.known_leader().is_some()
                 || self
