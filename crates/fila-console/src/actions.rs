@@ -34,24 +34,13 @@ fn boolean(name: &str, v: &str) -> Result<bool, String> {
 }
 
 macro_rules! field {
-    ($label:literal, $name:ident, number) => {
+    ($label:literal, $name:ident, $parse:ident) => {
         Field {
             label: $label,
             name: stringify!($name),
             get: |s| s.$name.to_string(),
             set: |p, v| {
-                p.$name = Some(number(stringify!($name), v)?);
-                Ok(())
-            },
-        }
-    };
-    ($label:literal, $name:ident, boolean) => {
-        Field {
-            label: $label,
-            name: stringify!($name),
-            get: |s| s.$name.to_string(),
-            set: |p, v| {
-                p.$name = Some(boolean(stringify!($name), v)?);
+                p.$name = Some($parse(stringify!($name), v)?);
                 Ok(())
             },
         }

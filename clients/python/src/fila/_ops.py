@@ -109,18 +109,12 @@ def patch(w: Writer, s: Dict[str, Any]) -> None:
     w.opt(g("receive_wait_default_ms"), w.u64)
     w.opt(g("dead_letter_on_expiration"), w.boolean)
     # Present with None: back to the built-in dead-letter queue.
-    if "dead_letter_target" in s:
-        w.u8(1).opt(s["dead_letter_target"], w.str)
-    else:
-        w.u8(0)
+    _set_or_clear(w, s, "dead_letter_target")
     w.opt(g("max_messages"), w.u64)
     w.opt(g("max_bytes"), w.u64)
     w.opt(g("channel_capacity_pct"), w.u8)
     w.opt(g("delay_ms"), w.u64)
-    if "redrive_allow" in s:
-        w.u8(1).opt(s["redrive_allow"], w.str)
-    else:
-        w.u8(0)
+    _set_or_clear(w, s, "redrive_allow")
     w.pairs(dict(g("tags") or {}))
     remove = list(g("remove_tags") or [])
     w.count(len(remove))
@@ -135,6 +129,15 @@ def patch(w: Writer, s: Dict[str, Any]) -> None:
             if any(later[3:]):
                 w.opt(g("priority_levels"), w.u8)
                 w.opt(g("priority_fairness"), w.u32)
+
+
+def _set_or_clear(w: Writer, s: Dict[str, Any], key: str) -> None:
+    """An `opt<opt<str>>` setting: absent (unchanged), or present with a
+    value or None (cleared)."""
+    if key in s:
+        w.u8(1).opt(s[key], w.str)
+    else:
+        w.u8(0)
 
 
 def settings(r: Reader) -> t.QueueSettings:
