@@ -232,6 +232,9 @@ impl<S: Storage> Storage for ReadOnly<S> {
     fn append(&mut self, _: &str, _: &[u8]) -> std::io::Result<()> {
         Ok(())
     }
+    fn write_at(&mut self, _: &str, _: u64, _: &[u8]) -> std::io::Result<()> {
+        Ok(())
+    }
     fn sync(&mut self, _: &str) -> std::io::Result<()> {
         Ok(())
     }

@@ -64,6 +64,14 @@ impl Storage for Dying {
         self.step()?;
         self.disk.append(name, data)
     }
+    fn write_at(&mut self, name: &str, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.step()?;
+        self.disk.write_at(name, offset, data)
+    }
+    fn zero_fill(&mut self, name: &str, len: u64) -> std::io::Result<Option<fila_wal::Zeroing>> {
+        self.step()?;
+        self.disk.zero_fill(name, len)
+    }
     fn sync(&mut self, name: &str) -> std::io::Result<()> {
         self.step()?;
         self.disk.sync(name)

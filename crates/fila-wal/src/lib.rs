@@ -40,7 +40,7 @@ pub use log::{
 };
 pub use storage::{
     create_private_dir, out_of_room, read_file, replace_file, replace_file_from, FsStorage,
-    SimDisk, Storage, DIR_MODE, FILE_MODE, SECTOR,
+    SimDisk, Storage, Zeroing, DIR_MODE, FILE_MODE, SECTOR,
 };
 
 /// What can go wrong with the log, in one line each.

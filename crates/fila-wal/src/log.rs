@@ -18,7 +18,14 @@
 //! is preallocated to its full size when it is made, so appends to it never
 //! run out of room; once the current segment is half full the next one is
 //! made ahead (empty, preallocated: the *spare*), so running out of room or
-//! a directory made read-only shows long before a segment is due.
+//! a directory made read-only shows long before a segment is due. The spare
+//! is then filled with zeros and synced away from the writer
+//! ([`Storage::zero_fill`]), and records are written over those zeros: an
+//! `fdatasync` after a write into blocks already written flushes the data
+//! alone, where a write that grows the file also commits the file system's
+//! journal (docs/benchmarks.md, "A segment's preparation and fdatasync").
+//! Such a segment keeps its zeros after its last record; when it is left
+//! behind for the next one it keeps them too.
 //!
 //! A snapshot is the user's state as of an LSN, written as a stream
 //! ([`Log::snapshot_begin`], [`Log::snapshot_write`] in chunks,
@@ -44,9 +51,14 @@
 //!   never written; a last record whose whole length is there and whose
 //!   checksum fails was damaged after it was written, and is corruption,
 //!   as is a good record of a later LSN after the damage;
-//! * anything wrong in an older segment is corruption;
-//! * an empty newest segment is the spare (kept); one shorter than its
-//!   header was being made (removed);
+//! * zeros from the last record to the end of a segment are room never
+//!   used, not a torn write: in an older segment always (the next segment
+//!   starting at the following LSN shows nothing is missing), in the newest
+//!   when the file has the full segment size (it was filled with zeros
+//!   ahead; a torn record before such zeros is told as below);
+//! * anything else wrong in an older segment is corruption;
+//! * a newest segment that is empty, or whose header is all zeros, is the
+//!   spare (kept); one shorter than its header was being made (removed);
 //! * corruption refuses to open, naming the file and the offset: a log
 //!   never silently drops records that were acknowledged after the damage;
 //! * the newest snapshot must be whole (else corruption: falling back to an
@@ -241,6 +253,9 @@ pub struct Log<S: Storage> {
     current: Option<Current>,
     /// The next segment, made ahead: empty, preallocated.
     spare: Option<u64>,
+    /// The spare being filled with zeros, while it is (dropped before the
+    /// spare is written to).
+    spare_zeroing: Option<crate::storage::Zeroing>,
     /// The LSN the next appended record gets.
     next_lsn: u64,
     /// Records appended since the last commit, encoded, with the LSN of the
@@ -411,6 +426,7 @@ impl<S: Storage> Log<S> {
         });
         match made {
             Ok(()) => {
+                self.spare_zeroing = self.zero_fill(&name);
                 self.spare = Some(number);
                 self.last_number = number;
                 self.room = None;
@@ -424,6 +440,15 @@ impl<S: Storage> Log<S> {
                 self.room_retry = Some(now + SPARE_RETRY);
             }
         }
+    }
+
+    /// Starts filling the segment `name` (the spare) with zeros, where the
+    /// storage can; a failure leaves it as it is (appends work the same).
+    fn zero_fill(&mut self, name: &str) -> Option<crate::storage::Zeroing> {
+        self.storage
+            .zero_fill(name, self.options.segment_bytes)
+            .ok()
+            .flatten()
     }
 
     /// What ails a failed write: [`Error::NoRoom`] when the disk is full or
@@ -496,7 +521,7 @@ impl<S: Storage> Log<S> {
             }
             let current = self.current.as_ref().expect("a segment is open");
             let (name, len) = (current.name.clone(), current.len);
-            if let Err(source) = self.storage.append(&name, &self.pending[start..end]) {
+            if let Err(source) = self.storage.write_at(&name, len, &self.pending[start..end]) {
                 let e = self.io_error(&name, source);
                 if e.is_retryable() && self.storage.truncate(&name, len).is_ok() {
                     // Nothing of it is left: it stays pending.
@@ -547,6 +572,8 @@ impl<S: Storage> Log<S> {
             Some(number) => (number, true),
             None => (self.last_number + 1, false),
         };
+        // Its zeros stop here (whatever of them was written stays).
+        self.spare_zeroing = None;
         let name = segment_name(number);
         let mut exists = made;
         let result = (|| {
@@ -557,7 +584,7 @@ impl<S: Storage> Log<S> {
                     .preallocate(&name, self.options.segment_bytes)?;
             }
             self.storage
-                .append(&name, &segment_header(number, first_lsn))
+                .write_at(&name, 0, &segment_header(number, first_lsn))
         })();
         if let Err(source) = result {
             let e = self.io_error(&name, source);

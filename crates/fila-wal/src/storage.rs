@@ -18,6 +18,18 @@ pub trait Storage: Send {
     fn create(&mut self, name: &str) -> io::Result<()>;
     /// Appends to a file.
     fn append(&mut self, name: &str, data: &[u8]) -> io::Result<()>;
+    /// Writes `data` at `offset` of a file, over what is there and past
+    /// its end. A storage that can only append answers `Unsupported` for
+    /// an offset that is not the file's end.
+    fn write_at(&mut self, name: &str, offset: u64, data: &[u8]) -> io::Result<()> {
+        if offset != self.file_len(name)? {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this storage only appends",
+            ));
+        }
+        self.append(name, data)
+    }
     /// Makes a file's written bytes durable (`fdatasync`).
     fn sync(&mut self, name: &str) -> io::Result<()>;
     /// Makes the directory's entries durable (creates, removes, renames).
@@ -52,6 +64,15 @@ pub trait Storage: Send {
     /// cannot, it does nothing; no room is `StorageFull`.
     fn preallocate(&mut self, _name: &str, _len: u64) -> io::Result<()> {
         Ok(())
+    }
+    /// Starts filling a file's first `len` bytes with zeros and making
+    /// them durable, away from the caller (on a thread of its own), so
+    /// that later writes there change only data: an `fdatasync` after
+    /// them then has no file size or extent to commit. `None`: this
+    /// storage does not (the file stays as it is). Until the answer is
+    /// dropped the caller must not write to the file.
+    fn zero_fill(&mut self, _name: &str, _len: u64) -> io::Result<Option<Zeroing>> {
+        Ok(None)
     }
     /// What syncs a file's written bytes from another thread while this
     /// storage goes on writing (`None`: it cannot — a simulated disk syncs
@@ -126,6 +147,67 @@ pub fn out_of_room(e: &io::Error) -> bool {
     )
 }
 
+/// A file being filled with zeros ([`Storage::zero_fill`]). Dropping it
+/// stops the filling: it waits out the chunk being written, never the
+/// final sync, and nothing more is written to the file after.
+#[derive(Debug)]
+pub struct Zeroing {
+    /// Held while a chunk is written; `true` once told to stop.
+    stop: std::sync::Arc<std::sync::Mutex<bool>>,
+    /// The thread filling it, if one does.
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Zeroing {
+    /// A filling already done (a storage that fills where it is asked).
+    pub fn done() -> Zeroing {
+        Zeroing {
+            stop: std::sync::Arc::new(std::sync::Mutex::new(true)),
+            thread: None,
+        }
+    }
+
+    /// Waits until the whole file is filled and synced (or the filling
+    /// failed).
+    pub fn wait(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Zeroing {
+    fn drop(&mut self) {
+        *self.stop.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    }
+}
+
+/// Bytes of zeros [`FsStorage`] writes at a time when it fills a file
+/// (what dropping a [`Zeroing`] may wait for).
+const ZERO_CHUNK: usize = 1 << 20;
+
+/// Writes zeros over `file`'s first `len` bytes a chunk at a time, each
+/// under `stop`'s lock, then syncs them; stops early once `stop` says so
+/// or a write fails (the file is then partly filled: still correct).
+fn fill_with_zeros(file: &File, len: u64, stop: &std::sync::Mutex<bool>) {
+    use std::os::unix::fs::FileExt;
+    let zeros = vec![0u8; ZERO_CHUNK];
+    let mut at = 0u64;
+    while at < len {
+        let stopped = stop.lock().unwrap_or_else(|p| p.into_inner());
+        if *stopped {
+            return;
+        }
+        let n = (len - at).min(ZERO_CHUNK as u64) as usize;
+        if file.write_all_at(&zeros[..n], at).is_err() {
+            return;
+        }
+        drop(stopped);
+        at += n as u64;
+    }
+    let _ = file.sync_data();
+}
+
 /// A directory of the file system.
 #[derive(Debug)]
 pub struct FsStorage {
@@ -197,7 +279,8 @@ impl FsStorage {
 
     fn file(&mut self, name: &str) -> io::Result<&mut File> {
         if !self.open.contains_key(name) {
-            let f = OpenOptions::new().append(true).open(self.dir.join(name))?;
+            // Not in append mode: segments are written at an offset.
+            let f = OpenOptions::new().write(true).open(self.dir.join(name))?;
             self.open.insert(name.to_owned(), f);
         }
         Ok(self.open.get_mut(name).expect("just opened"))
@@ -227,7 +310,7 @@ impl Storage for FsStorage {
     fn create(&mut self, name: &str) -> io::Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
         let f = OpenOptions::new()
-            .append(true)
+            .write(true)
             .create_new(true)
             .mode(FILE_MODE)
             .open(self.dir.join(name))?;
@@ -237,7 +320,28 @@ impl Storage for FsStorage {
     }
 
     fn append(&mut self, name: &str, data: &[u8]) -> io::Result<()> {
-        self.file(name)?.write_all(data)
+        use std::io::Seek;
+        let f = self.file(name)?;
+        f.seek(io::SeekFrom::End(0))?;
+        f.write_all(data)
+    }
+
+    fn write_at(&mut self, name: &str, offset: u64, data: &[u8]) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.file(name)?.write_all_at(data, offset)
+    }
+
+    fn zero_fill(&mut self, name: &str, len: u64) -> io::Result<Option<Zeroing>> {
+        let file = self.file(name)?.try_clone()?;
+        let stop = std::sync::Arc::new(std::sync::Mutex::new(false));
+        let held = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("fila-wal-zeros".into())
+            .spawn(move || fill_with_zeros(&file, len, &held))?;
+        Ok(Some(Zeroing {
+            stop,
+            thread: Some(thread),
+        }))
     }
 
     fn sync(&mut self, name: &str) -> io::Result<()> {
@@ -337,6 +441,9 @@ struct SimFile {
     entry_synced: bool,
     /// Room preallocated for it (its length stays `data.len()`).
     reserved: usize,
+    /// Writes over durable bytes since the last sync, in the order made:
+    /// where, and the bytes they replaced (a crash may bring those back).
+    overwrites: Vec<(usize, Vec<u8>)>,
 }
 
 impl SimFile {
@@ -402,6 +509,39 @@ impl SimDisk {
             if !f.entry_synced && !keep_entry {
                 self.files.remove(&name);
                 continue;
+            }
+            // Writes over durable bytes: a prefix of them, in the order
+            // made, reached the disk, cut at a sector boundary (the file's
+            // length did not change, so only whole sectors are written).
+            let over: usize = f.overwrites.iter().map(|o| o.1.len()).sum();
+            let mut left = if over == 0 {
+                0
+            } else {
+                (roll.rotate_left(17) % (over as u64 + 1)) as usize
+            };
+            let mut cut_short = false;
+            let mut keep = Vec::with_capacity(f.overwrites.len());
+            for (at, old) in &f.overwrites {
+                let k = if cut_short { 0 } else { left.min(old.len()) };
+                left -= k;
+                let k = if k < old.len() {
+                    cut_short = true;
+                    let end = at + k;
+                    (end - end % SECTOR).max(*at) - at
+                } else {
+                    k
+                };
+                keep.push(k);
+            }
+            for ((at, old), k) in f.overwrites.drain(..).zip(keep).rev() {
+                let end = (at + old.len()).min(f.data.len());
+                if at + k < end {
+                    f.data[at + k..end].copy_from_slice(&old[k..end - at]);
+                }
+            }
+            if cut_short {
+                // Nothing written after the cut reached the disk.
+                f.data.truncate(f.synced);
             }
             let unsynced = f.data.len() - f.synced;
             let mut kept = if unsynced == 0 {
@@ -552,6 +692,53 @@ impl Storage for SimDisk {
         Ok(())
     }
 
+    fn write_at(&mut self, name: &str, offset: u64, data: &[u8]) -> io::Result<()> {
+        let f = self.get(name)?;
+        let at = usize::try_from(offset).unwrap_or(usize::MAX);
+        if at > f.data.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a simulated write past a file's end",
+            ));
+        }
+        // Over what is there (durable bytes remembered, for a crash),
+        // then appended.
+        let over = data.len().min(f.data.len() - at);
+        if over > 0 {
+            self.op()?;
+            let f = self.get(name)?;
+            let durable = f.synced.saturating_sub(at).min(over);
+            if durable > 0 {
+                let old = f.data[at..at + durable].to_vec();
+                f.overwrites.push((at, old));
+            }
+            f.data[at..at + over].copy_from_slice(&data[..over]);
+        }
+        if over < data.len() {
+            self.append(name, &data[over..])?;
+        }
+        Ok(())
+    }
+
+    fn zero_fill(&mut self, name: &str, len: u64) -> io::Result<Option<Zeroing>> {
+        // Done where it is asked, and durable at once.
+        self.op()?;
+        let used = self.used();
+        let capacity = self.capacity;
+        let f = self.get(name)?;
+        let want = usize::try_from(len).unwrap_or(usize::MAX);
+        if want > f.data.len() {
+            let more = want.saturating_sub(f.data.len().max(f.reserved));
+            if capacity.is_some_and(|c| used.saturating_add(more) > c) {
+                return Err(SimDisk::no_room());
+            }
+            f.data.resize(want, 0);
+        }
+        f.synced = f.data.len();
+        f.overwrites.clear();
+        Ok(Some(Zeroing::done()))
+    }
+
     fn sync(&mut self, name: &str) -> io::Result<()> {
         self.op()?;
         if self.fail_syncs > 0 {
@@ -560,6 +747,7 @@ impl Storage for SimDisk {
         }
         let f = self.get(name)?;
         f.synced = f.data.len();
+        f.overwrites.clear();
         Ok(())
     }
 
@@ -582,6 +770,12 @@ impl Storage for SimDisk {
         let f = self.get(name)?;
         f.data.truncate(len as usize);
         f.synced = f.synced.min(f.data.len());
+        // What a write replaced past the cut is gone either way.
+        let end = f.data.len();
+        f.overwrites.retain_mut(|(at, old)| {
+            old.truncate(end.saturating_sub(*at));
+            !old.is_empty()
+        });
         Ok(())
     }
 

@@ -238,7 +238,11 @@ fn newest_segment_first_lsn(disk: &mut SimDisk) -> u64 {
         .unwrap()
         .into_iter()
         .filter(|n| n.ends_with(".seg"))
-        .filter(|n| disk.file_len(n).unwrap() > fila_wal::SEGMENT_HEADER as u64)
+        // Not the spare: empty, or filled with zeros ahead.
+        .filter(|n| {
+            let data = disk.read(n).unwrap();
+            data.len() > fila_wal::SEGMENT_HEADER && data[..8] != [0; 8]
+        })
         .max()
         .unwrap();
     let header = disk.read(&newest).unwrap();

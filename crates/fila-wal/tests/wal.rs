@@ -762,3 +762,111 @@ fn a_crash_part_way_through_a_cut_leaves_a_prefix_of_the_log() {
         assert_eq!(got, want, "seed {seed} ops {ops}");
     }
 }
+
+/// The segment files on `disk` that have a header (not the spare), in
+/// order, with their lengths.
+fn segments_with_headers(disk: &SimDisk) -> Vec<(String, usize)> {
+    disk.list()
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".seg"))
+        .filter_map(|n| {
+            let data = disk.read(&n).unwrap();
+            (data.len() >= 8 && data[..8] != [0; 8]).then_some((n, data.len()))
+        })
+        .collect()
+}
+
+#[test]
+fn records_go_over_the_zeros_a_spare_was_filled_with_and_a_restart_goes_on_there() {
+    // Records of 100 bytes committed one at a time: the spare is made and
+    // filled at half a segment, long before it is due.
+    let (mut log, _) = Log::open(SimDisk::new(3), opts()).unwrap();
+    for lsn in 1..=120u64 {
+        log.append(1, &[lsn as u8; 100]).unwrap();
+        log.commit().unwrap();
+    }
+    let disk = log.into_storage();
+    let segments = segments_with_headers(&disk);
+    assert!(segments.len() >= 3, "several segments: {segments:?}");
+    // Every segment after the first was a spare filled with zeros ahead:
+    // it keeps the segment's full length, records over its zeros (the one
+    // left behind too).
+    for (name, len) in &segments[1..] {
+        assert_eq!(*len, 4096, "{name} was filled ahead");
+    }
+    let (newest, _) = segments.last().unwrap().clone();
+    let (mut log, recovered) = Log::open(disk, opts()).unwrap();
+    assert_eq!(recovered.records.len(), 120);
+    assert_eq!(recovered.torn, None, "zeros after the last record are room");
+    log.append(1, b"after a restart").unwrap();
+    log.commit().unwrap();
+    let disk = log.into_storage();
+    assert_eq!(disk.len(&newest), Some(4096), "written in place");
+    let (_, recovered) = Log::open(disk, opts()).unwrap();
+    assert_eq!(recovered.records.len(), 121);
+    assert_eq!(recovered.records[120].body, b"after a restart");
+    assert_eq!(recovered.torn, None);
+}
+
+#[test]
+fn a_crash_tearing_writes_over_zeros_keeps_every_committed_record() {
+    let mut torn_seen = 0;
+    for seed in 1..=300u64 {
+        // Into a segment filled with zeros ahead: committed records, then
+        // some written and not synced.
+        let (mut log, _) = Log::open(committed_log_on(SimDisk::new(seed), 40), opts()).unwrap();
+        let first_unsynced = log.next_lsn();
+        for lsn in first_unsynced..first_unsynced + 4 {
+            log.append((lsn % 7) as u8, &body(lsn)).unwrap();
+        }
+        log.write_out().unwrap();
+        let mut disk = log.into_storage();
+        disk.crash();
+        let (_, recovered) = Log::open(disk, opts()).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let got = recovered.records.len() as u64;
+        assert!(
+            got + 1 >= first_unsynced,
+            "seed {seed}: a committed record lost"
+        );
+        for r in &recovered.records {
+            assert_eq!(r.body, body(r.lsn), "seed {seed}: record {} damaged", r.lsn);
+        }
+        if recovered.torn.is_some() {
+            torn_seen += 1;
+        }
+    }
+    assert!(torn_seen > 0, "some crash tore a write over zeros");
+}
+
+#[test]
+fn the_file_system_fills_a_file_with_zeros_and_writes_nothing_after_the_filling_is_dropped() {
+    let dir = std::env::temp_dir().join(format!("fila-wal-zeros-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut fs = FsStorage::new(&dir).unwrap();
+    fs.create("a").unwrap();
+    let len = 3 << 20;
+    fs.zero_fill("a", len)
+        .unwrap()
+        .expect("a file system fills")
+        .wait();
+    assert_eq!(fs.file_len("a").unwrap(), len);
+    assert!(fs.read("a").unwrap().iter().all(|b| *b == 0));
+    fs.write_at("a", 100, b"over the zeros").unwrap();
+    let mut back = [0u8; 14];
+    fs.read_at("a", 100, &mut back).unwrap();
+    assert_eq!(&back, b"over the zeros");
+    assert_eq!(fs.file_len("a").unwrap(), len, "written in place");
+    // Stopped early: what is written after is never overwritten.
+    fs.create("b").unwrap();
+    let filling = fs.zero_fill("b", 64 << 20).unwrap();
+    drop(filling);
+    let ones = vec![1u8; 1 << 20];
+    for k in 0..4u64 {
+        fs.write_at("b", k << 20, &ones).unwrap();
+    }
+    let data = fs.read("b").unwrap();
+    assert!(data[..4 << 20].iter().all(|b| *b == 1));
+    assert!(data[4 << 20..].iter().all(|b| *b == 0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

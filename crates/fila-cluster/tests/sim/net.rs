@@ -67,6 +67,12 @@ impl Storage for Disk {
     fn append(&mut self, name: &str, data: &[u8]) -> io::Result<()> {
         self.with(|d| d.append(name, data))
     }
+    fn write_at(&mut self, name: &str, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.with(|d| d.write_at(name, offset, data))
+    }
+    fn zero_fill(&mut self, name: &str, len: u64) -> io::Result<Option<fila_wal::Zeroing>> {
+        self.with(|d| d.zero_fill(name, len))
+    }
     fn sync(&mut self, name: &str) -> io::Result<()> {
         self.with(|d| d.sync(name))
     }

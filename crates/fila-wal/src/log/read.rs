@@ -39,10 +39,21 @@ impl<S: Storage> Log<S> {
                 continue;
             }
             let name = segment_name(number);
-            let data = self.storage.read(&name).map_err(|source| Error::Io {
+            let io = |source| Error::Io {
                 file: self.storage.describe(&name),
                 source,
-            })?;
+            };
+            // The newest segment up to its last record only: its zeros
+            // after (filled ahead) hold nothing.
+            let data = match &self.current {
+                Some(c) if c.number == number => {
+                    let mut data = vec![0; c.len as usize];
+                    let n = self.storage.read_at(&name, 0, &mut data).map_err(io)?;
+                    data.truncate(n);
+                    data
+                }
+                _ => self.storage.read(&name).map_err(io)?,
+            };
             let mut at = SEGMENT_HEADER;
             while at < data.len() {
                 let Decoded::Record(r, used) = record::decode(&data[at..]) else {

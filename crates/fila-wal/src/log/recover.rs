@@ -135,8 +135,11 @@ impl<S: Storage> Log<S> {
                 .map_err(io(name, &storage))?;
             let header_torn = n < SEGMENT_HEADER
                 || (len == SEGMENT_HEADER as u64 && read_header(&h, *number).is_err());
-            if i == last && len == 0 {
-                // The spare, made ahead: kept for the next segment.
+            // The spare, made ahead (empty, or filled with zeros wholly or
+            // in part: a header is written, and synced, before any record):
+            // kept for the next segment.
+            let zeros = n == SEGMENT_HEADER && h.iter().all(|b| *b == 0);
+            if i == last && (len == 0 || zeros) {
                 spare = Some(*number);
                 break;
             }
@@ -232,6 +235,21 @@ impl<S: Storage> Log<S> {
                     }
                 }
             }
+            // Zeros from the last record to the end: room the segment was
+            // filled with ahead ([`Storage::zero_fill`]) and never used —
+            // in the newest segment, when the file has the segment's full
+            // length; in an older one, always (the next segment starting
+            // at the LSN after its last record shows nothing was lost).
+            let room = torn.is_some_and(|(offset, _)| {
+                (!newest || f.len == options.segment_bytes)
+                    && data[offset..].iter().all(|b| *b == 0)
+            });
+            if room {
+                let offset = torn.take().map_or(data.len(), |t| t.0);
+                expect_lsn = Some(next);
+                current = Some(Current::new(f.name.clone(), f.number, offset as u64));
+                continue;
+            }
             if let Some((offset, why)) = torn {
                 if !newest || later_record_after(&data, offset, next) {
                     return Err(corrupt(offset, why).into());
@@ -271,12 +289,20 @@ impl<S: Storage> Log<S> {
             file: format!("{}: new files cannot be made there", storage.describe(".")),
             source,
         })?;
+        // A spare kept empty is filled now.
+        let spare_zeroing = spare.and_then(|n| {
+            storage
+                .zero_fill(&super::segment_name(n), options.segment_bytes)
+                .ok()
+                .flatten()
+        });
         Ok((
             Log {
                 storage,
                 options,
                 current,
                 spare,
+                spare_zeroing,
                 next_lsn,
                 pending: Vec::new(),
                 pending_records: Vec::new(),
@@ -329,11 +355,16 @@ fn torn_write(tail: &[u8], offset: usize) -> Result<&'static str, &'static str> 
                 }
                 at += SECTOR;
             }
-            // The last, partial sector of the file: zeros from some point
-            // to the end of the record.
-            if end == tail.len() && tail[end - 1] == 0 && end > 4 {
+            // The record's last sector, partial: zeros from a sector
+            // boundary to the end of the record (the record's own last
+            // bytes before that boundary may be zeros too), and nothing
+            // written after it (the file's end, or zeros it was filled
+            // with ahead).
+            let after_is_zeros = tail[end..].iter().all(|b| *b == 0);
+            if after_is_zeros && tail[end - 1] == 0 && end > 4 {
                 let zeros = tail[..end].iter().rev().take_while(|b| **b == 0).count();
-                if (offset + end - zeros).is_multiple_of(SECTOR) {
+                let boundary = (offset + end - zeros).div_ceil(SECTOR) * SECTOR;
+                if boundary < offset + end {
                     return Ok("a record with a sector never written");
                 }
             }
