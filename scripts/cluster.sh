@@ -21,6 +21,8 @@ partitions="${FILA_PARTITIONS:-1}"
 # FILA_REPLICAS: each partition's replicas (1, 3 or 5; 3 unless set).
 replicas="${FILA_REPLICAS:-3}"
 bin="${FILA_SERVER:-target/release/fila-server}"
+# FILA_ARGS: more flags for every node (after --config, so they win).
+read -r -a extra <<< "${FILA_ARGS:-}"
 [ -n "${FILA_SERVER:-}" ] || cargo build --release -p fila-server
 if [ ! -s "$dir/secret" ]; then
     (umask 077; head -c 24 /dev/urandom | base64 > "$dir/secret")
@@ -57,7 +59,7 @@ replicas = $replicas
 $members
 TOML
 )
-    "$bin" --config "$dir/node-$i.toml" > "$dir/node-$i.log" 2>&1 &
+    "$bin" --config "$dir/node-$i.toml" "${extra[@]}" > "$dir/node-$i.log" 2>&1 &
     pids+=($!)
 done
 echo "three nodes: clients at 127.0.0.1:7710, :7720, :7730, SQS at :7712, :7722, :7732, consoles at :7713, :7723, :7733 (logs in $dir); Ctrl-C stops them"

@@ -98,7 +98,10 @@ impl ClusterNode {
         }
         let open = |group: &str, map: bool| -> io::Result<Stores> {
             let at = |name: &str| FsStorage::new(dir.join(group).join(name));
-            let log = LogStore::open(at("log")?, LogOptions::default())
+            let options = LogOptions {
+                segment_bytes: shared.config.segment_bytes,
+            };
+            let log = LogStore::open(at("log")?, options)
                 .map_err(|e| io::Error::other(format!("the Raft log of {group}: {e}")))?;
             let state = if map {
                 StateMachine::open_map(at("state")?)
