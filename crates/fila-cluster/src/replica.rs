@@ -197,6 +197,17 @@ impl<S: Storage + 'static> Replica<S> {
         Some(op(&mut s.owner))
     }
 
+    /// How long until the leader's engine has timers due — a lease or a
+    /// delay that ends, making a message visible — while this node serves
+    /// the partition (`None` otherwise, or with no timer set): how long a
+    /// receive waiting here for messages may sleep before it looks again,
+    /// when no put wakes it first. Zero when timers are due already.
+    pub async fn next_due(&self) -> Option<std::time::Duration> {
+        let at = self.serving(|owner| owner.next_deadline()).await??;
+        let now = self.clock.now_ms();
+        Some(std::time::Duration::from_millis(at.saturating_sub(now)))
+    }
+
     /// The leadership this node holds (its committed vote, while it is in
     /// the leader's state), or the leader it knows of. A leader that
     /// committed a membership without itself keeps its vote but is no

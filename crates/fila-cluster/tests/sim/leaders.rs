@@ -161,3 +161,54 @@ fn a_cut_off_leader_does_not_answer_from_its_old_state() {
         }
     });
 }
+
+/// A leader says when its engine's next timer is due: a receive waiting
+/// there for a lease to end sleeps until then (a server's waiting receives
+/// look again at that time, not on a fixed period), and a look at that
+/// time finds the message the lease held.
+#[test]
+fn the_leader_says_when_a_lease_it_gave_ends() {
+    each_seed(2, |seed| async move {
+        let mut c = Cluster::new(seed).await;
+        create_queue(&mut c, seed).await;
+        c.run_patiently(|e| e.put(QUEUE, vec![NewMessage::new("m")]))
+            .await
+            .unwrap()
+            .unwrap();
+        let leased = ReceiveOptions {
+            visibility_ms: Some(LEASE_MS),
+            wait_ms: Some(0),
+            ..ReceiveOptions::default()
+        };
+        let got = c
+            .run_patiently(|e| receive_now(e, &leased))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.len(), 1, "seed {seed}");
+        let leader = c.replica(c.leader).unwrap();
+        let due = leader.next_due().await.expect("the lease's timer");
+        assert!(
+            due <= Duration::from_millis(LEASE_MS) && due > Duration::ZERO,
+            "seed {seed}: next timer in {due:?}"
+        );
+        // Before the lease ends the message is not there; at the timer it is.
+        let none = leader.execute(|e| receive_now(e, &leased)).await.unwrap();
+        assert!(none.unwrap().is_empty(), "seed {seed}");
+        let mut slept = Duration::ZERO;
+        let again = loop {
+            let due = leader.next_due().await.expect("a timer until it ends");
+            tokio::time::sleep(due.max(Duration::from_millis(1))).await;
+            slept += due;
+            let got = leader.execute(|e| receive_now(e, &leased)).await.unwrap();
+            if !got.as_ref().unwrap().is_empty() {
+                break got.unwrap();
+            }
+            assert!(slept < Duration::from_millis(2 * LEASE_MS), "seed {seed}");
+        };
+        assert_eq!(again[0].delivery_count, 2, "seed {seed}");
+        for id in NODES {
+            c.crash(id).await;
+        }
+    });
+}

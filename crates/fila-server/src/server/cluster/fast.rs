@@ -107,8 +107,10 @@ impl Fast {
         };
         let room = job.route.room;
         let put = match &req {
-            Request::Put { messages, .. } => messages.len(),
-            _ => 0,
+            Request::Put {
+                queue, messages, ..
+            } => Some((queue.clone(), messages.len())),
+            _ => None,
         };
         let ran = part.try_execute(
             move |owner| super::run::run_on(owner, req, room),
@@ -118,11 +120,9 @@ impl Fast {
         let Some((answer, ticket)) = ran else {
             return Some(job);
         };
-        if put > 0 && !answer.is_error() {
+        if let Some((queue, n)) = put.filter(|_| !answer.is_error()) {
             // Receives waiting at the endpoint look again.
-            for _ in 0..put {
-                c.stored[g].notify_one();
-            }
+            c.waiters[g].put(&queue, n);
         }
         if held.parts.len() <= g {
             held.parts.resize_with(g + 1, VecDeque::new);

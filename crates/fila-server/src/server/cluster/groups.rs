@@ -63,10 +63,9 @@ pub(super) struct Cluster {
     /// Each partition's leader as a replica of it last told this node,
     /// and when (for the partitions this node holds no replica of).
     pub(super) hints: std::sync::Mutex<Vec<Option<(u64, Instant)>>>,
-    /// Per partition: told of messages its leader here stored or made
-    /// visible, so a waiting receive looks again at once (not only every
-    /// [`super::POLL`]).
-    pub(super) stored: Vec<tokio::sync::Notify>,
+    /// Per partition: the receives waiting on its leader here, told of
+    /// messages stored or made visible there so they look again at once.
+    pub(super) waiters: Vec<super::turns::Waiters>,
 }
 
 impl Ask {

@@ -22,10 +22,11 @@
 //! stats gather every partition's part from its leader; the leases of an
 //! answer nobody could take (`Msg::Abandon`) go back to the partition
 //! that made them. Every answer goes back to the connection's loop as
-//! `Msg::Done`. A receive that waits is tried again every [`POLL`], and
-//! as soon as a request on its partition's leader here may have made
-//! messages visible, until its wait ends or messages come (a replica
-//! parks nothing). A read
+//! `Msg::Done`. A receive that waits looks again as soon as a request
+//! on its partition's leader here may have made its queue's messages
+//! visible (`turns::Waiters`) and when the leader's engine has a timer
+//! due, until its wait ends or messages come (a replica parks nothing in
+//! its engine); one forwarded from a follower looks again every [`POLL`]. A read
 //! (peek, stats, settings, channels, move tasks, a list) first confirms
 //! the leadership with a quorum. The single node's own engine and log are
 //! not used.
@@ -248,8 +249,8 @@ async fn run(
         shared: shared.clone(),
         factor: config.replicas,
         hints: std::sync::Mutex::new(vec![None; config.partitions]),
-        stored: (0..config.partitions)
-            .map(|_| tokio::sync::Notify::new())
+        waiters: (0..config.partitions)
+            .map(|_| turns::Waiters::default())
             .collect(),
     });
     let fast = fast::Fast::new(&c, shared.loops.owners());

@@ -65,8 +65,10 @@ async fn partition_of(c: &Cluster, req: &Request) -> Result<u32, Answer> {
 }
 
 /// A request on its partition: run on the leader's engine (a receive
-/// that waits, again every [`POLL`] until messages come or the wait
-/// ends); a gateway's request on a follower is forwarded to the leader.
+/// that waits, again when a request here may have made messages visible
+/// or the engine's next timer is due, until messages come or the wait
+/// ends: [`nap`]); a gateway's request on a follower is forwarded to the
+/// leader.
 pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer {
     match job.req {
         Request::ChangeCluster(change) => return change::change_everywhere(c, change).await,
@@ -83,7 +85,17 @@ pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer
     let started = Instant::now();
     let mut wait: Option<Duration> = None;
     let mut waiting: Option<Waiting<'_>> = None;
+    // A receive that may wait listens for its queue's messages from
+    // before its first look.
+    let listening = match &job.req {
+        Request::Receive(r) if r.wait_ms != Some(0) => {
+            Some(c.waiters[g as usize].listen(&r.queue.name))
+        }
+        _ => None,
+    };
     loop {
+        // Before the look: a wake after it is not missed.
+        let seen = listening.as_ref().map_or(0, |l| l.woken().seen());
         let tried = match attempt(part, job.req.clone(), room).await {
             // A node holding no replica of the partition learns its
             // leader from one that does.
@@ -124,7 +136,7 @@ pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer
             Err(answer) => return answer,
         };
         unplace_if_gone(c, part, &job.req, &answer).await;
-        wake_receives(c, g, made_visible(&job.req), &answer);
+        wake_receives(c, g, &job.req, &answer);
         let wait = *wait.get_or_insert(Duration::from_millis(wait_ms));
         let empty = matches!(&answer, Answer::Messages(_, ms) if ms.is_empty());
         let left = wait.saturating_sub(started.elapsed());
@@ -137,8 +149,30 @@ pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer
                 Err(refused) => return refused,
             }
         }
-        turn.sleep_or(left.min(POLL), &c.stored[g as usize]).await;
+        let Some(listening) = &listening else {
+            return answer;
+        };
+        turn.sleep_or(nap(part, left).await, listening.woken(), seen)
+            .await;
     }
+}
+
+/// How long a receive waiting on its partition's leader here sleeps before
+/// it looks again, at most `left` (its wait's end): until the engine's
+/// next timer (a lease or a delay that ends may make a message visible
+/// then; the look runs the timers that are due), at least a millisecond.
+/// A put, a release or a move run here wakes it sooner
+/// ([`wake_receives`]), and so does the engine's being dropped once this
+/// node no longer leads (`status::let_go`). An engine that is not serving
+/// (being rebuilt for a new leadership) is looked at again within
+/// [`POLL`].
+async fn nap(part: &Part, left: Duration) -> Duration {
+    let due = match part.next_due().await {
+        Some(due) => due,
+        None if part.serving(|_| ()).await.is_some() => left,
+        None => POLL,
+    };
+    due.max(Duration::from_millis(1)).min(left)
 }
 
 /// How many messages a request may make visible (one per message put;
@@ -153,20 +187,28 @@ fn made_visible(req: &Request) -> usize {
     }
 }
 
-/// After a request that may have made `n` messages visible in partition
-/// `g` (unless it failed), wakes as many receives waiting on it here:
-/// they look again at once. A receive woken for another queue of the
-/// partition finds nothing and waits again; one that is not woken looks
-/// again within [`POLL`] (a lease or a delay that ends is seen that way,
-/// and so is a put made on another node).
-fn wake_receives(c: &Cluster, g: u32, n: usize, answer: &Answer) {
-    if answer.is_error() {
+/// After a request on partition `g` here (unless it failed), wakes the
+/// receives waiting on it here that it may have given messages: as many
+/// of its queue's as a put put, every one of its queue's for a request
+/// that may have made its messages visible (`made_visible`), every one
+/// of the partition's for a request that may move messages between
+/// queues (a dead letter, a redrive, a move) or change a queue. A put made
+/// on another node is forwarded here and wakes them the same way; a lease
+/// or a delay that ends wakes them at the engine's timer ([`nap`]).
+fn wake_receives(c: &Cluster, g: u32, req: &Request, answer: &Answer) {
+    let Some(waiters) = c.waiters.get(g as usize) else {
+        return;
+    };
+    if answer.is_error() || made_visible(req) == 0 {
         return;
     }
-    if let Some(woken) = c.stored.get(g as usize) {
-        for _ in 0..n {
-            woken.notify_one();
-        }
+    match req {
+        Request::Put {
+            queue, messages, ..
+        } => waiters.put(queue, messages.len()),
+        // A queue and its dead-letter queue listen as one.
+        Request::UpdateVisibility { queue, .. } => waiters.changed(&queue.name),
+        _ => waiters.wake_all(),
     }
 }
 
@@ -392,12 +434,12 @@ pub(super) async fn answer_forward(c: &Cluster, body: Vec<u8>) -> Vec<u8> {
         }
         (Ask::Run { room, req, .. }, Some(part)) => {
             let opcode = req.opcode() as u8;
-            let made_visible = made_visible(&req);
+            let asked = (*req).clone();
             let (answer, wait_ms) = match attempt(part, *req, room).await {
                 Ok(done) => done,
                 Err(e) => (c.refusal(g, &e), 0),
             };
-            wake_receives(c, g, made_visible, &answer);
+            wake_receives(c, g, &asked, &answer);
             forward::encode_answer(&answer, opcode, wait_ms)
         }
         (

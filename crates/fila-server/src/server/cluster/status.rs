@@ -172,6 +172,8 @@ async fn let_go(c: &Cluster) {
     for (p, part) in c.parts.iter().enumerate() {
         if part.drop_stale_engine() {
             info!(partition = p, "the engine of a lost leadership dropped");
+            // Receives waiting on it find out who leads now.
+            c.waiters[p].wake_all();
         }
         let placed_elsewhere = map
             .partitions
