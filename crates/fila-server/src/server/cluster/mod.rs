@@ -58,7 +58,8 @@ mod turns;
 use groups::{Cluster, META};
 use turns::Turn;
 
-/// How often a waiting receive looks again.
+/// How often a request waiting for a leader (none known, or this node
+/// not serving yet), or a receive waiting through a forward, looks again.
 pub(in crate::server) const POLL: Duration = Duration::from_millis(50);
 /// Requests running on the replica at once; more wait for a turn.
 const RUNNING_MAX: usize = 4_096;
