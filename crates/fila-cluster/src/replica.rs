@@ -203,7 +203,7 @@ impl<S: Storage + 'static> Replica<S> {
     /// receive waiting here for messages may sleep before it looks again,
     /// when no put wakes it first. Zero when timers are due already.
     pub async fn next_due(&self) -> Option<std::time::Duration> {
-        let at = self.serving(|owner| owner.next_deadline()).await??;
+        let at = self.serving(|owner| owner.next_timer()).await??;
         let now = self.clock.now_ms();
         Some(std::time::Duration::from_millis(at.saturating_sub(now)))
     }
@@ -299,6 +299,20 @@ impl<S: Storage + 'static> Replica<S> {
     /// `op` must not park a receive (a receive with a wait answers what is
     /// there: a waiting receive is its caller's loop of tries).
     pub async fn execute<R>(&self, op: impl FnOnce(&mut Owner) -> R) -> Result<R, ReplicaError> {
+        let ran = self.execute_unless(op, |_| false).await?;
+        Ok(ran.expect("never dropped"))
+    }
+
+    /// [`Replica::execute`], except that an operation that made no records
+    /// and whose result `drop` says to drop is not answered at all: `None`,
+    /// at once, with no quorum asked — it changed nothing, and its caller
+    /// looks again later (a receive waiting for messages that found none:
+    /// only the look that answers it needs the leadership confirmed).
+    pub async fn execute_unless<R>(
+        &self,
+        op: impl FnOnce(&mut Owner) -> R,
+        drop: impl FnOnce(&R) -> bool,
+    ) -> Result<Option<R>, ReplicaError> {
         let (result, leader_id, wait) = {
             let mut serving = self.serving.lock().await;
             let leader_id = match self.leading() {
@@ -316,8 +330,12 @@ impl<S: Storage + 'static> Replica<S> {
                 *serving = Some(self.catch_up(leader_id).await?);
             }
             let s = serving.as_mut().expect("set above");
+            let held = s.gathered();
             let result = s.run(op);
             let gathered = s.gathered();
+            if gathered == held && drop(&result) {
+                return Ok(None);
+            }
             if gathered == 0 {
                 // It made no records, and none wait for an entry. Its
                 // answer may rest on entries still in flight (a put
@@ -358,7 +376,7 @@ impl<S: Storage + 'static> Replica<S> {
             Wait::Entry(ticket) => ticket.settled(COMMIT_TIMEOUT * 2).await,
         };
         match outcome {
-            Ok(()) => Ok(result),
+            Ok(()) => Ok(Some(result)),
             Err(e) => {
                 // Leadership was lost, or no quorum answered in time: what
                 // the engine executed may or may not commit, so it is not

@@ -454,6 +454,19 @@ impl Owner {
             .min()
     }
 
+    /// The earliest time at which a shard held here has a timer due (a
+    /// lease, a delay, an expiry or a wait that ends), a lower bound —
+    /// [`Owner::next_deadline`] without the moves of far timers ahead of
+    /// their time, which make nothing happen: when a message may next
+    /// become visible without a request.
+    pub fn next_timer(&self) -> Option<u64> {
+        self.shards
+            .iter()
+            .flatten()
+            .filter_map(|s| s.next_timer())
+            .min()
+    }
+
     /// Installs an event sink on shard `index` (held here).
     pub fn set_journal(&mut self, index: usize, sink: Option<Box<dyn EventSink>>) {
         self.shard_mut(index).set_journal(sink);

@@ -604,6 +604,12 @@ impl Shard {
         self.records.len()
     }
 
+    /// The earliest time at which a timer is due, a lower bound (see
+    /// [`Owner::next_timer`](crate::Owner::next_timer)).
+    pub fn next_timer(&self) -> Option<u64> {
+        self.wheel.next_deadline()
+    }
+
     /// The earliest time at which [`Shard::advance`] or
     /// [`Shard::move_timers_ahead`] has work, if any.
     pub fn next_deadline(&self) -> Option<u64> {

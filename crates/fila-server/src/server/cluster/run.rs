@@ -93,14 +93,30 @@ pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer
         }
         _ => None,
     };
+    // Whether the next look must be answered (confirmed by a quorum when
+    // it finds nothing): the first (its wait is not known before it) and
+    // the last; a waiting receive's looks between them that find nothing
+    // are dropped.
+    let mut answered = true;
     loop {
         // Before the look: a wake after it is not missed.
         let seen = listening.as_ref().map_or(0, |l| l.woken().seen());
-        let tried = match attempt(part, job.req.clone(), room).await {
+        let tried = match attempt_unless(part, job.req.clone(), room, !answered).await {
+            Ok(Some(done)) => Ok(done),
+            Ok(None) => {
+                // Nothing yet: wait on, or look once more, answered.
+                let left = wait.map_or(Duration::ZERO, |w| w.saturating_sub(started.elapsed()));
+                match &listening {
+                    Some(l) if !left.is_zero() && !c.stopping() => {
+                        turn.sleep_or(nap(part, left).await, l.woken(), seen).await;
+                    }
+                    _ => answered = true,
+                }
+                continue;
+            }
             // A node holding no replica of the partition learns its
             // leader from one that does.
             Err(e) => Err(c.named(g, e).await),
-            done => done,
         };
         let ran = match tried {
             Ok(done) => Ok(done),
@@ -152,6 +168,7 @@ pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer
         let Some(listening) = &listening else {
             return answer;
         };
+        answered = false;
         turn.sleep_or(nap(part, left).await, listening.woken(), seen)
             .await;
     }
@@ -236,15 +253,25 @@ async fn unplace_if_gone(c: &Cluster, part: &Part, req: &Request, answer: &Answe
 /// and the wait a receive asked for (or its queue's default). A read is
 /// answered only once the leadership is confirmed with a quorum (a
 /// deposed leader that does not know it refuses it).
-async fn attempt(
+async fn attempt(part: &Part, req: Request, room: usize) -> Result<(Answer, u64), ReplicaError> {
+    let done = attempt_unless(part, req, room, false).await?;
+    Ok(done.expect("never dropped"))
+}
+
+/// [`attempt`]; with `droppable`, a receive that finds nothing is not
+/// answered (`None`): it changed nothing, so no quorum is asked to
+/// confirm the leadership — a receive waiting for messages looks so
+/// between its first look and its last.
+async fn attempt_unless(
     part: &Part,
     mut req: Request,
     room: usize,
-) -> Result<(Answer, u64), ReplicaError> {
+    droppable: bool,
+) -> Result<Option<(Answer, u64)>, ReplicaError> {
     if let Request::ServerStats = req {
         // A partition's part of the server's stats.
         let figures = part.read(|owner| figures(&owner.totals())).await?;
-        return Ok((Response::ServerStats(figures).into(), 0));
+        return Ok(Some((Response::ServerStats(figures).into(), 0)));
     }
     let asked_wait = match &mut req {
         Request::Receive(r) => Some(r.wait_ms.replace(0)),
@@ -263,9 +290,12 @@ async fn attempt(
         (run_on(owner, req, room), default_wait)
     };
     if read {
-        part.read(work).await
+        part.read(work).await.map(Some)
     } else {
-        part.execute(work).await
+        let empty = |(answer, _): &(Answer, u64)| {
+            droppable && matches!(answer, Answer::Messages(_, ms) if ms.is_empty())
+        };
+        part.execute_unless(work, empty).await
     }
 }
 
