@@ -73,9 +73,24 @@ cluster() { # BIN LABEL
       > /dev/null 2>&1 &
   local pid=$!; pids+=("$pid")
   for port in 7710 7720 7730; do wait_port "$port"; done
-  "$LOADGEN" --addr 127.0.0.1:7710,127.0.0.1:7720,127.0.0.1:7730 \
-      --messages "$CLUSTER_MESSAGES" --json --quiet | line "$2" cluster
+  # The three nodes' CPU (user + system ticks) over the run, per message.
+  local nodes; nodes=$(pgrep -f "$tmp/cluster/node-" | tr '\n' ' ')
+  local before; before=$(cpu_ticks $nodes)
+  local report; report=$("$LOADGEN" --addr 127.0.0.1:7710,127.0.0.1:7720,127.0.0.1:7730 \
+      --messages "$CLUSTER_MESSAGES" --json --quiet)
+  local after; after=$(cpu_ticks $nodes)
+  echo "$report" | line "$2" cluster
+  echo "$2   cluster    nodes' CPU $(python3 -c "import sys; t=($after-$before)/$(getconf CLK_TCK); print('%.2f s, %.2f µs/msg' % (t, t*1e6/$CLUSTER_MESSAGES))")"
   kill "$pid"; wait "$pid" 2>/dev/null || true
+}
+
+cpu_ticks() { # PID... -> user + system ticks of them all
+  local sum=0
+  for p in "$@"; do
+    read -r -a f < "/proc/$p/stat"
+    sum=$((sum + f[13] + f[14]))
+  done
+  echo "$sum"
 }
 
 for round in $(seq 1 "$ROUNDS"); do
