@@ -50,6 +50,7 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
     assert_eq!(stat("queues"), Some(QUEUES_MAX), "{stats:?}");
     assert_eq!(stat("max_queues"), Some(QUEUES_MAX), "{stats:?}");
     waiting_receives_count_against_max_parked(&nodes[leader].client);
+    a_long_poll_holds_up_nothing_sent_after_it(&nodes[leader].client);
     // A follower answers the same stats (gathered from the leader), and
     // names the leader to a put.
     let follower = (leader + 1) % 3;
@@ -286,6 +287,59 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
         assert!(attempted.contains(body), "{body} was never put");
     }
     assert_eq!(acked.len(), 212, "every put was acknowledged");
+}
+
+/// Long polls on one connection hold up none of the requests sent after
+/// them on it: each holds only the room its answer could need (as a
+/// receive parked on a single node does), not the connection's whole
+/// output room until it is answered.
+fn a_long_poll_holds_up_nothing_sent_after_it(leader: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let addr = leader.to_owned();
+    rt.block_on(async move {
+        let connect = || fila_client::AsyncClient::connect(ClientOptions::new(addr.clone()));
+        let c = std::sync::Arc::new(connect().await.unwrap());
+        let stats = connect().await.unwrap();
+        // Two long polls (the nodes' `max_parked`) on the one connection,
+        // each on a queue that stays empty.
+        let polls: Vec<_> = (1..=2)
+            .map(|i| {
+                let c = c.clone();
+                tokio::spawn(async move { c.receive(&format!("more-{i}"), 1, Some(3_000)).await })
+            })
+            .collect();
+        // Both reached the leader and wait there.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let s = stats.server_stats().await.unwrap();
+            let parked = s
+                .iter()
+                .find(|(k, _)| k == "receives_parked")
+                .map(|(_, v)| *v);
+            if parked == Some(PARKED_MAX) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{parked:?} waiting");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Sent after them on the same connection: answered while they wait.
+        for i in 0..10 {
+            c.put_one("more-3", format!("behind-the-polls-{i}"))
+                .await
+                .unwrap();
+        }
+        let got = c.receive("more-3", 1, Some(0)).await.unwrap();
+        assert_eq!(got.len(), 1, "a receive behind the polls is answered");
+        for p in &polls {
+            assert!(!p.is_finished(), "a long poll ended before its wait");
+        }
+        for p in polls {
+            assert!(p.await.unwrap().unwrap().is_empty());
+        }
+    });
 }
 
 /// Receives waiting for messages on a cluster node count against its

@@ -293,6 +293,8 @@ impl Gateway {
         let id = route.request_id;
         let mut state = self.state.borrow_mut();
         match done {
+            // A gateway holds no output room per request.
+            Done::Waits(_) => {}
             Done::Parked(wait) => match state.pending.get_mut(&id) {
                 Some(p) => p.parked = Some(wait),
                 None => {

@@ -213,6 +213,12 @@ pub(in crate::server) enum Done {
     /// A parked receive was cancelled (the server is stopping, its client
     /// closed its side): answer it with no messages.
     Cancelled,
+    /// (A cluster node.) A receive now waits on its partition's leader:
+    /// it is still away, and its answer will take at most this many bytes
+    /// (what `max_messages` of its queue's largest messages need), so the
+    /// room its connection holds for it drops to that — as for a receive
+    /// parked on a single node ([`Done::Parked`]).
+    Waits(usize),
 }
 
 /// A loop's shards (see the module docs).

@@ -367,7 +367,7 @@ async fn mail(c: Arc<Cluster>, index: usize, notify: Arc<Notify>) {
 
 /// Sends an answer back to its connection's loop (or gateway): waits, as a
 /// task, while that mailbox is full; never drops it.
-async fn answer(shared: &Shared, route: super::host::Route, done: Done) {
+pub(super) async fn answer(shared: &Shared, route: super::host::Route, done: Done) {
     shared.loops.push(route.lp, Msg::Done { route, done }).await;
 }
 
@@ -375,8 +375,10 @@ async fn on_msg(c: &Cluster, msg: Msg, turn: &mut Turn) {
     let shared = &c.shared;
     match msg {
         Msg::Run(job) => {
-            let route = job.route;
-            let done = Done::Answer(run::run_job(c, job, turn).await, false);
+            // A receive that waits holds less room from then on: its answer
+            // goes with the route that says so.
+            let mut route = job.route;
+            let done = Done::Answer(run::run_job(c, job, turn, &mut route).await, false);
             answer(shared, route, done).await;
         }
         Msg::List(list) => {

@@ -69,7 +69,12 @@ async fn partition_of(c: &Cluster, req: &Request) -> Result<u32, Answer> {
 /// or the engine's next timer is due, until messages come or the wait
 /// ends: [`nap`]); a gateway's request on a follower is forwarded to the
 /// leader.
-pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer {
+pub(super) async fn run_job(
+    c: &Cluster,
+    job: RunJob,
+    turn: &mut Turn,
+    route: &mut Route,
+) -> Answer {
     match job.req {
         Request::ChangeCluster(change) => return change::change_everywhere(c, change).await,
         Request::ServerStats => return stats_all(c).await,
@@ -80,7 +85,7 @@ pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer
         Err(answer) => return answer,
     };
     let part = &c.parts[g as usize];
-    let room = job.route.room;
+    let mut room = job.route.room;
     let forwards = forwards(&job.route);
     let started = Instant::now();
     let mut wait: Option<Duration> = None;
@@ -164,6 +169,7 @@ pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer
                 Ok(w) => waiting = Some(w),
                 Err(refused) => return refused,
             }
+            room = hold_less(c, part, &job.req, route).await;
         }
         let Some(listening) = &listening else {
             return answer;
@@ -172,6 +178,43 @@ pub(super) async fn run_job(c: &Cluster, job: RunJob, turn: &mut Turn) -> Answer
         turn.sleep_or(nap(part, left).await, listening.woken(), seen)
             .await;
     }
+}
+
+/// A receive that starts waiting holds only the room its answer could
+/// need — `max_messages` of its queue's largest messages — as a receive
+/// parked on a single node does: its connection's loop is told
+/// (`Done::Waits`) and reads the connection's next requests meanwhile,
+/// and `route` says the new room. Answers the room its looks may fill.
+async fn hold_less(c: &Cluster, part: &Part, req: &Request, route: &mut Route) -> usize {
+    let Request::Receive(r) = req else {
+        return route.room;
+    };
+    // Only a loop's connection holds room (not a gateway, not a forward).
+    if route.lp >= c.shared.loops.owners() {
+        return route.room;
+    }
+    let queue = r.queue.name.clone();
+    let largest = part
+        .serving(move |owner| {
+            owner
+                .queue_settings(&queue)
+                .ok()
+                .map(|s| fila_core::answer_bytes_max(s.max_message_bytes))
+        })
+        .await
+        .flatten();
+    let Some(largest) = largest else {
+        return route.room;
+    };
+    let need = largest.saturating_mul(u64::from(r.max_messages));
+    let need = usize::try_from(need).unwrap_or(usize::MAX);
+    if need < route.room {
+        // Told with the room it held until now.
+        let held = *route;
+        route.room = need;
+        super::answer(&c.shared, held, Done::Waits(need)).await;
+    }
+    route.room
 }
 
 /// How long a receive waiting on its partition's leader here sleeps before

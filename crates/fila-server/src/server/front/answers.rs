@@ -12,11 +12,33 @@ use crate::server::Back;
 use fila_sqs::Answer;
 
 impl FrontEnd {
+    /// (A cluster node.) A receive of this connection waits on its
+    /// partition's leader: the room held for its answer drops from what
+    /// its route said to `room`; a connection that stopped reading for want
+    /// of room reads on once it has enough (a long poll does not hold up
+    /// the requests sent after it).
+    fn on_waits(&mut self, route: Route, room: usize) {
+        let max_output = self.shared.config.max_output_bytes;
+        let Some(conn) = self.get(route.conn) else {
+            return;
+        };
+        conn.reserved = conn.reserved - route.room + room.min(route.room);
+        if conn.read_paused
+            && !conn.closing()
+            && conn.output.len() < max_output / 2
+            && conn.room(max_output) >= conn.room_needed()
+        {
+            conn.read_paused = false;
+            self.requeue(route.conn.slot);
+        }
+    }
+
     /// What became of a request of one of this loop's connections, from
     /// whichever loop ran it.
     pub(in crate::server) fn on_done(&mut self, route: Route, done: Done, back: &mut Back<'_>) {
         let done = match done {
             Done::Late(result) => return self.on_late(route, result, back),
+            Done::Waits(room) => return self.on_waits(route, room),
             other => other,
         };
         let Some(conn) = self.get(route.conn) else {
@@ -27,7 +49,7 @@ impl FrontEnd {
                 Done::Answer(answer, _) => {
                     back.host.abandon(route.shard, answer.receipts(), back.post)
                 }
-                Done::Cancelled | Done::Late(_) => {}
+                Done::Cancelled | Done::Late(_) | Done::Waits(_) => {}
             }
             return;
         };
@@ -88,7 +110,7 @@ impl FrontEnd {
                     self.end_parked(slot, back);
                 }
             }
-            Done::Late(_) => {}
+            Done::Late(_) | Done::Waits(_) => {}
             Done::Cancelled => {
                 let conn = self.get(route.conn).expect("found above");
                 let Some(p) = conn.parked.remove(&route.park) else {
