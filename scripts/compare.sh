@@ -39,28 +39,13 @@ out=target/compare
 mkdir -p "$out"
 results="$out/results.jsonl"
 : > "$results"
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do
-    [ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-wait_port() {
-  for _ in $(seq 1 200); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-    sleep 0.05
-  done
-  echo "nothing listens on port $1" >&2
-  return 1
-}
 
 # start SYSTEM MODE: starts one server; sets PORT, PID, ARGS (for the loadgen)
 start() {

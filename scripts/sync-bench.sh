@@ -20,23 +20,9 @@ MESSAGES=${MESSAGES:-300000}; CLUSTER_MESSAGES=${CLUSTER_MESSAGES:-100000}
 [ -n "${FILA_LOADGEN:-}" ] || cargo build --release -q -p fila-loadgen
 LOADGEN=$(realpath "${FILA_LOADGEN:-target/release/fila-loadgen}")
 tmp=$(mktemp -d /tmp/fila-sync-bench.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do
-    [ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
 
-wait_port() {
-  for _ in $(seq 1 400); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-    sleep 0.05
-  done
-  echo "nothing listens on $1" >&2; return 1
-}
 
 # One JSON report as a line: msg/s, put and end-to-end p50/p99, server CPU.
 line() {
