@@ -155,7 +155,12 @@ fn acknowledged_changes_survive_a_crash_at_any_disk_operation() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);
+    // CRASH_SEED=n runs only seed n (to study a failure).
+    let only: Option<u64> = std::env::var("CRASH_SEED").ok().and_then(|s| s.parse().ok());
     for seed in 1..=runs {
+        if only.is_some_and(|o| o != seed) {
+            continue;
+        }
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let clock = ManualClock::new(1_700_000_000_000);
         let mut disk = SimDisk::new(seed);
