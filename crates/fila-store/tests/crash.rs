@@ -156,7 +156,9 @@ fn acknowledged_changes_survive_a_crash_at_any_disk_operation() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);
     // CRASH_SEED=n runs only seed n (to study a failure).
-    let only: Option<u64> = std::env::var("CRASH_SEED").ok().and_then(|s| s.parse().ok());
+    let only: Option<u64> = std::env::var("CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok());
     for seed in 1..=runs {
         if only.is_some_and(|o| o != seed) {
             continue;
