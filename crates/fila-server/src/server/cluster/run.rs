@@ -157,7 +157,7 @@ pub(super) async fn run_job(
             Err(answer) => return answer,
         };
         unplace_if_gone(c, part, &job.req, &answer).await;
-        wake_receives(c, g, &job.req, &answer);
+        wake_receives(c, g, &Wakes::of(&job.req), &answer);
         let wait = *wait.get_or_insert(Duration::from_millis(wait_ms));
         let empty = matches!(&answer, Answer::Messages(_, ms) if ms.is_empty());
         let left = wait.saturating_sub(started.elapsed());
@@ -247,28 +247,52 @@ fn made_visible(req: &Request) -> usize {
     }
 }
 
+/// Which receives waiting on a partition's leader here a request may have
+/// given messages: as many of its queue's as a put put, every one of its
+/// queue's for a visibility change, every one of the partition's for a
+/// request that may move messages between queues (a dead letter, a
+/// redrive, a move) or change a queue; none for a read, a receive or a
+/// delete (`made_visible`). A put made on another node is forwarded here
+/// and wakes them the same way; a lease or a delay that ends wakes them at
+/// the engine's timer ([`nap`]). Taken before the request runs (it is
+/// moved into the run): the queue's name, not the request.
+enum Wakes {
+    None,
+    Put(String, usize),
+    Changed(String),
+    All,
+}
+
+impl Wakes {
+    fn of(req: &Request) -> Wakes {
+        if made_visible(req) == 0 {
+            return Wakes::None;
+        }
+        match req {
+            Request::Put {
+                queue, messages, ..
+            } => Wakes::Put(queue.clone(), messages.len()),
+            // A queue and its dead-letter queue listen as one.
+            Request::UpdateVisibility { queue, .. } => Wakes::Changed(queue.name.clone()),
+            _ => Wakes::All,
+        }
+    }
+}
+
 /// After a request on partition `g` here (unless it failed), wakes the
-/// receives waiting on it here that it may have given messages: as many
-/// of its queue's as a put put, every one of its queue's for a request
-/// that may have made its messages visible (`made_visible`), every one
-/// of the partition's for a request that may move messages between
-/// queues (a dead letter, a redrive, a move) or change a queue. A put made
-/// on another node is forwarded here and wakes them the same way; a lease
-/// or a delay that ends wakes them at the engine's timer ([`nap`]).
-fn wake_receives(c: &Cluster, g: u32, req: &Request, answer: &Answer) {
+/// receives waiting on it that it may have given messages ([`Wakes`]).
+fn wake_receives(c: &Cluster, g: u32, wakes: &Wakes, answer: &Answer) {
     let Some(waiters) = c.waiters.get(g as usize) else {
         return;
     };
-    if answer.is_error() || made_visible(req) == 0 {
+    if answer.is_error() {
         return;
     }
-    match req {
-        Request::Put {
-            queue, messages, ..
-        } => waiters.put(queue, messages.len()),
-        // A queue and its dead-letter queue listen as one.
-        Request::UpdateVisibility { queue, .. } => waiters.changed(&queue.name),
-        _ => waiters.wake_all(),
+    match wakes {
+        Wakes::None => {}
+        Wakes::Put(queue, n) => waiters.put(queue, *n),
+        Wakes::Changed(queue) => waiters.changed(queue),
+        Wakes::All => waiters.wake_all(),
     }
 }
 
@@ -507,12 +531,12 @@ pub(super) async fn answer_forward(c: &Cluster, body: Vec<u8>) -> Vec<u8> {
         }
         (Ask::Run { room, req, .. }, Some(part)) => {
             let opcode = req.opcode() as u8;
-            let asked = (*req).clone();
+            let wakes = Wakes::of(&req);
             let (answer, wait_ms) = match attempt(part, *req, room).await {
                 Ok(done) => done,
                 Err(e) => (c.refusal(g, &e), 0),
             };
-            wake_receives(c, g, &asked, &answer);
+            wake_receives(c, g, &wakes, &answer);
             forward::encode_answer(&answer, opcode, wait_ms)
         }
         (
