@@ -11,7 +11,9 @@
 //! (a message stored whole, removed, its count raised to at least, a flag
 //! set; a queue set or deleted; a half purged, the later puts replayed
 //! after it), so applying one whose effect a part already shows changes
-//! nothing in the end.
+//! nothing in the end. A part can show a change whose record comes after
+//! the LSN, so the writer finishes a snapshot only once every such record
+//! is durable (none between shards, then a commit).
 //!
 //! [`Replay`] holds queues by id and their messages by (sub-queue, sequence
 //! number), and applies records in log order. Every record is idempotent and

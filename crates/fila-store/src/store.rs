@@ -50,6 +50,10 @@ pub trait Source: Send + Sync {
     ) -> Option<Vec<ImagePart>>;
     /// The id the next new queue gets.
     fn next_queue_id(&self) -> u32;
+    /// Dead letters between two shards right now: each has left its
+    /// source and has no record yet (its target logs it when it takes it
+    /// in, then counts it delivered).
+    fn in_transit(&self) -> u64;
     /// Bytes of the live data (for when to snapshot, and how large).
     fn stored_bytes(&self) -> u64;
     /// The store stopped: stop logging to it.
@@ -71,6 +75,9 @@ impl Source for Engine {
     }
     fn next_queue_id(&self) -> u32 {
         self.totals().next_queue_id()
+    }
+    fn in_transit(&self) -> u64 {
+        self.totals().in_transit()
     }
     fn stored_bytes(&self) -> u64 {
         Engine::stored_bytes(self)

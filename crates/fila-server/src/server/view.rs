@@ -175,6 +175,10 @@ impl fila_store::Source for LoopsView {
         self.totals.next_queue_id()
     }
 
+    fn in_transit(&self) -> u64 {
+        self.totals.in_transit()
+    }
+
     fn stored_bytes(&self) -> u64 {
         self.totals.stored_bytes()
     }

@@ -25,6 +25,9 @@ struct Taking {
     cursor: ExportCursor,
     /// Record bytes written after `lsn`.
     since: u64,
+    /// Every piece and the end are written: it is finished once every
+    /// record a piece reflects is durable ([`Writer::settle_snapshot`]).
+    written: bool,
     began: Instant,
     bytes: u64,
 }
@@ -216,7 +219,7 @@ impl<S: Storage> Writer<S> {
             self.maybe_begin_snapshot()?;
         }
         if self.taking.is_some() {
-            self.snapshot_turn();
+            self.snapshot_turn()?;
         }
         Ok(())
     }
@@ -347,6 +350,7 @@ impl<S: Storage> Writer<S> {
                     lsn,
                     cursor: ExportCursor::default(),
                     since: 0,
+                    written: false,
                     began: Instant::now(),
                     bytes: start.len() as u64,
                 });
@@ -369,18 +373,22 @@ impl<S: Storage> Writer<S> {
     }
 
     /// Takes and writes pieces of the snapshot for up to
-    /// [`SNAPSHOT_TURN`]; finishes it after the last.
-    fn snapshot_turn(&mut self) {
+    /// [`SNAPSHOT_TURN`]; after the last, finishes it once it can
+    /// ([`Writer::settle_snapshot`]). An error is the log's (a commit).
+    fn snapshot_turn(&mut self) -> Result<(), Error> {
         let source = self.shared.source();
         let turn = Instant::now();
         while turn.elapsed() < SNAPSHOT_TURN {
             let Some(t) = self.taking.as_mut() else {
-                return;
+                return Ok(());
             };
+            if t.written {
+                return self.settle_snapshot();
+            }
             let max = self.options.snapshot_piece_messages.max(1);
             let Some(parts) = source.export_piece(&mut t.cursor, max, PIECE_BYTES) else {
                 // The owners could not answer now (stopping): later.
-                return;
+                return Ok(());
             };
             let done = t.cursor.done;
             let mut written = 0u64;
@@ -406,27 +414,46 @@ impl<S: Storage> Writer<S> {
             }
             if let Err(e) = result {
                 self.snapshot_failed(&e);
-                return;
+                return Ok(());
             }
             let t = self.taking.as_mut().expect("taking");
             t.bytes += written;
-            if done {
-                let t = self.taking.take().expect("taking");
-                if let Err(e) = self.log.snapshot_finish() {
-                    self.snapshot_failed(&e);
-                    return;
-                }
-                info!(
-                    lsn = t.lsn,
-                    bytes = t.bytes,
-                    elapsed_ms = t.began.elapsed().as_millis() as u64,
-                    "snapshot written; the log before it is deleted"
-                );
-                self.since_snapshot = t.since;
-                self.snapshot_retry_at = None;
-                self.shared.snapshots.fetch_add(1, Ordering::AcqRel);
-                return;
-            }
+            t.written = done;
         }
+        Ok(())
+    }
+
+    /// Finishes a written snapshot, which then replaces the log before its
+    /// LSN, once every record its pieces reflect is durable. A piece shows
+    /// changes made after the LSN (the shards kept serving), and a crash
+    /// must not keep a piece's side of a change and lose its record: a
+    /// dead letter forwarded across shards is gone from its source's piece
+    /// while its record, in the target's stream, may not be written yet;
+    /// and while it is between shards it has no record at all. So: not
+    /// while a dead letter is in transit (a later batch tries again); then
+    /// every record logged so far is committed, and only then the snapshot
+    /// is finished. A dead letter that reached its target before the count
+    /// was read was logged before it (the target logs, then counts it
+    /// delivered), so the commit takes its record.
+    fn settle_snapshot(&mut self) -> Result<(), Error> {
+        if self.shared.source().in_transit() != 0 {
+            return Ok(());
+        }
+        self.commit_batch(false)?;
+        let t = self.taking.take().expect("taking");
+        if let Err(e) = self.log.snapshot_finish() {
+            self.snapshot_failed(&e);
+            return Ok(());
+        }
+        info!(
+            lsn = t.lsn,
+            bytes = t.bytes,
+            elapsed_ms = t.began.elapsed().as_millis() as u64,
+            "snapshot written; the log before it is deleted"
+        );
+        self.since_snapshot = t.since;
+        self.snapshot_retry_at = None;
+        self.shared.snapshots.fetch_add(1, Ordering::AcqRel);
+        Ok(())
     }
 }
