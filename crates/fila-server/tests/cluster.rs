@@ -20,7 +20,9 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use cluster_harness::{client, cluster, on_leader, present, signal, Dir, PARKED_MAX, QUEUES_MAX};
+use cluster_harness::{
+    client, cluster, on_leader, on_leader_but, present, signal, Dir, PARKED_MAX, QUEUES_MAX,
+};
 use fila_client::{Client, ClientOptions, ErrorCode, SettingsPatch};
 
 #[test]
@@ -246,9 +248,17 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
     // nothing.
     let mut paused = client(&nodes[now_leading].client).unwrap();
     signal(&nodes[now_leading], "-STOP");
-    let (during, _) = on_leader(&nodes, Duration::from_secs(30), |c| {
+    let stopped_at = Instant::now();
+    // (Asked of the two others: one asked of the sleeping node waits for
+    // the client's timeout.)
+    let (during, _) = on_leader_but(&nodes, now_leading, Duration::from_secs(30), |c| {
         c.put_one("jobs", "while it slept")
     });
+    eprintln!(
+        "failover: node {} leads; the first put after the SIGSTOP was acknowledged {:?} after it",
+        nodes[during].id,
+        stopped_at.elapsed()
+    );
     assert_ne!(during, now_leading);
     attempted.insert("while it slept".into());
     acked.insert("while it slept".into());

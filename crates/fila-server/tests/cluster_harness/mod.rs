@@ -266,12 +266,23 @@ pub fn client(addr: &str) -> Option<Client> {
 pub fn on_leader<R>(
     nodes: &[Node],
     within: Duration,
+    op: impl FnMut(&mut Client) -> Result<R, fila_client::ClientError>,
+) -> (usize, R) {
+    on_leader_but(nodes, usize::MAX, within, op)
+}
+
+/// [`on_leader`] among the nodes but the one at index `skip` (one paused
+/// with SIGSTOP: a request to it would wait for the client's timeout).
+pub fn on_leader_but<R>(
+    nodes: &[Node],
+    skip: usize,
+    within: Duration,
     mut op: impl FnMut(&mut Client) -> Result<R, fila_client::ClientError>,
 ) -> (usize, R) {
     let start = Instant::now();
     while start.elapsed() < within {
         for (i, n) in nodes.iter().enumerate() {
-            if n.child.is_none() {
+            if n.child.is_none() || i == skip {
                 continue;
             }
             let Some(mut c) = client(&n.client) else {
