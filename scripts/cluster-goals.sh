@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Issue 41's cluster figures against one durable node, the runs interleaved
+# round by round (docs/benchmarks.md, "Issue 41's figures"): prints one line
+# a run (msg/s, end-to-end p50/p99 in µs, the servers' CPU a message):
+#
+#   scripts/cluster-goals.sh [BIN] [ROUNDS]
+#
+# - aggregate: 3 queues, 32 consumers (`--scenario many-queues`) on one
+#   durable node (`--sync always`) and on 3 nodes of 3 partitions, each
+#   partition of 3 replicas and led by its own node where the map placed it;
+# - rate-5000: a fixed 5 000 msg/s of 4 KiB messages on one durable node and
+#   on 3 nodes of one partition: the end-to-end p99 is the figure.
+# BIN: a fila-server release binary (default target/release/fila-server).
+# MESSAGES (300000) sizes the aggregate runs; SEGMENT_BYTES (4 MiB) the logs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=$(realpath "${1:-target/release/fila-server}"); ROUNDS=${2:-2}
+MESSAGES=${MESSAGES:-300000}; SEG=${SEGMENT_BYTES:-4194304}
+[ -n "${FILA_LOADGEN:-}" ] || cargo build --release -q -p fila-loadgen
+LOADGEN=$(realpath "${FILA_LOADGEN:-target/release/fila-loadgen}")
+tmp=$(mktemp -d /tmp/fila-cluster-goals.XXXXXX)
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
+NODES=127.0.0.1:7710,127.0.0.1:7720,127.0.0.1:7730
+AGGREGATE=(--scenario many-queues --queues 3 --consumers 32 --messages "$MESSAGES")
+RATE=(--queue fixed --scenario fixed-rate --rate 5000 --size 4096 --producers 4 --consumers 4
+      --batch 1 --messages 50000 --duration 10)
+
+cpu_ticks() { # PID... -> user + system ticks of them all
+  local sum=0
+  for p in "$@"; do
+    read -r -a f < "/proc/$p/stat"
+    sum=$((sum + f[13] + f[14]))
+  done
+  echo "$sum"
+}
+
+# One run: LABEL PIDS ADDR ARGS...; the servers' CPU over it, per message.
+run() {
+  local label=$1 pids_of=$2 addr=$3; shift 3
+  local before; before=$(cpu_ticks $pids_of)
+  local report; report=$("$LOADGEN" --addr "$addr" --json --quiet "$@")
+  local after; after=$(cpu_ticks $pids_of)
+  echo "$report" | python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+e = r["end_to_end_us"]
+cpu = (int(sys.argv[3]) - int(sys.argv[2])) / int(sys.argv[4]) * 1e6 / r["consumed"]
+print("%-28s %9.0f msg/s  end-to-end p50 %7d p99 %7d µs  cpu %.2f µs/msg" % (
+    sys.argv[1], r["messages_per_s"], e["p50"], e["p99"], cpu))' "$label" "$before" "$after" "$(getconf CLK_TCK)"
+}
+
+# Waits until nothing listens on the cluster's ports (the last run's nodes
+# are gone).
+ports_free() {
+  for _ in $(seq 1 100); do
+    ss -ltn | grep -q ':77[123][0-3] ' || return 0
+    sleep 0.2
+  done
+  echo "the cluster's ports stayed taken" >&2; return 1
+}
+
+one_node() { # LABEL ARGS...
+  rm -rf "$tmp/node"
+  "$BIN" --listen 127.0.0.1:7790 --sync always --data-dir "$tmp/node" --segment-bytes "$SEG" \
+      --metrics-listen off --sqs-listen off --console-listen off --log warn &
+  local pid=$!; pids+=("$pid")
+  wait_port 7790
+  local label=$1; shift
+  run "$label" "$pid" 127.0.0.1:7790 "$@"
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+}
+
+cluster() { # PARTITIONS LABEL ARGS...
+  ports_free
+  rm -rf "$tmp/cluster"
+  FILA_PARTITIONS=$1 FILA_SERVER="$BIN" FILA_ARGS="--segment-bytes $SEG --log warn" \
+      scripts/cluster.sh "$tmp/cluster" > /dev/null 2>&1 &
+  local pid=$!; pids+=("$pid")
+  for port in 7710 7720 7730; do wait_port "$port"; done
+  # Until the cluster serves (its metadata leader elected, the map made).
+  for _ in $(seq 1 60); do
+    "$LOADGEN" --addr "$NODES" --queue warm --messages 100 --quiet > /dev/null 2>&1 && break
+    sleep 0.5
+  done
+  local nodes; nodes=$(pgrep -f "$tmp/cluster/node-" | tr '\n' ' ')
+  local label=$2; shift 2
+  run "$label" "$nodes" "$NODES" "$@"
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+}
+
+for round in $(seq 1 "$ROUNDS"); do
+  echo "round $round"
+  one_node "one node, aggregate" "${AGGREGATE[@]}"
+  cluster 3 "3 nodes × 3 partitions" "${AGGREGATE[@]}"
+  one_node "one node, rate-5000" "${RATE[@]}"
+  cluster 1 "3 nodes × 1 partition, 5000" "${RATE[@]}"
+done
