@@ -74,7 +74,12 @@ impl MetricsEndpoint {
         metrics: Arc<Metrics>,
         engine: Arc<dyn EngineView>,
     ) -> std::io::Result<MetricsEndpoint> {
-        let mut listener = TcpListener::bind(addr)?;
+        let mut listener = TcpListener::bind(addr).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot listen on {addr} (metrics_listen): {e}"),
+            )
+        })?;
         let addr = listener.local_addr()?;
         let poll = Poll::new()?;
         poll.registry()

@@ -451,3 +451,43 @@ fn the_systemd_unit_verifies_and_is_hardened() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// An address another process holds: the start fails in one line that
+/// names the address and which setting asked for it.
+#[test]
+fn a_taken_address_is_named_in_one_line() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    for (flag, says) in [
+        ("--listen", format!("cannot listen on {addr}: ")),
+        (
+            "--metrics-listen",
+            format!("cannot listen on {addr} (metrics_listen): "),
+        ),
+    ] {
+        let mut args = vec![
+            "--sync",
+            "none",
+            "--listen",
+            "127.0.0.1:0",
+            "--sqs-listen",
+            "off",
+            "--console-listen",
+            "off",
+            "--metrics-listen",
+            "off",
+        ];
+        args.extend([flag, addr.as_str()]);
+        let o = Command::new(env!("CARGO_BIN_EXE_fila-server"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{flag}: it started");
+        let err = String::from_utf8_lossy(&o.stderr);
+        let last = err.trim().lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("fila-server: ") && last.contains(&says),
+            "{flag}: {err}"
+        );
+    }
+}

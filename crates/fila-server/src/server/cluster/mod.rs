@@ -131,7 +131,12 @@ impl ClusterNode {
             }
             _ => None,
         };
-        let listener = std::net::TcpListener::bind(config.listen)?;
+        let listener = std::net::TcpListener::bind(config.listen).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot listen on {} (cluster.listen): {e}", config.listen),
+            )
+        })?;
         listener.set_nonblocking(true)?;
         let config = config.clone();
         let thread = std::thread::Builder::new()
