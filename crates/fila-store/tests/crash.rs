@@ -910,9 +910,9 @@ fn a_snapshot_waits_while_a_dead_letter_is_between_shards() {
 
     // The owners take the shards over; the source's owner dead-letters
     // the ten, and they are held between the two.
-    let engine = Arc::try_unwrap(engine)
-        .ok()
-        .expect("the store keeps no handle");
+    let Ok(engine) = Arc::try_unwrap(engine) else {
+        panic!("the store keeps a handle on the engine");
+    };
     let mut split = engine.into_owners(2, 1_024);
     for m in &got {
         split[1]
