@@ -1,6 +1,7 @@
-# Sourced by the benchmark scripts (compare.sh, sync-bench.sh): the servers
-# they start, stopped on exit or Ctrl-C with their temporary directory
-# ($tmp, set before sourcing), and waiting for a port.
+# Sourced by the benchmark scripts (compare.sh, sync-bench.sh,
+# cluster-goals.sh): the servers they start, stopped on exit or Ctrl-C with
+# their temporary directory ($tmp, set before sourcing), waiting for a port,
+# and the CPU time of processes.
 pids=()
 cleanup() {
   for p in "${pids[@]:-}"; do
@@ -19,4 +20,14 @@ wait_port() {
   done
   echo "nothing listens on port $1" >&2
   return 1
+}
+
+# cpu_ticks PID...: the user and system clock ticks of them all (/proc).
+cpu_ticks() {
+  local sum=0
+  for p in "$@"; do
+    read -r -a f < "/proc/$p/stat"
+    sum=$((sum + f[13] + f[14]))
+  done
+  echo "$sum"
 }

@@ -26,14 +26,6 @@ AGGREGATE=(--scenario many-queues --queues 3 --consumers 32 --messages "$MESSAGE
 RATE=(--queue fixed --scenario fixed-rate --rate 5000 --size 4096 --producers 4 --consumers 4
       --batch 1 --messages 50000 --duration 10)
 
-cpu_ticks() { # PID... -> user + system ticks of them all
-  local sum=0
-  for p in "$@"; do
-    read -r -a f < "/proc/$p/stat"
-    sum=$((sum + f[13] + f[14]))
-  done
-  echo "$sum"
-}
 
 # One run: LABEL PIDS ADDR ARGS...; the servers' CPU over it, per message.
 run() {

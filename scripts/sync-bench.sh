@@ -70,14 +70,6 @@ cluster() { # BIN LABEL
   kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 
-cpu_ticks() { # PID... -> user + system ticks of them all
-  local sum=0
-  for p in "$@"; do
-    read -r -a f < "/proc/$p/stat"
-    sum=$((sum + f[13] + f[14]))
-  done
-  echo "$sum"
-}
 
 for round in $(seq 1 "$ROUNDS"); do
   echo "round $round"

@@ -29,6 +29,10 @@ struct Dying {
     disk: SimDisk,
     left: Arc<AtomicI64>,
     held: Arc<AtomicBool>,
+    /// Once set, the log's segments take no more writes (the process died
+    /// before its next record reached the log); snapshots and everything
+    /// else go on.
+    segments_dead: Arc<AtomicBool>,
 }
 
 impl Dying {
@@ -47,6 +51,15 @@ impl Dying {
         }
         Ok(())
     }
+
+    /// [`Dying::step`] for a write or sync of `name`.
+    fn write_step(&self, name: &str) -> std::io::Result<()> {
+        self.step()?;
+        if name.starts_with("wal-") && self.segments_dead.load(Ordering::Acquire) {
+            return Err(std::io::Error::other("the process died"));
+        }
+        Ok(())
+    }
 }
 
 impl Storage for Dying {
@@ -61,11 +74,11 @@ impl Storage for Dying {
         self.disk.create(name)
     }
     fn append(&mut self, name: &str, data: &[u8]) -> std::io::Result<()> {
-        self.step()?;
+        self.write_step(name)?;
         self.disk.append(name, data)
     }
     fn write_at(&mut self, name: &str, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        self.step()?;
+        self.write_step(name)?;
         self.disk.write_at(name, offset, data)
     }
     fn zero_fill(&mut self, name: &str, len: u64) -> std::io::Result<Option<fila_wal::Zeroing>> {
@@ -73,7 +86,7 @@ impl Storage for Dying {
         self.disk.zero_fill(name, len)
     }
     fn sync(&mut self, name: &str) -> std::io::Result<()> {
-        self.step()?;
+        self.write_step(name)?;
         self.disk.sync(name)
     }
     fn sync_dir(&mut self) -> std::io::Result<()> {
@@ -185,6 +198,7 @@ fn acknowledged_changes_survive_a_crash_at_any_disk_operation() {
                 disk,
                 left: left.clone(),
                 held: held.clone(),
+                segments_dead: Arc::default(),
             };
             let engine = Arc::new(Engine::new(2, Arc::new(clock.clone())));
             let (store, _) = Store::open(storage, engine.clone(), options, Hooks::default())
@@ -369,6 +383,7 @@ fn moves_across_shards_then_a_torn_tail_then_more_puts_lose_nothing() {
                 disk,
                 left: left.clone(),
                 held: held.clone(),
+                segments_dead: Arc::default(),
             };
             let engine = Arc::new(Engine::new(2, Arc::new(clock.clone())));
             let (store, _) = Store::open(storage, engine.clone(), options, Hooks::default())
@@ -449,6 +464,7 @@ fn write_forwarding_log(sync: SyncMode, rounds: u64) -> (SimDisk, String) {
         disk: SimDisk::new(7),
         left: Arc::new(AtomicI64::new(-1)),
         held: held.clone(),
+        segments_dead: Arc::default(),
     };
     let engine = Arc::new(Engine::new(2, Arc::new(clock.clone())));
     let options = StoreOptions {
@@ -615,63 +631,66 @@ fn every_cut_of_a_log_with_forwards_across_shards_loses_no_acknowledged_put() {
     }
 }
 
-/// A disk whose log segments stop taking writes once `dead` is set (the
-/// process died before its next record reached the log); snapshots and
-/// everything else go on.
-struct LogDies {
-    disk: SimDisk,
-    dead: Arc<AtomicBool>,
+/// Two queue names on a two-shard engine: a target on shard 0 (a
+/// snapshot's pieces are taken shard by shard from 0: the target's first)
+/// and a source on shard 1.
+fn target_and_source() -> (String, String) {
+    let name_on = |prefix: &str, shard: usize| {
+        (0..)
+            .map(|i| format!("{prefix}{i}"))
+            .find(|n| fila_core::shard_of(n, 2) == shard)
+            .expect("a name on that shard")
+    };
+    (name_on("target", 0), name_on("source", 1))
 }
 
-impl LogDies {
-    fn check(&self, name: &str) -> std::io::Result<()> {
-        if name.starts_with("wal-") && self.dead.load(Ordering::Acquire) {
-            return Err(std::io::Error::other("the process died"));
-        }
-        Ok(())
-    }
+/// Makes `target` and `source`, whose dead letters go to `target`, puts
+/// ten messages on `source` and leases them all; once that is durable,
+/// answers their ids and receipts.
+fn ten_leased(
+    engine: &Engine,
+    marks: &Marks,
+    target: &str,
+    source: &str,
+) -> (HashSet<u128>, Vec<Receipt>) {
+    engine
+        .create_queue(target, QueueSettings::default())
+        .unwrap();
+    let settings = QueueSettings {
+        dead_letter_target: Some(target.into()),
+        ..QueueSettings::default()
+    };
+    engine.create_queue(source, settings).unwrap();
+    let batch = (0..10).map(|i| NewMessage::new(format!("m{i}"))).collect();
+    let acked: HashSet<u128> = engine
+        .put(source, batch)
+        .unwrap()
+        .into_iter()
+        .map(|a| a.unwrap().id.0)
+        .collect();
+    let got = engine
+        .receive_now(Address::queue(source), &ReceiveOptions::now(10))
+        .unwrap();
+    assert_eq!(got.len(), 10);
+    let idle = AtomicBool::new(false);
+    assert!(durable(marks, &idle, marks.mark()), "the puts are durable");
+    (acked, got.iter().map(|m| m.receipt.unwrap()).collect())
 }
 
-impl Storage for LogDies {
-    fn list(&self) -> std::io::Result<Vec<String>> {
-        self.disk.list()
-    }
-    fn read(&self, name: &str) -> std::io::Result<Vec<u8>> {
-        self.disk.read(name)
-    }
-    fn create(&mut self, name: &str) -> std::io::Result<()> {
-        self.disk.create(name)
-    }
-    fn append(&mut self, name: &str, data: &[u8]) -> std::io::Result<()> {
-        self.check(name)?;
-        self.disk.append(name, data)
-    }
-    fn write_at(&mut self, name: &str, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        self.check(name)?;
-        self.disk.write_at(name, offset, data)
-    }
-    fn zero_fill(&mut self, name: &str, len: u64) -> std::io::Result<Option<fila_wal::Zeroing>> {
-        self.disk.zero_fill(name, len)
-    }
-    fn sync(&mut self, name: &str) -> std::io::Result<()> {
-        self.check(name)?;
-        self.disk.sync(name)
-    }
-    fn sync_dir(&mut self) -> std::io::Result<()> {
-        self.disk.sync_dir()
-    }
-    fn truncate(&mut self, name: &str, len: u64) -> std::io::Result<()> {
-        self.disk.truncate(name, len)
-    }
-    fn remove(&mut self, name: &str) -> std::io::Result<()> {
-        self.disk.remove(name)
-    }
-    fn rename(&mut self, from: &str, to: &str) -> std::io::Result<()> {
-        self.disk.rename(from, to)
-    }
-    fn describe(&self, name: &str) -> String {
-        self.disk.describe(name)
-    }
+/// Crashes `disk`, recovers it into a new engine and answers how many of
+/// `acked` it lacks.
+fn lost_after_a_crash(mut disk: SimDisk, clock: &ManualClock, acked: &HashSet<u128>) -> usize {
+    disk.crash();
+    let engine = Arc::new(Engine::new(2, Arc::new(clock.clone())));
+    let (_store, _) = Store::open(
+        disk,
+        engine.clone(),
+        StoreOptions::default(),
+        Hooks::default(),
+    )
+    .unwrap();
+    let (ids, _) = contents(&engine);
+    acked.difference(&ids).count()
 }
 
 /// The engine as a snapshot sees it, running `before` once just before
@@ -713,7 +732,7 @@ impl fila_store::Source for Hooked {
 /// What the 30 000-seed run found: a snapshot's pieces are taken while the
 /// engine serves, so a piece can show a change made after the snapshot's
 /// LSN. Here the target's shard is taken first, then, before the source's
-/// shard is, the source's leases end and its messages are dead-lettered
+/// shard is, the consumer dead-letters the source's ten leased messages
 /// to the target: the source's piece no longer has them and their records
 /// (in the target's stream) are not written yet. The process dies before
 /// its next write to the log. Before the fix the snapshot was finished
@@ -722,19 +741,14 @@ impl fila_store::Source for Hooked {
 /// records are durable, so it is not, and the old log brings them back.
 #[test]
 fn a_snapshot_is_finished_only_once_the_moves_its_pieces_show_are_durable() {
-    let name_on = |prefix: &str, shard: usize| {
-        (0..)
-            .map(|i| format!("{prefix}{i}"))
-            .find(|n| fila_core::shard_of(n, 2) == shard)
-            .expect("a name on that shard")
-    };
-    // Pieces are taken shard by shard from 0: the target's first.
-    let (target, source) = (name_on("target", 0), name_on("source", 1));
+    let (target, source) = target_and_source();
     let clock = ManualClock::new(1_700_000_000_000);
     let dead = Arc::new(AtomicBool::new(false));
-    let storage = LogDies {
+    let storage = Dying {
         disk: SimDisk::new(5),
-        dead: dead.clone(),
+        left: Arc::new(AtomicI64::new(-1)),
+        held: Arc::default(),
+        segments_dead: dead.clone(),
     };
     let engine = Arc::new(Engine::new(2, Arc::new(clock.clone())));
     let hooked = Arc::new(Hooked {
@@ -751,34 +765,11 @@ fn a_snapshot_is_finished_only_once_the_moves_its_pieces_show_are_durable() {
     )
     .unwrap();
     let marks = store.marks();
-    let idle = AtomicBool::new(false);
-    engine
-        .create_queue(&target, QueueSettings::default())
-        .unwrap();
-    let settings = QueueSettings {
-        visibility_timeout_ms: 1_000,
-        max_deliveries: 1,
-        dead_letter_target: Some(target.clone()),
-        ..QueueSettings::default()
-    };
-    engine.create_queue(&source, settings).unwrap();
-    let batch = (0..10).map(|i| NewMessage::new(format!("m{i}"))).collect();
-    let acked: HashSet<u128> = engine
-        .put(&source, batch)
-        .unwrap()
-        .into_iter()
-        .map(|a| a.unwrap().id.0)
-        .collect();
-    let got = engine
-        .receive_now(Address::queue(&source), &ReceiveOptions::now(10))
-        .unwrap();
-    assert_eq!(got.len(), 10);
-    assert!(durable(&marks, &idle, marks.mark()), "the puts are durable");
+    let (acked, receipts) = ten_leased(&engine, &marks, &target, &source);
 
     // Just before the source's shard is taken, the consumer dead-letters
     // them (to the target, already taken), and the process dies before
     // the log takes another record.
-    let receipts: Vec<Receipt> = got.iter().map(|m| m.receipt.unwrap()).collect();
     let (e, q, d) = (engine.clone(), source.clone(), dead.clone());
     *hooked.before.lock().unwrap() = Some(Box::new(move || {
         for r in &receipts {
@@ -792,19 +783,8 @@ fn a_snapshot_is_finished_only_once_the_moves_its_pieces_show_are_durable() {
         assert!(Instant::now() < deadline, "the log never failed");
         std::thread::yield_now();
     }
-    let mut disk = store.stop().expect("the writer ran").disk;
-    disk.crash();
-
-    let engine = Arc::new(Engine::new(2, Arc::new(clock.clone())));
-    let (_store, _) = Store::open(
-        disk,
-        engine.clone(),
-        StoreOptions::default(),
-        Hooks::default(),
-    )
-    .unwrap();
-    let (ids, _) = contents(&engine);
-    let lost = acked.difference(&ids).count();
+    let disk = store.stop().expect("the writer ran").disk;
+    let lost = lost_after_a_crash(disk, &clock, &acked);
     assert_eq!(lost, 0, "{lost} of 10 acknowledged puts lost");
 }
 
@@ -864,13 +844,7 @@ impl fila_store::Source for Owners {
 /// lost all ten.
 #[test]
 fn a_snapshot_waits_while_a_dead_letter_is_between_shards() {
-    let name_on = |prefix: &str, shard: usize| {
-        (0..)
-            .map(|i| format!("{prefix}{i}"))
-            .find(|n| fila_core::shard_of(n, 2) == shard)
-            .expect("a name on that shard")
-    };
-    let (target, source) = (name_on("target", 0), name_on("source", 1));
+    let (target, source) = target_and_source();
     let clock = ManualClock::new(1_700_000_000_000);
     let engine = Arc::new(Engine::new(2, Arc::new(clock.clone())));
     let owners = Arc::new(Owners {
@@ -886,27 +860,7 @@ fn a_snapshot_waits_while_a_dead_letter_is_between_shards() {
         Hooks::default(),
     )
     .unwrap();
-    let marks = store.marks();
-    let idle = AtomicBool::new(false);
-    engine
-        .create_queue(&target, QueueSettings::default())
-        .unwrap();
-    let settings = QueueSettings {
-        dead_letter_target: Some(target.clone()),
-        ..QueueSettings::default()
-    };
-    engine.create_queue(&source, settings).unwrap();
-    let batch = (0..10).map(|i| NewMessage::new(format!("m{i}"))).collect();
-    let acked: HashSet<u128> = engine
-        .put(&source, batch)
-        .unwrap()
-        .into_iter()
-        .map(|a| a.unwrap().id.0)
-        .collect();
-    let got = engine
-        .receive_now(Address::queue(&source), &ReceiveOptions::now(10))
-        .unwrap();
-    assert!(durable(&marks, &idle, marks.mark()), "the puts are durable");
+    let (acked, receipts) = ten_leased(&engine, &store.marks(), &target, &source);
 
     // The owners take the shards over; the source's owner dead-letters
     // the ten, and they are held between the two.
@@ -914,10 +868,8 @@ fn a_snapshot_waits_while_a_dead_letter_is_between_shards() {
         panic!("the store keeps a handle on the engine");
     };
     let mut split = engine.into_owners(2, 1_024);
-    for m in &got {
-        split[1]
-            .dead_letter(&source, &m.receipt.unwrap(), "r", "d")
-            .unwrap();
+    for r in &receipts {
+        split[1].dead_letter(&source, r, "r", "d").unwrap();
     }
     let transit = split[1].take_transit();
     assert_eq!(transit.len(), 10);
@@ -934,19 +886,8 @@ fn a_snapshot_waits_while_a_dead_letter_is_between_shards() {
         0,
         "a snapshot finished with ten in transit"
     );
-    let mut disk = store.stop().expect("the writer ran");
+    let disk = store.stop().expect("the writer ran");
     drop(transit);
-    disk.crash();
-
-    let engine = Arc::new(Engine::new(2, Arc::new(clock.clone())));
-    let (_store, _) = Store::open(
-        disk,
-        engine.clone(),
-        StoreOptions::default(),
-        Hooks::default(),
-    )
-    .unwrap();
-    let (ids, _) = contents(&engine);
-    let lost = acked.difference(&ids).count();
+    let lost = lost_after_a_crash(disk, &clock, &acked);
     assert_eq!(lost, 0, "{lost} of 10 acknowledged puts lost");
 }
