@@ -119,7 +119,8 @@ def test_followers_forward_every_call_and_nothing_acknowledged_is_lost(nodes):
         f.change_message_visibility(QueueUrl=url, ReceiptHandle=ms[1]["ReceiptHandle"], VisibilityTimeout=5)
 
     # A long poll on a follower is answered when a message comes through
-    # another node.
+    # another node: the follower forwards it once and the leader holds it
+    # (its /metrics shows it parked there), woken by the send.
     waited = {}
 
     def poll():
@@ -132,7 +133,10 @@ def test_followers_forward_every_call_and_nothing_acknowledged_is_lost(nodes):
     assert later == url + "-later"
     t = threading.Thread(target=poll)
     t.start()
-    time.sleep(0.5)  # lets the poll begin; its answer is asserted below, not timed
+    deadline = time.monotonic() + 10
+    while "fila_receives_parked 1" not in scrape(nodes[leader]):
+        assert time.monotonic() < deadline, "the leader never held the follower's long poll"
+        time.sleep(0.02)
     lead.send_message(QueueUrl=later, MessageBody="late")
     t.join(30)
     assert [m["Body"] for m in waited["messages"]] == ["late"]

@@ -23,9 +23,9 @@
 //! bytes travel opaque and the listener's [`Forward`] handler answers them
 //! (the server's: a request a client could not take elsewhere, such as an
 //! SQS call). A node has at most [`FORWARD_CONNECTIONS`] forwards under
-//! way at once, each on a connection of its own (a follower forwards only
-//! to its leader), so that forwards leave room for Raft's own connections
-//! within the leader's [`CONNECTIONS_MAX`].
+//! way at once, and [`FORWARDS_HELD`] held open (receives waiting on their
+//! leader), each on a connection of its own, so that forwards leave room
+//! for Raft's own connections within the leader's [`CONNECTIONS_MAX`].
 //!
 //! Limits: [`CONNECTIONS_MAX`] connections served at once (more wait to
 //! be accepted), a handshake within [`HANDSHAKE_TIMEOUT`], a connection
@@ -58,8 +58,9 @@ use crate::{Member, NodeId, StateMachine, TypeConfig, Vote};
 
 /// The largest frame: a snapshot travels whole in one.
 pub const FRAME_MAX: usize = 1 << 30;
-/// Connections a node serves at once.
-pub const CONNECTIONS_MAX: usize = 64;
+/// Connections a node serves at once: room for Raft's own beside every
+/// forward four peers may have under way and held (4 × 24).
+pub const CONNECTIONS_MAX: usize = 160;
 /// The handshake's time.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A connection with no request for this long is closed.
@@ -75,6 +76,11 @@ pub const APPEND_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Forwards a node has under way at once, each on a connection of its own.
 pub const FORWARD_CONNECTIONS: usize = 8;
+/// Forwards a node holds open at once beside those, each on a connection
+/// of its own: receives that wait on their leader for messages
+/// ([`Forwarder::forward_held`]). With [`FORWARD_CONNECTIONS`], a peer
+/// holds at most 24 of a node's [`CONNECTIONS_MAX`].
+pub const FORWARDS_HELD: usize = 16;
 
 /// A node's handler of forwarded requests: the request's bytes in, its
 /// answer's bytes out.
@@ -451,16 +457,18 @@ struct Idle {
 pub struct Forwarder {
     net: PeerNetwork,
     slots: tokio::sync::Semaphore,
+    held: tokio::sync::Semaphore,
     idle: Mutex<Vec<Idle>>,
 }
 
 impl Forwarder {
     /// Node `net`'s forwarder: at most [`FORWARD_CONNECTIONS`] forwards
-    /// at once.
+    /// at once, and [`FORWARDS_HELD`] held.
     pub fn new(net: PeerNetwork) -> Forwarder {
         Forwarder {
             net,
             slots: tokio::sync::Semaphore::new(FORWARD_CONNECTIONS),
+            held: tokio::sync::Semaphore::new(FORWARDS_HELD),
             idle: Mutex::new(Vec::new()),
         }
     }
@@ -481,6 +489,33 @@ impl Forwarder {
             .await
             .map_err(|_| late())?
             .map_err(|_| io::Error::other("the forwarder is closed"))?;
+        let left = timeout.saturating_sub(started.elapsed());
+        self.call(target, addr, body, left).await
+    }
+
+    /// [`Forwarder::forward`] of a request the peer may hold until it has
+    /// an answer (a receive that waits there for messages), on one of the
+    /// [`FORWARDS_HELD`] connections kept for those, so that it holds up
+    /// no other forward; `None`, sending nothing, while all are taken.
+    pub async fn forward_held(
+        &self,
+        target: NodeId,
+        addr: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Option<io::Result<Vec<u8>>> {
+        let _slot = self.held.try_acquire().ok()?;
+        Some(self.call(target, addr, body, timeout).await)
+    }
+
+    /// One forward on a kept connection to `target`, or a new one.
+    async fn call(
+        &self,
+        target: NodeId,
+        addr: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> io::Result<Vec<u8>> {
         let kept = {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
             idle.retain(|i| i.since.elapsed() < IDLE_TIMEOUT / 2);
@@ -496,11 +531,10 @@ impl Forwarder {
             stream: None,
             out: Vec::new(),
         });
-        let left = timeout.saturating_sub(started.elapsed());
-        let answer = conn.call(&PeerRequest::Forward(body), left).await?;
+        let answer = conn.call(&PeerRequest::Forward(body), timeout).await?;
         if conn.stream.is_some() {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-            if idle.len() < FORWARD_CONNECTIONS {
+            if idle.len() < FORWARD_CONNECTIONS + FORWARDS_HELD {
                 idle.push(Idle {
                     conn,
                     since: Instant::now(),

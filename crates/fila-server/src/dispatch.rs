@@ -199,6 +199,14 @@ impl Answer {
         matches!(self, Answer::Wire(Response::Error(_)))
     }
 
+    /// An error answer's code.
+    pub(crate) fn code(&self) -> Option<ErrorCode> {
+        match self {
+            Answer::Wire(Response::Error(e)) => Some(e.code),
+            _ => None,
+        }
+    }
+
     /// Appends its whole frame, answering request `request_id` of
     /// `opcode`, to `buf`, in protocol version `version`.
     pub(crate) fn encode(

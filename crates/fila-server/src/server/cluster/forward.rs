@@ -12,11 +12,16 @@
 //! on its replica exactly as its own requests and sends back the answer.
 //! The follower checked the caller's credentials and grants before: the
 //! leader trusts its peers to have done so (every node holds the same
-//! tokens, docs/cluster.md). A receive that waits is forwarded once per
-//! look ([`super::POLL`]): no peer connection is held while it waits.
+//! tokens, docs/cluster.md). A receive that waits is forwarded once and
+//! held by the leader until messages come or its wait ends, on one of the
+//! connections kept for such forwards; while all of those are taken, or
+//! when the leader is of an earlier version (it refuses the kind), it is
+//! forwarded once per look instead ([`super::POLL`]), holding no peer
+//! connection while it waits.
 //!
 //! The bytes: a request is its kind, then a run (the answer's room, the
-//! request's frame), a list (its cursor, limit and the caller's visible
+//! request's frame), a held receive (the answer's room, the milliseconds
+//! already waited, the request's frame), a list (its cursor, limit and the caller's visible
 //! ranges), leases given back (receipts) or a placement (the queue, and
 //! whether to place it, beside which), then the group (`u32`, last); an
 //! answer is the wait a
@@ -53,6 +58,17 @@ pub(super) enum Ask {
         after: String,
         limit: usize,
     },
+    /// A receive that waits for messages, held by the leader until
+    /// messages come or its wait ends (`waited` of it already spent on the
+    /// follower): sent on a connection kept for such forwards
+    /// ([`fila_cluster::peer::Forwarder::forward_held`]). An earlier
+    /// version refuses it as unknown, and the follower then polls.
+    Wait {
+        group: u32,
+        room: usize,
+        waited: std::time::Duration,
+        req: Box<Request>,
+    },
     /// Leases of a partition whose answer nobody took.
     Abandon { group: u32, receipts: Vec<Receipt> },
     /// To the metadata leader: the partition a queue lives in, placing it
@@ -81,6 +97,7 @@ const LIST: u8 = 2;
 const ABANDON: u8 = 3;
 const PLACE: u8 = 4;
 const LEADER: u8 = 5;
+const WAIT: u8 = 6;
 
 const WIRE: u8 = 0;
 const MESSAGES: u8 = 1;
@@ -148,6 +165,7 @@ impl Ask {
     pub(super) fn group(&self) -> u32 {
         match self {
             Ask::Run { group, .. }
+            | Ask::Wait { group, .. }
             | Ask::List { group, .. }
             | Ask::Abandon { group, .. }
             | Ask::Leader { group } => *group,
@@ -161,6 +179,17 @@ impl Ask {
             Ask::Run { room, req, .. } => {
                 out.push(RUN);
                 out.extend_from_slice(&(*room as u64).to_be_bytes());
+                let mut frame = BytesMut::new();
+                req.encode(0, &mut frame);
+                out.extend_from_slice(&frame);
+            }
+            Ask::Wait {
+                room, waited, req, ..
+            } => {
+                out.push(WAIT);
+                out.extend_from_slice(&(*room as u64).to_be_bytes());
+                let waited = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
+                out.extend_from_slice(&waited.to_be_bytes());
                 let mut frame = BytesMut::new();
                 req.encode(0, &mut frame);
                 out.extend_from_slice(&frame);
@@ -225,6 +254,21 @@ impl Ask {
                     req: Box::new(req),
                 });
             }
+            WAIT => {
+                let room = usize::try_from(r.u64()?).map_err(|_| "a room past memory")?;
+                let waited = std::time::Duration::from_millis(r.u64()?);
+                let (header, body) = r.frame()?;
+                let req = Request::decode(&header, body).map_err(|e| e.to_string())?;
+                if !matches!(req, Request::Receive(_)) {
+                    return Err("a held forward that is not a receive".into());
+                }
+                return Ok(Ask::Wait {
+                    group,
+                    room,
+                    waited,
+                    req: Box::new(req),
+                });
+            }
             LIST => {
                 let after = r.str()?;
                 let limit = usize::try_from(r.u64()?).map_err(|_| "a limit past memory")?;
@@ -269,7 +313,7 @@ impl Ask {
                 Ask::Place { queue, placing }
             }
             LEADER => Ask::Leader { group },
-            k => return Err(format!("an unknown forward ({k})")),
+            k => return Err(format!("{UNKNOWN_ASK}{k})")),
         };
         if !r.0.is_empty() {
             return Err("bytes after a forward".into());
@@ -420,6 +464,16 @@ pub(super) fn lost(leader: u64, e: &std::io::Error) -> Answer {
     .into()
 }
 
+/// Whether `answer` is a leader's refusal of an ask of a kind it does not
+/// know (an earlier version's, [`refused`]).
+pub(super) fn unknown_ask(answer: &Answer) -> bool {
+    matches!(answer, Answer::Wire(Response::Error(e))
+        if e.code == ErrorCode::INVALID_ARGUMENT && e.message.contains(UNKNOWN_ASK))
+}
+
+/// What [`Ask::decode`] says of a kind it does not know.
+const UNKNOWN_ASK: &str = "an unknown forward (";
+
 /// The answer to bytes that are no forward.
 pub(super) fn refused(why: &str) -> Vec<u8> {
     let answer: Answer = error(
@@ -473,23 +527,33 @@ mod tests {
         }
     }
 
+    fn receive() -> Box<Request> {
+        Box::new(Request::Receive(proto::Receive {
+            queue: QueueRef {
+                name: "orders".into(),
+                dlq: false,
+            },
+            max_messages: 10,
+            visibility_ms: Some(30_000),
+            wait_ms: Some(20_000),
+            channel: None,
+            fields: proto::Fields::ALL,
+        }))
+    }
+
     #[test]
     fn asks_decode_back() {
         let asks = [
             Ask::Run {
                 group: 3,
                 room: 1 << 20,
-                req: Box::new(Request::Receive(proto::Receive {
-                    queue: QueueRef {
-                        name: "orders".into(),
-                        dlq: false,
-                    },
-                    max_messages: 10,
-                    visibility_ms: Some(30_000),
-                    wait_ms: Some(20_000),
-                    channel: None,
-                    fields: proto::Fields::ALL,
-                })),
+                req: receive(),
+            },
+            Ask::Wait {
+                group: 2,
+                room: 1 << 20,
+                waited: std::time::Duration::from_millis(1_500),
+                req: receive(),
             },
             Ask::List {
                 group: 0,
@@ -541,6 +605,26 @@ mod tests {
             more.extend_from_slice(&bytes[body..]);
             assert!(Ask::decode(&more).is_err());
         }
+        // A held forward is a receive's, nothing else's.
+        let mut bytes = Ask::Wait {
+            group: 2,
+            room: 1,
+            waited: std::time::Duration::ZERO,
+            req: receive(),
+        }
+        .encode();
+        let not_receive = Ask::Run {
+            group: 2,
+            room: 1,
+            req: Box::new(Request::ServerStats),
+        }
+        .encode();
+        bytes.truncate(17);
+        bytes.extend_from_slice(&not_receive[9..]);
+        assert_eq!(
+            Ask::decode(&bytes),
+            Err("a held forward that is not a receive".to_owned())
+        );
     }
 
     #[test]

@@ -68,6 +68,20 @@ pub(super) struct Cluster {
     pub(super) waiters: Vec<super::turns::Waiters>,
 }
 
+/// What became of a held ask ([`Cluster::forward_held_while_leading`]).
+pub(super) enum Held {
+    /// The leader's answer: messages, the end of the wait, a refusal.
+    Done(Answer),
+    /// Not sent (every connection kept for held asks is taken), or the
+    /// leader, of an earlier version, did not know the ask: the receive
+    /// is forwarded once per look instead.
+    Poll,
+    /// The forward failed on its way (`outcome_unknown`).
+    Failed(Answer),
+    /// Another node leads the group now.
+    Moved,
+}
+
 impl Ask {
     /// How long its forward may take.
     fn timeout(&self) -> Duration {
@@ -78,6 +92,10 @@ impl Ask {
             // Asked of each replica in turn: one that does not answer
             // soon is passed over.
             Ask::Leader { .. } => LEADER_ASK_TIMEOUT,
+            // Held until its wait (at most the longest) ends.
+            Ask::Wait { .. } => {
+                FORWARD_TIMEOUT + Duration::from_millis(fila_core::limits::WAIT_MS_MAX)
+            }
             _ => FORWARD_TIMEOUT,
         }
     }
@@ -231,6 +249,38 @@ impl Cluster {
             }
             if self.leader_of(g).is_some_and(|now| now != leader) {
                 return None;
+            }
+        }
+    }
+
+    /// Sends a held ask ([`Ask::Wait`]) to group `g`'s leader `leader` on
+    /// a connection kept for those, and waits for its answer, given up as
+    /// soon as this node sees another node leading `g` (as
+    /// [`Cluster::forward_while_leading`] does).
+    pub(super) async fn forward_held_while_leading(&self, g: u32, leader: u64, ask: &Ask) -> Held {
+        let Some(addr) = self.member_of(leader).map(|m| m.addr) else {
+            return Held::Failed(self.refusal(g, &ReplicaError::NotLeader { leader: None }));
+        };
+        let call = self
+            .fwd
+            .forward_held(leader, &addr, ask.encode(), ask.timeout());
+        let mut call = std::pin::pin!(call);
+        loop {
+            match tokio::time::timeout(super::POLL, &mut call).await {
+                Ok(None) => return Held::Poll,
+                Ok(Some(Ok(bytes))) => {
+                    return match forward::decode_answer(&bytes) {
+                        Ok((answer, _)) if forward::unknown_ask(&answer) => Held::Poll,
+                        Ok((answer, _)) => Held::Done(answer),
+                        Err(why) => {
+                            let e = std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+                            Held::Failed(forward::lost(leader, &e))
+                        }
+                    };
+                }
+                Ok(Some(Err(e))) => return Held::Failed(forward::lost(leader, &e)),
+                Err(_) if self.leader_of(g).is_some_and(|now| now != leader) => return Held::Moved,
+                Err(_) => {}
             }
         }
     }

@@ -26,7 +26,9 @@
 //! on its partition's leader here may have made its queue's messages
 //! visible (`turns::Waiters`) and when the leader's engine has a timer
 //! due, until its wait ends or messages come (a replica parks nothing in
-//! its engine); one forwarded from a follower looks again every [`POLL`]. A read
+//! its engine); one a follower forwards is held by the leader the same way
+//! (`Ask::Wait`), or, while the follower's connections for those are all
+//! taken, forwarded again every [`POLL`]. A read
 //! (peek, stats, settings, channels, move tasks, a list) first confirms
 //! the leadership with a quorum. The single node's own engine and log are
 //! not used.

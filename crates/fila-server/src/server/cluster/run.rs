@@ -11,7 +11,7 @@ use fila_core::Owner;
 use fila_proto::{ErrorCode, Opcode, Request, Response};
 
 use super::forward::{self, Ask, Placing};
-use super::groups::{Cluster, Part, LEADER_WAIT, MAP, META};
+use super::groups::{Cluster, Held, Part, LEADER_WAIT, MAP, META};
 use super::turns::{Turn, Waiting};
 use super::{change, POLL};
 use crate::dispatch::{self, error, Answer, Outcome};
@@ -75,6 +75,18 @@ pub(super) async fn run_job(
     turn: &mut Turn,
     route: &mut Route,
 ) -> Answer {
+    run_since(c, job, turn, route, Instant::now()).await
+}
+
+/// [`run_job`] for a request that began at `started` (a receive another
+/// node held part of its wait).
+async fn run_since(
+    c: &Cluster,
+    job: RunJob,
+    turn: &mut Turn,
+    route: &mut Route,
+    started: Instant,
+) -> Answer {
     match job.req {
         Request::ChangeCluster(change) => return change::change_everywhere(c, change).await,
         Request::ServerStats => return stats_all(c).await,
@@ -87,8 +99,9 @@ pub(super) async fn run_job(
     let part = &c.parts[g as usize];
     let mut room = job.route.room;
     let forwards = forwards(&job.route);
-    let started = Instant::now();
     let mut wait: Option<Duration> = None;
+    // A receive that waits is held by the leader while it can be.
+    let mut hold = matches!(&job.req, Request::Receive(r) if r.wait_ms != Some(0));
     let mut waiting: Option<Waiting<'_>> = None;
     // A receive that may wait listens for its queue's messages from
     // before its first look.
@@ -125,6 +138,42 @@ pub(super) async fn run_job(
         };
         let ran = match tried {
             Ok(done) => Ok(done),
+            Err(ReplicaError::NotLeader { leader: Some(id) }) if forwards && id != c.id && hold => {
+                let ask = Ask::Wait {
+                    group: g,
+                    room,
+                    waited: started.elapsed(),
+                    req: Box::new(job.req.clone()),
+                };
+                if waiting.is_none() {
+                    match Waiting::start(&c.shared, job.may_park) {
+                        Ok(w) => waiting = Some(w),
+                        Err(refused) => return refused,
+                    }
+                }
+                match c.forward_held_while_leading(g, id, &ask).await {
+                    // That node no longer leads (it lost the leadership
+                    // while it held the receive): the rest of the wait on
+                    // the one that does, once this node knows it.
+                    Held::Done(answer)
+                        if answer.code() == Some(ErrorCode::NOT_LEADER)
+                            && started.elapsed() < FORWARD_RETRY_WITHIN
+                            && !c.stopping() =>
+                    {
+                        turn.sleep(POLL).await;
+                        continue;
+                    }
+                    Held::Done(answer) => return answer,
+                    Held::Poll => {
+                        hold = false;
+                        continue;
+                    }
+                    Held::Failed(answer) => Err(answer),
+                    // Another node leads now: the rest of its wait there.
+                    Held::Moved if started.elapsed() < FORWARD_RETRY_WITHIN => continue,
+                    Held::Moved => Err(c.refusal(g, &ReplicaError::Unknown { leader: None })),
+                }
+            }
             Err(ReplicaError::NotLeader { leader: Some(id) }) if forwards && id != c.id => {
                 let ask = Ask::Run {
                     group: g,
@@ -528,6 +577,36 @@ pub(super) async fn answer_forward(c: &Cluster, body: Vec<u8>) -> Vec<u8> {
                 _ => 0,
             };
             forward::encode_answer(&Response::Ok.into(), Opcode::Auth as u8, leader)
+        }
+        (
+            Ask::Wait {
+                room, waited, req, ..
+            },
+            Some(_),
+        ) => {
+            // Waits here as a receive of this node's own would, then
+            // answers: a forward is not forwarded again (`not_leader`).
+            let opcode = req.opcode() as u8;
+            let mut route = nowhere();
+            route.forward = false;
+            route.room = room;
+            let job = RunJob {
+                route,
+                req: *req,
+                may_park: true,
+                checked: true,
+            };
+            // Its own turn: held forwards are bounded by the peers'
+            // `FORWARDS_HELD`, not by the node's running requests.
+            let mut turn = Turn {
+                permit: None,
+                turns: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),
+            };
+            let began = Instant::now()
+                .checked_sub(waited)
+                .unwrap_or_else(Instant::now);
+            let answer = run_since(c, job, &mut turn, &mut route, began).await;
+            forward::encode_answer(&answer, opcode, 0)
         }
         (Ask::Run { room, req, .. }, Some(part)) => {
             let opcode = req.opcode() as u8;
