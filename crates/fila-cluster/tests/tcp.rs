@@ -571,3 +571,80 @@ async fn forwarded_requests_reach_the_handler_with_the_secret_only() {
     bare.server.abort();
     bare.replica.shutdown().await.unwrap();
 }
+
+/// Forwards held open (a receive waiting on its leader) take connections
+/// of their own: while `FORWARDS_HELD` are held, one more is not sent
+/// (`None`: its caller polls instead) and other forwards are answered;
+/// once they are answered, held forwards are sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_forwards_have_connections_of_their_own_and_a_limit() {
+    use fila_cluster::peer::FORWARDS_HELD;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let secret: Arc<[u8]> = Arc::from(&b"right"[..]);
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let release = Arc::new(tokio::sync::Notify::new());
+    // Node 5 answers "hold" once released, anything else at once.
+    let handler: Forward = {
+        let (arrived, release) = (arrived.clone(), release.clone());
+        Arc::new(move |body: Vec<u8>| {
+            let (arrived, release) = (arrived.clone(), release.clone());
+            Box::pin(async move {
+                if body == b"hold" {
+                    let released = release.notified();
+                    arrived.fetch_add(1, Ordering::AcqRel);
+                    released.await;
+                }
+                body
+            })
+        })
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let server = tokio::spawn(serve::<FsStorage, _>(
+        listener,
+        5,
+        secret.clone(),
+        None,
+        |_| None,
+        Some(handler),
+    ));
+    let forwarder = Arc::new(Forwarder::new(PeerNetwork::new(2, 0, secret, None)));
+    let held: Vec<_> = (0..FORWARDS_HELD)
+        .map(|_| {
+            let (forwarder, addr) = (forwarder.clone(), addr.clone());
+            tokio::spawn(async move {
+                forwarder
+                    .forward_held(5, &addr, b"hold".to_vec(), Duration::from_secs(20))
+                    .await
+            })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while arrived.load(Ordering::Acquire) < FORWARDS_HELD {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the held forwards never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // All taken: one more is not sent; a plain forward goes on.
+    let more = forwarder
+        .forward_held(5, &addr, b"more".to_vec(), Duration::from_secs(5))
+        .await;
+    assert!(more.is_none(), "a held forward past the limit was sent");
+    let plain = forwarder
+        .forward(5, &addr, b"plain".to_vec(), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(plain, b"plain");
+    // Answered: their connections are free again.
+    release.notify_waiters();
+    for h in held {
+        assert_eq!(h.await.unwrap().unwrap().unwrap(), b"hold");
+    }
+    let again = forwarder
+        .forward_held(5, &addr, b"again".to_vec(), Duration::from_secs(5))
+        .await;
+    assert_eq!(again.unwrap().unwrap(), b"again");
+    server.abort();
+}
