@@ -458,13 +458,13 @@ fn the_systemd_unit_verifies_and_is_hardened() {
 fn a_taken_address_is_named_in_one_line() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    for (flag, says) in [
-        ("--listen", format!("cannot listen on {addr}: ")),
-        (
-            "--metrics-listen",
-            format!("cannot listen on {addr} (metrics_listen): "),
-        ),
+    for (flag, setting) in [
+        ("--listen", "listen"),
+        ("--sqs-listen", "sqs_listen"),
+        ("--console-listen", "console_listen"),
+        ("--metrics-listen", "metrics_listen"),
     ] {
+        let says = format!("cannot listen on {addr} ({setting}): ");
         let mut args = vec![
             "--sync",
             "none",

@@ -20,11 +20,13 @@ use crate::config::{Config, Sync};
 /// Why the server did not start, in one line.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// The protocol's address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    /// A listener's address could not be bound.
+    #[error("cannot listen on {addr} ({setting}): {source}")]
     Listen {
         /// The address.
         addr: SocketAddr,
+        /// The setting that named it (`listen`, `sqs_listen`, ...).
+        setting: &'static str,
         /// Why.
         source: io::Error,
     },

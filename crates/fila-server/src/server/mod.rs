@@ -289,16 +289,22 @@ impl Server {
         let metrics = Arc::new(Metrics::default());
         let listener = TcpListener::bind(config.listen).map_err(|source| StartError::Listen {
             addr: config.listen,
+            setting: "listen",
             source,
         })?;
         let local_addr = listener.local_addr().map_err(|source| StartError::Listen {
             addr: config.listen,
+            setting: "listen",
             source,
         })?;
         // The loops' wakers exist before the log, whose writer wakes them.
         let sqs_listener = match config.sqs_listen {
             Some(addr) => Some(
-                TcpListener::bind(addr).map_err(|source| StartError::Listen { addr, source })?,
+                TcpListener::bind(addr).map_err(|source| StartError::Listen {
+                    addr,
+                    setting: "sqs_listen",
+                    source,
+                })?,
             ),
             None => None,
         };
@@ -307,9 +313,11 @@ impl Server {
             None => None,
         };
         let console_listener = match config.console_listen {
-            Some(addr) => {
-                Some(bind_nonblocking(addr).map_err(|source| StartError::Listen { addr, source })?)
-            }
+            Some(addr) => Some(bind_nonblocking(addr).map_err(|source| StartError::Listen {
+                addr,
+                setting: "console_listen",
+                source,
+            })?),
             None => None,
         };
         let mut polls = Vec::new();

@@ -627,6 +627,23 @@ mod tests {
         );
     }
 
+    /// A leader that does not know an ask's kind (an earlier version's,
+    /// meeting `Ask::Wait`) answers so, and the follower tells that answer
+    /// from any other refusal: it then polls instead of holding.
+    #[test]
+    fn an_ask_of_an_unknown_kind_is_told_apart() {
+        let mut bytes = vec![99];
+        bytes.extend_from_slice(&0u32.to_be_bytes());
+        let why = Ask::decode(&bytes).unwrap_err();
+        let (answer, _) = decode_answer(&refused(&why)).unwrap();
+        assert!(unknown_ask(&answer), "{why}");
+        let cut = refused("a forward cut short");
+        assert!(!unknown_ask(&decode_answer(&cut).unwrap().0));
+        let not_leader: Answer = error(ErrorCode::NOT_LEADER, "not_leader: node 2").into();
+        let bytes = encode_answer(&not_leader, Opcode::Receive as u8, 0);
+        assert!(!unknown_ask(&decode_answer(&bytes).unwrap().0));
+    }
+
     #[test]
     fn messages_come_back_whole_with_their_first_delivery() {
         let ms = vec![message(Some(2_000), false), message(None, true)];
