@@ -505,6 +505,26 @@ async fn a_tls_listener_refuses_callers_that_do_not_trust_it_or_speak_no_tls() {
     node.replica.shutdown().await.unwrap();
 }
 
+/// A peer listener of node `id` on a loopback port that only answers
+/// forwards, with `handler`: its address and its task.
+async fn forward_handler(
+    id: u64,
+    secret: &Arc<[u8]>,
+    handler: Forward,
+) -> (String, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let server = tokio::spawn(serve::<FsStorage, _>(
+        listener,
+        id,
+        secret.clone(),
+        None,
+        |_| None,
+        Some(handler),
+    ));
+    (addr, server)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forwarded_requests_reach_the_handler_with_the_secret_only() {
     let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-fwd-{}", std::process::id())));
@@ -517,16 +537,7 @@ async fn forwarded_requests_reach_the_handler_with_the_secret_only() {
             body
         })
     });
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let server = tokio::spawn(serve::<FsStorage, _>(
-        listener,
-        5,
-        secret.clone(),
-        None,
-        |_| None,
-        Some(reverse),
-    ));
+    let (addr, server) = forward_handler(5, &secret, reverse).await;
     let forwarder = Arc::new(Forwarder::new(PeerNetwork::new(2, 0, secret.clone(), None)));
     // More at once than the forwarder keeps connections: each is answered.
     let mut calls = Vec::new();
@@ -598,16 +609,7 @@ async fn held_forwards_have_connections_of_their_own_and_a_limit() {
             })
         })
     };
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let server = tokio::spawn(serve::<FsStorage, _>(
-        listener,
-        5,
-        secret.clone(),
-        None,
-        |_| None,
-        Some(handler),
-    ));
+    let (addr, server) = forward_handler(5, &secret, handler).await;
     let forwarder = Arc::new(Forwarder::new(PeerNetwork::new(2, 0, secret, None)));
     let held: Vec<_> = (0..FORWARDS_HELD)
         .map(|_| {

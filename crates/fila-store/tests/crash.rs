@@ -796,8 +796,8 @@ fn a_snapshot_is_finished_only_once_the_moves_its_pieces_show_are_durable() {
 }
 
 /// The engine split into owners, one a shard, as a server's loops hold
-/// it: a dead letter forwarded across shards is handed between them by
-/// the test (`Owner::take_transit`, `Owner::accept`), so it can be held
+/// it: a dead letter forwarded across shards leaves its owner only when
+/// the test takes it (`Owner::take_transit`), so the test can hold it
 /// between the two while a snapshot is taken. Counts the writer's looks
 /// at what is in transit.
 struct Owners {

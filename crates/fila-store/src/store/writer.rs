@@ -68,6 +68,9 @@ const SNAPSHOT_TURN: Duration = Duration::from_millis(20);
 const SNAPSHOT_RETRY: Duration = Duration::from_secs(1);
 /// After a commit failed for want of room, how long before the next try.
 const COMMIT_RETRY: Duration = Duration::from_millis(100);
+/// How long a written snapshot waits before it looks again whether a
+/// dead letter is still between shards.
+const TRANSIT_LOOK: Duration = Duration::from_millis(1);
 /// How often the disk's free space is looked at.
 const DISK_LOOK: Duration = Duration::from_millis(250);
 
@@ -437,6 +440,9 @@ impl<S: Storage> Writer<S> {
     /// delivered), so the commit takes its record.
     fn settle_snapshot(&mut self) -> Result<(), Error> {
         if self.shared.source().in_transit() != 0 {
+            // Not a spin while it travels (a loop takes it at its next
+            // turn): records published meanwhile wake the writer sooner.
+            std::thread::park_timeout(TRANSIT_LOOK);
             return Ok(());
         }
         self.commit_batch(false)?;

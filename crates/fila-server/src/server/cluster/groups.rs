@@ -68,6 +68,16 @@ pub(super) struct Cluster {
     pub(super) waiters: Vec<super::turns::Waiters>,
 }
 
+/// The answer (and wait) a forward to `leader` brought back, or
+/// `outcome_unknown` when it failed on its way or its bytes do not read.
+fn answered(leader: u64, sent: std::io::Result<Vec<u8>>) -> Result<(Answer, u64), Answer> {
+    let bytes = sent.map_err(|e| forward::lost(leader, &e))?;
+    forward::decode_answer(&bytes).map_err(|why| {
+        let e = std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+        forward::lost(leader, &e)
+    })
+}
+
 /// What became of a held ask ([`Cluster::forward_held_while_leading`]).
 pub(super) enum Held {
     /// The leader's answer: messages, the end of the wait, a refusal.
@@ -212,17 +222,11 @@ impl Cluster {
             let lost = ReplicaError::NotLeader { leader: None };
             return Err(self.refusal(ask.group(), &lost));
         };
-        match self
+        let sent = self
             .fwd
             .forward(leader, &addr, ask.encode(), ask.timeout())
-            .await
-        {
-            Ok(bytes) => forward::decode_answer(&bytes).map_err(|why| {
-                let e = std::io::Error::new(std::io::ErrorKind::InvalidData, why);
-                forward::lost(leader, &e)
-            }),
-            Err(e) => Err(forward::lost(leader, &e)),
-        }
+            .await;
+        answered(leader, sent)
     }
 
     /// [`Cluster::forward_to`], given up (`None`) as soon as this node
@@ -268,17 +272,13 @@ impl Cluster {
         loop {
             match tokio::time::timeout(super::POLL, &mut call).await {
                 Ok(None) => return Held::Poll,
-                Ok(Some(Ok(bytes))) => {
-                    return match forward::decode_answer(&bytes) {
+                Ok(Some(sent)) => {
+                    return match answered(leader, sent) {
                         Ok((answer, _)) if forward::unknown_ask(&answer) => Held::Poll,
                         Ok((answer, _)) => Held::Done(answer),
-                        Err(why) => {
-                            let e = std::io::Error::new(std::io::ErrorKind::InvalidData, why);
-                            Held::Failed(forward::lost(leader, &e))
-                        }
+                        Err(lost) => Held::Failed(lost),
                     };
                 }
-                Ok(Some(Err(e))) => return Held::Failed(forward::lost(leader, &e)),
                 Err(_) if self.leader_of(g).is_some_and(|now| now != leader) => return Held::Moved,
                 Err(_) => {}
             }
