@@ -47,6 +47,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use fila_core::commits::Ticket;
 use fila_core::event::EngineImage;
 use fila_core::{Clock, Engine, EngineLimits, Owner, ReceiptKey};
 use fila_wal::Storage;
@@ -54,7 +55,7 @@ use openraft::async_runtime::watch::WatchReceiver;
 use openraft::{Config, Raft, RaftNetworkFactory};
 
 use crate::serving::{
-    refused_write, Capture, OnCommit, Serving, Ticket, ENTRIES_IN_FLIGHT, ENTRY_BYTES,
+    refused_write, Capture, OnCommit, Serving, Settle, ENTRIES_IN_FLIGHT, ENTRY_BYTES,
 };
 use crate::{LogStore, NodeId, StateMachine, TypeConfig};
 
@@ -118,7 +119,7 @@ enum Wait {
     /// The entry its records are in — or, when it made none, the last
     /// entry its engine had records for when it ran (what it saw includes
     /// them): its commit.
-    Entry(Ticket),
+    Entry(Settle),
     /// It made no records and none are in flight: a quorum confirms the
     /// leadership (openraft's read index).
     Confirm,
@@ -350,7 +351,7 @@ impl<S: Storage + 'static> Replica<S> {
                 if s.in_flight() == 0 {
                     (result, leader_id, Wait::Confirm)
                 } else {
-                    (result, leader_id, Wait::Entry(s.ticket(k)))
+                    (result, leader_id, Wait::Entry(s.settle(k)))
                 }
             } else {
                 // Its records (or what it saw, when it made none) are in
@@ -366,14 +367,14 @@ impl<S: Storage + 'static> Replica<S> {
                         return Err(e);
                     }
                 }
-                (result, leader_id, Wait::Entry(s.ticket(k)))
+                (result, leader_id, Wait::Entry(s.settle(k)))
             }
         };
         let outcome = match wait {
             Wait::Confirm => confirm(&self.raft).await,
             // At most a commit's wait for the entries in flight before
             // it, and its own.
-            Wait::Entry(ticket) => ticket.settled(COMMIT_TIMEOUT * 2).await,
+            Wait::Entry(settle) => settle.settled(COMMIT_TIMEOUT * 2).await,
         };
         match outcome {
             Ok(()) => Ok(Some(result)),

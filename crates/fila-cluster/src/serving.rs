@@ -2,13 +2,15 @@
 //! ([`Serving`]), and its entries: the records its operations make,
 //! gathered into the next Raft entry; at most [`ENTRIES_IN_FLIGHT`] entries
 //! waiting for their commit; a committer task noting each entry's outcome
-//! in order ([`Done`]) and submitting what gathered meanwhile; a submitter
-//! task woken by operations run outside any task; a [`Ticket`] for such
-//! an operation's answer.
+//! in order (on a [`Board`], fila-core's, which the loops holding answers
+//! read) and submitting what gathered meanwhile; a submitter task woken by
+//! operations run outside any task; a [`Ticket`] for such an operation's
+//! answer.
 
 use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
+use fila_core::commits::{Board, Failure, Ticket};
 use fila_core::event::{Event, EventSink};
 use fila_core::Owner;
 use fila_store::codec::batch_push;
@@ -17,7 +19,7 @@ use openraft::impls::ProgressResponder;
 use openraft::Raft;
 
 use crate::replica::{poisoned, LeaderId, ReplicaError, COMMIT_TIMEOUT};
-use crate::{Batch, NodeId, StateMachine, TypeConfig};
+use crate::{Batch, StateMachine, TypeConfig};
 
 /// The records the leader's engine makes, captured per operation.
 pub(crate) struct Capture(pub(crate) Arc<Mutex<Vec<u8>>>);
@@ -41,7 +43,9 @@ pub(crate) struct Serving {
     /// Entries submitted from this engine so far.
     pub(crate) submitted: u64,
     /// How far they committed, or that one failed.
-    done: Arc<tokio::sync::watch::Sender<Done>>,
+    board: Arc<Board>,
+    /// Sent after each outcome noted on `board` (for tasks waiting on it).
+    noted: Arc<tokio::sync::watch::Sender<()>>,
     /// Each submitted entry's commit, to the leadership's committer.
     commits: tokio::sync::mpsc::UnboundedSender<Commit>,
     /// Tells the leadership's submitter that records gathered outside a
@@ -67,26 +71,24 @@ impl Drop for Serving {
     }
 }
 
-/// Where an operation run by [`crate::Replica::try_execute`] stands: its entry,
-/// whose outcome is read with [`Ticket::outcome`].
-pub struct Ticket {
-    done: tokio::sync::watch::Receiver<Done>,
-    k: u64,
+/// An entry's outcome waited for in a task ([`crate::Replica::execute`]).
+pub(crate) struct Settle {
+    ticket: Ticket,
+    noted: tokio::sync::watch::Receiver<()>,
 }
 
-impl Ticket {
-    /// The entry's outcome, once known.
-    pub fn outcome(&self) -> Option<Result<(), ReplicaError>> {
-        self.done.borrow().outcome(self.k)
-    }
-
+impl Settle {
     /// The entry's outcome, waited for at most `within` (then unknown).
     pub(crate) async fn settled(mut self, within: std::time::Duration) -> Result<(), ReplicaError> {
-        let k = self.k;
-        match tokio::time::timeout(within, self.done.wait_for(|d| d.outcome(k).is_some())).await {
-            Ok(Ok(d)) => d
-                .outcome(k)
-                .unwrap_or(Err(ReplicaError::Unknown { leader: None })),
+        let ticket = &self.ticket;
+        // Each note is sent after it is on the board: a look that misses
+        // it is followed by the send.
+        let known = self.noted.wait_for(|_| ticket.outcome().is_some());
+        match tokio::time::timeout(within, known).await {
+            Ok(Ok(_)) => match ticket.outcome() {
+                Some(outcome) => outcome.map_err(failed),
+                None => Err(ReplicaError::Unknown { leader: None }),
+            },
             _ => Err(ReplicaError::Unknown { leader: None }),
         }
     }
@@ -101,46 +103,11 @@ type Commit = (
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ReplicaError>> + Send>>,
 );
 
-/// The entries of one engine that committed: every one up to `through`
-/// (the first is 1), unless one failed — it did not commit in time or
-/// was refused, and the engine is not served from again.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Done {
-    through: u64,
-    /// The first entry that failed, and how.
-    failed: Option<(u64, Failure)>,
-}
-
-/// How an entry failed.
-#[derive(Clone, Copy, Debug)]
-enum Failure {
-    /// Refused before it was appended (another leadership): nothing of it,
-    /// nor of any entry after it, was made.
-    Refused(Option<NodeId>),
-    /// It may or may not commit.
-    Unknown(Option<NodeId>),
-}
-
-impl Done {
-    /// Entry `k`'s outcome, once known: committed, or failed (at or
-    /// before it).
-    pub(crate) fn outcome(&self, k: u64) -> Option<Result<(), ReplicaError>> {
-        if self.through >= k {
-            return Some(Ok(()));
-        }
-        match self.failed {
-            Some((f, Failure::Refused(leader))) if f <= k => {
-                Some(Err(ReplicaError::NotLeader { leader }))
-            }
-            Some((f, Failure::Unknown(leader))) if f <= k => {
-                Some(Err(ReplicaError::Unknown { leader }))
-            }
-            _ => None,
-        }
-    }
-
-    pub(crate) fn failed(&self) -> bool {
-        self.failed.is_some()
+/// What an entry's failure answers.
+fn failed(how: Failure) -> ReplicaError {
+    match how {
+        Failure::Refused { leader } => ReplicaError::NotLeader { leader },
+        Failure::Unknown { leader } => ReplicaError::Unknown { leader },
     }
 }
 
@@ -157,11 +124,12 @@ impl Serving {
         serving: Weak<tokio::sync::Mutex<Option<Serving>>>,
         on_commit: Option<OnCommit>,
     ) -> Serving {
-        let done = Arc::new(tokio::sync::watch::channel(Done::default()).0);
+        let board = Arc::new(Board::new());
+        let noted = Arc::new(tokio::sync::watch::channel(()).0);
         let (commits, to_commit) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(commit_entries(
             to_commit,
-            done.clone(),
+            (board.clone(), noted.clone()),
             records.clone(),
             serving.clone(),
             raft.clone(),
@@ -179,7 +147,8 @@ impl Serving {
             records,
             leader,
             submitted: 0,
-            done,
+            board,
+            noted,
             commits,
             kick,
         }
@@ -201,15 +170,20 @@ impl Serving {
 
     /// The ticket of entry `k` of this engine.
     pub(crate) fn ticket(&self, k: u64) -> Ticket {
-        Ticket {
-            done: self.done.subscribe(),
-            k,
+        Ticket::new(self.board.clone(), k)
+    }
+
+    /// Entry `k`'s outcome, to be waited for in a task.
+    pub(crate) fn settle(&self, k: u64) -> Settle {
+        Settle {
+            ticket: self.ticket(k),
+            noted: self.noted.subscribe(),
         }
     }
 
     /// Whether one of its entries failed (it is not served from again).
     pub(crate) fn failed(&self) -> bool {
-        self.done.borrow().failed()
+        self.board.failed()
     }
 
     /// Wakes its submitter: records gathered outside any task wait.
@@ -224,7 +198,7 @@ impl Serving {
 
     /// Entries submitted and not yet committed.
     pub(crate) fn in_flight(&self) -> u64 {
-        self.submitted.saturating_sub(self.done.borrow().through)
+        self.submitted.saturating_sub(self.board.through())
     }
 
     /// Submits the records gathered so far as the next entry, on the
@@ -268,7 +242,7 @@ pub(crate) const ENTRIES_IN_FLIGHT: u64 = 4;
 /// the engine it serves is dropped.
 async fn commit_entries<S: Storage + 'static>(
     mut commits: tokio::sync::mpsc::UnboundedReceiver<Commit>,
-    done: Arc<tokio::sync::watch::Sender<Done>>,
+    (board, noted): (Arc<Board>, Arc<tokio::sync::watch::Sender<()>>),
     records: Arc<Mutex<Vec<u8>>>,
     serving: Weak<tokio::sync::Mutex<Option<Serving>>>,
     raft: Raft<TypeConfig, StateMachine<S>>,
@@ -276,11 +250,12 @@ async fn commit_entries<S: Storage + 'static>(
 ) {
     while let Some((k, commit)) = commits.recv().await {
         let outcome = commit.await;
-        note(&done, k, outcome);
+        board.note(k, outcome.map_err(failure));
+        noted.send_replace(());
         if let Some(f) = &on_commit {
             f();
         }
-        if done.borrow().failed() {
+        if board.failed() {
             continue;
         }
         submit_gathered(&records, &serving, &raft).await;
@@ -305,7 +280,7 @@ async fn submit_gathered<S: Storage + 'static>(
     else {
         return false;
     };
-    if s.in_flight() < ENTRIES_IN_FLIGHT && !s.done.borrow().failed() {
+    if s.in_flight() < ENTRIES_IN_FLIGHT && !s.failed() {
         if let Err(e) = s.submit(raft).await {
             tracing::warn!(error = %e, "an entry could not be submitted");
             *serving = None;
@@ -333,19 +308,15 @@ async fn submit_kicked<S: Storage + 'static>(
     }
 }
 
-/// Notes entry `k`'s outcome (the first failure is kept).
-fn note(done: &tokio::sync::watch::Sender<Done>, k: u64, outcome: Result<(), ReplicaError>) {
-    done.send_modify(|d| match outcome {
-        Ok(()) => d.through = d.through.max(k),
-        Err(e) => {
-            let how = match e {
-                ReplicaError::NotLeader { leader } => Failure::Refused(leader),
-                ReplicaError::Unknown { leader } => Failure::Unknown(leader),
-                _ => Failure::Unknown(None),
-            };
-            d.failed.get_or_insert((k, how));
-        }
-    });
+/// How an entry failed, on the board: refused before it was appended
+/// (another leadership: nothing of it, nor of any entry after it, was
+/// made), or it may or may not commit.
+fn failure(e: ReplicaError) -> Failure {
+    match e {
+        ReplicaError::NotLeader { leader } => Failure::Refused { leader },
+        ReplicaError::Unknown { leader } => Failure::Unknown { leader },
+        _ => Failure::Unknown { leader: None },
+    }
 }
 
 /// What a write the leader refused or dropped says.

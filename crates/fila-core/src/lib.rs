@@ -31,6 +31,10 @@
 //!   by (loom-checked). [`sync`] is the one switch between `std` and `loom`
 //!   for what other crates share between threads too (the store's journal,
 //!   the server's mailboxes).
+//! * [`commits`] holds a cluster node's answers until their Raft entries
+//!   commit: the board a leadership's committer notes outcomes on, and the
+//!   flags that tell the loops holding answers (loom-checked through the
+//!   server's loops).
 //! * One [`wheel::TimingWheel`] per shard holds lease ends, delays and
 //!   schedules, expiries, move-task ticks (redrives and moves out of a
 //!   dead-letter target, [`MoveTask`]) and long-poll deadlines.
@@ -59,6 +63,7 @@
 
 mod budget;
 mod clock;
+pub mod commits;
 pub mod doorbell;
 mod engine;
 mod error;

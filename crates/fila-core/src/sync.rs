@@ -1,8 +1,8 @@
-//! One switch between `std` and `loom` for what is shared between threads
-//! without a lock.
+//! One switch between `std` and `loom` for what is shared between threads.
 //!
-//! What in the engine, the store's journal and the server's mailboxes is
-//! shared between threads takes its atomics and queues from here, so that
+//! What in the engine, the store's journal, the server's mailboxes and a
+//! cluster node's commit board ([`crate::commits`]) is shared between
+//! threads takes its atomics, queues and its one mutex from here, so that
 //! `RUSTFLAGS="--cfg loom"` puts that code itself under the loom model
 //! checker (`scripts/loom.sh`) without touching it. crossbeam's lock-free
 //! queues are not built for loom (crossbeam checks them with its own
@@ -12,9 +12,13 @@
 #[cfg(loom)]
 pub use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 #[cfg(loom)]
+pub use loom::sync::Mutex;
+#[cfg(loom)]
 pub use loom::thread::Thread;
 #[cfg(not(loom))]
 pub use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(loom))]
+pub use std::sync::Mutex;
 #[cfg(not(loom))]
 pub use std::thread::Thread;
 

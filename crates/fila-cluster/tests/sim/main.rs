@@ -358,7 +358,7 @@ impl Cluster {
                             return Outcome::Done(r);
                         }
                         // Refused before it was appended: nothing made.
-                        Some(Err(ReplicaError::NotLeader { .. })) => continue,
+                        Some(Err(fila_core::commits::Failure::Refused { .. })) => continue,
                         _ => return Outcome::Unknown,
                     }
                 }

@@ -234,8 +234,7 @@ pub(in crate::server) struct ShardHost {
     local: VecDeque<(Route, Done)>,
     /// (A cluster node.) Answers run here on a partition's leader, held
     /// until their entries commit.
-    #[cfg(not(loom))]
-    held: super::cluster::fast::HeldAnswers,
+    held: super::held::HeldAnswers,
 }
 
 impl ShardHost {
@@ -246,7 +245,6 @@ impl ShardHost {
             owner,
             parked: HashMap::new(),
             local: VecDeque::new(),
-            #[cfg(not(loom))]
             held: Default::default(),
         }
     }
@@ -255,6 +253,12 @@ impl ShardHost {
     #[cfg(all(test, loom))]
     pub(in crate::server) fn owner_for_model(&mut self) -> &mut Owner {
         &mut self.owner
+    }
+
+    /// The answers held for commits, for the loom model.
+    #[cfg(all(test, loom))]
+    pub(in crate::server) fn held_for_model(&mut self) -> &mut super::held::HeldAnswers {
+        &mut self.held
     }
 
     /// The next answer for one of this loop's connections.
@@ -416,30 +420,24 @@ impl ShardHost {
     /// (A cluster node.) Lets out the held answers whose entries' outcome
     /// is known (a request whose entry was refused runs again at the
     /// cluster node's endpoint).
-    #[cfg(not(loom))]
     pub(in crate::server) fn committed(&mut self, post: &mut Post) {
         let Some(cluster) = self.shared.cluster else {
             return;
         };
-        use super::cluster::fast::Outcome as Held;
+        use super::held::Released;
         let mut done = std::mem::take(&mut self.held.done);
-        if let Some(f) = self.shared.fast.get() {
-            f.take_done(self.index, &mut self.held, &mut done);
-        }
-        for outcome in done.drain(..) {
-            match outcome {
-                Held::Answer(route, answer) => {
+        self.held
+            .take_done(self.index, &self.shared.told, &mut done);
+        for released in done.drain(..) {
+            match released {
+                Released::Answer(route, answer) => {
                     self.deliver(route, Done::Answer(answer, false), post)
                 }
-                Held::Again(job) => post.send(cluster, Msg::Run(*job)),
+                Released::Again(job) => post.send(cluster, Msg::Run(*job)),
             }
         }
         self.held.done = done;
     }
-
-    /// (Built for loom: no cluster node.)
-    #[cfg(loom)]
-    pub(in crate::server) fn committed(&mut self, _post: &mut Post) {}
 
     /// Sends an answer to the loop of its connection (this one: kept for
     /// [`ShardHost::next_local`]).

@@ -43,7 +43,7 @@ enum Step {
     Expire,
 }
 
-fn shared_for(loops: Loops, totals: fila_core::Totals) -> Arc<Shared> {
+fn shared_for(loops: Loops, totals: fila_core::Totals, cluster: Option<usize>) -> Arc<Shared> {
     Arc::new(Shared {
         config: Config::default(),
         totals,
@@ -59,10 +59,11 @@ fn shared_for(loops: Loops, totals: fila_core::Totals) -> Arc<Shared> {
         evictions_pending: AtomicU64::new(0),
         auth_warn: super::WarnLimit::default(),
         tls_warn: super::WarnLimit::default(),
-        cluster: None,
+        cluster,
         published: Arc::default(),
         sqs_bodies: Arc::default(),
         sqs_purges: Arc::default(),
+        told: fila_core::commits::Told::new(3),
         live: Arc::new(crate::live::Live::new(&Config::default()).expect("no TLS files")),
     })
 }
@@ -137,7 +138,7 @@ fn receipt_operations_from_two_loops_and_the_lease_end_are_served_in_one_order()
             .map(|p| Arc::new(Waker::new(p.registry(), WAKER).unwrap()))
             .collect();
         let loops = Loops::new(wakers, Vec::new());
-        let shared = shared_for(loops.clone(), totals);
+        let shared = shared_for(loops.clone(), totals, None);
         let queue = proto::QueueRef {
             name: "q".into(),
             dlq: false,
@@ -283,4 +284,184 @@ fn receipt_operations_from_two_loops_and_the_lease_end_are_served_in_one_order()
         }
         drop(polls);
     });
+}
+
+/// What the committer notes for each of three entries, in order, and what
+/// each held answer must then become.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Became {
+    /// Its answer, as the request's run made it.
+    Answered,
+    /// Run again at the cluster node's endpoint.
+    Again,
+    /// `outcome_unknown`.
+    Unknown,
+}
+
+/// The held answers' half of a cluster node's leader, through the code the
+/// loops run: loop 0 holds the answers to three requests of loop 1's
+/// connections, each waiting for its own entry (`held.rs` over
+/// `fila_core::commits`), and looks once (as after it ran them); a
+/// committer thread notes the entries' outcomes in order, each followed by
+/// word to the loops waiting for it (`held::tell_loops` →
+/// `Loops::tell_committed`); loop 0 looks again only when its mailbox's
+/// flag says it was told (`take_committed`, as `drain_mailbox` does). In
+/// every interleaving: no word is lost (loop 0 lets out all three), no
+/// answer leaves before its entry's outcome was noted, the answers leave
+/// in order, and an entry that did not commit is never answered as done —
+/// refused, it runs again at the endpoint (loop 2); unknown, it is
+/// answered `outcome_unknown`.
+fn held_answers_leave_on_their_outcomes(
+    script: [fila_core::commits::Outcome; 3],
+    want: [&'static [Became]; 3],
+) {
+    use fila_core::commits::{Board, Ticket};
+
+    loom::model(move || {
+        let clock = ManualClock::new(1_000_000);
+        let engine = Engine::new(1, Arc::new(clock.clone()));
+        let totals = engine.totals();
+        let owner = engine
+            .into_owners(3, TIMERS_PER_TURN)
+            .into_iter()
+            .next()
+            .unwrap();
+        let polls: Vec<Poll> = (0..3).map(|_| Poll::new().unwrap()).collect();
+        let wakers = polls
+            .iter()
+            .map(|p| Arc::new(Waker::new(p.registry(), WAKER).unwrap()))
+            .collect();
+        let loops = Loops::new(wakers, Vec::new());
+        // Loop 2 stands for the cluster node's endpoint.
+        let shared = shared_for(loops.clone(), totals, Some(2));
+        let board = Arc::new(Board::new());
+        let mut host = ShardHost::new(0, shared.clone(), owner);
+        for k in 1..=3u64 {
+            let mut route = route(1, proto::Opcode::Put);
+            route.request_id = k;
+            let job = RunJob {
+                route,
+                req: Request::Delete {
+                    queue: proto::QueueRef {
+                        name: "q".into(),
+                        dlq: false,
+                    },
+                    receipts: Vec::new(),
+                },
+                may_park: false,
+                checked: false,
+            };
+            let answer = Answer::Wire(Response::Created(true));
+            host.held_for_model()
+                .hold(0, Ticket::new(board.clone(), k), job, answer);
+        }
+        let first_failure = (1..)
+            .zip(script)
+            .find(|(_, o)| o.is_err())
+            .map_or(u64::MAX, |(k, _)| k);
+        // Entries whose outcome the committer is about to note, or noted.
+        let noting = Arc::new(loom::sync::atomic::AtomicU64::new(0));
+        let committer = {
+            let (board, noting, shared) = (board.clone(), noting.clone(), shared.clone());
+            thread::spawn(move || {
+                for (k, outcome) in (1..).zip(script) {
+                    noting.store(k, Ordering::SeqCst);
+                    board.note(k, outcome);
+                    super::held::tell_loops(&shared.told, &shared.loops);
+                }
+            })
+        };
+        let mut post = Post::new(0, loops.clone());
+        let mut became: Vec<(u64, Became)> = Vec::new();
+        let mut first = true;
+        while became.len() < 3 {
+            if first || loops.get(0).take_committed() {
+                first = false;
+                host.committed(&mut post);
+                assert!(!post.flush(), "the mailboxes had room");
+                let noted = noting.load(Ordering::SeqCst);
+                while let Some(msg) = loops.get(1).take() {
+                    let Msg::Done { route, done } = msg else {
+                        panic!("loop 1 was sent something else than an answer");
+                    };
+                    let Done::Answer(Answer::Wire(response), _) = done else {
+                        panic!("not a wire answer");
+                    };
+                    became.push(match response {
+                        Response::Created(true) => (route.request_id, Became::Answered),
+                        Response::Error(e) if e.code == proto::ErrorCode::OUTCOME_UNKNOWN => {
+                            (route.request_id, Became::Unknown)
+                        }
+                        other => panic!("unexpected answer {other:?}"),
+                    });
+                }
+                while let Some(msg) = loops.get(2).take() {
+                    let Msg::Run(job) = msg else {
+                        panic!("the endpoint was sent something else than a request");
+                    };
+                    became.push((job.route.request_id, Became::Again));
+                }
+                // An answer leaves once its entry's commit was noted; a
+                // failure, once the first failure was (every later entry
+                // of the leadership fails with it).
+                for (k, b) in &became {
+                    let decided_by = match b {
+                        Became::Answered => *k,
+                        _ => first_failure,
+                    };
+                    assert!(
+                        decided_by <= noted,
+                        "entry {k} became {b:?} before entry {decided_by}'s outcome was noted"
+                    );
+                }
+            } else {
+                thread::yield_now();
+            }
+        }
+        committer.join().unwrap();
+        // Loop 1 gets its answers in order, the endpoint its requests in
+        // order; across the two, order is not kept (nor needed).
+        became.sort_by_key(|(k, _)| *k);
+        for ((_, got), want) in became.iter().zip(want) {
+            assert!(want.contains(got), "{became:?}");
+        }
+        drop(polls);
+    });
+}
+
+#[test]
+fn held_answers_leave_once_their_entries_commit() {
+    held_answers_leave_on_their_outcomes([Ok(()); 3], [&[Became::Answered]; 3]);
+}
+
+#[test]
+fn held_answers_of_entries_refused_after_a_lost_leadership_run_again() {
+    use fila_core::commits::Failure::Refused;
+    let refused = Err(Refused { leader: Some(2) });
+    held_answers_leave_on_their_outcomes(
+        [Ok(()), refused, refused],
+        [&[Became::Answered], &[Became::Again], &[Became::Again]],
+    );
+}
+
+#[test]
+fn held_answers_of_entries_whose_outcome_is_unknown_are_answered_so() {
+    use fila_core::commits::Failure::Unknown;
+    let unknown = Err(Unknown { leader: None });
+    held_answers_leave_on_their_outcomes(
+        [Ok(()), unknown, unknown],
+        [&[Became::Answered], &[Became::Unknown], &[Became::Unknown]],
+    );
+    // Entry 3 committing after entry 2's outcome was unknown: entry 2
+    // committed too (a log commits in order), so the answers of both are
+    // either `outcome_unknown` (let out before entry 3's commit was
+    // noted) or their own (after), never anything else.
+    held_answers_leave_on_their_outcomes(
+        [Ok(()), unknown, Ok(())],
+        [
+            &[Became::Answered],
+            &[Became::Unknown, Became::Answered],
+            &[Became::Unknown, Became::Answered],
+        ],
+    );
 }

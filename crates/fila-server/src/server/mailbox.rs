@@ -120,7 +120,7 @@ pub(in crate::server) struct LoopShared {
     pub(in crate::server) unauthenticated: AtomicU64,
     /// (A cluster node.) An entry of a partition this node leads
     /// committed since the loop last looked: answers it holds may go.
-    committed: AtomicBool,
+    committed: fila_core::sync::AtomicBool,
     /// A task waits for room in the mailbox ([`Loops::push`]).
     room_wanted: AtomicBool,
     /// Told when the loop took messages while a task waited for room.
@@ -176,7 +176,7 @@ impl Loops {
                     drained: AtomicBool::new(false),
                     waiting_for_log: AtomicBool::new(false),
                     unauthenticated: AtomicU64::new(0),
-                    committed: AtomicBool::new(false),
+                    committed: fila_core::sync::AtomicBool::new(false),
                     room_wanted: AtomicBool::new(false),
                     room: tokio::sync::Notify::new(),
                 })
@@ -244,7 +244,7 @@ impl Loops {
     /// answers): a flag and a wake-up, which never fill or block.
     pub(in crate::server) fn tell_committed(&self, dest: usize) {
         let l = &self.all[dest];
-        l.committed.store(true, std::sync::atomic::Ordering::SeqCst);
+        l.committed.store(true, fila_core::sync::Ordering::SeqCst);
         l.waker.wake();
     }
 
@@ -294,10 +294,10 @@ impl LoopShared {
 
     /// Whether an entry committed since the last look (and forgets it).
     pub(in crate::server) fn take_committed(&self) -> bool {
-        self.committed.load(std::sync::atomic::Ordering::SeqCst)
+        self.committed.load(fila_core::sync::Ordering::SeqCst)
             && self
                 .committed
-                .swap(false, std::sync::atomic::Ordering::SeqCst)
+                .swap(false, fila_core::sync::Ordering::SeqCst)
     }
 
     /// Whether anything was sent to this loop and not taken yet.

@@ -47,6 +47,7 @@ pub(crate) mod console;
 mod durable;
 mod front;
 mod gateway;
+mod held;
 mod host;
 #[cfg(not(loom))]
 mod http;
@@ -134,6 +135,9 @@ struct Shared {
     sqs_bodies: Arc<std::sync::atomic::AtomicUsize>,
     /// Queues purged through the SQS API in the last minute.
     sqs_purges: Arc<sqs::Purges>,
+    /// A cluster node: per loop, it holds answers waiting for a commit
+    /// and wants word of the next one (`held.rs`).
+    told: fila_core::commits::Told,
     /// A cluster node: what the loops run on a partition's leader
     /// themselves.
     #[cfg(not(loom))]
@@ -383,6 +387,7 @@ impl Server {
                 );
             }
         }
+        let owner_count = loops.owners();
         let shared = Arc::new(Shared {
             config: config.clone(),
             live: live.clone(),
@@ -403,6 +408,7 @@ impl Server {
             published,
             sqs_bodies: Arc::default(),
             sqs_purges: Arc::default(),
+            told: fila_core::commits::Told::new(owner_count),
             #[cfg(not(loom))]
             fast: std::sync::OnceLock::new(),
         });

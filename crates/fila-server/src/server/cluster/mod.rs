@@ -261,7 +261,7 @@ async fn run(
             .map(|_| turns::Waiters::default())
             .collect(),
     });
-    let fast = fast::Fast::new(&c, shared.loops.owners());
+    let fast = fast::Fast::new(&c);
     for part in &c.parts {
         let f = Arc::downgrade(&fast);
         part.set_on_commit(Arc::new(move || {
