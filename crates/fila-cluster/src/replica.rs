@@ -55,7 +55,7 @@ use openraft::async_runtime::watch::WatchReceiver;
 use openraft::{Config, Raft, RaftNetworkFactory};
 
 use crate::serving::{
-    refused_write, Capture, OnCommit, Serving, Settle, ENTRIES_IN_FLIGHT, ENTRY_BYTES,
+    refused_write, Capture, EngineLock, OnCommit, Serving, Settle, ENTRIES_IN_FLIGHT, ENTRY_BYTES,
 };
 use crate::{LogStore, NodeId, StateMachine, TypeConfig};
 
@@ -111,6 +111,15 @@ pub enum ReplicaError {
     Unready(&'static str),
 }
 
+/// Why [`Replica::try_execute`] did not run an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Declined {
+    /// Something else holds the engine; word comes once it is let go.
+    Busy,
+    /// Not here, or not now: [`Replica::execute`] runs it.
+    Elsewhere,
+}
+
 /// The id of a leadership: its term and node.
 pub(crate) type LeaderId = openraft::impls::leader_id_adv::LeaderId<u64, NodeId>;
 
@@ -141,7 +150,7 @@ pub struct Replica<S: Storage + 'static> {
     lease_grace_ms: u64,
     /// The limits the leader's engine enforces (none until set).
     limits: std::sync::Mutex<EngineLimits>,
-    serving: Arc<tokio::sync::Mutex<Option<Serving>>>,
+    serving: Arc<EngineLock>,
     /// Told after each entry's outcome is noted (from the next leadership on).
     on_commit: std::sync::Mutex<Option<OnCommit>>,
     /// The id space of the message ids its leaders give
@@ -182,7 +191,7 @@ impl<S: Storage + 'static> Replica<S> {
             secret: Mutex::new(secret),
             lease_grace_ms,
             limits: std::sync::Mutex::new(EngineLimits::default()),
-            serving: Arc::new(tokio::sync::Mutex::new(None)),
+            serving: Arc::new(EngineLock::new()),
             on_commit: std::sync::Mutex::new(None),
             id_space: std::sync::atomic::AtomicU32::new(0),
         })
@@ -394,34 +403,49 @@ impl<S: Storage + 'static> Replica<S> {
         *self.on_commit.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
     }
 
+    /// Sets what is told when the engine is let go while a caller of
+    /// [`Replica::try_execute`] found it taken ([`Declined::Busy`]).
+    pub fn set_on_free(&self, f: OnCommit) {
+        self.serving.set_on_free(f);
+    }
+
     /// Runs `op` at once, outside any task, when this node serves the
     /// partition and its engine is free: its result and the entry its
-    /// answer waits for (see [`Replica::execute`]). `None` when it did not
-    /// run, or ran and made no records nor saw any waiting for an entry
-    /// (then it changed nothing, and `keep` said to drop its result): the
-    /// caller runs it through [`Replica::execute`] instead.
+    /// answer waits for (see [`Replica::execute`]). [`Declined::Busy`]
+    /// when the engine is taken: then whoever lets it go next calls
+    /// [`Replica::set_on_free`]'s word (the caller tries again once after
+    /// this answer — a release before that try is seen by the try — and
+    /// then waits for the word). [`Declined::Elsewhere`] when it did not
+    /// run for another reason, or ran and made no records nor saw any
+    /// waiting for an entry (then it changed nothing, and `keep` said to
+    /// drop its result): the caller runs it through [`Replica::execute`]
+    /// instead.
     pub fn try_execute<R>(
         &self,
         op: impl FnOnce(&mut Owner) -> R,
         keep: impl FnOnce(&R) -> bool,
-    ) -> Option<(R, Ticket)> {
-        let leader_id = self.leading().ok()?;
-        let mut serving = self.serving.try_lock().ok()?;
+    ) -> Result<(R, Ticket), Declined> {
+        let leader_id = self.leading().map_err(|_| Declined::Elsewhere)?;
+        let Some(mut serving) = self.serving.try_lock() else {
+            self.serving.want();
+            return Err(Declined::Busy);
+        };
         let s = serving
             .as_mut()
-            .filter(|s| s.leader == leader_id && !s.failed())?;
+            .filter(|s| s.leader == leader_id && !s.failed())
+            .ok_or(Declined::Elsewhere)?;
         let held = s.gathered();
         let result = s.run(op);
         // It ran: from here on it is answered through its ticket.
         let gathered = s.gathered();
         if gathered == held && (gathered == 0 || !keep(&result)) {
-            return None;
+            return Err(Declined::Elsewhere);
         }
         if s.in_flight() < ENTRIES_IN_FLIGHT {
             // Else the committer submits them after the next commit.
             s.wake_submitter();
         }
-        Some((result, s.ticket(s.submitted + 1)))
+        Ok((result, s.ticket(s.submitted + 1)))
     }
 
     /// Runs `op`, a read (it changes nothing), once this replica has
@@ -444,7 +468,7 @@ impl<S: Storage + 'static> Replica<S> {
     /// is dropped: that request drops a stale one itself.
     pub fn drop_stale_engine(&self) -> bool {
         let leading = self.leading().ok();
-        let Ok(mut serving) = self.serving.try_lock() else {
+        let Some(mut serving) = self.serving.try_lock() else {
             return false;
         };
         let stale = serving.as_ref().is_some_and(|s| Some(s.leader) != leading);

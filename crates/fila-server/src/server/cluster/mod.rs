@@ -264,11 +264,15 @@ async fn run(
     let fast = fast::Fast::new(&c);
     for part in &c.parts {
         let f = Arc::downgrade(&fast);
-        part.set_on_commit(Arc::new(move || {
+        let tell: fila_cluster::OnCommit = Arc::new(move || {
             if let Some(f) = f.upgrade() {
                 f.committed();
             }
-        }));
+        });
+        // An outcome noted, or the engine let go while a loop wanted it:
+        // the loops waiting for word look again.
+        part.set_on_commit(tell.clone());
+        part.set_on_free(tell);
     }
     let _ = shared.fast.set(fast);
     let answers: Forward = {
