@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
-use fila_core::commits::{Board, Failure, Ticket};
+use fila_core::commits::{Board, Failure, Ticket, Wanted};
 use fila_core::event::{Event, EventSink};
 use fila_core::Owner;
 use fila_store::codec::batch_push;
@@ -81,7 +81,7 @@ impl Drop for Serving {
 pub(crate) struct EngineLock {
     engine: tokio::sync::Mutex<Option<Serving>>,
     /// A loop found the engine taken and waits for word that it is free.
-    wanted: std::sync::atomic::AtomicBool,
+    wanted: Wanted,
     on_free: std::sync::Mutex<Option<OnCommit>>,
 }
 
@@ -96,7 +96,7 @@ impl EngineLock {
     pub(crate) fn new() -> EngineLock {
         EngineLock {
             engine: tokio::sync::Mutex::new(None),
-            wanted: std::sync::atomic::AtomicBool::new(false),
+            wanted: Wanted::new(),
             on_free: std::sync::Mutex::new(None),
         }
     }
@@ -121,7 +121,7 @@ impl EngineLock {
     /// (it tries once more after saying so: a release before that try
     /// is seen by the try).
     pub(crate) fn want(&self) {
-        self.wanted.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.wanted.want();
     }
 
     /// Sets what tells the loops that want the engine.
@@ -147,10 +147,7 @@ impl Drop for EngineGuard<'_> {
     fn drop(&mut self) {
         // Let go first: a loop told below finds it free.
         drop(self.guard.take());
-        let wanted = &self.lock.wanted;
-        if wanted.load(std::sync::atomic::Ordering::SeqCst)
-            && wanted.swap(false, std::sync::atomic::Ordering::SeqCst)
-        {
+        if self.lock.wanted.released() {
             let f = self
                 .lock
                 .on_free

@@ -10,6 +10,10 @@
 //! each note, tells every loop whose flag is up (and only those) to look
 //! again.
 //!
+//! A loop that finds a partition's engine taken waits for it the same
+//! way: it says it wants it ([`Wanted`]), raises its flag and tries once
+//! more; whoever lets the engine go tells the loops.
+//!
 //! No word is lost: a loop raises its flag before it reads the board, and
 //! the committer notes an outcome before it reads the flags. Either the
 //! loop's read comes after the note, or the committer's read of the flags
@@ -29,7 +33,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::sync::{AtomicBool, Mutex, Ordering};
+use crate::sync::{fence, AtomicBool, Mutex, Ordering};
 
 /// How an entry did not commit; `leader` is the node that leads instead,
 /// when known.
@@ -151,10 +155,15 @@ impl Told {
         }
     }
 
-    /// Loop `lp` waits for word of the next outcome.
+    /// Loop `lp` waits for word of the next outcome, or of a lock let go
+    /// ([`Wanted`]). The fence after the flag orders it, and a want
+    /// raised before it, before the loop's next look — a read of a board
+    /// under its lock, or a try of a lock that may fail, which orders
+    /// nothing by itself.
     pub fn wait(&self, lp: usize) {
         if let Some(w) = self.waiting.get(lp) {
             w.store(true, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
         }
     }
 
@@ -166,6 +175,49 @@ impl Told {
                 tell(lp);
             }
         }
+    }
+}
+
+/// Word for the event loops that found a lock taken (a partition's
+/// engine, which the loops only try): a loop says it wants it
+/// ([`Wanted::want`]), raises its flag ([`Told::wait`]) and tries once
+/// more; whoever lets the lock go asks
+/// [`Wanted::released`] after letting it go, and tells the loops waiting
+/// for word ([`Told`]) when it answers yes. A release before the loop's
+/// second try is seen by that try; one after it sees the want.
+pub struct Wanted {
+    flag: AtomicBool,
+}
+
+impl Default for Wanted {
+    fn default() -> Wanted {
+        Wanted::new()
+    }
+}
+
+impl Wanted {
+    /// Nobody wants it yet.
+    pub fn new() -> Wanted {
+        Wanted {
+            flag: AtomicBool::new(false),
+        }
+    }
+
+    /// A loop found the lock taken: it wants word once it is let go.
+    pub fn want(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+    }
+
+    /// After the lock was let go: whether a loop wanted it (then the
+    /// loops are to be told; the want is forgotten). The fence orders
+    /// the lock's release (a release store, which orders nothing after
+    /// it) before this read; with the loop's fence after its want
+    /// ([`Told::wait`]), either this read sees the want or the loop's
+    /// next try sees the lock free. Without them both could miss: loom
+    /// found it.
+    pub fn released(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.flag.load(Ordering::SeqCst) && self.flag.swap(false, Ordering::SeqCst)
     }
 }
 
