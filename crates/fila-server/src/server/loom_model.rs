@@ -68,6 +68,16 @@ fn shared_for(loops: Loops, totals: fila_core::Totals, cluster: Option<usize>) -
     })
 }
 
+/// Three loops' mailboxes and wakers (the polls kept alive with them).
+fn three_loops() -> (Vec<Poll>, Loops) {
+    let polls: Vec<Poll> = (0..3).map(|_| Poll::new().unwrap()).collect();
+    let wakers = polls
+        .iter()
+        .map(|p| Arc::new(Waker::new(p.registry(), WAKER).unwrap()))
+        .collect();
+    (polls, Loops::new(wakers, Vec::new()))
+}
+
 fn route(lp: usize, opcode: proto::Opcode) -> Route {
     Route {
         lp,
@@ -132,12 +142,7 @@ fn receipt_operations_from_two_loops_and_the_lease_end_are_served_in_one_order()
         // Loop 0 owns the shard; loops 1 and 2 send to it.
         let mut owners = engine.into_owners(3, TIMERS_PER_TURN).into_iter();
         let owner = owners.next().unwrap();
-        let polls: Vec<Poll> = (0..3).map(|_| Poll::new().unwrap()).collect();
-        let wakers = polls
-            .iter()
-            .map(|p| Arc::new(Waker::new(p.registry(), WAKER).unwrap()))
-            .collect();
-        let loops = Loops::new(wakers, Vec::new());
+        let (polls, loops) = three_loops();
         let shared = shared_for(loops.clone(), totals, None);
         let queue = proto::QueueRef {
             name: "q".into(),
@@ -326,12 +331,7 @@ fn held_answers_leave_on_their_outcomes(
             .into_iter()
             .next()
             .unwrap();
-        let polls: Vec<Poll> = (0..3).map(|_| Poll::new().unwrap()).collect();
-        let wakers = polls
-            .iter()
-            .map(|p| Arc::new(Waker::new(p.registry(), WAKER).unwrap()))
-            .collect();
-        let loops = Loops::new(wakers, Vec::new());
+        let (polls, loops) = three_loops();
         // Loop 2 stands for the cluster node's endpoint.
         let shared = shared_for(loops.clone(), totals, Some(2));
         let board = Arc::new(Board::new());
@@ -493,12 +493,7 @@ fn a_loop_that_found_the_engine_taken_runs_its_request_once_it_is_let_go() {
     loom::model(|| {
         let clock = ManualClock::new(1_000_000);
         let totals = Engine::new(1, Arc::new(clock)).totals();
-        let polls: Vec<Poll> = (0..3).map(|_| Poll::new().unwrap()).collect();
-        let wakers = polls
-            .iter()
-            .map(|p| Arc::new(Waker::new(p.registry(), WAKER).unwrap()))
-            .collect();
-        let loops = Loops::new(wakers, Vec::new());
+        let (polls, loops) = three_loops();
         let shared = shared_for(loops.clone(), totals, Some(2));
         let taken = Arc::new(AtomicBool::new(false));
         let wanted = Arc::new(Wanted::new());
