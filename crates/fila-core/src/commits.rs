@@ -17,8 +17,10 @@
 //! No word is lost: a loop raises its flag before it reads the board, and
 //! the committer notes an outcome before it reads the flags. Either the
 //! loop's read comes after the note, or the committer's read of the flags
-//! comes after the flag went up (the board's lock orders the two). This is
-//! checked under loom through the server's loops (`scripts/loom.sh`).
+//! comes after the flag went up (the board's lock orders the two). For an
+//! engine let go, a failed try of its lock orders nothing, so a fence on
+//! each side does ([`Told::wait`], [`Wanted::released`]). Both are checked
+//! under loom through the server's loops (`scripts/loom.sh`).
 //!
 //! No answer leaves early or wrong: an answer is let out only once its
 //! entry's outcome is on the board, in the order its operations ran. An
