@@ -404,18 +404,25 @@ impl<S: Storage + 'static> Replica<S> {
     }
 
     /// Sets what is told when the engine is let go while a caller of
-    /// [`Replica::try_execute`] found it taken ([`Declined::Busy`]).
+    /// [`Replica::try_execute`] found it taken ([`Declined::Busy`]) and
+    /// wants it ([`Replica::want_engine`]).
     pub fn set_on_free(&self, f: OnCommit) {
         self.serving.set_on_free(f);
+    }
+
+    /// Event loop `lp` found the engine taken ([`Declined::Busy`]): its
+    /// flag in `told` goes up, and whoever lets the engine go next calls
+    /// [`Replica::set_on_free`]'s word. The loop then tries once more (a
+    /// release before that try is seen by the try).
+    pub fn want_engine(&self, told: &fila_core::commits::Told, lp: usize) {
+        self.serving.want(told, lp);
     }
 
     /// Runs `op` at once, outside any task, when this node serves the
     /// partition and its engine is free: its result and the entry its
     /// answer waits for (see [`Replica::execute`]). [`Declined::Busy`]
-    /// when the engine is taken: then whoever lets it go next calls
-    /// [`Replica::set_on_free`]'s word (the caller tries again once after
-    /// this answer — a release before that try is seen by the try — and
-    /// then waits for the word). [`Declined::Elsewhere`] when it did not
+    /// when the engine is taken (the caller may wait for it,
+    /// [`Replica::want_engine`]). [`Declined::Elsewhere`] when it did not
     /// run for another reason, or ran and made no records nor saw any
     /// waiting for an entry (then it changed nothing, and `keep` said to
     /// drop its result): the caller runs it through [`Replica::execute`]
@@ -427,7 +434,6 @@ impl<S: Storage + 'static> Replica<S> {
     ) -> Result<(R, Ticket), Declined> {
         let leader_id = self.leading().map_err(|_| Declined::Elsewhere)?;
         let Some(mut serving) = self.serving.try_lock() else {
-            self.serving.want();
             return Err(Declined::Busy);
         };
         let s = serving

@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
-use fila_core::commits::{Board, Failure, Ticket, Wanted};
+use fila_core::commits::{Board, Failure, Ticket, Told, Wanted};
 use fila_core::event::{Event, EventSink};
 use fila_core::Owner;
 use fila_store::codec::batch_push;
@@ -117,11 +117,11 @@ impl EngineLock {
         })
     }
 
-    /// A loop that found the engine taken wants word once it is let go
-    /// (it tries once more after saying so: a release before that try
-    /// is seen by the try).
-    pub(crate) fn want(&self) {
-        self.wanted.want();
+    /// Loop `lp` found the engine taken and wants word (`told`) once it
+    /// is let go (it tries once more after saying so: a release before
+    /// that try is seen by the try).
+    pub(crate) fn want(&self, told: &Told, lp: usize) {
+        self.wanted.want(told, lp);
     }
 
     /// Sets what tells the loops that want the engine.
@@ -459,6 +459,7 @@ mod tests {
     #[test]
     fn a_loop_that_found_the_engine_taken_is_told_once_it_is_let_go() {
         let lock = EngineLock::new();
+        let loops = fila_core::commits::Told::new(1);
         let told = Arc::new(AtomicUsize::new(0));
         lock.set_on_free({
             let told = told.clone();
@@ -468,7 +469,7 @@ mod tests {
         });
         let held = lock.try_lock().expect("free");
         assert!(lock.try_lock().is_none(), "taken");
-        lock.want();
+        lock.want(&loops, 0);
         assert_eq!(told.load(Ordering::SeqCst), 0);
         drop(held);
         assert_eq!(told.load(Ordering::SeqCst), 1, "told once it is let go");
@@ -476,7 +477,7 @@ mod tests {
         // Nobody wants it: letting it go tells no one.
         assert_eq!(told.load(Ordering::SeqCst), 1);
         // Wanted once, told once.
-        lock.want();
+        lock.want(&loops, 0);
         drop(lock.try_lock());
         drop(lock.try_lock());
         assert_eq!(told.load(Ordering::SeqCst), 2);

@@ -19,7 +19,7 @@
 //! loop's read comes after the note, or the committer's read of the flags
 //! comes after the flag went up (the board's lock orders the two). For an
 //! engine let go, a failed try of its lock orders nothing, so a fence on
-//! each side does ([`Told::wait`], [`Wanted::released`]). Both are checked
+//! each side does ([`Wanted::want`], [`Wanted::released`]). Both are checked
 //! under loom through the server's loops (`scripts/loom.sh`).
 //!
 //! No answer leaves early or wrong: an answer is let out only once its
@@ -157,15 +157,12 @@ impl Told {
         }
     }
 
-    /// Loop `lp` waits for word of the next outcome, or of a lock let go
-    /// ([`Wanted`]). The fence after the flag orders it, and a want
-    /// raised before it, before the loop's next look — a read of a board
-    /// under its lock, or a try of a lock that may fail, which orders
-    /// nothing by itself.
+    /// Loop `lp` waits for word of the next outcome (the board's lock
+    /// orders the flag before the loop's next look at it), or of a lock
+    /// let go ([`Wanted::want`]).
     pub fn wait(&self, lp: usize) {
         if let Some(w) = self.waiting.get(lp) {
             w.store(true, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
         }
     }
 
@@ -181,12 +178,12 @@ impl Told {
 }
 
 /// Word for the event loops that found a lock taken (a partition's
-/// engine, which the loops only try): a loop says it wants it
-/// ([`Wanted::want`]), raises its flag ([`Told::wait`]) and tries once
-/// more; whoever lets the lock go asks
-/// [`Wanted::released`] after letting it go, and tells the loops waiting
-/// for word ([`Told`]) when it answers yes. A release before the loop's
-/// second try is seen by that try; one after it sees the want.
+/// engine, which the loops only try): a loop says it wants it and raises
+/// its flag ([`Wanted::want`]), then tries once more; whoever lets the
+/// lock go asks [`Wanted::released`] after letting it go, and tells the
+/// loops waiting for word ([`Told`]) when it answers yes. A release
+/// before the loop's second try is seen by that try; one after it sees
+/// the want.
 pub struct Wanted {
     flag: AtomicBool,
 }
@@ -205,16 +202,20 @@ impl Wanted {
         }
     }
 
-    /// A loop found the lock taken: it wants word once it is let go.
-    pub fn want(&self) {
+    /// Loop `lp` found the lock taken: it wants word once it is let go
+    /// (its flag in `told` goes up too). The fence orders both before
+    /// the loop's next try, which, failing, orders nothing by itself.
+    pub fn want(&self, told: &Told, lp: usize) {
         self.flag.store(true, Ordering::SeqCst);
+        told.wait(lp);
+        fence(Ordering::SeqCst);
     }
 
     /// After the lock was let go: whether a loop wanted it (then the
     /// loops are to be told; the want is forgotten). The fence orders
     /// the lock's release (a release store, which orders nothing after
     /// it) before this read; with the loop's fence after its want
-    /// ([`Told::wait`]), either this read sees the want or the loop's
+    /// ([`Wanted::want`]), either this read sees the want or the loop's
     /// next try sees the lock free. Without them both could miss: loom
     /// found it.
     pub fn released(&self) -> bool {

@@ -471,8 +471,8 @@ fn held_answers_of_entries_whose_outcome_is_unknown_are_answered_so() {
 /// loop's flag in `Told`, `held::tell_loops` → `Loops::tell_committed`):
 /// a node's task takes the engine, works (the loop may run meanwhile) and
 /// lets it go, then tells the loops if one wanted it; the loop tries the
-/// engine, and finding it taken says it wants it, raises its flag and
-/// tries once more, then looks again only when its mailbox's flag says it
+/// engine, and finding it taken says it wants it and raises its flag
+/// (`Wanted::want`), then tries once more, then looks again only when its mailbox's flag says it
 /// was told (as `Fast::try_run` and `ShardHost::retry_deferred` do). An
 /// atomic flag taken with acquire and let go with release stands for the
 /// engine's lock (loom's own mutex does not model a failed `try_lock`). In
@@ -528,8 +528,7 @@ fn a_loop_that_found_the_engine_taken_runs_its_request_once_it_is_let_go() {
         // A try; taken: want it, raise the flag, try once more.
         let try_run = || {
             run() || {
-                wanted.want();
-                shared.told.wait(0);
+                wanted.want(&shared.told, 0);
                 run()
             }
         };

@@ -97,13 +97,20 @@ impl Fast {
         let keep = |answer: &Answer| {
             !(waits && matches!(answer, Answer::Messages(_, ms) if ms.is_empty()))
         };
-        let mut ran = part.try_execute(|owner| super::run::run_on(owner, req.clone(), room), keep);
+        // Taken by whichever try runs it (a try that finds the engine
+        // taken does not run it).
+        let mut req = Some(req);
+        let mut run = |owner: &mut fila_core::Owner| {
+            let req = req.take().expect("run once");
+            super::run::run_on(owner, req, room)
+        };
+        let mut ran = part.try_execute(&mut run, keep);
         if ran.as_ref().err() == Some(&Declined::Busy) {
-            // The engine is taken, and wants to tell this loop once it is
-            // let go: the loop asks to be told, then tries once more (a
-            // release before this try is seen by it).
-            c.shared.told.wait(job.route.lp);
-            ran = part.try_execute(move |owner| super::run::run_on(owner, req, room), keep);
+            // The engine is taken: the loop asks to be told once it is let
+            // go, then tries once more (a release before this try is seen
+            // by it).
+            part.want_engine(&c.shared.told, job.route.lp);
+            ran = part.try_execute(run, keep);
         }
         let (answer, ticket) = match ran {
             Ok(ran) => ran,
