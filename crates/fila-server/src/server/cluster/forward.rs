@@ -158,6 +158,24 @@ impl<'a> Reader<'a> {
             Err(e) => Err(e.to_string()),
         }
     }
+
+    /// An answer's room.
+    fn room(&mut self) -> Result<usize, String> {
+        usize::try_from(self.u64()?).map_err(|_| "a room past memory".into())
+    }
+
+    /// A request's frame, the rest of the bytes.
+    fn request(&mut self) -> Result<Request, String> {
+        let (header, body) = self.frame()?;
+        Request::decode(&header, body).map_err(|e| e.to_string())
+    }
+}
+
+/// Appends `req`'s frame (the rest of an ask, before its group).
+fn push_request(out: &mut Vec<u8>, req: &Request) {
+    let mut frame = BytesMut::new();
+    req.encode(0, &mut frame);
+    out.extend_from_slice(&frame);
 }
 
 impl Ask {
@@ -179,9 +197,7 @@ impl Ask {
             Ask::Run { room, req, .. } => {
                 out.push(RUN);
                 out.extend_from_slice(&(*room as u64).to_be_bytes());
-                let mut frame = BytesMut::new();
-                req.encode(0, &mut frame);
-                out.extend_from_slice(&frame);
+                push_request(&mut out, req);
             }
             Ask::Wait {
                 room, waited, req, ..
@@ -190,9 +206,7 @@ impl Ask {
                 out.extend_from_slice(&(*room as u64).to_be_bytes());
                 let waited = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
                 out.extend_from_slice(&waited.to_be_bytes());
-                let mut frame = BytesMut::new();
-                req.encode(0, &mut frame);
-                out.extend_from_slice(&frame);
+                push_request(&mut out, req);
             }
             Ask::List {
                 ranges,
@@ -245,9 +259,8 @@ impl Ask {
         let mut r = Reader(bytes);
         let ask = match r.u8()? {
             RUN => {
-                let room = usize::try_from(r.u64()?).map_err(|_| "a room past memory")?;
-                let (header, body) = r.frame()?;
-                let req = Request::decode(&header, body).map_err(|e| e.to_string())?;
+                let room = r.room()?;
+                let req = r.request()?;
                 return Ok(Ask::Run {
                     group,
                     room,
@@ -255,10 +268,9 @@ impl Ask {
                 });
             }
             WAIT => {
-                let room = usize::try_from(r.u64()?).map_err(|_| "a room past memory")?;
+                let room = r.room()?;
                 let waited = std::time::Duration::from_millis(r.u64()?);
-                let (header, body) = r.frame()?;
-                let req = Request::decode(&header, body).map_err(|e| e.to_string())?;
+                let req = r.request()?;
                 if !matches!(req, Request::Receive(_)) {
                     return Err("a held forward that is not a receive".into());
                 }
