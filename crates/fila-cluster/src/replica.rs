@@ -83,7 +83,7 @@ pub enum ReplicaError {
     /// Leadership was lost after the operation ran and before its records
     /// committed: they may still commit (a put retried with its
     /// deduplication id is stored once).
-    #[error("leadership was lost before the change committed: it may or may not have been made")]
+    #[error("{}", fila_core::commits::UNKNOWN_WHY)]
     Unknown {
         /// The leader, when known.
         leader: Option<NodeId>,

@@ -53,6 +53,10 @@ pub enum Failure {
     },
 }
 
+/// What an answer says of an entry whose outcome is unknown.
+pub const UNKNOWN_WHY: &str =
+    "leadership was lost before the change committed: it may or may not have been made";
+
 /// An entry's outcome: committed, or how it failed.
 pub type Outcome = Result<(), Failure>;
 

@@ -80,8 +80,7 @@ impl HeldAnswers {
 pub(in crate::server) fn unknown() -> Answer {
     crate::dispatch::error(
         ErrorCode::OUTCOME_UNKNOWN,
-        "outcome_unknown: leadership was lost before the change committed: \
-         it may or may not have been made",
+        format!("outcome_unknown: {}", fila_core::commits::UNKNOWN_WHY),
     )
     .into()
 }
