@@ -3,7 +3,7 @@
 # round by round (docs/benchmarks.md, "Issue 41's figures"): prints one line
 # a run (msg/s, end-to-end p50/p99 in µs, the servers' CPU a message):
 #
-#   scripts/cluster-goals.sh [BIN] [ROUNDS]
+#   scripts/cluster-goals.sh [BIN] [ROUNDS] [BEFORE]
 #
 # - aggregate: 3 queues, 32 consumers (`--scenario many-queues`) on one
 #   durable node (`--sync always`) and on 3 nodes of 3 partitions, each
@@ -12,9 +12,17 @@
 #   on 3 nodes of one partition: the end-to-end p99 is the figure.
 # BIN: a fila-server release binary (default target/release/fila-server).
 # MESSAGES (300000) sizes the aggregate runs; SEGMENT_BYTES (4 MiB) the logs.
+#
+# With BEFORE (an earlier build's binary), each round compares the two
+# instead ("A request that finds the engine taken waits on its loop"): one
+# durable node (BEFORE) for the ratio, then the lifecycle of 600 000
+# messages on 3 nodes of one partition (`--queues 1 --consumers 32`) and
+# the aggregate above, each on BEFORE and on BIN, which first alternating
+# round by round.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${1:-target/release/fila-server}"); ROUNDS=${2:-2}
+BEFORE=${3:+$(realpath "$3")}
 MESSAGES=${MESSAGES:-300000}; SEG=${SEGMENT_BYTES:-4194304}
 [ -n "${FILA_LOADGEN:-}" ] || cargo build --release -q -p fila-loadgen
 LOADGEN=$(realpath "${FILA_LOADGEN:-target/release/fila-loadgen}")
@@ -23,6 +31,7 @@ tmp=$(mktemp -d /tmp/fila-cluster-goals.XXXXXX)
 source scripts/bench-lib.sh
 NODES=127.0.0.1:7710,127.0.0.1:7720,127.0.0.1:7730
 AGGREGATE=(--scenario many-queues --queues 3 --consumers 32 --messages "$MESSAGES")
+LIFECYCLE=(--queues 1 --messages 600000 --consumers 32)
 RATE=(--queue fixed --scenario fixed-rate --rate 5000 --size 4096 --producers 4 --consumers 4
       --batch 1 --messages 50000 --duration 10)
 
@@ -80,6 +89,25 @@ cluster() { # PARTITIONS LABEL ARGS...
   run "$label" "$nodes" "$NODES" "$@"
   kill "$pid"; wait "$pid" 2>/dev/null || true
 }
+
+if [ -n "$BEFORE" ]; then
+  AFTER=$BIN
+  for round in $(seq 1 "$ROUNDS"); do
+    echo "round $round"
+    BIN=$BEFORE; one_node "one node, lifecycle" "${LIFECYCLE[@]}"
+    # Which goes first alternates: a run right after another measured up
+    # to a quarter faster with the same binary both times.
+    order=(before after); [ $((round % 2)) -eq 0 ] && order=(after before)
+    for parts in 1 3; do
+      args=("${LIFECYCLE[@]}"); [ "$parts" = 3 ] && args=("${AGGREGATE[@]}")
+      for which in "${order[@]}"; do
+        if [ "$which" = before ]; then BIN=$BEFORE; else BIN=$AFTER; fi
+        cluster "$parts" "$which: $parts partition(s)" "${args[@]}"
+      done
+    done
+  done
+  exit 0
+fi
 
 for round in $(seq 1 "$ROUNDS"); do
   echo "round $round"
