@@ -8,8 +8,7 @@
 #     lease from two loops against the lease's end, through the posts, the
 #     mailbox and the shard host; and a cluster node's answers held on a
 #     loop until their entries commit, against the partition's committer
-#     (fila_core::commits, server/held.rs, the mailbox's commit flag), and
-#     a loop waiting for a partition's engine another thread holds.
+#     (fila_core::commits, server/held.rs, the mailbox's commit flag).
 # In release mode and in their own target directory (loom changes what the
 # crates' atomics and queues are: fila_core::sync). LOOM_MAX_PREEMPTIONS
 # bounds the search so that the run takes a minute or two on two cores;

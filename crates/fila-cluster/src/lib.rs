@@ -39,7 +39,7 @@ pub mod view;
 pub use fila_core::commits::Ticket;
 pub use log_store::{LogStore, READ_BYTES, TAIL_BYTES};
 pub use meta::{ClusterMap, MapChange, Metadata, Partition};
-pub use replica::{Declined, Replica, ReplicaError};
+pub use replica::{Replica, ReplicaError};
 pub use serving::OnCommit;
 pub use state::{StateMachine, SNAPSHOT_LOG_MIN};
 pub use view::{Group, GroupView, RaftConfig};

@@ -111,15 +111,6 @@ pub enum ReplicaError {
     Unready(&'static str),
 }
 
-/// Why [`Replica::try_execute`] did not run an operation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Declined {
-    /// Something else holds the engine; word comes once it is let go.
-    Busy,
-    /// Not here, or not now: [`Replica::execute`] runs it.
-    Elsewhere,
-}
-
 /// The id of a leadership: its term and node.
 pub(crate) type LeaderId = openraft::impls::leader_id_adv::LeaderId<u64, NodeId>;
 
@@ -191,7 +182,7 @@ impl<S: Storage + 'static> Replica<S> {
             secret: Mutex::new(secret),
             lease_grace_ms,
             limits: std::sync::Mutex::new(EngineLimits::default()),
-            serving: Arc::new(EngineLock::new()),
+            serving: Arc::new(EngineLock::new(None)),
             on_commit: std::sync::Mutex::new(None),
             id_space: std::sync::atomic::AtomicU32::new(0),
         })
@@ -403,55 +394,35 @@ impl<S: Storage + 'static> Replica<S> {
         *self.on_commit.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
     }
 
-    /// Sets what is told when the engine is let go while a caller of
-    /// [`Replica::try_execute`] found it taken ([`Declined::Busy`]) and
-    /// wants it ([`Replica::want_engine`]).
-    pub fn set_on_free(&self, f: OnCommit) {
-        self.serving.set_on_free(f);
-    }
-
-    /// Event loop `lp` found the engine taken ([`Declined::Busy`]): its
-    /// flag in `told` goes up, and whoever lets the engine go next calls
-    /// [`Replica::set_on_free`]'s word. The loop then tries once more (a
-    /// release before that try is seen by the try).
-    pub fn want_engine(&self, told: &fila_core::commits::Told, lp: usize) {
-        self.serving.want(told, lp);
-    }
-
     /// Runs `op` at once, outside any task, when this node serves the
     /// partition and its engine is free: its result and the entry its
-    /// answer waits for (see [`Replica::execute`]). [`Declined::Busy`]
-    /// when the engine is taken (the caller may wait for it,
-    /// [`Replica::want_engine`]). [`Declined::Elsewhere`] when it did not
-    /// run for another reason, or ran and made no records nor saw any
-    /// waiting for an entry (then it changed nothing, and `keep` said to
-    /// drop its result): the caller runs it through [`Replica::execute`]
-    /// instead.
+    /// answer waits for (see [`Replica::execute`]). `None` when it did not
+    /// run (the engine is taken, or this node does not serve the
+    /// partition), or ran and made no records nor saw any waiting for an
+    /// entry (then it changed nothing, and `keep` said to drop its
+    /// result): the caller runs it through [`Replica::execute`] instead.
     pub fn try_execute<R>(
         &self,
         op: impl FnOnce(&mut Owner) -> R,
         keep: impl FnOnce(&R) -> bool,
-    ) -> Result<(R, Ticket), Declined> {
-        let leader_id = self.leading().map_err(|_| Declined::Elsewhere)?;
-        let Some(mut serving) = self.serving.try_lock() else {
-            return Err(Declined::Busy);
-        };
+    ) -> Option<(R, Ticket)> {
+        let leader_id = self.leading().ok()?;
+        let mut serving = self.serving.try_lock().ok()?;
         let s = serving
             .as_mut()
-            .filter(|s| s.leader == leader_id && !s.failed())
-            .ok_or(Declined::Elsewhere)?;
+            .filter(|s| s.leader == leader_id && !s.failed())?;
         let held = s.gathered();
         let result = s.run(op);
         // It ran: from here on it is answered through its ticket.
         let gathered = s.gathered();
         if gathered == held && (gathered == 0 || !keep(&result)) {
-            return Err(Declined::Elsewhere);
+            return None;
         }
         if s.in_flight() < ENTRIES_IN_FLIGHT {
             // Else the committer submits them after the next commit.
             s.wake_submitter();
         }
-        Ok((result, s.ticket(s.submitted + 1)))
+        Some((result, s.ticket(s.submitted + 1)))
     }
 
     /// Runs `op`, a read (it changes nothing), once this replica has
@@ -474,7 +445,7 @@ impl<S: Storage + 'static> Replica<S> {
     /// is dropped: that request drops a stale one itself.
     pub fn drop_stale_engine(&self) -> bool {
         let leading = self.leading().ok();
-        let Some(mut serving) = self.serving.try_lock() else {
+        let Ok(mut serving) = self.serving.try_lock() else {
             return false;
         };
         let stale = serving.as_ref().is_some_and(|s| Some(s.leader) != leading);

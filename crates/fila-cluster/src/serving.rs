@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
-use fila_core::commits::{Board, Failure, Ticket, Told, Wanted};
+use fila_core::commits::{Board, Failure, Ticket};
 use fila_core::event::{Event, EventSink};
 use fila_core::Owner;
 use fila_store::codec::batch_push;
@@ -71,95 +71,10 @@ impl Drop for Serving {
     }
 }
 
-/// The engine a leader serves from, behind its lock, with word for the
-/// event loops that found it taken: a loop only tries the lock
-/// ([`crate::Replica::try_execute`]); finding it taken, it says it wants
-/// it ([`EngineLock::want`]) and tries once more, and whoever lets the
-/// lock go next tells it ([`EngineLock::set_on_free`]) — rather than the
-/// loop handing its request to the node's tasks, which would queue for the
-/// same lock.
-pub(crate) struct EngineLock {
-    engine: tokio::sync::Mutex<Option<Serving>>,
-    /// A loop found the engine taken and waits for word that it is free.
-    wanted: Wanted,
-    on_free: std::sync::Mutex<Option<OnCommit>>,
-}
-
-/// The engine, held: let go when dropped, then the loops that want it are
-/// told.
-pub(crate) struct EngineGuard<'a> {
-    guard: Option<tokio::sync::MutexGuard<'a, Option<Serving>>>,
-    lock: &'a EngineLock,
-}
-
-impl EngineLock {
-    pub(crate) fn new() -> EngineLock {
-        EngineLock {
-            engine: tokio::sync::Mutex::new(None),
-            wanted: Wanted::new(),
-            on_free: std::sync::Mutex::new(None),
-        }
-    }
-
-    /// Waits for the engine (a task).
-    pub(crate) async fn lock(&self) -> EngineGuard<'_> {
-        EngineGuard {
-            guard: Some(self.engine.lock().await),
-            lock: self,
-        }
-    }
-
-    /// The engine, when no one holds it.
-    pub(crate) fn try_lock(&self) -> Option<EngineGuard<'_>> {
-        Some(EngineGuard {
-            guard: Some(self.engine.try_lock().ok()?),
-            lock: self,
-        })
-    }
-
-    /// Loop `lp` found the engine taken and wants word (`told`) once it
-    /// is let go (it tries once more after saying so: a release before
-    /// that try is seen by the try).
-    pub(crate) fn want(&self, told: &Told, lp: usize) {
-        self.wanted.want(told, lp);
-    }
-
-    /// Sets what tells the loops that want the engine.
-    pub(crate) fn set_on_free(&self, f: OnCommit) {
-        *self.on_free.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
-    }
-}
-
-impl std::ops::Deref for EngineGuard<'_> {
-    type Target = Option<Serving>;
-    fn deref(&self) -> &Option<Serving> {
-        self.guard.as_ref().expect("held until dropped")
-    }
-}
-
-impl std::ops::DerefMut for EngineGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Option<Serving> {
-        self.guard.as_mut().expect("held until dropped")
-    }
-}
-
-impl Drop for EngineGuard<'_> {
-    fn drop(&mut self) {
-        // Let go first: a loop told below finds it free.
-        drop(self.guard.take());
-        if self.lock.wanted.released() {
-            let f = self
-                .lock
-                .on_free
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
-            if let Some(f) = f {
-                f();
-            }
-        }
-    }
-}
+/// The engine a leader serves from, behind its lock: the node's tasks
+/// wait for it, an event loop only tries it
+/// ([`crate::Replica::try_execute`]).
+pub(crate) type EngineLock = tokio::sync::Mutex<Option<Serving>>;
 
 /// An entry's outcome waited for in a task ([`crate::Replica::execute`]).
 pub(crate) struct Settle {
@@ -446,40 +361,5 @@ fn outcome<X>(committed: Committed<X>) -> Result<(), ReplicaError> {
         Ok(Ok(Err(e))) => Err(refused_write(e)),
         // The responder went away.
         Ok(Err(_)) => Err(ReplicaError::Unknown { leader: None }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-
-    use super::EngineLock;
-
-    #[test]
-    fn a_loop_that_found_the_engine_taken_is_told_once_it_is_let_go() {
-        let lock = EngineLock::new();
-        let loops = fila_core::commits::Told::new(1);
-        let told = Arc::new(AtomicUsize::new(0));
-        lock.set_on_free({
-            let told = told.clone();
-            Arc::new(move || {
-                told.fetch_add(1, Ordering::SeqCst);
-            })
-        });
-        let held = lock.try_lock().expect("free");
-        assert!(lock.try_lock().is_none(), "taken");
-        lock.want(&loops, 0);
-        assert_eq!(told.load(Ordering::SeqCst), 0);
-        drop(held);
-        assert_eq!(told.load(Ordering::SeqCst), 1, "told once it is let go");
-        assert!(lock.try_lock().is_some(), "free when told");
-        // Nobody wants it: letting it go tells no one.
-        assert_eq!(told.load(Ordering::SeqCst), 1);
-        // Wanted once, told once.
-        lock.want(&loops, 0);
-        drop(lock.try_lock());
-        drop(lock.try_lock());
-        assert_eq!(told.load(Ordering::SeqCst), 2);
     }
 }

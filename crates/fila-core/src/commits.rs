@@ -10,17 +10,11 @@
 //! each note, tells every loop whose flag is up (and only those) to look
 //! again.
 //!
-//! A loop that finds a partition's engine taken waits for it the same
-//! way: it says it wants it ([`Wanted`]), raises its flag and tries once
-//! more; whoever lets the engine go tells the loops.
-//!
 //! No word is lost: a loop raises its flag before it reads the board, and
 //! the committer notes an outcome before it reads the flags. Either the
 //! loop's read comes after the note, or the committer's read of the flags
-//! comes after the flag went up (the board's lock orders the two). For an
-//! engine let go, a failed try of its lock orders nothing, so a fence on
-//! each side does ([`Wanted::want`], [`Wanted::released`]). Both are checked
-//! under loom through the server's loops (`scripts/loom.sh`).
+//! comes after the flag went up (the board's lock orders the two). It is
+//! checked under loom through the server's loops (`scripts/loom.sh`).
 //!
 //! No answer leaves early or wrong: an answer is let out only once its
 //! entry's outcome is on the board, in the order its operations ran. An
@@ -35,7 +29,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::sync::{fence, AtomicBool, Mutex, Ordering};
+use crate::sync::{AtomicBool, Mutex, Ordering};
 
 /// How an entry did not commit; `leader` is the node that leads instead,
 /// when known.
@@ -162,8 +156,7 @@ impl Told {
     }
 
     /// Loop `lp` waits for word of the next outcome (the board's lock
-    /// orders the flag before the loop's next look at it), or of a lock
-    /// let go ([`Wanted::want`]).
+    /// orders the flag before the loop's next look at it).
     pub fn wait(&self, lp: usize) {
         if let Some(w) = self.waiting.get(lp) {
             w.store(true, Ordering::SeqCst);
@@ -178,53 +171,6 @@ impl Told {
                 tell(lp);
             }
         }
-    }
-}
-
-/// Word for the event loops that found a lock taken (a partition's
-/// engine, which the loops only try): a loop says it wants it and raises
-/// its flag ([`Wanted::want`]), then tries once more; whoever lets the
-/// lock go asks [`Wanted::released`] after letting it go, and tells the
-/// loops waiting for word ([`Told`]) when it answers yes. A release
-/// before the loop's second try is seen by that try; one after it sees
-/// the want.
-pub struct Wanted {
-    flag: AtomicBool,
-}
-
-impl Default for Wanted {
-    fn default() -> Wanted {
-        Wanted::new()
-    }
-}
-
-impl Wanted {
-    /// Nobody wants it yet.
-    pub fn new() -> Wanted {
-        Wanted {
-            flag: AtomicBool::new(false),
-        }
-    }
-
-    /// Loop `lp` found the lock taken: it wants word once it is let go
-    /// (its flag in `told` goes up too). The fence orders both before
-    /// the loop's next try, which, failing, orders nothing by itself.
-    pub fn want(&self, told: &Told, lp: usize) {
-        self.flag.store(true, Ordering::SeqCst);
-        told.wait(lp);
-        fence(Ordering::SeqCst);
-    }
-
-    /// After the lock was let go: whether a loop wanted it (then the
-    /// loops are to be told; the want is forgotten). The fence orders
-    /// the lock's release (a release store, which orders nothing after
-    /// it) before this read; with the loop's fence after its want
-    /// ([`Wanted::want`]), either this read sees the want or the loop's
-    /// next try sees the lock free. Without them both could miss: loom
-    /// found it.
-    pub fn released(&self) -> bool {
-        fence(Ordering::SeqCst);
-        self.flag.load(Ordering::SeqCst) && self.flag.swap(false, Ordering::SeqCst)
     }
 }
 

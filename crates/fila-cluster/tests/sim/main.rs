@@ -341,7 +341,7 @@ impl Cluster {
             };
             self.tried += 1;
             if self.tried.is_multiple_of(2) {
-                if let Ok((r, ticket)) = replica.try_execute(op, |_| true) {
+                if let Some((r, ticket)) = replica.try_execute(op, |_| true) {
                     // Its entry's outcome, looked at as a loop would (at
                     // most 12 s: a commit's wait and a gathered entry's).
                     let mut outcome = None;

@@ -27,17 +27,9 @@ use crate::dispatch::Answer;
 #[derive(Default)]
 pub(in crate::server) struct HeldAnswers {
     held: Held<(RunJob, Answer)>,
-    /// Requests waiting on this loop for their partition's engine, which
-    /// was taken when they came (in the order they came; at most
-    /// [`DEFERRED_MAX`]): tried again when the loop is told it was let go.
-    pub(in crate::server) deferred: std::collections::VecDeque<RunJob>,
     /// What `take_done` last let out (kept for its room).
     pub(in crate::server) done: Vec<Released>,
 }
-
-/// Requests one loop keeps waiting for a partition's engine at most;
-/// past it they go to the cluster node's endpoint.
-pub(in crate::server) const DEFERRED_MAX: usize = 1024;
 
 /// What became of a held request.
 pub(in crate::server) enum Released {

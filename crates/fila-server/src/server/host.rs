@@ -24,8 +24,6 @@ use std::time::Instant;
 use fila_core::{shard_of, Message, Owner, WaitId};
 use fila_proto::{self as proto, ErrorCode, Request, Response};
 
-#[cfg(not(loom))]
-use super::cluster::fast::Tried;
 use super::front::ConnRef;
 use super::mailbox::{Msg, Post};
 use super::view::{ExportAsk, Pause, ScrapeAsk};
@@ -313,27 +311,14 @@ impl ShardHost {
             // on its leader's engine when it can be.
             #[cfg(not(loom))]
             let run = match self.shared.fast.get() {
-                // Behind requests waiting here for the engine: after them.
-                Some(_) if !self.held.deferred.is_empty() => {
-                    if self.held.deferred.len() < super::held::DEFERRED_MAX {
-                        self.held.deferred.push_back(run);
-                        self.committed(post);
-                        return;
-                    }
-                    run
-                }
                 Some(f) => match f.try_run(run, &mut self.held) {
-                    Tried::Ran => {
+                    None => {
                         // Its entry may have committed before this loop
                         // asked to be told.
                         self.committed(post);
                         return;
                     }
-                    Tried::Busy(run) => {
-                        self.held.deferred.push_back(run);
-                        return;
-                    }
-                    Tried::Elsewhere(run) => run,
+                    Some(run) => run,
                 },
                 None => run,
             };
@@ -440,8 +425,6 @@ impl ShardHost {
             return;
         };
         use super::held::Released;
-        #[cfg(not(loom))]
-        self.retry_deferred(cluster, post);
         let mut done = std::mem::take(&mut self.held.done);
         self.held
             .take_done(self.index, &self.shared.told, &mut done);
@@ -454,26 +437,6 @@ impl ShardHost {
             }
         }
         self.held.done = done;
-    }
-
-    /// (A cluster node.) Tries again, in order, the requests waiting
-    /// here for their partition's engine: until one finds it taken still
-    /// (this loop is then told once it is let go).
-    #[cfg(not(loom))]
-    fn retry_deferred(&mut self, cluster: usize, post: &mut Post) {
-        let Some(f) = self.shared.fast.get() else {
-            return;
-        };
-        while let Some(run) = self.held.deferred.pop_front() {
-            match f.try_run(run, &mut self.held) {
-                Tried::Ran => {}
-                Tried::Busy(run) => {
-                    self.held.deferred.push_front(run);
-                    return;
-                }
-                Tried::Elsewhere(run) => post.send(cluster, Msg::Run(run)),
-            }
-        }
     }
 
     /// Sends an answer to the loop of its connection (this one: kept for

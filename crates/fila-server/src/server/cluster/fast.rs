@@ -5,39 +5,24 @@
 //! loop holds the answer until that entry committed (`server/held.rs`) —
 //! told by the partition's committer, which raises each holding loop's
 //! flag and wakes it (`Loops::tell_committed`). No hop to the cluster
-//! node's thread and back, no task per request. A request that finds the
-//! partition's engine taken waits on the loop (`Tried::Busy`), told by
-//! whoever lets the engine go ([`fila_cluster::Replica::set_on_free`]):
-//! handed to the endpoint instead, it would queue there for the same lock,
-//! holding it in turn while the loops find it taken. Anything else goes
-//! to the cluster node's endpoint as before: a request of another kind, a
-//! queue not in the routing table, a partition this node does not lead, a
-//! receive that found nothing and waits, an operation that made
-//! no records (it changed nothing: run again there, its answer waits for
-//! what a quorum confirms), and a request whose entry was refused before
-//! it was appended (nothing was made: it runs again there, waiting for the
-//! next leader).
+//! node's thread and back, no task per request. Anything else goes to the
+//! cluster node's endpoint as before: a request of another kind, a queue
+//! not in the routing table, a partition this node does not lead or whose
+//! engine is taken (the loop only tries its lock), a receive that found
+//! nothing and waits, an operation that made no records (it changed
+//! nothing: run again there, its answer waits for what a quorum
+//! confirms), and a request whose entry was refused before it was
+//! appended (nothing was made: it runs again there, waiting for the next
+//! leader).
 
 use std::sync::{Arc, Weak};
 
-use fila_cluster::Declined;
 use fila_proto::Request;
 
 use super::groups::Cluster;
 use crate::dispatch::Answer;
 use crate::server::held::HeldAnswers;
 use crate::server::host::RunJob;
-
-/// What became of a request a loop tried to run itself.
-pub(in crate::server) enum Tried {
-    /// It ran; its answer is held until its entry commits.
-    Ran,
-    /// The partition's engine is taken: the request waits on this loop,
-    /// which is told once it is let go.
-    Busy(RunJob),
-    /// For the cluster node's endpoint.
-    Elsewhere(RunJob),
-}
 
 /// What the loops reach of the cluster node.
 pub(in crate::server) struct Fast {
@@ -51,8 +36,7 @@ impl Fast {
         })
     }
 
-    /// After an entry's outcome is noted, or a partition's engine let go
-    /// while a loop wanted it: tells each loop waiting for word.
+    /// After an entry's outcome is noted: tells each loop waiting for word.
     pub(super) fn committed(&self) {
         if let Some(c) = self.c.upgrade() {
             crate::server::held::tell_loops(&c.shared.told, &c.shared.loops);
@@ -62,24 +46,22 @@ impl Fast {
     /// Runs `job` on the calling loop when it can (see the module docs)
     /// and holds its answer in `held` (the loop then calls
     /// `HeldAnswers::take_done`: its entry may have committed already);
-    /// gives it back otherwise: to wait on this loop for the engine
-    /// (`Tried::Busy`: the loop is told once whoever holds it lets it go),
-    /// or for the endpoint.
-    pub(in crate::server) fn try_run(&self, job: RunJob, held: &mut HeldAnswers) -> Tried {
+    /// gives it back for the endpoint otherwise (`None`: it ran here).
+    pub(in crate::server) fn try_run(&self, job: RunJob, held: &mut HeldAnswers) -> Option<RunJob> {
         let Some(c) = self.c.upgrade() else {
-            return Tried::Elsewhere(job);
+            return Some(job);
         };
         if crate::ops::of(&job.req).cluster != crate::ops::OnCluster::LoopWrite
             || job.route.lp >= c.shared.loops.owners()
         {
-            return Tried::Elsewhere(job);
+            return Some(job);
         }
         let g = match crate::ops::queue_of(&job.req).and_then(|q| c.routes.get(q)) {
             Some(g) => *g as usize,
-            None => return Tried::Elsewhere(job),
+            None => return Some(job),
         };
         let Some(part) = c.parts.get(g) else {
-            return Tried::Elsewhere(job);
+            return Some(job);
         };
         let mut req = job.req.clone();
         let waits = match &mut req {
@@ -97,31 +79,15 @@ impl Fast {
         let keep = |answer: &Answer| {
             !(waits && matches!(answer, Answer::Messages(_, ms) if ms.is_empty()))
         };
-        // Taken by whichever try runs it (a try that finds the engine
-        // taken does not run it).
-        let mut req = Some(req);
-        let mut run = |owner: &mut fila_core::Owner| {
-            let req = req.take().expect("run once");
-            super::run::run_on(owner, req, room)
-        };
-        let mut ran = part.try_execute(&mut run, keep);
-        if ran.as_ref().err() == Some(&Declined::Busy) {
-            // The engine is taken: the loop asks to be told once it is let
-            // go, then tries once more (a release before this try is seen
-            // by it).
-            part.want_engine(&c.shared.told, job.route.lp);
-            ran = part.try_execute(run, keep);
-        }
-        let (answer, ticket) = match ran {
-            Ok(ran) => ran,
-            Err(Declined::Busy) => return Tried::Busy(job),
-            Err(Declined::Elsewhere) => return Tried::Elsewhere(job),
+        let run = move |owner: &mut fila_core::Owner| super::run::run_on(owner, req, room);
+        let Some((answer, ticket)) = part.try_execute(run, keep) else {
+            return Some(job);
         };
         if let Some((queue, n)) = put.filter(|_| !answer.is_error()) {
             // Receives waiting at the endpoint look again.
             c.waiters[g].put(&queue, n);
         }
         held.hold(g, ticket, job, answer);
-        Tried::Ran
+        None
     }
 }

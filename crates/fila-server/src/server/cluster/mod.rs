@@ -264,15 +264,12 @@ async fn run(
     let fast = fast::Fast::new(&c);
     for part in &c.parts {
         let f = Arc::downgrade(&fast);
-        let tell: fila_cluster::OnCommit = Arc::new(move || {
+        // An outcome noted: the loops waiting for word look again.
+        part.set_on_commit(Arc::new(move || {
             if let Some(f) = f.upgrade() {
                 f.committed();
             }
-        });
-        // An outcome noted, or the engine let go while a loop wanted it:
-        // the loops waiting for word look again.
-        part.set_on_commit(tell.clone());
-        part.set_on_free(tell);
+        }));
     }
     let _ = shared.fast.set(fast);
     let answers: Forward = {
