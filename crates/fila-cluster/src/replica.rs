@@ -13,18 +13,20 @@
 //! until the state machine has applied it, then rebuilds its engine from
 //! the state machine's image; it serves from that engine for the rest of
 //! its leadership. Operations are pipelined: the engine's state is the
-//! committed state plus the operations whose entries are in flight. At most
-//! a few entries are in flight; the records of operations run meanwhile
-//! gather into the next entry, submitted by the leadership's committer as
-//! soon as one of them commits (one entry for all of them). When a
-//! proposal fails — leadership lost — the engine is dropped: what it
-//! executed may or may not commit, and the next leadership rebuilds from
-//! what did.
+//! committed state plus the operations whose entries are in flight. Each
+//! operation's records are handed, as one numbered batch, to the
+//! leadership's task, which submits them; at most a few entries are in
+//! flight, and the batches handed over meanwhile gather into the next
+//! entry, submitted as soon as one of them commits (one entry for all of
+//! them). Whoever runs an operation never waits for openraft while it
+//! holds the engine, and the task never takes the engine. When a proposal
+//! fails — leadership lost — the engine is dropped: what it executed may
+//! or may not commit, and the next leadership rebuilds from what did.
 //!
 //! An operation may also run outside any task ([`Replica::try_execute`],
-//! a server's event loop): on the engine if it is free, its records left
-//! for the leadership's submitter task, its caller told of the entry's
-//! outcome through a [`Ticket`] (and [`OnCommit`] after each commit).
+//! a server's event loop): on the engine if it is free, its caller told
+//! of its batch's outcome through a [`Ticket`] (and [`OnCommit`] after
+//! each entry's).
 //!
 //! Receipts name a lease by the message's sequence number, sub-queue and
 //! delivery count, signed with the partition's secret: every leader holds
@@ -54,9 +56,7 @@ use fila_wal::Storage;
 use openraft::async_runtime::watch::WatchReceiver;
 use openraft::{Config, Raft, RaftNetworkFactory};
 
-use crate::serving::{
-    refused_write, Capture, EngineLock, OnCommit, Serving, Settle, ENTRIES_IN_FLIGHT, ENTRY_BYTES,
-};
+use crate::serving::{refused_write, Capture, EngineLock, OnCommit, Ran, Serving, Settle};
 use crate::{LogStore, NodeId, StateMachine, TypeConfig};
 
 /// How long a new leader waits for its blank entry to be applied before
@@ -116,12 +116,12 @@ pub(crate) type LeaderId = openraft::impls::leader_id_adv::LeaderId<u64, NodeId>
 
 /// What an operation's answer waits for.
 enum Wait {
-    /// The entry its records are in — or, when it made none, the last
-    /// entry its engine had records for when it ran (what it saw includes
-    /// them): its commit.
+    /// The batch its records are in — or, when it made none, the last
+    /// batch its engine had made when it ran, not committed yet (what it
+    /// saw includes it): its commit.
     Entry(Settle),
-    /// It made no records and none are in flight: a quorum confirms the
-    /// leadership (openraft's read index).
+    /// It made no records and every batch before it committed: a quorum
+    /// confirms the leadership (openraft's read index).
     Confirm,
 }
 
@@ -282,17 +282,18 @@ impl<S: Storage + 'static> Replica<S> {
     }
 
     /// Runs `op` on the leader's engine and answers its result once the
-    /// records it made are committed; when it made none, once the entries
-    /// in flight before it are committed or, with none, once a quorum
+    /// records it made are committed; when it made none, once the batches
+    /// it saw are committed or, with all committed, once a quorum
     /// confirmed this node still leads (an answer from a deposed leader's
     /// state would be a stale read).
     ///
     /// Operations are pipelined: each runs on the engine and its records
-    /// go into the next entry, submitted at once unless
-    /// `ENTRIES_IN_FLIGHT` (4) entries wait for their commit, else as soon
-    /// as one of them commits, together with every record made meanwhile
-    /// (so entries hold the records in the order the engine made them);
-    /// the next operation may run while earlier ones wait. Every entry is
+    /// go, as one batch, into the next entry, which the leadership's task
+    /// submits at once unless `ENTRIES_IN_FLIGHT` (4) entries wait for
+    /// their commit, else as soon as one of them commits, together with
+    /// every batch handed over meanwhile (so entries hold the records in
+    /// the order the engine made them); the next operation may run while
+    /// earlier ones wait. Every entry is
     /// submitted on the condition that the leader is still the one the
     /// engine was rebuilt for, so an engine that another leader's entries
     /// have overtaken never gets an entry in.
@@ -331,43 +332,27 @@ impl<S: Storage + 'static> Replica<S> {
                 *serving = Some(self.catch_up(leader_id).await?);
             }
             let s = serving.as_mut().expect("set above");
-            let held = s.gathered();
-            let result = s.run(op);
-            let gathered = s.gathered();
-            if gathered == held && drop(&result) {
+            let (result, ran) = s.run(op);
+            if !matches!(ran, Ran::Made(_)) && drop(&result) {
+                // It changed nothing.
                 return Ok(None);
             }
-            if gathered == 0 {
-                // It made no records, and none wait for an entry. Its
-                // answer may rest on entries still in flight (a put
-                // answered as a duplicate of one not committed yet, a read
-                // of it): it waits for them — their commit, after it ran,
-                // shows this leadership was still the one. With none in
-                // flight, a quorum confirms it: a leader cut off from the
-                // others, that another leader has overtaken, must not
+            match ran {
+                // Its records are batch `k`, handed to the leadership's
+                // task, which submits it in the next entry.
+                Ran::Made(k) => (result, leader_id, Wait::Entry(s.settle(k))),
+                // It made no records, but its answer may rest on batches
+                // not committed yet (a put answered as a duplicate of one
+                // in flight, a read of it): it waits for them — their
+                // commit, after it ran, shows this leadership was still
+                // the one.
+                Ran::Saw(k) => (result, leader_id, Wait::Entry(s.settle(k))),
+                // It made no records and every batch before it committed:
+                // a quorum confirms the leadership. A leader cut off from
+                // the others, that another leader has overtaken, must not
                 // answer from its old state (a receipt refused as stale,
                 // a receive finding nothing).
-                let k = s.submitted;
-                if s.in_flight() == 0 {
-                    (result, leader_id, Wait::Confirm)
-                } else {
-                    (result, leader_id, Wait::Entry(s.settle(k)))
-                }
-            } else {
-                // Its records (or what it saw, when it made none) are in
-                // the next entry: submitted now unless `ENTRIES_IN_FLIGHT`
-                // entries are in flight already — then by the committer,
-                // as soon as one of them commits, with whatever gathered
-                // meanwhile (or by an operation that takes the records
-                // past `ENTRY_BYTES`).
-                let k = s.submitted + 1;
-                if s.in_flight() < ENTRIES_IN_FLIGHT || gathered >= ENTRY_BYTES {
-                    if let Err(e) = s.submit(&self.raft).await {
-                        *serving = None;
-                        return Err(e);
-                    }
-                }
-                (result, leader_id, Wait::Entry(s.settle(k)))
+                Ran::Settled => (result, leader_id, Wait::Confirm),
             }
         };
         let outcome = match wait {
@@ -395,12 +380,12 @@ impl<S: Storage + 'static> Replica<S> {
     }
 
     /// Runs `op` at once, outside any task, when this node serves the
-    /// partition and its engine is free: its result and the entry its
+    /// partition and its engine is free: its result and the batch its
     /// answer waits for (see [`Replica::execute`]). `None` when it did not
     /// run (the engine is taken, or this node does not serve the
-    /// partition), or ran and made no records nor saw any waiting for an
-    /// entry (then it changed nothing, and `keep` said to drop its
-    /// result): the caller runs it through [`Replica::execute`] instead.
+    /// partition), or ran and made no records and either saw every batch
+    /// committed or `keep` said to drop its result (then it changed
+    /// nothing): the caller runs it through [`Replica::execute`] instead.
     pub fn try_execute<R>(
         &self,
         op: impl FnOnce(&mut Owner) -> R,
@@ -411,18 +396,12 @@ impl<S: Storage + 'static> Replica<S> {
         let s = serving
             .as_mut()
             .filter(|s| s.leader == leader_id && !s.failed())?;
-        let held = s.gathered();
-        let result = s.run(op);
         // It ran: from here on it is answered through its ticket.
-        let gathered = s.gathered();
-        if gathered == held && (gathered == 0 || !keep(&result)) {
-            return None;
+        match s.run(op) {
+            (result, Ran::Made(k)) => Some((result, s.ticket(k))),
+            (result, Ran::Saw(k)) if keep(&result) => Some((result, s.ticket(k))),
+            _ => None,
         }
-        if s.in_flight() < ENTRIES_IN_FLIGHT {
-            // Else the committer submits them after the next commit.
-            s.wake_submitter();
-        }
-        Some((result, s.ticket(s.submitted + 1)))
     }
 
     /// Runs `op`, a read (it changes nothing), once this replica has
@@ -519,12 +498,7 @@ impl<S: Storage + 'static> Replica<S> {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         Ok(Serving::start(
-            owner,
-            records,
-            leader,
-            &self.raft,
-            Arc::downgrade(&self.serving),
-            on_commit,
+            owner, records, leader, &self.raft, on_commit,
         ))
     }
 

@@ -1,13 +1,15 @@
 //! The engine a partition's leader serves from, for one leadership
-//! ([`Serving`]), and its entries: the records its operations make,
-//! gathered into the next Raft entry; at most [`ENTRIES_IN_FLIGHT`] entries
-//! waiting for their commit; a committer task noting each entry's outcome
-//! in order (on a [`Board`], fila-core's, which the loops holding answers
-//! read) and submitting what gathered meanwhile; a submitter task woken by
-//! operations run outside any task; a [`Ticket`] for such an operation's
-//! answer.
+//! ([`Serving`]), and its entries: the records each operation makes are
+//! one batch, numbered, handed by message to the leadership's task
+//! ([`lead`]), which gathers the batches into Raft entries (at most
+//! [`ENTRIES_IN_FLIGHT`] waiting for their commit; what is handed over
+//! meanwhile goes into the next one), submits them and notes each
+//! entry's outcome in order, by its batches' numbers, on a [`Board`]
+//! (fila-core's, which the loops holding answers read); a [`Ticket`] for
+//! an operation's answer. The engine's holder never waits for openraft,
+//! and the task never takes the engine.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use fila_core::commits::{Board, Failure, Ticket};
@@ -18,10 +20,11 @@ use fila_wal::Storage;
 use openraft::impls::ProgressResponder;
 use openraft::Raft;
 
-use crate::replica::{poisoned, LeaderId, ReplicaError, COMMIT_TIMEOUT};
+use crate::replica::{LeaderId, ReplicaError, COMMIT_TIMEOUT};
 use crate::{Batch, StateMachine, TypeConfig};
 
-/// The records the leader's engine makes, captured per operation.
+/// The records the leader's engine makes, captured for the operation
+/// running (only the engine's holder touches them).
 pub(crate) struct Capture(pub(crate) Arc<Mutex<Vec<u8>>>);
 
 impl EventSink for Capture {
@@ -33,42 +36,25 @@ impl EventSink for Capture {
 }
 
 /// The engine a leader serves from, for one leadership: one owner of
-/// its one shard.
+/// its one shard. Each operation's records are one batch, numbered from
+/// 1, handed to the leadership's task ([`lead`]), which gathers them
+/// into entries, submits those and notes their outcomes on the board by
+/// batch number: whoever holds the engine never waits for openraft, and
+/// the task never takes the engine.
 pub(crate) struct Serving {
     pub(crate) owner: Owner,
-    /// The records its operations made that are in no entry yet: the
-    /// next entry's.
-    records: Arc<Mutex<Vec<u8>>>,
+    /// What the engine's journal captured for the operation running.
+    captured: Arc<Mutex<Vec<u8>>>,
     pub(crate) leader: LeaderId,
-    /// Entries submitted from this engine so far.
-    pub(crate) submitted: u64,
-    /// How far they committed, or that one failed.
+    /// Batches handed to the leadership's task so far.
+    batches: u64,
+    /// How far its batches committed, or that one failed.
     board: Arc<Board>,
     /// Sent after each outcome noted on `board` (for tasks waiting on it).
     noted: Arc<tokio::sync::watch::Sender<()>>,
-    /// Each submitted entry's commit, to the leadership's committer.
-    commits: tokio::sync::mpsc::UnboundedSender<Commit>,
-    /// Tells the leadership's submitter that records gathered outside a
-    /// task ([`crate::Replica::try_execute`]) wait for an entry.
-    kick: Arc<Kick>,
-}
-
-/// What wakes a leadership's submitter: records wait, or its engine was
-/// dropped (`ended`).
-#[derive(Default)]
-struct Kick {
-    notify: tokio::sync::Notify,
-    ended: std::sync::atomic::AtomicBool,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        // Its submitter ends.
-        self.kick
-            .ended
-            .store(true, std::sync::atomic::Ordering::Release);
-        self.kick.notify.notify_one();
-    }
+    /// Each batch, to the leadership's task (which ends once this engine
+    /// is dropped and what it sent is settled).
+    to_lead: tokio::sync::mpsc::UnboundedSender<(u64, Vec<u8>)>,
 }
 
 /// The engine a leader serves from, behind its lock: the node's tasks
@@ -102,11 +88,8 @@ impl Settle {
 /// Told after each entry's outcome is noted.
 pub type OnCommit = Arc<dyn Fn() + Send + Sync>;
 
-/// A submitted entry (its number) and its commit to wait for.
-type Commit = (
-    u64,
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ReplicaError>> + Send>>,
-);
+/// A submitted entry's commit, to wait for.
+type Commit = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ReplicaError>> + Send>>;
 
 /// What an entry's failure answers.
 fn failed(how: Failure) -> ReplicaError {
@@ -116,53 +99,58 @@ fn failed(how: Failure) -> ReplicaError {
     }
 }
 
+/// Where an operation's answer stands once it ran on the engine.
+pub(crate) enum Ran {
+    /// Batch `k` holds its records: its answer waits for `k`.
+    Made(u64),
+    /// It made none, and batch `k`, the last it saw, is not committed
+    /// yet: its answer waits for `k`.
+    Saw(u64),
+    /// It made no records and every batch it saw committed.
+    Settled,
+}
+
 impl Serving {
     /// The engine of leadership `leader`, its records captured into
-    /// `records`, with its committer and submitter tasks started (both
-    /// end with it); `serving` is where it will be held, `on_commit` is
-    /// told after each entry's outcome.
+    /// `captured`, with its task started (ended once the engine is dropped
+    /// and what it sent is settled); `on_commit` is told after each
+    /// entry's outcome.
     pub(crate) fn start<S: Storage + 'static>(
         owner: Owner,
-        records: Arc<Mutex<Vec<u8>>>,
+        captured: Arc<Mutex<Vec<u8>>>,
         leader: LeaderId,
         raft: &Raft<TypeConfig, StateMachine<S>>,
-        serving: Weak<EngineLock>,
         on_commit: Option<OnCommit>,
     ) -> Serving {
         let board = Arc::new(Board::new());
         let noted = Arc::new(tokio::sync::watch::channel(()).0);
-        let (commits, to_commit) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(commit_entries(
-            to_commit,
-            (board.clone(), noted.clone()),
-            records.clone(),
-            serving.clone(),
-            raft.clone(),
-            on_commit,
-        ));
-        let kick = Arc::new(Kick::default());
-        tokio::spawn(submit_kicked(
-            kick.clone(),
-            records.clone(),
-            serving,
-            raft.clone(),
+        let (to_lead, batches) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(lead(
+            batches,
+            Leadership {
+                board: board.clone(),
+                noted: noted.clone(),
+                raft: raft.clone(),
+                leader,
+                on_commit,
+            },
         ));
         Serving {
             owner,
-            records,
+            captured,
             leader,
-            submitted: 0,
+            batches: 0,
             board,
             noted,
-            commits,
-            kick,
+            to_lead,
         }
     }
 
     /// Runs `op` on the engine, taking in a dead letter for the
     /// partition's own shard (no receive parks here: nothing completes
-    /// later).
-    pub(crate) fn run<R>(&mut self, op: impl FnOnce(&mut Owner) -> R) -> R {
+    /// later), and hands the records it made to the leadership's task as
+    /// the next batch: its result, and where its answer stands.
+    pub(crate) fn run<R>(&mut self, op: impl FnOnce(&mut Owner) -> R) -> (R, Ran) {
         let result = op(&mut self.owner);
         while self.owner.has_output() {
             for t in self.owner.take_transit() {
@@ -170,15 +158,27 @@ impl Serving {
             }
             self.owner.take_completions();
         }
-        result
+        let records = std::mem::take(&mut *self.captured.lock().unwrap_or_else(|p| p.into_inner()));
+        if !records.is_empty() {
+            self.batches += 1;
+            // Refused only once the task ended (a failure): the board
+            // answers this batch so.
+            let _ = self.to_lead.send((self.batches, records));
+            return (result, Ran::Made(self.batches));
+        }
+        if self.batches > self.board.through() {
+            (result, Ran::Saw(self.batches))
+        } else {
+            (result, Ran::Settled)
+        }
     }
 
-    /// The ticket of entry `k` of this engine.
+    /// The ticket of batch `k` of this engine.
     pub(crate) fn ticket(&self, k: u64) -> Ticket {
         Ticket::new(self.board.clone(), k)
     }
 
-    /// Entry `k`'s outcome, to be waited for in a task.
+    /// Batch `k`'s outcome, to be waited for in a task.
     pub(crate) fn settle(&self, k: u64) -> Settle {
         Settle {
             ticket: self.ticket(k),
@@ -190,126 +190,142 @@ impl Serving {
     pub(crate) fn failed(&self) -> bool {
         self.board.failed()
     }
-
-    /// Wakes its submitter: records gathered outside any task wait.
-    pub(crate) fn wake_submitter(&self) {
-        self.kick.notify.notify_one();
-    }
-
-    /// Bytes of records waiting for the next entry.
-    pub(crate) fn gathered(&self) -> usize {
-        self.records.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    /// Entries submitted and not yet committed.
-    pub(crate) fn in_flight(&self) -> u64 {
-        self.submitted.saturating_sub(self.board.through())
-    }
-
-    /// Submits the records gathered so far as the next entry, on the
-    /// condition that this engine's leadership still holds.
-    pub(crate) async fn submit(
-        &mut self,
-        raft: &Raft<TypeConfig, StateMachine<impl Storage + 'static>>,
-    ) -> Result<(), ReplicaError> {
-        let records = std::mem::take(&mut *self.records.lock().map_err(|_| poisoned())?);
-        if records.is_empty() {
-            return Ok(());
-        }
-        let (responder, committed) = ProgressResponder::complete_only();
-        raft.write(Batch(Bytes::from(records)))
-            .with_leader(self.leader)
-            .responder(responder)
-            .await
-            .map_err(|fatal| ReplicaError::Raft(fatal.to_string()))?;
-        self.submitted += 1;
-        let deadline = tokio::time::Instant::now() + COMMIT_TIMEOUT;
-        let commit =
-            Box::pin(async move { outcome(tokio::time::timeout_at(deadline, committed).await) });
-        // The committer ends only once this engine is dropped.
-        let _ = self.commits.send((self.submitted, commit));
-        Ok(())
-    }
 }
 
-/// Records of several operations gathered in one entry at most, unless a
-/// single operation made more.
+/// Bytes of records gathered in one entry at most, unless a single
+/// operation made more.
 pub(crate) const ENTRY_BYTES: usize = 1 << 20;
 
-/// Entries of one leadership in flight at most: an operation's records
-/// made while this many wait for their commit go into the next entry,
+/// Entries of one leadership in flight at most: the batches handed over
+/// while this many wait for their commit go into the next entry,
 /// submitted as soon as one of them commits — one entry, one append on
 /// each replica, one apply, for every operation that ran meanwhile.
-pub(crate) const ENTRIES_IN_FLIGHT: u64 = 4;
+pub(crate) const ENTRIES_IN_FLIGHT: usize = 4;
 
-/// A leadership's committer: notes each entry's outcome in order, and
-/// once one committed submits the records gathered meanwhile. Ends when
-/// the engine it serves is dropped.
-async fn commit_entries<S: Storage + 'static>(
-    mut commits: tokio::sync::mpsc::UnboundedReceiver<Commit>,
-    (board, noted): (Arc<Board>, Arc<tokio::sync::watch::Sender<()>>),
-    records: Arc<Mutex<Vec<u8>>>,
-    serving: Weak<EngineLock>,
+/// What a leadership's task works with.
+struct Leadership<S: Storage + 'static> {
+    board: Arc<Board>,
+    noted: Arc<tokio::sync::watch::Sender<()>>,
     raft: Raft<TypeConfig, StateMachine<S>>,
+    leader: LeaderId,
     on_commit: Option<OnCommit>,
-) {
-    while let Some((k, commit)) = commits.recv().await {
-        let outcome = commit.await;
-        board.note(k, outcome.map_err(failure));
-        noted.send_replace(());
-        if let Some(f) = &on_commit {
+}
+
+impl<S: Storage + 'static> Leadership<S> {
+    /// Notes an outcome for batch `k` (for a failure, the entry's first
+    /// batch: it answers for every later one), then tells whoever waits.
+    fn note(&self, k: u64, outcome: Result<(), ReplicaError>) {
+        self.board.note(k, outcome.map_err(failure));
+        self.noted.send_replace(());
+        if let Some(f) = &self.on_commit {
             f();
         }
-        if board.failed() {
+    }
+
+    /// Submits `records` as the next entry, on the condition that this
+    /// leadership still holds: its commit, waited for at most
+    /// [`COMMIT_TIMEOUT`].
+    async fn submit(&self, records: Vec<u8>) -> Commit {
+        let (responder, committed) = ProgressResponder::complete_only();
+        let written = self
+            .raft
+            .write(Batch(Bytes::from(records)))
+            .with_leader(self.leader)
+            .responder(responder)
+            .await;
+        if let Err(fatal) = written {
+            let e = ReplicaError::Raft(fatal.to_string());
+            return Box::pin(std::future::ready(Err(e)));
+        }
+        let deadline = tokio::time::Instant::now() + COMMIT_TIMEOUT;
+        Box::pin(async move { outcome(tokio::time::timeout_at(deadline, committed).await) })
+    }
+}
+
+/// What a leadership's task waits for next.
+enum Next {
+    /// A batch from the engine; `None` once the engine is dropped.
+    Batch(Option<(u64, Vec<u8>)>),
+    /// The outcome of the oldest entry in flight.
+    Outcome(Result<(), ReplicaError>),
+}
+
+/// A leadership's task: gathers the engine's batches into entries (one
+/// entry for every batch handed over while [`ENTRIES_IN_FLIGHT`] wait,
+/// up to [`ENTRY_BYTES`]), submits each, and notes each entry's outcome in
+/// order, by its batches' numbers. After a failure it submits nothing
+/// more (the board answers every later batch), but still notes the
+/// entries in flight. Ends once the engine is dropped and every entry it
+/// submitted is settled, or after a failure once those are.
+async fn lead<S: Storage + 'static>(
+    mut batches: tokio::sync::mpsc::UnboundedReceiver<(u64, Vec<u8>)>,
+    l: Leadership<S>,
+) {
+    // Each entry in flight: its first and last batch, and its commit.
+    let mut in_flight: std::collections::VecDeque<(u64, u64, Commit)> = Default::default();
+    let mut gathered: Vec<u8> = Vec::new();
+    let mut span = (0, 0);
+    let mut open = true;
+    loop {
+        while open && gathered.len() < ENTRY_BYTES {
+            match batches.try_recv() {
+                Ok((k, records)) => gather(&mut gathered, &mut span, k, records),
+                Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
+                Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => open = false,
+            }
+        }
+        if l.board.failed() {
+            // Nothing more is submitted; the engine is rebuilt.
+            gathered.clear();
+            batches.close();
+            open = false;
+        } else if !gathered.is_empty()
+            && (in_flight.len() < ENTRIES_IN_FLIGHT || gathered.len() >= ENTRY_BYTES)
+        {
+            let commit = l.submit(std::mem::take(&mut gathered)).await;
+            in_flight.push_back((span.0, span.1, commit));
             continue;
         }
-        submit_gathered(&records, &serving, &raft).await;
-    }
-}
-
-/// Submits what gathered, when room: from the committer after a commit,
-/// from the submitter when kicked.
-async fn submit_gathered<S: Storage + 'static>(
-    records: &Arc<Mutex<Vec<u8>>>,
-    serving: &Weak<EngineLock>,
-    raft: &Raft<TypeConfig, StateMachine<S>>,
-) -> bool {
-    let gathered = records.lock().is_ok_and(|r| !r.is_empty());
-    let Some(serving) = serving.upgrade().filter(|_| gathered) else {
-        return true;
-    };
-    let mut serving = serving.lock().await;
-    let Some(s) = serving
-        .as_mut()
-        .filter(|s| Arc::ptr_eq(&s.records, records))
-    else {
-        return false;
-    };
-    if s.in_flight() < ENTRIES_IN_FLIGHT && !s.failed() {
-        if let Err(e) = s.submit(raft).await {
-            tracing::warn!(error = %e, "an entry could not be submitted");
-            *serving = None;
-            return false;
-        }
-    }
-    true
-}
-
-/// A leadership's submitter: submits the records gathered outside a task
-/// when kicked. Ends with its engine (kicked once more as it is dropped).
-async fn submit_kicked<S: Storage + 'static>(
-    kick: Arc<Kick>,
-    records: Arc<Mutex<Vec<u8>>>,
-    serving: Weak<EngineLock>,
-    raft: Raft<TypeConfig, StateMachine<S>>,
-) {
-    loop {
-        kick.notify.notified().await;
-        if kick.ended.load(std::sync::atomic::Ordering::Acquire)
-            || !submit_gathered(&records, &serving, &raft).await
-        {
+        if in_flight.is_empty() && !open {
             return;
         }
+        let next = std::future::poll_fn(|cx| {
+            if let Some((_, _, commit)) = in_flight.front_mut() {
+                if let std::task::Poll::Ready(o) = commit.as_mut().poll(cx) {
+                    return std::task::Poll::Ready(Next::Outcome(o));
+                }
+            }
+            if open {
+                if let std::task::Poll::Ready(b) = batches.poll_recv(cx) {
+                    return std::task::Poll::Ready(Next::Batch(b));
+                }
+            }
+            std::task::Poll::Pending
+        })
+        .await;
+        match next {
+            Next::Batch(Some((k, records))) => gather(&mut gathered, &mut span, k, records),
+            Next::Batch(None) => open = false,
+            Next::Outcome(outcome) => {
+                let (first, last, _) = in_flight.pop_front().expect("polled");
+                match outcome {
+                    Ok(()) => l.note(last, Ok(())),
+                    Err(e) => l.note(first, Err(e)),
+                }
+            }
+        }
+    }
+}
+
+/// Adds batch `k` to the entry being gathered, whose batches `span`
+/// holds (first, last).
+fn gather(gathered: &mut Vec<u8>, span: &mut (u64, u64), k: u64, records: Vec<u8>) {
+    if gathered.is_empty() {
+        *span = (k, k);
+        *gathered = records;
+    } else {
+        span.1 = k;
+        gathered.extend_from_slice(&records);
     }
 }
 

@@ -3,9 +3,12 @@
 //!
 //! On a cluster node an operation runs on the leader's engine at once,
 //! but its answer may leave only once the Raft entry holding its records
-//! committed. One thread, the leadership's committer, learns each entry's
-//! outcome in order and notes it on a [`Board`]; the event loops hold the
-//! answers, each with the [`Ticket`] of its entry, in [`Held`]; a loop
+//! committed. Each operation's records are one batch, numbered in the
+//! order the engine made them, and an entry holds consecutive batches;
+//! the board and the tickets count batches. One thread, the leadership's
+//! committer, learns each entry's outcome in order and notes it on a
+//! [`Board`]; the event loops hold the answers, each with the [`Ticket`]
+//! of its batch, in [`Held`]; a loop
 //! holding answers raises its flag in [`Told`], and the committer, after
 //! each note, tells every loop whose flag is up (and only those) to look
 //! again.
@@ -54,17 +57,19 @@ pub const UNKNOWN_WHY: &str =
 /// An entry's outcome: committed, or how it failed.
 pub type Outcome = Result<(), Failure>;
 
-/// The outcomes of one leadership's entries, numbered from 1 in the order
-/// they were submitted.
+/// The outcomes of one leadership's batches of records (each
+/// operation's), numbered from 1 in the order they were made; an entry
+/// holds consecutive batches, and its outcome is noted for its last batch
+/// when it committed, for its first when it failed.
 pub struct Board {
     state: Mutex<State>,
 }
 
 #[derive(Clone, Copy, Default)]
 struct State {
-    /// Every entry up to this one committed.
+    /// Every batch up to this one committed.
     through: u64,
-    /// The first entry that failed, and how.
+    /// The first batch that failed, and how.
     failed: Option<(u64, Failure)>,
 }
 
@@ -86,8 +91,8 @@ impl Board {
         *self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Notes entry `k`'s outcome (the first failure is kept; a commit
-    /// counts for every entry before it too).
+    /// Notes batch `k`'s outcome (the first failure is kept; a commit
+    /// counts for every batch before it too).
     pub fn note(&self, k: u64, outcome: Outcome) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match outcome {
@@ -98,8 +103,8 @@ impl Board {
         }
     }
 
-    /// Entry `k`'s outcome, once known: committed, or failed (it or an
-    /// entry before it).
+    /// Batch `k`'s outcome, once known: committed, or failed (it or a
+    /// batch before it).
     pub fn outcome(&self, k: u64) -> Option<Outcome> {
         let s = self.state();
         if s.through >= k {
@@ -122,7 +127,8 @@ impl Board {
     }
 }
 
-/// Where an operation's answer stands: the entry holding its records.
+/// Where an operation's answer stands: the batch holding its records (or
+/// the last one it saw).
 #[derive(Clone)]
 pub struct Ticket {
     board: Arc<Board>,
@@ -130,12 +136,12 @@ pub struct Ticket {
 }
 
 impl Ticket {
-    /// Entry `k` of `board`.
+    /// Batch `k` of `board`.
     pub fn new(board: Arc<Board>, k: u64) -> Ticket {
         Ticket { board, k }
     }
 
-    /// The entry's outcome, once known.
+    /// The batch's outcome, once known.
     pub fn outcome(&self) -> Option<Outcome> {
         self.board.outcome(self.k)
     }
