@@ -13,8 +13,10 @@
 //! format; and a replica ([`Replica`]) whose leader executes each
 //! operation on its engine and answers once the records it made are
 //! committed (several operations' records gathered into one entry while
-//! a few entries wait for their commit; an operation run outside any task
-//! answered through a [`Ticket`]); the replica's members change through its leader
+//! a few entries wait for their commit), its engine kept by one thread,
+//! its [`Home`] (a server's event loop, or a task of its own), which runs
+//! every operation on it — no lock — and answers one it ran for a request
+//! of its own through a [`Ticket`]; the replica's members change through its leader
 //! ([`membership`]). The metadata group ([`meta`]) is a Raft group of the
 //! same kind whose state machine holds the cluster's map — partitions,
 //! their replicas and receipt keys, and the partition each queue lives
@@ -27,6 +29,7 @@
 
 pub mod codec;
 mod flusher;
+pub mod home;
 mod log_store;
 pub mod membership;
 pub mod meta;
@@ -37,6 +40,7 @@ mod state;
 pub mod view;
 
 pub use fila_core::commits::Ticket;
+pub use home::{Home, Job, Slot, TaskHome};
 pub use log_store::{LogStore, READ_BYTES, TAIL_BYTES};
 pub use meta::{ClusterMap, MapChange, Metadata, Partition};
 pub use replica::{Replica, ReplicaError};

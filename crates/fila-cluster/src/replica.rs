@@ -56,7 +56,8 @@ use fila_wal::Storage;
 use openraft::async_runtime::watch::WatchReceiver;
 use openraft::{Config, Raft, RaftNetworkFactory};
 
-use crate::serving::{refused_write, Capture, EngineLock, OnCommit, Ran, Serving, Settle};
+use crate::home::{Home, Job, Slot, TaskHome};
+use crate::serving::{refused_write, Capture, OnCommit, Ran, Serving, Settle};
 use crate::{LogStore, NodeId, StateMachine, TypeConfig};
 
 /// How long a new leader waits for its blank entry to be applied before
@@ -67,6 +68,14 @@ pub const CATCH_UP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 /// outcome is reported unknown (a leader cut off from its peers does not
 /// know it was deposed until it hears from them).
 pub const COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long a job sent to the engine's home waits for its answer at
+/// most (a home's thread that stopped, or stalls).
+pub const HOME_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long a stopping replica waits for room at its engine's home at
+/// most.
+const SHUTDOWN_SEND: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Timers the engine runs before an operation at most.
 const TIMERS_PER_OPERATION: usize = 1_024;
@@ -114,6 +123,18 @@ pub enum ReplicaError {
 /// The id of a leadership: its term and node.
 pub(crate) type LeaderId = openraft::impls::leader_id_adv::LeaderId<u64, NodeId>;
 
+/// What became of an operation sent to the engine's home.
+enum AtHome<R, F> {
+    /// It ran: its result, where its answer stands, the batch it waits
+    /// for, and the leadership it ran under.
+    Ran(R, Ran, Option<Settle>, LeaderId),
+    /// This node leads (`LeaderId`) but has no engine for it yet: the
+    /// operation, not run.
+    Stale(F, LeaderId),
+    /// Another node leads, when known.
+    NotLeader(Option<NodeId>),
+}
+
 /// What an operation's answer waits for.
 enum Wait {
     /// The batch its records are in — or, when it made none, the last
@@ -141,7 +162,11 @@ pub struct Replica<S: Storage + 'static> {
     lease_grace_ms: u64,
     /// The limits the leader's engine enforces (none until set).
     limits: std::sync::Mutex<EngineLimits>,
-    serving: Arc<EngineLock>,
+    /// The thread its engine lives on (a task of its own unless set
+    /// before first use, [`Replica::set_home`]).
+    home: std::sync::OnceLock<Arc<dyn Home>>,
+    /// Held while a new leadership's engine is built: one at a time.
+    catching_up: tokio::sync::Mutex<()>,
     /// Told after each entry's outcome is noted (from the next leadership on).
     on_commit: std::sync::Mutex<Option<OnCommit>>,
     /// The id space of the message ids its leaders give
@@ -182,20 +207,61 @@ impl<S: Storage + 'static> Replica<S> {
             secret: Mutex::new(secret),
             lease_grace_ms,
             limits: std::sync::Mutex::new(EngineLimits::default()),
-            serving: Arc::new(EngineLock::new(None)),
+            home: std::sync::OnceLock::new(),
+            catching_up: tokio::sync::Mutex::new(()),
             on_commit: std::sync::Mutex::new(None),
             id_space: std::sync::atomic::AtomicU32::new(0),
         })
     }
 
+    /// Sets the thread its engine lives on (a server's event loop), before
+    /// it is first used; `false` when it was used already (then it keeps
+    /// its home).
+    pub fn set_home(&self, home: Arc<dyn Home>) -> bool {
+        self.home.set(home).is_ok()
+    }
+
+    fn home(&self) -> &Arc<dyn Home> {
+        self.home.get_or_init(|| Arc::new(TaskHome::start()))
+    }
+
+    /// Runs `job` on the engine's slot, at its home: its result, waited
+    /// for at most [`HOME_TIMEOUT`] (then `Unknown`: it may still run).
+    async fn at_home<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&mut Slot) -> T + Send + 'static,
+    ) -> Result<T, ReplicaError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |slot| {
+            let _ = tx.send(job(slot));
+        });
+        let ran = tokio::time::timeout(HOME_TIMEOUT, async {
+            self.home().send(job).await;
+            rx.await
+        })
+        .await;
+        match ran {
+            Ok(Ok(t)) => Ok(t),
+            Ok(Err(_)) => Err(ReplicaError::Raft("the engine's home stopped".to_owned())),
+            Err(_) => Err(ReplicaError::Unknown { leader: None }),
+        }
+    }
+
     /// Runs `op` on the engine this node serves the partition with, while
     /// it leads and has caught up (none otherwise): unconfirmed by a
     /// quorum, for figures such as metrics, never for an answer.
-    pub async fn serving<R>(&self, op: impl FnOnce(&mut Owner) -> R) -> Option<R> {
+    pub async fn serving<R: Send + 'static>(
+        &self,
+        op: impl FnOnce(&mut Owner) -> R + Send + 'static,
+    ) -> Option<R> {
         let leader_id = self.leading().ok()?;
-        let mut serving = self.serving.lock().await;
-        let s = serving.as_mut().filter(|s| s.leader == leader_id)?;
-        Some(op(&mut s.owner))
+        self.at_home(move |slot| {
+            let s = slot.serving.as_mut().filter(|s| s.leader == leader_id)?;
+            Some(op(&mut s.owner))
+        })
+        .await
+        .ok()
+        .flatten()
     }
 
     /// How long until the leader's engine has timers due — a lease or a
@@ -216,6 +282,12 @@ impl<S: Storage + 'static> Replica<S> {
     /// from none).
     fn leading(&self) -> Result<LeaderId, Option<NodeId>> {
         leading(&self.raft)
+    }
+
+    /// Whether this node leads the partition now (its engine may not be
+    /// built yet).
+    pub fn leads(&self) -> bool {
+        self.leading().is_ok()
     }
 
     /// The leader this node knows of: openraft's current leader, unless
@@ -300,7 +372,10 @@ impl<S: Storage + 'static> Replica<S> {
     ///
     /// `op` must not park a receive (a receive with a wait answers what is
     /// there: a waiting receive is its caller's loop of tries).
-    pub async fn execute<R>(&self, op: impl FnOnce(&mut Owner) -> R) -> Result<R, ReplicaError> {
+    pub async fn execute<R: Send + 'static>(
+        &self,
+        op: impl FnOnce(&mut Owner) -> R + Send + 'static,
+    ) -> Result<R, ReplicaError> {
         let ran = self.execute_unless(op, |_| false).await?;
         Ok(ran.expect("never dropped"))
     }
@@ -310,50 +385,71 @@ impl<S: Storage + 'static> Replica<S> {
     /// at once, with no quorum asked — it changed nothing, and its caller
     /// looks again later (a receive waiting for messages that found none:
     /// only the look that answers it needs the leadership confirmed).
-    pub async fn execute_unless<R>(
+    pub async fn execute_unless<R: Send + 'static, F>(
         &self,
-        op: impl FnOnce(&mut Owner) -> R,
+        op: F,
         drop: impl FnOnce(&R) -> bool,
-    ) -> Result<Option<R>, ReplicaError> {
-        let (result, leader_id, wait) = {
-            let mut serving = self.serving.lock().await;
-            let leader_id = match self.leading() {
-                Ok(leader_id) => leader_id,
-                Err(leader) => {
-                    *serving = None;
-                    return Err(ReplicaError::NotLeader { leader });
+    ) -> Result<Option<R>, ReplicaError>
+    where
+        F: FnOnce(&mut Owner) -> R + Send + 'static,
+    {
+        let mut op = op;
+        // At most twice: once more after this node built the engine of
+        // its new leadership.
+        let mut tries = 0;
+        let (result, ran, wait, leader_id) = loop {
+            let raft = self.raft.clone();
+            let at = self
+                .at_home(move |slot| {
+                    let leader_id = match leading(&raft) {
+                        Ok(leader_id) => leader_id,
+                        Err(leader) => {
+                            slot.serving = None;
+                            return AtHome::NotLeader(leader);
+                        }
+                    };
+                    let serving = slot.serving.as_mut();
+                    let Some(s) = serving.filter(|s| s.leader == leader_id && !s.failed()) else {
+                        return AtHome::Stale(op, leader_id);
+                    };
+                    let (result, ran) = s.run(op);
+                    let wait = match ran {
+                        Ran::Made(k) | Ran::Saw(k) => Some(s.settle(k)),
+                        Ran::Settled => None,
+                    };
+                    AtHome::Ran(result, ran, wait, leader_id)
+                })
+                .await?;
+            match at {
+                AtHome::NotLeader(leader) => return Err(ReplicaError::NotLeader { leader }),
+                AtHome::Stale(back, leader_id) if tries == 0 => {
+                    tries += 1;
+                    op = back;
+                    self.serve_leadership(leader_id).await?;
                 }
-            };
-            let stale = serving
-                .as_ref()
-                .is_none_or(|s| s.leader != leader_id || s.failed());
-            if stale {
-                *serving = None;
-                *serving = Some(self.catch_up(leader_id).await?);
+                // Built, and gone again already: another leadership.
+                AtHome::Stale(..) => return Err(ReplicaError::NotLeader { leader: None }),
+                AtHome::Ran(result, ran, wait, leader_id) => break (result, ran, wait, leader_id),
             }
-            let s = serving.as_mut().expect("set above");
-            let (result, ran) = s.run(op);
-            if !matches!(ran, Ran::Made(_)) && drop(&result) {
-                // It changed nothing.
-                return Ok(None);
-            }
-            match ran {
-                // Its records are batch `k`, handed to the leadership's
-                // task, which submits it in the next entry.
-                Ran::Made(k) => (result, leader_id, Wait::Entry(s.settle(k))),
-                // It made no records, but its answer may rest on batches
-                // not committed yet (a put answered as a duplicate of one
-                // in flight, a read of it): it waits for them — their
-                // commit, after it ran, shows this leadership was still
-                // the one.
-                Ran::Saw(k) => (result, leader_id, Wait::Entry(s.settle(k))),
-                // It made no records and every batch before it committed:
-                // a quorum confirms the leadership. A leader cut off from
-                // the others, that another leader has overtaken, must not
-                // answer from its old state (a receipt refused as stale,
-                // a receive finding nothing).
-                Ran::Settled => (result, leader_id, Wait::Confirm),
-            }
+        };
+        if !matches!(ran, Ran::Made(_)) && drop(&result) {
+            // It changed nothing.
+            return Ok(None);
+        }
+        let wait = match wait {
+            // Its records are in its batch, handed to the leadership's
+            // task, which submits it in the next entry; or it made none,
+            // but its answer may rest on batches not committed yet (a put
+            // answered as a duplicate of one in flight, a read of it): it
+            // waits for them — their commit, after it ran, shows this
+            // leadership was still the one.
+            Some(settle) => Wait::Entry(settle),
+            // It made no records and every batch before it committed: a
+            // quorum confirms the leadership. A leader cut off from the
+            // others, that another leader has overtaken, must not answer
+            // from its old state (a receipt refused as stale, a receive
+            // finding nothing).
+            None => Wait::Confirm,
         };
         let outcome = match wait {
             Wait::Confirm => confirm(&self.raft).await,
@@ -373,27 +469,51 @@ impl<S: Storage + 'static> Replica<S> {
         }
     }
 
+    /// Makes sure the engine of leadership `leader_id` is at home: built
+    /// (caught up) unless another request built it meanwhile, one at a
+    /// time.
+    async fn serve_leadership(&self, leader_id: LeaderId) -> Result<(), ReplicaError> {
+        let _one = self.catching_up.lock().await;
+        let ready = self
+            .at_home(move |slot| {
+                slot.serving
+                    .as_ref()
+                    .is_some_and(|s| s.leader == leader_id && !s.failed())
+            })
+            .await?;
+        if ready {
+            return Ok(());
+        }
+        // The stale engine goes first (a whole copy of the partition).
+        self.at_home(|slot| slot.serving = None).await?;
+        let serving = self.catch_up(leader_id).await?;
+        self.at_home(move |slot| slot.serving = Some(serving)).await
+    }
+
     /// Sets what is told after each entry's outcome is noted (from the
     /// next leadership on).
     pub fn set_on_commit(&self, f: OnCommit) {
         *self.on_commit.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
     }
 
-    /// Runs `op` at once, outside any task, when this node serves the
-    /// partition and its engine is free: its result and the batch its
-    /// answer waits for (see [`Replica::execute`]). `None` when it did not
-    /// run (the engine is taken, or this node does not serve the
-    /// partition), or ran and made no records and either saw every batch
-    /// committed or `keep` said to drop its result (then it changed
-    /// nothing): the caller runs it through [`Replica::execute`] instead.
-    pub fn try_execute<R>(
+    /// Runs `op` at once on the engine in `slot` — called by the engine's
+    /// home, on its thread (a server's event loop, for a request it read)
+    /// — when this node serves the partition from it: its result and the
+    /// batch its answer waits for (see [`Replica::execute`]). `None` when
+    /// it did not run (this node does not serve the partition, or has not
+    /// built the engine of its leadership yet), or ran and made no records
+    /// and either saw every batch committed or `keep` said to drop its
+    /// result (then it changed nothing): the caller runs it through
+    /// [`Replica::execute`] instead.
+    pub fn run_at_home<R>(
         &self,
+        slot: &mut Slot,
         op: impl FnOnce(&mut Owner) -> R,
         keep: impl FnOnce(&R) -> bool,
     ) -> Option<(R, Ticket)> {
         let leader_id = self.leading().ok()?;
-        let mut serving = self.serving.try_lock().ok()?;
-        let s = serving
+        let s = slot
+            .serving
             .as_mut()
             .filter(|s| s.leader == leader_id && !s.failed())?;
         // It ran: from here on it is answered through its ticket.
@@ -404,12 +524,30 @@ impl<S: Storage + 'static> Replica<S> {
         }
     }
 
+    /// [`Replica::run_at_home`], sent to the engine's home as a job (what
+    /// a server's event loop does, for a test or a caller that is not
+    /// the home).
+    pub async fn try_at_home<R: Send + 'static>(
+        self: &Arc<Self>,
+        op: impl FnOnce(&mut Owner) -> R + Send + 'static,
+        keep: impl FnOnce(&R) -> bool + Send + 'static,
+    ) -> Option<(R, Ticket)> {
+        let me = self.clone();
+        self.at_home(move |slot| me.run_at_home(slot, op, keep))
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// Runs `op`, a read (it changes nothing), once this replica has
     /// confirmed with a quorum that it still leads and has applied every
     /// entry committed before (openraft's read index): a leader cut off
     /// from the others answers `NotLeader` instead of its old state. What
     /// `op` sees is the committed state and the operations in flight.
-    pub async fn read<R>(&self, op: impl FnOnce(&mut Owner) -> R) -> Result<R, ReplicaError> {
+    pub async fn read<R: Send + 'static>(
+        &self,
+        op: impl FnOnce(&mut Owner) -> R + Send + 'static,
+    ) -> Result<R, ReplicaError> {
         // An operation that makes no records is answered only once the
         // leadership is confirmed (or proved by the commit of entries in
         // flight before it): `execute` is that.
@@ -419,27 +557,38 @@ impl<S: Storage + 'static> Replica<S> {
     /// Drops the engine of a leadership this node no longer holds (a
     /// deposed leader otherwise keeps it, a whole copy of the partition,
     /// until a request reaches it): answers whether it dropped one. The next
-    /// leadership rebuilds its own from the state machine. While a request
-    /// holds the engine (running, or catching up a new leadership) nothing
-    /// is dropped: that request drops a stale one itself.
-    pub fn drop_stale_engine(&self) -> bool {
-        let leading = self.leading().ok();
-        let Ok(mut serving) = self.serving.try_lock() else {
+    /// leadership rebuilds its own from the state machine.
+    pub async fn drop_stale_engine(&self) -> bool {
+        if self.leads() {
+            // Its engine is this leadership's, or rebuilt by the next
+            // request.
             return false;
-        };
-        let stale = serving.as_ref().is_some_and(|s| Some(s.leader) != leading);
-        if stale {
-            *serving = None;
         }
-        stale
+        let raft = self.raft.clone();
+        self.at_home(move |slot| {
+            let leading = leading(&raft).ok();
+            let stale = slot
+                .serving
+                .as_ref()
+                .is_some_and(|s| Some(s.leader) != leading);
+            if stale {
+                slot.serving = None;
+            }
+            stale
+        })
+        .await
+        .unwrap_or(false)
     }
 
     /// Drops the engine of leadership `leader`, if it is still the one.
     async fn forget(&self, leader: LeaderId) {
-        let mut serving = self.serving.lock().await;
-        if serving.as_ref().is_some_and(|s| s.leader == leader) {
-            *serving = None;
-        }
+        let _ = self
+            .at_home(move |slot| {
+                if slot.serving.as_ref().is_some_and(|s| s.leader == leader) {
+                    slot.serving = None;
+                }
+            })
+            .await;
     }
 
     /// Everything in the leader's log committed and applied, an engine
@@ -504,7 +653,11 @@ impl<S: Storage + 'static> Replica<S> {
 
     /// Stops the Raft node.
     pub async fn shutdown(&self) -> Result<(), ReplicaError> {
-        *self.serving.lock().await = None;
+        // The engine goes, without waiting for it to be gone (a server's
+        // loops may have stopped already: the engine went with them, and
+        // their mailboxes may have no room left).
+        let job: Job = Box::new(|slot| slot.serving = None);
+        let _ = tokio::time::timeout(SHUTDOWN_SEND, self.home().send(job)).await;
         self.raft
             .shutdown()
             .await

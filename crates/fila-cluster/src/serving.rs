@@ -57,11 +57,6 @@ pub(crate) struct Serving {
     to_lead: tokio::sync::mpsc::UnboundedSender<(u64, Vec<u8>)>,
 }
 
-/// The engine a leader serves from, behind its lock: the node's tasks
-/// wait for it, an event loop only tries it
-/// ([`crate::Replica::try_execute`]).
-pub(crate) type EngineLock = tokio::sync::Mutex<Option<Serving>>;
-
 /// An entry's outcome waited for in a task ([`crate::Replica::execute`]).
 pub(crate) struct Settle {
     ticket: Ticket,

@@ -4,7 +4,7 @@
 //! and another takes over, nothing acknowledged is lost, the stopped node
 //! comes back and catches up; a hundred puts at once share far fewer
 //! entries (the records of operations run while entries wait go into the
-//! next one), and an operation run outside any task (`try_execute`) is
+//! next one), and an operation run at the engine's home (`try_at_home`) is
 //! answered once its entry commits; a caller without the cluster's secret, one
 //! that means another node, a frame past the limit, a caller that does not trust the listener's
 //! certificate and one that speaks no TLS to a TLS listener are refused (and
@@ -139,9 +139,10 @@ async fn put(nodes: &BTreeMap<NodeId, Node>, body: &str, within: Duration) -> (N
     let start = Instant::now();
     while start.elapsed() < within {
         for (id, n) in nodes {
+            let body = body.to_owned();
             let r = n
                 .replica
-                .execute(|e| e.put(QUEUE, vec![NewMessage::new(body.to_owned())]))
+                .execute(move |e| e.put(QUEUE, vec![NewMessage::new(body)]))
                 .await;
             if let Ok(Ok(entries)) = r {
                 assert!(entries[0].is_ok());
@@ -299,11 +300,11 @@ async fn a_partition_over_tls_survives_its_leader_stopping() {
     // It hands its leadership over: the engine it served from is a
     // copy of the partition, dropped once it no longer leads.
     let old = &nodes[&last].replica;
-    assert!(!old.drop_stale_engine(), "it still leads");
+    assert!(!old.drop_stale_engine().await, "it still leads");
     let next = old.transfer_leader(None).await.unwrap();
     assert_ne!(next, last);
-    assert!(old.drop_stale_engine(), "a deposed leader's engine");
-    assert!(!old.drop_stale_engine(), "dropped once");
+    assert!(old.drop_stale_engine().await, "a deposed leader's engine");
+    assert!(!old.drop_stale_engine().await, "dropped once");
     for n in nodes.values() {
         n.server.abort();
         n.replica.shutdown().await.unwrap();
@@ -351,10 +352,11 @@ async fn operations_run_while_entries_wait_share_the_next_entry() {
     // its entry committed; nothing on a follower; a receive that found
     // nothing, dropped when asked.
     let (r, ticket) = replica
-        .try_execute(
+        .try_at_home(
             |e| e.put(QUEUE, vec![NewMessage::new("m-100".to_owned())]),
             |_| true,
         )
+        .await
         .expect("the leader runs it");
     assert!(r.unwrap()[0].is_ok());
     let start = Instant::now();
@@ -366,10 +368,12 @@ async fn operations_run_while_entries_wait_share_the_next_entry() {
     let follower = nodes.keys().find(|&&id| id != leader).unwrap();
     assert!(nodes[follower]
         .replica
-        .try_execute(|e| e.stats(QUEUE).is_ok(), |_| true)
+        .try_at_home(|e| e.stats(QUEUE).is_ok(), |_| true)
+        .await
         .is_none());
     assert!(replica
-        .try_execute(|e| e.stats("nowhere").is_ok(), |_| false)
+        .try_at_home(|e| e.stats("nowhere").is_ok(), |_| false)
+        .await
         .is_none());
     let want: Vec<String> = (0..=PUTS).map(|i| format!("m-{i:03}")).collect();
     for (i, got) in caught_up(&nodes, leader).await.iter().enumerate() {

@@ -26,8 +26,9 @@ fn pipelined_operations_commit_in_the_order_the_engine_made_them() {
                 let leader = leader.clone();
                 tasks.push(tokio::spawn(async move {
                     let body = format!("p{i}");
+                    let b = body.clone();
                     let answer = leader
-                        .execute(|e| e.put(QUEUE, vec![NewMessage::new(body.clone())]))
+                        .execute(move |e| e.put(QUEUE, vec![NewMessage::new(b)]))
                         .await;
                     (body, answer)
                 }));
@@ -181,7 +182,10 @@ fn the_leader_says_when_a_lease_it_gave_ends() {
             ..ReceiveOptions::default()
         };
         let got = c
-            .run_patiently(|e| receive_now(e, &leased))
+            .run_patiently({
+                let leased = leased.clone();
+                move |e| receive_now(e, &leased)
+            })
             .await
             .unwrap()
             .unwrap();
@@ -193,14 +197,14 @@ fn the_leader_says_when_a_lease_it_gave_ends() {
             "seed {seed}: next timer in {due:?}"
         );
         // Before the lease ends the message is not there; at the timer it is.
-        let none = leader.execute(|e| receive_now(e, &leased)).await.unwrap();
+        let none = leader.execute(receive_with(&leased)).await.unwrap();
         assert!(none.unwrap().is_empty(), "seed {seed}");
         let mut slept = Duration::ZERO;
         let again = loop {
             let due = leader.next_due().await.expect("a timer until it ends");
             tokio::time::sleep(due.max(Duration::from_millis(1))).await;
             slept += due;
-            let got = leader.execute(|e| receive_now(e, &leased)).await.unwrap();
+            let got = leader.execute(receive_with(&leased)).await.unwrap();
             if !got.as_ref().unwrap().is_empty() {
                 break got.unwrap();
             }
@@ -211,4 +215,12 @@ fn the_leader_says_when_a_lease_it_gave_ends() {
             c.crash(id).await;
         }
     });
+}
+
+/// A receive with `options`, to run on the engine's home.
+fn receive_with(
+    options: &ReceiveOptions,
+) -> impl FnOnce(&mut Owner) -> Result<Vec<fila_core::Message>, fila_core::Error> + Send + 'static {
+    let options = options.clone();
+    move |e| receive_now(e, &options)
 }

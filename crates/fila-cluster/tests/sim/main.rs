@@ -69,10 +69,16 @@ struct Cluster {
     leader: NodeId,
     /// The highest id a node ever had (ids are never reused).
     retired: NodeId,
-    /// Operations tried so far: every other one is first tried outside
-    /// any task (`try_execute`, as a server's event loop runs it).
+    /// Operations tried so far: every other one is first tried at the
+    /// engine's home (`try_at_home`, as a server's event loop runs it).
     tried: u64,
 }
+
+/// An operation the simulation runs on a partition's leader: sent to the
+/// engine's home, once per node tried.
+trait Op<R>: Fn(&mut Owner) -> R + Clone + Send + 'static {}
+
+impl<R, F: Fn(&mut Owner) -> R + Clone + Send + 'static> Op<R> for F {}
 
 fn options() -> LogOptions {
     LogOptions {
@@ -312,7 +318,7 @@ impl Cluster {
     /// Runs `op` on whichever node leads, trying each (the last leader
     /// first); answers its result, or `None` when no node took it (or the
     /// outcome is unknown).
-    async fn run<R>(&mut self, op: impl Fn(&mut Owner) -> R) -> Option<R> {
+    async fn run<R: Send + 'static>(&mut self, op: impl Op<R>) -> Option<R> {
         match self.attempt(&op).await {
             Outcome::Done(r) => Some(r),
             Outcome::Refused | Outcome::Unknown => None,
@@ -321,7 +327,7 @@ impl Cluster {
 
     /// [`Cluster::run`], tried again (up to 5 s) while no node takes it
     /// and nothing was made; an unknown outcome is not tried again.
-    async fn run_patiently<R>(&mut self, op: impl Fn(&mut Owner) -> R) -> Option<R> {
+    async fn run_patiently<R: Send + 'static>(&mut self, op: impl Op<R>) -> Option<R> {
         for _ in 0..50 {
             match self.attempt(&op).await {
                 Outcome::Done(r) => return Some(r),
@@ -332,7 +338,7 @@ impl Cluster {
         None
     }
 
-    async fn attempt<R>(&mut self, op: &impl Fn(&mut Owner) -> R) -> Outcome<R> {
+    async fn attempt<R: Send + 'static>(&mut self, op: &impl Op<R>) -> Outcome<R> {
         let mut order: Vec<NodeId> = vec![self.leader];
         order.extend(self.slots.keys().filter(|&&n| n != self.leader));
         for id in order {
@@ -341,7 +347,7 @@ impl Cluster {
             };
             self.tried += 1;
             if self.tried.is_multiple_of(2) {
-                if let Some((r, ticket)) = replica.try_execute(op, |_| true) {
+                if let Some((r, ticket)) = replica.try_at_home(op.clone(), |_| true).await {
                     // Its entry's outcome, looked at as a loop would (at
                     // most 12 s: a commit's wait and a gathered entry's).
                     let mut outcome = None;
@@ -363,7 +369,8 @@ impl Cluster {
                     }
                 }
             }
-            let done = tokio::time::timeout(Duration::from_secs(3), replica.execute(op)).await;
+            let done =
+                tokio::time::timeout(Duration::from_secs(3), replica.execute(op.clone())).await;
             if tracing() {
                 if let Ok(Err(e)) = &done {
                     eprintln!("  node {id}: {e}");
@@ -412,8 +419,9 @@ async fn create_queue(c: &mut Cluster, seed: u64) {
 async fn put(c: &mut Cluster, h: &mut History, n: u64) {
     let body = format!("m{n}");
     h.attempted.insert(body.clone());
+    let b = body.clone();
     let answer = c
-        .run(|e| e.put(QUEUE, vec![NewMessage::new(body.clone())]))
+        .run(move |e| e.put(QUEUE, vec![NewMessage::new(b.clone())]))
         .await;
     if tracing() {
         eprintln!("put {body} -> {answer:?} via {}", c.leader);
@@ -434,7 +442,7 @@ async fn receive_and_delete(
     let max = 1 + rng.below(5) as u32;
     let mut options = ReceiveOptions::now(max);
     options.visibility_ms = Some(LEASE_MS);
-    let got = c.run(|e| receive_now(e, &options)).await;
+    let got = c.run(move |e| receive_now(e, &options)).await;
     if tracing() {
         let b: Option<Vec<String>> = got.as_ref().and_then(|g| g.as_ref().ok()).map(|ms| {
             ms.iter()
@@ -488,7 +496,7 @@ async fn receive_and_delete(
     // refused.
     for (body, old) in stale {
         let refused = c
-            .run(|e| e.delete(Address::queue(QUEUE), std::slice::from_ref(&old)))
+            .run(move |e| e.delete(Address::queue(QUEUE), std::slice::from_ref(&old)))
             .await;
         if let Some(Ok(results)) = refused {
             assert!(
@@ -514,8 +522,9 @@ async fn receive_and_delete(
         c.crash(received_on).await;
         down.push(received_on);
     }
+    let given = receipts.clone();
     let deleted = c
-        .run_patiently(|e| e.delete(Address::queue(QUEUE), &receipts))
+        .run_patiently(move |e| e.delete(Address::queue(QUEUE), &given))
         .await;
     let after = c.clock.now_ms();
     if tracing() {

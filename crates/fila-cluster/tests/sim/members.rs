@@ -120,10 +120,13 @@ async fn change(c: &mut Cluster, rng: &mut Rng, down: &mut Vec<NodeId>, done: &m
 async fn put_deduplicated(c: &mut Cluster, h: &mut History, n: u64, done: &mut Changes) {
     let body = format!("d{n}");
     h.attempted.insert(body.clone());
-    let op = |e: &mut Owner| {
-        let mut m = NewMessage::new(body.clone());
-        m.dedup_id = Some(body.clone());
-        e.put(QUEUE, vec![m])
+    let op = {
+        let body = body.clone();
+        move |e: &mut Owner| {
+            let mut m = NewMessage::new(body.clone());
+            m.dedup_id = Some(body.clone());
+            e.put(QUEUE, vec![m])
+        }
     };
     for attempt in 0..20 {
         let outcome = c.attempt(&op).await;

@@ -205,13 +205,18 @@ impl Cells {
     }
 
     /// Runs `op` on partition `p`'s leader, trying each node.
-    async fn on_partition<R>(&self, p: u32, op: impl Fn(&mut Owner) -> R) -> Option<R> {
+    async fn on_partition<R: Send + 'static>(
+        &self,
+        p: u32,
+        op: impl Fn(&mut Owner) -> R + Clone + Send + 'static,
+    ) -> Option<R> {
         self.keys();
         for node in self.nodes.values() {
             let Some(replica) = node.parts.get(p as usize) else {
                 continue;
             };
-            let done = tokio::time::timeout(Duration::from_secs(3), replica.execute(&op)).await;
+            let done =
+                tokio::time::timeout(Duration::from_secs(3), replica.execute(op.clone())).await;
             match done {
                 Ok(Ok(r)) => return Some(r),
                 Ok(Err(ReplicaError::Unknown { .. })) | Err(_) => return None,
@@ -267,8 +272,9 @@ async fn create(c: &Cells, told: &mut Told, queue: &str) {
     if let Some(before) = told.placed.insert(queue.to_owned(), p) {
         assert_eq!(before, p, "{queue}: placed in {before}, then in {p}");
     }
+    let q = queue.to_owned();
     let made = c
-        .on_partition(p, |e| e.create_queue(queue, QueueSettings::default()))
+        .on_partition(p, move |e| e.create_queue(&q, QueueSettings::default()))
         .await;
     if tracing() {
         eprintln!("create {queue} in {p} -> {made:?}");
@@ -284,8 +290,9 @@ async fn put_to(c: &Cells, told: &mut Told, queue: &str, n: u64) {
     let body = format!("{queue}{n}");
     let h = told.queues.entry(queue.to_owned()).or_default();
     h.attempted.insert(body.clone());
+    let (q, b) = (queue.to_owned(), body.clone());
     let answer = c
-        .on_partition(p, |e| e.put(queue, vec![NewMessage::new(body.clone())]))
+        .on_partition(p, move |e| e.put(&q, vec![NewMessage::new(b.clone())]))
         .await;
     if let Some(Ok(entries)) = answer {
         if entries.iter().all(|r| r.is_ok()) {
@@ -298,9 +305,10 @@ async fn take_from(c: &Cells, told: &mut Told, queue: &str) {
     let Some(p) = c.route(queue) else { return };
     told.routed += 1;
     let options = ReceiveOptions::now(3);
+    let q = queue.to_owned();
     let got = c
-        .on_partition(p, |e| {
-            match e.receive(Address::queue(queue), &options, None) {
+        .on_partition(p, move |e| {
+            match e.receive(Address::queue(&q), &options, None) {
                 Ok(Received::Ready(ms)) => ms,
                 _ => Vec::new(),
             }
@@ -321,8 +329,9 @@ async fn take_from(c: &Cells, told: &mut Told, queue: &str) {
     if receipts.is_empty() {
         return;
     }
+    let q = queue.to_owned();
     let deleted = c
-        .on_partition(p, |e| e.delete(Address::queue(queue), &receipts))
+        .on_partition(p, move |e| e.delete(Address::queue(&q), &receipts))
         .await;
     if let Some(Ok(results)) = deleted {
         for (body, r) in bodies.into_iter().zip(results) {

@@ -235,6 +235,11 @@ pub(in crate::server) struct ShardHost {
     /// (A cluster node.) Answers run here on a partition's leader, held
     /// until their entries commit.
     held: super::held::HeldAnswers,
+    /// (A cluster node.) The engines of the partitions this loop is the
+    /// home of, by partition (`cluster/fast.rs`): no other thread touches
+    /// them.
+    #[cfg(not(loom))]
+    engines: Vec<fila_cluster::Slot>,
 }
 
 impl ShardHost {
@@ -246,6 +251,8 @@ impl ShardHost {
             parked: HashMap::new(),
             local: VecDeque::new(),
             held: Default::default(),
+            #[cfg(not(loom))]
+            engines: Vec::new(),
         }
     }
 
@@ -310,18 +317,12 @@ impl ShardHost {
             // A cluster node: every queue is the partition's, run here
             // on its leader's engine when it can be.
             #[cfg(not(loom))]
-            let run = match self.shared.fast.get() {
-                Some(f) => match f.try_run(run, &mut self.held) {
-                    None => {
-                        // Its entry may have committed before this loop
-                        // asked to be told.
-                        self.committed(post);
-                        return;
-                    }
-                    Some(run) => run,
-                },
-                None => run,
-            };
+            match self.shared.fast.get().and_then(|f| f.route(&run)) {
+                Some((g, home)) if home == self.index => self.lead(g, run, post),
+                Some((_, home)) => post.send(home, Msg::Lead(run)),
+                None => post.send(cluster, Msg::Run(run)),
+            }
+            #[cfg(loom)]
             post.send(cluster, Msg::Run(run));
             return;
         }
@@ -355,6 +356,18 @@ impl ShardHost {
                 self.owner.abandon(shard, &receipts);
                 self.hand_on(post);
             }
+            #[cfg(not(loom))]
+            Msg::Lead(run) => match self.shared.fast.get().and_then(|f| f.route(&run)) {
+                Some((g, home)) if home == self.index => self.lead(g, run, post),
+                // Not (or no longer) this node's to run.
+                _ => {
+                    if let Some(cluster) = self.shared.cluster {
+                        post.send(cluster, Msg::Run(run));
+                    }
+                }
+            },
+            #[cfg(not(loom))]
+            Msg::Engine { part, job } => job(self.engine(part)),
             _ => debug_assert!(false, "not a message for a shard's owner"),
         }
     }
@@ -414,6 +427,37 @@ impl ShardHost {
             self.cancel_here(wait, reply, post);
         } else {
             post.send(dest, Msg::Cancel { wait, reply });
+        }
+    }
+
+    /// (A cluster node.) The slot of partition `part`'s engine, kept here.
+    #[cfg(not(loom))]
+    fn engine(&mut self, part: usize) -> &mut fila_cluster::Slot {
+        if self.engines.len() <= part {
+            self.engines.resize_with(part + 1, Default::default);
+        }
+        &mut self.engines[part]
+    }
+
+    /// (A cluster node.) Runs `run` on partition `g`'s engine, kept here
+    /// (`cluster/fast.rs`), its answer held until its entry commits;
+    /// otherwise it goes to the cluster node's endpoint.
+    #[cfg(not(loom))]
+    fn lead(&mut self, g: usize, run: RunJob, post: &mut Post) {
+        let shared = self.shared.clone();
+        let (Some(f), Some(cluster)) = (shared.fast.get(), shared.cluster) else {
+            debug_assert!(
+                false,
+                "a partition's request on a node that is no cluster's"
+            );
+            return;
+        };
+        self.engine(g);
+        match f.run_here(g, run, &mut self.held, &mut self.engines[g]) {
+            // Its entry may have committed before this loop asked to be
+            // told.
+            None => self.committed(post),
+            Some(run) => post.send(cluster, Msg::Run(run)),
         }
     }
 

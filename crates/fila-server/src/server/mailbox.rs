@@ -77,6 +77,14 @@ pub(in crate::server) enum Msg {
     AuthFailed(IpAddr),
     /// A request for a shard this loop owns.
     Run(RunJob),
+    /// (A cluster node.) A put, receive or delete for a partition whose
+    /// engine this loop keeps (`cluster/fast.rs`).
+    #[cfg(not(loom))]
+    Lead(RunJob),
+    /// (A cluster node.) Work of the node's tasks for the engine of
+    /// partition `part`, which this loop keeps.
+    #[cfg(not(loom))]
+    Engine { part: usize, job: fila_cluster::Job },
     /// A list of queues visiting this loop's shards.
     List(Box<ListJob>),
     /// A dead letter for a shard this loop owns.

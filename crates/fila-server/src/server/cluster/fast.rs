@@ -1,19 +1,23 @@
-//! A put, receive or delete run on the loop that read it, when this node
-//! leads the queue's partition: the engine call is made on the loop, its
-//! records go into the partition's next Raft entry (submitted by the
-//! leadership's tasks, [`fila_cluster::Replica::try_execute`]), and the
-//! loop holds the answer until that entry committed (`server/held.rs`) —
-//! told by the partition's committer, which raises each holding loop's
-//! flag and wakes it (`Loops::tell_committed`). No hop to the cluster
-//! node's thread and back, no task per request. Anything else goes to the
-//! cluster node's endpoint as before: a request of another kind, a queue
-//! not in the routing table, a partition this node does not lead or whose
-//! engine is taken (the loop only tries its lock), a receive that found
-//! nothing and waits, an operation that made no records (it changed
-//! nothing: run again there, its answer waits for what a quorum
-//! confirms), and a request whose entry was refused before it was
-//! appended (nothing was made: it runs again there, waiting for the next
-//! leader).
+//! A put, receive or delete run by a loop on its partition's leader
+//! engine, which one event loop keeps (the partition's home, `home_of`:
+//! partition `g` on loop `g` mod loops) and nothing else touches: the
+//! loop that read the request runs it when it is the home, else sends it
+//! there (`Msg::Lead`); the node's tasks send their work there too
+//! (`LoopHome`, `Msg::Engine`). The engine call is made on the home, its
+//! records go, as one batch, to the partition's leadership task, which
+//! puts them into the next Raft entry ([`fila_cluster::Replica::run_at_home`]),
+//! and the home holds the answer until that entry committed
+//! (`server/held.rs`) — told by the partition's committer, which raises
+//! each holding loop's flag and wakes it (`Loops::tell_committed`); the
+//! answer then goes to the connection's loop. No lock, no task per
+//! request. Anything else goes to the cluster node's endpoint: a request
+//! of another kind, a queue not in the routing table, a partition this
+//! node does not lead or whose engine is not built yet, a receive that
+//! found nothing and waits, an operation that made no records and saw
+//! every batch committed (it changed nothing: run again there, its answer
+//! waits for what a quorum confirms), and a request whose entry was
+//! refused before it was appended (nothing was made: it runs again
+//! there, waiting for the next leader).
 
 use std::sync::{Arc, Weak};
 
@@ -43,22 +47,38 @@ impl Fast {
         }
     }
 
-    /// Runs `job` on the calling loop when it can (see the module docs)
-    /// and holds its answer in `held` (the loop then calls
-    /// `HeldAnswers::take_done`: its entry may have committed already);
-    /// gives it back for the endpoint otherwise (`None`: it ran here).
-    pub(in crate::server) fn try_run(&self, job: RunJob, held: &mut HeldAnswers) -> Option<RunJob> {
+    /// The partition a request goes to and the loop that keeps its
+    /// engine (`home_of`), when a loop runs it there itself: a put,
+    /// receive or delete of a queue in the routing table, for a connection
+    /// of a loop, of a partition this node leads. `None`: for the
+    /// endpoint.
+    pub(in crate::server) fn route(&self, job: &RunJob) -> Option<(usize, usize)> {
+        let c = self.c.upgrade()?;
+        let owners = c.shared.loops.owners();
+        if crate::ops::of(&job.req).cluster != crate::ops::OnCluster::LoopWrite
+            || job.route.lp >= owners
+        {
+            return None;
+        }
+        let g = *crate::ops::queue_of(&job.req).and_then(|q| c.routes.get(q))? as usize;
+        c.parts.get(g).filter(|part| part.leads())?;
+        Some((g, home_of(g, owners)))
+    }
+
+    /// Runs `job` on partition `g`'s engine, which this loop keeps in
+    /// `slot` (see the module docs), and holds its answer in `held` (the
+    /// loop then calls `HeldAnswers::take_done`: its entry may have
+    /// committed already); gives it back for the endpoint otherwise
+    /// (`None`: it ran here).
+    pub(in crate::server) fn run_here(
+        &self,
+        g: usize,
+        job: RunJob,
+        held: &mut HeldAnswers,
+        slot: &mut fila_cluster::Slot,
+    ) -> Option<RunJob> {
         let Some(c) = self.c.upgrade() else {
             return Some(job);
-        };
-        if crate::ops::of(&job.req).cluster != crate::ops::OnCluster::LoopWrite
-            || job.route.lp >= c.shared.loops.owners()
-        {
-            return Some(job);
-        }
-        let g = match crate::ops::queue_of(&job.req).and_then(|q| c.routes.get(q)) {
-            Some(g) => *g as usize,
-            None => return Some(job),
         };
         let Some(part) = c.parts.get(g) else {
             return Some(job);
@@ -80,7 +100,7 @@ impl Fast {
             !(waits && matches!(answer, Answer::Messages(_, ms) if ms.is_empty()))
         };
         let run = move |owner: &mut fila_core::Owner| super::run::run_on(owner, req, room);
-        let Some((answer, ticket)) = part.try_execute(run, keep) else {
+        let Some((answer, ticket)) = part.run_at_home(slot, run, keep) else {
             return Some(job);
         };
         if let Some((queue, n)) = put.filter(|_| !answer.is_error()) {
@@ -89,5 +109,32 @@ impl Fast {
         }
         held.hold(g, ticket, job, answer);
         None
+    }
+}
+
+/// The loop that keeps partition `g`'s engine, of `owners` loops.
+pub(in crate::server) fn home_of(g: usize, owners: usize) -> usize {
+    g % owners.max(1)
+}
+
+/// A partition's home on a cluster node: the event loop that keeps its
+/// engine (`home_of`), reached by the node's tasks through its mailbox
+/// (`Msg::Engine`).
+pub(super) struct LoopHome {
+    pub(super) loops: crate::server::mailbox::Loops,
+    pub(super) lp: usize,
+    pub(super) part: usize,
+}
+
+impl fila_cluster::Home for LoopHome {
+    fn send(
+        &self,
+        job: fila_cluster::Job,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        let msg = crate::server::mailbox::Msg::Engine {
+            part: self.part,
+            job,
+        };
+        Box::pin(self.loops.push(self.lp, msg))
     }
 }

@@ -236,6 +236,13 @@ async fn run(
                 // Message ids unique across the cluster: each partition's
                 // in a space of its own (its queue ids are its own).
                 r.set_id_space(p as u32 + 1);
+                // Its engine lives on one event loop, which runs every
+                // operation on it.
+                r.set_home(Arc::new(fast::LoopHome {
+                    loops: shared.loops.clone(),
+                    lp: fast::home_of(p, shared.loops.owners()),
+                    part: p,
+                }));
                 replicas.push(Arc::new(r));
             }
             Err(e) => return fail(&shared, format!("the cluster node's partition {p}: {e}")),

@@ -170,7 +170,7 @@ pub(super) async fn keep_view(c: Arc<Cluster>) {
 async fn let_go(c: &Cluster) {
     let map = c.meta.map();
     for (p, part) in c.parts.iter().enumerate() {
-        if part.drop_stale_engine() {
+        if part.drop_stale_engine().await {
             info!(partition = p, "the engine of a lost leadership dropped");
             // Receives waiting on it find out who leads now.
             c.waiters[p].wake_all();
