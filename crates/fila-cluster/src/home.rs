@@ -13,6 +13,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use crate::replica::LeaderId;
 use crate::serving::Serving;
 
 /// The engine a home keeps for one partition: the leader's, while this
@@ -20,6 +21,9 @@ use crate::serving::Serving;
 #[derive(Default)]
 pub struct Slot {
     pub(crate) serving: Option<Serving>,
+    /// The leadership this node holds, as the home was last told
+    /// (`replica::tell_leadership`).
+    pub(crate) leading: Option<LeaderId>,
 }
 
 /// Work for a partition's engine, run on its home's thread.

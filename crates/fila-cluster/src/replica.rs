@@ -217,12 +217,22 @@ impl<S: Storage + 'static> Replica<S> {
     /// Sets the thread its engine lives on (a server's event loop), before
     /// it is first used; `false` when it was used already (then it keeps
     /// its home).
+    /// Its home is told which leadership this node holds whenever that
+    /// changes (`tell_leadership`).
     pub fn set_home(&self, home: Arc<dyn Home>) -> bool {
-        self.home.set(home).is_ok()
+        if self.home.set(home.clone()).is_err() {
+            return false;
+        }
+        tokio::spawn(tell_leadership(self.raft.clone(), home));
+        true
     }
 
     fn home(&self) -> &Arc<dyn Home> {
-        self.home.get_or_init(|| Arc::new(TaskHome::start()))
+        self.home.get_or_init(|| {
+            let home: Arc<dyn Home> = Arc::new(TaskHome::start());
+            tokio::spawn(tell_leadership(self.raft.clone(), home.clone()));
+            home
+        })
     }
 
     /// Runs `job` on the engine's slot, at its home: its result, waited
@@ -511,7 +521,11 @@ impl<S: Storage + 'static> Replica<S> {
         op: impl FnOnce(&mut Owner) -> R,
         keep: impl FnOnce(&R) -> bool,
     ) -> Option<(R, Ticket)> {
-        let leader_id = self.leading().ok()?;
+        // What the home was last told of the leadership (no lock: see
+        // `tell_leadership`; an entry goes in only on the condition that
+        // its leadership still holds, so a word late by a moment makes
+        // nothing wrong).
+        let leader_id = slot.leading?;
         let s = slot
             .serving
             .as_mut()
@@ -662,6 +676,37 @@ impl<S: Storage + 'static> Replica<S> {
             .shutdown()
             .await
             .map_err(|e| ReplicaError::Raft(e.to_string()))
+    }
+}
+
+/// Tells `home` which leadership this node holds (`Slot::leading`), once
+/// and then after each change of its vote, state or leader (openraft's
+/// server metrics, which change with those only, not with every entry);
+/// ends when the Raft node stops. The home's own look at the leadership
+/// takes no lock.
+async fn tell_leadership<S: Storage + 'static>(
+    raft: Raft<TypeConfig, StateMachine<S>>,
+    home: Arc<dyn Home>,
+) {
+    let mut changes = raft.server_metrics();
+    let mut told = None;
+    loop {
+        let now = {
+            let m = changes.borrow_watched();
+            let leader = *m.vote.leader_id();
+            let mine = m.vote.is_committed()
+                && leader.node_id == m.id
+                && m.state == openraft::ServerState::Leader;
+            mine.then_some(leader)
+        };
+        if told != Some(now) {
+            home.send(Box::new(move |slot: &mut Slot| slot.leading = now))
+                .await;
+            told = Some(now);
+        }
+        if changes.changed().await.is_err() {
+            return;
+        }
     }
 }
 

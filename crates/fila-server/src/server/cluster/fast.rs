@@ -50,8 +50,7 @@ impl Fast {
     /// The partition a request goes to and the loop that keeps its
     /// engine (`home_of`), when a loop runs it there itself: a put,
     /// receive or delete of a queue in the routing table, for a connection
-    /// of a loop, of a partition this node leads. `None`: for the
-    /// endpoint.
+    /// of a loop. `None`: for the endpoint.
     pub(in crate::server) fn route(&self, job: &RunJob) -> Option<(usize, usize)> {
         let c = self.c.upgrade()?;
         let owners = c.shared.loops.owners();
@@ -61,7 +60,9 @@ impl Fast {
             return None;
         }
         let g = *crate::ops::queue_of(&job.req).and_then(|q| c.routes.get(q))? as usize;
-        c.parts.get(g).filter(|part| part.leads())?;
+        // Whether this node leads it is for the home to say (it knows
+        // without a lock, `Replica::run_at_home`).
+        c.parts.get(g)?;
         Some((g, home_of(g, owners)))
     }
 
