@@ -16,8 +16,11 @@
 //! No word is lost: a loop raises its flag before it reads the board, and
 //! the committer notes an outcome before it reads the flags. Either the
 //! loop's read comes after the note, or the committer's read of the flags
-//! comes after the flag went up (the board's lock orders the two). It is
-//! checked under loom through the server's loops (`scripts/loom.sh`).
+//! comes after the flag went up: a sequentially consistent fence on each
+//! side, between its write and its read ([`Told::wait`], [`Told::tell`]),
+//! makes one of the two reads see the other side's write (no lock on
+//! either side). It is checked under loom through the server's loops
+//! (`scripts/loom.sh`), which fails with either fence taken out.
 //!
 //! No answer leaves early or wrong: an answer is let out only once its
 //! entry's outcome is on the board, in the order its operations ran. An
@@ -32,7 +35,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::sync::{AtomicBool, Mutex, Ordering};
+use crate::sync::{fence, AtomicBool, AtomicU64, Ordering};
 
 /// How an entry did not commit; `leader` is the node that leads instead,
 /// when known.
@@ -60,18 +63,24 @@ pub type Outcome = Result<(), Failure>;
 /// The outcomes of one leadership's batches of records (each
 /// operation's), numbered from 1 in the order they were made; an entry
 /// holds consecutive batches, and its outcome is noted for its last batch
-/// when it committed, for its first when it failed.
+/// when it committed, for its first when it failed. Noted by one thread
+/// at a time (the leadership's committer), read by any, with no lock:
+/// atomics, every note and look sequentially consistent (so a loop's flag
+/// and the board order as the module docs say).
 pub struct Board {
-    state: Mutex<State>,
+    /// Every batch up to this one committed.
+    through: AtomicU64,
+    /// The first batch that failed (0: none yet); set once, after `how`.
+    failed_at: AtomicU64,
+    /// How it failed: [`REFUSED`] or [`UNKNOWN`], and the leader named
+    /// ([`NO_LEADER`]: none).
+    how: AtomicU64,
+    leader: AtomicU64,
 }
 
-#[derive(Clone, Copy, Default)]
-struct State {
-    /// Every batch up to this one committed.
-    through: u64,
-    /// The first batch that failed, and how.
-    failed: Option<(u64, Failure)>,
-}
+const REFUSED: u64 = 1;
+const UNKNOWN: u64 = 2;
+const NO_LEADER: u64 = u64::MAX;
 
 impl Default for Board {
     fn default() -> Board {
@@ -83,47 +92,78 @@ impl Board {
     /// A board on which nothing is noted yet.
     pub fn new() -> Board {
         Board {
-            state: Mutex::new(State::default()),
+            through: AtomicU64::new(0),
+            failed_at: AtomicU64::new(0),
+            how: AtomicU64::new(0),
+            leader: AtomicU64::new(NO_LEADER),
         }
     }
 
-    fn state(&self) -> State {
-        *self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Notes batch `k`'s outcome (the first failure is kept; a commit
-    /// counts for every batch before it too).
+    /// counts for every batch before it too). One thread at a time.
     pub fn note(&self, k: u64, outcome: Outcome) {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match outcome {
-            Ok(()) => s.through = s.through.max(k),
+            Ok(()) => {
+                self.through.fetch_max(k, Ordering::SeqCst);
+            }
             Err(how) => {
-                s.failed.get_or_insert((k, how));
+                if self.failed_at.load(Ordering::SeqCst) != 0 {
+                    return;
+                }
+                let (kind, leader) = match how {
+                    Failure::Refused { leader } => (REFUSED, leader),
+                    Failure::Unknown { leader } => (UNKNOWN, leader),
+                };
+                self.how.store(kind, Ordering::Relaxed);
+                self.leader
+                    .store(leader.unwrap_or(NO_LEADER), Ordering::Relaxed);
+                // Published after how it failed: a look that sees the
+                // failure sees how.
+                self.failed_at.store(k.max(1), Ordering::SeqCst);
             }
         }
     }
 
+    /// The first failure, if any: its batch and how.
+    fn first_failure(&self) -> Option<(u64, Failure)> {
+        let f = self.failed_at.load(Ordering::SeqCst);
+        if f == 0 {
+            return None;
+        }
+        let leader = match self.leader.load(Ordering::Relaxed) {
+            NO_LEADER => None,
+            l => Some(l),
+        };
+        let how = match self.how.load(Ordering::Relaxed) {
+            REFUSED => Failure::Refused { leader },
+            _ => Failure::Unknown { leader },
+        };
+        Some((f, how))
+    }
+
     /// Batch `k`'s outcome, once known: committed, or failed (it or a
-    /// batch before it).
+    /// batch before it). The failure is read before how far batches
+    /// committed (which only grows): so both are as they stood together
+    /// when the failure was read, as under a lock.
     pub fn outcome(&self, k: u64) -> Option<Outcome> {
-        let s = self.state();
-        if s.through >= k {
+        let failed = self.first_failure();
+        if self.through.load(Ordering::SeqCst) >= k {
             return Some(Ok(()));
         }
-        match s.failed {
+        match failed {
             Some((f, how)) if f <= k => Some(Err(how)),
             _ => None,
         }
     }
 
-    /// How far its entries committed.
+    /// How far its batches committed.
     pub fn through(&self) -> u64 {
-        self.state().through
+        self.through.load(Ordering::SeqCst)
     }
 
-    /// Whether one of its entries failed.
+    /// Whether one of its batches failed.
     pub fn failed(&self) -> bool {
-        self.state().failed.is_some()
+        self.failed_at.load(Ordering::SeqCst) != 0
     }
 }
 
@@ -161,17 +201,22 @@ impl Told {
         }
     }
 
-    /// Loop `lp` waits for word of the next outcome (the board's lock
-    /// orders the flag before the loop's next look at it).
+    /// Loop `lp` waits for word of the next outcome. The fence orders the
+    /// flag before the loop's next look at the board; with the fence in
+    /// [`Told::tell`], either that look sees the outcome or the committer
+    /// sees the flag.
     pub fn wait(&self, lp: usize) {
         if let Some(w) = self.waiting.get(lp) {
             w.store(true, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
         }
     }
 
     /// After an outcome was noted: `tell` each loop that waits for word
-    /// (its flag goes down).
+    /// (its flag goes down). The fence orders the note before the look
+    /// at the flags.
     pub fn tell(&self, mut tell: impl FnMut(usize)) {
+        fence(Ordering::SeqCst);
         for (lp, w) in self.waiting.iter().enumerate() {
             if w.load(Ordering::SeqCst) && w.swap(false, Ordering::SeqCst) {
                 tell(lp);
