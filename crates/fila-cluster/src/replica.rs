@@ -18,15 +18,18 @@
 //! leadership's task, which submits them; at most a few entries are in
 //! flight, and the batches handed over meanwhile gather into the next
 //! entry, submitted as soon as one of them commits (one entry for all of
-//! them). Whoever runs an operation never waits for openraft while it
-//! holds the engine, and the task never takes the engine. When a proposal
-//! fails — leadership lost — the engine is dropped: what it executed may
-//! or may not commit, and the next leadership rebuilds from what did.
+//! them). The engine lives on one thread, its [`Home`] (a server's event
+//! loop, or a task of its own), which runs every operation on it: a task
+//! sends its operation there as a job and waits for the answer; the
+//! engine is behind no lock, its home never waits for openraft, and the
+//! leadership's task never touches it. When a proposal fails — leadership
+//! lost — the engine is dropped: what it executed may or may not commit,
+//! and the next leadership rebuilds from what did.
 //!
-//! An operation may also run outside any task ([`Replica::try_execute`],
-//! a server's event loop): on the engine if it is free, its caller told
-//! of its batch's outcome through a [`Ticket`] (and [`OnCommit`] after
-//! each entry's).
+//! The home runs an operation of its own ([`Replica::run_at_home`], a
+//! request a server's event loop read) with the engine in hand, its
+//! caller told of its batch's outcome through a [`Ticket`] (and
+//! [`OnCommit`] after each entry's).
 //!
 //! Receipts name a lease by the message's sequence number, sub-queue and
 //! delivery count, signed with the partition's secret: every leader holds
