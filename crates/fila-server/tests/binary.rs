@@ -24,6 +24,11 @@ fn it_starts_serves_and_stops_gracefully_on_sigterm() {
     s.read_exact(&mut answer).unwrap();
     assert_eq!(answer[15], 1, "answered request 1");
     assert_eq!(&answer[16..], &[0, 0, 0], "no queues, no next page");
+    // Every thread it runs is one ARCHITECTURE.md names.
+    let threads = common::assert_threads_documented(child.id());
+    for name in ["fila-loop-0", "fila-loop-1", "fila-wal-writer"] {
+        assert!(threads.iter().any(|t| t == name), "{threads:?}");
+    }
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()

@@ -91,6 +91,18 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
                         .all(|r| r.voter && r.matched_index.is_some())
             });
         if agreed && caught_up {
+            // A cluster node runs only threads ARCHITECTURE.md names,
+            // the cluster's among them.
+            let pid = nodes[leader].child.as_ref().expect("running").id();
+            let threads = common::assert_threads_documented(pid);
+            for name in [
+                "fila-loop-0",
+                "fila-cluster",
+                "fila-cluster-rt",
+                "fila-raft-sync",
+            ] {
+                assert!(threads.iter().any(|t| t == name), "{threads:?}");
+            }
             assert_eq!(views[follower].node_id, nodes[follower].id);
             assert!(views[leader]
                 .members

@@ -145,3 +145,66 @@ pub fn exit_status(child: &mut std::process::Child) -> std::process::ExitStatus 
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The thread names ARCHITECTURE.md's "Threads and what each owns" gives
+/// (in backticks, `fila-…`; an `i` at the end stands for a number).
+pub fn documented_threads() -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ARCHITECTURE.md");
+    let doc = std::fs::read_to_string(path).expect("ARCHITECTURE.md");
+    let section = doc
+        .split("## Threads and what each owns")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("a section on threads");
+    let mut names: Vec<String> = section
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|q| q.starts_with("fila-") && !q.contains(' ') && !q.contains('/'))
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Whether thread name `comm` (the kernel keeps 15 bytes) is the
+/// documented `name`.
+fn is_named(comm: &str, name: &str) -> bool {
+    let cut = |s: &str| s.chars().take(15).collect::<String>();
+    if cut(name) == comm {
+        return true;
+    }
+    match name.strip_suffix('i') {
+        Some(stem) => comm
+            .strip_prefix(&cut(stem))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
+        None => false,
+    }
+}
+
+/// Every thread process `pid` runs but its main one is one that
+/// ARCHITECTURE.md names (read from `/proc`); answers the names seen.
+pub fn assert_threads_documented(pid: u32) -> Vec<String> {
+    let documented = documented_threads();
+    assert!(documented.len() >= 7, "{documented:?}");
+    let mut seen = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc") {
+        let task = task.expect("a task");
+        if task.file_name().to_string_lossy() == pid.to_string() {
+            continue;
+        }
+        let Ok(comm) = std::fs::read_to_string(task.path().join("comm")) else {
+            // It ended meanwhile.
+            continue;
+        };
+        let comm = comm.trim_end().to_owned();
+        assert!(
+            documented.iter().any(|d| is_named(&comm, d)),
+            "thread {comm:?} of the server is not in ARCHITECTURE.md's {documented:?}"
+        );
+        seen.push(comm);
+    }
+    seen.sort();
+    seen
+}
