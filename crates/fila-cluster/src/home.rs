@@ -24,6 +24,59 @@ pub struct Slot {
     /// The leadership this node holds, as the home was last told
     /// (`replica::tell_leadership`).
     pub(crate) leading: Option<LeaderId>,
+    /// How many times the engine was replaced or dropped: receives parked
+    /// in an earlier one are gone with it.
+    epoch: u64,
+    /// Receives parked in an engine dropped before their completions
+    /// were taken.
+    orphans: Vec<Woken>,
+}
+
+/// A receive parked in the engine that a later call completed (see
+/// [`crate::Replica::park_at_home`]).
+pub struct Woken {
+    /// The receive, as its parking named it.
+    pub wait: fila_core::WaitId,
+    /// Its messages, none when its wait ended, or an error.
+    pub result: Result<Vec<fila_core::Message>, fila_core::Error>,
+    /// The batch holding its deliveries: its answer waits for that
+    /// batch's commit (none when it leased nothing).
+    pub ticket: Option<fila_core::commits::Ticket>,
+}
+
+impl Slot {
+    /// Replaces (or drops) the engine: receives parked in the old one end
+    /// with it (the epoch moves on).
+    pub(crate) fn set(&mut self, serving: Option<Serving>) {
+        if self.serving.is_none() && serving.is_none() {
+            return;
+        }
+        if let Some(mut old) = self.serving.take() {
+            self.orphans.extend(old.take_woken());
+        }
+        self.serving = serving;
+        self.epoch += 1;
+    }
+
+    /// When the engine's next timer is due (none without an engine).
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.serving.as_ref().and_then(|s| s.owner.next_deadline())
+    }
+
+    /// How many times the engine was replaced or dropped.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The receives parked in the engine that calls since the last look
+    /// completed, in the order they completed.
+    pub fn take_woken(&mut self) -> Vec<Woken> {
+        let mut woken = std::mem::take(&mut self.orphans);
+        if let Some(s) = self.serving.as_mut() {
+            woken.extend(s.take_woken());
+        }
+        woken
+    }
 }
 
 /// Work for a partition's engine, run on its home's thread.

@@ -40,7 +40,7 @@ mod state;
 pub mod view;
 
 pub use fila_core::commits::Ticket;
-pub use home::{Home, Job, Slot, TaskHome};
+pub use home::{Home, Job, Slot, TaskHome, Woken};
 pub use log_store::{LogStore, READ_BYTES, TAIL_BYTES};
 pub use meta::{ClusterMap, MapChange, Metadata, Partition};
 pub use replica::{Replica, ReplicaError};

@@ -417,7 +417,7 @@ impl<S: Storage + 'static> Replica<S> {
                     let leader_id = match leading(&raft) {
                         Ok(leader_id) => leader_id,
                         Err(leader) => {
-                            slot.serving = None;
+                            slot.set(None);
                             return AtHome::NotLeader(leader);
                         }
                     };
@@ -498,9 +498,20 @@ impl<S: Storage + 'static> Replica<S> {
             return Ok(());
         }
         // The stale engine goes first (a whole copy of the partition).
-        self.at_home(|slot| slot.serving = None).await?;
+        self.at_home(|slot| slot.set(None)).await?;
         let serving = self.catch_up(leader_id).await?;
-        self.at_home(move |slot| slot.serving = Some(serving)).await
+        // Never over a healthy engine of the same leadership (one built
+        // meanwhile by a request whose wait for the home timed out).
+        self.at_home(move |slot| {
+            let healthy = slot
+                .serving
+                .as_ref()
+                .is_some_and(|s| s.leader == leader_id && !s.failed());
+            if !healthy {
+                slot.set(Some(serving));
+            }
+        })
+        .await
     }
 
     /// Sets what is told after each entry's outcome is noted (from the
@@ -528,17 +539,65 @@ impl<S: Storage + 'static> Replica<S> {
         // `tell_leadership`; an entry goes in only on the condition that
         // its leadership still holds, so a word late by a moment makes
         // nothing wrong).
-        let leader_id = slot.leading?;
-        let s = slot
-            .serving
-            .as_mut()
-            .filter(|s| s.leader == leader_id && !s.failed())?;
+        let s = Self::serving_at_home(slot)?;
         // It ran: from here on it is answered through its ticket.
         match s.run(op) {
             (result, Ran::Made(k)) => Some((result, s.ticket(k))),
             (result, Ran::Saw(k)) if keep(&result) => Some((result, s.ticket(k))),
             _ => None,
         }
+    }
+
+    /// The engine of `slot`, when the home serves the partition from it
+    /// (see [`Replica::run_at_home`]).
+    fn serving_at_home(slot: &mut Slot) -> Option<&mut Serving> {
+        let leader_id = slot.leading?;
+        slot.serving
+            .as_mut()
+            .filter(|s| s.leader == leader_id && !s.failed())
+    }
+
+    /// Runs `op` — a receive that may park in the engine — at once on the
+    /// engine in `slot`, on its home's thread, when this node serves the
+    /// partition from it: its result, and the batch its answer waits for
+    /// (none when it made no records and saw every batch committed; then
+    /// it changed nothing, and an answer from it needs the leadership
+    /// confirmed). A receive parked so is completed by a later call on
+    /// the engine (a put, a release, a timer: [`Replica::advance_at_home`])
+    /// and found in [`Slot::take_woken`], with the batch its deliveries
+    /// are in; one the engine was dropped with is found there too (its
+    /// slot's epoch moved on). `None` when it did not run.
+    pub fn park_at_home<R>(
+        &self,
+        slot: &mut Slot,
+        op: impl FnOnce(&mut Owner) -> R,
+    ) -> Option<(R, Option<Ticket>)> {
+        let s = Self::serving_at_home(slot)?;
+        match s.run(op) {
+            (result, Ran::Made(k) | Ran::Saw(k)) => Some((result, Some(s.ticket(k)))),
+            (result, Ran::Settled) => Some((result, None)),
+        }
+    }
+
+    /// Runs the timers of the engine in `slot` that are due, at most
+    /// `budget` (on its home's thread): a lease or a wait that ends
+    /// completes a parked receive. Answers when the next is due, if any
+    /// (none when the home does not serve the partition).
+    pub fn advance_at_home(&self, slot: &mut Slot, budget: usize) -> Option<u64> {
+        let s = Self::serving_at_home(slot)?;
+        s.run(|owner| {
+            owner.advance(budget);
+        });
+        s.owner.next_deadline()
+    }
+
+    /// Ends a receive parked in the engine of `slot` (its answer is not
+    /// wanted); `false` when it was completed already (then it is among
+    /// the woken) or is gone with its engine.
+    pub fn cancel_at_home(&self, slot: &mut Slot, wait: fila_core::WaitId) -> bool {
+        slot.serving
+            .as_mut()
+            .is_some_and(|s| s.owner.cancel_wait(wait))
     }
 
     /// [`Replica::run_at_home`], sent to the engine's home as a job (what
@@ -576,20 +635,14 @@ impl<S: Storage + 'static> Replica<S> {
     /// until a request reaches it): answers whether it dropped one. The next
     /// leadership rebuilds its own from the state machine.
     pub async fn drop_stale_engine(&self) -> bool {
-        if self.leads() {
-            // Its engine is this leadership's, or rebuilt by the next
-            // request.
-            return false;
-        }
-        let raft = self.raft.clone();
+        let leading = self.leading().ok();
         self.at_home(move |slot| {
-            let leading = leading(&raft).ok();
             let stale = slot
                 .serving
                 .as_ref()
                 .is_some_and(|s| Some(s.leader) != leading);
             if stale {
-                slot.serving = None;
+                slot.set(None);
             }
             stale
         })
@@ -602,7 +655,7 @@ impl<S: Storage + 'static> Replica<S> {
         let _ = self
             .at_home(move |slot| {
                 if slot.serving.as_ref().is_some_and(|s| s.leader == leader) {
-                    slot.serving = None;
+                    slot.set(None);
                 }
             })
             .await;
@@ -673,7 +726,7 @@ impl<S: Storage + 'static> Replica<S> {
         // The engine goes, without waiting for it to be gone (a server's
         // loops may have stopped already: the engine went with them, and
         // their mailboxes may have no room left).
-        let job: Job = Box::new(|slot| slot.serving = None);
+        let job: Job = Box::new(|slot| slot.set(None));
         let _ = tokio::time::timeout(SHUTDOWN_SEND, self.home().send(job)).await;
         self.raft
             .shutdown()

@@ -55,7 +55,17 @@ pub(crate) struct Serving {
     /// Each batch, to the leadership's task (which ends once this engine
     /// is dropped and what it sent is settled).
     to_lead: tokio::sync::mpsc::UnboundedSender<(u64, Vec<u8>)>,
+    /// Receives parked here that its calls completed, not yet taken: the
+    /// wait, the result, the batch holding its deliveries.
+    woken: Vec<Woken>,
 }
+
+/// A completed parked receive: its wait, its result, its batch.
+type Woken = (
+    fila_core::WaitId,
+    Result<Vec<fila_core::Message>, fila_core::Error>,
+    Option<u64>,
+);
 
 /// An entry's outcome waited for in a task ([`crate::Replica::execute`]).
 pub(crate) struct Settle {
@@ -138,6 +148,7 @@ impl Serving {
             board,
             noted,
             to_lead,
+            woken: Vec::new(),
         }
     }
 
@@ -147,15 +158,25 @@ impl Serving {
     /// the next batch: its result, and where its answer stands.
     pub(crate) fn run<R>(&mut self, op: impl FnOnce(&mut Owner) -> R) -> (R, Ran) {
         let result = op(&mut self.owner);
+        let woken_before = self.woken.len();
         while self.owner.has_output() {
             for t in self.owner.take_transit() {
                 self.owner.accept(t);
             }
-            self.owner.take_completions();
+            for c in self.owner.take_completions() {
+                // Parked receives this call completed: their deliveries
+                // are in its batch.
+                self.woken.push((c.wait, c.result, None));
+            }
         }
         let records = std::mem::take(&mut *self.captured.lock().unwrap_or_else(|p| p.into_inner()));
         if !records.is_empty() {
             self.batches += 1;
+            for w in &mut self.woken[woken_before..] {
+                if w.1.as_ref().is_ok_and(|ms| !ms.is_empty()) {
+                    w.2 = Some(self.batches);
+                }
+            }
             // Refused only once the task ended (a failure): the board
             // answers this batch so.
             let _ = self.to_lead.send((self.batches, records));
@@ -166,6 +187,20 @@ impl Serving {
         } else {
             (result, Ran::Settled)
         }
+    }
+
+    /// The parked receives its calls completed since the last look, each
+    /// with the ticket of the batch holding its deliveries.
+    pub(crate) fn take_woken(&mut self) -> Vec<crate::home::Woken> {
+        let woken = std::mem::take(&mut self.woken);
+        woken
+            .into_iter()
+            .map(|(wait, result, k)| crate::home::Woken {
+                wait,
+                result,
+                ticket: k.map(|k| self.ticket(k)),
+            })
+            .collect()
     }
 
     /// The ticket of batch `k` of this engine.

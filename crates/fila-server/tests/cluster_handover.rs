@@ -3,7 +3,10 @@
 //! follows `not_leader` to the new leader — past the moment when the old
 //! leader and its successor name each other — so no put is refused; one
 //! whose outcome a lost leadership left unknown is sent again with its
-//! deduplication id. At the end every acknowledged put is there once.
+//! deduplication id. At the end every acknowledged put is there once. A
+//! receive waiting on the leader (parked in the engine its loop keeps)
+//! when the first hand-over comes is answered at once: `not_leader`
+//! naming the next leader, which has the message put after it.
 
 mod cluster_harness;
 mod common;
@@ -99,10 +102,37 @@ fn both_clients_keep_putting_while_the_leadership_moves() {
     for n in &mut nodes {
         n.start();
     }
-    on_leader(&nodes, Duration::from_secs(30), |c| {
-        c.create_queue("jobs", SettingsPatch::default())
+    let (first, _) = on_leader(&nodes, Duration::from_secs(30), |c| {
+        c.create_queue("jobs", SettingsPatch::default())?;
+        c.create_queue("waits", SettingsPatch::default())
     });
     let mut admin = of_all(&nodes);
+    // A receive that waits on the leader, on an empty queue: parked there
+    // before the first hand-over.
+    let (got_tx, got) = std::sync::mpsc::channel();
+    {
+        let addr = nodes[first].client.clone();
+        std::thread::spawn(move || {
+            let mut c = client(&addr).unwrap();
+            let _ = got_tx.send(c.receive("waits", 1, Some(20_000)));
+        });
+    }
+    let parked_at = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stats = client(&nodes[first].client)
+            .unwrap()
+            .server_stats()
+            .unwrap();
+        let parked = stats.iter().find(|(k, _)| k == "receives_parked");
+        if parked.is_some_and(|(_, v)| *v == 1) {
+            break;
+        }
+        assert!(
+            Instant::now() < parked_at,
+            "the receive never waited: {stats:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 
     let addrs: Vec<&str> = nodes.iter().map(|n| n.client.as_str()).collect();
     let addrs = addrs.join(",");
@@ -152,6 +182,25 @@ fn both_clients_keep_putting_while_the_leadership_moves() {
                 "node {leader} kept the leadership"
             );
             std::thread::sleep(Duration::from_millis(10));
+        }
+        if leader as usize - 1 == first {
+            // The waiting receive does not outlive the leadership it
+            // waited on: it runs again and is answered `not_leader`
+            // naming the next leader (long before its wait ends), or
+            // reaches it and gets what is put there.
+            admin.put_one("waits", "after the hand-over").unwrap();
+            let answer = got
+                .recv_timeout(Duration::from_secs(10))
+                .expect("the waiting receive was answered");
+            let answer = match answer {
+                Ok(ms) => ms,
+                Err(e) => {
+                    assert_eq!(e.code(), Some(ErrorCode::NOT_LEADER), "{e}");
+                    admin.receive("waits", 1, Some(5_000)).unwrap()
+                }
+            };
+            assert_eq!(answer.len(), 1, "{answer:?}");
+            assert_eq!(&answer[0].payload[..], b"after the hand-over");
         }
         wait_for_puts(acked.load(Ordering::Acquire));
     }

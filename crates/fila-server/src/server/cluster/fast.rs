@@ -10,14 +10,18 @@
 //! (`server/held.rs`) — told by the partition's committer, which raises
 //! each holding loop's flag and wakes it (`Loops::tell_committed`); the
 //! answer then goes to the connection's loop. No lock, no task per
-//! request. Anything else goes to the cluster node's endpoint: a request
-//! of another kind, a queue not in the routing table, a partition this
-//! node does not lead or whose engine is not built yet, a receive that
-//! found nothing and waits, an operation that made no records and saw
-//! every batch committed (it changed nothing: run again there, its answer
-//! waits for what a quorum confirms), and a request whose entry was
-//! refused before it was appended (nothing was made: it runs again
-//! there, waiting for the next leader).
+//! request. A receive that finds nothing and may wait parks in the engine
+//! as on a single node (`Fast::park_here`, `ShardHost::park_lead`): a
+//! later call on the engine that fills it, or the timer that ends its
+//! wait, completes it, and the home answers it once the batch with its
+//! deliveries commits (`ShardHost::after_engine`). Anything else goes to
+//! the cluster node's endpoint: a request of another kind, a queue not in
+//! the routing table, a partition this node does not lead or whose engine
+//! is not built yet, an operation that made no records and saw every
+//! batch committed (it changed nothing: run again there, its answer waits
+//! for what a quorum confirms), a request whose entry was refused before
+//! it was appended and a receive parked in an engine since dropped
+//! (nothing was made: they run again there, waiting for the next leader).
 
 use std::sync::{Arc, Weak};
 
@@ -110,6 +114,103 @@ impl Fast {
         }
         held.hold(g, ticket, job, answer);
         None
+    }
+}
+
+/// What became of a receive that may wait, run on its partition's engine
+/// ([`Fast::park_here`]).
+pub(in crate::server) enum Parking {
+    /// It was answered: held until its batch commits.
+    Held,
+    /// It parked in the engine as `wait`; its answer may take at most
+    /// `largest` bytes a message.
+    Waits {
+        wait: fila_core::WaitId,
+        job: RunJob,
+        largest: Option<u64>,
+    },
+    /// For the endpoint (it did not run, or changed nothing).
+    Elsewhere(RunJob),
+}
+
+impl Fast {
+    /// Whether `job` is a receive that may wait, to park in its
+    /// partition's engine on its home ([`Fast::park_here`]).
+    pub(in crate::server) fn may_wait(job: &RunJob) -> bool {
+        matches!(&job.req, Request::Receive(r) if r.wait_ms != Some(0))
+    }
+
+    /// Runs `job`, a receive that may wait, on partition `g`'s engine kept
+    /// here in `slot`: answered when it found messages (held in `held`
+    /// until their batch commits), else parked in the engine, as on a
+    /// single node, until a put, a release or a timer fills it or its
+    /// wait ends (the home then finds it in `Slot::take_woken`).
+    pub(in crate::server) fn park_here(
+        &self,
+        g: usize,
+        job: RunJob,
+        held: &mut HeldAnswers,
+        slot: &mut fila_cluster::Slot,
+    ) -> Parking {
+        let Some(c) = self.c.upgrade() else {
+            return Parking::Elsewhere(job);
+        };
+        let Some(part) = c.parts.get(g) else {
+            return Parking::Elsewhere(job);
+        };
+        let Some(queue) = crate::ops::queue_of(&job.req).map(str::to_owned) else {
+            return Parking::Elsewhere(job);
+        };
+        let (req, room) = (job.req.clone(), job.route.room);
+        let op = move |owner: &mut fila_core::Owner| {
+            let largest = owner
+                .queue_settings(&queue)
+                .ok()
+                .map(|s| fila_core::answer_bytes_max(s.max_message_bytes));
+            (crate::dispatch::run(owner, req, room), largest)
+        };
+        match part.park_at_home(slot, op) {
+            Some(((crate::dispatch::Outcome::Parked(wait), largest), _)) => {
+                Parking::Waits { wait, job, largest }
+            }
+            Some(((crate::dispatch::Outcome::Answer(answer), _), Some(ticket))) => {
+                held.hold(g, ticket, job, answer);
+                Parking::Held
+            }
+            // It changed nothing: answered where a quorum confirms it.
+            Some(((crate::dispatch::Outcome::Answer(_), _), None)) | None => {
+                Parking::Elsewhere(job)
+            }
+        }
+    }
+
+    /// Ends receive `wait` parked in partition `g`'s engine in `slot`
+    /// (see `Replica::cancel_at_home`).
+    pub(in crate::server) fn cancel_here(
+        &self,
+        g: usize,
+        slot: &mut fila_cluster::Slot,
+        wait: fila_core::WaitId,
+    ) -> bool {
+        let Some(c) = self.c.upgrade() else {
+            return false;
+        };
+        c.parts
+            .get(g)
+            .is_some_and(|part| part.cancel_at_home(slot, wait))
+    }
+
+    /// Runs the due timers of partition `g`'s engine in `slot`, at most
+    /// `budget` (see `Replica::advance_at_home`).
+    pub(in crate::server) fn advance_here(
+        &self,
+        g: usize,
+        slot: &mut fila_cluster::Slot,
+        budget: usize,
+    ) {
+        if let Some(part) = self.c.upgrade().as_ref().and_then(|c| c.parts.get(g)) {
+            part.advance_at_home(slot, budget);
+        }
     }
 }
 
