@@ -142,6 +142,28 @@ def test_followers_forward_every_call_and_nothing_acknowledged_is_lost(nodes):
     assert [m["Body"] for m in waited["messages"]] == ["late"]
     assert waited["took"] < 10
 
+    # A long poll on the leader parks in the partition's engine, on the
+    # event loop that keeps it, and a send through a follower (forwarded
+    # to the leader) fills it.
+    waited.clear()
+
+    def poll_leader():
+        start = time.monotonic()
+        r = lead.receive_message(QueueUrl=later, WaitTimeSeconds=10)
+        waited["took"] = time.monotonic() - start
+        waited["messages"] = r.get("Messages", [])
+
+    t = threading.Thread(target=poll_leader)
+    t.start()
+    deadline = time.monotonic() + 10
+    while "fila_receives_parked 1" not in scrape(nodes[leader]):
+        assert time.monotonic() < deadline, "the leader's long poll never parked"
+        time.sleep(0.02)
+    f.send_message(QueueUrl=later, MessageBody="later still")
+    t.join(30)
+    assert [m["Body"] for m in waited["messages"]] == ["later still"]
+    assert waited["took"] < 10
+
     # /metrics: the queues' series are the partition's, on its leader; every
     # node says who leads.
     lead_metrics = scrape(nodes[leader])

@@ -6,7 +6,9 @@
 //! deduplication id. At the end every acknowledged put is there once. A
 //! receive waiting on the leader (parked in the engine its loop keeps)
 //! when the first hand-over comes is answered at once: `not_leader`
-//! naming the next leader, which has the message put after it.
+//! naming the next leader, which has the message put after it; and one
+//! parked on the leader when it is stopped with SIGTERM is ended at once,
+//! the leader stopping well within its grace.
 
 mod cluster_harness;
 mod common;
@@ -117,22 +119,7 @@ fn both_clients_keep_putting_while_the_leadership_moves() {
             let _ = got_tx.send(c.receive("waits", 1, Some(20_000)));
         });
     }
-    let parked_at = Instant::now() + Duration::from_secs(10);
-    loop {
-        let stats = client(&nodes[first].client)
-            .unwrap()
-            .server_stats()
-            .unwrap();
-        let parked = stats.iter().find(|(k, _)| k == "receives_parked");
-        if parked.is_some_and(|(_, v)| *v == 1) {
-            break;
-        }
-        assert!(
-            Instant::now() < parked_at,
-            "the receive never waited: {stats:?}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    parked_on(&nodes[first], 1);
 
     let addrs: Vec<&str> = nodes.iter().map(|n| n.client.as_str()).collect();
     let addrs = addrs.join(",");
@@ -163,6 +150,9 @@ fn both_clients_keep_putting_while_the_leadership_moves() {
         }
     };
     wait_for_puts(0);
+    // The first hand-over (of the leader the receive waits on) is
+    // checked for it; the leadership may come back to that node later.
+    let mut handed_over = false;
     for _ in 0..HANDOVERS {
         let leader = loop {
             if let Some(l) = partition_leader(&nodes) {
@@ -183,7 +173,8 @@ fn both_clients_keep_putting_while_the_leadership_moves() {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-        if leader as usize - 1 == first {
+        if leader as usize - 1 == first && !handed_over {
+            handed_over = true;
             // The waiting receive does not outlive the leadership it
             // waited on: it runs again and is answered `not_leader`
             // naming the next leader (long before its wait ends), or
@@ -204,6 +195,10 @@ fn both_clients_keep_putting_while_the_leadership_moves() {
         }
         wait_for_puts(acked.load(Ordering::Acquire));
     }
+    assert!(
+        handed_over,
+        "the waiting receive's leader never handed over"
+    );
     stop.store(true, Ordering::Release);
 
     let mut want = HashSet::new();
@@ -215,4 +210,42 @@ fn both_clients_keep_putting_while_the_leadership_moves() {
     assert_eq!(got, want, "every acknowledged put, and nothing else");
     let stored = admin.stats("jobs").unwrap().visible;
     assert_eq!(stored, want.len() as u64, "none stored twice");
+
+    // A leader stopped with SIGTERM while a receive is parked in its
+    // engine ends that receive (with no messages) and stops, well before
+    // its shutdown grace (10 s) is over.
+    let leader = partition_leader(&nodes).expect("a leader") as usize - 1;
+    let (ended_tx, ended) = std::sync::mpsc::channel();
+    {
+        let addr = nodes[leader].client.clone();
+        std::thread::spawn(move || {
+            let mut c = client(&addr).unwrap();
+            let _ = ended_tx.send(c.receive("waits", 1, Some(20_000)));
+        });
+    }
+    parked_on(&nodes[leader], 1);
+    let stopping = Instant::now();
+    assert!(nodes[leader].stop(), "the leader ended on SIGTERM");
+    let took = stopping.elapsed();
+    assert!(took < Duration::from_secs(8), "the stop took {took:?}");
+    let answer = ended
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the parked receive was answered");
+    if let Ok(ms) = answer {
+        assert!(ms.is_empty(), "{ms:?}");
+    }
+}
+
+/// Waits (at most 10 s) until `parked` receives wait on `node`.
+fn parked_on(node: &Node, parked: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stats = client(&node.client).unwrap().server_stats().unwrap();
+        let now = stats.iter().find(|(k, _)| k == "receives_parked");
+        if now.is_some_and(|(_, v)| *v == parked) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no receive waited: {stats:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
