@@ -7,7 +7,9 @@
 //! entry's outcome in order, by its batches' numbers, on a [`Board`]
 //! (fila-core's, which the loops holding answers read); a [`Ticket`] for
 //! an operation's answer. The engine's holder never waits for openraft,
-//! and the task never takes the engine.
+//! and the task never takes the engine. A receive parked in the engine
+//! that a later call completes is kept with the batch holding its
+//! deliveries, for its home to answer (`Slot::take_woken`).
 
 use std::sync::{Arc, Mutex};
 

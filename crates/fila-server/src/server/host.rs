@@ -221,6 +221,36 @@ pub(in crate::server) enum Done {
     Waits(usize),
 }
 
+/// The limit on parked receives a receive that parked would pass (its
+/// name and value): its connection's, or the server's; within both it
+/// is counted against the server's (`Shared::parked`).
+fn park_limit(shared: &Shared, may_park: bool) -> Option<(&'static str, usize)> {
+    let config = &shared.config;
+    if !may_park {
+        return Some((
+            "max_parked_per_connection",
+            config.max_parked_per_connection,
+        ));
+    }
+    let counted = shared
+        .parked
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < config.max_parked as u64).then_some(n + 1)
+        });
+    counted
+        .is_err()
+        .then_some(("max_parked", config.max_parked))
+}
+
+/// The answer to a receive refused for `limit` of `max` parked receives.
+fn park_refused(limit: &str, max: usize) -> Answer {
+    error(
+        ErrorCode::RESOURCE_EXHAUSTED,
+        format!("resource_exhausted: {limit} of {max} parked receives reached"),
+    )
+    .into()
+}
+
 /// A loop's shards (see the module docs).
 pub(in crate::server) struct ShardHost {
     index: usize,
@@ -517,31 +547,11 @@ impl ShardHost {
                 }
                 Parking::Waits { wait, job, largest } => (wait, job, largest),
             };
-        let config = &shared.config;
-        let refused = if !may_park {
-            Some((
-                "max_parked_per_connection",
-                config.max_parked_per_connection,
-            ))
-        } else if shared
-            .parked
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < config.max_parked as u64).then_some(n + 1)
-            })
-            .is_err()
-        {
-            Some(("max_parked", config.max_parked))
-        } else {
-            None
-        };
-        if let Some((limit, max)) = refused {
+        if let Some((limit, max)) = park_limit(&shared, may_park) {
             // Nothing ran since it parked: it is still there.
             f.cancel_here(g, &mut self.engines[g], wait);
-            let answer = error(
-                ErrorCode::RESOURCE_EXHAUSTED,
-                format!("resource_exhausted: {limit} of {max} parked receives reached"),
-            );
-            self.deliver(job.route, Done::Answer(answer.into(), false), post);
+            let answer = park_refused(limit, max);
+            self.deliver(job.route, Done::Answer(answer, false), post);
             return;
         }
         shared.metrics.parked.fetch_add(1, Ordering::Relaxed);
@@ -743,35 +753,11 @@ impl ShardHost {
     /// limits allow, else cancelled and answered `resource_exhausted`.
     fn confirm_park(&mut self, wait: WaitId, may_park: bool, route: Route) -> Done {
         let shared = self.shared.clone();
-        let config = &shared.config;
-        let refused = if !may_park {
-            Some((
-                "max_parked_per_connection",
-                config.max_parked_per_connection,
-            ))
-        } else if shared
-            .parked
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < config.max_parked as u64).then_some(n + 1)
-            })
-            .is_err()
-        {
-            Some(("max_parked", config.max_parked))
-        } else {
-            None
-        };
-        if let Some((limit, max)) = refused {
+        if let Some((limit, max)) = park_limit(&shared, may_park) {
             // Never leave it parked: it would hold messages for nobody.
             // Nothing ran since it parked, so it is still there.
             if self.owner.cancel_wait(wait) {
-                return Done::Answer(
-                    error(
-                        ErrorCode::RESOURCE_EXHAUSTED,
-                        format!("resource_exhausted: {limit} of {max} parked receives reached"),
-                    )
-                    .into(),
-                    false,
-                );
+                return Done::Answer(park_refused(limit, max), false);
             }
             if limit == "max_parked_per_connection" {
                 shared.parked.fetch_add(1, Ordering::AcqRel);
