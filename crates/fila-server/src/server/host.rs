@@ -224,7 +224,10 @@ pub(in crate::server) enum Done {
 /// The limit on parked receives a receive that parked would pass (its
 /// name and value): its connection's, or the server's; within both it
 /// is counted against the server's (`Shared::parked`).
-fn park_limit(shared: &Shared, may_park: bool) -> Option<(&'static str, usize)> {
+pub(in crate::server) fn park_limit(
+    shared: &Shared,
+    may_park: bool,
+) -> Option<(&'static str, usize)> {
     let config = &shared.config;
     if !may_park {
         return Some((
@@ -243,7 +246,7 @@ fn park_limit(shared: &Shared, may_park: bool) -> Option<(&'static str, usize)> 
 }
 
 /// The answer to a receive refused for `limit` of `max` parked receives.
-fn park_refused(limit: &str, max: usize) -> Answer {
+pub(in crate::server) fn park_refused(limit: &str, max: usize) -> Answer {
     error(
         ErrorCode::RESOURCE_EXHAUSTED,
         format!("resource_exhausted: {limit} of {max} parked receives reached"),

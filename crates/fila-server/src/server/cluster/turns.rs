@@ -7,10 +7,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fila_proto::ErrorCode;
 use tokio::sync::Semaphore;
 
-use crate::dispatch::{error, Answer};
+use crate::dispatch::Answer;
 use crate::server::Shared;
 
 /// A request's turn on the replica: held while it runs, given back while
@@ -174,27 +173,8 @@ pub(super) struct Waiting<'a>(&'a Shared);
 impl<'a> Waiting<'a> {
     /// Counts one more, or says which limit refuses it.
     pub(super) fn start(shared: &'a Shared, may_park: bool) -> Result<Waiting<'a>, Answer> {
-        let config = &shared.config;
-        let full = |limit: &str, max: usize| {
-            Err(error(
-                ErrorCode::RESOURCE_EXHAUSTED,
-                format!("resource_exhausted: {limit} of {max} parked receives reached"),
-            )
-            .into())
-        };
-        if !may_park {
-            return full(
-                "max_parked_per_connection",
-                config.max_parked_per_connection,
-            );
-        }
-        let counted = shared
-            .parked
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < config.max_parked as u64).then_some(n + 1)
-            });
-        if counted.is_err() {
-            return full("max_parked", config.max_parked);
+        if let Some((limit, max)) = crate::server::host::park_limit(shared, may_park) {
+            return Err(crate::server::host::park_refused(limit, max));
         }
         shared.metrics.parked.fetch_add(1, Ordering::Relaxed);
         Ok(Waiting(shared))
