@@ -54,6 +54,30 @@ def scrape(node):
         return r.read().decode()
 
 
+def long_poll_filled(client, url, leader, send, body):
+    """A 10 s long poll on `url` through `client` parks on the leader (its
+    /metrics shows it), `send` then sends `body`, and the poll is answered
+    with that message before its wait ends."""
+    waited = {}
+
+    def poll():
+        start = time.monotonic()
+        r = client.receive_message(QueueUrl=url, WaitTimeSeconds=10)
+        waited["took"] = time.monotonic() - start
+        waited["messages"] = r.get("Messages", [])
+
+    t = threading.Thread(target=poll)
+    t.start()
+    deadline = time.monotonic() + 10
+    while "fila_receives_parked 1" not in scrape(leader):
+        assert time.monotonic() < deadline, "the long poll never waited on the leader"
+        time.sleep(0.02)
+    send()
+    t.join(30)
+    assert [m["Body"] for m in waited["messages"]] == [body]
+    assert waited["took"] < 10
+
+
 def leader_of(nodes, within=30):
     """The id of the node that leads, once one does."""
     deadline = time.monotonic() + within
@@ -121,48 +145,18 @@ def test_followers_forward_every_call_and_nothing_acknowledged_is_lost(nodes):
     # A long poll on a follower is answered when a message comes through
     # another node: the follower forwards it once and the leader holds it
     # (its /metrics shows it parked there), woken by the send.
-    waited = {}
-
-    def poll():
-        start = time.monotonic()
-        r = g.receive_message(QueueUrl=url + "-later", WaitTimeSeconds=10)
-        waited["took"] = time.monotonic() - start
-        waited["messages"] = r.get("Messages", [])
-
     later = f.create_queue(QueueName="orders-later")["QueueUrl"]
     assert later == url + "-later"
-    t = threading.Thread(target=poll)
-    t.start()
-    deadline = time.monotonic() + 10
-    while "fila_receives_parked 1" not in scrape(nodes[leader]):
-        assert time.monotonic() < deadline, "the leader never held the follower's long poll"
-        time.sleep(0.02)
-    lead.send_message(QueueUrl=later, MessageBody="late")
-    t.join(30)
-    assert [m["Body"] for m in waited["messages"]] == ["late"]
-    assert waited["took"] < 10
+    long_poll_filled(
+        g, later, nodes[leader], lambda: lead.send_message(QueueUrl=later, MessageBody="late"), "late"
+    )
 
     # A long poll on the leader parks in the partition's engine, on the
     # event loop that keeps it, and a send through a follower (forwarded
     # to the leader) fills it.
-    waited.clear()
-
-    def poll_leader():
-        start = time.monotonic()
-        r = lead.receive_message(QueueUrl=later, WaitTimeSeconds=10)
-        waited["took"] = time.monotonic() - start
-        waited["messages"] = r.get("Messages", [])
-
-    t = threading.Thread(target=poll_leader)
-    t.start()
-    deadline = time.monotonic() + 10
-    while "fila_receives_parked 1" not in scrape(nodes[leader]):
-        assert time.monotonic() < deadline, "the leader's long poll never parked"
-        time.sleep(0.02)
-    f.send_message(QueueUrl=later, MessageBody="later still")
-    t.join(30)
-    assert [m["Body"] for m in waited["messages"]] == ["later still"]
-    assert waited["took"] < 10
+    long_poll_filled(
+        lead, later, nodes[leader], lambda: f.send_message(QueueUrl=later, MessageBody="later still"), "later still"
+    )
 
     # /metrics: the queues' series are the partition's, on its leader; every
     # node says who leads.

@@ -111,15 +111,7 @@ fn both_clients_keep_putting_while_the_leadership_moves() {
     let mut admin = of_all(&nodes);
     // A receive that waits on the leader, on an empty queue: parked there
     // before the first hand-over.
-    let (got_tx, got) = std::sync::mpsc::channel();
-    {
-        let addr = nodes[first].client.clone();
-        std::thread::spawn(move || {
-            let mut c = client(&addr).unwrap();
-            let _ = got_tx.send(c.receive("waits", 1, Some(20_000)));
-        });
-    }
-    parked_on(&nodes[first], 1);
+    let got = parked_receive(&nodes[first]);
 
     let addrs: Vec<&str> = nodes.iter().map(|n| n.client.as_str()).collect();
     let addrs = addrs.join(",");
@@ -215,15 +207,7 @@ fn both_clients_keep_putting_while_the_leadership_moves() {
     // engine ends that receive (with no messages) and stops, well before
     // its shutdown grace (10 s) is over.
     let leader = partition_leader(&nodes).expect("a leader") as usize - 1;
-    let (ended_tx, ended) = std::sync::mpsc::channel();
-    {
-        let addr = nodes[leader].client.clone();
-        std::thread::spawn(move || {
-            let mut c = client(&addr).unwrap();
-            let _ = ended_tx.send(c.receive("waits", 1, Some(20_000)));
-        });
-    }
-    parked_on(&nodes[leader], 1);
+    let ended = parked_receive(&nodes[leader]);
     let stopping = Instant::now();
     assert!(nodes[leader].stop(), "the leader ended on SIGTERM");
     let took = stopping.elapsed();
@@ -234,6 +218,22 @@ fn both_clients_keep_putting_while_the_leadership_moves() {
     if let Ok(ms) = answer {
         assert!(ms.is_empty(), "{ms:?}");
     }
+}
+
+/// A receive of up to 20 s on the empty queue `waits`, sent to `node` from
+/// a thread of its own and waiting there (the node counts it parked):
+/// its answer comes through the channel.
+fn parked_receive(
+    node: &Node,
+) -> std::sync::mpsc::Receiver<Result<Vec<fila_client::Message>, ClientError>> {
+    let (tx, answer) = std::sync::mpsc::channel();
+    let addr = node.client.clone();
+    std::thread::spawn(move || {
+        let mut c = client(&addr).unwrap();
+        let _ = tx.send(c.receive("waits", 1, Some(20_000)));
+    });
+    parked_on(node, 1);
+    answer
 }
 
 /// Waits (at most 10 s) until `parked` receives wait on `node`.
