@@ -29,10 +29,12 @@
 
 pub mod codec;
 mod flusher;
+pub mod forward;
 pub mod home;
 mod log_store;
 pub mod membership;
 pub mod meta;
+pub mod node;
 pub mod peer;
 mod replica;
 mod serving;

@@ -63,7 +63,7 @@ impl Fast {
         {
             return None;
         }
-        let g = *crate::ops::queue_of(&job.req).and_then(|q| c.routes.get(q))? as usize;
+        let g = crate::ops::queue_of(&job.req).and_then(|q| c.route(q))? as usize;
         // Whether this node leads it is for the home to say (it knows
         // without a lock, `Replica::run_at_home`).
         c.parts.get(g)?;

@@ -38,6 +38,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use fila_cluster::node::Node;
 use fila_cluster::peer::{serve, Forward, Forwarder, PeerNetwork, PeerTls};
 use fila_cluster::{LogStore, Metadata, Replica, StateMachine};
 use fila_core::SystemClock;
@@ -254,16 +255,17 @@ async fn run(
     };
     let rafts: Vec<_> = replicas.iter().map(|r| r.raft().clone()).collect();
     let meta_raft = meta.raft().clone();
-    let c = Arc::new(Cluster {
+    let node = Node::new(
         id,
         meta,
-        parts: replicas,
-        routes: dashmap::DashMap::new(),
-        map_seen: std::sync::Mutex::new(Arc::default()),
-        fwd: Forwarder::new(net(0)),
+        replicas,
+        Forwarder::new(net(0)),
+        shared.stopping.clone(),
+    );
+    let c = Arc::new(Cluster {
+        node,
         shared: shared.clone(),
         factor: config.replicas,
-        hints: std::sync::Mutex::new(vec![None; config.partitions]),
         waiters: (0..config.partitions)
             .map(|_| turns::Waiters::default())
             .collect(),

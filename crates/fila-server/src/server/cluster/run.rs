@@ -558,6 +558,10 @@ pub(super) async fn answer_forward(c: &Cluster, body: Vec<u8>) -> Vec<u8> {
     if part.is_none() && g != META && g != MAP {
         return forward::refused(&format!("no partition {g} here"));
     }
+    // A placement, a partition's leader: the node's own asks.
+    if let Some(reply) = c.answer_own(&ask).await {
+        return reply;
+    }
     match (ask, part) {
         (Ask::Run { req, room, .. }, _) if req.opcode() == Opcode::ChangeCluster => {
             let Request::ChangeCluster(change) = *req else {
@@ -568,15 +572,6 @@ pub(super) async fn answer_forward(c: &Cluster, body: Vec<u8>) -> Vec<u8> {
                 Err(e) => (c.refusal(g, &e), 0),
             };
             forward::encode_answer(&answer, Opcode::ChangeCluster as u8, index)
-        }
-        (Ask::Leader { .. }, _) => {
-            // Only a replica's own view: a node holding none does not
-            // pass on what it was told.
-            let leader = match part {
-                Some(part) if c.holds(g) => part.known_leader().map_or(0, |id| id + 1),
-                _ => 0,
-            };
-            forward::encode_answer(&Response::Ok.into(), Opcode::Auth as u8, leader)
         }
         (
             Ask::Wait {
@@ -642,14 +637,8 @@ pub(super) async fn answer_forward(c: &Cluster, body: Vec<u8>) -> Vec<u8> {
             // `Ok` travels as the answer of an opcode whose answer it is.
             forward::encode_answer(&answer, Opcode::Auth as u8, 0)
         }
-        (Ask::Place { queue, placing }, _) => {
-            let (answer, p) = match c.place_here(&queue, placing).await {
-                Ok(p) => (Response::Ok.into(), p.map_or(0, |p| u64::from(p) + 1)),
-                Err(e) => (c.refusal(META, &e), 0),
-            };
-            forward::encode_answer(&answer, Opcode::Auth as u8, p)
-        }
-        (_, None) => forward::refused("a forward without its partition"),
+        // (The node's own asks are answered above.)
+        _ => forward::refused("a forward without its partition"),
     }
 }
 
