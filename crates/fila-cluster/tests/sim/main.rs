@@ -20,6 +20,7 @@
 //! test run; CI runs 1000 in a release build, `.ci/run`; the long run is in
 //! docs/cluster.md).
 
+mod forwards;
 mod history;
 mod leaders;
 mod members;

@@ -171,6 +171,21 @@ impl Net {
         Duration::from_millis(self.rng.lock().unwrap().below(self.max_delay_ms + 1))
     }
 
+    /// A forward's way from `from` to `to`, after a delay: an error when
+    /// the link is cut before or after it.
+    pub async fn link(&self, from: NodeId, to: NodeId) -> io::Result<()> {
+        let open = || {
+            let cut = self.cut.lock().unwrap();
+            !cut.contains(&from) && !cut.contains(&to)
+        };
+        let unreachable = || io::Error::other(format!("node {to} unreachable from {from}"));
+        if !open() {
+            return Err(unreachable());
+        }
+        tokio::time::sleep(self.delay()).await;
+        open().then_some(()).ok_or_else(unreachable)
+    }
+
     /// The target after a delay, if the link is up before and after it.
     async fn deliver(&self, from: NodeId, to: NodeId, group: u64) -> Result<Node, io::Error> {
         let unreachable = || io::Error::other(format!("node {to} unreachable from {from}"));

@@ -1,34 +1,49 @@
-//! Several partitions and the metadata group: three nodes, each a member
-//! of the metadata group and a replica of every partition. Queues are
-//! placed by the metadata group's leader and created in their partition;
-//! clients route each request by a node's copy of the map to the
-//! partition's leader, among crashes, restarts, cuts and heals. At the end
-//! every node holds the same map, each queue lives in the partition its
-//! placement named and in no other, the partitions' receipt keys are the
-//! map's and differ, and each queue's messages pass the history checks.
+//! Several partitions and the metadata group, reached the way a server
+//! reaches them: three nodes, each a member of the metadata group and a
+//! replica of some partitions — partition 0 on nodes 1 and 2, partition 1
+//! on nodes 2 and 3 — so that each of nodes 1 and 3 holds no replica of
+//! one of them. Every request reaches one node up, drawn from the seed,
+//! and goes where a server sends it, through that node's
+//! [`fila_cluster::node::Node`]: a queue is placed by the metadata leader
+//! (asked over the network unless the node leads the metadata group) and
+//! found in the node's routing table, kept from its copy of the map; the
+//! request runs on its partition's leader, here when the node leads it,
+//! else forwarded to the leader its replica names or, from a node with no
+//! replica, the one the partition's replicas name — among crashes,
+//! restarts, cuts, heals and delayed forwards. At the end every node holds
+//! the same map, each queue lives in the partition its placement named
+//! and in no other, the partitions' receipt keys are the map's and
+//! differ, and each queue's messages pass the history checks.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::AtomicBool;
 
+use fila_cluster::forward::{Ask, Placing, Reply};
+use fila_cluster::node::{Led, Node};
 use fila_cluster::{ClusterMap, MapChange, Metadata, Partition};
+use fila_proto::{QueueRef, Request, Response};
 
+use super::forwards::{serve, Nodes, SimNode, Wire, MAX_QUEUES};
 use super::*;
 
 /// Partitions of the simulated cluster.
 const PARTS: u64 = 2;
+/// Each partition's replicas.
+const REPLICAS: [[NodeId; 2]; PARTS as usize] = [[1, 2], [2, 3]];
 /// The metadata group's number on the simulated network.
 const META: u64 = 100;
 const QUEUES: [&str; 5] = ["a", "b", "c", "d", "e"];
 
-struct Node {
+struct Machine {
     meta_disks: (Disk, Disk),
     part_disks: Vec<(Disk, Disk)>,
-    meta: Option<Arc<Metadata<Disk>>>,
-    parts: Vec<Arc<Replica<Disk>>>,
+    node: Option<Arc<SimNode>>,
 }
 
 struct Cells {
     net: Arc<Net>,
-    nodes: BTreeMap<NodeId, Node>,
+    nodes: Arc<Nodes>,
+    machines: BTreeMap<NodeId, Machine>,
     config: Arc<openraft::Config>,
     clock: Arc<dyn Clock>,
 }
@@ -42,46 +57,64 @@ struct Told {
     created: BTreeSet<String>,
     /// Each queue's history.
     queues: BTreeMap<String, History>,
-    /// Requests routed by a node's copy of the map.
+    /// Requests whose partition a node's routing table held.
     routed: usize,
+    /// Requests answered by a leader on another node.
+    forwarded: usize,
+    /// Requests answered through a node that holds no replica of their
+    /// partition.
+    unheld: usize,
+}
+
+fn members_of(ids: &[NodeId]) -> BTreeMap<NodeId, Member> {
+    ids.iter().map(|&id| (id, Member::default())).collect()
 }
 
 impl Cells {
     async fn new(seed: u64) -> Cells {
+        let net = Net::new(seed, 20);
         let mut c = Cells {
-            net: Net::new(seed, 20),
-            nodes: BTreeMap::new(),
+            nodes: Arc::new(Nodes::default()),
+            net,
+            machines: BTreeMap::new(),
             config: sim_config(),
             clock: Arc::new(SimClock(tokio::time::Instant::now())),
         };
         for id in NODES {
             let disk = |k: u64| Disk::new(seed * 1_000 + id * 100 + k);
-            c.nodes.insert(
+            c.machines.insert(
                 id,
-                Node {
+                Machine {
                     meta_disks: (disk(98), disk(99)),
                     part_disks: (0..PARTS).map(|p| (disk(2 * p), disk(2 * p + 1))).collect(),
-                    meta: None,
-                    parts: Vec::new(),
+                    node: None,
                 },
             );
             c.start(id).await;
         }
-        let members: BTreeMap<NodeId, Member> =
-            NODES.iter().map(|&id| (id, Member::default())).collect();
-        let first = &c.nodes[&1];
-        let meta = first.meta.as_ref().unwrap();
-        meta.raft().initialize(members.clone()).await.unwrap();
-        for p in &first.parts {
-            p.raft().initialize(members.clone()).await.unwrap();
+        let first = c.machines[&1].node.clone().unwrap();
+        first
+            .meta
+            .raft()
+            .initialize(members_of(&NODES))
+            .await
+            .unwrap();
+        for (p, replicas) in REPLICAS.iter().enumerate() {
+            let node = c.machines[&replicas[0]].node.clone().unwrap();
+            node.parts[p]
+                .raft()
+                .initialize(members_of(replicas))
+                .await
+                .unwrap();
         }
-        // The metadata leader makes the map: the partitions, every node a
-        // replica of each, and their keys drawn from the seed.
+        // The metadata leader makes the map: the partitions, their
+        // replicas, and their keys drawn from the seed.
         let mut rng = Rng(seed | 1);
         let init = MapChange::Init {
-            partitions: (0..PARTS)
-                .map(|_| Partition {
-                    replicas: NODES.into_iter().collect(),
+            partitions: REPLICAS
+                .iter()
+                .map(|replicas| Partition {
+                    replicas: replicas.iter().copied().collect(),
                     key: [rng.next_u64(), rng.next_u64()],
                 })
                 .collect(),
@@ -90,7 +123,7 @@ impl Cells {
             let made = c
                 .on_meta(|m| {
                     let init = init.clone();
-                    async move { m.propose(&init).await }
+                    async move { m.meta.propose(&init).await }
                 })
                 .await;
             if made.is_some() {
@@ -102,8 +135,8 @@ impl Cells {
     }
 
     async fn start(&mut self, id: NodeId) {
-        let node = self.nodes.get_mut(&id).unwrap();
-        if node.meta.is_some() {
+        let machine = self.machines.get_mut(&id).unwrap();
+        if machine.node.is_some() {
             return;
         }
         let factory = |group| Factory {
@@ -111,7 +144,7 @@ impl Cells {
             net: self.net.clone(),
             group,
         };
-        let (log, state) = node.meta_disks.clone();
+        let (log, state) = machine.meta_disks.clone();
         let meta = Metadata::start(
             id,
             self.config.clone(),
@@ -122,9 +155,11 @@ impl Cells {
         .await
         .unwrap();
         self.net.up_in(id, META, meta.raft().clone());
-        node.meta = Some(Arc::new(meta));
-        for (p, (log, state)) in node.part_disks.clone().into_iter().enumerate() {
-            // The key comes from the map, once this node has it.
+        let mut parts = Vec::new();
+        for (p, (log, state)) in machine.part_disks.clone().into_iter().enumerate() {
+            // The key comes from the map, once this node has it. A node
+            // has a Raft node of every partition, a member of the group
+            // only where the partition's replicas include it.
             let replica = Replica::start(
                 id,
                 self.config.clone(),
@@ -137,53 +172,70 @@ impl Cells {
             .await
             .unwrap();
             self.net.up_in(id, p as u64, replica.raft().clone());
-            node.parts.push(Arc::new(replica));
+            parts.push(Arc::new(replica));
         }
+        let wire = Wire {
+            from: id,
+            net: self.net.clone(),
+            nodes: self.nodes.clone(),
+        };
+        let node = Arc::new(Node::new(
+            id,
+            meta,
+            parts,
+            wire,
+            Arc::new(AtomicBool::new(false)),
+        ));
+        self.nodes.up(id, node.clone());
+        machine.node = Some(node);
     }
 
     async fn crash(&mut self, id: NodeId) {
-        let node = self.nodes.get_mut(&id).unwrap();
-        let Some(meta) = node.meta.take() else {
+        let machine = self.machines.get_mut(&id).unwrap();
+        let Some(node) = machine.node.take() else {
             return;
         };
+        self.nodes.down(id);
         self.net.down(id);
-        meta.raft().shutdown().await.unwrap();
-        for p in node.parts.drain(..) {
+        node.meta.raft().shutdown().await.unwrap();
+        for p in &node.parts {
             p.shutdown().await.unwrap();
         }
-        drop(meta);
-        node.meta_disks = crashed(&node.meta_disks);
-        node.part_disks = node.part_disks.iter().map(crashed).collect();
+        drop(node);
+        machine.meta_disks = crashed(&machine.meta_disks);
+        machine.part_disks = machine.part_disks.iter().map(crashed).collect();
     }
 
-    /// Every node up gives its partitions the keys its copy of the map
-    /// holds — what a node does when its map changes.
-    fn keys(&self) {
-        for node in self.nodes.values() {
-            let Some(meta) = &node.meta else { continue };
-            let map = meta.map();
-            for (p, replica) in node.parts.iter().enumerate() {
-                if let Some(part) = map.partitions.get(p) {
-                    replica.set_secret(part.key);
-                }
+    /// Node `id`, when it is up.
+    fn up(&self, id: NodeId) -> Option<Arc<SimNode>> {
+        self.machines[&id].node.clone()
+    }
+
+    /// Every node up follows its copy of the map (its routing table and
+    /// its partitions' keys) — what a server does when its map changes.
+    fn follow_maps(&self) {
+        for machine in self.machines.values() {
+            if let Some(node) = &machine.node {
+                node.follow_map().unwrap();
             }
         }
     }
 
     /// Runs `f` on each node's metadata member in turn until one answers
-    /// (the leader does; the others refuse).
+    /// (the leader does; the others refuse): for the setup and the end's
+    /// checks, not for clients.
     async fn on_meta<R, F, Fut>(&self, f: F) -> Option<R>
     where
-        F: Fn(Arc<Metadata<Disk>>) -> Fut,
+        F: Fn(Arc<SimNode>) -> Fut,
         Fut: std::future::Future<Output = Result<R, ReplicaError>>,
     {
-        for node in self.nodes.values() {
-            let Some(meta) = node.meta.clone() else {
+        for machine in self.machines.values() {
+            let Some(node) = machine.node.clone() else {
                 continue;
             };
-            let done = tokio::time::timeout(Duration::from_secs(6), f(meta.clone())).await;
+            let done = tokio::time::timeout(Duration::from_secs(6), f(node.clone())).await;
             if tracing() {
-                let m = meta.raft().metrics().borrow_watched().clone();
+                let m = node.meta.raft().metrics().borrow_watched().clone();
                 eprintln!(
                     "  meta on {}: {:?} (applied {:?}, last log {:?}, vote {}, {:?})",
                     m.id,
@@ -204,15 +256,16 @@ impl Cells {
         None
     }
 
-    /// Runs `op` on partition `p`'s leader, trying each node.
+    /// Runs `op` on partition `p`'s leader, trying each node's replica:
+    /// the end's checks.
     async fn on_partition<R: Send + 'static>(
         &self,
         p: u32,
         op: impl Fn(&mut Owner) -> R + Clone + Send + 'static,
     ) -> Option<R> {
-        self.keys();
-        for node in self.nodes.values() {
-            let Some(replica) = node.parts.get(p as usize) else {
+        self.follow_maps();
+        for machine in self.machines.values() {
+            let Some(replica) = machine.node.as_ref().and_then(|n| n.parts.get(p as usize)) else {
                 continue;
             };
             let done =
@@ -224,15 +277,6 @@ impl Cells {
             }
         }
         None
-    }
-
-    /// The partition of `queue` as a node's copy of the map says — its
-    /// routing table — from the first node up that knows it.
-    fn route(&self, queue: &str) -> Option<u32> {
-        self.nodes
-            .values()
-            .filter_map(|n| n.meta.as_ref())
-            .find_map(|m| m.map().partition_of(queue))
     }
 }
 
@@ -261,60 +305,132 @@ fn messages_of(engine: &mut Owner, queue: &str) -> Option<BTreeMap<String, u32>>
     }
 }
 
-async fn create(c: &Cells, told: &mut Told, queue: &str) {
-    let placed = c
-        .on_meta(|m| {
-            let queue = queue.to_owned();
-            async move { m.place(&queue, None, 100).await }
-        })
-        .await;
-    let Some(p) = placed else { return };
+/// The partition `queue` lives in, as node `entry` finds it (`placing`:
+/// placing it first, or finding it): from its routing table, else from
+/// the metadata leader.
+async fn place(
+    c: &Cells,
+    told: &mut Told,
+    entry: NodeId,
+    queue: &str,
+    placing: Placing,
+) -> Option<u32> {
+    let node = c.up(entry)?;
+    c.follow_maps();
+    if placing == Placing::Find && node.route(queue).is_some() {
+        told.routed += 1;
+    }
+    let placed = node.placement(queue, placing, MAX_QUEUES);
+    tokio::time::timeout(Duration::from_secs(6), placed)
+        .await
+        .ok()?
+        .ok()?
+}
+
+/// Runs `req` on partition `p`'s leader as node `entry` runs a request
+/// that reached it: here when it leads the partition, else forwarded.
+/// `None`: no answer, or a refusal.
+async fn run_from(
+    c: &Cells,
+    told: &mut Told,
+    entry: NodeId,
+    p: u32,
+    req: Request,
+) -> Option<Response> {
+    let node = c.up(entry)?;
+    let held = node.holds(p);
+    let part = node.parts.get(p as usize)?.clone();
+    let ask = Ask::Run {
+        group: p,
+        room: 1 << 20,
+        req: Box::new(req.clone()),
+    };
+    let here = || {
+        let (part, req) = (part.clone(), req.clone());
+        async move { part.execute(move |owner| serve(owner, req)).await }
+    };
+    let led = tokio::time::timeout(Duration::from_secs(6), node.on_leader(p, &ask, here))
+        .await
+        .ok()?
+        .ok()?;
+    let response = match led {
+        Led::Here(response) => response,
+        Led::There { reply, .. } => {
+            told.forwarded += 1;
+            Reply::decode(&reply).ok()?.response
+        }
+    };
+    if tracing() {
+        eprintln!("  {:?} from {entry} in {p} -> {response:?}", req.opcode());
+    }
+    if matches!(response, Response::Error(_)) {
+        return None;
+    }
+    told.unheld += usize::from(!held);
+    Some(response)
+}
+
+fn queue_ref(queue: &str) -> QueueRef {
+    QueueRef {
+        name: queue.to_owned(),
+        dlq: false,
+    }
+}
+
+async fn create(c: &Cells, told: &mut Told, entry: NodeId, queue: &str) {
+    let placing = Placing::Create(None);
+    let Some(p) = place(c, told, entry, queue, placing).await else {
+        return;
+    };
     if let Some(before) = told.placed.insert(queue.to_owned(), p) {
         assert_eq!(before, p, "{queue}: placed in {before}, then in {p}");
     }
-    let q = queue.to_owned();
-    let made = c
-        .on_partition(p, move |e| e.create_queue(&q, QueueSettings::default()))
-        .await;
-    if tracing() {
-        eprintln!("create {queue} in {p} -> {made:?}");
-    }
-    if let Some(Ok(_)) = made {
+    let req = Request::CreateQueue {
+        name: queue.to_owned(),
+        settings: Default::default(),
+    };
+    if let Some(Response::Created(_)) = run_from(c, told, entry, p, req).await {
         told.created.insert(queue.to_owned());
     }
 }
 
-async fn put_to(c: &Cells, told: &mut Told, queue: &str, n: u64) {
-    let Some(p) = c.route(queue) else { return };
-    told.routed += 1;
+async fn put_to(c: &Cells, told: &mut Told, entry: NodeId, queue: &str, n: u64) {
+    let Some(p) = place(c, told, entry, queue, Placing::Find).await else {
+        return;
+    };
     let body = format!("{queue}{n}");
     let h = told.queues.entry(queue.to_owned()).or_default();
     h.attempted.insert(body.clone());
-    let (q, b) = (queue.to_owned(), body.clone());
-    let answer = c
-        .on_partition(p, move |e| e.put(&q, vec![NewMessage::new(b.clone())]))
-        .await;
-    if let Some(Ok(entries)) = answer {
+    let req = Request::Put {
+        queue: queue.to_owned(),
+        messages: vec![fila_proto::PutEntry {
+            payload: body.clone().into(),
+            ..Default::default()
+        }],
+    };
+    if let Some(Response::Put(entries)) = run_from(c, told, entry, p, req).await {
         if entries.iter().all(|r| r.is_ok()) {
+            let h = told.queues.entry(queue.to_owned()).or_default();
             h.acked.insert(body);
         }
     }
 }
 
-async fn take_from(c: &Cells, told: &mut Told, queue: &str) {
-    let Some(p) = c.route(queue) else { return };
-    told.routed += 1;
-    let options = ReceiveOptions::now(3);
-    let q = queue.to_owned();
-    let got = c
-        .on_partition(p, move |e| {
-            match e.receive(Address::queue(&q), &options, None) {
-                Ok(Received::Ready(ms)) => ms,
-                _ => Vec::new(),
-            }
-        })
-        .await;
-    let Some(messages) = got else { return };
+async fn take_from(c: &Cells, told: &mut Told, entry: NodeId, queue: &str) {
+    let Some(p) = place(c, told, entry, queue, Placing::Find).await else {
+        return;
+    };
+    let req = Request::Receive(fila_proto::Receive {
+        queue: queue_ref(queue),
+        max_messages: 3,
+        visibility_ms: None,
+        wait_ms: Some(0),
+        channel: None,
+        fields: fila_proto::Fields::ALL,
+    });
+    let Some(Response::Messages(messages)) = run_from(c, told, entry, p, req).await else {
+        return;
+    };
     let h = told.queues.entry(queue.to_owned()).or_default();
     let mut receipts = Vec::new();
     let mut bodies = Vec::new();
@@ -329,11 +445,12 @@ async fn take_from(c: &Cells, told: &mut Told, queue: &str) {
     if receipts.is_empty() {
         return;
     }
-    let q = queue.to_owned();
-    let deleted = c
-        .on_partition(p, move |e| e.delete(Address::queue(&q), &receipts))
-        .await;
-    if let Some(Ok(results)) = deleted {
+    let req = Request::Delete {
+        queue: queue_ref(queue),
+        receipts,
+    };
+    if let Some(Response::Deleted(results)) = run_from(c, told, entry, p, req).await {
+        let h = told.queues.entry(queue.to_owned()).or_default();
         for (body, r) in bodies.into_iter().zip(results) {
             if r.is_ok() {
                 h.deleted.insert(body);
@@ -349,14 +466,16 @@ async fn run_cells(seed: u64) -> Told {
     let mut down: Vec<NodeId> = Vec::new();
     for n in 0..100u64 {
         let queue = QUEUES[rng.below(QUEUES.len() as u64) as usize];
+        let up: Vec<NodeId> = NODES.into_iter().filter(|id| !down.contains(id)).collect();
+        let entry = up[rng.below(up.len() as u64) as usize];
         let draw = rng.below(100);
         if tracing() && !(15..=64).contains(&draw) {
             eprintln!("step {n}: {draw} (down {down:?})");
         }
         match draw {
-            0..=14 => create(&c, &mut told, queue).await,
-            15..=49 => put_to(&c, &mut told, queue, n).await,
-            50..=64 => take_from(&c, &mut told, queue).await,
+            0..=14 => create(&c, &mut told, entry, queue).await,
+            15..=49 => put_to(&c, &mut told, entry, queue, n).await,
+            50..=64 => take_from(&c, &mut told, entry, queue).await,
             65..=70 if down.is_empty() => {
                 let id = NODES[rng.below(3) as usize];
                 if tracing() {
@@ -383,15 +502,17 @@ async fn run_cells(seed: u64) -> Told {
     }
     let mut map: Option<Arc<ClusterMap>> = None;
     for _ in 0..100 {
-        map = c.on_meta(|m| async move { m.confirmed_map().await }).await;
+        map = c
+            .on_meta(|m| async move { m.meta.confirmed_map().await })
+            .await;
         if map.is_some() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let map = map.unwrap_or_else(|| panic!("seed {seed}: no metadata leader at the end"));
-    for (id, node) in &c.nodes {
-        let meta = node.meta.as_ref().unwrap();
+    for (id, machine) in &c.machines {
+        let meta = &machine.node.as_ref().unwrap().meta;
         for _ in 0..100 {
             if *meta.map() == *map {
                 break;
@@ -458,19 +579,27 @@ async fn run_cells(seed: u64) -> Told {
 #[test]
 fn queues_placed_by_the_metadata_group_live_in_one_partition_through_faults() {
     let seeds = (seeds() / 4).max(2);
-    let (mut created, mut spread, mut acked, mut routed) = (0, 0, 0, 0);
+    let (mut created, mut spread, mut acked) = (0, 0, 0);
+    let (mut routed, mut forwarded, mut unheld) = (0, 0, 0);
     for told in each_seed(seeds, run_cells) {
         created += told.created.len();
         let used: BTreeSet<u32> = told.placed.values().copied().collect();
         spread += usize::from(used.len() > 1);
         acked += told.queues.values().map(|h| h.acked.len()).sum::<usize>();
         routed += told.routed;
+        forwarded += told.forwarded;
+        unheld += told.unheld;
     }
     eprintln!(
-        "{seeds} seeds: {created} queues created, {spread} runs with queues in both partitions, {routed} requests routed, {acked} puts acknowledged"
+        "{seeds} seeds: {created} queues created, {spread} runs with queues in both partitions, {routed} requests routed by a node's table, {forwarded} answered by a leader on another node, {unheld} through a node holding no replica of their partition, {acked} puts acknowledged"
     );
     if only_seed().is_none() {
         assert!(created > 0 && acked > 0 && routed > 0);
         assert!(spread > 0, "the queues never spread over the partitions");
+        assert!(forwarded > 0, "no request was forwarded");
+        assert!(
+            unheld > 0,
+            "no request came through a node without a replica"
+        );
     }
 }
