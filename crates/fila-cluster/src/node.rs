@@ -26,8 +26,11 @@ use fila_wal::Storage;
 use tokio::time::Instant;
 
 use crate::forward::{Ask, Placing, Reply, MAP, META};
+
+mod change;
 use crate::peer::Forwarder;
 use crate::{ClusterMap, Group, MapChange, Member, Metadata, NodeId, Replica, ReplicaError};
+pub use change::meta_voters;
 
 /// How long a partition's leader learnt from one of its replicas (by a
 /// node that holds none) is taken for it.
@@ -145,6 +148,8 @@ pub struct Node<S: Storage + 'static, T> {
     /// Its Raft node of each partition, by number (a member of the group
     /// where the map places a replica on this node).
     pub parts: Vec<Arc<Replica<S>>>,
+    /// The replicas each partition keeps (`cluster.replicas`).
+    pub factor: usize,
     /// The partition of each queue as this node's copy of the map says
     /// (read by every request; kept by [`Node::follow_map`] and by
     /// placements).
@@ -172,12 +177,14 @@ fn ok_wait(leader: NodeId, reply: &[u8]) -> Result<u64, Refusal> {
 }
 
 impl<S: Storage + 'static, T: Transport> Node<S, T> {
-    /// Node `id` of `meta` and `parts`, reaching the others through
-    /// `transport`; it stops waiting for leaders once `stopping` is set.
+    /// Node `id` of `meta` and `parts` (each partition kept by `factor`
+    /// replicas), reaching the others through `transport`; it stops
+    /// waiting for leaders once `stopping` is set.
     pub fn new(
         id: NodeId,
         meta: Metadata<S>,
         parts: Vec<Arc<Replica<S>>>,
+        factor: usize,
         transport: T,
         stopping: Arc<AtomicBool>,
     ) -> Node<S, T> {
@@ -186,6 +193,7 @@ impl<S: Storage + 'static, T: Transport> Node<S, T> {
             id,
             meta,
             parts,
+            factor,
             routes: DashMap::new(),
             map_seen: Mutex::new(Arc::default()),
             hints,
@@ -506,6 +514,34 @@ impl<S: Storage + 'static, T: Transport> Node<S, T> {
             ),
             _ => None,
         }
+    }
+
+    /// A change of the members or the leadership (the `change cluster`
+    /// request) made in every group it concerns, each group's part by its
+    /// leader, here or forwarded to it ([`change`]).
+    pub async fn change_everywhere(
+        &self,
+        change: fila_proto::ClusterChange,
+    ) -> Result<(), Refusal> {
+        change::change_everywhere(self, change).await
+    }
+
+    /// Group `g`'s part of a change, on its leader (else `NotLeader`):
+    /// the metadata log index a partition's step waits for (a change of
+    /// the map made here), else 0; a partition's step first waits until
+    /// this node's copy of the map holds index `after`.
+    pub async fn change_here(
+        &self,
+        g: u32,
+        change: fila_proto::ClusterChange,
+        after: u64,
+    ) -> Result<u64, ReplicaError> {
+        change::change_here(self, g, change, after).await
+    }
+
+    /// On the metadata leader: one step towards [`meta_voters`] voters.
+    pub async fn balance_meta(&self) -> Result<(), ReplicaError> {
+        change::balance_meta(self).await
     }
 
     /// Keeps the routing table and the partitions' keys the map's, when

@@ -4,8 +4,9 @@
 //! treats operations differently reads it here: authorization, the room
 //! held before a frame is read and while a request is away, routing to a
 //! shard's owner, the log's backlog, and on a cluster whether a request is
-//! a read (answered through the read index) or a write, and whether a loop
-//! may run it itself on the partition's leader.
+//! a read (answered through the read index) or a write, whether a loop
+//! may run it itself on the partition's leader, and which receives waiting
+//! on the leader it may give messages.
 //!
 //! Whether an answer waits for the log is not a property of the operation:
 //! the engine says whether the call logged a change
@@ -55,6 +56,25 @@ pub(crate) enum OnCluster {
     LoopWrite,
 }
 
+/// Which receives waiting at a cluster node's endpoint on a partition's
+/// leader a request may have given messages, so that they look again at
+/// once (`server/cluster/run.rs`, `wake_receives`; a lease or a delay that
+/// ends wakes them at the engine's timer instead).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wakes {
+    /// None: it makes no message visible (a read, a receive, a delete,
+    /// what runs on no partition).
+    Nothing,
+    /// As many of its queue's as it put messages.
+    PerMessage,
+    /// Every one of its queue's (a queue and its dead-letter queue listen
+    /// as one): a visibility change.
+    Queue,
+    /// Every one of the partition's: it may move messages between queues
+    /// (a dead letter, a redrive, a move) or change a queue.
+    Partition,
+}
+
 /// How much room an answer may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AnswerRoom {
@@ -78,6 +98,8 @@ pub(crate) struct Op {
     pub adds_payloads: bool,
     /// How it runs on a cluster node.
     pub cluster: OnCluster,
+    /// Which receives waiting on a cluster's leader it may give messages.
+    pub wakes: Wakes,
 }
 
 const fn row(
@@ -87,6 +109,7 @@ const fn row(
     answer: AnswerRoom,
     adds_payloads: bool,
     cluster: OnCluster,
+    wakes: Wakes,
 ) -> Op {
     Op {
         opcode,
@@ -95,6 +118,7 @@ const fn row(
         answer,
         adds_payloads,
         cluster,
+        wakes,
     }
 }
 
@@ -102,11 +126,12 @@ use AnswerRoom::{Messages, Small};
 use OnCluster::{EveryPartition, LoopWrite, Members, Node, Read, Write};
 use Permission::{Manage, Receive, Send};
 use Place::{Cluster, Connection, EveryLoop, Shard, TargetThenShard};
+use Wakes::{Nothing, Partition, PerMessage, Queue};
 
 /// Every operation.
 pub(crate) const OPS: [Op; 29] = [
-    row(Opcode::Hello, None, Connection, Small, false, Node),
-    row(Opcode::Auth, None, Connection, Small, false, Node),
+    row(Opcode::Hello, None, Connection, Small, false, Node, Nothing),
+    row(Opcode::Auth, None, Connection, Small, false, Node, Nothing),
     row(
         Opcode::ServerStats,
         None,
@@ -114,10 +139,35 @@ pub(crate) const OPS: [Op; 29] = [
         Small,
         false,
         EveryPartition,
+        Nothing,
     ),
-    row(Opcode::Reload, None, Connection, Small, false, Node),
-    row(Opcode::ClusterStatus, None, Connection, Small, false, Node),
-    row(Opcode::ChangeCluster, None, Cluster, Small, false, Members),
+    row(
+        Opcode::Reload,
+        None,
+        Connection,
+        Small,
+        false,
+        Node,
+        Nothing,
+    ),
+    row(
+        Opcode::ClusterStatus,
+        None,
+        Connection,
+        Small,
+        false,
+        Node,
+        Nothing,
+    ),
+    row(
+        Opcode::ChangeCluster,
+        None,
+        Cluster,
+        Small,
+        false,
+        Members,
+        Nothing,
+    ),
     row(
         Opcode::CreateQueue,
         Some(Manage),
@@ -125,8 +175,17 @@ pub(crate) const OPS: [Op; 29] = [
         Small,
         false,
         Write,
+        Partition,
     ),
-    row(Opcode::GetQueue, Some(Manage), Shard, Small, false, Read),
+    row(
+        Opcode::GetQueue,
+        Some(Manage),
+        Shard,
+        Small,
+        false,
+        Read,
+        Nothing,
+    ),
     row(
         Opcode::UpdateQueue,
         Some(Manage),
@@ -134,6 +193,7 @@ pub(crate) const OPS: [Op; 29] = [
         Small,
         false,
         Write,
+        Partition,
     ),
     row(
         Opcode::ListQueues,
@@ -142,6 +202,7 @@ pub(crate) const OPS: [Op; 29] = [
         Small,
         false,
         EveryPartition,
+        Nothing,
     ),
     row(
         Opcode::DeleteQueue,
@@ -150,10 +211,35 @@ pub(crate) const OPS: [Op; 29] = [
         Small,
         false,
         Write,
+        Partition,
     ),
-    row(Opcode::Purge, Some(Manage), Shard, Small, false, Write),
-    row(Opcode::QueueStats, Some(Manage), Shard, Small, false, Read),
-    row(Opcode::Put, Some(Send), Shard, Small, true, LoopWrite),
+    row(
+        Opcode::Purge,
+        Some(Manage),
+        Shard,
+        Small,
+        false,
+        Write,
+        Partition,
+    ),
+    row(
+        Opcode::QueueStats,
+        Some(Manage),
+        Shard,
+        Small,
+        false,
+        Read,
+        Nothing,
+    ),
+    row(
+        Opcode::Put,
+        Some(Send),
+        Shard,
+        Small,
+        true,
+        LoopWrite,
+        PerMessage,
+    ),
     row(
         Opcode::CancelScheduled,
         Some(Send),
@@ -161,6 +247,7 @@ pub(crate) const OPS: [Op; 29] = [
         Small,
         false,
         Write,
+        Partition,
     ),
     row(
         Opcode::Receive,
@@ -169,6 +256,7 @@ pub(crate) const OPS: [Op; 29] = [
         Messages,
         false,
         LoopWrite,
+        Nothing,
     ),
     row(
         Opcode::UpdateVisibility,
@@ -177,6 +265,7 @@ pub(crate) const OPS: [Op; 29] = [
         Small,
         false,
         Write,
+        Queue,
     ),
     row(
         Opcode::Delete,
@@ -185,8 +274,17 @@ pub(crate) const OPS: [Op; 29] = [
         Small,
         false,
         LoopWrite,
+        Nothing,
     ),
-    row(Opcode::Defer, Some(Receive), Shard, Small, false, Write),
+    row(
+        Opcode::Defer,
+        Some(Receive),
+        Shard,
+        Small,
+        false,
+        Write,
+        Partition,
+    ),
     row(
         Opcode::ReceiveDeferred,
         Some(Receive),
@@ -194,6 +292,7 @@ pub(crate) const OPS: [Op; 29] = [
         Messages,
         false,
         Write,
+        Partition,
     ),
     row(
         Opcode::DeadLetter,
@@ -202,13 +301,62 @@ pub(crate) const OPS: [Op; 29] = [
         Small,
         false,
         Write,
+        Partition,
     ),
-    row(Opcode::Peek, Some(Receive), Shard, Messages, false, Read),
-    row(Opcode::Redrive, Some(Manage), Shard, Small, true, Write),
-    row(Opcode::StartMove, Some(Manage), Shard, Small, true, Write),
-    row(Opcode::ListMoves, Some(Manage), Shard, Small, false, Read),
-    row(Opcode::CancelMove, Some(Manage), Shard, Small, false, Write),
-    row(Opcode::DeleteSeq, Some(Manage), Shard, Small, false, Write),
+    row(
+        Opcode::Peek,
+        Some(Receive),
+        Shard,
+        Messages,
+        false,
+        Read,
+        Nothing,
+    ),
+    row(
+        Opcode::Redrive,
+        Some(Manage),
+        Shard,
+        Small,
+        true,
+        Write,
+        Partition,
+    ),
+    row(
+        Opcode::StartMove,
+        Some(Manage),
+        Shard,
+        Small,
+        true,
+        Write,
+        Partition,
+    ),
+    row(
+        Opcode::ListMoves,
+        Some(Manage),
+        Shard,
+        Small,
+        false,
+        Read,
+        Nothing,
+    ),
+    row(
+        Opcode::CancelMove,
+        Some(Manage),
+        Shard,
+        Small,
+        false,
+        Write,
+        Partition,
+    ),
+    row(
+        Opcode::DeleteSeq,
+        Some(Manage),
+        Shard,
+        Small,
+        false,
+        Write,
+        Partition,
+    ),
     row(
         Opcode::DeadLetterSeq,
         Some(Manage),
@@ -216,8 +364,17 @@ pub(crate) const OPS: [Op; 29] = [
         Small,
         false,
         Write,
+        Partition,
     ),
-    row(Opcode::Channels, Some(Manage), Shard, Small, false, Read),
+    row(
+        Opcode::Channels,
+        Some(Manage),
+        Shard,
+        Small,
+        false,
+        Read,
+        Nothing,
+    ),
 ];
 
 /// The row of `opcode` (a byte off the wire: `None` when it is none).
@@ -277,6 +434,37 @@ mod tests {
             if o.cluster == Read {
                 assert!(!o.adds_payloads, "{:?}", o.opcode);
             }
+        }
+    }
+
+    /// On a cluster, what may make messages visible wakes the receives
+    /// waiting on the partition's leader; what cannot, none.
+    #[test]
+    fn only_writes_that_may_make_messages_visible_wake_receives() {
+        for o in &OPS {
+            let on_a_partition = [Write, LoopWrite].contains(&o.cluster);
+            if !on_a_partition {
+                assert_eq!(o.wakes, Nothing, "{:?}", o.opcode);
+            }
+        }
+        let waking = |w| {
+            OPS.iter()
+                .filter(|o| o.wakes == w)
+                .map(|o| o.opcode)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(waking(PerMessage), [Opcode::Put]);
+        assert_eq!(waking(Queue), [Opcode::UpdateVisibility]);
+        for quiet in [Opcode::Receive, Opcode::Delete, Opcode::Peek] {
+            assert!(waking(Nothing).contains(&quiet), "{quiet:?}");
+        }
+        for moving in [
+            Opcode::Redrive,
+            Opcode::StartMove,
+            Opcode::DeadLetter,
+            Opcode::Defer,
+        ] {
+            assert!(waking(Partition).contains(&moving), "{moving:?}");
         }
     }
 

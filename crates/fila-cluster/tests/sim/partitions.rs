@@ -64,6 +64,9 @@ struct Told {
     /// Requests answered through a node that holds no replica of their
     /// partition.
     unheld: usize,
+    /// Nodes that handed over every group they led (the `change cluster`
+    /// request a node about to stop makes).
+    handed: usize,
 }
 
 fn members_of(ids: &[NodeId]) -> BTreeMap<NodeId, Member> {
@@ -183,6 +186,7 @@ impl Cells {
             id,
             meta,
             parts,
+            2,
             wire,
             Arc::new(AtomicBool::new(false)),
         ));
@@ -370,6 +374,25 @@ async fn run_from(
     Some(response)
 }
 
+/// Node `entry` hands over every group it leads, each by its leader's
+/// part of the change (`change cluster` with no node named: what a node
+/// about to be stopped asks).
+async fn hand_over(c: &Cells, told: &mut Told, entry: NodeId) {
+    let Some(node) = c.up(entry) else { return };
+    let groups = (0..PARTS as u32).chain([fila_cluster::forward::META]);
+    let led: Vec<u32> = groups
+        .filter(|&g| node.leader_of(g) == Some(entry))
+        .collect();
+    let change = fila_proto::ClusterChange::TransferLeader { to: None };
+    let done = tokio::time::timeout(Duration::from_secs(10), node.change_everywhere(change)).await;
+    if tracing() {
+        eprintln!("  hand over from {entry} (leading {led:?}) -> {done:?}");
+    }
+    if matches!(done, Ok(Ok(()))) && !led.is_empty() {
+        told.handed += 1;
+    }
+}
+
 fn queue_ref(queue: &str) -> QueueRef {
     QueueRef {
         name: queue.to_owned(),
@@ -491,6 +514,7 @@ async fn run_cells(seed: u64) -> Told {
             }
             77..=80 => c.net.cut_off(NODES[rng.below(3) as usize]),
             81..=85 => c.net.heal(),
+            86..=88 => hand_over(&c, &mut told, entry).await,
             _ => tokio::time::sleep(Duration::from_millis(rng.below(800))).await,
         }
     }
@@ -580,7 +604,7 @@ async fn run_cells(seed: u64) -> Told {
 fn queues_placed_by_the_metadata_group_live_in_one_partition_through_faults() {
     let seeds = (seeds() / 4).max(2);
     let (mut created, mut spread, mut acked) = (0, 0, 0);
-    let (mut routed, mut forwarded, mut unheld) = (0, 0, 0);
+    let (mut routed, mut forwarded, mut unheld, mut handed) = (0, 0, 0, 0);
     for told in each_seed(seeds, run_cells) {
         created += told.created.len();
         let used: BTreeSet<u32> = told.placed.values().copied().collect();
@@ -589,9 +613,10 @@ fn queues_placed_by_the_metadata_group_live_in_one_partition_through_faults() {
         routed += told.routed;
         forwarded += told.forwarded;
         unheld += told.unheld;
+        handed += told.handed;
     }
     eprintln!(
-        "{seeds} seeds: {created} queues created, {spread} runs with queues in both partitions, {routed} requests routed by a node's table, {forwarded} answered by a leader on another node, {unheld} through a node holding no replica of their partition, {acked} puts acknowledged"
+        "{seeds} seeds: {created} queues created, {spread} runs with queues in both partitions, {routed} requests routed by a node's table, {forwarded} answered by a leader on another node, {unheld} through a node holding no replica of their partition, {handed} nodes handing over what they led, {acked} puts acknowledged"
     );
     if only_seed().is_none() {
         assert!(created > 0 && acked > 0 && routed > 0);
@@ -601,5 +626,6 @@ fn queues_placed_by_the_metadata_group_live_in_one_partition_through_faults() {
             unheld > 0,
             "no request came through a node without a replica"
         );
+        assert!(handed > 0, "no node handed over what it led");
     }
 }

@@ -26,8 +26,6 @@ pub(super) type Part = Replica<FsStorage>;
 pub(super) struct Cluster {
     pub(super) node: Node<FsStorage, Forwarder>,
     pub(super) shared: Arc<Shared>,
-    /// The replicas each partition keeps (`cluster.replicas`).
-    pub(super) factor: usize,
     /// Per partition: the receives waiting on its leader here, told of
     /// messages stored or made visible there so they look again at once.
     pub(super) waiters: Vec<super::turns::Waiters>,
@@ -163,7 +161,7 @@ impl Cluster {
     }
 
     /// The answer of refusal `r`.
-    fn refused(&self, r: Refusal) -> Answer {
+    pub(super) fn refused(&self, r: Refusal) -> Answer {
         match r {
             Refusal::Here { group, error } => self.refusal(group, &error),
             Refusal::Lost { leader, error } => forward::lost(leader, &error),

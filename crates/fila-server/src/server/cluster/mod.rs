@@ -51,7 +51,6 @@ use super::mailbox::Msg;
 use super::Shared;
 use crate::config::ClusterConfig;
 
-mod change;
 pub(in crate::server) mod fast;
 mod forward;
 mod groups;
@@ -259,13 +258,13 @@ async fn run(
         id,
         meta,
         replicas,
+        config.replicas,
         Forwarder::new(net(0)),
         shared.stopping.clone(),
     );
     let c = Arc::new(Cluster {
         node,
         shared: shared.clone(),
-        factor: config.replicas,
         waiters: (0..config.partitions)
             .map(|_| turns::Waiters::default())
             .collect(),

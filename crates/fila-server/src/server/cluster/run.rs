@@ -13,7 +13,7 @@ use fila_proto::{ErrorCode, Opcode, Request, Response};
 use super::forward::{self, Ask, Placing};
 use super::groups::{Cluster, Held, Part, LEADER_WAIT, MAP, META};
 use super::turns::{Turn, Waiting};
-use super::{change, POLL};
+use super::POLL;
 use crate::dispatch::{self, error, Answer, Outcome};
 use crate::server::host::{Done, ListJob, Route, RunJob};
 
@@ -88,7 +88,12 @@ async fn run_since(
     started: Instant,
 ) -> Answer {
     match job.req {
-        Request::ChangeCluster(change) => return change::change_everywhere(c, change).await,
+        Request::ChangeCluster(change) => {
+            return match c.node.change_everywhere(change).await {
+                Ok(()) => Response::Ok.into(),
+                Err(r) => c.refused(r),
+            };
+        }
         Request::ServerStats => return stats_all(c).await,
         _ => {}
     }
@@ -284,27 +289,12 @@ async fn nap(part: &Part, left: Duration) -> Duration {
     due.max(Duration::from_millis(1)).min(left)
 }
 
-/// How many messages a request may make visible (one per message put;
-/// one for a message given back, moved or released; none for a read, a
-/// receive or a delete).
-fn made_visible(req: &Request) -> usize {
-    match req {
-        Request::Put { messages, .. } => messages.len(),
-        Request::Receive(_) | Request::Delete { .. } => 0,
-        r if is_read(r) => 0,
-        _ => 1,
-    }
-}
-
 /// Which receives waiting on a partition's leader here a request may have
-/// given messages: as many of its queue's as a put put, every one of its
-/// queue's for a visibility change, every one of the partition's for a
-/// request that may move messages between queues (a dead letter, a
-/// redrive, a move) or change a queue; none for a read, a receive or a
-/// delete (`made_visible`). A put made on another node is forwarded here
-/// and wakes them the same way; a lease or a delay that ends wakes them at
-/// the engine's timer ([`nap`]). Taken before the request runs (it is
-/// moved into the run): the queue's name, not the request.
+/// given messages (its row's [`crate::ops::Wakes`]). A put made on
+/// another node is forwarded here and wakes them the same way; a lease or
+/// a delay that ends wakes them at the engine's timer ([`nap`]). Taken
+/// before the request runs (it is moved into the run): the queue's name,
+/// not the request.
 enum Wakes {
     None,
     Put(String, usize),
@@ -314,16 +304,18 @@ enum Wakes {
 
 impl Wakes {
     fn of(req: &Request) -> Wakes {
-        if made_visible(req) == 0 {
-            return Wakes::None;
-        }
-        match req {
-            Request::Put {
-                queue, messages, ..
-            } => Wakes::Put(queue.clone(), messages.len()),
-            // A queue and its dead-letter queue listen as one.
-            Request::UpdateVisibility { queue, .. } => Wakes::Changed(queue.name.clone()),
-            _ => Wakes::All,
+        let queue = || crate::ops::queue_of(req).unwrap_or_default().to_owned();
+        match crate::ops::of(req).wakes {
+            crate::ops::Wakes::Nothing => Wakes::None,
+            crate::ops::Wakes::PerMessage => {
+                let n = match req {
+                    Request::Put { messages, .. } => messages.len(),
+                    _ => 1,
+                };
+                Wakes::Put(queue(), n)
+            }
+            crate::ops::Wakes::Queue => Wakes::Changed(queue()),
+            crate::ops::Wakes::Partition => Wakes::All,
         }
     }
 }
@@ -567,7 +559,7 @@ pub(super) async fn answer_forward(c: &Cluster, body: Vec<u8>) -> Vec<u8> {
             let Request::ChangeCluster(change) = *req else {
                 return forward::refused("a cluster change that is none");
             };
-            let (answer, index) = match change::change_here(c, g, change, room as u64).await {
+            let (answer, index) = match c.change_here(g, change, room as u64).await {
                 Ok(index) => (Response::Ok.into(), index),
                 Err(e) => (c.refusal(g, &e), 0),
             };

@@ -285,7 +285,7 @@ async fn spread(c: Arc<Cluster>, members: BTreeSet<u64>) {
             req: Box::new(Request::ChangeCluster(change.clone())),
         };
         let here = || async {
-            super::change::change_here(&c, p, change.clone(), 0)
+            c.change_here(p, change.clone(), 0)
                 .await
                 .map(|_| (Response::Ok.into(), 0))
         };
@@ -355,12 +355,12 @@ pub(super) async fn bootstrap(config: &ClusterConfig, c: &Cluster) {
 const BALANCE_EVERY: Duration = Duration::from_secs(1);
 
 /// On the metadata leader, every [`BALANCE_EVERY`]: one step towards the
-/// metadata group's 3 or 5 voters (`change::balance_meta`).
+/// metadata group's 3 or 5 voters (`Node::balance_meta`).
 pub(super) async fn keep_meta_voters(c: Arc<Cluster>) {
     loop {
         tokio::time::sleep(BALANCE_EVERY).await;
         if c.leader_of(META) == Some(c.id) {
-            if let Err(e) = super::change::balance_meta(&c).await {
+            if let Err(e) = c.balance_meta().await {
                 tracing::debug!("the metadata group's voters: {e}");
             }
         }

@@ -5,16 +5,16 @@
 //! each), each group's part run by its leader, here or forwarded to it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fila_cluster::membership::{Members, MoveStep};
-use fila_cluster::{Member, ReplicaError};
 use fila_proto::{ClusterChange, ErrorCode, Request, Response};
-use fila_wal::FsStorage;
+use fila_wal::Storage;
+use tokio::time::Instant;
 
-use super::forward::Ask;
-use super::groups::{Cluster, MAP, META};
-use crate::dispatch::Answer;
+use super::{Led, Node, Refusal, Transport, LOOK};
+use crate::forward::{Ask, Reply, MAP, META};
+use crate::membership::{Members, MoveStep};
+use crate::{Member, ReplicaError};
 
 /// The longest member address.
 const ADDR_MAX: usize = 255;
@@ -46,9 +46,12 @@ fn checked_addrs(id: u64, peer: &str, client: &str) -> Result<(), ReplicaError> 
 /// partition's leader moves its replicas there. `TransferLeader` without
 /// a node hands over every group this node leads (a node about to be
 /// stopped).
-pub(super) async fn change_everywhere(c: &Cluster, change: ClusterChange) -> Answer {
-    if let Err(e) = checked(&change) {
-        return c.refusal(META, &e);
+pub(super) async fn change_everywhere<S: Storage + 'static, T: Transport>(
+    c: &Node<S, T>,
+    change: ClusterChange,
+) -> Result<(), Refusal> {
+    if let Err(error) = checked(&change) {
+        return Err(Refusal::Here { group: META, error });
     }
     let parts = 0..c.parts.len() as u32;
     let groups: Vec<u32> = match &change {
@@ -58,12 +61,12 @@ pub(super) async fn change_everywhere(c: &Cluster, change: ClusterChange) -> Ans
         ClusterChange::TransferLeader { to: None } => {
             for g in parts.chain([META]) {
                 if c.leader_of(g) == Some(c.id) {
-                    if let Err(e) = change_here(c, g, change.clone(), 0).await {
-                        return c.refusal(g, &e);
+                    if let Err(error) = change_here(c, g, change.clone(), 0).await {
+                        return Err(Refusal::Here { group: g, error });
                     }
                 }
             }
-            return Response::Ok.into();
+            return Ok(());
         }
         ClusterChange::TransferLeader { .. } => parts.chain([META]).collect(),
         ClusterChange::Remove { .. } => std::iter::once(MAP).chain(parts).chain([META]).collect(),
@@ -83,32 +86,46 @@ pub(super) async fn change_everywhere(c: &Cluster, change: ClusterChange) -> Ans
                 room: usize::try_from(index).unwrap_or(usize::MAX),
                 req: Box::new(Request::ChangeCluster(change.clone())),
             };
-            let here = || async {
-                change_here(c, g, change.clone(), index)
-                    .await
-                    .map(|at| (Response::Ok.into(), at))
-            };
-            let (answer, at) = match c.on_leader(g, ask, here).await {
-                Ok(done) => done,
-                Err(answer) => (answer, 0),
-            };
-            match answer {
-                Answer::Wire(Response::Ok) => {
+            let here = || change_here(c, g, change.clone(), index);
+            let refusal = match c.on_leader(g, &ask, here).await {
+                Ok(Led::Here(at)) => {
                     index = index.max(at);
                     break;
                 }
-                // A leader that handed its leadership over (moving away)
-                // or lost it: the next one goes on.
-                Answer::Wire(Response::Error(e))
-                    if e.code == ErrorCode::NOT_LEADER && Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(super::POLL).await;
-                }
-                answer => return answer,
+                Ok(Led::There { leader, reply }) => match Reply::decode(&reply) {
+                    Ok(Reply {
+                        response: Response::Ok,
+                        wait,
+                        ..
+                    }) => {
+                        index = index.max(wait);
+                        break;
+                    }
+                    Ok(reply) => Refusal::Answered(reply.response),
+                    Err(why) => Refusal::Lost {
+                        leader,
+                        error: std::io::Error::new(std::io::ErrorKind::InvalidData, why),
+                    },
+                },
+                Err(refusal) => refusal,
+            };
+            // A leader that handed its leadership over (moving away) or
+            // lost it: the next one goes on.
+            let moved = match &refusal {
+                Refusal::Here { error, .. } => matches!(
+                    error,
+                    ReplicaError::NotLeader { .. } | ReplicaError::Unready(_)
+                ),
+                Refusal::Answered(Response::Error(e)) => e.code == ErrorCode::NOT_LEADER,
+                _ => false,
+            };
+            if !moved || Instant::now() >= deadline {
+                return Err(refusal);
             }
+            tokio::time::sleep(LOOK).await;
         }
     }
-    Response::Ok.into()
+    Ok(())
 }
 
 /// Addresses that are not `host:port` refused before any group changes.
@@ -132,8 +149,8 @@ fn checked(change: &ClusterChange) -> Result<(), ReplicaError> {
 /// metadata log index a partition's step waits for (a change of the map
 /// made here), else 0. A partition's step first waits until this node's
 /// copy of the map holds index `after`.
-pub(super) async fn change_here(
-    c: &Cluster,
+pub(super) async fn change_here<S: Storage + 'static, T: Transport>(
+    c: &Node<S, T>,
     g: u32,
     change: ClusterChange,
     after: u64,
@@ -156,7 +173,10 @@ pub(super) async fn change_here(
 }
 
 /// The metadata group's part of the change.
-async fn change_meta(c: &Cluster, change: ClusterChange) -> Result<(), ReplicaError> {
+async fn change_meta<S: Storage + 'static, T: Transport>(
+    c: &Node<S, T>,
+    change: ClusterChange,
+) -> Result<(), ReplicaError> {
     let members = c.meta.members();
     match change {
         ClusterChange::AddLearner { id, peer, client } => {
@@ -209,7 +229,7 @@ async fn change_meta(c: &Cluster, change: ClusterChange) -> Result<(), ReplicaEr
 /// members, as the groups were first made, and a node added before it
 /// was made would be placed in a partition whose group it is no member
 /// of (and then moved there).
-async fn map_made(c: &Cluster) -> Result<(), ReplicaError> {
+async fn map_made<S: Storage + 'static, T: Transport>(c: &Node<S, T>) -> Result<(), ReplicaError> {
     let deadline = Instant::now() + MAP_WAIT;
     while c.meta.confirmed_map().await?.partitions.is_empty() {
         if Instant::now() >= deadline {
@@ -218,7 +238,7 @@ async fn map_made(c: &Cluster) -> Result<(), ReplicaError> {
                 MAP_WAIT.as_secs()
             )));
         }
-        tokio::time::sleep(super::POLL).await;
+        tokio::time::sleep(LOOK).await;
     }
     Ok(())
 }
@@ -227,9 +247,9 @@ async fn map_made(c: &Cluster) -> Result<(), ReplicaError> {
 /// removed (the leader itself after handing its leadership over), the
 /// leadership handed over, a replica moved (towards `want` when given,
 /// else node `from`'s replaced by node `to`).
-async fn change_members(
-    c: &Cluster,
-    members: &Members<'_, FsStorage>,
+async fn change_members<S: Storage + 'static, T: Transport>(
+    c: &Node<S, T>,
+    members: &Members<'_, S>,
     change: ClusterChange,
     want: Option<BTreeSet<u64>>,
 ) -> Result<(), ReplicaError> {
@@ -268,7 +288,10 @@ async fn change_members(
 /// change (a removed node's, a moved node's), and for a partition short
 /// of them, `cluster.replicas` of each; answers the metadata log index
 /// that holds the map changed (the index applied here once it is).
-async fn place_replicas(c: &Cluster, change: Option<&ClusterChange>) -> Result<u64, ReplicaError> {
+async fn place_replicas<S: Storage + 'static, T: Transport>(
+    c: &Node<S, T>,
+    change: Option<&ClusterChange>,
+) -> Result<u64, ReplicaError> {
     let map = c.meta.confirmed_map().await?;
     let mut members: BTreeSet<u64> = c.addresses().into_keys().collect();
     let moving = match change {
@@ -292,9 +315,7 @@ async fn place_replicas(c: &Cluster, change: Option<&ClusterChange>) -> Result<u
         tracing::info!(?placed, "a partition's replicas placed anew");
         c.meta.propose(&placed).await?;
     }
-    Ok(fila_cluster::view::view(c.meta.raft())
-        .applied_index
-        .unwrap_or(0))
+    Ok(crate::view::view(c.meta.raft()).applied_index.unwrap_or(0))
 }
 
 /// How long a partition's step waits for this node's copy of the map.
@@ -304,8 +325,8 @@ const MAP_WAIT: Duration = Duration::from_secs(5);
 /// copy of the map holds index `after`: only the map's replicas of the
 /// partition are added or promoted there, a removal or a move moves its
 /// replicas to the map's, and the leadership goes only to a replica.
-async fn change_part(
-    c: &Cluster,
+async fn change_part<S: Storage + 'static, T: Transport>(
+    c: &Node<S, T>,
     p: u32,
     change: ClusterChange,
     after: u64,
@@ -327,7 +348,7 @@ async fn change_part(
         }
     }
     if after > 0
-        && !fila_cluster::view::applied_at_least(
+        && !crate::view::applied_at_least(
             c.meta.raft(),
             after,
             MAP_WAIT,
@@ -386,7 +407,7 @@ async fn change_part(
 /// The voters the metadata group keeps among `members` members: all of
 /// one or two, 3 of three or four, 5 of five or more; the others are its
 /// learners (they hold the map and do not vote).
-pub(super) fn meta_voters(members: usize) -> usize {
+pub fn meta_voters(members: usize) -> usize {
     match members {
         0..=2 => members,
         3 | 4 => 3,
@@ -397,7 +418,9 @@ pub(super) fn meta_voters(members: usize) -> usize {
 /// On the metadata leader: one step towards [`meta_voters`] voters — a
 /// voter demoted (the highest id but this node's) when there are more, a
 /// learner promoted (once caught up) when there are fewer.
-pub(super) async fn balance_meta(c: &Cluster) -> Result<(), ReplicaError> {
+pub(super) async fn balance_meta<S: Storage + 'static, T: Transport>(
+    c: &Node<S, T>,
+) -> Result<(), ReplicaError> {
     let members = c.meta.members();
     let (voters, learners) = members.roles()?;
     let want = meta_voters(voters.len() + learners.len());
@@ -429,8 +452,8 @@ enum Toward {
 /// Moves the group's replicas `toward` the ones wanted, one step at a
 /// time (see `Replica::move_step`) until its voters are those; a node new
 /// to the group is reached at its address in `addresses`.
-async fn move_replica(
-    replica: &Members<'_, FsStorage>,
+async fn move_replica<S: Storage + 'static>(
+    replica: &Members<'_, S>,
     toward: &Toward,
     addresses: &BTreeMap<u64, Member>,
 ) -> Result<(), ReplicaError> {
@@ -447,11 +470,11 @@ async fn move_replica(
                 MOVE_TIMEOUT.as_secs()
             )));
         }
-        let fila_cluster::GroupView {
+        let crate::GroupView {
             voters,
             mut members,
             ..
-        } = fila_cluster::view::view(replica.raft());
+        } = crate::view::view(replica.raft());
         let want = match toward {
             Toward::Swap { from, to } => {
                 if !voters.contains(from) && !voters.contains(to) {
