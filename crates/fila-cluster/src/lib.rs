@@ -22,9 +22,18 @@
 //! their replicas and receipt keys, and the partition each queue lives
 //! in — instead of queues.
 //!
+//! A node's groups together are a [`node::Node`]: the routing table kept
+//! from the node's copy of the map, who leads each group, placements
+//! through the metadata leader, asks forwarded to a leader on another
+//! node ([`forward`]: their bytes) through a [`node::Transport`] (the peer
+//! protocol, [`peer`], on a server; the network in process in the
+//! simulation), and a change of the cluster's members made in every
+//! group. The server wraps one and answers in the binary protocol's
+//! shape; the simulation runs the same code.
+//!
 //! What an entry, a vote and a snapshot look like on disk is [`codec`].
-//! It knows nothing of sockets or loops: how peers reach each other and
-//! how a node's loops reach a group are the server's.
+//! It knows nothing of event loops: how a node's loops reach a group (and
+//! keep a partition's engine, [`Home`]) is the server's.
 #![forbid(unsafe_code)]
 
 pub mod codec;

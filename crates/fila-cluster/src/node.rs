@@ -518,7 +518,7 @@ impl<S: Storage + 'static, T: Transport> Node<S, T> {
 
     /// A change of the members or the leadership (the `change cluster`
     /// request) made in every group it concerns, each group's part by its
-    /// leader, here or forwarded to it ([`change`]).
+    /// leader, here or forwarded to it.
     pub async fn change_everywhere(
         &self,
         change: fila_proto::ClusterChange,
