@@ -58,16 +58,6 @@ pub struct Range {
     pub exact: bool,
 }
 
-impl Range {
-    /// Every name starting with `prefix`.
-    pub fn all(prefix: &str) -> Range {
-        Range {
-            prefix: prefix.to_owned(),
-            exact: false,
-        }
-    }
-}
-
 /// A forwarded request, to the leader of one group.
 #[derive(Debug, PartialEq)]
 pub enum Ask {

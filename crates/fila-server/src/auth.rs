@@ -249,9 +249,24 @@ fn constant_time_eq(secret: &[u8], guess: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-/// Queue names to list: those starting with a prefix, or exactly it (a
-/// list forwarded to a partition's leader carries them).
-pub use fila_cluster::forward::Range;
+/// Queue names to list: those starting with `prefix`, or exactly it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Range {
+    /// Every name of the range starts with it.
+    pub prefix: String,
+    /// The range is this one name.
+    pub exact: bool,
+}
+
+impl Range {
+    /// Every name starting with `prefix`.
+    pub fn all(prefix: &str) -> Range {
+        Range {
+            prefix: prefix.to_owned(),
+            exact: false,
+        }
+    }
+}
 
 /// The queue and permission a request needs, if any.
 pub fn needs(req: &Request) -> Option<(&str, Permission)> {

@@ -486,7 +486,13 @@ pub(super) async fn list_all(c: &Cluster, list: &ListJob) -> Answer {
         let g = g as u32;
         let ask = Ask::List {
             group: g,
-            ranges: ranges.clone(),
+            ranges: ranges
+                .iter()
+                .map(|r| fila_cluster::forward::Range {
+                    prefix: r.prefix.clone(),
+                    exact: r.exact,
+                })
+                .collect(),
             after: after.clone(),
             limit,
         };
@@ -614,6 +620,13 @@ pub(super) async fn answer_forward(c: &Cluster, body: Vec<u8>) -> Vec<u8> {
             },
             Some(part),
         ) => {
+            let ranges = ranges
+                .into_iter()
+                .map(|r| crate::auth::Range {
+                    prefix: r.prefix,
+                    exact: r.exact,
+                })
+                .collect();
             let list = ListJob::of_parts(nowhere(), ranges, after, limit);
             let answer = match part.read(move |owner| list_on(list, owner)).await {
                 Ok(answer) => answer,
