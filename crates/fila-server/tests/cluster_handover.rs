@@ -6,9 +6,11 @@
 //! deduplication id. At the end every acknowledged put is there once. A
 //! receive waiting on the leader (parked in the engine its loop keeps)
 //! when the first hand-over comes is answered at once: `not_leader`
-//! naming the next leader, which has the message put after it; and one
-//! parked on the leader when it is stopped with SIGTERM is ended at once,
-//! the leader stopping well within its grace.
+//! naming the next leader, which has the message put after it; receives
+//! parked on the leader by a connection that then closes end there at
+//! once, as on a single node; and one parked on the leader when it is
+//! stopped with SIGTERM is ended at once, the leader stopping well within
+//! its grace.
 
 mod cluster_harness;
 mod common;
@@ -106,6 +108,7 @@ fn both_clients_keep_putting_while_the_leadership_moves() {
     }
     let (first, _) = on_leader(&nodes, Duration::from_secs(30), |c| {
         c.create_queue("jobs", SettingsPatch::default())?;
+        c.create_queue("gone", SettingsPatch::default())?;
         c.create_queue("waits", SettingsPatch::default())
     });
     let mut admin = of_all(&nodes);
@@ -203,10 +206,20 @@ fn both_clients_keep_putting_while_the_leadership_moves() {
     let stored = admin.stats("jobs").unwrap().visible;
     assert_eq!(stored, want.len() as u64, "none stored twice");
 
+    // Receives parked in the leader's engine by connections that then
+    // close are cancelled there at once (long before their wait of 20 s
+    // ends): they hold none of the node's room for parked receives (all
+    // of it, `max_parked`, here: the receive parked below needs some),
+    // and a message put next is leased to nobody.
+    let leader = partition_leader(&nodes).expect("a leader") as usize - 1;
+    parked_then_closed(&nodes[leader], cluster_harness::PARKED_MAX);
+    admin.put_one("gone", "after the close").unwrap();
+    let taken = admin.receive("gone", 1, Some(0)).unwrap();
+    assert_eq!(taken.len(), 1, "the message went to a closed connection");
+
     // A leader stopped with SIGTERM while a receive is parked in its
     // engine ends that receive (with no messages) and stops, well before
     // its shutdown grace (10 s) is over.
-    let leader = partition_leader(&nodes).expect("a leader") as usize - 1;
     let ended = parked_receive(&nodes[leader]);
     let stopping = Instant::now();
     assert!(nodes[leader].stop(), "the leader ended on SIGTERM");
@@ -236,6 +249,41 @@ fn parked_receive(
     answer
 }
 
+/// Parks a receive of up to 20 s on the empty queue `gone` from each of
+/// `n` connections to `node`, then closes them: the node must count none
+/// parked within 10 s.
+fn parked_then_closed(node: &Node, n: u64) {
+    use std::io::Write;
+    let mut out = bytes::BytesMut::new();
+    let hello = fila_proto::Request::Hello {
+        client: "closing".into(),
+        max_version: None,
+    };
+    hello.encode(0, &mut out);
+    let receive = fila_proto::Request::Receive(fila_proto::Receive {
+        queue: fila_proto::QueueRef {
+            name: "gone".into(),
+            dlq: false,
+        },
+        max_messages: 1,
+        visibility_ms: None,
+        wait_ms: Some(20_000),
+        channel: None,
+        fields: fila_proto::Fields::ALL,
+    });
+    receive.encode(1, &mut out);
+    let conns: Vec<std::net::TcpStream> = (0..n)
+        .map(|_| {
+            let mut conn = std::net::TcpStream::connect(&node.client).unwrap();
+            conn.write_all(&out).unwrap();
+            conn
+        })
+        .collect();
+    parked_on(node, n);
+    drop(conns);
+    parked_on(node, 0);
+}
+
 /// Waits (at most 10 s) until `parked` receives wait on `node`.
 fn parked_on(node: &Node, parked: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -245,7 +293,10 @@ fn parked_on(node: &Node, parked: u64) {
         if now.is_some_and(|(_, v)| *v == parked) {
             return;
         }
-        assert!(Instant::now() < deadline, "no receive waited: {stats:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the node never counted {parked} receives parked: {stats:?}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }

@@ -293,8 +293,10 @@ impl Gateway {
         let id = route.request_id;
         let mut state = self.state.borrow_mut();
         match done {
-            // A gateway holds no output room per request.
-            Done::Waits(_) => {}
+            // A gateway holds no output room per request; on a cluster its
+            // requests go to the node's endpoint, never to a partition's
+            // home loop (no `PartParked`).
+            Done::Waits(_) | Done::PartParked { .. } => {}
             Done::Parked(wait) => match state.pending.get_mut(&id) {
                 Some(p) => p.parked = Some(wait),
                 None => {

@@ -222,6 +222,16 @@ pub(in crate::server) enum Done {
     /// room its connection holds for it drops to that — as for a receive
     /// parked on a single node ([`Done::Parked`]).
     Waits(usize),
+    /// (A cluster node.) A receive parked as `wait` in the engine of
+    /// partition `part`, which its home loop keeps: its answer will take
+    /// at most `room` bytes (as [`Done::Waits`]), and its connection, if it
+    /// closes first, cancels it there ([`ShardHost::cancel_part`]).
+    #[cfg_attr(loom, allow(dead_code))]
+    PartParked {
+        part: usize,
+        wait: WaitId,
+        room: usize,
+    },
 }
 
 /// The limit on parked receives a receive that parked would pass (its
@@ -414,6 +424,14 @@ impl ShardHost {
                 }
             },
             #[cfg(not(loom))]
+            Msg::CancelPart {
+                part,
+                wait,
+                lp,
+                conn,
+                answer,
+            } => self.cancel_part_here(part, wait, (lp, conn), answer, post),
+            #[cfg(not(loom))]
             Msg::Engine { part, job } => {
                 job(self.engine(part));
                 // What it ran may have filled receives parked here.
@@ -463,6 +481,38 @@ impl ShardHost {
             }
         }
         // Else it was answered: its answer is on its way to its loop.
+    }
+
+    /// (A cluster node.) Cancels receive `wait` parked in partition
+    /// `part`'s engine (on the loop that keeps it) if it is still the
+    /// receive of connection `conn` of loop `lp` (`Done::PartParked`), and
+    /// answers it with no messages when `answer` (its client closed its
+    /// side, or the server stops) — else its connection is gone.
+    #[cfg_attr(loom, allow(unused_variables))]
+    pub(in crate::server) fn cancel_part(
+        &mut self,
+        part: usize,
+        wait: WaitId,
+        (lp, conn): (usize, ConnRef),
+        answer: bool,
+        post: &mut Post,
+    ) {
+        #[cfg(not(loom))]
+        {
+            let home = crate::server::cluster::fast::home_of(part, self.shared.loops.owners());
+            if home == self.index {
+                self.cancel_part_here(part, wait, (lp, conn), answer, post);
+            } else {
+                let msg = Msg::CancelPart {
+                    part,
+                    wait,
+                    lp,
+                    conn,
+                    answer,
+                };
+                post.send(home, msg);
+            }
+        }
     }
 
     /// Cancels a parked receive wherever its shard is owned; `reply` (its

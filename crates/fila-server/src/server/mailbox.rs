@@ -95,6 +95,18 @@ pub(in crate::server) enum Msg {
         wait: fila_core::WaitId,
         reply: Option<Route>,
     },
+    /// (A cluster node.) Cancel a receive parked in the engine of
+    /// partition `part`, kept here, if it is still the receive of
+    /// connection `conn` of loop `lp`; answer it with no messages when
+    /// `answer` (`ShardHost::cancel_part`).
+    #[cfg(not(loom))]
+    CancelPart {
+        part: usize,
+        wait: fila_core::WaitId,
+        lp: usize,
+        conn: super::front::ConnRef,
+        answer: bool,
+    },
     /// Leases of an answer its connection closed before it could be
     /// written: end them (visible again at once).
     Abandon {

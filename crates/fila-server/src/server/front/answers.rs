@@ -39,6 +39,9 @@ impl FrontEnd {
         let done = match done {
             Done::Late(result) => return self.on_late(route, result, back),
             Done::Waits(room) => return self.on_waits(route, room),
+            Done::PartParked { part, wait, room } => {
+                return self.on_part_parked(route, part, wait, room, back);
+            }
             other => other,
         };
         let Some(conn) = self.get(route.conn) else {
@@ -49,10 +52,12 @@ impl FrontEnd {
                 Done::Answer(answer, _) => {
                     back.host.abandon(route.shard, answer.receipts(), back.post)
                 }
-                Done::Cancelled | Done::Late(_) | Done::Waits(_) => {}
+                Done::Cancelled | Done::Late(_) | Done::Waits(_) | Done::PartParked { .. } => {}
             }
             return;
         };
+        // Answered where it parked (or ended there): nothing left to cancel.
+        conn.part_parked.remove(&route.park);
         let slot = route.conn.slot;
         let http = conn.http.is_some();
         if !matches!(done, Done::Cancelled) {
@@ -110,7 +115,7 @@ impl FrontEnd {
                     self.end_parked(slot, back);
                 }
             }
-            Done::Late(_) | Done::Waits(_) => {}
+            Done::Late(_) | Done::Waits(_) | Done::PartParked { .. } => {}
             Done::Cancelled => {
                 let conn = self.get(route.conn).expect("found above");
                 let Some(p) = conn.parked.remove(&route.park) else {
@@ -131,6 +136,34 @@ impl FrontEnd {
             }
         }
         self.dirty.push(slot);
+    }
+
+    /// (A cluster node.) A receive of this connection parked as `wait` in
+    /// partition `part`'s engine on the loop that keeps it: noted, to be
+    /// cancelled there if the connection closes first, and the room held
+    /// for its answer drops to `room` ([`FrontEnd::on_waits`]); one whose
+    /// connection closed meanwhile is cancelled now, and one whose client
+    /// closed its side is ended with no messages.
+    fn on_part_parked(
+        &mut self,
+        route: Route,
+        part: usize,
+        wait: WaitId,
+        room: usize,
+        back: &mut Back<'_>,
+    ) {
+        let Some(conn) = self.get(route.conn) else {
+            back.host
+                .cancel_part(part, wait, (route.lp, route.conn), false, back.post);
+            return;
+        };
+        conn.part_parked.insert(route.park, (part, wait));
+        let peer_gone = conn.peer_gone();
+        self.on_waits(route, room);
+        if peer_gone {
+            back.host
+                .cancel_part(part, wait, (route.lp, route.conn), true, back.post);
+        }
     }
 
     /// A parked receive's answer, for one of this loop's connections.

@@ -106,6 +106,10 @@ pub(in crate::server) struct Conn {
     /// Parked receives by a number of this connection (request ids are the
     /// client's and may repeat).
     pub(super) parked: HashMap<u64, Parked>,
+    /// (A cluster node.) Its receives parked in a partition's engine on
+    /// the loop that keeps it, by their number: the partition and the
+    /// wait, to cancel them there if it closes first.
+    pub(super) part_parked: HashMap<u64, (usize, WaitId)>,
     pub(super) next_park: u64,
     /// Output room held for parked receives and for the answers of
     /// requests at other loops.
@@ -157,6 +161,7 @@ impl Conn {
             listed_holding: false,
             listed_paused: false,
             parked: HashMap::new(),
+            part_parked: HashMap::new(),
             next_park: 0,
             reserved: 0,
             in_flight: 0,

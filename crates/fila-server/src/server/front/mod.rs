@@ -273,6 +273,20 @@ impl FrontEnd {
             };
             back.host.cancel_wait(wait, Some(route), back.post);
         }
+        // (A cluster node.) Those parked on a partition's home loop end
+        // there, answered with no messages.
+        let part_parked: Vec<(usize, WaitId, u64)> = match self.conns.get(slot) {
+            Some(Some(c)) => c
+                .part_parked
+                .values()
+                .map(|&(part, wait)| (part, wait, c.generation))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for (part, wait, generation) in part_parked {
+            let at = (self.index, ConnRef { slot, generation });
+            back.host.cancel_part(part, wait, at, true, back.post);
+        }
         self.take_local(back);
     }
 
@@ -329,6 +343,16 @@ impl FrontEnd {
         // Every receive it parked, whatever its request id.
         for (_, p) in conn.parked.drain() {
             back.host.cancel_wait(p.wait, None, back.post);
+        }
+        let at = (
+            self.index,
+            ConnRef {
+                slot,
+                generation: conn.generation,
+            },
+        );
+        for (_, (part, wait)) in conn.part_parked.drain() {
+            back.host.cancel_part(part, wait, at, false, back.post);
         }
         if conn.unauthenticated() {
             self.count_unauthenticated(-1);

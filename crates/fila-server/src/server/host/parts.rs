@@ -96,16 +96,21 @@ impl ShardHost {
             return;
         }
         shared.metrics.parked.fetch_add(1, Ordering::Relaxed);
+        let mut room = job.route.room;
         if let (Some(largest), Request::Receive(r)) = (largest, &job.req) {
             let need = largest.saturating_mul(u64::from(r.max_messages));
-            let need = usize::try_from(need).unwrap_or(usize::MAX);
-            if need < job.route.room {
-                // Told with the room it held until now.
-                let held = job.route;
-                job.route.room = need;
-                self.deliver(held, Done::Waits(need), post);
-            }
+            room = room.min(usize::try_from(need).unwrap_or(usize::MAX));
         }
+        // Its connection learns where it parked (to cancel it if it
+        // closes first), told with the room it held until now.
+        let held = job.route;
+        job.route.room = room;
+        let parked = Done::PartParked {
+            part: g,
+            wait,
+            room,
+        };
+        self.deliver(held, parked, post);
         let epoch = self.engines[g].epoch();
         if self.part_waits.len() <= g {
             self.part_waits.resize_with(g + 1, Default::default);
@@ -117,6 +122,42 @@ impl ShardHost {
             self.part_waits[g].epoch = epoch;
         }
         self.part_waits[g].waits.insert(wait, job);
+    }
+
+    /// (A cluster node.) Cancels receive `wait` parked in partition
+    /// `part`'s engine kept here when it is still connection `conn`'s of
+    /// loop `lp` (not answered yet, not sent on after its engine went);
+    /// answers it with no messages when `answer`.
+    pub(super) fn cancel_part_here(
+        &mut self,
+        part: usize,
+        wait: WaitId,
+        (lp, conn): (usize, crate::server::front::ConnRef),
+        answer: bool,
+        post: &mut Post,
+    ) {
+        let shared = self.shared.clone();
+        let Some(f) = shared.fast.get() else {
+            return;
+        };
+        let ours = self
+            .part_waits
+            .get(part)
+            .and_then(|w| w.waits.get(&wait))
+            .is_some_and(|job| job.route.lp == lp && job.route.conn == conn);
+        if !ours || part >= self.engines.len() {
+            return;
+        }
+        if f.cancel_here(part, &mut self.engines[part], wait) {
+            let job = self.part_waits[part].waits.remove(&wait).expect("ours");
+            self.unpark_count();
+            if answer {
+                let none = dispatch::messages_of(Vec::new(), job.route.fields);
+                self.deliver(job.route, Done::Answer(none, false), post);
+            }
+        }
+        // Else it was filled or ended: its answer is on its way.
+        self.after_engine(part, post);
     }
 
     /// (A cluster node.) After partition `g`'s engine ran something:
