@@ -28,6 +28,7 @@ use tokio::time::Instant;
 use crate::forward::{Ask, Placing, Reply, MAP, META};
 
 mod change;
+mod tend;
 use crate::peer::Forwarder;
 use crate::{ClusterMap, Group, MapChange, Member, Metadata, NodeId, Replica, ReplicaError};
 pub use change::meta_voters;

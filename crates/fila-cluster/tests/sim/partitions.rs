@@ -20,7 +20,7 @@ use std::sync::atomic::AtomicBool;
 
 use fila_cluster::forward::{Ask, Placing, Reply};
 use fila_cluster::node::{Led, Node};
-use fila_cluster::{ClusterMap, MapChange, Metadata, Partition};
+use fila_cluster::{ClusterMap, Metadata};
 use fila_proto::{QueueRef, Request, Response};
 
 use super::forwards::{serve, Nodes, SimNode, Wire, MAX_QUEUES};
@@ -95,42 +95,28 @@ impl Cells {
             );
             c.start(id).await;
         }
-        let first = c.machines[&1].node.clone().unwrap();
-        first
-            .meta
-            .raft()
-            .initialize(members_of(&NODES))
-            .await
-            .unwrap();
-        for (p, replicas) in REPLICAS.iter().enumerate() {
-            let node = c.machines[&replicas[0]].node.clone().unwrap();
-            node.parts[p]
-                .raft()
-                .initialize(members_of(replicas))
-                .await
-                .unwrap();
+        // A cluster that never ran, as a server makes it: the lowest
+        // member of each group makes its first membership (the metadata
+        // group all three, each partition the two `first_replicas` gives
+        // it: `REPLICAS`), then the metadata leader makes the map — its
+        // keys drawn from the seed — and spreads the leaderships.
+        let members = members_of(&NODES);
+        for id in NODES {
+            let node = c.up(id).unwrap();
+            node.bootstrap(&members).await;
         }
-        // The metadata leader makes the map: the partitions, their
-        // replicas, and their keys drawn from the seed.
         let mut rng = Rng(seed | 1);
-        let init = MapChange::Init {
-            partitions: REPLICAS
-                .iter()
-                .map(|replicas| Partition {
-                    replicas: replicas.iter().copied().collect(),
-                    key: [rng.next_u64(), rng.next_u64()],
-                })
-                .collect(),
-        };
         for _ in 0..100 {
-            let made = c
-                .on_meta(|m| {
-                    let init = init.clone();
-                    async move { m.meta.propose(&init).await }
-                })
-                .await;
-            if made.is_some() {
-                return c;
+            for id in NODES {
+                let node = c.up(id).unwrap();
+                if node.leader_of(fila_cluster::forward::META) != Some(id) {
+                    continue;
+                }
+                let key = || Some([rng.next_u64(), rng.next_u64()]);
+                if let Some(members) = node.make_map(key).await {
+                    node.spread(&members).await;
+                    return c;
+                }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -515,7 +501,16 @@ async fn run_cells(seed: u64) -> Told {
             77..=80 => c.net.cut_off(NODES[rng.below(3) as usize]),
             81..=85 => c.net.heal(),
             86..=88 => hand_over(&c, &mut told, entry).await,
-            _ => tokio::time::sleep(Duration::from_millis(rng.below(800))).await,
+            _ => {
+                // What a server does on its timers meanwhile.
+                for id in NODES {
+                    if let Some(node) = c.up(id) {
+                        node.let_go().await;
+                        node.find_missing_leaders().await;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(rng.below(800))).await
+            }
         }
     }
     // The end: everything up and reachable, the map confirmed on the
@@ -548,6 +543,13 @@ async fn run_cells(seed: u64) -> Told {
             "seed {seed}: node {id}'s map differs: {:?} (applied {:?}) against {map:?}",
             meta.map(),
             meta.raft().metrics().borrow_watched().last_applied
+        );
+    }
+    for (p, replicas) in REPLICAS.iter().enumerate() {
+        let want: BTreeSet<NodeId> = replicas.iter().copied().collect();
+        assert_eq!(
+            map.partitions[p].replicas, want,
+            "seed {seed}: partition {p}"
         );
     }
     let keys: BTreeSet<[u64; 2]> = map.partitions.iter().map(|p| p.key).collect();

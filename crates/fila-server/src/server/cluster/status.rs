@@ -3,23 +3,16 @@
 //! the map (routes and keys), publishes its view of the groups (what
 //! `ClusterStatus` answers), and hands its leaderships over when it stops.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fila_cluster::meta::first_replicas;
-use fila_cluster::{MapChange, Member, Partition};
-use fila_proto::{
-    ClusterChange, ClusterMemberStatus, ClusterStatus, PartitionStatus, ReplicaStatus, Request,
-    Response,
-};
+use fila_cluster::Member;
+use fila_proto::{ClusterMemberStatus, ClusterStatus, PartitionStatus, ReplicaStatus};
 use fila_wal::FsStorage;
-use tracing::{info, warn};
 
-use super::forward::Ask;
 use super::groups::{Cluster, META};
 use crate::config::ClusterConfig;
-use crate::dispatch::Answer;
 
 /// How often the view is refreshed and the map looked at.
 const VIEW_EVERY: Duration = Duration::from_millis(100);
@@ -135,10 +128,17 @@ pub(super) async fn keep_view(c: Arc<Cluster>) {
     loop {
         c.follow_map();
         if c.meta.map().partitions.is_empty() && c.leader_of(META) == Some(c.id) {
-            make_map(&c).await;
+            if let Some(members) = c.make_map(drawn_key).await {
+                // Not on the view's loop: the view goes on meanwhile.
+                let c = c.clone();
+                tokio::spawn(async move { c.spread(&members).await });
+            }
         }
-        let_go(&c).await;
-        take_snapshots(&c).await;
+        for p in c.let_go().await {
+            // Receives waiting on its dropped engine find out who leads now.
+            c.waiters[p as usize].wake_all();
+        }
+        c.take_snapshots().await;
         *c.shared
             .published
             .view
@@ -160,64 +160,12 @@ pub(super) async fn keep_view(c: Arc<Cluster>) {
     }
 }
 
-/// Drops what this node holds in memory for nothing: the engine of a
-/// leadership it lost (each partition's leader serves from a copy of the
-/// partition), and the state of a replica it gave up — one the map does
-/// not place here and whose group it is no member of any more — which is
-/// parked (written to its snapshot file and read back if the map places a
-/// replica here again: `StateMachine::park`), its Raft log's tail with it
-/// (`LogStore::drop_tail`).
-async fn let_go(c: &Cluster) {
-    let map = c.meta.map();
-    for (p, part) in c.parts.iter().enumerate() {
-        if part.drop_stale_engine().await {
-            info!(partition = p, "the engine of a lost leadership dropped");
-            // Receives waiting on it find out who leads now.
-            c.waiters[p].wake_all();
-        }
-        let placed_elsewhere = map
-            .partitions
-            .get(p)
-            .is_some_and(|placed| !placed.replicas.contains(&c.id));
-        let sm = part.state();
-        if !placed_elsewhere || sm.parked() || c.holds(p as u32) {
-            continue;
-        }
-        let sm = sm.clone();
-        match tokio::task::spawn_blocking(move || sm.park()).await {
-            Ok(Ok(true)) => {
-                let tail = part.drop_log_tail();
-                info!(
-                    partition = p,
-                    tail, "the state of a replica given up parked, its log's tail dropped"
-                )
-            }
-            Ok(Ok(false)) => {}
-            Ok(Err(e)) => warn!(
-                partition = p,
-                "parking the state of a replica given up: {e}"
-            ),
-            Err(e) => warn!(
-                partition = p,
-                "parking the state of a replica given up: {e}"
-            ),
-        }
-    }
-}
-
-/// Asks for a snapshot of each group whose state machine says one is due
-/// (the entries applied since its last one hold as many bytes as it, and
-/// at least 16 MiB: `StateMachine::snapshot_due`); openraft takes it,
-/// and then drops the log it covers.
-async fn take_snapshots(c: &Cluster) {
-    if c.meta.snapshot_if_due().await {
-        info!("a snapshot of the metadata group asked for");
-    }
-    for (p, part) in c.parts.iter().enumerate() {
-        if part.snapshot_if_due().await {
-            info!(partition = p, "a snapshot of the partition asked for");
-        }
-    }
+/// A partition's receipt key, drawn from the system's randomness.
+fn drawn_key() -> Option<[u64; 2]> {
+    let mut key = [0u8; 16];
+    getrandom::fill(&mut key).ok()?;
+    let half = |i: usize| u64::from_be_bytes(key[i..i + 8].try_into().expect("8 bytes"));
+    Some([half(0), half(8)])
 }
 
 /// Every [`HINTS_EVERY`]: asks the leaders of the partitions this node
@@ -226,81 +174,8 @@ async fn take_snapshots(c: &Cluster) {
 /// answer.
 pub(super) async fn keep_hints(c: Arc<Cluster>) {
     loop {
-        for p in 0..c.parts.len() as u32 {
-            if !c.holds(p) && c.leader_of(p).is_none() {
-                c.find_leader(p).await;
-            }
-        }
+        c.find_missing_leaders().await;
         tokio::time::sleep(HINTS_EVERY).await;
-    }
-}
-
-/// The map of a new cluster, made by the metadata group's leader: the
-/// partitions, `cluster.replicas` of the metadata group's members holding
-/// a replica of each (as the groups were first made, `first_replicas`),
-/// and each partition's receipt key drawn from the system's randomness.
-/// Only the first map made stands (a later one changes nothing). Then the
-/// partitions' leaderships are spread ([`spread`]).
-async fn make_map(c: &Arc<Cluster>) {
-    let partitions = c.parts.len();
-    let members: BTreeSet<u64> = c.addresses().into_keys().collect();
-    let mut made = Vec::with_capacity(partitions);
-    for p in 0..partitions {
-        let mut key = [0u8; 16];
-        if let Err(e) = getrandom::fill(&mut key) {
-            warn!("drawing a partition's key: {e}");
-            return;
-        }
-        let half = |i: usize| u64::from_be_bytes(key[i..i + 8].try_into().expect("8 bytes"));
-        made.push(Partition {
-            replicas: first_replicas(&members, p, c.factor),
-            key: [half(0), half(8)],
-        });
-    }
-    match c.meta.propose(&MapChange::Init { partitions: made }).await {
-        Ok(()) => info!(partitions, "the cluster's map was made"),
-        Err(e) => return warn!("making the cluster's map: {e}"),
-    }
-    // Not on the view's loop: the view goes on meanwhile.
-    tokio::spawn(spread(c.clone(), members));
-}
-
-/// Once, when the map is made: the leaderships spread over the members —
-/// partition `p` to the `p`-th member in id order (wrapping; the first of
-/// its replicas, `first_replicas`) — so that the node that made a group
-/// does not lead it and the next ones. Each partition's leader is asked to
-/// hand its leadership over (forwarded where it is another node); a
-/// leadership that changes later stays where it goes.
-async fn spread(c: Arc<Cluster>, members: BTreeSet<u64>) {
-    let members: Vec<u64> = members.iter().copied().collect();
-    if members.len() < 2 {
-        return;
-    }
-    for p in 0..c.parts.len() as u32 {
-        let to = members[p as usize % members.len()];
-        let change = ClusterChange::TransferLeader { to: Some(to) };
-        let ask = Ask::Run {
-            group: p,
-            room: 0,
-            req: Box::new(Request::ChangeCluster(change.clone())),
-        };
-        let here = || async {
-            c.change_here(p, change.clone(), 0)
-                .await
-                .map(|_| (Response::Ok.into(), 0))
-        };
-        match c.on_leader(p, ask, here).await {
-            Ok((Answer::Wire(Response::Ok), _)) => {
-                info!(
-                    partition = p,
-                    to, "a new cluster's partition led by node {to}"
-                )
-            }
-            _ => warn!(
-                partition = p,
-                to, "a new cluster's partition stays led where it is"
-            ),
-        }
     }
 }
 
@@ -324,31 +199,7 @@ pub(super) async fn bootstrap(config: &ClusterConfig, c: &Cluster) {
             )
         })
         .collect();
-    // The metadata group holds every member; partition `p` the replicas
-    // the map gives it, each group made by the lowest of its members
-    // (openraft makes a group only on one of its members).
-    let ids: BTreeSet<u64> = members.keys().copied().collect();
-    let mut groups = vec![(c.meta.raft(), members.clone())];
-    for (p, part) in c.parts.iter().enumerate() {
-        let replicas = first_replicas(&ids, p, c.factor);
-        let held = members
-            .iter()
-            .filter(|(id, _)| replicas.contains(id))
-            .map(|(id, m)| (*id, m.clone()))
-            .collect();
-        groups.push((part.raft(), held));
-    }
-    for (raft, members) in groups {
-        if members.keys().next() != Some(&config.node_id) {
-            continue;
-        }
-        let count = members.len();
-        match fila_cluster::view::initialize_if_empty(raft, members).await {
-            Ok(true) => info!(members = count, "a group of the cluster initialized"),
-            Ok(false) => {}
-            Err(e) => warn!("initializing a group of the cluster: {e}"),
-        }
-    }
+    c.bootstrap(&members).await;
 }
 
 /// How often the metadata leader looks at its voters.
@@ -371,20 +222,5 @@ pub(super) async fn keep_meta_voters(c: Arc<Cluster>) {
 /// furthest along first, so that the others need not wait for an
 /// election.
 pub(super) async fn hand_over(c: &Cluster) {
-    for g in (0..c.parts.len() as u32).chain([META]) {
-        if c.leader_of(g) != Some(c.id) {
-            continue;
-        }
-        let members = match g {
-            META => c.meta.members(),
-            p => c.parts[p as usize].members(),
-        };
-        match members.transfer_leader(None).await {
-            Ok(to) => info!(group = g, to, "stopping: the leadership was handed over"),
-            Err(e) => warn!(
-                group = g,
-                "stopping: the leadership was not handed over: {e}"
-            ),
-        }
-    }
+    c.node.hand_over().await;
 }
