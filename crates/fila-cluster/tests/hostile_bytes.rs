@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use fila_cluster::codec::{self, PeerAnswer, PeerRequest};
+use fila_cluster::forward::{Ask, Placing, Range, Reply};
 use fila_cluster::meta;
 use fila_cluster::{
     Batch, ClusterMap, Entry, LogId, MapChange, Member, Membership, Partition, Vote,
@@ -117,6 +118,66 @@ fn samples() -> Vec<Vec<u8>> {
     }
     meta::encode_map(&map, &mut b);
     out.push(std::mem::take(&mut b));
+    out.extend(forwards());
+    out
+}
+
+/// Good encodings of the asks a node forwards and of a leader's replies.
+fn forwards() -> Vec<Vec<u8>> {
+    let receive = || {
+        Box::new(fila_proto::Request::Receive(fila_proto::Receive {
+            queue: fila_proto::QueueRef {
+                name: "jobs".into(),
+                dlq: false,
+            },
+            max_messages: 5,
+            visibility_ms: Some(1_000),
+            wait_ms: Some(2_000),
+            channel: Some("eu".into()),
+            fields: fila_proto::Fields::ALL,
+        }))
+    };
+    let asks = [
+        Ask::Run {
+            group: 1,
+            room: 4_096,
+            req: receive(),
+        },
+        Ask::Wait {
+            group: 1,
+            room: 4_096,
+            waited: std::time::Duration::from_millis(300),
+            req: receive(),
+        },
+        Ask::List {
+            group: 0,
+            ranges: vec![Range {
+                prefix: "jo".into(),
+                exact: false,
+            }],
+            after: "a".into(),
+            limit: 10,
+        },
+        Ask::Place {
+            queue: "jobs".into(),
+            placing: Placing::Create(Some("dlq".into())),
+        },
+        Ask::Leader { group: 2 },
+    ];
+    let mut out: Vec<Vec<u8>> = asks.iter().map(Ask::encode).collect();
+    let mut frame = bytes::BytesMut::new();
+    fila_proto::Response::Messages(Vec::new()).encode_in(
+        fila_proto::VERSION,
+        fila_proto::Opcode::Receive as u8,
+        0,
+        &mut frame,
+    );
+    out.push(Reply::encode(20_000, Some(&[Some(7), None]), &frame));
+    out.push(Reply::of(
+        &fila_proto::Response::Ok,
+        fila_proto::Opcode::Auth as u8,
+        3,
+    ));
     out
 }
 
@@ -155,6 +216,8 @@ fn decode_all(bytes: &[u8]) {
     let _ = codec::decode_sm_head(bytes);
     let _ = meta::decode_change(bytes);
     let _ = meta::decode_map(bytes);
+    let _ = Ask::decode(bytes);
+    let _ = Reply::decode(bytes);
 }
 
 #[test]
@@ -197,6 +260,18 @@ fn good_encodings_decode_back() {
     }
 }
 
+#[test]
+fn forwards_decode_back() {
+    let forwards = forwards();
+    for ask in &forwards[..5] {
+        assert_eq!(Ask::decode(ask).unwrap().encode(), *ask);
+    }
+    let reply = Reply::decode(&forwards[5]).unwrap();
+    assert_eq!(reply.wait, 20_000);
+    assert_eq!(reply.firsts, Some(vec![Some(7), None]));
+    assert_eq!(Reply::decode(&forwards[6]).unwrap().wait, 3);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2_000))]
 
@@ -206,7 +281,7 @@ proptest! {
     }
 
     #[test]
-    fn cut_or_flipped_encodings_never_panic(which in 0usize..19, cut in any::<usize>(), flip in any::<usize>(), bit in 0u8..8) {
+    fn cut_or_flipped_encodings_never_panic(which in 0usize..26, cut in any::<usize>(), flip in any::<usize>(), bit in 0u8..8) {
         let s = samples();
         let good = &s[which % s.len()];
         decode_all(&good[..cut % (good.len() + 1)]);
