@@ -3,7 +3,8 @@ on loopback, each with its own SQS endpoint. SDKs cannot follow a
 `not_leader` answer, so a follower forwards every call to the leader: boto3
 pointed at followers creates, sends, receives (long polls too), changes
 visibility and deletes, a receipt handle from one node works on another,
-and after the leader is killed with SIGKILL every acknowledged message that
+a long poll given up by its client is cancelled on the leader, and after
+the leader is killed with SIGKILL every acknowledged message that
 was not deleted is still there, through the nodes left. /metrics shows
 the partition's queues on the leader and who leads on every node."""
 
@@ -13,6 +14,7 @@ import urllib.request
 
 import boto3
 import botocore.config
+import botocore.exceptions
 import pytest
 
 from fila_server import ClusterNode, running_cluster
@@ -157,6 +159,40 @@ def test_followers_forward_every_call_and_nothing_acknowledged_is_lost(nodes):
     long_poll_filled(
         lead, later, nodes[leader], lambda: f.send_message(QueueUrl=later, MessageBody="later still"), "later still"
     )
+
+    # A long poll on the leader whose client gives up first (its read
+    # times out and its connection closes) is cancelled there at once, as
+    # on a single node: the leader counts it parked no more, long before
+    # its 20 s wait would end.
+    impatient = boto3.client(
+        "sqs",
+        endpoint_url="http://" + nodes[leader].listening["sqs"],
+        region_name="us-east-1",
+        aws_access_key_id="any",
+        aws_secret_access_key="any",
+        config=botocore.config.Config(retries={"max_attempts": 1}, read_timeout=2),
+    )
+    gave_up = {}
+
+    def poll_and_give_up():
+        try:
+            impatient.receive_message(QueueUrl=later, WaitTimeSeconds=20)
+        except botocore.exceptions.ReadTimeoutError as e:
+            gave_up["error"] = e
+        impatient.close()
+
+    t = threading.Thread(target=poll_and_give_up)
+    t.start()
+    deadline = time.monotonic() + 10
+    while "fila_receives_parked 1" not in scrape(nodes[leader]):
+        assert time.monotonic() < deadline, "the long poll never waited on the leader"
+        time.sleep(0.02)
+    t.join(30)
+    assert "error" in gave_up, "the long poll was answered"
+    deadline = time.monotonic() + 5
+    while "fila_receives_parked 0" not in scrape(nodes[leader]):
+        assert time.monotonic() < deadline, "the long poll given up stayed parked on the leader"
+        time.sleep(0.02)
 
     # /metrics: the queues' series are the partition's, on its leader; every
     # node says who leads.
