@@ -11,7 +11,10 @@
 //!
 //! What an ask of a request does on the leader is the server's: this
 //! module answers only the asks it makes itself ([`Node::answer_own`]: a
-//! placement, a partition's leader).
+//! placement, a partition's leader). A change of the cluster's members
+//! made in every group ([`Node::change_everywhere`]) is in `change.rs`,
+//! the node's housekeeping (the cluster's first memberships and map,
+//! memory let go, the hand-over at a stop) in `tend.rs`.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -26,11 +29,11 @@ use fila_wal::Storage;
 use tokio::time::Instant;
 
 use crate::forward::{Ask, Placing, Reply, MAP, META};
+use crate::peer::Forwarder;
+use crate::{ClusterMap, Group, MapChange, Member, Metadata, NodeId, Replica, ReplicaError};
 
 mod change;
 mod tend;
-use crate::peer::Forwarder;
-use crate::{ClusterMap, Group, MapChange, Member, Metadata, NodeId, Replica, ReplicaError};
 pub use change::meta_voters;
 
 /// How long a partition's leader learnt from one of its replicas (by a
