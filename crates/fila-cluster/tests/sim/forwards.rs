@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use fila_cluster::forward::{self, Ask, Reply};
 use fila_cluster::node::{Node, Transport};
-use fila_cluster::{NodeId, ReplicaError};
+use fila_cluster::{NodeId, Replica, ReplicaError};
 use fila_core::{Address, NewMessage, Owner, QueueSettings, Receipt, ReceiveOptions, Received};
 use fila_proto::{self as proto, ErrorCode, Opcode, Request, Response, WireError};
 
@@ -116,18 +116,50 @@ async fn answer(node: &SimNode, body: Vec<u8>) -> Vec<u8> {
     if let Some(own) = node.answer_own(&ask, MAX_QUEUES).await {
         return own.unwrap_or_else(|(_, e)| Reply::of(&refusal(&e), Opcode::Auth as u8, 0));
     }
-    let Ask::Run { group, req, .. } = ask else {
-        return forward::refused("an ask the simulation does not make");
+    let (group, req, waited) = match ask {
+        Ask::Run { group, req, .. } => (group, req, None),
+        Ask::Wait {
+            group, req, waited, ..
+        } => (group, req, Some(waited)),
+        _ => return forward::refused("an ask the simulation does not make"),
     };
     let Some(part) = node.parts.get(group as usize).cloned() else {
         return forward::refused("no such partition");
     };
     let opcode = req.opcode() as u8;
-    let response = match part.execute(move |owner| serve(owner, *req)).await {
-        Ok(response) => response,
-        Err(e) => refusal(&e),
+    let ran = match waited {
+        Some(waited) => held_here(&part, *req, waited).await,
+        None => part.execute(move |owner| serve(owner, *req)).await,
     };
+    let response = ran.unwrap_or_else(|e| refusal(&e));
     Reply::of(&response, opcode, 0)
+}
+
+/// The leader's side of a receive that waits (`waited` of its wait spent
+/// already): run until messages come or its wait ends, looking every
+/// 25 ms — a stand-in for the server's endpoint, which is woken by what
+/// makes messages visible instead.
+pub async fn held_here(
+    part: &Replica<Disk>,
+    req: Request,
+    waited: Duration,
+) -> Result<Response, ReplicaError> {
+    let mut look = req.clone();
+    let wait = match &mut look {
+        Request::Receive(r) => Duration::from_millis(r.wait_ms.replace(0).unwrap_or(0)),
+        _ => Duration::ZERO,
+    };
+    let deadline = tokio::time::Instant::now() + wait.saturating_sub(waited);
+    loop {
+        let req = look.clone();
+        let response = part.execute(move |owner| serve(owner, req)).await?;
+        match &response {
+            Response::Messages(ms) if ms.is_empty() && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(25)).await
+            }
+            _ => return Ok(response),
+        }
+    }
 }
 
 fn failed(e: fila_core::Error) -> WireError {

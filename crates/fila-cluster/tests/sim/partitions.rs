@@ -9,7 +9,8 @@
 //! found in the node's routing table, kept from its copy of the map; the
 //! request runs on its partition's leader, here when the node leads it,
 //! else forwarded to the leader its replica names or, from a node with no
-//! replica, the one the partition's replicas name — among crashes,
+//! replica, the one the partition's replicas name (a receive that waits
+//! is held by that leader until messages come or its wait ends) — among crashes,
 //! restarts, cuts, heals and delayed forwards. At the end every node holds
 //! the same map, each queue lives in the partition its placement named
 //! and in no other, the partitions' receipt keys are the map's and
@@ -19,11 +20,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicBool;
 
 use fila_cluster::forward::{Ask, Placing, Reply};
-use fila_cluster::node::{Led, Node};
+use fila_cluster::node::{Held, Led, Node};
 use fila_cluster::{ClusterMap, Metadata};
 use fila_proto::{QueueRef, Request, Response};
 
-use super::forwards::{serve, Nodes, SimNode, Wire, MAX_QUEUES};
+use super::forwards::{held_here, serve, Nodes, SimNode, Wire, MAX_QUEUES};
 use super::*;
 
 /// Partitions of the simulated cluster.
@@ -67,6 +68,11 @@ struct Told {
     /// Nodes that handed over every group they led (the `change cluster`
     /// request a node about to stop makes).
     handed: usize,
+    /// Receives that waited on a leader on another node, answered there
+    /// (a held forward).
+    held: usize,
+    /// Held forwards given up because another node led the partition.
+    moved: usize,
 }
 
 fn members_of(ids: &[NodeId]) -> BTreeMap<NodeId, Member> {
@@ -425,7 +431,57 @@ async fn put_to(c: &Cells, told: &mut Told, entry: NodeId, queue: &str, n: u64) 
     }
 }
 
-async fn take_from(c: &Cells, told: &mut Told, entry: NodeId, queue: &str) {
+/// A receive that waits, from node `entry`: on the partition's leader
+/// here when the node leads it, else forwarded to the leader it knows of
+/// as a held ask (answered when messages come or the wait ends), given up
+/// when another node takes the partition over meanwhile — as a server
+/// sends one (`Node::forward_held_while_leading`).
+async fn wait_from(
+    c: &Cells,
+    told: &mut Told,
+    entry: NodeId,
+    p: u32,
+    req: Request,
+) -> Option<Response> {
+    let node = c.up(entry)?;
+    let leader = match node.leader_of(p) {
+        Some(id) => id,
+        None => node.find_leader(p).await?,
+    };
+    let response = if leader == entry {
+        let part = node.parts.get(p as usize)?.clone();
+        let here = held_here(&part, req, Duration::ZERO);
+        tokio::time::timeout(Duration::from_secs(6), here)
+            .await
+            .ok()?
+            .ok()?
+    } else {
+        let ask = Ask::Wait {
+            group: p,
+            room: 1 << 20,
+            waited: Duration::ZERO,
+            req: Box::new(req),
+        };
+        let held = node.forward_held_while_leading(p, leader, &ask);
+        match tokio::time::timeout(Duration::from_secs(10), held)
+            .await
+            .ok()?
+        {
+            Held::Done(reply) => {
+                told.held += 1;
+                Reply::decode(&reply).ok()?.response
+            }
+            Held::Moved => {
+                told.moved += 1;
+                return None;
+            }
+            Held::Busy | Held::Failed(_) => return None,
+        }
+    };
+    (!matches!(response, Response::Error(_))).then_some(response)
+}
+
+async fn take_from(c: &Cells, told: &mut Told, entry: NodeId, queue: &str, waits: bool) {
     let Some(p) = place(c, told, entry, queue, Placing::Find).await else {
         return;
     };
@@ -433,11 +489,16 @@ async fn take_from(c: &Cells, told: &mut Told, entry: NodeId, queue: &str) {
         queue: queue_ref(queue),
         max_messages: 3,
         visibility_ms: None,
-        wait_ms: Some(0),
+        wait_ms: Some(if waits { 300 } else { 0 }),
         channel: None,
         fields: fila_proto::Fields::ALL,
     });
-    let Some(Response::Messages(messages)) = run_from(c, told, entry, p, req).await else {
+    let answer = if waits {
+        wait_from(c, told, entry, p, req).await
+    } else {
+        run_from(c, told, entry, p, req).await
+    };
+    let Some(Response::Messages(messages)) = answer else {
         return;
     };
     let h = told.queues.entry(queue.to_owned()).or_default();
@@ -484,7 +545,7 @@ async fn run_cells(seed: u64) -> Told {
         match draw {
             0..=14 => create(&c, &mut told, entry, queue).await,
             15..=49 => put_to(&c, &mut told, entry, queue, n).await,
-            50..=64 => take_from(&c, &mut told, entry, queue).await,
+            50..=64 => take_from(&c, &mut told, entry, queue, n % 2 == 0).await,
             65..=70 if down.is_empty() => {
                 let id = NODES[rng.below(3) as usize];
                 if tracing() {
@@ -607,6 +668,7 @@ fn queues_placed_by_the_metadata_group_live_in_one_partition_through_faults() {
     let seeds = (seeds() / 4).max(2);
     let (mut created, mut spread, mut acked) = (0, 0, 0);
     let (mut routed, mut forwarded, mut unheld, mut handed) = (0, 0, 0, 0);
+    let (mut held, mut moved) = (0, 0);
     for told in each_seed(seeds, run_cells) {
         created += told.created.len();
         let used: BTreeSet<u32> = told.placed.values().copied().collect();
@@ -616,9 +678,11 @@ fn queues_placed_by_the_metadata_group_live_in_one_partition_through_faults() {
         forwarded += told.forwarded;
         unheld += told.unheld;
         handed += told.handed;
+        held += told.held;
+        moved += told.moved;
     }
     eprintln!(
-        "{seeds} seeds: {created} queues created, {spread} runs with queues in both partitions, {routed} requests routed by a node's table, {forwarded} answered by a leader on another node, {unheld} through a node holding no replica of their partition, {handed} nodes handing over what they led, {acked} puts acknowledged"
+        "{seeds} seeds: {created} queues created, {spread} runs with queues in both partitions, {routed} requests routed by a node's table, {forwarded} answered by a leader on another node, {unheld} through a node holding no replica of their partition, {handed} nodes handing over what they led, {held} receives held by a leader on another node ({moved} given up as the leadership moved), {acked} puts acknowledged"
     );
     if only_seed().is_none() {
         assert!(created > 0 && acked > 0 && routed > 0);
@@ -629,5 +693,6 @@ fn queues_placed_by_the_metadata_group_live_in_one_partition_through_faults() {
             "no request came through a node without a replica"
         );
         assert!(handed > 0, "no node handed over what it led");
+        assert!(held > 0, "no receive was held by a leader on another node");
     }
 }
