@@ -48,6 +48,12 @@ pub(crate) fn bad(what: &'static str) -> CodecError {
     CodecError { what }
 }
 
+impl From<CodecError> for String {
+    fn from(e: CodecError) -> Self {
+        e.what.to_owned()
+    }
+}
+
 impl From<CodecError> for std::io::Error {
     fn from(e: CodecError) -> Self {
         std::io::Error::new(std::io::ErrorKind::InvalidData, e)
@@ -154,7 +160,7 @@ fn put_membership(out: &mut Vec<u8>, m: &Membership) {
 
 /// Counts read from the bytes are checked against what is left, so a
 /// damaged count cannot make a huge allocation.
-fn count(r: &mut Reader<'_>, each: usize) -> Result<usize, CodecError> {
+pub(crate) fn count(r: &mut Reader<'_>, each: usize) -> Result<usize, CodecError> {
     let n = r.u32()? as usize;
     if n.saturating_mul(each) > r.data.len() {
         return Err(bad("a count past the end"));
@@ -162,9 +168,9 @@ fn count(r: &mut Reader<'_>, each: usize) -> Result<usize, CodecError> {
     Ok(n)
 }
 
-fn text(r: &mut Reader<'_>) -> Result<String, CodecError> {
+pub(crate) fn text(r: &mut Reader<'_>) -> Result<String, CodecError> {
     let len = count(r, 1)?;
-    let t = std::str::from_utf8(r.take(len)?).map_err(|_| bad("an address not UTF-8"))?;
+    let t = std::str::from_utf8(r.take(len)?).map_err(|_| bad("text that is not UTF-8"))?;
     Ok(t.to_owned())
 }
 

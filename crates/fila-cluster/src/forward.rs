@@ -32,6 +32,8 @@ use bytes::{Bytes, BytesMut};
 use fila_core::Receipt;
 use fila_proto::{self as proto, Decoded, ErrorCode, Opcode, Request, Response, WireError};
 
+use crate::codec::{self, Reader};
+
 /// The metadata group's number on the peer protocol (a partition's is its
 /// own number).
 pub const META: u32 = u32::MAX;
@@ -147,72 +149,33 @@ const WIRE: u8 = 0;
 const MESSAGES: u8 = 1;
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(&(s.len() as u32).to_be_bytes());
+    codec::put_u32(out, s.len());
     out.extend_from_slice(s.as_bytes());
 }
 
-/// Reads a peer's bytes, every length checked.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        if self.0.len() < n {
-            return Err("a forward cut short".into());
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
+/// The rest of the bytes, one frame of the binary protocol.
+fn frame(r: &mut Reader<'_>) -> Result<(proto::FrameHeader, Bytes), String> {
+    let rest = std::mem::take(&mut r.data);
+    match proto::decode_frame(rest, proto::FRAME_LEN_LIMIT) {
+        Ok(Decoded::Frame {
+            header,
+            body,
+            consumed,
+        }) if consumed == rest.len() => Ok((header, Bytes::copy_from_slice(body))),
+        Ok(_) => Err("a frame that is not the whole rest".into()),
+        Err(e) => Err(e.to_string()),
     }
+}
 
-    fn u8(&mut self) -> Result<u8, String> {
-        Ok(self.take(1)?[0])
-    }
+/// An answer's room.
+fn room(r: &mut Reader<'_>) -> Result<usize, String> {
+    usize::try_from(r.u64()?).map_err(|_| "a room past memory".into())
+}
 
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_be_bytes(self.take(4)?.try_into().expect("4")))
-    }
-
-    fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_be_bytes(self.take(8)?.try_into().expect("8")))
-    }
-
-    fn str(&mut self) -> Result<String, String> {
-        let n = self.u32()? as usize;
-        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "a name that is not UTF-8".into())
-    }
-
-    /// A count of items of at least `each` bytes, no more than the bytes
-    /// left can hold.
-    fn count(&mut self, each: usize) -> Result<usize, String> {
-        let n = self.u32()? as usize;
-        if n.saturating_mul(each) > self.0.len() {
-            return Err("a count past the bytes".into());
-        }
-        Ok(n)
-    }
-
-    fn frame(&mut self) -> Result<(proto::FrameHeader, Bytes), String> {
-        match proto::decode_frame(self.0, proto::FRAME_LEN_LIMIT) {
-            Ok(Decoded::Frame {
-                header,
-                body,
-                consumed,
-            }) if consumed == self.0.len() => Ok((header, Bytes::copy_from_slice(body))),
-            Ok(_) => Err("a frame that is not the whole rest".into()),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-
-    /// An answer's room.
-    fn room(&mut self) -> Result<usize, String> {
-        usize::try_from(self.u64()?).map_err(|_| "a room past memory".into())
-    }
-
-    /// A request's frame, the rest of the bytes.
-    fn request(&mut self) -> Result<Request, String> {
-        let (header, body) = self.frame()?;
-        Request::decode(&header, body).map_err(|e| e.to_string())
-    }
+/// A request's frame, the rest of the bytes.
+fn request(r: &mut Reader<'_>) -> Result<Request, String> {
+    let (header, body) = frame(r)?;
+    Request::decode(&header, body).map_err(|e| e.to_string())
 }
 
 /// Appends `req`'s frame (the rest of an ask, before its group).
@@ -317,11 +280,11 @@ impl Ask {
         };
         let (bytes, group) = bytes.split_at(cut);
         let group = u32::from_be_bytes(group.try_into().expect("4"));
-        let mut r = Reader(bytes);
+        let mut r = Reader { data: bytes };
         let ask = match r.u8()? {
             RUN => {
-                let room = r.room()?;
-                let req = r.request()?;
+                let room = room(&mut r)?;
+                let req = request(&mut r)?;
                 return Ok(Ask::Run {
                     group,
                     room,
@@ -329,9 +292,9 @@ impl Ask {
                 });
             }
             WAIT => {
-                let room = r.room()?;
+                let room = room(&mut r)?;
                 let waited = Duration::from_millis(r.u64()?);
-                let req = r.request()?;
+                let req = request(&mut r)?;
                 if !matches!(req, Request::Receive(_)) {
                     return Err("a held forward that is not a receive".into());
                 }
@@ -343,14 +306,14 @@ impl Ask {
                 });
             }
             LIST => {
-                let after = r.str()?;
+                let after = codec::text(&mut r)?;
                 let limit = usize::try_from(r.u64()?).map_err(|_| "a limit past memory")?;
-                let n = r.count(5)?;
+                let n = codec::count(&mut r, 5)?;
                 let mut ranges = Vec::with_capacity(n);
                 for _ in 0..n {
                     let exact = r.u8()? != 0;
                     ranges.push(Range {
-                        prefix: r.str()?,
+                        prefix: codec::text(&mut r)?,
                         exact,
                     });
                 }
@@ -362,7 +325,7 @@ impl Ask {
                 }
             }
             ABANDON => {
-                let n = r.count(fila_core::RECEIPT_LEN)?;
+                let n = codec::count(&mut r, fila_core::RECEIPT_LEN)?;
                 let receipts = (0..n)
                     .map(|_| {
                         Receipt::from_bytes(r.take(fila_core::RECEIPT_LEN)?)
@@ -372,11 +335,11 @@ impl Ask {
                 Ask::Abandon { group, receipts }
             }
             PLACE => {
-                let queue = r.str()?;
+                let queue = codec::text(&mut r)?;
                 let placing = match r.u8()? {
                     0 => Placing::Find,
                     1 => Placing::Create(None),
-                    2 => Placing::Create(Some(r.str()?)),
+                    2 => Placing::Create(Some(codec::text(&mut r)?)),
                     3 => Placing::Remove,
                     k => return Err(format!("an unknown placement ({k})")),
                 };
@@ -388,9 +351,7 @@ impl Ask {
             LEADER => Ask::Leader { group },
             k => return Err(format!("{UNKNOWN_ASK}{k})")),
         };
-        if !r.0.is_empty() {
-            return Err("bytes after a forward".into());
-        }
+        r.end()?;
         Ok(ask)
     }
 }
@@ -443,12 +404,12 @@ impl Reply {
 
     /// The reply `bytes` hold, or why they are none.
     pub fn decode(bytes: &[u8]) -> Result<Reply, String> {
-        let mut r = Reader(bytes);
+        let mut r = Reader { data: bytes };
         let wait = r.u64()?;
         let firsts = match r.u8()? {
             WIRE => None,
             MESSAGES => {
-                let n = r.count(1)?;
+                let n = codec::count(&mut r, 1)?;
                 let mut firsts = Vec::with_capacity(n);
                 for _ in 0..n {
                     firsts.push(match r.u8()? {
@@ -460,7 +421,7 @@ impl Reply {
             }
             k => return Err(format!("an unknown answer ({k})")),
         };
-        let (header, body) = r.frame()?;
+        let (header, body) = frame(&mut r)?;
         let response = Response::decode(&header, body).map_err(|e| e.to_string())?;
         Ok(Reply {
             wait,

@@ -435,13 +435,17 @@ async fn put_to(c: &Cells, told: &mut Told, entry: NodeId, queue: &str, n: u64) 
 /// here when the node leads it, else forwarded to the leader it knows of
 /// as a held ask (answered when messages come or the wait ends), given up
 /// when another node takes the partition over meanwhile — as a server
-/// sends one (`Node::forward_held_while_leading`).
+/// sends one (`Node::forward_held_while_leading`). With `leader_moves`,
+/// that leader hands the partition over while it holds the receive: the
+/// node gives the forward up as soon as it sees another node lead
+/// (`Held::Moved`), or the old leader answers first.
 async fn wait_from(
     c: &Cells,
     told: &mut Told,
     entry: NodeId,
     p: u32,
     req: Request,
+    leader_moves: bool,
 ) -> Option<Response> {
     let node = c.up(entry)?;
     let leader = match node.leader_of(p) {
@@ -462,11 +466,27 @@ async fn wait_from(
             waited: Duration::ZERO,
             req: Box::new(req),
         };
-        let held = node.forward_held_while_leading(p, leader, &ask);
-        match tokio::time::timeout(Duration::from_secs(10), held)
-            .await
-            .ok()?
-        {
+        let held = {
+            let node = node.clone();
+            tokio::spawn(async move { node.forward_held_while_leading(p, leader, &ask).await })
+        };
+        if leader_moves {
+            // While it is held there, the leader hands every group it
+            // leads over.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if let Some(leading) = c.up(leader) {
+                let change = fila_proto::ClusterChange::TransferLeader { to: None };
+                let handing = leading.change_everywhere(change);
+                let _ = tokio::time::timeout(Duration::from_secs(5), handing).await;
+            }
+        }
+        let held = tokio::time::timeout(Duration::from_secs(10), held).await;
+        if tracing() {
+            eprintln!(
+                "  a receive from {entry} held by {leader} (moving: {leader_moves}) -> {held:?}"
+            );
+        }
+        match held.ok()?.ok()? {
             Held::Done(reply) => {
                 told.held += 1;
                 Reply::decode(&reply).ok()?.response
@@ -477,63 +497,6 @@ async fn wait_from(
             }
             Held::Busy | Held::Failed(_) => return None,
         }
-    };
-    (!matches!(response, Response::Error(_))).then_some(response)
-}
-
-/// A receive that waits 2 s, from node `entry`, held by the partition's
-/// leader on another node while that leader hands the partition over: the
-/// node gives the held forward up as soon as it sees another node lead
-/// (`Held::Moved`), or the old leader answers first.
-async fn wait_while_leader_moves(
-    c: &Cells,
-    told: &mut Told,
-    entry: NodeId,
-    p: u32,
-    req: Request,
-) -> Option<Response> {
-    let node = c.up(entry)?;
-    let leader = match node.leader_of(p) {
-        Some(id) => id,
-        None => node.find_leader(p).await?,
-    };
-    if tracing() {
-        eprintln!("  a receive from {entry} waits on {leader} (partition {p})");
-    }
-    if leader == entry {
-        return wait_from(c, told, entry, p, req).await;
-    }
-    let ask = Ask::Wait {
-        group: p,
-        room: 1 << 20,
-        waited: Duration::ZERO,
-        req: Box::new(req),
-    };
-    let held = {
-        let node = node.clone();
-        tokio::spawn(async move { node.forward_held_while_leading(p, leader, &ask).await })
-    };
-    // While it is held there, the leader hands every group it leads over.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    if let Some(leading) = c.up(leader) {
-        let change = fila_proto::ClusterChange::TransferLeader { to: None };
-        let _ =
-            tokio::time::timeout(Duration::from_secs(5), leading.change_everywhere(change)).await;
-    }
-    let held = tokio::time::timeout(Duration::from_secs(10), held).await;
-    if tracing() {
-        eprintln!("  a receive from {entry} held by {leader} as it hands {p} over -> {held:?}");
-    }
-    let response = match held {
-        Ok(Ok(Held::Moved)) => {
-            told.moved += 1;
-            return None;
-        }
-        Ok(Ok(Held::Done(reply))) => {
-            told.held += 1;
-            Reply::decode(&reply).ok()?.response
-        }
-        _ => return None,
     };
     (!matches!(response, Response::Error(_))).then_some(response)
 }
@@ -566,8 +529,8 @@ async fn take_from(c: &Cells, told: &mut Told, entry: NodeId, queue: &str, waits
     });
     let answer = match waits {
         Waits::No => run_from(c, told, entry, p, req).await,
-        Waits::Yes => wait_from(c, told, entry, p, req).await,
-        Waits::WhileLeaderMoves => wait_while_leader_moves(c, told, entry, p, req).await,
+        Waits::Yes => wait_from(c, told, entry, p, req, false).await,
+        Waits::WhileLeaderMoves => wait_from(c, told, entry, p, req, true).await,
     };
     let Some(Response::Messages(messages)) = answer else {
         return;
