@@ -59,11 +59,12 @@ pub(crate) struct Serving {
     to_lead: tokio::sync::mpsc::UnboundedSender<(u64, Vec<u8>)>,
     /// Receives parked here that its calls completed, not yet taken: the
     /// wait, the result, the batch holding its deliveries.
-    woken: Vec<Woken>,
+    woken: Vec<Completed>,
 }
 
-/// A completed parked receive: its wait, its result, its batch.
-type Woken = (
+/// A completed parked receive: its wait, its result, its batch (what
+/// [`crate::home::Woken`] holds, with the batch's number for its ticket).
+type Completed = (
     fila_core::WaitId,
     Result<Vec<fila_core::Message>, fila_core::Error>,
     Option<u64>,

@@ -308,7 +308,9 @@ async fn run(
     mail(c.clone(), index, notify).await;
     voters.abort();
     hints.abort();
-    status::hand_over(&c).await;
+    // Every leadership handed over first: the others need not wait for
+    // an election.
+    c.hand_over().await;
     view.abort();
     *shared
         .published

@@ -217,10 +217,3 @@ pub(super) async fn keep_meta_voters(c: Arc<Cluster>) {
         }
     }
 }
-
-/// A node being stopped hands every leadership it holds to the voter
-/// furthest along first, so that the others need not wait for an
-/// election.
-pub(super) async fn hand_over(c: &Cluster) {
-    c.node.hand_over().await;
-}
