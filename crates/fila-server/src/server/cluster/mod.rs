@@ -61,8 +61,9 @@ use groups::{Cluster, META};
 use turns::Turn;
 
 /// How often a request waiting for a leader (none known, or this node
-/// not serving yet), or a receive waiting through a forward, looks again.
-pub(in crate::server) const POLL: Duration = Duration::from_millis(50);
+/// not serving yet), or a receive waiting through a forward, looks again:
+/// as often as the node's own waits ([`fila_cluster::node::LOOK`]).
+pub(in crate::server) const POLL: Duration = fila_cluster::node::LOOK;
 /// Requests running on the replica at once; more wait for a turn.
 const RUNNING_MAX: usize = 4_096;
 /// Timers: a heartbeat every 100 ms, an election after 400–800 ms without
