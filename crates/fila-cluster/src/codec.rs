@@ -12,7 +12,17 @@
 //!   membership);
 //! * vote: `FILAVOTE`, `u8` version 1, `u64` term, `u64` node, `u8`
 //!   committed;
-//! * log start: `u8` version 1, the optional last purged log id;
+//! * a node's shared Raft log: every record begins with its group's `u64`
+//!   id; an entry ([`GROUP_ENTRY`]) then holds the entry as above, an
+//!   entry copied ([`GROUP_COPY`]) its run's first and last `u64` index
+//!   and the entry, a cut
+//!   ([`GROUP_CUT`]) the optional last log id kept, a purge
+//!   ([`GROUP_PURGE`]) the last log id purged; its start (the body of its
+//!   snapshot) is `u8` version 2, a `u32` count and each group's id and
+//!   optional last purged log id;
+//! * a group's own log (the layout before, read to move it): entries of
+//!   record kind [`ENTRY`], its start `u8` version 1 and the optional last
+//!   purged log id;
 //! * state machine snapshot: `FILASMS\0`, `u8` version 1, the optional last
 //!   applied log id, the optional log id of the last membership and the
 //!   membership, then the partition's engine image in fila-store's snapshot
@@ -30,8 +40,18 @@ use openraft::EntryPayload;
 
 use crate::{Batch, Entry, LogId, Member, Membership, NodeId, StoredMembership, Vote};
 
-/// The log record kind of a Raft entry.
+/// The log record kind of a Raft entry in one group's own log (the layout
+/// before a node's groups shared one log: read only, to move it).
 pub const ENTRY: u8 = 1;
+/// The record kinds of a node's shared Raft log ([`NodeRecord`]).
+pub const GROUP_ENTRY: u8 = 2;
+/// A group's entries after one cut off (see [`NodeRecord::Cut`]).
+pub const GROUP_CUT: u8 = 3;
+/// A group's entries up to one purged (see [`NodeRecord::Purge`]).
+pub const GROUP_PURGE: u8 = 4;
+/// A live entry written again at the log's end (see [`NodeRecord::Copy`]).
+pub const GROUP_COPY: u8 = 5;
+const NODE_START_VERSION: u8 = 2;
 const VERSION: u8 = 1;
 const VOTE_MAGIC: &[u8; 8] = b"FILAVOTE";
 const SM_MAGIC: &[u8; 8] = b"FILASMS\0";
@@ -262,6 +282,117 @@ pub fn decode_start(data: &[u8]) -> Result<Option<LogId>, CodecError> {
     let id = opt_log_id(&mut r)?;
     r.end()?;
     Ok(id)
+}
+
+/// A record of a node's shared Raft log: every one names its group first.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NodeRecord {
+    /// An entry of the group; it replaces the group's entries from its
+    /// index on.
+    Entry(u64, Entry),
+    /// The group's entries after this one (none: all) are gone.
+    Cut(u64, Option<LogId>),
+    /// The group's entries up to this one are gone.
+    Purge(u64, LogId),
+    /// A live entry of the group written again, to free the segment that
+    /// held it: one of a run that copies all the group's live entries,
+    /// from the first index to the last given here, in consecutive
+    /// records. Only a whole run counts: it then replaces the group's
+    /// entries (a run a crash cut short is ignored; the originals are
+    /// still there).
+    Copy {
+        /// The group.
+        group: u64,
+        /// The run's first and last index.
+        run: (u64, u64),
+        /// The entry.
+        entry: Entry,
+    },
+}
+
+/// The body of the shared log's record of kind [`GROUP_ENTRY`].
+pub fn encode_group_entry(group: u64, entry: &Entry, out: &mut Vec<u8>) {
+    out.extend_from_slice(&group.to_be_bytes());
+    encode_entry(entry, out);
+}
+
+/// The body of a [`GROUP_COPY`] record: the group, its run's first and
+/// last index, the entry.
+pub fn encode_copy(group: u64, run: (u64, u64), entry: &Entry, out: &mut Vec<u8>) {
+    out.extend_from_slice(&group.to_be_bytes());
+    out.extend_from_slice(&run.0.to_be_bytes());
+    out.extend_from_slice(&run.1.to_be_bytes());
+    encode_entry(entry, out);
+}
+
+/// The body of a [`GROUP_CUT`] record: the group, the last entry kept.
+pub fn encode_cut(group: u64, keep: Option<&LogId>) -> Vec<u8> {
+    let mut out = group.to_be_bytes().to_vec();
+    put_opt_log_id(&mut out, keep);
+    out
+}
+
+/// The body of a [`GROUP_PURGE`] record: the group, the last entry purged.
+pub fn encode_purge(group: u64, upto: &LogId) -> Vec<u8> {
+    let mut out = group.to_be_bytes().to_vec();
+    put_log_id(&mut out, upto);
+    out
+}
+
+/// A record of the shared log.
+pub fn decode_node_record(kind: u8, body: &[u8]) -> Result<NodeRecord, CodecError> {
+    let mut r = Reader { data: body };
+    let group = r.u64()?;
+    let record = match kind {
+        GROUP_ENTRY => return Ok(NodeRecord::Entry(group, decode_entry(r.rest())?)),
+        GROUP_COPY => {
+            let run = (r.u64()?, r.u64()?);
+            let entry = decode_entry(r.rest())?;
+            if !(run.0..=run.1).contains(&entry.log_id.index) {
+                return Err(bad("a copied entry outside its run"));
+            }
+            return Ok(NodeRecord::Copy { group, run, entry });
+        }
+        GROUP_CUT => NodeRecord::Cut(group, opt_log_id(&mut r)?),
+        GROUP_PURGE => NodeRecord::Purge(group, log_id(&mut r)?),
+        ENTRY => {
+            return Err(bad(
+                "an entry of a group's own log, not of a node's shared log",
+            ))
+        }
+        _ => return Err(bad("not a record of a node's Raft log")),
+    };
+    r.end()?;
+    Ok(record)
+}
+
+/// The shared log's start (the body of its snapshot): `u8` version 2,
+/// `u32` count, each group's id and its optional last purged log id.
+pub fn encode_node_start<'a>(
+    groups: impl ExactSizeIterator<Item = (u64, Option<&'a LogId>)>,
+) -> Vec<u8> {
+    let mut out = vec![NODE_START_VERSION];
+    put_u32(&mut out, groups.len());
+    for (group, purged) in groups {
+        out.extend_from_slice(&group.to_be_bytes());
+        put_opt_log_id(&mut out, purged);
+    }
+    out
+}
+
+/// Each group's last purged log id that the shared log's start holds.
+pub fn decode_node_start(data: &[u8]) -> Result<Vec<(u64, Option<LogId>)>, CodecError> {
+    let mut r = Reader { data };
+    if r.u8()? != NODE_START_VERSION {
+        return Err(bad("not the start of a node's Raft log"));
+    }
+    let mut out = Vec::new();
+    for _ in 0..count(&mut r, 9)? {
+        let group = r.u64()?;
+        out.push((group, opt_log_id(&mut r)?));
+    }
+    r.end()?;
+    Ok(out)
 }
 
 /// The head of a state machine snapshot file (the engine image follows).

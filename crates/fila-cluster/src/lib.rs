@@ -1,12 +1,13 @@
 //! # fila-cluster: partitions replicated with openraft
 //!
 //! fila-cluster owns what makes a fila partition a Raft group: the type
-//! configuration openraft runs with ([`TypeConfig`]), the Raft log kept in a
-//! [`fila_wal`] log ([`LogStore`]: an entry is one record, its LSN the
-//! entry's index + 1; appends synced by a thread of the log's own, one
-//! sync for every append made meanwhile; the vote in a file replaced whole
-//! and synced before it is used; suffix truncation and purging by the log's own cut, reset
-//! and snapshot), and the state machine ([`StateMachine`]) that applies
+//! configuration openraft runs with ([`TypeConfig`]), the Raft log: one
+//! [`fila_wal`] log a node's groups share ([`NodeLog`]; a group's part of
+//! it, [`LogStore`], is what openraft is given: an entry is one record
+//! naming its group; appends synced by the log's thread, one sync for
+//! every append any group made meanwhile; the vote in a file per group
+//! replaced whole and synced before it is used; cuts and purges as
+//! records, segments reclaimed once no group needs them), and the state machine ([`StateMachine`]) that applies
 //! committed entries — batches of fila-store's records, the same records a
 //! single node's log holds — through [`fila_store::replay::Replay`], with
 //! its snapshot the partition's engine image in fila-store's snapshot
@@ -52,7 +53,9 @@ pub mod view;
 
 pub use fila_core::commits::Ticket;
 pub use home::{Home, Job, Slot, TaskHome, Woken};
-pub use log_store::{LogStore, READ_BYTES, TAIL_BYTES};
+pub use log_store::{
+    move_group_log, vote_file, LogStore, NodeLog, PIN_SEGMENTS, READ_BYTES, TAIL_BYTES,
+};
 pub use meta::{ClusterMap, MapChange, Metadata, Partition};
 pub use replica::{Replica, ReplicaError};
 pub use serving::OnCommit;

@@ -9,7 +9,9 @@ use std::io::Cursor;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use fila_cluster::{Batch, Entry, LogId, LogStore, Member, Membership, StateMachine, Vote};
+use fila_cluster::{
+    Batch, Entry, LogId, LogStore, Member, Membership, NodeLog, StateMachine, Vote,
+};
 use fila_core::event::{EngineImage, Event, EventSink};
 use fila_core::{Address, Engine, ManualClock, NewMessage, QueueSettings, ReceiveOptions};
 use fila_store::codec::batch_push;
@@ -70,7 +72,9 @@ async fn append(log: &mut LogStore<SimDisk>, entries: Vec<Entry>) {
 #[tokio::test]
 async fn what_the_raft_log_acknowledged_is_back_after_any_crash() {
     for seed in 1..=20u64 {
-        let mut log = LogStore::open(SimDisk::new(seed), options()).unwrap();
+        let mut log = NodeLog::open(SimDisk::new(seed), options())
+            .and_then(|l| l.group(0))
+            .unwrap();
         log.save_vote(&Vote::new(1, 1)).await.unwrap();
         for i in 0..30 {
             append(&mut log, vec![entry(1, i)]).await;
@@ -82,7 +86,9 @@ async fn what_the_raft_log_acknowledged_is_back_after_any_crash() {
         log.purge(log_id(1, 10)).await.unwrap();
         let mut disk = log.close().unwrap();
         disk.crash();
-        let mut log = LogStore::open(disk, options()).unwrap();
+        let mut log = NodeLog::open(disk, options())
+            .and_then(|l| l.group(0))
+            .unwrap();
         let state = log.get_log_state().await.unwrap();
         assert_eq!(state.last_purged_log_id, Some(log_id(1, 10)), "seed {seed}");
         assert_eq!(state.last_log_id, Some(log_id(2, 26)), "seed {seed}");
@@ -101,7 +107,9 @@ async fn what_the_raft_log_acknowledged_is_back_after_any_crash() {
         append(&mut log, vec![entry(2, 41)]).await;
         let mut disk = log.close().unwrap();
         disk.crash();
-        let mut log = LogStore::open(disk, options()).unwrap();
+        let mut log = NodeLog::open(disk, options())
+            .and_then(|l| l.group(0))
+            .unwrap();
         let state = log.get_log_state().await.unwrap();
         assert_eq!(state.last_purged_log_id, Some(log_id(2, 40)));
         assert_eq!(state.last_log_id, Some(log_id(2, 41)));
@@ -116,7 +124,9 @@ async fn what_the_raft_log_acknowledged_is_back_after_any_crash() {
 async fn reads_older_than_the_tail_come_back_from_the_segments() {
     // Entries of ~64 KiB: the tail in memory keeps the newest 16 MiB, so
     // the first of 400 are read back from disk.
-    let mut log = LogStore::open(SimDisk::new(3), LogOptions::default()).unwrap();
+    let mut log = NodeLog::open(SimDisk::new(3), LogOptions::default())
+        .and_then(|l| l.group(0))
+        .unwrap();
     let big = |i: u64| {
         Entry::new(
             log_id(1, i),
@@ -390,4 +400,217 @@ async fn a_snapshot_is_due_once_the_log_holds_its_size_and_is_sent_from_its_file
         other.get_current_snapshot().await.unwrap().unwrap().meta,
         built.meta
     );
+}
+
+/// What a group's log should hold: its start and its entries.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Model {
+    purged: Option<LogId>,
+    entries: BTreeMap<u64, Entry>,
+}
+
+impl Model {
+    fn append(&mut self, e: Entry) {
+        self.entries.split_off(&e.index());
+        self.entries.insert(e.index(), e);
+    }
+    fn cut(&mut self, keep: u64) {
+        self.entries.split_off(&(keep + 1));
+    }
+    fn purge(&mut self, upto: LogId) {
+        self.purged = Some(upto);
+        self.entries = self.entries.split_off(&(upto.index + 1));
+    }
+}
+
+/// One step of two groups sharing a log.
+enum Step {
+    Append(u64, Entry),
+    Cut(u64, LogId),
+    Purge(u64, LogId),
+}
+
+/// Group 7 writes three entries and stays quiet; group 3 writes 120, a
+/// new leader overrides its entries from 56 on, and it purges all but the
+/// newest five every twenty: the quiet group's entries sit in the oldest
+/// segment until they are copied past it.
+fn two_groups() -> Vec<Step> {
+    let mut steps: Vec<Step> = (1..=3).map(|i| Step::Append(7, entry(1, i))).collect();
+    for i in 1..=120 {
+        if i == 61 {
+            steps.push(Step::Cut(3, log_id(1, 55)));
+            steps.extend((56..=60).map(|j| Step::Append(3, entry(2, j))));
+        }
+        let term = if i < 61 { 1 } else { 2 };
+        steps.push(Step::Append(3, entry(term, i)));
+        if i % 20 == 0 {
+            steps.push(Step::Purge(3, log_id(term, i - 5)));
+        }
+    }
+    steps
+}
+
+/// Runs `steps` until one fails; answers the models of what was
+/// acknowledged, and the models the failed step would have made.
+async fn run_steps(
+    log: &NodeLog<SimDisk>,
+    steps: &[Step],
+) -> (BTreeMap<u64, Model>, BTreeMap<u64, Model>) {
+    let mut acked: BTreeMap<u64, Model> = BTreeMap::new();
+    for step in steps {
+        let mut after = acked.clone();
+        let ok = match step {
+            Step::Append(g, e) => {
+                after.entry(*g).or_default().append(e.clone());
+                let Ok(mut store) = log.group(*g) else {
+                    return (acked.clone(), after);
+                };
+                use openraft::type_config::TypeConfigExt;
+                let (tx, flushed) = fila_cluster::TypeConfig::oneshot();
+                store
+                    .append(vec![e.clone()], IOFlushed::signal(tx))
+                    .await
+                    .is_ok()
+                    && matches!(flushed.await, Ok(Ok(())))
+            }
+            Step::Cut(g, keep) => {
+                after.entry(*g).or_default().cut(keep.index);
+                let Ok(mut store) = log.group(*g) else {
+                    return (acked.clone(), after);
+                };
+                store.truncate_after(Some(*keep)).await.is_ok()
+            }
+            Step::Purge(g, upto) => {
+                after.entry(*g).or_default().purge(*upto);
+                let Ok(mut store) = log.group(*g) else {
+                    return (acked.clone(), after);
+                };
+                store.purge(*upto).await.is_ok()
+            }
+        };
+        if !ok {
+            return (acked, after);
+        }
+        acked = after;
+    }
+    (acked.clone(), acked)
+}
+
+/// What group `g` of `log` holds.
+async fn held(log: &NodeLog<SimDisk>, g: u64) -> Model {
+    let mut store = log.group(g).unwrap();
+    let state = store.get_log_state().await.unwrap();
+    let entries = store.try_get_log_entries(0..1000).await.unwrap();
+    assert_eq!(
+        state.last_log_id,
+        entries
+            .last()
+            .map(|e| e.log_id)
+            .or(state.last_purged_log_id),
+        "group {g}'s last entry is the last one read"
+    );
+    Model {
+        purged: state.last_purged_log_id,
+        entries: entries.into_iter().map(|e| (e.index(), e)).collect(),
+    }
+}
+
+#[tokio::test]
+async fn groups_sharing_a_log_keep_what_each_acknowledged_at_every_cut_point() {
+    let steps = two_groups();
+    // Without a crash: the quiet group's entries were copied, so the log
+    // keeps few segments.
+    let log = NodeLog::open(SimDisk::new(1), options()).unwrap();
+    let (done, all) = run_steps(&log, &steps).await;
+    assert_eq!(done, all, "every step succeeds without a crash");
+    let kept: Vec<u64> = done[&3].entries.keys().copied().collect();
+    assert_eq!(kept, (116..=120).collect::<Vec<_>>());
+    let (segments, _) = log.shape();
+    assert!(segments <= 5, "{segments} segments kept");
+    for g in [3, 7] {
+        assert_eq!(held(&log, g).await, done[&g], "group {g}");
+    }
+    // Dying after each mutating operation in turn, then crashing: each
+    // group holds what it acknowledged, or that and the step that failed.
+    let mut cut_points = 0;
+    for n in 0u32.. {
+        let mut disk = SimDisk::new(u64::from(n) + 2);
+        disk.die_after(n);
+        let Ok(log) = NodeLog::open(disk, options()) else {
+            continue;
+        };
+        let (acked, failed) = run_steps(&log, &steps).await;
+        if acked == failed {
+            break;
+        }
+        cut_points += 1;
+        let mut disk = log.close().expect("no group's part is left");
+        if n == 127 {
+            use fila_wal::Storage;
+            eprintln!("before {:?}", disk.list());
+        }
+        disk.crash();
+        if n == 127 {
+            use fila_wal::Storage;
+            eprintln!("after {:?}", disk.list());
+        }
+        let log = NodeLog::open(disk, options()).unwrap_or_else(|e| panic!("cut {n}: {e}"));
+        for g in [3, 7] {
+            let got = held(&log, g).await;
+            let before = acked.get(&g).cloned().unwrap_or_default();
+            let after = failed.get(&g).cloned().unwrap_or_default();
+            assert!(
+                got == before || got == after,
+                "cut {n}, group {g}: {got:?}\nacknowledged {before:?}"
+            );
+        }
+    }
+    assert!(cut_points > 300, "{cut_points} cut points");
+}
+
+#[tokio::test]
+async fn a_groups_own_log_moves_into_the_nodes_and_moving_it_twice_changes_nothing() {
+    // The layout before: entries 11..=30 (LSN = index + 1) after a purge
+    // of 10, and the vote in the file `vote`.
+    let (mut old, _) = fila_wal::Log::open(SimDisk::new(5), options()).unwrap();
+    let start = fila_cluster::codec::encode_start(Some(&log_id(1, 10)));
+    old.reset(11, &start).unwrap();
+    let mut body = Vec::new();
+    for i in 11..=30 {
+        body.clear();
+        fila_cluster::codec::encode_entry(&entry(1, i), &mut body);
+        old.append(fila_cluster::codec::ENTRY, &body).unwrap();
+    }
+    old.commit().unwrap();
+    let mut old = old.into_storage();
+    fila_wal::replace_file(
+        &mut old,
+        "vote",
+        &fila_cluster::codec::encode_vote(&Vote::new_committed(3, 2)),
+    )
+    .unwrap();
+    let want = Model {
+        purged: Some(log_id(1, 10)),
+        entries: (11..=30).map(|i| (i, entry(1, i))).collect(),
+    };
+    let node = NodeLog::open(SimDisk::new(6), options()).unwrap();
+    append(&mut node.group(1).unwrap(), vec![entry(1, 1)]).await;
+    let moved = fila_cluster::move_group_log(&node, 4, old.clone(), options()).unwrap();
+    assert_eq!(moved, 20);
+    assert_eq!(held(&node, 4).await, want);
+    // A crash before the old log was removed: it is moved again.
+    let mut disk = node.close().unwrap();
+    disk.crash();
+    let node = NodeLog::open(disk, options()).unwrap();
+    assert_eq!(held(&node, 4).await, want);
+    fila_cluster::move_group_log(&node, 4, old, options()).unwrap();
+    let mut disk = node.close().unwrap();
+    disk.crash();
+    let node = NodeLog::open(disk, options()).unwrap();
+    assert_eq!(held(&node, 4).await, want);
+    assert_eq!(
+        node.group(4).unwrap().read_vote().await.unwrap(),
+        Some(Vote::new_committed(3, 2))
+    );
+    assert_eq!(held(&node, 1).await.entries.len(), 1, "the other group");
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use fila_cluster::{Batch, Entry, LogId, LogStore, TypeConfig};
+use fila_cluster::{Batch, Entry, LogId, LogStore, NodeLog, TypeConfig};
 use fila_wal::{LogOptions, SimDisk, Storage, SyncHandle};
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, RaftLogStorage};
@@ -109,7 +109,9 @@ async fn appends_are_flushed_in_order_by_syncs_made_after_them_and_a_failed_sync
     let options = LogOptions {
         segment_bytes: 2048,
     };
-    let mut log = LogStore::open(storage, options).unwrap();
+    let mut log = NodeLog::open(storage, options)
+        .and_then(|l| l.group(0))
+        .unwrap();
     // Forty appends without waiting: each readable at once, each flushed
     // in turn.
     let mut flushed = Vec::new();
@@ -151,7 +153,9 @@ async fn on_the_file_system_entries_older_than_the_tail_are_read_back_from_the_s
     let options = LogOptions {
         segment_bytes: 8 << 20,
     };
-    let mut log = LogStore::open(storage, options).unwrap();
+    let mut log = NodeLog::open(storage, options)
+        .and_then(|l| l.group(0))
+        .unwrap();
     // Entries of 1 MiB, 24 more than the tail keeps in memory, over
     // segments of 8 MiB.
     let big = |index: u64| {

@@ -2,7 +2,7 @@
 //! on fila-cluster's log store and state machine: on a simulated disk and
 //! on the file system.
 
-use fila_cluster::{LogStore, StateMachine, TypeConfig};
+use fila_cluster::{LogStore, NodeLog, StateMachine, TypeConfig};
 use fila_wal::{FsStorage, LogOptions, SimDisk};
 use openraft::testing::log::{StoreBuilder, Suite};
 use openraft::StorageError;
@@ -23,7 +23,9 @@ impl StoreBuilder<TypeConfig, LogStore<SimDisk>, StateMachine<SimDisk>> for OnSi
     async fn build(
         &self,
     ) -> Result<((), LogStore<SimDisk>, StateMachine<SimDisk>), StorageError<TypeConfig>> {
-        let log = LogStore::open(SimDisk::new(7), options()).map_err(failed)?;
+        let log = NodeLog::open(SimDisk::new(7), options())
+            .and_then(|l| l.group(5))
+            .map_err(failed)?;
         let sm = StateMachine::open(SimDisk::new(8)).map_err(failed)?;
         Ok(((), log, sm))
     }
@@ -50,7 +52,8 @@ impl StoreBuilder<TypeConfig, LogStore<FsStorage>, StateMachine<FsStorage>, Temp
             std::env::temp_dir().join(format!("fila-cluster-suite-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let guard = TempDir(dir.clone());
-        let log = LogStore::open(FsStorage::new(dir.join("log")).map_err(failed)?, options())
+        let log = NodeLog::open(FsStorage::new(dir.join("log")).map_err(failed)?, options())
+            .and_then(|l| l.group(5))
             .map_err(failed)?;
         let sm = StateMachine::open(FsStorage::new(dir.join("state")).map_err(failed)?)
             .map_err(failed)?;

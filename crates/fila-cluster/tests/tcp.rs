@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fila_cluster::peer::{serve, Forward, Forwarder, PeerNetwork, PeerTls, FRAME_MAX};
-use fila_cluster::{LogStore, Member, NodeId, Replica, StateMachine};
+use fila_cluster::{Member, NodeId, NodeLog, Replica, StateMachine};
 use fila_core::{NewMessage, QueueSettings, SystemClock};
 use fila_wal::{FsStorage, LogOptions};
 use openraft::async_runtime::watch::WatchReceiver;
@@ -100,10 +100,11 @@ async fn start(
     secret: &Arc<[u8]>,
     tls: Option<PeerTls>,
 ) -> Node {
-    let log = LogStore::open(
+    let log = NodeLog::open(
         FsStorage::new(dir.join(format!("node-{id}/log"))).unwrap(),
         LogOptions::default(),
     )
+    .and_then(|l| l.group(0))
     .unwrap();
     let sm =
         StateMachine::open(FsStorage::new(dir.join(format!("node-{id}/state"))).unwrap()).unwrap();

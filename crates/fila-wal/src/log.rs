@@ -316,6 +316,13 @@ impl<S: Storage> Log<S> {
         self.snapshot_lsn
     }
 
+    /// The first LSN of each segment the log keeps, oldest first: a
+    /// snapshot at an LSN at or past the second one's less one removes the
+    /// oldest segment.
+    pub fn segment_starts(&self) -> impl Iterator<Item = u64> + '_ {
+        self.segments.iter().map(|&(_, first)| first)
+    }
+
     /// The LSN the next record will get.
     pub fn next_lsn(&self) -> u64 {
         self.next_lsn

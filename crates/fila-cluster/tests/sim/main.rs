@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fila_cluster::{LogStore, Member, NodeId, Replica, ReplicaError, StateMachine};
+use fila_cluster::{LogStore, Member, NodeId, NodeLog, Replica, ReplicaError, StateMachine};
 use fila_core::{Address, Clock, NewMessage, Owner, QueueSettings, ReceiveOptions, Received};
 use fila_wal::LogOptions;
 use history::{check, normal, History};
@@ -227,7 +227,9 @@ impl Cluster {
         if slot.replica.is_some() {
             return;
         }
-        let log = LogStore::open(slot.log.clone(), options()).unwrap();
+        let log = NodeLog::open(slot.log.clone(), options())
+            .and_then(|l| l.group(0))
+            .unwrap();
         slot.store = Some(log.clone());
         let state = StateMachine::open(slot.state.clone()).unwrap();
         let factory = Factory {

@@ -36,8 +36,10 @@ const META: u64 = 100;
 const QUEUES: [&str; 5] = ["a", "b", "c", "d", "e"];
 
 struct Machine {
-    meta_disks: (Disk, Disk),
-    part_disks: Vec<(Disk, Disk)>,
+    /// The node's Raft log, which its groups share.
+    log_disk: Disk,
+    meta_state: Disk,
+    part_states: Vec<Disk>,
     node: Option<Arc<SimNode>>,
 }
 
@@ -94,8 +96,9 @@ impl Cells {
             c.machines.insert(
                 id,
                 Machine {
-                    meta_disks: (disk(98), disk(99)),
-                    part_disks: (0..PARTS).map(|p| (disk(2 * p), disk(2 * p + 1))).collect(),
+                    log_disk: disk(98),
+                    meta_state: disk(99),
+                    part_states: (0..PARTS).map(disk).collect(),
                     node: None,
                 },
             );
@@ -139,19 +142,19 @@ impl Cells {
             net: self.net.clone(),
             group,
         };
-        let (log, state) = machine.meta_disks.clone();
+        let log = NodeLog::open(machine.log_disk.clone(), options()).unwrap();
         let meta = Metadata::start(
             id,
             self.config.clone(),
             factory(META),
-            LogStore::open(log, options()).unwrap(),
-            StateMachine::open_map(state).unwrap(),
+            log.group(META).unwrap(),
+            StateMachine::open_map(machine.meta_state.clone()).unwrap(),
         )
         .await
         .unwrap();
         self.net.up_in(id, META, meta.raft().clone());
         let mut parts = Vec::new();
-        for (p, (log, state)) in machine.part_disks.clone().into_iter().enumerate() {
+        for (p, state) in machine.part_states.clone().into_iter().enumerate() {
             // The key comes from the map, once this node has it. A node
             // has a Raft node of every partition, a member of the group
             // only where the partition's replicas include it.
@@ -159,7 +162,7 @@ impl Cells {
                 id,
                 self.config.clone(),
                 factory(p as u64),
-                LogStore::open(log, options()).unwrap(),
+                log.group(p as u64).unwrap(),
                 StateMachine::open(state).unwrap(),
                 self.clock.clone(),
                 None,
@@ -198,8 +201,9 @@ impl Cells {
             p.shutdown().await.unwrap();
         }
         drop(node);
-        machine.meta_disks = crashed(&machine.meta_disks);
-        machine.part_disks = machine.part_disks.iter().map(crashed).collect();
+        machine.log_disk = machine.log_disk.crash();
+        machine.meta_state = machine.meta_state.crash();
+        machine.part_states = machine.part_states.iter().map(Disk::crash).collect();
     }
 
     /// Node `id`, when it is up.
@@ -274,11 +278,6 @@ impl Cells {
         }
         None
     }
-}
-
-/// A log's and a state's disks after their machine crashed.
-fn crashed((log, state): &(Disk, Disk)) -> (Disk, Disk) {
-    (log.crash(), state.crash())
 }
 
 /// A queue's messages (body → delivery count), none if it does not exist.

@@ -17,10 +17,26 @@ impl<S: Storage> Log<S> {
     /// snapshot or a reset removed are not there: the answer starts at the
     /// first one there is.
     pub fn read(&self, from: u64, to: u64, max_bytes: usize) -> Result<Vec<OwnedRecord>, Error> {
+        self.read_where(from, to, max_bytes, |_| true)
+    }
+
+    /// What [`Log::read`] answers, of the records whose LSN `wanted` says
+    /// yes to (the others neither answered nor counted in `max_bytes`):
+    /// one user's records in a log several users share.
+    pub fn read_where(
+        &self,
+        from: u64,
+        to: u64,
+        max_bytes: usize,
+        wanted: impl Fn(u64) -> bool,
+    ) -> Result<Vec<OwnedRecord>, Error> {
         let mut out = Vec::new();
         let mut bytes = 0usize;
         // Keeps a record; answers whether the answer is full.
         let take = |out: &mut Vec<OwnedRecord>, bytes: &mut usize, r: record::Record<'_>| {
+            if !wanted(r.lsn) {
+                return false;
+            }
             *bytes += r.body.len();
             out.push(OwnedRecord {
                 lsn: r.lsn,

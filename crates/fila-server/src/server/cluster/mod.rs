@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use fila_cluster::node::Node;
 use fila_cluster::peer::{serve, Forward, Forwarder, PeerNetwork, PeerTls};
-use fila_cluster::{LogStore, Metadata, Replica, StateMachine};
+use fila_cluster::{LogStore, Metadata, NodeLog, Replica, StateMachine};
 use fila_core::SystemClock;
 use fila_wal::{FsStorage, LogOptions};
 use tokio::sync::{Notify, Semaphore};
@@ -79,6 +79,35 @@ pub(in crate::server) struct ClusterNode {
 /// A group's Raft log and state machine.
 type Stores = (LogStore<FsStorage>, StateMachine<FsStorage>);
 
+/// The node's Raft log (`raft/node-log`, shared by its groups), after
+/// moving into it each group's own log of the layout before
+/// (`raft/<group>/log`, removed once its entries are synced in the shared
+/// one).
+fn open_node_log(
+    dir: &std::path::Path,
+    partitions: usize,
+    options: LogOptions,
+) -> io::Result<NodeLog<FsStorage>> {
+    let failed = |e: fila_cluster::Error| io::Error::other(format!("the node's Raft log: {e}"));
+    let node_log = NodeLog::open(FsStorage::new(dir.join(NODE_LOG))?, options).map_err(failed)?;
+    let groups = std::iter::once(("meta".to_owned(), u64::from(META)))
+        .chain((0..partitions).map(|p| (format!("p{p}"), p as u64)));
+    for (name, id) in groups {
+        let old = dir.join(&name).join("log");
+        if !old.exists() {
+            continue;
+        }
+        let moved = fila_cluster::move_group_log(&node_log, id, FsStorage::existing(&old), options)
+            .map_err(|e| io::Error::other(format!("moving the Raft log of {name}: {e}")))?;
+        std::fs::remove_dir_all(&old)?;
+        info!(group = %name, entries = moved, "moved a group's Raft log into the node's");
+    }
+    Ok(node_log)
+}
+
+/// The node's Raft log's folder under `raft/`.
+const NODE_LOG: &str = "node-log";
+
 impl ClusterNode {
     /// Opens the Raft log and state machine of each of this node's groups
     /// (under the data directory's `raft/`: `meta/`, and `p0/`, `p1/` ...
@@ -101,12 +130,14 @@ impl ClusterNode {
                 )));
             }
         }
-        let open = |group: &str, map: bool| -> io::Result<Stores> {
+        let options = LogOptions {
+            segment_bytes: shared.config.segment_bytes,
+        };
+        let node_log = open_node_log(&dir, config.partitions, options)?;
+        let open = |group: &str, id: u64, map: bool| -> io::Result<Stores> {
             let at = |name: &str| FsStorage::new(dir.join(group).join(name));
-            let options = LogOptions {
-                segment_bytes: shared.config.segment_bytes,
-            };
-            let log = LogStore::open(at("log")?, options)
+            let log = node_log
+                .group(id)
                 .map_err(|e| io::Error::other(format!("the Raft log of {group}: {e}")))?;
             let state = if map {
                 StateMachine::open_map(at("state")?)
@@ -116,9 +147,9 @@ impl ClusterNode {
             .map_err(|e| io::Error::other(format!("the Raft state of {group}: {e}")))?;
             Ok((log, state))
         };
-        let meta = open("meta", true)?;
+        let meta = open("meta", u64::from(META), true)?;
         let parts = (0..config.partitions)
-            .map(|p| open(&format!("p{p}"), false))
+            .map(|p| open(&format!("p{p}"), p as u64, false))
             .collect::<io::Result<Vec<Stores>>>()?;
         let tls = match (
             &shared.config.tls_cert,

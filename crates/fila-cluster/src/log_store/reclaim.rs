@@ -1,0 +1,114 @@
+//! Reclaiming a node's Raft log: the segments before every group's first
+//! live entry go with the log's snapshot, and a group that pins the
+//! oldest segment while writing little has its live entries written again
+//! at the log's end first (see the module above).
+
+use std::io;
+
+use fila_wal::Storage;
+use openraft::entry::RaftEntry;
+
+use super::{io_err, Inner, Place, PIN_SEGMENTS, READ_BYTES};
+use crate::codec::{self, GROUP_COPY};
+
+impl<S: Storage> Inner<S> {
+    /// Removes the segments no group needs any more, after copying the
+    /// live entries of the groups that pin the oldest one and may move
+    /// (see [`Inner::movable`]). Called after a purge.
+    pub(super) fn reclaim(&mut self) -> io::Result<()> {
+        let starts: Vec<u64> = self.log.segment_starts().collect();
+        let Some(&second) = starts.get(1) else {
+            return Ok(());
+        };
+        // The groups whose first live entry is in the oldest segment.
+        let pinning: Vec<u64> = self
+            .groups
+            .iter()
+            .filter(|(_, g)| g.oldest().is_some_and(|lsn| lsn < second))
+            .map(|(&id, _)| id)
+            .collect();
+        if !pinning.is_empty() {
+            if !pinning.iter().all(|&id| self.movable(id, &starts)) {
+                return Ok(());
+            }
+            for id in pinning {
+                self.copy_live(id)?;
+            }
+        }
+        let upto = self
+            .groups
+            .values()
+            .filter_map(|g| g.oldest().map(|lsn| lsn - 1))
+            .min()
+            .unwrap_or(self.log.next_lsn() - 1);
+        if upto + 1 < second {
+            return Ok(());
+        }
+        // Everything up to the snapshot, and the copies after it, durable
+        // before the segments holding the originals go.
+        self.log.commit().map_err(io_err)?;
+        let body = codec::encode_node_start(
+            self.groups
+                .iter()
+                .map(|(&id, g)| (id, g.purged.as_ref()))
+                .collect::<Vec<_>>()
+                .into_iter(),
+        );
+        self.log.snapshot(upto, &body).map_err(io_err)
+    }
+
+    /// Whether group `id`'s live entries may be copied to the log's end:
+    /// the segments from its first one on are at least [`PIN_SEGMENTS`],
+    /// and hold at least four times its live bytes (so copying costs the
+    /// log at most a quarter of what it writes).
+    fn movable(&self, id: u64, starts: &[u64]) -> bool {
+        let Some(g) = self.groups.get(&id) else {
+            return false;
+        };
+        let Some(front) = g.places.front() else {
+            return true;
+        };
+        let from = starts
+            .partition_point(|&s| s <= front.lsn)
+            .saturating_sub(1);
+        let pinned = starts.len() - from;
+        pinned >= PIN_SEGMENTS && pinned as u64 * self.segment_bytes >= 4 * g.live_bytes
+    }
+
+    /// Writes group `id`'s live entries again at the log's end (not yet
+    /// synced), a read's worth at a time, as copies: a copy moves only its
+    /// own entry, so one cut short by a crash leaves the rest where they
+    /// were.
+    fn copy_live(&mut self, id: u64) -> io::Result<()> {
+        let Some((first, next)) = self
+            .groups
+            .get(&id)
+            .and_then(|g| Some((g.first, g.next()?)))
+        else {
+            return Ok(());
+        };
+        let mut at = first;
+        while at < next {
+            let entries = self.entries(id, at, next, READ_BYTES)?;
+            if entries.is_empty() {
+                return Err(io::Error::other(format!(
+                    "group {id}'s entry {at} is not in the log"
+                )));
+            }
+            for entry in entries {
+                self.scratch.clear();
+                codec::encode_copy(id, (first, next - 1), &entry, &mut self.scratch);
+                let lsn = self.log.append(GROUP_COPY, &self.scratch).map_err(io_err)?;
+                let g = self.groups.get_mut(&id).expect("copied above");
+                let k = (entry.index() - g.first) as usize;
+                g.places[k] = Place {
+                    lsn,
+                    bytes: self.scratch.len() as u32,
+                };
+                at = entry.index() + 1;
+            }
+            self.log.write_out().map_err(io_err)?;
+        }
+        Ok(())
+    }
+}
