@@ -103,6 +103,10 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
             ] {
                 assert!(threads.iter().any(|t| t == name), "{threads:?}");
             }
+            // The node's groups (the metadata group, the partition) share
+            // one Raft log, synced by one thread.
+            let syncs = threads.iter().filter(|t| *t == "fila-raft-sync").count();
+            assert_eq!(syncs, 1, "{threads:?}");
             assert_eq!(views[follower].node_id, nodes[follower].id);
             assert!(views[leader]
                 .members
