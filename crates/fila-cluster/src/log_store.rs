@@ -348,6 +348,15 @@ impl<S: Storage + 'static> LogStore<S> {
         lock(&self.inner)
     }
 
+    /// The group's last purged log id, live entries and vote, read at once
+    /// (for tools and tests that look at a node's log without openraft).
+    pub fn contents(&self) -> io::Result<(Option<LogId>, Vec<Entry>, Option<Vote>)> {
+        let mut inner = self.lock()?;
+        let entries = inner.entries(self.group, 0, u64::MAX, usize::MAX)?;
+        let g = inner.group(self.group);
+        Ok((g.purged, entries, g.vote.flatten()))
+    }
+
     /// Closes the log; answers its storage when no other group's part
     /// (and no [`NodeLog`]) is left (for tests that crash it).
     pub fn close(self) -> Option<S> {
