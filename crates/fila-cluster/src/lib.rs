@@ -54,7 +54,7 @@ pub mod view;
 pub use fila_core::commits::Ticket;
 pub use home::{Home, Job, Slot, TaskHome, Woken};
 pub use log_store::{
-    move_group_log, vote_file, LogStore, NodeLog, PIN_SEGMENTS, READ_BYTES, TAIL_BYTES,
+    move_group_log, vote_file, LogShape, LogStore, NodeLog, PIN_SEGMENTS, READ_BYTES, TAIL_BYTES,
 };
 pub use meta::{ClusterMap, MapChange, Metadata, Partition};
 pub use replica::{Replica, ReplicaError};

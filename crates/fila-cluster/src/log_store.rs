@@ -29,8 +29,8 @@
 //! metadata group), or whose node dropped it, would pin the oldest
 //! segment for ever: once it has kept [`PIN_SEGMENTS`] segments and at
 //! least four times its own live bytes, its live entries are written
-//! again at the log's end (the copy replaces them as any entry does) and
-//! synced, and the segments go. A group's vote is the file
+//! again at the log's end (a run of copies, which counts only once whole:
+//! [`codec::NodeRecord::Copy`]) and synced, and the segments go. A group's vote is the file
 //! `vote-<group, 16 hex digits>`, replaced whole and synced before
 //! `save_vote` returns.
 
@@ -102,6 +102,18 @@ impl<S: Storage + 'static> Clone for LogStore<S> {
     }
 }
 
+/// What [`NodeLog::shape`] answers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogShape {
+    /// Segments the log keeps.
+    pub segments: usize,
+    /// Live entries of every group.
+    pub live_entries: usize,
+    /// Runs of copies made since the log was opened (a group's live
+    /// entries written again past the segments it pinned).
+    pub copy_runs: u64,
+}
+
 /// Where a live entry is in the log.
 #[derive(Clone, Copy, Debug)]
 struct Place {
@@ -134,6 +146,7 @@ struct Inner<S: Storage> {
     log: Log<S>,
     segment_bytes: u64,
     groups: BTreeMap<u64, Group>,
+    copy_runs: u64,
     scratch: Vec<u8>,
     /// The sync thread, from the first append on a storage that syncs
     /// from another thread.
@@ -291,6 +304,7 @@ impl<S: Storage + 'static> NodeLog<S> {
                 log,
                 segment_bytes: options.segment_bytes,
                 groups: replay.into_inner().finish(),
+                copy_runs: 0,
                 scratch: Vec::new(),
                 flusher: None,
             })),
@@ -327,12 +341,13 @@ impl<S: Storage + 'static> NodeLog<S> {
         Some(inner.into_inner().ok()?.log.into_storage())
     }
 
-    /// The segments the log keeps now, and the live entries of every group
-    /// (for tests and the node's figures).
-    pub fn shape(&self) -> (usize, usize) {
-        lock(&self.inner).map_or((0, 0), |inner| {
-            let live = inner.groups.values().map(|g| g.places.len()).sum();
-            (inner.log.segment_starts().count(), live)
+    /// The segments the log keeps now, the live entries of every group,
+    /// and the runs of copies made since it was opened (for tests).
+    pub fn shape(&self) -> LogShape {
+        lock(&self.inner).map_or(LogShape::default(), |inner| LogShape {
+            segments: inner.log.segment_starts().count(),
+            live_entries: inner.groups.values().map(|g| g.places.len()).sum(),
+            copy_runs: inner.copy_runs,
         })
     }
 }
@@ -451,29 +466,30 @@ impl<S: Storage> Inner<S> {
         }
         // Their records are in index order but for copies a crash cut
         // short (`Group::moved`): read by LSN, then put in index order.
-        let wanted: Vec<u64> = g
+        // Each wanted record's LSN and index, by LSN.
+        let mut wanted: Vec<(u64, u64)> = g
             .places
             .range((start - g.first) as usize..(end - g.first) as usize)
-            .map(|p| p.lsn)
+            .zip(start..)
+            .map(|(p, index)| (p.lsn, index))
             .collect();
-        let mut sorted = wanted.clone();
-        sorted.sort_unstable();
-        let (Some(&from), Some(&to)) = (sorted.first(), sorted.last()) else {
+        wanted.sort_unstable();
+        let at = |lsn: u64| {
+            wanted
+                .binary_search_by_key(&lsn, |w| w.0)
+                .ok()
+                .map(|k| wanted[k].1)
+        };
+        let (Some(&(from, _)), Some(&(to, _))) = (wanted.first(), wanted.last()) else {
             return Ok(out);
         };
         let records = self
             .log
-            .read_where(from, to + 1, max_bytes, |lsn| {
-                sorted.binary_search(&lsn).is_ok()
-            })
+            .read_where(from, to + 1, max_bytes, |lsn| at(lsn).is_some())
             .map_err(io_err)?;
         let mut found = BTreeMap::new();
         for r in records {
-            let at = wanted
-                .iter()
-                .position(|&l| l == r.lsn)
-                .map(|k| start + k as u64);
-            match (codec::decode_node_record(r.kind, &r.body)?, at) {
+            match (codec::decode_node_record(r.kind, &r.body)?, at(r.lsn)) {
                 (
                     NodeRecord::Entry(of, entry)
                     | NodeRecord::Copy {

@@ -33,6 +33,7 @@ impl<S: Storage> Inner<S> {
             }
             for id in pinning {
                 self.copy_live(id)?;
+                self.copy_runs += 1;
             }
         }
         let upto = self

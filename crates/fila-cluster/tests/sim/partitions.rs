@@ -38,6 +38,7 @@ const QUEUES: [&str; 5] = ["a", "b", "c", "d", "e"];
 struct Machine {
     /// The node's Raft log, which its groups share.
     log_disk: Disk,
+    log: Option<NodeLog<Disk>>,
     meta_state: Disk,
     part_states: Vec<Disk>,
     node: Option<Arc<SimNode>>,
@@ -47,6 +48,8 @@ struct Cells {
     net: Arc<Net>,
     nodes: Arc<Nodes>,
     machines: BTreeMap<NodeId, Machine>,
+    /// Runs of copies the nodes' logs made, counted as they crash.
+    copy_runs: u64,
     config: Arc<openraft::Config>,
     clock: Arc<dyn Clock>,
 }
@@ -75,6 +78,18 @@ struct Told {
     held: usize,
     /// Held forwards given up because another node led the partition.
     moved: usize,
+    /// Runs of a group's live entries copied past the segments it pinned
+    /// in its node's shared log.
+    copy_runs: u64,
+}
+
+/// The nodes' shared logs: segments small enough that the groups' entries
+/// fill several, so that the metadata group, which writes little, pins
+/// the oldest and its entries are copied past them.
+fn node_log_options() -> fila_wal::LogOptions {
+    fila_wal::LogOptions {
+        segment_bytes: 2 << 10,
+    }
 }
 
 fn members_of(ids: &[NodeId]) -> BTreeMap<NodeId, Member> {
@@ -88,6 +103,7 @@ impl Cells {
             nodes: Arc::new(Nodes::default()),
             net,
             machines: BTreeMap::new(),
+            copy_runs: 0,
             config: sim_config(),
             clock: Arc::new(SimClock(tokio::time::Instant::now())),
         };
@@ -97,6 +113,7 @@ impl Cells {
                 id,
                 Machine {
                     log_disk: disk(98),
+                    log: None,
                     meta_state: disk(99),
                     part_states: (0..PARTS).map(disk).collect(),
                     node: None,
@@ -142,7 +159,8 @@ impl Cells {
             net: self.net.clone(),
             group,
         };
-        let log = NodeLog::open(machine.log_disk.clone(), options()).unwrap();
+        let log = NodeLog::open(machine.log_disk.clone(), node_log_options()).unwrap();
+        machine.log = Some(log.clone());
         let meta = Metadata::start(
             id,
             self.config.clone(),
@@ -201,6 +219,9 @@ impl Cells {
             p.shutdown().await.unwrap();
         }
         drop(node);
+        if let Some(log) = machine.log.take() {
+            self.copy_runs += log.shape().copy_runs;
+        }
         machine.log_disk = machine.log_disk.crash();
         machine.meta_state = machine.meta_state.crash();
         machine.part_states = machine.part_states.iter().map(Disk::crash).collect();
@@ -700,6 +721,7 @@ async fn run_cells(seed: u64) -> Told {
     for id in NODES {
         c.crash(id).await;
     }
+    told.copy_runs = c.copy_runs;
     told
 }
 
@@ -708,7 +730,7 @@ fn queues_placed_by_the_metadata_group_live_in_one_partition_through_faults() {
     let seeds = (seeds() / 4).max(2);
     let (mut created, mut spread, mut acked) = (0, 0, 0);
     let (mut routed, mut forwarded, mut unheld, mut handed) = (0, 0, 0, 0);
-    let (mut held, mut moved) = (0, 0);
+    let (mut held, mut moved, mut copy_runs) = (0, 0, 0);
     for told in each_seed(seeds, run_cells) {
         created += told.created.len();
         let used: BTreeSet<u32> = told.placed.values().copied().collect();
@@ -720,9 +742,10 @@ fn queues_placed_by_the_metadata_group_live_in_one_partition_through_faults() {
         handed += told.handed;
         held += told.held;
         moved += told.moved;
+        copy_runs += told.copy_runs;
     }
     eprintln!(
-        "{seeds} seeds: {created} queues created, {spread} runs with queues in both partitions, {routed} requests routed by a node's table, {forwarded} answered by a leader on another node, {unheld} through a node holding no replica of their partition, {handed} nodes handing over what they led, {held} receives held by a leader on another node ({moved} given up as the leadership moved), {acked} puts acknowledged"
+        "{seeds} seeds: {created} queues created, {spread} runs with queues in both partitions, {routed} requests routed by a node's table, {forwarded} answered by a leader on another node, {unheld} through a node holding no replica of their partition, {handed} nodes handing over what they led, {held} receives held by a leader on another node ({moved} given up as the leadership moved), {acked} puts acknowledged, {copy_runs} runs of a group's entries copied in a node's log"
     );
     if only_seed().is_none() {
         assert!(created > 0 && acked > 0 && routed > 0);
@@ -741,6 +764,7 @@ fn queues_placed_by_the_metadata_group_live_in_one_partition_through_faults() {
                 moved > 0,
                 "no held receive was given up as its leader moved"
             );
+            assert!(copy_runs > 0, "no node's log copied a group's entries");
         }
     }
 }

@@ -81,8 +81,8 @@ type Stores = (LogStore<FsStorage>, StateMachine<FsStorage>);
 
 /// The node's Raft log (`raft/node-log`, shared by its groups), after
 /// moving into it each group's own log of the layout before
-/// (`raft/<group>/log`, removed once its entries are synced in the shared
-/// one).
+/// (`raft/<group>/log`: once its entries are synced in the shared log, it
+/// is renamed `log.moved`, durably, and then removed).
 fn open_node_log(
     dir: &std::path::Path,
     partitions: usize,
@@ -93,14 +93,23 @@ fn open_node_log(
     let groups = std::iter::once(("meta".to_owned(), u64::from(META)))
         .chain((0..partitions).map(|p| (format!("p{p}"), p as u64)));
     for (name, id) in groups {
-        let old = dir.join(&name).join("log");
-        if !old.exists() {
-            continue;
+        let folder = dir.join(&name);
+        let old = folder.join("log");
+        // A log moved before: the shared log holds it, whatever is left.
+        let moved = folder.join("log.moved");
+        if old.exists() {
+            let entries =
+                fila_cluster::move_group_log(&node_log, id, FsStorage::existing(&old), options)
+                    .map_err(|e| io::Error::other(format!("moving the Raft log of {name}: {e}")))?;
+            // Set aside in one step, durably, before anything is removed:
+            // a log half removed must never be moved in again.
+            std::fs::rename(&old, &moved)?;
+            std::fs::File::open(&folder)?.sync_all()?;
+            info!(group = %name, entries, "moved a group's Raft log into the node's");
         }
-        let moved = fila_cluster::move_group_log(&node_log, id, FsStorage::existing(&old), options)
-            .map_err(|e| io::Error::other(format!("moving the Raft log of {name}: {e}")))?;
-        std::fs::remove_dir_all(&old)?;
-        info!(group = %name, entries = moved, "moved a group's Raft log into the node's");
+        if moved.exists() {
+            std::fs::remove_dir_all(&moved)?;
+        }
     }
     Ok(node_log)
 }
