@@ -289,12 +289,7 @@ impl<S: Storage + 'static> NodeLog<S> {
             storage,
             options,
             |file, body| {
-                let mut bytes = Vec::new();
-                body.read_to_end(&mut bytes)
-                    .map_err(|source| fila_wal::Error::Io {
-                        file: file.name.clone(),
-                        source,
-                    })?;
+                let bytes = start_bytes(file, body)?;
                 replay.borrow_mut().start(file.lsn, &bytes)
             },
             |lsn, kind, body| replay.borrow_mut().record(lsn, kind, body),
@@ -350,6 +345,20 @@ impl<S: Storage + 'static> NodeLog<S> {
             copy_runs: inner.copy_runs,
         })
     }
+}
+
+/// A log's start (its snapshot's body), read whole.
+fn start_bytes(
+    file: &fila_wal::SnapshotFile,
+    body: &mut dyn std::io::Read,
+) -> Result<Vec<u8>, fila_wal::Error> {
+    let mut bytes = Vec::new();
+    body.read_to_end(&mut bytes)
+        .map_err(|source| fila_wal::Error::Io {
+            file: file.name.clone(),
+            source,
+        })?;
+    Ok(bytes)
 }
 
 fn lock<S: Storage>(inner: &Mutex<Inner<S>>) -> io::Result<MutexGuard<'_, Inner<S>>> {

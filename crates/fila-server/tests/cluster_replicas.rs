@@ -16,7 +16,7 @@ mod common;
 use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
-use cluster_harness::{client, joiner, of_all, options, payloads, replicated, Dir, Node};
+use cluster_harness::{client, joiner, of_all, options, payloads, put_all, replicated, Dir, Node};
 use fila_client::{Client, ClusterChange, ClusterStatus, ErrorCode, SettingsPatch};
 
 /// Four partitions of three replicas each.
@@ -62,31 +62,6 @@ fn held_by(nodes: &[Node], what: &str, want: &[&[u64]]) -> Vec<(BTreeSet<u64>, O
         }
         assert!(Instant::now() < deadline, "never saw {what}: {got:?}");
         std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Puts `n` messages to each queue through `c` (a put to a partition
-/// without a leader yet is tried again, within 30 s).
-fn put_all(
-    c: &mut Client,
-    queues: &[String],
-    tag: &str,
-    n: usize,
-    acked: &mut HashSet<(String, String)>,
-) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for q in queues {
-        for i in 0..n {
-            let body = format!("{q} {tag} {i}");
-            loop {
-                match c.put_one(q, body.clone()) {
-                    Ok(_) => break,
-                    Err(e) => assert!(Instant::now() < deadline, "{q}: {e}"),
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            acked.insert((q.clone(), body));
-        }
     }
 }
 

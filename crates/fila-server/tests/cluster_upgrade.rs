@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cluster_harness::{of_all, partitioned, Dir, Node};
+use cluster_harness::{of_all, partitioned, put_all, Dir, Node};
 use fila_client::{QueueRef, SettingsPatch};
 use fila_cluster::{codec, NodeLog};
 use fila_wal::{FsStorage, Log, LogOptions};
@@ -114,19 +114,7 @@ fn a_node_of_separate_group_logs_moves_them_into_one_and_keeps_every_put() {
         }
     }
     let mut acked = HashSet::new();
-    for q in &queues {
-        for i in 0..20 {
-            let body = format!("{q} {i}");
-            loop {
-                match c.put_one(q, body.clone()) {
-                    Ok(_) => break,
-                    Err(e) => assert!(Instant::now() < deadline, "{q}: {e}"),
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            acked.insert((q.clone(), body));
-        }
-    }
+    put_all(&mut c, &queues, "before", 20, &mut acked);
     drop(c);
     for n in &mut nodes {
         assert!(n.stop(), "node {} stopped", n.id);

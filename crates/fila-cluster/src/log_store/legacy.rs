@@ -7,7 +7,7 @@
 
 use fila_wal::{Log, LogOptions, Storage};
 
-use super::{lock, vote_file, NodeLog};
+use super::{lock, start_bytes, vote_file, NodeLog};
 use crate::codec::{self, ENTRY, GROUP_PURGE};
 
 /// The vote's file in a group's own log.
@@ -43,12 +43,7 @@ pub fn move_group_log<S: Storage + 'static, T: Storage>(
         old,
         options,
         |file, body| {
-            let mut bytes = Vec::new();
-            body.read_to_end(&mut bytes)
-                .map_err(|source| fila_wal::Error::Io {
-                    file: file.name.clone(),
-                    source,
-                })?;
+            let bytes = start_bytes(file, body)?;
             let purged = codec::decode_start(&bytes).map_err(|e| crate::Error::Record {
                 lsn: file.lsn,
                 what: e.what,

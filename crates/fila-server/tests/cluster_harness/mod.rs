@@ -385,3 +385,28 @@ pub fn present(c: &mut Client) -> Result<HashSet<String>, fila_client::ClientErr
         );
     }
 }
+
+/// Puts `n` messages to each queue through `c` (a put to a partition
+/// without a leader yet is tried again, within 30 s).
+pub fn put_all(
+    c: &mut Client,
+    queues: &[String],
+    tag: &str,
+    n: usize,
+    acked: &mut HashSet<(String, String)>,
+) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for q in queues {
+        for i in 0..n {
+            let body = format!("{q} {tag} {i}");
+            loop {
+                match c.put_one(q, body.clone()) {
+                    Ok(_) => break,
+                    Err(e) => assert!(Instant::now() < deadline, "{q}: {e}"),
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            acked.insert((q.clone(), body));
+        }
+    }
+}
