@@ -66,12 +66,10 @@ impl<S: Storage> Inner<S> {
         let Some(g) = self.groups.get(&id) else {
             return false;
         };
-        let Some(front) = g.places.front() else {
+        let Some(oldest) = g.oldest() else {
             return true;
         };
-        let from = starts
-            .partition_point(|&s| s <= front.lsn)
-            .saturating_sub(1);
+        let from = starts.partition_point(|&s| s <= oldest).saturating_sub(1);
         let pinned = starts.len() - from;
         pinned >= PIN_SEGMENTS && pinned as u64 * self.segment_bytes >= 4 * g.live_bytes
     }

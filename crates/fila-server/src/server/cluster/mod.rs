@@ -118,10 +118,11 @@ fn open_node_log(
 const NODE_LOG: &str = "node-log";
 
 impl ClusterNode {
-    /// Opens the Raft log and state machine of each of this node's groups
-    /// (under the data directory's `raft/`: `meta/`, and `p0/`, `p1/` ...
-    /// for the partitions), binds the peer listener and starts the thread
-    /// as endpoint `index` of the post.
+    /// Opens the node's Raft log, which its groups share (under the data
+    /// directory's `raft/`: `node-log/`, [`open_node_log`]), and the state
+    /// machine of each group (`meta/`, and `p0/`, `p1/` ... for the
+    /// partitions), binds the peer listener and starts the thread as
+    /// endpoint `index` of the post.
     pub(in crate::server) fn start(
         config: &ClusterConfig,
         index: usize,
