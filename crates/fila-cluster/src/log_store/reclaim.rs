@@ -60,8 +60,8 @@ impl<S: Storage> Inner<S> {
 
     /// Whether group `id`'s live entries may be copied to the log's end:
     /// the segments from its first one on are at least [`PIN_SEGMENTS`],
-    /// and hold at least four times its live bytes (so copying costs the
-    /// log at most a quarter of what it writes).
+    /// and hold at least four times its live bytes (so copying one group
+    /// costs the log at most a quarter of what it writes meanwhile).
     fn movable(&self, id: u64, starts: &[u64]) -> bool {
         let Some(g) = self.groups.get(&id) else {
             return false;
