@@ -75,9 +75,9 @@ impl<S: Storage> Inner<S> {
     }
 
     /// Writes group `id`'s live entries again at the log's end (not yet
-    /// synced), a read's worth at a time, as copies: a copy moves only its
-    /// own entry, so one cut short by a crash leaves the rest where they
-    /// were.
+    /// synced), a read's worth at a time, as one run of copies, which
+    /// counts only once whole: a run cut short by a crash or an error
+    /// leaves the group's entries where they were.
     fn copy_live(&mut self, id: u64) -> io::Result<()> {
         let Some((first, next)) = self
             .groups
@@ -86,6 +86,10 @@ impl<S: Storage> Inner<S> {
         else {
             return Ok(());
         };
+        // The copies' places are taken only once the whole run is
+        // appended: a run cut short by an error leaves the group reading
+        // (and pinning) its originals, as recovery would.
+        let mut places = Vec::with_capacity((next - first) as usize);
         let mut at = first;
         while at < next {
             let entries = self.entries(id, at, next, READ_BYTES)?;
@@ -98,15 +102,17 @@ impl<S: Storage> Inner<S> {
                 self.scratch.clear();
                 codec::encode_copy(id, (first, next - 1), &entry, &mut self.scratch);
                 let lsn = self.log.append(GROUP_COPY, &self.scratch).map_err(io_err)?;
-                let g = self.groups.get_mut(&id).expect("copied above");
-                let k = (entry.index() - g.first) as usize;
-                g.places[k] = Place {
+                places.push(Place {
                     lsn,
                     bytes: self.scratch.len() as u32,
-                };
+                });
                 at = entry.index() + 1;
             }
             self.log.write_out().map_err(io_err)?;
+        }
+        let g = self.groups.get_mut(&id).expect("copied above");
+        for (k, place) in places.into_iter().enumerate() {
+            g.places[k] = place;
         }
         Ok(())
     }
