@@ -115,3 +115,108 @@ impl Replaying {
         self.groups
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use openraft::entry::RaftEntry;
+    use openraft::EntryPayload;
+
+    use super::*;
+    use crate::codec::{GROUP_COPY, GROUP_ENTRY, GROUP_PURGE};
+    use crate::{Batch, Entry};
+
+    fn id(index: u64) -> LogId {
+        LogId::new(
+            openraft::impls::leader_id_adv::LeaderId {
+                term: 1,
+                node_id: 1,
+            },
+            index,
+        )
+    }
+
+    fn entry(index: u64) -> Entry {
+        Entry::new(
+            id(index),
+            EntryPayload::Normal(Batch(Bytes::from(format!("entry {index}")))),
+        )
+    }
+
+    /// Replays `records` (kind and body each, LSNs from `first_lsn`)
+    /// after a start holding `purged` for group 1; answers group 1's live
+    /// entries as (index, LSN).
+    fn replayed(purged: Option<u64>, first_lsn: u64, records: &[(u8, Vec<u8>)]) -> Vec<(u64, u64)> {
+        let mut r = Replaying::default();
+        let ids = purged.map(id);
+        r.start(
+            first_lsn - 1,
+            &codec::encode_node_start([(1, ids.as_ref())].into_iter()),
+        )
+        .unwrap();
+        for (k, (kind, body)) in records.iter().enumerate() {
+            r.record(first_lsn + k as u64, *kind, body).unwrap();
+        }
+        let groups = r.finish();
+        let g = &groups[&1];
+        g.places
+            .iter()
+            .enumerate()
+            .map(|(k, p)| (g.first + k as u64, p.lsn))
+            .collect()
+    }
+
+    fn put(group: u64, index: u64) -> (u8, Vec<u8>) {
+        let mut body = Vec::new();
+        codec::encode_group_entry(group, &entry(index), &mut body);
+        (GROUP_ENTRY, body)
+    }
+
+    fn copy(run: (u64, u64), index: u64) -> (u8, Vec<u8>) {
+        let mut body = Vec::new();
+        codec::encode_copy(1, run, &entry(index), &mut body);
+        (GROUP_COPY, body)
+    }
+
+    #[test]
+    fn a_whole_run_of_copies_moves_the_entries_and_a_cut_one_moves_none() {
+        let originals = [put(1, 1), put(1, 2), put(1, 3)];
+        // Whole: each entry at its copy (LSNs 4, 5, 6).
+        let mut whole = originals.to_vec();
+        whole.extend([copy((1, 3), 1), copy((1, 3), 2), copy((1, 3), 3)]);
+        assert_eq!(replayed(None, 1, &whole), [(1, 4), (2, 5), (3, 6)]);
+        // Cut short by a crash: the originals stand.
+        let mut cut = originals.to_vec();
+        cut.extend([copy((1, 3), 1), copy((1, 3), 2)]);
+        assert_eq!(replayed(None, 1, &cut), [(1, 1), (2, 2), (3, 3)]);
+        // Interrupted by another record (written after a restart): the
+        // originals stand, and so does a later whole run.
+        let mut broken = cut.clone();
+        broken.push(put(2, 1));
+        broken.push(copy((1, 3), 3));
+        assert_eq!(replayed(None, 1, &broken), [(1, 1), (2, 2), (3, 3)]);
+        broken.extend([copy((1, 3), 1), copy((1, 3), 2), copy((1, 3), 3)]);
+        assert_eq!(replayed(None, 1, &broken), [(1, 8), (2, 9), (3, 10)]);
+    }
+
+    #[test]
+    fn a_run_whose_originals_the_start_dropped_still_counts() {
+        // The log's snapshot went past the originals (LSNs 1..=3): only
+        // the copies are read, and the start's purge of entry 1 trims them.
+        let copies = [copy((1, 3), 1), copy((1, 3), 2), copy((1, 3), 3)];
+        assert_eq!(replayed(None, 4, &copies), [(1, 4), (2, 5), (3, 6)]);
+        assert_eq!(replayed(Some(1), 4, &copies), [(2, 5), (3, 6)]);
+        assert_eq!(replayed(Some(3), 4, &copies), []);
+        // A purge after the run.
+        let mut purged = copies.to_vec();
+        purged.push((GROUP_PURGE, codec::encode_purge(1, &id(2))));
+        assert_eq!(replayed(None, 4, &purged), [(3, 6)]);
+    }
+
+    #[test]
+    fn an_entry_replaces_its_index_on_and_a_purged_one_is_skipped() {
+        let records = [put(1, 1), put(1, 2), put(1, 3), put(1, 2)];
+        assert_eq!(replayed(None, 1, &records), [(1, 1), (2, 4)]);
+        assert_eq!(replayed(Some(2), 1, &records), [(3, 3)]);
+    }
+}
