@@ -652,7 +652,7 @@ impl<S: Storage + 'static> RaftLogStorage<TypeConfig> for LogStore<S> {
         g.purge(log_id);
         let body = codec::encode_purge(self.group, &log_id);
         inner.log.append(GROUP_PURGE, &body).map_err(io_err)?;
-        inner.log.commit().map_err(io_err)?;
+        // Synced there, with any copies it makes.
         inner.reclaim()
     }
 }

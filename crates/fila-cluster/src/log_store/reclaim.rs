@@ -12,42 +12,18 @@ use super::{io_err, Inner, Place, PIN_SEGMENTS, READ_BYTES};
 use crate::codec::{self, GROUP_COPY};
 
 impl<S: Storage> Inner<S> {
-    /// Removes the segments no group needs any more, after copying the
-    /// live entries of the groups that pin the oldest one and may move
-    /// (see [`Inner::movable`]). Called after a purge.
+    /// After a purge: copies the live entries of the groups that pin the
+    /// oldest segment and may move (see [`Inner::movable`]), makes the
+    /// purge's record and the copies durable with one sync, then removes
+    /// the segments no group needs any more.
     pub(super) fn reclaim(&mut self) -> io::Result<()> {
-        let starts: Vec<u64> = self.log.segment_starts().collect();
-        let Some(&second) = starts.get(1) else {
+        let upto = self.copy_pinning()?;
+        // The purge's record, and the copies before the segments holding
+        // their originals go.
+        self.log.commit().map_err(io_err)?;
+        let Some(upto) = upto else {
             return Ok(());
         };
-        // The groups whose first live entry is in the oldest segment.
-        let pinning: Vec<u64> = self
-            .groups
-            .iter()
-            .filter(|(_, g)| g.oldest().is_some_and(|lsn| lsn < second))
-            .map(|(&id, _)| id)
-            .collect();
-        if !pinning.is_empty() {
-            if !pinning.iter().all(|&id| self.movable(id, &starts)) {
-                return Ok(());
-            }
-            for id in pinning {
-                self.copy_live(id)?;
-                self.copy_runs += 1;
-            }
-        }
-        let upto = self
-            .groups
-            .values()
-            .filter_map(|g| g.oldest().map(|lsn| lsn - 1))
-            .min()
-            .unwrap_or(self.log.next_lsn() - 1);
-        if upto + 1 < second {
-            return Ok(());
-        }
-        // Everything up to the snapshot, and the copies after it, durable
-        // before the segments holding the originals go.
-        self.log.commit().map_err(io_err)?;
         let body = codec::encode_node_start(
             self.groups
                 .iter()
@@ -56,6 +32,36 @@ impl<S: Storage> Inner<S> {
                 .into_iter(),
         );
         self.log.snapshot(upto, &body).map_err(io_err)
+    }
+
+    /// Copies the live entries of the groups whose oldest record is in the
+    /// oldest segment, when all of them may move; answers the LSN the
+    /// log's snapshot may then be taken at, when that frees a segment.
+    fn copy_pinning(&mut self) -> io::Result<Option<u64>> {
+        let starts: Vec<u64> = self.log.segment_starts().collect();
+        let Some(&second) = starts.get(1) else {
+            return Ok(None);
+        };
+        let pinning: Vec<u64> = self
+            .groups
+            .iter()
+            .filter(|(_, g)| g.oldest().is_some_and(|lsn| lsn < second))
+            .map(|(&id, _)| id)
+            .collect();
+        if !pinning.iter().all(|&id| self.movable(id, &starts)) {
+            return Ok(None);
+        }
+        for id in pinning {
+            self.copy_live(id)?;
+            self.copy_runs += 1;
+        }
+        let upto = self
+            .groups
+            .values()
+            .filter_map(|g| g.oldest().map(|lsn| lsn - 1))
+            .min()
+            .unwrap_or(self.log.next_lsn() - 1);
+        Ok((upto + 1 >= second).then_some(upto))
     }
 
     /// Whether group `id`'s live entries may be copied to the log's end:
