@@ -128,6 +128,18 @@ pub type StoredMembership = openraft::alias::StoredMembershipOf<TypeConfig>;
 /// A snapshot's metadata.
 pub type SnapshotMeta = openraft::alias::SnapshotMetaOf<TypeConfig>;
 
+/// Log id `index` of term 1, leader 1 (for the crate's unit tests).
+#[cfg(test)]
+pub(crate) fn test_log_id(index: u64) -> LogId {
+    LogId::new(
+        openraft::impls::leader_id_adv::LeaderId {
+            term: 1,
+            node_id: 1,
+        },
+        index,
+    )
+}
+
 /// What can go wrong opening a group's storage, in one line each.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -198,13 +198,12 @@ impl Group {
     }
 
     /// Takes `entry`, written at `place`: it replaces the live entries
-    /// from its index on. An entry the group's purge covers is skipped
-    /// (answers false); one that would leave a gap after the live
-    /// entries is refused.
-    fn take(&mut self, place: Place, entry: Entry) -> Result<bool, String> {
+    /// from its index on. An entry the group's purge covers is skipped;
+    /// one that would leave a gap after the live entries is refused.
+    fn take(&mut self, place: Place, entry: Entry) -> Result<(), String> {
         let index = entry.index();
         if self.purged.is_some_and(|p| index <= p.index) {
-            return Ok(false);
+            return Ok(());
         }
         match self.next() {
             Some(next) if index > next => {
@@ -228,7 +227,7 @@ impl Group {
         while self.tail_bytes > TAIL_BYTES && self.tail.len() > 1 {
             self.tail_bytes -= self.tail.pop_front().map_or(0, |e| weight(&e));
         }
-        Ok(true)
+        Ok(())
     }
 
     /// The group's live entries are `first..` at `places` now, the last

@@ -522,15 +522,7 @@ mod tests {
     use super::*;
     use crate::{Member, Membership};
 
-    fn log_id(index: u64) -> LogId {
-        LogId::new(
-            openraft::impls::leader_id_adv::LeaderId {
-                term: 1,
-                node_id: 1,
-            },
-            index,
-        )
-    }
+    use crate::test_log_id as log_id;
 
     fn members(ids: &[u64]) -> StoredMembership {
         let nodes: BTreeMap<u64, Member> = ids.iter().map(|n| (*n, Member::default())).collect();

@@ -126,15 +126,7 @@ mod tests {
     use crate::codec::{GROUP_COPY, GROUP_ENTRY, GROUP_PURGE};
     use crate::{Batch, Entry};
 
-    fn id(index: u64) -> LogId {
-        LogId::new(
-            openraft::impls::leader_id_adv::LeaderId {
-                term: 1,
-                node_id: 1,
-            },
-            index,
-        )
-    }
+    use crate::test_log_id as id;
 
     fn entry(index: u64) -> Entry {
         Entry::new(
