@@ -19,6 +19,13 @@
 # messages on 3 nodes of one partition (`--queues 1 --consumers 32`) and
 # the aggregate above, each on BEFORE and on BIN, which first alternating
 # round by round.
+#
+# MODE=rate: the rate-5000 run on 3 nodes of one partition only, on BIN,
+# BEFORE and the binaries in EXTRA (space-separated), their order rotating
+# round by round ("One Raft log per node", the p99 comparison).
+# MODE=six: one durable node and 3 nodes of 3 and of 6 partitions, each
+# with 6 queues (`--queues 6`), the two cluster shapes alternating ("What
+# using both of a node's loops would give").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${1:-target/release/fila-server}"); ROUNDS=${2:-2}
@@ -89,6 +96,32 @@ cluster() { # PARTITIONS LABEL ARGS...
   run "$label" "$nodes" "$NODES" "$@"
   kill "$pid"; wait "$pid" 2>/dev/null || true
 }
+
+if [ "${MODE:-}" = rate ]; then
+  # shellcheck disable=SC2206
+  bins=("$BIN" ${BEFORE:+"$BEFORE"} ${EXTRA:-})
+  for round in $(seq 1 "$ROUNDS"); do
+    echo "round $round"
+    for k in "${!bins[@]}"; do
+      BIN=${bins[$(( (k + round - 1) % ${#bins[@]} ))]}
+      cluster 1 "$(basename "$BIN"): 1 partition, 5000" "${RATE[@]}"
+    done
+  done
+  exit 0
+fi
+
+if [ "${MODE:-}" = six ]; then
+  SIX=(--scenario many-queues --queues 6 --consumers 32 --messages "$MESSAGES")
+  for round in $(seq 1 "$ROUNDS"); do
+    echo "round $round"
+    one_node "one node, 6 queues" "${SIX[@]}"
+    order=(3 6); [ $((round % 2)) -eq 0 ] && order=(6 3)
+    for parts in "${order[@]}"; do
+      cluster "$parts" "3 nodes × $parts partitions, 6 queues" "${SIX[@]}"
+    done
+  done
+  exit 0
+fi
 
 if [ -n "$BEFORE" ]; then
   AFTER=$BIN
