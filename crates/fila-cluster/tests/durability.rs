@@ -531,6 +531,12 @@ async fn groups_sharing_a_log_keep_what_each_acknowledged_at_every_cut_point() {
     for g in [3, 7] {
         assert_eq!(held(&log, g).await, done[&g], "group {g}");
     }
+    // Read back from the segments (the other group's records between,
+    // the quiet group's entries from their copies), not from memory.
+    for g in [3, 7] {
+        assert!(log.group(g).unwrap().drop_tail() > 0, "group {g}");
+        assert_eq!(held(&log, g).await, done[&g], "group {g}, from disk");
+    }
     // Dying after each mutating operation in turn, then crashing: each
     // group holds what it acknowledged, or that and the step that failed.
     let mut cut_points = 0;
@@ -614,4 +620,28 @@ async fn a_groups_own_log_moves_into_the_nodes_and_moving_it_twice_changes_nothi
         Some(Vote::new_committed(3, 2))
     );
     assert_eq!(held(&node, 1).await.entries.len(), 1, "the other group");
+}
+
+#[tokio::test]
+async fn a_groups_entries_read_back_from_segments_skip_the_other_groups() {
+    // Two groups appending in turn: each one's records have the other's
+    // between them. Read from the segments (tails dropped), in full and
+    // limited.
+    let log = NodeLog::open(SimDisk::new(9), options()).unwrap();
+    let mut want: BTreeMap<u64, Vec<Entry>> = BTreeMap::new();
+    for i in 1..=40 {
+        for g in [1, 2] {
+            let e = entry(g, i);
+            append(&mut log.group(g).unwrap(), vec![e.clone()]).await;
+            want.entry(g).or_default().push(e);
+        }
+    }
+    for g in [1, 2] {
+        let mut store = log.group(g).unwrap();
+        assert!(store.drop_tail() > 0);
+        let all = store.try_get_log_entries(0..100).await.unwrap();
+        assert_eq!(all, want[&g], "group {g}");
+        let some = store.try_get_log_entries(10..20).await.unwrap();
+        assert_eq!(some, want[&g][9..19], "group {g}");
+    }
 }
