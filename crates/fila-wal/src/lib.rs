@@ -35,8 +35,9 @@ pub mod record;
 mod storage;
 
 pub use log::{
-    segment_header, segment_name, snapshot_name, Log, LogOptions, Opened, OwnedRecord, Recovered,
-    Snapshot, SnapshotFile, SnapshotReader, SyncHandle, TornTail, SEGMENT_HEADER,
+    segment_header, segment_name, snapshot_name, DetachedSnapshot, Log, LogOptions, Opened,
+    OwnedRecord, Recovered, Snapshot, SnapshotFile, SnapshotReader, SyncHandle, TornTail,
+    SEGMENT_HEADER,
 };
 pub use storage::{
     create_private_dir, out_of_room, read_file, replace_file, replace_file_from, FsStorage,

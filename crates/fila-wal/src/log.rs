@@ -70,7 +70,7 @@ mod recover;
 mod snapshot;
 mod truncate;
 
-pub use snapshot::{snapshot_name, Snapshot, SnapshotFile, SnapshotReader};
+pub use snapshot::{snapshot_name, DetachedSnapshot, Snapshot, SnapshotFile, SnapshotReader};
 
 use crate::record;
 use crate::storage::{out_of_room, Storage};
@@ -461,12 +461,7 @@ impl<S: Storage> Log<S> {
     /// What ails a failed write: [`Error::NoRoom`] when the disk is full or
     /// the directory closed, else `Io`.
     fn io_error(&self, name: &str, source: std::io::Error) -> Error {
-        let file = self.storage.describe(name);
-        if out_of_room(&source) {
-            Error::NoRoom { file, source }
-        } else {
-            Error::Io { file, source }
-        }
+        classify(&self.storage, name, source)
     }
 
     /// Syncs the current segment if bytes were written to it since its
@@ -653,4 +648,15 @@ impl<S: Storage> Log<S> {
 /// The LSN of the last of the first `count` pending records.
 fn records_last_lsn(records: &[(u64, usize)], count: usize) -> u64 {
     records[count - 1].0
+}
+
+/// What ails a failed write of `name`: [`Error::NoRoom`] when the disk is
+/// full or the directory closed, else `Io`.
+fn classify<S: Storage>(storage: &S, name: &str, source: std::io::Error) -> Error {
+    let file = storage.describe(name);
+    if out_of_room(&source) {
+        Error::NoRoom { file, source }
+    } else {
+        Error::Io { file, source }
+    }
 }

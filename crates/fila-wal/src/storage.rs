@@ -80,6 +80,16 @@ pub trait Storage: Send {
     fn sync_handle(&mut self, _name: &str) -> io::Result<Option<crate::SyncHandle>> {
         Ok(None)
     }
+    /// A second handle on the same directory, for work done on another
+    /// thread while the log goes on with this one (a snapshot written and
+    /// synced away from it: [`crate::DetachedSnapshot`]). `None`: this
+    /// storage has no other (a simulated disk is one value).
+    fn beside(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
     /// Bytes free for this user on the disk the files are on, if known.
     fn free_bytes(&self) -> io::Result<Option<u64>> {
         Ok(None)
@@ -350,6 +360,13 @@ impl Storage for FsStorage {
 
     fn sync_dir(&mut self) -> io::Result<()> {
         File::open(&self.dir)?.sync_all()
+    }
+
+    fn beside(&self) -> Option<Self> {
+        Some(FsStorage {
+            dir: self.dir.clone(),
+            open: HashMap::new(),
+        })
     }
 
     fn sync_handle(&mut self, name: &str) -> io::Result<Option<crate::SyncHandle>> {

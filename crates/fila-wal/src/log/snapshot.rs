@@ -3,7 +3,7 @@
 //! and read back a chunk at a time (the format is in the log's module
 //! docs).
 
-use super::{be32, be64, numbered, segment_name, Log, Writing};
+use super::{be32, be64, classify, numbered, segment_name, Log, Writing};
 use crate::storage::Storage;
 use crate::Error;
 
@@ -303,28 +303,27 @@ impl<S: Storage> Log<S> {
                 source: std::io::Error::other("no snapshot is being written"),
             });
         };
-        let name = snapshot_name(w.lsn);
         let mut trailer = [0u8; SNAP_TRAILER];
         trailer[..8].copy_from_slice(&w.len.to_be_bytes());
         trailer[8..12].copy_from_slice(&w.crc.to_be_bytes());
         trailer[12..].copy_from_slice(SNAP_END);
-        let done = self
-            .storage
-            .append(SNAP_TMP, &trailer)
-            .and_then(|()| self.storage.sync(SNAP_TMP))
-            .and_then(|()| self.storage.rename(SNAP_TMP, &name));
+        let done = self.storage.append(SNAP_TMP, &trailer);
         if let Err(source) = done {
             let e = self.io_error(SNAP_TMP, source);
             let _ = self.storage.remove(SNAP_TMP);
             return Err(e);
         }
-        if let Err(source) = self.storage.sync_dir() {
-            // Which of the two snapshots a crash keeps is unknown, and
-            // either is whole with its segments: keep them all.
-            return Err(self.io_error(".", source));
-        }
-        // Now nothing older is needed.
-        let lsn = w.lsn;
+        make_durable(&mut self.storage, w.lsn)?;
+        self.snapshot_adopt(w.lsn);
+        let _ = self.storage.sync_dir();
+        Ok(())
+    }
+
+    /// Takes the snapshot at `lsn`, durable already, as the log's newest:
+    /// the older snapshots and the segments it covers (all but the one
+    /// being written to) are deleted. Their deletion is not synced: a crash
+    /// may bring them back, and recovery drops what a snapshot covers.
+    pub fn snapshot_adopt(&mut self, lsn: u64) {
         self.snapshot_lsn = self.snapshot_lsn.max(lsn);
         if let Ok(names) = self.storage.list() {
             for old in names {
@@ -349,8 +348,36 @@ impl<S: Storage> Log<S> {
             keep.push((number, first));
         }
         self.segments = keep;
-        let _ = self.storage.sync_dir();
-        Ok(())
+    }
+
+    /// A snapshot of the user's state as of `lsn` (at most the durable
+    /// LSN), made whole in memory, to be written away from the log: by
+    /// another thread, with a handle of its own on the log's directory
+    /// ([`Storage::beside`]), while the log goes on taking records and
+    /// syncing them ([`DetachedSnapshot::write`]); then
+    /// [`Log::snapshot_adopt`] makes it the log's newest. No other
+    /// snapshot of the log may be written meanwhile (both use the same
+    /// temporary file).
+    ///
+    /// # Panics
+    /// When `lsn` is past the durable LSN, or a snapshot is being written.
+    pub fn snapshot_detached(&self, lsn: u64, body: &[u8]) -> Result<DetachedSnapshot, Error> {
+        if self.failed {
+            return Err(Error::Failed);
+        }
+        assert!(
+            lsn <= self.durable_lsn,
+            "a snapshot at {lsn} is ahead of the durable LSN {}",
+            self.durable_lsn
+        );
+        assert!(self.writing.is_none(), "a snapshot is being written");
+        let mut bytes = Vec::with_capacity(SNAP_HEADER + body.len() + SNAP_TRAILER);
+        bytes.extend_from_slice(&snapshot_header(lsn, self.last_number));
+        bytes.extend_from_slice(body);
+        bytes.extend_from_slice(&(body.len() as u64).to_be_bytes());
+        bytes.extend_from_slice(&crc32c::crc32c(body).to_be_bytes());
+        bytes.extend_from_slice(SNAP_END);
+        Ok(DetachedSnapshot { lsn, bytes })
     }
 
     /// Records the user's state as of `lsn` (at most the durable LSN) in
@@ -360,4 +387,58 @@ impl<S: Storage> Log<S> {
         self.snapshot_write(body)?;
         self.snapshot_finish()
     }
+}
+
+/// A snapshot made whole in memory by [`Log::snapshot_detached`], written
+/// away from the log.
+#[derive(Debug)]
+pub struct DetachedSnapshot {
+    lsn: u64,
+    bytes: Vec<u8>,
+}
+
+impl DetachedSnapshot {
+    /// The LSN it is the state as of.
+    pub fn lsn(&self) -> u64 {
+        self.lsn
+    }
+
+    /// Writes it into the temporary file, syncs it, names it for its LSN
+    /// and syncs the directory, with `storage` (a handle of its own on the
+    /// log's directory, or the log's own between its calls). A failure
+    /// before the rename leaves no file; after it (the directory's sync)
+    /// either snapshot may be the newest after a crash, and both are
+    /// whole with their segments. Once it answers `Ok`, hand it to
+    /// [`Log::snapshot_adopt`].
+    pub fn write<S: Storage>(&self, storage: &mut S) -> Result<(), Error> {
+        let _ = storage.remove(SNAP_TMP);
+        let written = storage
+            .create(SNAP_TMP)
+            .and_then(|()| storage.preallocate(SNAP_TMP, self.bytes.len() as u64))
+            .and_then(|()| storage.append(SNAP_TMP, &self.bytes));
+        if let Err(source) = written {
+            let e = classify(storage, SNAP_TMP, source);
+            let _ = storage.remove(SNAP_TMP);
+            return Err(e);
+        }
+        make_durable(storage, self.lsn)
+    }
+}
+
+/// Syncs the whole snapshot in the temporary file, names it for `lsn`
+/// and syncs the directory.
+fn make_durable<S: Storage>(storage: &mut S, lsn: u64) -> Result<(), Error> {
+    let done = storage
+        .sync(SNAP_TMP)
+        .and_then(|()| storage.rename(SNAP_TMP, &snapshot_name(lsn)));
+    if let Err(source) = done {
+        let e = classify(storage, SNAP_TMP, source);
+        let _ = storage.remove(SNAP_TMP);
+        return Err(e);
+    }
+    // A failed directory sync: which of the two snapshots a crash keeps
+    // is unknown, and either is whole with its segments — keep them all.
+    storage
+        .sync_dir()
+        .map_err(|source| classify(storage, ".", source))
 }
