@@ -70,6 +70,12 @@ impl Flusher {
         self.shared.lock().failed.clone().map(io::Error::other)
     }
 
+    /// Fails the log from outside (another thread's sync of it failed):
+    /// the appends waiting and every later one get `why`.
+    pub(crate) fn fail(&self, why: String) {
+        self.shared.lock().failed.get_or_insert(why);
+    }
+
     /// `callback` is completed once `handle` (the segment its entries were
     /// written to, after every one before it) is synced.
     pub(crate) fn after_sync(&self, handle: SyncHandle, callback: IOFlushed<TypeConfig>) {

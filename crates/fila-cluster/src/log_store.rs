@@ -5,9 +5,11 @@
 //! Every record names its group ([`codec::NodeRecord`]): an entry, which
 //! replaces the group's entries from its index on (so a suffix cut by a
 //! new leader's entries needs no record of its own); a cut (openraft's
-//! `truncate_after`); a purge. A cut and a purge are synced before they
-//! return, as the vote is (they are rare: a new leader's override, a
-//! snapshot taken). An append
+//! `truncate_after`); a purge. A cut is synced before it returns, as the
+//! vote is (it is rare: a new leader's override). A purge is not synced
+//! in place (one lost in a crash brings back entries the group's
+//! snapshot covers: openraft needs only that a group's purged entries are
+//! at most its snapshot's). An append
 //! writes its entries and returns; openraft is told they are flushed once
 //! they are synced — on the file system by the log's sync thread
 //! ([`crate::flusher`]: one sync for every append made while the last one
@@ -30,7 +32,10 @@
 //! segment for ever: once it has kept [`PIN_SEGMENTS`] segments and at
 //! least four times its own live bytes, its live entries are written
 //! again at the log's end (a run of copies, which counts only once whole:
-//! [`codec::NodeRecord::Copy`]) and synced, and the segments go. A group's vote is the file
+//! [`codec::NodeRecord::Copy`]) and synced, and the segments go. On a file
+//! system the syncs and the snapshot's file are a thread's of the log's
+//! own (`reclaim.rs`), away from the lock every group's appends take. A
+//! group's vote is the file
 //! `vote-<group, 16 hex digits>`, replaced whole and synced before
 //! `save_vote` returns.
 
@@ -112,6 +117,8 @@ pub struct LogShape {
     /// Runs of copies made since the log was opened (a group's live
     /// entries written again past the segments it pinned).
     pub copy_runs: u64,
+    /// A reclaim is in flight on the reclaim thread.
+    pub reclaiming: bool,
 }
 
 /// Where a live entry is in the log.
@@ -151,6 +158,13 @@ struct Inner<S: Storage> {
     /// The sync thread, from the first append on a storage that syncs
     /// from another thread.
     flusher: Option<Flusher>,
+    /// The reclaim thread, from the first reclaim on a storage with a
+    /// second handle (`reclaim.rs`), and whether a reclaim is in flight.
+    reclaimer: Option<reclaim::Reclaimer<S>>,
+    reclaiming: bool,
+    /// Why the log takes nothing more: a sync of the reclaim thread
+    /// failed.
+    broken: Option<String>,
 }
 
 fn weight(e: &Entry) -> usize {
@@ -301,6 +315,9 @@ impl<S: Storage + 'static> NodeLog<S> {
                 copy_runs: 0,
                 scratch: Vec::new(),
                 flusher: None,
+                reclaimer: None,
+                reclaiming: false,
+                broken: None,
             })),
         })
     }
@@ -342,6 +359,7 @@ impl<S: Storage + 'static> NodeLog<S> {
             segments: inner.log.segment_starts().count(),
             live_entries: inner.groups.values().map(|g| g.places.len()).sum(),
             copy_runs: inner.copy_runs,
+            reclaiming: inner.reclaiming,
         })
     }
 }
@@ -404,6 +422,14 @@ impl<S: Storage + 'static> LogStore<S> {
 }
 
 impl<S: Storage> Inner<S> {
+    /// Why the log takes nothing more, once a sync failed.
+    fn failed(&self) -> Option<io::Error> {
+        if let Some(why) = &self.broken {
+            return Some(io::Error::other(why.clone()));
+        }
+        self.flusher.as_ref().and_then(Flusher::failed)
+    }
+
     fn group(&mut self, group: u64) -> &mut Group {
         self.groups.entry(group).or_default()
     }
@@ -598,7 +624,7 @@ impl<S: Storage + 'static> RaftLogStorage<TypeConfig> for LogStore<S> {
         I::IntoIter: OptionalSend,
     {
         let mut inner = self.lock()?;
-        if let Some(e) = inner.flusher.as_ref().and_then(Flusher::failed) {
+        if let Some(e) = inner.failed() {
             return Err(e);
         }
         for entry in entries {
@@ -651,7 +677,6 @@ impl<S: Storage + 'static> RaftLogStorage<TypeConfig> for LogStore<S> {
         g.purge(log_id);
         let body = codec::encode_purge(self.group, &log_id);
         inner.log.append(GROUP_PURGE, &body).map_err(io_err)?;
-        // Synced there, with any copies it makes.
-        inner.reclaim()
+        inner.reclaim(&self.inner)
     }
 }

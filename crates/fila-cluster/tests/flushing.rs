@@ -5,7 +5,8 @@
 //! fails every append waiting for it and refuses every later one. And on
 //! the file system, entries older than the tail kept in memory are read
 //! back from the segments, as replication reads them for a follower far
-//! behind.
+//! behind, and the segments no group needs go by the reclaim thread while
+//! the groups go on appending.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -197,5 +198,81 @@ async fn on_the_file_system_entries_older_than_the_tail_are_read_back_from_the_s
         }
     }
     drop(log);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn on_the_file_system_the_reclaim_thread_removes_segments_while_the_groups_go_on() {
+    let dir = std::env::temp_dir().join(format!("fila-reclaim-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let options = LogOptions {
+        segment_bytes: 4096,
+    };
+    let node = NodeLog::open(fila_wal::FsStorage::new(&dir).unwrap(), options).unwrap();
+    let (mut quiet, mut busy) = (node.group(7).unwrap(), node.group(3).unwrap());
+    let append = |log: &mut LogStore<fila_wal::FsStorage>, index: u64| {
+        let (tx, rx) = TypeConfig::oneshot();
+        let mut log = log.clone();
+        async move {
+            log.append([entry(index)], IOFlushed::signal(tx)).await?;
+            rx.await.expect("the callback was called")
+        }
+    };
+    for index in 1..=3 {
+        append(&mut quiet, index).await.unwrap();
+    }
+    // 600 entries of about 100 bytes over 4 KiB segments, all but the
+    // newest five purged every twenty: the quiet group pins the oldest
+    // segment until its entries are copied past it.
+    let mut most = 0;
+    for index in 1..=600 {
+        append(&mut busy, index).await.unwrap();
+        if index % 20 == 0 {
+            busy.purge(entry(index - 5).log_id).await.unwrap();
+        }
+        most = most.max(node.shape().segments);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while node.shape().reclaiming {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reclaim never ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let shape = node.shape();
+    assert!(shape.copy_runs > 0, "{shape:?}");
+    // The reclaims were the thread's, not done in place.
+    let threads: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .collect();
+    assert!(threads.iter().any(|t| t == "fila-raft-trim"), "{threads:?}");
+    assert!(
+        most <= 12 && shape.segments <= 8,
+        "{most} segments at most, {shape:?}"
+    );
+    // Reopened: every live entry of both groups is there.
+    drop((quiet, busy, node));
+    let node = NodeLog::open(fila_wal::FsStorage::new(&dir).unwrap(), options).unwrap();
+    for (group, from, to) in [(7, 1, 3), (3, 596, 600)] {
+        let mut log = node.group(group).unwrap();
+        let got = log.try_get_log_entries(0..1000).await.unwrap();
+        let want: Vec<Entry> = (from..=to).map(entry).collect();
+        assert_eq!(got, want, "group {group}");
+    }
+    let snaps = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".snap")
+        })
+        .count();
+    assert_eq!(snaps, 1);
+    drop(node);
     std::fs::remove_dir_all(&dir).unwrap();
 }

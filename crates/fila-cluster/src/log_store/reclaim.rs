@@ -2,25 +2,43 @@
 //! live entry go with the log's snapshot, and a group that pins the
 //! oldest segment while writing little has its live entries written again
 //! at the log's end first (see the module above).
+//!
+//! On a file system the work that waits on the disk is done away from the
+//! log's lock, by a thread of the log's own ([`Reclaimer`],
+//! `fila-raft-trim`): the copies' sync, the snapshot's file written,
+//! synced and named, the directory synced. Under the lock only the copies
+//! are written and, once the snapshot is durable, the segments it covers
+//! are unlinked; the groups' appends go on meanwhile. One reclaim is in
+//! flight at a time. On a simulated disk (one value, no second handle)
+//! the reclaim is done in place, as the simulation needs it to be
+//! deterministic.
 
 use std::io;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, Weak};
 
-use fila_wal::Storage;
+use fila_wal::{DetachedSnapshot, Storage, SyncHandle};
 use openraft::entry::RaftEntry;
 
-use super::{io_err, Inner, Place, PIN_SEGMENTS, READ_BYTES};
+use super::{io_err, lock, Inner, Place, PIN_SEGMENTS, READ_BYTES};
 use crate::codec::{self, GROUP_COPY};
 
-impl<S: Storage> Inner<S> {
-    /// After a purge: copies the live entries of the groups that pin the
-    /// oldest segment and may move (see [`Inner::movable`]), makes the
-    /// purge's record and the copies durable with one sync, then removes
-    /// the segments no group needs any more.
-    pub(super) fn reclaim(&mut self) -> io::Result<()> {
-        let upto = self.copy_pinning()?;
-        // The purge's record, and the copies before the segments holding
-        // their originals go.
-        self.log.commit().map_err(io_err)?;
+impl<S: Storage + 'static> Inner<S> {
+    /// After a purge (its record appended): copies the live entries of the
+    /// groups that pin the oldest segment and may move (see
+    /// [`Inner::movable`]); when that frees a segment, takes the log's
+    /// snapshot before the first live record — on the reclaim thread when
+    /// the storage has a second handle, else here, after one sync of the
+    /// copies. Nothing is synced for the purge itself: a purge lost in a
+    /// crash brings back entries the group's own snapshot covers, which
+    /// openraft skips.
+    pub(super) fn reclaim(&mut self, me: &Arc<Mutex<Inner<S>>>) -> io::Result<()> {
+        let upto = if self.reclaiming {
+            None
+        } else {
+            self.copy_pinning()?
+        };
+        self.log.write_out().map_err(io_err)?;
         let Some(upto) = upto else {
             return Ok(());
         };
@@ -31,7 +49,36 @@ impl<S: Storage> Inner<S> {
                 .collect::<Vec<_>>()
                 .into_iter(),
         );
-        self.log.snapshot(upto, &body).map_err(io_err)
+        let away = match self.log.storage().beside() {
+            Some(storage) => self
+                .log
+                .sync_handle()
+                .map_err(io_err)?
+                .map(|sync| (storage, sync)),
+            None => None,
+        };
+        let Some((storage, sync)) = away else {
+            // The copies, before the segments holding their originals go.
+            self.log.commit().map_err(io_err)?;
+            return self.log.snapshot(upto, &body).map_err(io_err);
+        };
+        let snap = self.log.snapshot_detached(upto, &body).map_err(io_err)?;
+        if self.reclaimer.is_none() {
+            self.reclaimer = Some(Reclaimer::start(Arc::downgrade(me))?);
+        }
+        let job = Job {
+            sync,
+            snap,
+            storage,
+        };
+        self.reclaiming = self
+            .reclaimer
+            .as_ref()
+            .expect("started above")
+            .jobs
+            .send(job)
+            .is_ok();
+        Ok(())
     }
 
     /// Copies the live entries of the groups whose oldest record is in the
@@ -122,4 +169,85 @@ impl<S: Storage> Inner<S> {
         }
         Ok(())
     }
+}
+
+/// One reclaim's work away from the lock.
+struct Job<S> {
+    /// Syncs the segment the copies (and every record before the
+    /// snapshot's LSN) were written to.
+    sync: SyncHandle,
+    snap: DetachedSnapshot,
+    /// A second handle on the log's directory.
+    storage: S,
+}
+
+/// The reclaim thread of one log: started at its first reclaim, stopped
+/// (after the job it is doing) when the log is dropped.
+pub(super) struct Reclaimer<S> {
+    jobs: mpsc::Sender<Job<S>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl<S: Storage + 'static> Reclaimer<S> {
+    fn start(log: Weak<Mutex<Inner<S>>>) -> io::Result<Reclaimer<S>> {
+        let (jobs, rx) = mpsc::channel::<Job<S>>();
+        let thread = std::thread::Builder::new()
+            .name("fila-raft-trim".into())
+            .spawn(move || {
+                for job in rx {
+                    run(job, &log);
+                }
+            })?;
+        Ok(Reclaimer {
+            jobs,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl<S> Drop for Reclaimer<S> {
+    fn drop(&mut self) {
+        // The channel closes with `jobs`; the thread ends after its job.
+        let (stop, _) = mpsc::channel();
+        self.jobs = stop;
+        if let Some(t) = self.thread.take() {
+            // The thread itself may hold the log's last reference.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// Syncs the copies, writes the snapshot, then (under the lock) makes it
+/// the log's: a failed sync fails the log (what was written is not known
+/// to be durable); a snapshot not written is only not taken (a later purge
+/// tries again).
+fn run<S: Storage + 'static>(mut job: Job<S>, log: &Weak<Mutex<Inner<S>>>) {
+    let synced = (job.sync)().map_err(|e| format!("syncing the Raft log: {e}"));
+    let written = synced.clone().and_then(|()| {
+        job.snap
+            .write(&mut job.storage)
+            .map_err(|e| format!("taking the Raft log's snapshot: {e}"))
+    });
+    let Some(log) = log.upgrade() else {
+        return;
+    };
+    let Ok(mut inner) = lock(&log) else {
+        return;
+    };
+    inner.reclaiming = false;
+    match (synced, written) {
+        (Err(why), _) => {
+            tracing::error!("{why}");
+            if let Some(flusher) = &inner.flusher {
+                flusher.fail(why.clone());
+            }
+            inner.broken.get_or_insert(why);
+        }
+        (Ok(()), Err(why)) => tracing::warn!("{why}"),
+        (Ok(()), Ok(())) => inner.log.snapshot_adopt(job.snap.lsn()),
+    }
+    drop(inner);
+    let _ = job.storage.sync_dir();
 }
