@@ -1,23 +1,30 @@
-//! Where a partition's leader keeps its engine: a [`Home`], one thread
-//! that owns the engine's [`Slot`] and runs, one at a time and in the
-//! order they were sent, the [`Job`]s sent to it. Nothing else touches
-//! the engine, so it is behind no lock: a request run elsewhere (a task
-//! of the node, another event loop) is sent to the home as a job, and its
-//! result comes back by message.
+//! Where a partition's leader keeps its engine: a [`Home`] for each of
+//! the engine's shards, one thread that owns that shard's [`Slot`] and
+//! runs, one at a time and in the order they were sent, the [`Job`]s sent
+//! to it. Nothing else touches the shard, so it is behind no lock: a
+//! request run elsewhere (a task of the node, another event loop) is sent
+//! to the home of its queue's shard as a job, and its result comes back by
+//! message. A dead letter bound for a queue of another shard leaves its
+//! slot as a job for that shard's home ([`Slot::take_outbox`]), as a
+//! single node's loops hand dead letters on.
 //!
-//! A server's event loop is the home of the partitions it hosts (it runs
-//! their requests itself, and the node's tasks send it jobs through its
-//! mailbox); without one, a replica's home is a task of its own
-//! ([`TaskHome`]: the simulation, the tests).
+//! A server's event loops are the homes of the partitions it hosts (loop
+//! *k* keeps shard *k* of each; they run their requests themselves, and
+//! the node's tasks send them jobs through their mailboxes); without
+//! them, a replica's one shard is at home in a task of its own
+//! ([`TaskHome`]: the simulation, the tests, which may start several that
+//! hand each other their dead letters, [`TaskHome::start_set`]).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
 
 use crate::replica::LeaderId;
 use crate::serving::Serving;
 
-/// The engine a home keeps for one partition: the leader's, while this
-/// node serves it (none otherwise).
+/// The shard of its engine a home keeps for one partition: the leader's,
+/// while this node serves it (none otherwise).
 #[derive(Default)]
 pub struct Slot {
     pub(crate) serving: Option<Serving>,
@@ -68,6 +75,48 @@ impl Slot {
         self.epoch
     }
 
+    /// The dead letters the engine's calls since the last look sent to
+    /// queues of the partition's other shards, as one job for each shard
+    /// they are bound for: `(shard, job)`. The home sends each to that
+    /// shard's home after every job or call it ran, in the order taken
+    /// (so a shard takes another's dead letters in the order they were
+    /// made). The job takes them into that shard's engine if it is of the
+    /// same leadership; else they are dropped with the engine they left
+    /// (nothing of their move was recorded: the next leadership has them
+    /// where they were).
+    pub fn take_outbox(&mut self) -> Vec<(usize, Job)> {
+        let Some(s) = self.serving.as_mut() else {
+            return Vec::new();
+        };
+        let (leader, shards) = (s.leader, s.shards);
+        let mut bound: BTreeMap<usize, Vec<fila_core::Transit>> = BTreeMap::new();
+        for t in s.take_outbox() {
+            bound.entry(t.shard(shards)).or_default().push(t);
+        }
+        bound
+            .into_iter()
+            .map(|(shard, ts)| {
+                let job: Job = Box::new(move |slot: &mut Slot| slot.accept(leader, ts));
+                (shard, job)
+            })
+            .collect()
+    }
+
+    /// Takes dead letters another shard of leadership `leader` sent.
+    fn accept(&mut self, leader: LeaderId, ts: Vec<fila_core::Transit>) {
+        if let Some(s) = self
+            .serving
+            .as_mut()
+            .filter(|s| s.leader == leader && !s.failed())
+        {
+            s.run(|owner| {
+                for t in ts {
+                    owner.accept(t);
+                }
+            });
+        }
+    }
+
     /// The receives parked in the engine that calls since the last look
     /// completed, in the order they completed.
     pub fn take_woken(&mut self) -> Vec<Woken> {
@@ -82,12 +131,14 @@ impl Slot {
 /// Work for a partition's engine, run on its home's thread.
 pub type Job = Box<dyn FnOnce(&mut Slot) + Send>;
 
-/// The thread a partition's engine lives on.
+/// The thread one shard of a partition's engine lives on.
 pub trait Home: Send + Sync {
     /// Has `job` run on the partition's slot on the home's thread, after
     /// the jobs sent before it; waits (without blocking its thread) while
     /// the home has no room. A home that stopped drops the job (its
-    /// sender sees its answer never come).
+    /// sender sees its answer never come). After each job (and each call
+    /// of its own on the slot) the home sends what [`Slot::take_outbox`]
+    /// answers to the homes of those shards.
     fn send(&self, job: Job) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }
 
@@ -97,17 +148,37 @@ pub struct TaskHome {
 }
 
 impl TaskHome {
-    /// Starts its task (on the current tokio runtime); the task ends,
-    /// dropping the engine, once the home is dropped.
+    /// Starts its task (on the current tokio runtime), the home of an
+    /// engine of one shard; the task ends, dropping the engine, once the
+    /// home is dropped.
     pub fn start() -> TaskHome {
-        let (jobs, mut to_run) = tokio::sync::mpsc::unbounded_channel::<Job>();
-        tokio::spawn(async move {
-            let mut slot = Slot::default();
-            while let Some(job) = to_run.recv().await {
-                job(&mut slot);
-            }
-        });
-        TaskHome { jobs }
+        TaskHome::start_set(1).pop().expect("one")
+    }
+
+    /// Starts `n` homes, one for each shard of an engine, that send each
+    /// other the jobs their slots' outboxes hold.
+    pub fn start_set(n: usize) -> Vec<TaskHome> {
+        let peers: Arc<OnceLock<Vec<tokio::sync::mpsc::UnboundedSender<Job>>>> = Arc::default();
+        let homes: Vec<TaskHome> = (0..n.max(1))
+            .map(|_| {
+                let (jobs, mut to_run) = tokio::sync::mpsc::unbounded_channel::<Job>();
+                let peers = peers.clone();
+                tokio::spawn(async move {
+                    let mut slot = Slot::default();
+                    while let Some(job) = to_run.recv().await {
+                        job(&mut slot);
+                        for (shard, job) in slot.take_outbox() {
+                            if let Some(peer) = peers.get().and_then(|p| p.get(shard)) {
+                                let _ = peer.send(job);
+                            }
+                        }
+                    }
+                });
+                TaskHome { jobs }
+            })
+            .collect();
+        let _ = peers.set(homes.iter().map(|h| h.jobs.clone()).collect());
+        homes
     }
 }
 

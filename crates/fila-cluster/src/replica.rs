@@ -18,13 +18,17 @@
 //! leadership's task, which submits them; at most a few entries are in
 //! flight, and the batches handed over meanwhile gather into the next
 //! entry, submitted as soon as one of them commits (one entry for all of
-//! them). The engine lives on one thread, its [`Home`] (a server's event
-//! loop, or a task of its own), which runs every operation on it: a task
-//! sends its operation there as a job and waits for the answer; the
-//! engine is behind no lock, its home never waits for openraft, and the
-//! leadership's task never touches it. When a proposal fails — leadership
-//! lost — the engine is dropped: what it executed may or may not commit,
-//! and the next leadership rebuilds from what did.
+//! them). The engine has a shard for each of its [`Home`]s (a server's
+//! event loops, or tasks of their own), its queues hashed over them as a
+//! single node's are; each shard lives on its home's thread, which runs
+//! every operation on it, and has a leadership task of its own, so each
+//! shard's entries are a stream of their own in the partition's log: a
+//! task sends an operation on a queue to its shard's home as a job and
+//! waits for the answer; no shard is behind a lock, no home waits for
+//! openraft, and no leadership task touches a shard. When a proposal
+//! fails — leadership lost — the whole engine is dropped: what it
+//! executed may or may not commit, and the next leadership rebuilds from
+//! what did.
 //!
 //! The home runs an operation of its own ([`Replica::run_at_home`], a
 //! request a server's event loop read) with the engine in hand, its
@@ -166,9 +170,11 @@ pub struct Replica<S: Storage + 'static> {
     lease_grace_ms: u64,
     /// The limits the leader's engine enforces (none until set).
     limits: std::sync::Mutex<EngineLimits>,
-    /// The thread its engine lives on (a task of its own unless set
-    /// before first use, [`Replica::set_home`]).
-    home: std::sync::OnceLock<Arc<dyn Home>>,
+    /// The threads its engine's shards live on, one a shard (one task of
+    /// its own unless set before first use, [`Replica::set_homes`]).
+    homes: std::sync::OnceLock<Vec<Arc<dyn Home>>>,
+    /// Engines built so far (each build's shards share its counters).
+    builds: std::sync::atomic::AtomicU64,
     /// Held while a new leadership's engine is built: one at a time.
     catching_up: tokio::sync::Mutex<()>,
     /// Told after each entry's outcome is noted (from the next leadership on).
@@ -211,22 +217,25 @@ impl<S: Storage + 'static> Replica<S> {
             secret: Mutex::new(secret),
             lease_grace_ms,
             limits: std::sync::Mutex::new(EngineLimits::default()),
-            home: std::sync::OnceLock::new(),
+            homes: std::sync::OnceLock::new(),
+            builds: std::sync::atomic::AtomicU64::new(0),
             catching_up: tokio::sync::Mutex::new(()),
             on_commit: std::sync::Mutex::new(None),
             id_space: std::sync::atomic::AtomicU32::new(0),
         })
     }
 
-    /// Runs `op` on the engine this node serves the partition with, while
-    /// it leads and has caught up (none otherwise): unconfirmed by a
-    /// quorum, for figures such as metrics, never for an answer.
+    /// Runs `op` on shard `shard` of the engine this node serves the
+    /// partition with, while it leads and has caught up (none otherwise):
+    /// unconfirmed by a quorum, for figures such as metrics, never for an
+    /// answer.
     pub async fn serving<R: Send + 'static>(
         &self,
+        shard: usize,
         op: impl FnOnce(&mut Owner) -> R + Send + 'static,
     ) -> Option<R> {
         let leader_id = self.leading().ok()?;
-        self.at_home(move |slot| {
+        self.at_home(shard, move |slot| {
             let s = slot.serving.as_mut().filter(|s| s.leader == leader_id)?;
             Some(op(&mut s.owner))
         })
@@ -241,7 +250,13 @@ impl<S: Storage + 'static> Replica<S> {
     /// receive waiting here for messages may sleep before it looks again,
     /// when no put wakes it first. Zero when timers are due already.
     pub async fn next_due(&self) -> Option<std::time::Duration> {
-        let at = self.serving(|owner| owner.next_timer()).await??;
+        let mut at: Option<u64> = None;
+        for shard in 0..self.shards() {
+            if let Some(t) = self.serving(shard, |owner| owner.next_timer()).await? {
+                at = Some(at.map_or(t, |a| a.min(t)));
+            }
+        }
+        let at = at?;
         let now = self.clock.now_ms();
         Some(std::time::Duration::from_millis(at.saturating_sub(now)))
     }
@@ -324,7 +339,8 @@ impl<S: Storage + 'static> Replica<S> {
         self.id
     }
 
-    /// Runs `op` on the leader's engine and answers its result once the
+    /// Runs `op` on shard `shard` of the leader's engine (the shard of the
+    /// queue it is about, [`Replica::shard_of`]) and answers its result once the
     /// records it made are committed; when it made none, once the batches
     /// it saw are committed or, with all committed, once a quorum
     /// confirmed this node still leads (an answer from a deposed leader's
@@ -345,9 +361,10 @@ impl<S: Storage + 'static> Replica<S> {
     /// there: a waiting receive is its caller's loop of tries).
     pub async fn execute<R: Send + 'static>(
         &self,
+        shard: usize,
         op: impl FnOnce(&mut Owner) -> R + Send + 'static,
     ) -> Result<R, ReplicaError> {
-        let ran = self.execute_unless(op, |_| false).await?;
+        let ran = self.execute_unless(shard, op, |_| false).await?;
         Ok(ran.expect("never dropped"))
     }
 
@@ -358,6 +375,7 @@ impl<S: Storage + 'static> Replica<S> {
     /// only the look that answers it needs the leadership confirmed).
     pub async fn execute_unless<R: Send + 'static, F>(
         &self,
+        shard: usize,
         op: F,
         drop: impl FnOnce(&R) -> bool,
     ) -> Result<Option<R>, ReplicaError>
@@ -371,7 +389,7 @@ impl<S: Storage + 'static> Replica<S> {
         let (result, ran, wait, leader_id) = loop {
             let raft = self.raft.clone();
             let at = self
-                .at_home(move |slot| {
+                .at_home(shard, move |slot| {
                     let leader_id = match leading(&raft) {
                         Ok(leader_id) => leader_id,
                         Err(leader) => {
@@ -442,34 +460,58 @@ impl<S: Storage + 'static> Replica<S> {
 
     /// Makes sure the engine of leadership `leader_id` is at home: built
     /// (caught up) unless another request built it meanwhile, one at a
-    /// time.
+    /// time. Its shards are built together and go together: a shard from
+    /// another build (or none) in any home and the engine is built again,
+    /// once the leadership tasks of the shards it replaces (of the same
+    /// leadership: their entries are not refused) have ended — an entry
+    /// of theirs after the new engine's blank would be missing from it.
     async fn serve_leadership(&self, leader_id: LeaderId) -> Result<(), ReplicaError> {
         let _one = self.catching_up.lock().await;
-        let ready = self
-            .at_home(move |slot| {
-                slot.serving
-                    .as_ref()
-                    .is_some_and(|s| s.leader == leader_id && !s.failed())
-            })
-            .await?;
-        if ready {
+        let mut builds = Vec::new();
+        for shard in 0..self.shards() {
+            let build = self
+                .at_home(shard, move |slot| {
+                    slot.serving
+                        .as_ref()
+                        .filter(|s| s.leader == leader_id && !s.failed())
+                        .map(|s| s.build)
+                })
+                .await?;
+            builds.push(build);
+        }
+        if builds[0].is_some() && builds.iter().all(|b| *b == builds[0]) {
             return Ok(());
         }
         // The stale engine goes first (a whole copy of the partition).
-        self.at_home(|slot| slot.set(None)).await?;
-        let serving = self.catch_up(leader_id).await?;
-        // Never over a healthy engine of the same leadership (one built
-        // meanwhile by a request whose wait for the home timed out).
-        self.at_home(move |slot| {
-            let healthy = slot
-                .serving
-                .as_ref()
-                .is_some_and(|s| s.leader == leader_id && !s.failed());
-            if !healthy {
-                slot.set(Some(serving));
+        let mut leads = Vec::new();
+        for shard in 0..self.shards() {
+            let lead = self
+                .at_home(shard, move |slot| {
+                    let lead = slot
+                        .serving
+                        .as_mut()
+                        .filter(|s| s.leader == leader_id && !s.failed())
+                        .and_then(|s| s.take_lead());
+                    slot.set(None);
+                    lead
+                })
+                .await?;
+            leads.extend(lead);
+        }
+        for lead in leads {
+            if tokio::time::timeout(COMMIT_TIMEOUT * 2, lead)
+                .await
+                .is_err()
+            {
+                return Err(ReplicaError::Unknown { leader: None });
             }
-        })
-        .await
+        }
+        let servings = self.catch_up(leader_id).await?;
+        for (shard, serving) in servings.into_iter().enumerate() {
+            self.at_home(shard, move |slot| slot.set(Some(serving)))
+                .await?;
+        }
+        Ok(())
     }
 
     /// Sets what is told after each entry's outcome is noted (from the
@@ -485,12 +527,13 @@ impl<S: Storage + 'static> Replica<S> {
     /// `op` sees is the committed state and the operations in flight.
     pub async fn read<R: Send + 'static>(
         &self,
+        shard: usize,
         op: impl FnOnce(&mut Owner) -> R + Send + 'static,
     ) -> Result<R, ReplicaError> {
         // An operation that makes no records is answered only once the
         // leadership is confirmed (or proved by the commit of entries in
         // flight before it): `execute` is that.
-        self.execute(op).await
+        self.execute(shard, op).await
     }
 
     /// Drops the engine of a leadership this node no longer holds (a
@@ -499,29 +542,36 @@ impl<S: Storage + 'static> Replica<S> {
     /// leadership rebuilds its own from the state machine.
     pub async fn drop_stale_engine(&self) -> bool {
         let leading = self.leading().ok();
-        self.at_home(move |slot| {
-            let stale = slot
-                .serving
-                .as_ref()
-                .is_some_and(|s| Some(s.leader) != leading);
-            if stale {
-                slot.set(None);
-            }
-            stale
-        })
-        .await
-        .unwrap_or(false)
+        let mut dropped = false;
+        for shard in 0..self.shards() {
+            dropped |= self
+                .at_home(shard, move |slot| {
+                    let stale = slot
+                        .serving
+                        .as_ref()
+                        .is_some_and(|s| Some(s.leader) != leading);
+                    if stale {
+                        slot.set(None);
+                    }
+                    stale
+                })
+                .await
+                .unwrap_or(false);
+        }
+        dropped
     }
 
     /// Drops the engine of leadership `leader`, if it is still the one.
     async fn forget(&self, leader: LeaderId) {
-        let _ = self
-            .at_home(move |slot| {
-                if slot.serving.as_ref().is_some_and(|s| s.leader == leader) {
-                    slot.set(None);
-                }
-            })
-            .await;
+        for shard in 0..self.shards() {
+            let _ = self
+                .at_home(shard, move |slot| {
+                    if slot.serving.as_ref().is_some_and(|s| s.leader == leader) {
+                        slot.set(None);
+                    }
+                })
+                .await;
+        }
     }
 
     /// Everything in the leader's log committed and applied, an engine
@@ -529,7 +579,7 @@ impl<S: Storage + 'static> Replica<S> {
     /// earlier terms in the log (some of which clients may have been told
     /// are committed — a leader that restarted does not know) are then
     /// committed too, and applying up to the blank applies them all.
-    async fn catch_up(&self, leader: LeaderId) -> Result<Serving, ReplicaError> {
+    async fn catch_up(&self, leader: LeaderId) -> Result<Vec<Serving>, ReplicaError> {
         // Bounded: a leader that steps down (removed from the membership)
         // may never answer an entry it took just before.
         let Ok(written) = tokio::time::timeout(CATCH_UP_TIMEOUT, self.raft.write_blank()).await
@@ -561,27 +611,44 @@ impl<S: Storage + 'static> Replica<S> {
             // It learns the key from the cluster's map.
             return Err(ReplicaError::NotLeader { leader: None });
         };
-        let engine = Engine::with_receipt_key(1, self.clock.clone(), partition_key(secret));
+        let shards = self.shards();
+        let engine = Engine::with_receipt_key(shards, self.clock.clone(), partition_key(secret));
         engine.set_id_space(self.id_space.load(std::sync::atomic::Ordering::Acquire));
         engine
             .restore_leased(image)
             .map_err(|e| ReplicaError::Rebuild(e.to_string()))?;
         // After the restore: what is stored stays whatever the limits.
         engine.set_limits(*self.limits.lock().unwrap_or_else(|p| p.into_inner()));
-        let records = Arc::new(Mutex::new(Vec::new()));
-        engine.set_journal(0, Some(Box::new(Capture(records.clone()))));
-        let owner = engine
-            .into_owners(1, TIMERS_PER_OPERATION)
-            .pop()
-            .expect("one owner");
+        let captures: Vec<Arc<Mutex<Vec<u8>>>> = (0..shards)
+            .map(|shard| {
+                let records = Arc::new(Mutex::new(Vec::new()));
+                engine.set_journal(shard, Some(Box::new(Capture(records.clone()))));
+                records
+            })
+            .collect();
+        let owners = engine.into_owners(shards, TIMERS_PER_OPERATION);
         let on_commit = self
             .on_commit
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        Ok(Serving::start(
-            owner, records, leader, &self.raft, on_commit,
-        ))
+        let build = self
+            .builds
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Ok(owners
+            .into_iter()
+            .zip(captures)
+            .map(|(owner, records)| {
+                Serving::start(
+                    owner,
+                    (shards, build),
+                    records,
+                    leader,
+                    &self.raft,
+                    on_commit.clone(),
+                )
+            })
+            .collect())
     }
 
     /// Stops the Raft node.
@@ -589,8 +656,10 @@ impl<S: Storage + 'static> Replica<S> {
         // The engine goes, without waiting for it to be gone (a server's
         // loops may have stopped already: the engine went with them, and
         // their mailboxes may have no room left).
-        let job: Job = Box::new(|slot| slot.set(None));
-        let _ = tokio::time::timeout(SHUTDOWN_SEND, self.home().send(job)).await;
+        for home in self.homes() {
+            let job: Job = Box::new(|slot| slot.set(None));
+            let _ = tokio::time::timeout(SHUTDOWN_SEND, home.send(job)).await;
+        }
         self.raft
             .shutdown()
             .await

@@ -37,14 +37,25 @@ impl EventSink for Capture {
     }
 }
 
-/// The engine a leader serves from, for one leadership: one owner of
-/// its one shard. Each operation's records are one batch, numbered from
-/// 1, handed to the leadership's task ([`lead`]), which gathers them
-/// into entries, submits those and notes their outcomes on the board by
-/// batch number: whoever holds the engine never waits for openraft, and
-/// the task never takes the engine.
+/// One shard of the engine a leader serves from, for one leadership: the
+/// owner of that shard. Each operation's records are one batch, numbered
+/// from 1, handed to the shard's leadership task ([`lead`]), which
+/// gathers them into entries, submits those and notes their outcomes on
+/// the shard's board by batch number: whoever holds the shard never waits
+/// for openraft, and the task never takes the shard. The shards of one
+/// engine are independent streams of entries in the partition's log (as
+/// a single node's shards are of records in its log): only a dead letter
+/// crosses between them, as the one record its target's shard makes.
 pub(crate) struct Serving {
     pub(crate) owner: Owner,
+    /// How many shards its engine has, and the build of the engine it is
+    /// part of (the shards of one build share its counters).
+    pub(crate) shards: usize,
+    pub(crate) build: u64,
+    /// Dead letters bound for queues of the engine's other shards.
+    outbox: Vec<fila_core::Transit>,
+    /// The leadership task, until someone waits for its end.
+    lead: Option<tokio::task::JoinHandle<()>>,
     /// What the engine's journal captured for the operation running.
     captured: Arc<Mutex<Vec<u8>>>,
     pub(crate) leader: LeaderId,
@@ -119,12 +130,13 @@ pub(crate) enum Ran {
 }
 
 impl Serving {
-    /// The engine of leadership `leader`, its records captured into
-    /// `captured`, with its task started (ended once the engine is dropped
-    /// and what it sent is settled); `on_commit` is told after each
-    /// entry's outcome.
+    /// One of the `shards` shards of build `build` of the engine of
+    /// leadership `leader`, its records captured into `captured`, with its
+    /// task started (ended once the shard is dropped and what it sent is
+    /// settled); `on_commit` is told after each entry's outcome.
     pub(crate) fn start<S: Storage + 'static>(
         owner: Owner,
+        (shards, build): (usize, u64),
         captured: Arc<Mutex<Vec<u8>>>,
         leader: LeaderId,
         raft: &Raft<TypeConfig, StateMachine<S>>,
@@ -133,7 +145,7 @@ impl Serving {
         let board = Arc::new(Board::new());
         let noted = Arc::new(tokio::sync::watch::channel(()).0);
         let (to_lead, batches) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(lead(
+        let lead = tokio::spawn(lead(
             batches,
             Leadership {
                 board: board.clone(),
@@ -145,6 +157,10 @@ impl Serving {
         ));
         Serving {
             owner,
+            shards,
+            build,
+            outbox: Vec::new(),
+            lead: Some(lead),
             captured,
             leader,
             batches: 0,
@@ -155,16 +171,20 @@ impl Serving {
         }
     }
 
-    /// Runs `op` on the engine, taking in a dead letter for the
-    /// partition's own shard (no receive parks here: nothing completes
-    /// later), and hands the records it made to the leadership's task as
-    /// the next batch: its result, and where its answer stands.
+    /// Runs `op` on the shard, taking in a dead letter for it and keeping
+    /// those for the engine's other shards ([`crate::Slot::take_outbox`]),
+    /// and hands the records it made to the leadership's task as the next
+    /// batch: its result, and where its answer stands.
     pub(crate) fn run<R>(&mut self, op: impl FnOnce(&mut Owner) -> R) -> (R, Ran) {
         let result = op(&mut self.owner);
         let woken_before = self.woken.len();
         while self.owner.has_output() {
             for t in self.owner.take_transit() {
-                self.owner.accept(t);
+                if self.owner.owns(t.shard(self.shards)) {
+                    self.owner.accept(t);
+                } else {
+                    self.outbox.push(t);
+                }
             }
             for c in self.owner.take_completions() {
                 // Parked receives this call completed: their deliveries
@@ -190,6 +210,16 @@ impl Serving {
         } else {
             (result, Ran::Settled)
         }
+    }
+
+    /// The dead letters for the engine's other shards since the last look.
+    pub(crate) fn take_outbox(&mut self) -> Vec<fila_core::Transit> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// The leadership task, to wait for its end (once).
+    pub(crate) fn take_lead(&mut self) -> Option<tokio::task::JoinHandle<()>> {
+        self.lead.take()
     }
 
     /// The parked receives its calls completed since the last look, each

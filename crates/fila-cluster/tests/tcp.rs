@@ -99,6 +99,7 @@ async fn start(
     listener: TcpListener,
     secret: &Arc<[u8]>,
     tls: Option<PeerTls>,
+    shards: usize,
 ) -> Node {
     let log = NodeLog::open(
         FsStorage::new(dir.join(format!("node-{id}/log"))).unwrap(),
@@ -119,6 +120,15 @@ async fn start(
     )
     .await
     .unwrap();
+    if shards > 1 {
+        let homes = fila_cluster::TaskHome::start_set(shards);
+        assert!(replica.set_homes(
+            homes
+                .into_iter()
+                .map(|h| Arc::new(h) as Arc<dyn fila_cluster::Home>)
+                .collect()
+        ));
+    }
     let raft = replica.raft().clone();
     let server = tokio::spawn(serve(
         listener,
@@ -143,7 +153,7 @@ async fn put(nodes: &BTreeMap<NodeId, Node>, body: &str, within: Duration) -> (N
             let body = body.to_owned();
             let r = n
                 .replica
-                .execute(move |e| e.put(QUEUE, vec![NewMessage::new(body)]))
+                .execute(0, move |e| e.put(QUEUE, vec![NewMessage::new(body)]))
                 .await;
             if let Ok(Ok(entries)) = r {
                 assert!(entries[0].is_ok());
@@ -194,11 +204,13 @@ fn bodies(image: &fila_core::event::EngineImage) -> Vec<String> {
 
 /// Three nodes on loopback (their folders under `dir`, emptied first),
 /// one group of all three made, its queue created: the nodes, their
-/// members, and the node the create ran on (the leader then).
+/// members, and the node the create ran on (the leader then). Each
+/// leader's engine has `shards` shards.
 async fn three(
     dir: &Dir,
     secret: &Arc<[u8]>,
     tls: Option<&PeerTls>,
+    shards: usize,
 ) -> (BTreeMap<NodeId, Node>, BTreeMap<NodeId, Member>, NodeId) {
     let _ = std::fs::remove_dir_all(&dir.0);
     let mut listeners = BTreeMap::new();
@@ -216,7 +228,7 @@ async fn three(
     }
     let mut nodes = BTreeMap::new();
     for (id, l) in listeners {
-        nodes.insert(id, start(&dir.0, id, l, secret, tls.cloned()).await);
+        nodes.insert(id, start(&dir.0, id, l, secret, tls.cloned(), shards).await);
     }
     nodes[&1]
         .replica
@@ -231,7 +243,9 @@ async fn three(
         for (id, n) in &nodes {
             if let Ok(r) = n
                 .replica
-                .execute(|e| e.create_queue(QUEUE, QueueSettings::default()))
+                .execute(n.replica.shard_of(QUEUE), |e| {
+                    e.create_queue(QUEUE, QueueSettings::default())
+                })
                 .await
             {
                 r.unwrap();
@@ -251,7 +265,7 @@ async fn a_partition_over_tls_survives_its_leader_stopping() {
     let tls = pki();
     let dir = Dir(std::env::temp_dir().join(format!("fila-cluster-tcp-{}", std::process::id())));
     let secret: Arc<[u8]> = Arc::from(&b"the cluster's secret"[..]);
-    let (mut nodes, members, created) = three(&dir, &secret, Some(&tls)).await;
+    let (mut nodes, members, created) = three(&dir, &secret, Some(&tls), 1).await;
     let mut acked = Vec::new();
     for i in 0..50 {
         let body = format!("before-{i}");
@@ -282,7 +296,7 @@ async fn a_partition_over_tls_survives_its_leader_stopping() {
     let listener = TcpListener::bind(&members[&leader].addr).await.unwrap();
     nodes.insert(
         leader,
-        start(&dir.0, leader, listener, &secret, Some(tls.clone())).await,
+        start(&dir.0, leader, listener, &secret, Some(tls.clone()), 1).await,
     );
     let last = put(&nodes, "last", Duration::from_secs(10)).await.0;
     acked.push("last".to_owned());
@@ -294,7 +308,7 @@ async fn a_partition_over_tls_survives_its_leader_stopping() {
     // The leader's engine says the same.
     let peeked = nodes[&last]
         .replica
-        .execute(|e| e.stats(QUEUE).unwrap().visible as usize)
+        .execute(0, |e| e.stats(QUEUE).unwrap().visible as usize)
         .await
         .unwrap();
     assert_eq!(peeked, acked.len());
@@ -321,7 +335,7 @@ async fn operations_run_while_entries_wait_share_the_next_entry() {
     let dir =
         Dir(std::env::temp_dir().join(format!("fila-cluster-tcp-gather-{}", std::process::id())));
     let secret: Arc<[u8]> = Arc::from(&b"the cluster's secret"[..]);
-    let (nodes, _, leader) = three(&dir, &secret, None).await;
+    let (nodes, _, leader) = three(&dir, &secret, None, 1).await;
     let replica = nodes[&leader].replica.clone();
     let last_index = |r: &Replica<FsStorage>| {
         r.raft()
@@ -336,8 +350,10 @@ async fn operations_run_while_entries_wait_share_the_next_entry() {
     for i in 0..PUTS {
         let r = replica.clone();
         puts.spawn(async move {
-            r.execute(move |e| e.put(QUEUE, vec![NewMessage::new(format!("m-{i:03}"))]))
-                .await
+            r.execute(0, move |e| {
+                e.put(QUEUE, vec![NewMessage::new(format!("m-{i:03}"))])
+            })
+            .await
         });
     }
     while let Some(done) = puts.join_next().await {
@@ -354,6 +370,7 @@ async fn operations_run_while_entries_wait_share_the_next_entry() {
     // nothing, dropped when asked.
     let (r, ticket) = replica
         .try_at_home(
+            0,
             |e| e.put(QUEUE, vec![NewMessage::new("m-100".to_owned())]),
             |_| true,
         )
@@ -369,11 +386,11 @@ async fn operations_run_while_entries_wait_share_the_next_entry() {
     let follower = nodes.keys().find(|&&id| id != leader).unwrap();
     assert!(nodes[follower]
         .replica
-        .try_at_home(|e| e.stats(QUEUE).is_ok(), |_| true)
+        .try_at_home(0, |e| e.stats(QUEUE).is_ok(), |_| true)
         .await
         .is_none());
     assert!(replica
-        .try_at_home(|e| e.stats("nowhere").is_ok(), |_| false)
+        .try_at_home(0, |e| e.stats("nowhere").is_ok(), |_| false)
         .await
         .is_none());
     let want: Vec<String> = (0..=PUTS).map(|i| format!("m-{i:03}")).collect();
@@ -396,7 +413,7 @@ async fn a_caller_without_the_secret_or_with_a_huge_frame_is_refused() {
     let secret: Arc<[u8]> = Arc::from(&b"right"[..]);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
-    let node = start(&dir.0, 1, listener, &secret, None).await;
+    let node = start(&dir.0, 1, listener, &secret, None, 1).await;
     let member = Member {
         addr: addr.clone(),
         client: String::new(),
@@ -465,7 +482,7 @@ async fn a_tls_listener_refuses_callers_that_do_not_trust_it_or_speak_no_tls() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let tls = pki();
-    let node = start(&dir.0, 1, listener, &secret, Some(tls.clone())).await;
+    let node = start(&dir.0, 1, listener, &secret, Some(tls.clone()), 1).await;
     let member = Member {
         addr: addr.clone(),
         client: String::new(),
@@ -574,7 +591,7 @@ async fn forwarded_requests_reach_the_handler_with_the_secret_only() {
     // A node without a handler refuses forwards (and says so).
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let bare_addr = listener.local_addr().unwrap().to_string();
-    let bare = start(&dir.0, 1, listener, &secret, None).await;
+    let bare = start(&dir.0, 1, listener, &secret, None, 1).await;
     let refused = forwarder
         .forward(1, &bare_addr, b"x".to_vec(), Duration::from_secs(2))
         .await
@@ -654,4 +671,118 @@ async fn held_forwards_have_connections_of_their_own_and_a_limit() {
         .await;
     assert_eq!(again.unwrap().unwrap(), b"again");
     server.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_crosses_the_shards_of_a_leaders_engine_as_one_record() {
+    use fila_core::{Address, ReceiveOptions, Received, SettingsUpdate};
+    let dir =
+        Dir(std::env::temp_dir().join(format!("fila-cluster-tcp-shards-{}", std::process::id())));
+    let secret: Arc<[u8]> = Arc::from(&b"the cluster's secret"[..]);
+    let (nodes, _, leader) = three(&dir, &secret, None, 2).await;
+    // The queue and its dead-letter target on the engine's two shards.
+    let shard = |name: &str| fila_core::shard_of(name, 2);
+    let target = (0..100)
+        .map(|i| format!("failed-{i}"))
+        .find(|n| shard(n) != shard(QUEUE))
+        .unwrap();
+    let replica = nodes[&leader].replica.clone();
+    assert_eq!(replica.shards(), 2);
+    let t = target.clone();
+    let made = replica
+        .execute(shard(&target), move |e| {
+            e.create_queue(&t, QueueSettings::default())
+        })
+        .await
+        .unwrap();
+    assert_eq!(made, Ok(true));
+    let t = target.clone();
+    let leased = replica
+        .execute(shard(QUEUE), move |e| {
+            let update = SettingsUpdate {
+                dead_letter_target: Some(Some(t)),
+                ..SettingsUpdate::default()
+            };
+            e.update_queue(QUEUE, &update)?;
+            e.put(QUEUE, vec![NewMessage::new("poison")])?;
+            match e.receive(Address::queue(QUEUE), &ReceiveOptions::now(1), None)? {
+                Received::Ready(mut ms) => {
+                    Ok::<_, fila_core::Error>(ms.pop().expect("the one put"))
+                }
+                _ => panic!("nothing to receive"),
+            }
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let receipt = leased.receipt.expect("a leased message's receipt");
+    replica
+        .execute(shard(QUEUE), move |e| {
+            e.dead_letter(QUEUE, &receipt, "bad", "it cannot be read")
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    // The target's shard takes it (its home is sent the dead letter as a
+    // job, which makes the one record that moves it).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let t = target.clone();
+        let there = replica
+            .execute(shard(&target), move |e| e.stats(&t).map(|s| s.visible))
+            .await
+            .unwrap()
+            .unwrap();
+        if there == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the dead letter never arrived");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let left = replica
+        .execute(shard(QUEUE), |e| e.stats(QUEUE))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((left.visible, left.in_flight), (0, 0));
+    // Every replica's state has it in the target alone.
+    caught_up(&nodes, leader).await;
+    for (id, n) in &nodes {
+        let image = n.replica.state().image().unwrap();
+        let held: Vec<(String, usize)> = image
+            .queues
+            .iter()
+            .map(|q| (q.name.clone(), q.messages.len()))
+            .collect();
+        assert!(
+            held.contains(&(target.clone(), 1)) && held.contains(&(QUEUE.to_owned(), 0)),
+            "node {id}: {held:?}"
+        );
+    }
+    // And the next leader's engine, rebuilt from it.
+    let next = replica.transfer_leader(None).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let t = target.clone();
+    let moved = loop {
+        let t = t.clone();
+        let ran = nodes[&next]
+            .replica
+            .execute(shard(&target), move |e| {
+                e.receive(Address::queue(&t), &ReceiveOptions::now(1), None)
+            })
+            .await;
+        if let Ok(Ok(Received::Ready(ms))) = ran {
+            break ms;
+        }
+        assert!(Instant::now() < deadline, "node {next} never served");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(moved.len(), 1);
+    assert_eq!(&moved[0].payload[..], b"poison");
+    let why = moved[0].dead_letter.as_ref().expect("dead-letter details");
+    assert_eq!(&*why.source_queue, QUEUE);
+    for n in nodes.values() {
+        n.server.abort();
+        n.replica.shutdown().await.unwrap();
+    }
 }

@@ -1,9 +1,9 @@
-//! A replica's side of its engine's home ([`crate::home`]): where the
-//! engine lives (`set_home`, a task of its own otherwise), how a task's
-//! work reaches it (`at_home`, a job and its answer by message), what the
-//! home itself runs with the engine in hand (a request of its own, a
-//! receive that parks, the timers, a cancel), and the word it is sent of
-//! the node's leadership (`tell_leadership`).
+//! A replica's side of its engine's homes ([`crate::home`]): where the
+//! engine's shards live (`set_homes`, one task of its own otherwise), how
+//! a task's work reaches a shard (`at_home`, a job and its answer by
+//! message), what a home itself runs with its shard in hand (a request of
+//! its own, a receive that parks, the timers, a cancel), and the word
+//! each home is sent of the node's leadership (`tell_leadership`).
 
 use std::sync::Arc;
 
@@ -19,39 +19,58 @@ use crate::serving::{Ran, Serving};
 use crate::{StateMachine, TypeConfig};
 
 impl<S: Storage + 'static> Replica<S> {
-    /// Sets the thread its engine lives on (a server's event loop), before
-    /// it is first used; `false` when it was used already (then it keeps
-    /// its home).
-    /// Its home is told which leadership this node holds whenever that
+    /// Sets the threads its engine's shards live on (a server's event
+    /// loops: the engine has one shard for each), before it is first
+    /// used; `false` when it was used already (then it keeps its homes).
+    /// Each home is told which leadership this node holds whenever that
     /// changes (`tell_leadership`).
-    pub fn set_home(&self, home: Arc<dyn Home>) -> bool {
-        if self.home.set(home.clone()).is_err() {
+    pub fn set_homes(&self, homes: Vec<Arc<dyn Home>>) -> bool {
+        if homes.is_empty() || self.homes.set(homes.clone()).is_err() {
             return false;
         }
-        tokio::spawn(tell_leadership(self.raft.clone(), home));
+        for home in homes {
+            tokio::spawn(tell_leadership(self.raft.clone(), home));
+        }
         true
     }
 
-    pub(super) fn home(&self) -> &Arc<dyn Home> {
-        self.home.get_or_init(|| {
+    pub(super) fn homes(&self) -> &[Arc<dyn Home>] {
+        self.homes.get_or_init(|| {
             let home: Arc<dyn Home> = Arc::new(TaskHome::start());
             tokio::spawn(tell_leadership(self.raft.clone(), home.clone()));
-            home
+            vec![home]
         })
     }
 
-    /// Runs `job` on the engine's slot, at its home: its result, waited
-    /// for at most [`HOME_TIMEOUT`] (then `Unknown`: it may still run).
+    /// How many shards its engine has (one a home).
+    pub fn shards(&self) -> usize {
+        self.homes().len()
+    }
+
+    /// The shard of its engine that holds queue `name`.
+    pub fn shard_of(&self, name: &str) -> usize {
+        fila_core::shard_of(name, self.shards())
+    }
+
+    /// Runs `job` on the slot of shard `shard`, at its home: its result,
+    /// waited for at most [`HOME_TIMEOUT`] (then `Unknown`: it may still
+    /// run).
     pub(super) async fn at_home<T: Send + 'static>(
         &self,
+        shard: usize,
         job: impl FnOnce(&mut Slot) -> T + Send + 'static,
     ) -> Result<T, ReplicaError> {
+        let Some(home) = self.homes().get(shard) else {
+            return Err(ReplicaError::Raft(format!(
+                "the engine has no shard {shard}"
+            )));
+        };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |slot| {
             let _ = tx.send(job(slot));
         });
         let ran = tokio::time::timeout(HOME_TIMEOUT, async {
-            self.home().send(job).await;
+            home.send(job).await;
             rx.await
         })
         .await;
@@ -142,16 +161,17 @@ impl<S: Storage + 'static> Replica<S> {
             .is_some_and(|s| s.owner.cancel_wait(wait))
     }
 
-    /// [`Replica::run_at_home`], sent to the engine's home as a job (what
-    /// a server's event loop does, for a test or a caller that is not
-    /// the home).
+    /// [`Replica::run_at_home`] on shard `shard`, sent to its home as a
+    /// job (what a server's event loop does, for a test or a caller that
+    /// is not the home).
     pub async fn try_at_home<R: Send + 'static>(
         self: &Arc<Self>,
+        shard: usize,
         op: impl FnOnce(&mut Owner) -> R + Send + 'static,
         keep: impl FnOnce(&R) -> bool + Send + 'static,
     ) -> Option<(R, Ticket)> {
         let me = self.clone();
-        self.at_home(move |slot| me.run_at_home(slot, op, keep))
+        self.at_home(shard, move |slot| me.run_at_home(slot, op, keep))
             .await
             .ok()
             .flatten()

@@ -129,7 +129,10 @@ async fn answer(node: &SimNode, body: Vec<u8>) -> Vec<u8> {
     let opcode = req.opcode() as u8;
     let ran = match waited {
         Some(waited) => held_here(&part, *req, waited).await,
-        None => part.execute(move |owner| serve(owner, *req)).await,
+        None => {
+            part.execute(shard_for(&part, &req), move |owner| serve(owner, *req))
+                .await
+        }
     };
     let response = ran.unwrap_or_else(|e| refusal(&e));
     Reply::of(&response, opcode, 0)
@@ -156,7 +159,9 @@ pub async fn held_here(
     let deadline = tokio::time::Instant::now() + wait.saturating_sub(waited);
     loop {
         let req = look.clone();
-        let ran = part.execute(move |owner| serve(owner, req)).await;
+        let ran = part
+            .execute(shard_for(part, &req), move |owner| serve(owner, req))
+            .await;
         let more = tokio::time::Instant::now() < deadline;
         match ran {
             Ok(Response::Messages(ms)) if ms.is_empty() && more => {}
@@ -175,6 +180,17 @@ fn failed(e: fila_core::Error) -> WireError {
 }
 
 /// Runs `req` on a partition's engine (see the module docs).
+/// The shard of `part`'s engine that serves `req` (its queue's).
+pub fn shard_for(part: &Replica<Disk>, req: &Request) -> usize {
+    match req {
+        Request::CreateQueue { name, .. } => part.shard_of(name),
+        Request::Put { queue, .. } => part.shard_of(queue),
+        Request::Delete { queue, .. } => part.shard_of(&queue.name),
+        Request::Receive(r) => part.shard_of(&r.queue.name),
+        _ => 0,
+    }
+}
+
 pub fn serve(owner: &mut Owner, req: Request) -> Response {
     match req {
         Request::CreateQueue { name, .. } => {

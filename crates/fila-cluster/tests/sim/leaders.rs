@@ -28,7 +28,9 @@ fn pipelined_operations_commit_in_the_order_the_engine_made_them() {
                     let body = format!("p{i}");
                     let b = body.clone();
                     let answer = leader
-                        .execute(move |e| e.put(QUEUE, vec![NewMessage::new(b)]))
+                        .execute(leader.shard_of(QUEUE), move |e| {
+                            e.put(QUEUE, vec![NewMessage::new(b)])
+                        })
                         .await;
                     (body, answer)
                 }));
@@ -110,7 +112,10 @@ fn a_cut_off_leader_does_not_answer_from_its_old_state() {
         let old_replica = c.replica(old).unwrap();
         assert_eq!(
             old_replica
-                .read(|o| o.stats(QUEUE).unwrap().visible)
+                .read(old_replica.shard_of(QUEUE), |o| o
+                    .stats(QUEUE)
+                    .unwrap()
+                    .visible)
                 .await
                 .unwrap(),
             0
@@ -122,7 +127,9 @@ fn a_cut_off_leader_does_not_answer_from_its_old_state() {
             for id in NODES.iter().filter(|&&n| n != old) {
                 let r = c.replica(*id).unwrap();
                 if let Ok(Ok(_)) = r
-                    .execute(|o| o.put(QUEUE, vec![NewMessage::new("new")]))
+                    .execute(r.shard_of(QUEUE), |o| {
+                        o.put(QUEUE, vec![NewMessage::new("new")])
+                    })
                     .await
                 {
                     put = Some(*id);
@@ -138,13 +145,19 @@ fn a_cut_off_leader_does_not_answer_from_its_old_state() {
         // is any operation whose answer rests on its old state without a
         // change of its own to commit (a receive finding nothing, a
         // receipt refused as stale).
-        let stale = old_replica.read(|o| o.stats(QUEUE).unwrap().visible).await;
+        let stale = old_replica
+            .read(old_replica.shard_of(QUEUE), |o| {
+                o.stats(QUEUE).unwrap().visible
+            })
+            .await;
         assert!(
             matches!(stale, Err(ReplicaError::NotLeader { .. })),
             "seed {seed}: {stale:?}"
         );
         let stale = old_replica
-            .execute(|o| o.stats(QUEUE).unwrap().visible)
+            .execute(old_replica.shard_of(QUEUE), |o| {
+                o.stats(QUEUE).unwrap().visible
+            })
             .await;
         assert!(
             matches!(stale, Err(ReplicaError::NotLeader { .. })),
@@ -153,7 +166,9 @@ fn a_cut_off_leader_does_not_answer_from_its_old_state() {
         let fresh = c
             .replica(new)
             .unwrap()
-            .read(|o| o.stats(QUEUE).unwrap().visible)
+            .read(c.replica(new).unwrap().shard_of(QUEUE), |o| {
+                o.stats(QUEUE).unwrap().visible
+            })
             .await;
         assert_eq!(fresh.unwrap(), 1, "seed {seed}");
         c.net.heal();
@@ -197,14 +212,20 @@ fn the_leader_says_when_a_lease_it_gave_ends() {
             "seed {seed}: next timer in {due:?}"
         );
         // Before the lease ends the message is not there; at the timer it is.
-        let none = leader.execute(receive_with(&leased)).await.unwrap();
+        let none = leader
+            .execute(leader.shard_of(QUEUE), receive_with(&leased))
+            .await
+            .unwrap();
         assert!(none.unwrap().is_empty(), "seed {seed}");
         let mut slept = Duration::ZERO;
         let again = loop {
             let due = leader.next_due().await.expect("a timer until it ends");
             tokio::time::sleep(due.max(Duration::from_millis(1))).await;
             slept += due;
-            let got = leader.execute(receive_with(&leased)).await.unwrap();
+            let got = leader
+                .execute(leader.shard_of(QUEUE), receive_with(&leased))
+                .await
+                .unwrap();
             if !got.as_ref().unwrap().is_empty() {
                 break got.unwrap();
             }

@@ -73,6 +73,9 @@ struct Cluster {
     /// Operations tried so far: every other one is first tried at the
     /// engine's home (`try_at_home`, as a server's event loop runs it).
     tried: u64,
+    /// Shards of each leader's engine (one home a shard): 1 or 2 by the
+    /// seed, so both shapes are run.
+    shards: usize,
 }
 
 /// An operation the simulation runs on a partition's leader: sent to the
@@ -193,6 +196,7 @@ impl Cluster {
             leader: 1,
             tried: 0,
             retired: 0,
+            shards: 1 + (seed % 2) as usize,
         };
         for &id in slots {
             c.start(id).await;
@@ -248,6 +252,13 @@ impl Cluster {
         )
         .await
         .unwrap();
+        let homes = fila_cluster::TaskHome::start_set(self.shards);
+        assert!(replica.set_homes(
+            homes
+                .into_iter()
+                .map(|h| Arc::new(h) as Arc<dyn fila_cluster::Home>)
+                .collect()
+        ));
         self.net.up(id, replica.raft().clone());
         slot.replica = Some(Arc::new(replica));
     }
@@ -350,7 +361,8 @@ impl Cluster {
             };
             self.tried += 1;
             if self.tried.is_multiple_of(2) {
-                if let Some((r, ticket)) = replica.try_at_home(op.clone(), |_| true).await {
+                let shard = replica.shard_of(QUEUE);
+                if let Some((r, ticket)) = replica.try_at_home(shard, op.clone(), |_| true).await {
                     // Its entry's outcome, looked at as a loop would (at
                     // most 12 s: a commit's wait and a gathered entry's).
                     let mut outcome = None;
@@ -372,8 +384,10 @@ impl Cluster {
                     }
                 }
             }
+            let shard = replica.shard_of(QUEUE);
             let done =
-                tokio::time::timeout(Duration::from_secs(3), replica.execute(op.clone())).await;
+                tokio::time::timeout(Duration::from_secs(3), replica.execute(shard, op.clone()))
+                    .await;
             if tracing() {
                 if let Ok(Err(e)) = &done {
                     eprintln!("  node {id}: {e}");

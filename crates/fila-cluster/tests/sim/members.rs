@@ -267,7 +267,7 @@ fn a_leader_that_removed_itself_serves_nothing() {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let (voters, _) = membership(&c, old).unwrap();
         assert!(!voters.contains(&old), "seed {seed}: {voters:?}");
-        let stale = replica.execute(contents).await;
+        let stale = replica.execute(replica.shard_of(QUEUE), contents).await;
         match stale {
             Err(ReplicaError::NotLeader { leader }) => {
                 assert_ne!(leader, Some(old), "seed {seed}: it names itself")
@@ -280,7 +280,7 @@ fn a_leader_that_removed_itself_serves_nothing() {
         for _ in 0..50 {
             for id in NODES.iter().filter(|&&n| n != old) {
                 let r = c.replica(*id).unwrap();
-                if let Ok(e) = r.execute(contents).await {
+                if let Ok(e) = r.execute(r.shard_of(QUEUE), contents).await {
                     assert!(e.is_empty(), "seed {seed}: {e:?}");
                     served = true;
                 }

@@ -52,6 +52,8 @@ struct Cells {
     copy_runs: u64,
     config: Arc<openraft::Config>,
     clock: Arc<dyn Clock>,
+    /// Shards of each leader's engine: 1 or 2 by the seed.
+    shards: usize,
 }
 
 /// What clients were told, per queue.
@@ -106,6 +108,7 @@ impl Cells {
             copy_runs: 0,
             config: sim_config(),
             clock: Arc::new(SimClock(tokio::time::Instant::now())),
+            shards: 1 + (seed % 2) as usize,
         };
         for id in NODES {
             let disk = |k: u64| Disk::new(seed * 1_000 + id * 100 + k);
@@ -187,6 +190,13 @@ impl Cells {
             )
             .await
             .unwrap();
+            let homes = fila_cluster::TaskHome::start_set(self.shards);
+            assert!(replica.set_homes(
+                homes
+                    .into_iter()
+                    .map(|h| Arc::new(h) as Arc<dyn fila_cluster::Home>)
+                    .collect()
+            ));
             self.net.up_in(id, p as u64, replica.raft().clone());
             parts.push(Arc::new(replica));
         }
@@ -277,11 +287,12 @@ impl Cells {
         None
     }
 
-    /// Runs `op` on partition `p`'s leader, trying each node's replica:
-    /// the end's checks.
+    /// Runs `op` on the shard of `queue` of partition `p`'s leader, trying
+    /// each node's replica: the end's checks.
     async fn on_partition<R: Send + 'static>(
         &self,
         p: u32,
+        queue: &str,
         op: impl Fn(&mut Owner) -> R + Clone + Send + 'static,
     ) -> Option<R> {
         self.follow_maps();
@@ -289,8 +300,10 @@ impl Cells {
             let Some(replica) = machine.node.as_ref().and_then(|n| n.parts.get(p as usize)) else {
                 continue;
             };
+            let shard = replica.shard_of(queue);
             let done =
-                tokio::time::timeout(Duration::from_secs(3), replica.execute(op.clone())).await;
+                tokio::time::timeout(Duration::from_secs(3), replica.execute(shard, op.clone()))
+                    .await;
             match done {
                 Ok(Ok(r)) => return Some(r),
                 Ok(Err(ReplicaError::Unknown { .. })) | Err(_) => return None,
@@ -363,7 +376,10 @@ async fn run_from(
     };
     let here = || {
         let (part, req) = (part.clone(), req.clone());
-        async move { part.execute(move |owner| serve(owner, req)).await }
+        async move {
+            let shard = forwards::shard_for(&part, &req);
+            part.execute(shard, move |owner| serve(owner, req)).await
+        }
     };
     let led = tokio::time::timeout(Duration::from_secs(6), node.on_leader(p, &ask, here))
         .await
@@ -685,22 +701,19 @@ async fn run_cells(seed: u64) -> Told {
     }
     // Each partition's queues, read on its leader.
     for p in 0..PARTS as u32 {
-        let mut end = None;
-        for _ in 0..100 {
-            end = c
-                .on_partition(p, |e| {
-                    QUEUES
-                        .iter()
-                        .map(|q| (q.to_string(), messages_of(e, q)))
-                        .collect::<BTreeMap<_, _>>()
-                })
-                .await;
-            if end.is_some() {
-                break;
+        let mut end = BTreeMap::new();
+        for q in QUEUES {
+            let mut got = None;
+            for _ in 0..100 {
+                got = c.on_partition(p, q, move |e| messages_of(e, q)).await;
+                if got.is_some() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            let got = got.unwrap_or_else(|| panic!("seed {seed}: partition {p} has no leader"));
+            end.insert(q.to_string(), got);
         }
-        let end = end.unwrap_or_else(|| panic!("seed {seed}: partition {p} has no leader"));
         for (queue, messages) in end {
             let home = map.partition_of(&queue) == Some(p);
             if !home {

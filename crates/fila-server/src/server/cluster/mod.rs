@@ -280,11 +280,11 @@ async fn run(
                 r.set_id_space(p as u32 + 1);
                 // Its engine lives on one event loop, which runs every
                 // operation on it.
-                r.set_home(Arc::new(fast::LoopHome {
+                r.set_homes(vec![Arc::new(fast::LoopHome {
                     loops: shared.loops.clone(),
                     lp: fast::home_of(p, shared.loops.owners()),
                     part: p,
-                }));
+                })]);
                 replicas.push(Arc::new(r));
             }
             Err(e) => return fail(&shared, format!("the cluster node's partition {p}: {e}")),
@@ -452,18 +452,20 @@ async fn on_msg(c: &Cluster, msg: Msg, turn: &mut Turn) {
             // this node leads.
             let mut stats = Vec::new();
             for part in &c.parts {
-                let max = ask.max.saturating_sub(stats.len());
-                let mine: Vec<(String, fila_core::QueueStats)> = part
-                    .serving(move |owner| {
-                        let names = owner.list_queues("", "", max);
-                        names
-                            .into_iter()
-                            .filter_map(|q| owner.stats(&q).ok().map(|s| (q, s)))
-                            .collect()
-                    })
-                    .await
-                    .unwrap_or_default();
-                stats.extend(mine);
+                for shard in 0..part.shards() {
+                    let max = ask.max.saturating_sub(stats.len());
+                    let mine: Vec<(String, fila_core::QueueStats)> = part
+                        .serving(shard, move |owner| {
+                            let names = owner.list_queues("", "", max);
+                            names
+                                .into_iter()
+                                .filter_map(|q| owner.stats(&q).ok().map(|s| (q, s)))
+                                .collect()
+                        })
+                        .await
+                        .unwrap_or_default();
+                    stats.extend(mine);
+                }
             }
             let _ = ask.reply.send(stats);
         }

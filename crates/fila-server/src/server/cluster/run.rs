@@ -249,7 +249,7 @@ async fn hold_less(c: &Cluster, part: &Part, req: &Request, route: &mut Route) -
     }
     let queue = r.queue.name.clone();
     let largest = part
-        .serving(move |owner| {
+        .serving(part.shard_of(&queue), move |owner| {
             owner
                 .queue_settings(&queue)
                 .ok()
@@ -283,7 +283,8 @@ async fn hold_less(c: &Cluster, part: &Part, req: &Request, route: &mut Route) -
 async fn nap(part: &Part, left: Duration) -> Duration {
     let due = match part.next_due().await {
         Some(due) => due,
-        None if part.serving(|_| ()).await.is_some() => left,
+        // (The shards of an engine are built and dropped together.)
+        None if part.serving(0, |_| ()).await.is_some() => left,
         None => POLL,
     };
     due.max(Duration::from_millis(1)).min(left)
@@ -345,7 +346,10 @@ async fn unplace_if_gone(c: &Cluster, part: &Part, req: &Request, answer: &Answe
         (Request::DeleteQueue { name, .. }, Answer::Wire(Response::Ok)) => name.clone(),
         (Request::CreateQueue { name, .. }, Answer::Wire(Response::Error(_))) => {
             let q = name.clone();
-            match part.read(move |owner| owner.has_queue(&q)).await {
+            match part
+                .read(part.shard_of(&q), move |owner| owner.has_queue(&q))
+                .await
+            {
                 Ok(false) => name.clone(),
                 _ => return,
             }
@@ -377,8 +381,9 @@ async fn attempt_unless(
     droppable: bool,
 ) -> Result<Option<(Answer, u64)>, ReplicaError> {
     if let Request::ServerStats = req {
-        // A partition's part of the server's stats.
-        let figures = part.read(|owner| figures(&owner.totals())).await?;
+        // A partition's part of the server's stats (its engine's totals,
+        // which every shard has).
+        let figures = part.read(0, |owner| figures(&owner.totals())).await?;
         return Ok(Some((Response::ServerStats(figures).into(), 0)));
     }
     let asked_wait = match &mut req {
@@ -386,6 +391,7 @@ async fn attempt_unless(
         _ => None,
     };
     let read = is_read(&req);
+    let shard = crate::ops::queue_of(&req).map_or(0, |q| part.shard_of(q));
     let work = move |owner: &mut Owner| {
         let default_wait = match (&asked_wait, crate::ops::queue_of(&req)) {
             (Some(None), Some(q)) => owner
@@ -398,12 +404,12 @@ async fn attempt_unless(
         (run_on(owner, req, room), default_wait)
     };
     if read {
-        part.read(work).await.map(Some)
+        part.read(shard, work).await.map(Some)
     } else {
         let empty = |(answer, _): &(Answer, u64)| {
             droppable && matches!(answer, Answer::Messages(_, ms) if ms.is_empty())
         };
-        part.execute_unless(work, empty).await
+        part.execute_unless(shard, work, empty).await
     }
 }
 
@@ -497,26 +503,36 @@ pub(super) async fn list_all(c: &Cluster, list: &ListJob) -> Answer {
             limit,
         };
         let here = || {
-            let list = ListJob::of_parts(nowhere(), ranges.clone(), after.clone(), limit);
-            async move {
-                part.read(move |owner| list_on(list, owner))
-                    .await
-                    .map(|a| (a, 0))
-            }
+            let (ranges, after) = (ranges.clone(), after.clone());
+            async move { list_part(part, ranges, after, limit).await.map(|a| (a, 0)) }
         };
         let answer = match c.on_leader(g, ask, here).await {
             Ok((answer, _)) | Err(answer) => answer,
         };
-        match answer {
-            Answer::Wire(Response::Queues { names: mine, next }) => {
-                more |= next.is_some();
-                names.extend(mine);
-            }
-            other => return other,
+        if let Err(other) = gather_page(answer, &mut names, &mut more) {
+            return other;
         }
     }
-    // Each partition answered its first `limit` names after the cursor:
-    // the first `limit` of them all skip none of any partition's.
+    page(names, more, limit)
+}
+
+/// Adds a page of names to `names` (`more`: it said more follow); an
+/// answer that is not a page is handed back.
+fn gather_page(answer: Answer, names: &mut Vec<String>, more: &mut bool) -> Result<(), Answer> {
+    match answer {
+        Answer::Wire(Response::Queues { names: mine, next }) => {
+            *more |= next.is_some();
+            names.extend(mine);
+            Ok(())
+        }
+        other => Err(other),
+    }
+}
+
+/// One page of the names several parts answered: each answered its first
+/// `limit` names after the cursor, so the first `limit` of them all skip
+/// none of any part's.
+fn page(names: Vec<String>, more: bool, limit: usize) -> Answer {
     let (names, mut next) = fila_core::page_of(names, limit);
     if next.is_none() && more {
         next = names.last().cloned();
@@ -524,13 +540,43 @@ pub(super) async fn list_all(c: &Cluster, list: &ListJob) -> Answer {
     Response::Queues { names, next }.into()
 }
 
+/// A list of queues on every shard of `part`'s engine, as one page.
+async fn list_part(
+    part: &Part,
+    ranges: Vec<crate::auth::Range>,
+    after: String,
+    limit: usize,
+) -> Result<Answer, ReplicaError> {
+    let mut names = Vec::new();
+    let mut more = false;
+    for shard in 0..part.shards() {
+        let list = ListJob::of_parts(nowhere(), ranges.clone(), after.clone(), limit);
+        let answer = part.read(shard, move |owner| list_on(list, owner)).await?;
+        if let Err(other) = gather_page(answer, &mut names, &mut more) {
+            return Ok(other);
+        }
+    }
+    Ok(page(names, more, limit))
+}
+
+/// Ends the leases of `receipts` on every shard of `part`'s engine (a
+/// receipt of a queue on another shard changes nothing on this one).
+async fn abandon_part(part: &Part, receipts: Vec<fila_core::Receipt>) -> Result<(), ReplicaError> {
+    let receipts = std::sync::Arc::new(receipts);
+    for shard in 0..part.shards() {
+        let given = receipts.clone();
+        part.execute(shard, move |owner| owner.abandon(shard, &given))
+            .await?;
+    }
+    Ok(())
+}
+
 /// Leases of an answer nobody could take, given back on the partition
 /// that made them (a receipt of another partition's key is no lease of
 /// it, and changes nothing there).
 pub(super) async fn abandon_all(c: &Cluster, receipts: Vec<fila_core::Receipt>) {
     for (g, part) in c.parts.iter().enumerate() {
-        let given = receipts.clone();
-        let ran = match part.execute(move |owner| owner.abandon(0, &given)).await {
+        let ran = match abandon_part(part, receipts.clone()).await {
             Err(e) => Err(c.named(g as u32, e).await),
             done => done,
         };
@@ -627,15 +673,14 @@ pub(super) async fn answer_forward(c: &Cluster, body: Vec<u8>) -> Vec<u8> {
                     exact: r.exact,
                 })
                 .collect();
-            let list = ListJob::of_parts(nowhere(), ranges, after, limit);
-            let answer = match part.read(move |owner| list_on(list, owner)).await {
+            let answer = match list_part(part, ranges, after, limit).await {
                 Ok(answer) => answer,
                 Err(e) => c.refusal(g, &e),
             };
             forward::encode_answer(&answer, Opcode::ListQueues as u8, 0)
         }
         (Ask::Abandon { receipts, .. }, Some(part)) => {
-            let answer = match part.execute(move |owner| owner.abandon(0, &receipts)).await {
+            let answer = match abandon_part(part, receipts).await {
                 Ok(_) => Response::Ok.into(),
                 Err(e) => c.refusal(g, &e),
             };

@@ -146,7 +146,8 @@ pub(super) async fn keep_view(c: Arc<Cluster>) {
             .unwrap_or_else(|p| p.into_inner()) = Some(status(&c));
         let mut totals = None;
         for part in &c.parts {
-            totals = part.serving(|owner| owner.totals()).await;
+            // (Every shard of an engine has its totals.)
+            totals = part.serving(0, |owner| owner.totals()).await;
             if totals.is_some() {
                 break;
             }
