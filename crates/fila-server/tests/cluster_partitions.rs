@@ -101,16 +101,19 @@ fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
     };
     let mut c = of_all(&nodes);
     // A queue and the one it dead-letters to land in one partition: the
-    // create names a target the partition holds. (The first waits for the
-    // map: a partition serves once its node knows its key.)
+    // create names a target the partition holds — on the other shard of
+    // its engine (with two loops, "orders" is on shard 0 and "rejects" on
+    // shard 1: the create checks the target there, and the dead letter
+    // crosses to it). (The first waits for the map: a partition serves
+    // once its node knows its key.)
     let deadline = Instant::now() + Duration::from_secs(30);
-    while let Err(e) = c.create_queue("target", SettingsPatch::default()) {
+    while let Err(e) = c.create_queue("rejects", SettingsPatch::default()) {
         assert_eq!(e.code(), Some(ErrorCode::NOT_LEADER), "{e}");
         assert!(Instant::now() < deadline, "no queue could be made: {e}");
         std::thread::sleep(Duration::from_millis(100));
     }
     let with_target = SettingsPatch {
-        dead_letter_target: Some(Some("target".into())),
+        dead_letter_target: Some(Some("rejects".into())),
         ..Default::default()
     };
     c.create_queue("orders", with_target).unwrap();
@@ -129,7 +132,7 @@ fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
     let err = c.delete_queue("beta").unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::QUEUE_NOT_FOUND), "{err}");
     c.create_queue("gamma", SettingsPatch::default()).unwrap();
-    let queues = ["target", "orders", "alpha", "gamma"];
+    let queues = ["rejects", "orders", "alpha", "gamma"];
     assert_eq!(queues.len() as u64, QUEUES_MAX);
     // Every node lists every partition's queues and counts them.
     for n in &nodes {
@@ -146,7 +149,7 @@ fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
         let stat = |name: &str| stats.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
         assert_eq!(stat("queues"), Some(QUEUES_MAX), "node {}: {stats:?}", n.id);
     }
-    // Dead letters of "orders" reach "target" (in its partition).
+    // Dead letters of "orders" reach "rejects" (in its partition).
     c.put_one("orders", "doomed").unwrap();
     let got = c.receive("orders", 1, Some(5_000)).unwrap();
     let receipt = got[0].receipt.expect("a lease");
@@ -155,7 +158,7 @@ fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
     let peeked = c
         .peek(
             QueueRef {
-                name: "target".into(),
+                name: "rejects".into(),
                 dlq: false,
             },
             0,

@@ -499,7 +499,8 @@ impl ShardHost {
     ) {
         #[cfg(not(loom))]
         {
-            let home = crate::server::cluster::fast::home_of(part, self.shared.loops.owners());
+            // Loop k keeps shard k of every partition's engine.
+            let home = wait.shard();
             if home == self.index {
                 self.cancel_part_here(part, wait, (lp, conn), answer, post);
             } else {

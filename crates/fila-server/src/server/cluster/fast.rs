@@ -1,18 +1,21 @@
 //! A put, receive or delete run by a loop on its partition's leader
-//! engine, which one event loop keeps (the partition's home, `home_of`:
-//! partition `g` on loop `g` mod loops) and nothing else touches: the
-//! loop that read the request runs it when it is the home, else sends it
-//! there (`Msg::Lead`); the node's tasks send their work there too
-//! (`LoopHome`, `Msg::Engine`). The engine call is made on the home, its
-//! records go, as one batch, to the partition's leadership task, which
-//! puts them into the next Raft entry ([`fila_cluster::Replica::run_at_home`]),
+//! engine, whose shards the event loops keep — loop *k* keeps shard *k*
+//! of every partition's engine, a queue's shard picked as on a single
+//! node (`fila_core::shard_of`) — and nothing else touches: the loop that
+//! read the request runs it when it keeps the queue's shard, else sends
+//! it there (`Msg::Lead`); the node's tasks send their work there too
+//! (`LoopHome`, `Msg::Engine`), and so do the other shards the dead
+//! letters bound for it (`Slot::take_outbox`, posted after each call on a
+//! shard, `after_engine`). The engine call is made on the home, its
+//! records go, as one batch, to the shard's leadership task, which puts
+//! them into the next Raft entry ([`fila_cluster::Replica::run_at_home`]),
 //! and the home holds the answer until that entry committed
 //! (`server/held.rs`) — told by the partition's committer, which raises
 //! each holding loop's flag and wakes it (`Loops::tell_committed`); the
 //! answer then goes to the connection's loop. No lock, no task per
-//! request. A receive that finds nothing and may wait parks in the engine
+//! request. A receive that finds nothing and may wait parks in the shard
 //! as on a single node (`Fast::park_here`, `ShardHost::park_lead`): a
-//! later call on the engine that fills it, or the timer that ends its
+//! later call on the shard that fills it, or the timer that ends its
 //! wait, completes it, and the home answers it once the batch with its
 //! deliveries commits (`ShardHost::after_engine`). Anything else goes to
 //! the cluster node's endpoint: a request of another kind, a queue not in
@@ -52,7 +55,8 @@ impl Fast {
     }
 
     /// The partition a request goes to and the loop that keeps its
-    /// engine (`home_of`), when a loop runs it there itself: a put,
+    /// queue's shard of the partition's engine, when a loop runs it there
+    /// itself: a put,
     /// receive or delete of a queue in the routing table, for a connection
     /// of a loop. `None`: for the endpoint.
     pub(in crate::server) fn route(&self, job: &RunJob) -> Option<(usize, usize)> {
@@ -63,11 +67,12 @@ impl Fast {
         {
             return None;
         }
-        let g = crate::ops::queue_of(&job.req).and_then(|q| c.route(q))? as usize;
+        let queue = crate::ops::queue_of(&job.req)?;
+        let g = c.route(queue)? as usize;
         // Whether this node leads it is for the home to say (it knows
         // without a lock, `Replica::run_at_home`).
         c.parts.get(g)?;
-        Some((g, home_of(g, owners)))
+        Some((g, fila_core::shard_of(queue, owners)))
     }
 
     /// Runs `job` on partition `g`'s engine, which this loop keeps in
@@ -214,14 +219,9 @@ impl Fast {
     }
 }
 
-/// The loop that keeps partition `g`'s engine, of `owners` loops.
-pub(in crate::server) fn home_of(g: usize, owners: usize) -> usize {
-    g % owners.max(1)
-}
-
-/// A partition's home on a cluster node: the event loop that keeps its
-/// engine (`home_of`), reached by the node's tasks through its mailbox
-/// (`Msg::Engine`).
+/// The home of one shard of a partition's engine on a cluster node: the
+/// event loop that keeps it (loop *k*, shard *k*), reached by the node's
+/// tasks and the other shards through its mailbox (`Msg::Engine`).
 pub(super) struct LoopHome {
     pub(super) loops: crate::server::mailbox::Loops,
     pub(super) lp: usize,

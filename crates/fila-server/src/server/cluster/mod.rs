@@ -278,13 +278,20 @@ async fn run(
                 // Message ids unique across the cluster: each partition's
                 // in a space of its own (its queue ids are its own).
                 r.set_id_space(p as u32 + 1);
-                // Its engine lives on one event loop, which runs every
-                // operation on it.
-                r.set_homes(vec![Arc::new(fast::LoopHome {
-                    loops: shared.loops.clone(),
-                    lp: fast::home_of(p, shared.loops.owners()),
-                    part: p,
-                })]);
+                // Its engine has a shard on each event loop (its queues
+                // hashed over them as a single node's are), which runs
+                // every operation on it.
+                r.set_homes(
+                    (0..shared.loops.owners().max(1))
+                        .map(|lp| {
+                            Arc::new(fast::LoopHome {
+                                loops: shared.loops.clone(),
+                                lp,
+                                part: p,
+                            }) as Arc<dyn fila_cluster::Home>
+                        })
+                        .collect(),
+                );
                 replicas.push(Arc::new(r));
             }
             Err(e) => return fail(&shared, format!("the cluster node's partition {p}: {e}")),

@@ -392,6 +392,21 @@ async fn attempt_unless(
     };
     let read = is_read(&req);
     let shard = crate::ops::queue_of(&req).map_or(0, |q| part.shard_of(q));
+    if let Some(target) = dispatch::target_of(&req) {
+        let on = part.shard_of(target);
+        if on != shard {
+            // A dead-letter target on another shard of the engine is
+            // checked there first, as a single node checks it.
+            if let Err(answer) = dispatch::precheck(&req) {
+                return Ok(Some((answer.into(), 0)));
+            }
+            let name = target.to_owned();
+            if !part.read(on, move |owner| owner.has_queue(&name)).await? {
+                let e = fila_core::Error::QueueNotFound(target.to_owned());
+                return Ok(Some((Answer::failed(&e), 0)));
+            }
+        }
+    }
     let work = move |owner: &mut Owner| {
         let default_wait = match (&asked_wait, crate::ops::queue_of(&req)) {
             (Some(None), Some(q)) => owner
@@ -713,13 +728,14 @@ fn nowhere() -> Route {
 }
 
 /// Runs a request on the partition's engine as a shard host runs one: a
-/// dead-letter target it names is checked first.
+/// dead-letter target it names is checked first (here when this shard
+/// holds it, else on its own before, `attempt_unless`).
 pub(super) fn run_on(owner: &mut Owner, req: Request, room: usize) -> Answer {
     if let Some(target) = dispatch::target_of(&req) {
         if let Err(answer) = dispatch::precheck(&req) {
             return answer.into();
         }
-        if !owner.has_queue(target) {
+        if owner.owns(owner.totals().shard_of(target)) && !owner.has_queue(target) {
             return Answer::failed(&fila_core::Error::QueueNotFound(target.to_owned()));
         }
     }

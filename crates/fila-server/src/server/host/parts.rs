@@ -169,6 +169,13 @@ impl ShardHost {
         let Some(cluster) = self.shared.cluster else {
             return;
         };
+        if let Some(slot) = self.engines.get_mut(g) {
+            // Dead letters for the engine's other shards, to their loops
+            // (loop k keeps shard k), in the order they were made.
+            for (shard, job) in slot.take_outbox() {
+                post.send(shard, Msg::Engine { part: g, job });
+            }
+        }
         if g < self.engines.len() && g < self.part_waits.len() {
             let woken = self.engines[g].take_woken();
             let epoch = self.engines[g].epoch();
