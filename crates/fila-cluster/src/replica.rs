@@ -21,11 +21,11 @@
 //! them). The engine has a shard for each of its [`Home`]s (a server's
 //! event loops, or tasks of their own), its queues hashed over them as a
 //! single node's are; each shard lives on its home's thread, which runs
-//! every operation on it, and has a leadership task of its own, so each
-//! shard's entries are a stream of their own in the partition's log: a
-//! task sends an operation on a queue to its shard's home as a job and
-//! waits for the answer; no shard is behind a lock, no home waits for
-//! openraft, and no leadership task touches a shard. When a proposal
+//! every operation on it, and hands its batches to the engine's one
+//! leadership task, which gathers every shard's into the entries: a task
+//! sends an operation on a queue to its shard's home as a job and waits
+//! for the answer; no shard is behind a lock, no home waits for openraft,
+//! and the leadership task touches no shard. When a proposal
 //! fails — leadership lost — the whole engine is dropped: what it
 //! executed may or may not commit, and the next leadership rebuilds from
 //! what did.
@@ -462,9 +462,9 @@ impl<S: Storage + 'static> Replica<S> {
     /// (caught up) unless another request built it meanwhile, one at a
     /// time. Its shards are built together and go together: a shard from
     /// another build (or none) in any home and the engine is built again,
-    /// once the leadership tasks of the shards it replaces (of the same
-    /// leadership: their entries are not refused) have ended — an entry
-    /// of theirs after the new engine's blank would be missing from it.
+    /// once the leadership task of the engine it replaces (of the same
+    /// leadership: its entries are not refused) has ended — an entry of
+    /// its after the new engine's blank would be missing from it.
     async fn serve_leadership(&self, leader_id: LeaderId) -> Result<(), ReplicaError> {
         let _one = self.catching_up.lock().await;
         let mut builds = Vec::new();
@@ -635,20 +635,13 @@ impl<S: Storage + 'static> Replica<S> {
         let build = self
             .builds
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        Ok(owners
-            .into_iter()
-            .zip(captures)
-            .map(|(owner, records)| {
-                Serving::start(
-                    owner,
-                    (shards, build),
-                    records,
-                    leader,
-                    &self.raft,
-                    on_commit.clone(),
-                )
-            })
-            .collect())
+        Ok(Serving::start_engine(
+            owners.into_iter().zip(captures).collect(),
+            build,
+            leader,
+            &self.raft,
+            on_commit,
+        ))
     }
 
     /// Stops the Raft node.

@@ -39,22 +39,25 @@ impl EventSink for Capture {
 
 /// One shard of the engine a leader serves from, for one leadership: the
 /// owner of that shard. Each operation's records are one batch, numbered
-/// from 1, handed to the shard's leadership task ([`lead`]), which
-/// gathers them into entries, submits those and notes their outcomes on
-/// the shard's board by batch number: whoever holds the shard never waits
-/// for openraft, and the task never takes the shard. The shards of one
-/// engine are independent streams of entries in the partition's log (as
-/// a single node's shards are of records in its log): only a dead letter
-/// crosses between them, as the one record its target's shard makes.
+/// from 1 in the shard, handed to the engine's leadership task ([`lead`]),
+/// which gathers the batches of every shard into entries, submits those
+/// and notes their outcomes on each shard's board by batch number:
+/// whoever holds a shard never waits for openraft, and the task never
+/// takes a shard. Each shard's batches are in the log in the order it
+/// made them; two shards' are independent (as a single node's shards'
+/// records are in its log): only a dead letter crosses between them, as
+/// the one record its target's shard makes.
 pub(crate) struct Serving {
     pub(crate) owner: Owner,
-    /// How many shards its engine has, and the build of the engine it is
-    /// part of (the shards of one build share its counters).
+    /// Which shard of how many it is, and the build of the engine it is
+    /// part of (the shards of one build share its counters and task).
+    shard: usize,
     pub(crate) shards: usize,
     pub(crate) build: u64,
     /// Dead letters bound for queues of the engine's other shards.
     outbox: Vec<fila_core::Transit>,
-    /// The leadership task, until someone waits for its end.
+    /// The leadership task (shard 0 keeps it), until someone waits for
+    /// its end.
     lead: Option<tokio::task::JoinHandle<()>>,
     /// What the engine's journal captured for the operation running.
     captured: Arc<Mutex<Vec<u8>>>,
@@ -63,11 +66,13 @@ pub(crate) struct Serving {
     batches: u64,
     /// How far its batches committed, or that one failed.
     board: Arc<Board>,
-    /// Sent after each outcome noted on `board` (for tasks waiting on it).
+    /// Sent after each outcome noted on the boards (for tasks waiting on
+    /// one).
     noted: Arc<tokio::sync::watch::Sender<()>>,
-    /// Each batch, to the leadership's task (which ends once this engine
-    /// is dropped and what it sent is settled).
-    to_lead: tokio::sync::mpsc::UnboundedSender<(u64, Vec<u8>)>,
+    /// Each batch, with its shard, to the leadership's task (which ends
+    /// once every shard of the engine is dropped and what they sent is
+    /// settled).
+    to_lead: tokio::sync::mpsc::UnboundedSender<(usize, u64, Vec<u8>)>,
     /// Receives parked here that its calls completed, not yet taken: the
     /// wait, the result, the batch holding its deliveries.
     woken: Vec<Completed>,
@@ -130,45 +135,52 @@ pub(crate) enum Ran {
 }
 
 impl Serving {
-    /// One of the `shards` shards of build `build` of the engine of
-    /// leadership `leader`, its records captured into `captured`, with its
-    /// task started (ended once the shard is dropped and what it sent is
-    /// settled); `on_commit` is told after each entry's outcome.
-    pub(crate) fn start<S: Storage + 'static>(
-        owner: Owner,
-        (shards, build): (usize, u64),
-        captured: Arc<Mutex<Vec<u8>>>,
+    /// The shards of build `build` of the engine of leadership `leader`
+    /// (each owner with where its records are captured), with their
+    /// leadership task started (ended once every shard is dropped and
+    /// what they sent is settled); `on_commit` is told after each
+    /// entry's outcome.
+    pub(crate) fn start_engine<S: Storage + 'static>(
+        owners: Vec<(Owner, Arc<Mutex<Vec<u8>>>)>,
+        build: u64,
         leader: LeaderId,
         raft: &Raft<TypeConfig, StateMachine<S>>,
         on_commit: Option<OnCommit>,
-    ) -> Serving {
-        let board = Arc::new(Board::new());
+    ) -> Vec<Serving> {
+        let shards = owners.len();
+        let boards: Vec<Arc<Board>> = (0..shards).map(|_| Arc::new(Board::new())).collect();
         let noted = Arc::new(tokio::sync::watch::channel(()).0);
         let (to_lead, batches) = tokio::sync::mpsc::unbounded_channel();
-        let lead = tokio::spawn(lead(
+        let mut lead = Some(tokio::spawn(lead(
             batches,
             Leadership {
-                board: board.clone(),
+                boards: boards.clone(),
                 noted: noted.clone(),
                 raft: raft.clone(),
                 leader,
                 on_commit,
             },
-        ));
-        Serving {
-            owner,
-            shards,
-            build,
-            outbox: Vec::new(),
-            lead: Some(lead),
-            captured,
-            leader,
-            batches: 0,
-            board,
-            noted,
-            to_lead,
-            woken: Vec::new(),
-        }
+        )));
+        owners
+            .into_iter()
+            .zip(boards)
+            .enumerate()
+            .map(|(shard, ((owner, captured), board))| Serving {
+                owner,
+                shard,
+                shards,
+                build,
+                outbox: Vec::new(),
+                lead: lead.take(),
+                captured,
+                leader,
+                batches: 0,
+                board,
+                noted: noted.clone(),
+                to_lead: to_lead.clone(),
+                woken: Vec::new(),
+            })
+            .collect()
     }
 
     /// Runs `op` on the shard, taking in a dead letter for it and keeping
@@ -202,7 +214,7 @@ impl Serving {
             }
             // Refused only once the task ended (a failure): the board
             // answers this batch so.
-            let _ = self.to_lead.send((self.batches, records));
+            let _ = self.to_lead.send((self.shard, self.batches, records));
             return (result, Ran::Made(self.batches));
         }
         if self.batches > self.board.through() {
@@ -267,7 +279,8 @@ pub(crate) const ENTRIES_IN_FLIGHT: usize = 4;
 
 /// What a leadership's task works with.
 struct Leadership<S: Storage + 'static> {
-    board: Arc<Board>,
+    /// Each shard's.
+    boards: Vec<Arc<Board>>,
     noted: Arc<tokio::sync::watch::Sender<()>>,
     raft: Raft<TypeConfig, StateMachine<S>>,
     leader: LeaderId,
@@ -275,14 +288,31 @@ struct Leadership<S: Storage + 'static> {
 }
 
 impl<S: Storage + 'static> Leadership<S> {
-    /// Notes an outcome for batch `k` (for a failure, the entry's first
-    /// batch: it answers for every later one), then tells whoever waits.
-    fn note(&self, k: u64, outcome: Result<(), ReplicaError>) {
-        self.board.note(k, outcome.map_err(failure));
+    /// Notes an entry's outcome, `spans` its batches of each shard (first,
+    /// last), then tells whoever waits. Committed: each shard's last
+    /// batch in it. Failed: on every shard, its first batch in the entry
+    /// or, with none there, its first not yet settled (every entry before
+    /// was noted, in order): a failure answers for every later batch of
+    /// every shard, and the task submits nothing more.
+    fn note(&self, spans: &[Option<(u64, u64)>], outcome: Result<(), ReplicaError>) {
+        let outcome = outcome.map_err(failure);
+        for (board, span) in self.boards.iter().zip(spans) {
+            match (outcome, span) {
+                (Ok(()), Some((_, last))) => board.note(*last, Ok(())),
+                (Ok(()), None) => {}
+                (Err(how), Some((first, _))) => board.note(*first, Err(how)),
+                (Err(how), None) => board.note(board.through() + 1, Err(how)),
+            }
+        }
         self.noted.send_replace(());
         if let Some(f) = &self.on_commit {
             f();
         }
+    }
+
+    /// Whether an entry failed (then nothing more is submitted).
+    fn failed(&self) -> bool {
+        self.boards.iter().any(|b| b.failed())
     }
 
     /// Submits `records` as the next entry, on the condition that this
@@ -307,37 +337,43 @@ impl<S: Storage + 'static> Leadership<S> {
 
 /// What a leadership's task waits for next.
 enum Next {
-    /// A batch from the engine; `None` once the engine is dropped.
-    Batch(Option<(u64, Vec<u8>)>),
+    /// A batch from a shard, with its shard; `None` once every shard is
+    /// dropped.
+    Batch(Option<(usize, u64, Vec<u8>)>),
     /// The outcome of the oldest entry in flight.
     Outcome(Result<(), ReplicaError>),
 }
 
-/// A leadership's task: gathers the engine's batches into entries (one
-/// entry for every batch handed over while [`ENTRIES_IN_FLIGHT`] wait,
-/// up to [`ENTRY_BYTES`]), submits each, and notes each entry's outcome in
-/// order, by its batches' numbers. After a failure it submits nothing
-/// more (the board answers every later batch), but still notes the
-/// entries in flight. Ends once the engine is dropped and every entry it
-/// submitted is settled, or after a failure once those are.
+/// Each shard's batches in an entry: its first and last, if any.
+type Spans = Vec<Option<(u64, u64)>>;
+
+/// A leadership's task: gathers the batches of the engine's shards into
+/// entries (one entry for every batch handed over while
+/// [`ENTRIES_IN_FLIGHT`] wait, up to [`ENTRY_BYTES`]), submits each, and
+/// notes each entry's outcome in order, by its batches' numbers on each
+/// shard's board. After a failure it submits nothing more (the boards
+/// answer every later batch), but still notes the entries in flight. Ends
+/// once every shard is dropped and every entry it submitted is settled,
+/// or after a failure once those are.
 async fn lead<S: Storage + 'static>(
-    mut batches: tokio::sync::mpsc::UnboundedReceiver<(u64, Vec<u8>)>,
+    mut batches: tokio::sync::mpsc::UnboundedReceiver<(usize, u64, Vec<u8>)>,
     l: Leadership<S>,
 ) {
-    // Each entry in flight: its first and last batch, and its commit.
-    let mut in_flight: std::collections::VecDeque<(u64, u64, Commit)> = Default::default();
+    let shards = l.boards.len();
+    // Each entry in flight: its spans, and its commit.
+    let mut in_flight: std::collections::VecDeque<(Spans, Commit)> = Default::default();
     let mut gathered: Vec<u8> = Vec::new();
-    let mut span = (0, 0);
+    let mut spans: Spans = vec![None; shards];
     let mut open = true;
     loop {
         while open && gathered.len() < ENTRY_BYTES {
             match batches.try_recv() {
-                Ok((k, records)) => gather(&mut gathered, &mut span, k, records),
+                Ok(batch) => gather(&mut gathered, &mut spans, batch),
                 Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
                 Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => open = false,
             }
         }
-        if l.board.failed() {
+        if l.failed() {
             // Nothing more is submitted; the engine is rebuilt.
             gathered.clear();
             batches.close();
@@ -346,14 +382,14 @@ async fn lead<S: Storage + 'static>(
             && (in_flight.len() < ENTRIES_IN_FLIGHT || gathered.len() >= ENTRY_BYTES)
         {
             let commit = l.submit(std::mem::take(&mut gathered)).await;
-            in_flight.push_back((span.0, span.1, commit));
+            in_flight.push_back((std::mem::replace(&mut spans, vec![None; shards]), commit));
             continue;
         }
         if in_flight.is_empty() && !open {
             return;
         }
         let next = std::future::poll_fn(|cx| {
-            if let Some((_, _, commit)) = in_flight.front_mut() {
+            if let Some((_, commit)) = in_flight.front_mut() {
                 if let std::task::Poll::Ready(o) = commit.as_mut().poll(cx) {
                     return std::task::Poll::Ready(Next::Outcome(o));
                 }
@@ -367,28 +403,26 @@ async fn lead<S: Storage + 'static>(
         })
         .await;
         match next {
-            Next::Batch(Some((k, records))) => gather(&mut gathered, &mut span, k, records),
+            Next::Batch(Some(batch)) => gather(&mut gathered, &mut spans, batch),
             Next::Batch(None) => open = false,
             Next::Outcome(outcome) => {
-                let (first, last, _) = in_flight.pop_front().expect("polled");
-                match outcome {
-                    Ok(()) => l.note(last, Ok(())),
-                    Err(e) => l.note(first, Err(e)),
-                }
+                let (spans, _) = in_flight.pop_front().expect("polled");
+                l.note(&spans, outcome);
             }
         }
     }
 }
 
-/// Adds batch `k` to the entry being gathered, whose batches `span`
-/// holds (first, last).
-fn gather(gathered: &mut Vec<u8>, span: &mut (u64, u64), k: u64, records: Vec<u8>) {
+/// Adds batch `k` of shard `shard` to the entry being gathered, whose
+/// batches of each shard `spans` holds (first, last).
+fn gather(gathered: &mut Vec<u8>, spans: &mut Spans, (shard, k, records): (usize, u64, Vec<u8>)) {
     if gathered.is_empty() {
-        *span = (k, k);
         *gathered = records;
     } else {
-        span.1 = k;
         gathered.extend_from_slice(&records);
+    }
+    if let Some(span) = spans.get_mut(shard) {
+        *span = Some(span.map_or((k, k), |(first, _)| (first, k)));
     }
 }
 
