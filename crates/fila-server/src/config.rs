@@ -52,7 +52,8 @@ pub struct Config {
     pub sqs_listen: Option<SocketAddr>,
     /// The web console's address (docs/console.md); `None` turns it off.
     pub console_listen: Option<SocketAddr>,
-    /// Engine shards (one per core by default).
+    /// Engine shards (one per core by default); a cluster node's
+    /// partition engines have one per event loop instead.
     pub shards: usize,
     /// Event loop threads (one per core by default).
     pub event_loops: usize,
