@@ -148,16 +148,11 @@ pub struct TaskHome {
 }
 
 impl TaskHome {
-    /// Starts its task (on the current tokio runtime), the home of an
-    /// engine of one shard; the task ends, dropping the engine, once the
-    /// home is dropped.
-    pub fn start() -> TaskHome {
-        TaskHome::start_set(1).pop().expect("one")
-    }
-
-    /// Starts `n` homes, one for each shard of an engine, that send each
-    /// other the jobs their slots' outboxes hold.
-    pub fn start_set(n: usize) -> Vec<TaskHome> {
+    /// Starts `n` homes (at least one), one for each shard of an engine,
+    /// each a task on the current tokio runtime, that send each other the
+    /// jobs their slots' outboxes hold; a task ends, dropping its shard,
+    /// once its home is dropped.
+    pub fn start_set(n: usize) -> Vec<Arc<dyn Home>> {
         let peers: Arc<OnceLock<Vec<tokio::sync::mpsc::UnboundedSender<Job>>>> = Arc::default();
         let homes: Vec<TaskHome> = (0..n.max(1))
             .map(|_| {
@@ -179,6 +174,9 @@ impl TaskHome {
             .collect();
         let _ = peers.set(homes.iter().map(|h| h.jobs.clone()).collect());
         homes
+            .into_iter()
+            .map(|h| Arc::new(h) as Arc<dyn Home>)
+            .collect()
     }
 }
 

@@ -121,13 +121,7 @@ async fn start(
     .await
     .unwrap();
     if shards > 1 {
-        let homes = fila_cluster::TaskHome::start_set(shards);
-        assert!(replica.set_homes(
-            homes
-                .into_iter()
-                .map(|h| Arc::new(h) as Arc<dyn fila_cluster::Home>)
-                .collect()
-        ));
+        assert!(replica.set_homes(fila_cluster::TaskHome::start_set(shards)));
     }
     let raft = replica.raft().clone();
     let server = tokio::spawn(serve(

@@ -36,9 +36,11 @@ impl<S: Storage + 'static> Replica<S> {
 
     pub(super) fn homes(&self) -> &[Arc<dyn Home>] {
         self.homes.get_or_init(|| {
-            let home: Arc<dyn Home> = Arc::new(TaskHome::start());
-            tokio::spawn(tell_leadership(self.raft.clone(), home.clone()));
-            vec![home]
+            let homes = TaskHome::start_set(1);
+            for home in &homes {
+                tokio::spawn(tell_leadership(self.raft.clone(), home.clone()));
+            }
+            homes
         })
     }
 

@@ -252,13 +252,7 @@ impl Cluster {
         )
         .await
         .unwrap();
-        let homes = fila_cluster::TaskHome::start_set(self.shards);
-        assert!(replica.set_homes(
-            homes
-                .into_iter()
-                .map(|h| Arc::new(h) as Arc<dyn fila_cluster::Home>)
-                .collect()
-        ));
+        assert!(replica.set_homes(fila_cluster::TaskHome::start_set(self.shards)));
         self.net.up(id, replica.raft().clone());
         slot.replica = Some(Arc::new(replica));
     }

@@ -190,13 +190,7 @@ impl Cells {
             )
             .await
             .unwrap();
-            let homes = fila_cluster::TaskHome::start_set(self.shards);
-            assert!(replica.set_homes(
-                homes
-                    .into_iter()
-                    .map(|h| Arc::new(h) as Arc<dyn fila_cluster::Home>)
-                    .collect()
-            ));
+            assert!(replica.set_homes(fila_cluster::TaskHome::start_set(self.shards)));
             self.net.up_in(id, p as u64, replica.raft().clone());
             parts.push(Arc::new(replica));
         }

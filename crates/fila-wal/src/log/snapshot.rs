@@ -205,14 +205,7 @@ impl<S: Storage> Log<S> {
     /// When `lsn` is past the durable LSN: a snapshot of records that are
     /// not durable would outlive them.
     pub fn snapshot_begin(&mut self, lsn: u64, size: u64) -> Result<(), Error> {
-        if self.failed {
-            return Err(Error::Failed);
-        }
-        assert!(
-            lsn <= self.durable_lsn,
-            "a snapshot at {lsn} is ahead of the durable LSN {}",
-            self.durable_lsn
-        );
+        self.snapshot_may_begin(lsn)?;
         self.writing = None;
         let _ = self.storage.remove(SNAP_TMP);
         let begun = self
@@ -319,6 +312,21 @@ impl<S: Storage> Log<S> {
         Ok(())
     }
 
+    /// Refuses a snapshot once the log failed; panics for one at an LSN
+    /// past the durable one (a snapshot of records that are not durable
+    /// would outlive them).
+    fn snapshot_may_begin(&self, lsn: u64) -> Result<(), Error> {
+        if self.failed {
+            return Err(Error::Failed);
+        }
+        assert!(
+            lsn <= self.durable_lsn,
+            "a snapshot at {lsn} is ahead of the durable LSN {}",
+            self.durable_lsn
+        );
+        Ok(())
+    }
+
     /// Takes the snapshot at `lsn`, durable already, as the log's newest:
     /// the older snapshots and the segments it covers (all but the one
     /// being written to) are deleted. Their deletion is not synced: a crash
@@ -362,14 +370,7 @@ impl<S: Storage> Log<S> {
     /// # Panics
     /// When `lsn` is past the durable LSN, or a snapshot is being written.
     pub fn snapshot_detached(&self, lsn: u64, body: &[u8]) -> Result<DetachedSnapshot, Error> {
-        if self.failed {
-            return Err(Error::Failed);
-        }
-        assert!(
-            lsn <= self.durable_lsn,
-            "a snapshot at {lsn} is ahead of the durable LSN {}",
-            self.durable_lsn
-        );
+        self.snapshot_may_begin(lsn)?;
         assert!(self.writing.is_none(), "a snapshot is being written");
         let mut bytes = Vec::with_capacity(SNAP_HEADER + body.len() + SNAP_TRAILER);
         bytes.extend_from_slice(&snapshot_header(lsn, self.last_number));
