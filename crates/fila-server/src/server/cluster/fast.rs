@@ -7,7 +7,7 @@
 //! (`LoopHome`, `Msg::Engine`), and so do the other shards the dead
 //! letters bound for it (`Slot::take_outbox`, posted after each call on a
 //! shard, `after_engine`). The engine call is made on the home, its
-//! records go, as one batch, to the shard's leadership task, which puts
+//! records go, as one batch, to the engine's leadership task, which puts
 //! them into the next Raft entry ([`fila_cluster::Replica::run_at_home`]),
 //! and the home holds the answer until that entry committed
 //! (`server/held.rs`) — told by the partition's committer, which raises
