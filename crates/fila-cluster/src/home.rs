@@ -1,6 +1,6 @@
-//! Where a partition's leader keeps its engine: a [`Home`] for each of
-//! the engine's shards, one thread that owns that shard's [`Slot`] and
-//! runs, one at a time and in the order they were sent, the [`Job`]s sent
+//! Where a partition's leader keeps its engine: [`Home`]s, each one
+//! thread that owns the [`Slot`] of the shards it keeps (shard *i* on home
+//! *i* mod homes) and runs, one at a time and in the order they were sent, the [`Job`]s sent
 //! to it. Nothing else touches the shard, so it is behind no lock: a
 //! request run elsewhere (a task of the node, another event loop) is sent
 //! to the home of its queue's shard as a job, and its result comes back by
@@ -8,8 +8,8 @@
 //! slot as a job for that shard's home ([`Slot::take_outbox`]), as a
 //! single node's loops hand dead letters on.
 //!
-//! A server's event loops are the homes of the partitions it hosts (loop
-//! *k* keeps shard *k* of each; they run their requests themselves, and
+//! A server's event loops are the homes of the partitions it hosts (each
+//! keeps the shards a single node's loop would; they run their requests themselves, and
 //! the node's tasks send them jobs through their mailboxes); without
 //! them, a replica's one shard is at home in a task of its own
 //! ([`TaskHome`]: the simulation, the tests, which may start several that
@@ -76,28 +76,29 @@ impl Slot {
     }
 
     /// The dead letters the engine's calls since the last look sent to
-    /// queues of the partition's other shards, as one job for each shard
-    /// they are bound for: `(shard, job)`. The home sends each to that
-    /// shard's home after every job or call it ran, in the order taken
-    /// (so a shard takes another's dead letters in the order they were
-    /// made). The job takes them into that shard's engine if it is of the
-    /// same leadership; else they are dropped with the engine they left
+    /// queues of shards other homes keep, as one job for each home they
+    /// are bound for: `(home, job)`, the home by its index. The home sends
+    /// each there after every job or call it ran, in the order taken (so a
+    /// home takes another's dead letters in the order they were made).
+    /// The job takes them into that home's shards if they are of the same
+    /// leadership; else they are dropped with the engine they left
     /// (nothing of their move was recorded: the next leadership has them
     /// where they were).
     pub fn take_outbox(&mut self) -> Vec<(usize, Job)> {
         let Some(s) = self.serving.as_mut() else {
             return Vec::new();
         };
-        let (leader, shards) = (s.leader, s.shards);
+        let (leader, shards, homes) = (s.leader, s.shards, s.homes);
         let mut bound: BTreeMap<usize, Vec<fila_core::Transit>> = BTreeMap::new();
         for t in s.take_outbox() {
-            bound.entry(t.shard(shards)).or_default().push(t);
+            let home = fila_core::owner_of_shard(t.shard(shards), homes);
+            bound.entry(home).or_default().push(t);
         }
         bound
             .into_iter()
-            .map(|(shard, ts)| {
+            .map(|(home, ts)| {
                 let job: Job = Box::new(move |slot: &mut Slot| slot.accept(leader, ts));
-                (shard, job)
+                (home, job)
             })
             .collect()
     }
@@ -162,8 +163,8 @@ impl TaskHome {
                     let mut slot = Slot::default();
                     while let Some(job) = to_run.recv().await {
                         job(&mut slot);
-                        for (shard, job) in slot.take_outbox() {
-                            if let Some(peer) = peers.get().and_then(|p| p.get(shard)) {
+                        for (home, job) in slot.take_outbox() {
+                            if let Some(peer) = peers.get().and_then(|p| p.get(home)) {
                                 let _ = peer.send(job);
                             }
                         }

@@ -18,9 +18,10 @@
 //! leadership's task, which submits them; at most a few entries are in
 //! flight, and the batches handed over meanwhile gather into the next
 //! entry, submitted as soon as one of them commits (one entry for all of
-//! them). The engine has a shard for each of its [`Home`]s (a server's
-//! event loops, or tasks of their own), its queues hashed over them as a
-//! single node's are; each shard lives on its home's thread, which runs
+//! them). The engine's shards live on its [`Home`]s (a server's event
+//! loops, or tasks of their own) as a single node's on its loops, its
+//! queues hashed over them as a single node's are; each shard lives on its
+//! home's thread, which runs
 //! every operation on it, and hands its batches to the engine's one
 //! leadership task, which gathers every shard's into the entries: a task
 //! sends an operation on a queue to its shard's home as a job and waits
@@ -170,9 +171,10 @@ pub struct Replica<S: Storage + 'static> {
     lease_grace_ms: u64,
     /// The limits the leader's engine enforces (none until set).
     limits: std::sync::Mutex<EngineLimits>,
-    /// The threads its engine's shards live on, one a shard (one task of
-    /// its own unless set before first use, [`Replica::set_homes`]).
-    homes: std::sync::OnceLock<Vec<Arc<dyn Home>>>,
+    /// The threads its engine's shards live on, and how many shards it
+    /// has (one task of its own and one shard unless set before first
+    /// use, [`Replica::set_homes`]).
+    homes: std::sync::OnceLock<(Vec<Arc<dyn Home>>, usize)>,
     /// Engines built so far (each build's shards share its counters).
     builds: std::sync::atomic::AtomicU64,
     /// Held while a new leadership's engine is built: one at a time.
@@ -234,8 +236,17 @@ impl<S: Storage + 'static> Replica<S> {
         shard: usize,
         op: impl FnOnce(&mut Owner) -> R + Send + 'static,
     ) -> Option<R> {
+        self.serving_at(self.home_of(shard), op).await
+    }
+
+    /// [`Replica::serving`] on the shards of home `home`.
+    async fn serving_at<R: Send + 'static>(
+        &self,
+        home: usize,
+        op: impl FnOnce(&mut Owner) -> R + Send + 'static,
+    ) -> Option<R> {
         let leader_id = self.leading().ok()?;
-        self.at_home(shard, move |slot| {
+        self.at_slot(home, move |slot| {
             let s = slot.serving.as_mut().filter(|s| s.leader == leader_id)?;
             Some(op(&mut s.owner))
         })
@@ -251,8 +262,8 @@ impl<S: Storage + 'static> Replica<S> {
     /// when no put wakes it first. Zero when timers are due already.
     pub async fn next_due(&self) -> Option<std::time::Duration> {
         let mut at: Option<u64> = None;
-        for shard in 0..self.shards() {
-            if let Some(t) = self.serving(shard, |owner| owner.next_timer()).await? {
+        for home in 0..self.homes().len() {
+            if let Some(t) = self.serving_at(home, |owner| owner.next_timer()).await? {
                 at = Some(at.map_or(t, |a| a.min(t)));
             }
         }
@@ -468,9 +479,9 @@ impl<S: Storage + 'static> Replica<S> {
     async fn serve_leadership(&self, leader_id: LeaderId) -> Result<(), ReplicaError> {
         let _one = self.catching_up.lock().await;
         let mut builds = Vec::new();
-        for shard in 0..self.shards() {
+        for home in 0..self.homes().len() {
             let build = self
-                .at_home(shard, move |slot| {
+                .at_slot(home, move |slot| {
                     slot.serving
                         .as_ref()
                         .filter(|s| s.leader == leader_id && !s.failed())
@@ -484,9 +495,9 @@ impl<S: Storage + 'static> Replica<S> {
         }
         // The stale engine goes first (a whole copy of the partition).
         let mut leads = Vec::new();
-        for shard in 0..self.shards() {
+        for home in 0..self.homes().len() {
             let lead = self
-                .at_home(shard, move |slot| {
+                .at_slot(home, move |slot| {
                     let lead = slot
                         .serving
                         .as_mut()
@@ -507,8 +518,8 @@ impl<S: Storage + 'static> Replica<S> {
             }
         }
         let servings = self.catch_up(leader_id).await?;
-        for (shard, serving) in servings.into_iter().enumerate() {
-            self.at_home(shard, move |slot| slot.set(Some(serving)))
+        for (home, serving) in servings.into_iter().enumerate() {
+            self.at_slot(home, move |slot| slot.set(Some(serving)))
                 .await?;
         }
         Ok(())
@@ -543,9 +554,9 @@ impl<S: Storage + 'static> Replica<S> {
     pub async fn drop_stale_engine(&self) -> bool {
         let leading = self.leading().ok();
         let mut dropped = false;
-        for shard in 0..self.shards() {
+        for home in 0..self.homes().len() {
             dropped |= self
-                .at_home(shard, move |slot| {
+                .at_slot(home, move |slot| {
                     let stale = slot
                         .serving
                         .as_ref()
@@ -563,9 +574,9 @@ impl<S: Storage + 'static> Replica<S> {
 
     /// Drops the engine of leadership `leader`, if it is still the one.
     async fn forget(&self, leader: LeaderId) {
-        for shard in 0..self.shards() {
+        for home in 0..self.homes().len() {
             let _ = self
-                .at_home(shard, move |slot| {
+                .at_slot(home, move |slot| {
                     if slot.serving.as_ref().is_some_and(|s| s.leader == leader) {
                         slot.set(None);
                     }
@@ -619,14 +630,18 @@ impl<S: Storage + 'static> Replica<S> {
             .map_err(|e| ReplicaError::Rebuild(e.to_string()))?;
         // After the restore: what is stored stays whatever the limits.
         engine.set_limits(*self.limits.lock().unwrap_or_else(|p| p.into_inner()));
-        let captures: Vec<Arc<Mutex<Vec<u8>>>> = (0..shards)
-            .map(|shard| {
-                let records = Arc::new(Mutex::new(Vec::new()));
-                engine.set_journal(shard, Some(Box::new(Capture(records.clone()))));
-                records
-            })
+        // One owner a home, holding the shards that live there; the
+        // records of an owner's shards are captured together (it runs one
+        // operation at a time).
+        let homes = self.homes().len();
+        let captures: Vec<Arc<Mutex<Vec<u8>>>> = (0..homes)
+            .map(|_| Arc::new(Mutex::new(Vec::new())))
             .collect();
-        let owners = engine.into_owners(shards, TIMERS_PER_OPERATION);
+        for shard in 0..shards {
+            let records = captures[fila_core::owner_of_shard(shard, homes)].clone();
+            engine.set_journal(shard, Some(Box::new(Capture(records))));
+        }
+        let owners = engine.into_owners(homes, TIMERS_PER_OPERATION);
         let on_commit = self
             .on_commit
             .lock()
@@ -637,6 +652,7 @@ impl<S: Storage + 'static> Replica<S> {
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Ok(Serving::start_engine(
             owners.into_iter().zip(captures).collect(),
+            shards,
             build,
             leader,
             &self.raft,

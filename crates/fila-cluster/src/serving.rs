@@ -37,27 +37,29 @@ impl EventSink for Capture {
     }
 }
 
-/// One shard of the engine a leader serves from, for one leadership: the
-/// owner of that shard. Each operation's records are one batch, numbered
-/// from 1 in the shard, handed to the engine's leadership task ([`lead`]),
-/// which gathers the batches of every shard into entries, submits those
-/// and notes their outcomes on each shard's board by batch number:
-/// whoever holds a shard never waits for openraft, and the task never
-/// takes a shard. Each shard's batches are in the log in the order it
-/// made them; two shards' are independent (as a single node's shards'
-/// records are in its log): only a dead letter crosses between them, as
-/// the one record its target's shard makes.
+/// The shards of the engine a leader serves from that one home keeps, for
+/// one leadership: their owner. Each operation's records are one batch,
+/// numbered from 1 in the owner, handed to the engine's leadership task
+/// ([`lead`]), which gathers every owner's batches into entries, submits
+/// those and notes their outcomes on each owner's board by batch number:
+/// whoever holds an owner never waits for openraft, and the task never
+/// takes one. Each owner's batches are in the log in the order it made
+/// them; two owners' are independent (as a single node's shards' records
+/// are in its log): only a dead letter crosses between them, as the one
+/// record its target's shard makes.
 pub(crate) struct Serving {
     pub(crate) owner: Owner,
-    /// Which shard of how many it is, and the build of the engine it is
-    /// part of (the shards of one build share its counters and task).
-    shard: usize,
+    /// Which of how many homes it is at, the engine's shards, and the
+    /// build of the engine it is part of (the owners of one build share
+    /// its counters and task).
+    index: usize,
+    pub(crate) homes: usize,
     pub(crate) shards: usize,
     pub(crate) build: u64,
     /// Dead letters bound for queues of the engine's other shards.
     outbox: Vec<fila_core::Transit>,
-    /// The leadership task (shard 0 keeps it), until someone waits for
-    /// its end.
+    /// The leadership task (the first owner keeps it), until someone
+    /// waits for its end.
     lead: Option<tokio::task::JoinHandle<()>>,
     /// What the engine's journal captured for the operation running.
     captured: Arc<Mutex<Vec<u8>>>,
@@ -69,9 +71,9 @@ pub(crate) struct Serving {
     /// Sent after each outcome noted on the boards (for tasks waiting on
     /// one).
     noted: Arc<tokio::sync::watch::Sender<()>>,
-    /// Each batch, with its shard, to the leadership's task (which ends
-    /// once every shard of the engine is dropped and what they sent is
-    /// settled).
+    /// Each batch, with its owner's index, to the leadership's task
+    /// (which ends once every owner of the engine is dropped and what
+    /// they sent is settled).
     to_lead: tokio::sync::mpsc::UnboundedSender<(usize, u64, Vec<u8>)>,
     /// Receives parked here that its calls completed, not yet taken: the
     /// wait, the result, the batch holding its deliveries.
@@ -135,20 +137,21 @@ pub(crate) enum Ran {
 }
 
 impl Serving {
-    /// The shards of build `build` of the engine of leadership `leader`
-    /// (each owner with where its records are captured), with their
-    /// leadership task started (ended once every shard is dropped and
-    /// what they sent is settled); `on_commit` is told after each
-    /// entry's outcome.
+    /// The owners (one a home, each with where its records are
+    /// captured) of build `build` of the engine of leadership `leader`,
+    /// of `shards` shards, with their leadership task started (ended once
+    /// every owner is dropped and what they sent is settled); `on_commit`
+    /// is told after each entry's outcome.
     pub(crate) fn start_engine<S: Storage + 'static>(
         owners: Vec<(Owner, Arc<Mutex<Vec<u8>>>)>,
+        shards: usize,
         build: u64,
         leader: LeaderId,
         raft: &Raft<TypeConfig, StateMachine<S>>,
         on_commit: Option<OnCommit>,
     ) -> Vec<Serving> {
-        let shards = owners.len();
-        let boards: Vec<Arc<Board>> = (0..shards).map(|_| Arc::new(Board::new())).collect();
+        let homes = owners.len();
+        let boards: Vec<Arc<Board>> = (0..homes).map(|_| Arc::new(Board::new())).collect();
         let noted = Arc::new(tokio::sync::watch::channel(()).0);
         let (to_lead, batches) = tokio::sync::mpsc::unbounded_channel();
         let mut lead = Some(tokio::spawn(lead(
@@ -165,9 +168,10 @@ impl Serving {
             .into_iter()
             .zip(boards)
             .enumerate()
-            .map(|(shard, ((owner, captured), board))| Serving {
+            .map(|(index, ((owner, captured), board))| Serving {
                 owner,
-                shard,
+                index,
+                homes,
                 shards,
                 build,
                 outbox: Vec::new(),
@@ -214,7 +218,7 @@ impl Serving {
             }
             // Refused only once the task ended (a failure): the board
             // answers this batch so.
-            let _ = self.to_lead.send((self.shard, self.batches, records));
+            let _ = self.to_lead.send((self.index, self.batches, records));
             return (result, Ran::Made(self.batches));
         }
         if self.batches > self.board.through() {

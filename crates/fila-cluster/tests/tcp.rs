@@ -121,7 +121,7 @@ async fn start(
     .await
     .unwrap();
     if shards > 1 {
-        assert!(replica.set_homes(fila_cluster::TaskHome::start_set(shards)));
+        assert!(replica.set_homes(fila_cluster::TaskHome::start_set(shards), shards));
     }
     let raft = replica.raft().clone();
     let server = tokio::spawn(serve(

@@ -52,8 +52,8 @@ pub struct Config {
     pub sqs_listen: Option<SocketAddr>,
     /// The web console's address (docs/console.md); `None` turns it off.
     pub console_listen: Option<SocketAddr>,
-    /// Engine shards (one per core by default); a cluster node's
-    /// partition engines have one per event loop instead.
+    /// Engine shards (one per core by default); on a cluster node, each
+    /// partition's leader engine's.
     pub shards: usize,
     /// Event loop threads (one per core by default).
     pub event_loops: usize,

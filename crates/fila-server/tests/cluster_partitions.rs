@@ -101,10 +101,10 @@ fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
     };
     let mut c = of_all(&nodes);
     // A queue and the one it dead-letters to land in one partition: the
-    // create names a target the partition holds — on the other shard of
-    // its engine (with two loops, "orders" is on shard 0 and "rejects" on
-    // shard 1: the create checks the target there, and the dead letter
-    // crosses to it). (The first waits for the map: a partition serves
+    // create names a target the partition holds — on another loop (with
+    // three shards over two loops, "orders" is on shard 1, loop 1, and
+    // "rejects" on shard 2, loop 0, beside shard 0: the create checks the
+    // target there, and the dead letter crosses to it). (The first waits for the map: a partition serves
     // once its node knows its key.)
     let deadline = Instant::now() + Duration::from_secs(30);
     while let Err(e) = c.create_queue("rejects", SettingsPatch::default()) {

@@ -20,12 +20,14 @@ use crate::{StateMachine, TypeConfig};
 
 impl<S: Storage + 'static> Replica<S> {
     /// Sets the threads its engine's shards live on (a server's event
-    /// loops: the engine has one shard for each), before it is first
-    /// used; `false` when it was used already (then it keeps its homes).
-    /// Each home is told which leadership this node holds whenever that
-    /// changes (`tell_leadership`).
-    pub fn set_homes(&self, homes: Vec<Arc<dyn Home>>) -> bool {
-        if homes.is_empty() || self.homes.set(homes.clone()).is_err() {
+    /// loops) and how many shards it has (at least one): shard *i* lives
+    /// on home `fila_core::owner_of_shard(i, homes)`, as a single node's
+    /// shards on its loops. Before it is first used; `false` when it was
+    /// used already (then it keeps its homes). Each home is told which
+    /// leadership this node holds whenever that changes
+    /// (`tell_leadership`).
+    pub fn set_homes(&self, homes: Vec<Arc<dyn Home>>, shards: usize) -> bool {
+        if homes.is_empty() || self.homes.set((homes.clone(), shards.max(1))).is_err() {
             return false;
         }
         for home in homes {
@@ -35,18 +37,22 @@ impl<S: Storage + 'static> Replica<S> {
     }
 
     pub(super) fn homes(&self) -> &[Arc<dyn Home>] {
+        &self.placed().0
+    }
+
+    fn placed(&self) -> &(Vec<Arc<dyn Home>>, usize) {
         self.homes.get_or_init(|| {
             let homes = TaskHome::start_set(1);
             for home in &homes {
                 tokio::spawn(tell_leadership(self.raft.clone(), home.clone()));
             }
-            homes
+            (homes, 1)
         })
     }
 
-    /// How many shards its engine has (one a home).
+    /// How many shards its engine has.
     pub fn shards(&self) -> usize {
-        self.homes().len()
+        self.placed().1
     }
 
     /// The shard of its engine that holds queue `name`.
@@ -54,18 +60,36 @@ impl<S: Storage + 'static> Replica<S> {
         fila_core::shard_of(name, self.shards())
     }
 
-    /// Runs `job` on the slot of shard `shard`, at its home: its result,
-    /// waited for at most [`HOME_TIMEOUT`] (then `Unknown`: it may still
-    /// run).
+    /// One shard of each home that keeps any (shard *h* lives on home
+    /// *h*): what an operation over every queue — a list — runs on, once
+    /// a home, since an owner answers for all its shards.
+    pub fn home_shards(&self) -> std::ops::Range<usize> {
+        0..self.shards().min(self.homes().len())
+    }
+
+    /// The home (its index) that shard `shard` lives on.
+    pub fn home_of(&self, shard: usize) -> usize {
+        fila_core::owner_of_shard(shard, self.homes().len())
+    }
+
+    /// Runs `job` on the slot of shard `shard`'s home: its result, waited
+    /// for at most [`HOME_TIMEOUT`] (then `Unknown`: it may still run).
     pub(super) async fn at_home<T: Send + 'static>(
         &self,
         shard: usize,
         job: impl FnOnce(&mut Slot) -> T + Send + 'static,
     ) -> Result<T, ReplicaError> {
-        let Some(home) = self.homes().get(shard) else {
-            return Err(ReplicaError::Raft(format!(
-                "the engine has no shard {shard}"
-            )));
+        self.at_slot(self.home_of(shard), job).await
+    }
+
+    /// Runs `job` on the slot of home `home` (its index).
+    pub(super) async fn at_slot<T: Send + 'static>(
+        &self,
+        home: usize,
+        job: impl FnOnce(&mut Slot) -> T + Send + 'static,
+    ) -> Result<T, ReplicaError> {
+        let Some(home) = self.homes().get(home) else {
+            return Err(ReplicaError::Raft(format!("the engine has no home {home}")));
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |slot| {

@@ -73,9 +73,9 @@ struct Cluster {
     /// Operations tried so far: every other one is first tried at the
     /// engine's home (`try_at_home`, as a server's event loop runs it).
     tried: u64,
-    /// Shards of each leader's engine (one home a shard): 1 or 2 by the
-    /// seed, so both shapes are run.
-    shards: usize,
+    /// Homes and shards of each leader's engine: one and one, two and
+    /// two, or two and three (a home keeping two shards), by the seed.
+    shape: (usize, usize),
 }
 
 /// An operation the simulation runs on a partition's leader: sent to the
@@ -196,7 +196,7 @@ impl Cluster {
             leader: 1,
             tried: 0,
             retired: 0,
-            shards: 1 + (seed % 2) as usize,
+            shape: [(1, 1), (2, 2), (2, 3)][(seed % 3) as usize],
         };
         for &id in slots {
             c.start(id).await;
@@ -252,7 +252,8 @@ impl Cluster {
         )
         .await
         .unwrap();
-        assert!(replica.set_homes(fila_cluster::TaskHome::start_set(self.shards)));
+        let (homes, shards) = self.shape;
+        assert!(replica.set_homes(fila_cluster::TaskHome::start_set(homes), shards));
         self.net.up(id, replica.raft().clone());
         slot.replica = Some(Arc::new(replica));
     }

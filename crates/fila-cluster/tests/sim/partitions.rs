@@ -52,8 +52,9 @@ struct Cells {
     copy_runs: u64,
     config: Arc<openraft::Config>,
     clock: Arc<dyn Clock>,
-    /// Shards of each leader's engine: 1 or 2 by the seed.
-    shards: usize,
+    /// Homes and shards of each leader's engine, by the seed (see
+    /// `Cluster::shape`).
+    shape: (usize, usize),
 }
 
 /// What clients were told, per queue.
@@ -108,7 +109,7 @@ impl Cells {
             copy_runs: 0,
             config: sim_config(),
             clock: Arc::new(SimClock(tokio::time::Instant::now())),
-            shards: 1 + (seed % 2) as usize,
+            shape: [(1, 1), (2, 2), (2, 3)][(seed % 3) as usize],
         };
         for id in NODES {
             let disk = |k: u64| Disk::new(seed * 1_000 + id * 100 + k);
@@ -190,7 +191,8 @@ impl Cells {
             )
             .await
             .unwrap();
-            assert!(replica.set_homes(fila_cluster::TaskHome::start_set(self.shards)));
+            let (homes, shards) = self.shape;
+            assert!(replica.set_homes(fila_cluster::TaskHome::start_set(homes), shards));
             self.net.up_in(id, p as u64, replica.raft().clone());
             parts.push(Arc::new(replica));
         }

@@ -155,8 +155,8 @@ loop per core. Flags override the file.
                             [127.0.0.1:9324]
   --console-listen ADDR     the web console (docs/console.md), or \"off\"
                             [127.0.0.1:7702]
-  --shards N                engine shards (a cluster's partition
-                            engines have one per event loop) [cores]
+  --shards N                engine shards (on a cluster, each
+                            partition's engine's)   [cores]
   --event-loops N           event loop threads      [cores]
   --sqs-threads N           no effect (the event loops serve the SQS API)
   --max-connections N       open connections        [10000]

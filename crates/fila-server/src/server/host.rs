@@ -499,8 +499,9 @@ impl ShardHost {
     ) {
         #[cfg(not(loom))]
         {
-            // Loop k keeps shard k of every partition's engine.
-            let home = wait.shard();
+            // A partition engine's shards are on the loops as a single
+            // node's are.
+            let home = fila_core::owner_of_shard(wait.shard(), self.shared.loops.owners());
             if home == self.index {
                 self.cancel_part_here(part, wait, (lp, conn), answer, post);
             } else {

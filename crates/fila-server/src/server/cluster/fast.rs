@@ -1,7 +1,8 @@
 //! A put, receive or delete run by a loop on its partition's leader
-//! engine, whose shards the event loops keep — loop *k* keeps shard *k*
-//! of every partition's engine, a queue's shard picked as on a single
-//! node (`fila_core::shard_of`) — and nothing else touches: the loop that
+//! engine, whose shards the event loops keep as a single node's — a
+//! partition's engine has the node's `shards`, shard *i* on loop *i* mod
+//! loops (`Replica::home_of`), a queue's shard `fila_core::shard_of` —
+//! and nothing else touches: the loop that
 //! read the request runs it when it keeps the queue's shard, else sends
 //! it there (`Msg::Lead`); the node's tasks send their work there too
 //! (`LoopHome`, `Msg::Engine`), and so do the other shards the dead
@@ -71,8 +72,8 @@ impl Fast {
         let g = c.route(queue)? as usize;
         // Whether this node leads it is for the home to say (it knows
         // without a lock, `Replica::run_at_home`).
-        c.parts.get(g)?;
-        Some((g, fila_core::shard_of(queue, owners)))
+        let part = c.parts.get(g)?;
+        Some((g, part.home_of(part.shard_of(queue))))
     }
 
     /// Runs `job` on partition `g`'s engine, which this loop keeps in
@@ -219,8 +220,8 @@ impl Fast {
     }
 }
 
-/// The home of one shard of a partition's engine on a cluster node: the
-/// event loop that keeps it (loop *k*, shard *k*), reached by the node's
+/// The home of a partition's engine's shards that one event loop keeps
+/// (its index is the loop's), reached by the node's
 /// tasks and the other shards through its mailbox (`Msg::Engine`).
 pub(super) struct LoopHome {
     pub(super) loops: crate::server::mailbox::Loops,

@@ -278,9 +278,10 @@ async fn run(
                 // Message ids unique across the cluster: each partition's
                 // in a space of its own (its queue ids are its own).
                 r.set_id_space(p as u32 + 1);
-                // Its engine has a shard on each event loop (its queues
-                // hashed over them as a single node's are), which runs
-                // every operation on it.
+                // Its engine has the node's `shards`, hashed over the
+                // event loops as a single node's are (shard i on loop i
+                // mod loops), each loop running every operation on its
+                // own.
                 r.set_homes(
                     (0..shared.loops.owners().max(1))
                         .map(|lp| {
@@ -291,6 +292,7 @@ async fn run(
                             }) as Arc<dyn fila_cluster::Home>
                         })
                         .collect(),
+                    shared.config.shards,
                 );
                 replicas.push(Arc::new(r));
             }
@@ -459,7 +461,8 @@ async fn on_msg(c: &Cluster, msg: Msg, turn: &mut Turn) {
             // this node leads.
             let mut stats = Vec::new();
             for part in &c.parts {
-                for shard in 0..part.shards() {
+                // (Each home's owner lists all its shards' queues.)
+                for shard in part.home_shards() {
                     let max = ask.max.saturating_sub(stats.len());
                     let mine: Vec<(String, fila_core::QueueStats)> = part
                         .serving(shard, move |owner| {

@@ -555,7 +555,8 @@ fn page(names: Vec<String>, more: bool, limit: usize) -> Answer {
     Response::Queues { names, next }.into()
 }
 
-/// A list of queues on every shard of `part`'s engine, as one page.
+/// A list of queues on every shard of `part`'s engine (each home's owner
+/// lists its shards), as one page.
 async fn list_part(
     part: &Part,
     ranges: Vec<crate::auth::Range>,
@@ -564,7 +565,7 @@ async fn list_part(
 ) -> Result<Answer, ReplicaError> {
     let mut names = Vec::new();
     let mut more = false;
-    for shard in 0..part.shards() {
+    for shard in part.home_shards() {
         let list = ListJob::of_parts(nowhere(), ranges.clone(), after.clone(), limit);
         let answer = part.read(shard, move |owner| list_on(list, owner)).await?;
         if let Err(other) = gather_page(answer, &mut names, &mut more) {

@@ -170,10 +170,11 @@ impl ShardHost {
             return;
         };
         if let Some(slot) = self.engines.get_mut(g) {
-            // Dead letters for the engine's other shards, to their loops
-            // (loop k keeps shard k), in the order they were made.
-            for (shard, job) in slot.take_outbox() {
-                post.send(shard, Msg::Engine { part: g, job });
+            // Dead letters for shards of the engine other loops keep, to
+            // those loops (a home's index is its loop's), in the order
+            // they were made.
+            for (lp, job) in slot.take_outbox() {
+                post.send(lp, Msg::Engine { part: g, job });
             }
         }
         if g < self.engines.len() && g < self.part_waits.len() {
