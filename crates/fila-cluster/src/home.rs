@@ -23,7 +23,7 @@ use std::sync::{Arc, OnceLock};
 use crate::replica::LeaderId;
 use crate::serving::Serving;
 
-/// The shard of its engine a home keeps for one partition: the leader's,
+/// The shards of its engine a home keeps for one partition: the leader's,
 /// while this node serves it (none otherwise).
 #[derive(Default)]
 pub struct Slot {

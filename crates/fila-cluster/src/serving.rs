@@ -56,7 +56,7 @@ pub(crate) struct Serving {
     pub(crate) homes: usize,
     pub(crate) shards: usize,
     pub(crate) build: u64,
-    /// Dead letters bound for queues of the engine's other shards.
+    /// Dead letters bound for queues of shards other homes keep.
     outbox: Vec<fila_core::Transit>,
     /// The leadership task (the first owner keeps it), until someone
     /// waits for its end.
@@ -187,8 +187,8 @@ impl Serving {
             .collect()
     }
 
-    /// Runs `op` on the shard, taking in a dead letter for it and keeping
-    /// those for the engine's other shards ([`crate::Slot::take_outbox`]),
+    /// Runs `op` on the owner, taking in a dead letter for its shards and
+    /// keeping those for other homes' ([`crate::Slot::take_outbox`]),
     /// and hands the records it made to the leadership's task as the next
     /// batch: its result, and where its answer stands.
     pub(crate) fn run<R>(&mut self, op: impl FnOnce(&mut Owner) -> R) -> (R, Ran) {
