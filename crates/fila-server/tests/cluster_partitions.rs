@@ -167,6 +167,31 @@ fn three_partitions_place_route_and_serve_through_a_nodes_kill() {
         .unwrap();
     assert_eq!(peeked.len(), 1, "{peeked:?}");
     assert_eq!(&peeked[0].payload[..], b"doomed");
+    // A move task out of "rejects" at one message a second moves the
+    // first at once and the others on its timers, which run on
+    // "rejects"'s loop with nothing else run there: receives on "orders",
+    // on the other loop, get them all (the loops run their shards' due
+    // timers, as a single node's do, not only those of shards with a
+    // receive parked).
+    let doomed = c.receive("rejects", 1, Some(5_000)).unwrap();
+    let receipt = doomed[0].receipt.expect("a lease");
+    c.delete("rejects", &[receipt]).unwrap();
+    for body in ["back-1", "back-2", "back-3"] {
+        c.put_one("rejects", body).unwrap();
+    }
+    c.start_move("rejects", Some("orders"), None, Some(1))
+        .unwrap();
+    let mut back = Vec::new();
+    while back.len() < 3 {
+        let got = c.receive("orders", 3, Some(10_000)).unwrap();
+        assert!(!got.is_empty(), "the move task stopped after {back:?}");
+        for m in got {
+            back.push(String::from_utf8_lossy(&m.payload).into_owned());
+            c.delete("orders", &[m.receipt.expect("a lease")]).unwrap();
+        }
+    }
+    back.sort();
+    assert_eq!(back, ["back-1", "back-2", "back-3"]);
     // A node that does not lead a queue's partition names that
     // partition's leader; the partitions are led from more than one
     // node or not, a put goes where its queue's partition is led.

@@ -24,13 +24,11 @@ pub(super) struct PartWaits {
 
 impl ShardHost {
     /// (A cluster node.) When the next timer is due of the partitions'
-    /// engines kept here with receives parked.
+    /// engines' shards kept here.
     pub(super) fn parts_deadline(&self) -> Option<u64> {
-        self.part_waits
+        self.engines
             .iter()
-            .zip(&self.engines)
-            .filter(|(w, _)| !w.waits.is_empty())
-            .filter_map(|(_, slot)| slot.next_deadline())
+            .filter_map(fila_cluster::Slot::next_deadline)
             .min()
     }
 
@@ -206,23 +204,29 @@ impl ShardHost {
         self.committed(post);
     }
 
-    /// (A cluster node.) Runs the due timers of the partitions' engines
-    /// kept here with receives parked (a wait that ends, a lease that
-    /// ends and fills one), and answers what they completed; while the
-    /// server stops, ends every such receive with no messages.
+    /// (A cluster node.) Runs the due timers of the partitions' engines'
+    /// shards kept here, as a single node's loop runs its shards' (a wait
+    /// that ends, a lease that ends and fills a parked receive, or that
+    /// dead-letters its message to a queue another loop keeps), and the
+    /// timers of those with receives parked, and answers what they
+    /// completed; while the server stops, ends every parked receive with
+    /// no messages.
     pub(super) fn advance_parts(&mut self, post: &mut Post) {
         let shared = self.shared.clone();
         let Some(f) = shared.fast.get() else {
             return;
         };
         let stopping = shared.stopping.load(Ordering::Acquire);
-        for g in 0..self.part_waits.len().min(self.engines.len()) {
-            if self.part_waits[g].waits.is_empty() {
+        let now = self.owner.totals().now_ms();
+        for g in 0..self.engines.len() {
+            let parked = self.part_waits.get(g).is_some_and(|w| !w.waits.is_empty());
+            let due = self.engines[g].next_deadline().is_some_and(|at| at <= now);
+            if !parked && !due {
                 continue;
             }
             f.advance_here(g, &mut self.engines[g], TIMERS_PER_TURN);
             self.after_engine(g, post);
-            if stopping {
+            if stopping && parked {
                 let waits: Vec<WaitId> = self.part_waits[g].waits.keys().copied().collect();
                 for wait in waits {
                     if f.cancel_here(g, &mut self.engines[g], wait) {
