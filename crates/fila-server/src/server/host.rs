@@ -281,9 +281,9 @@ pub(in crate::server) struct ShardHost {
     /// (A cluster node.) Answers run here on a partition's leader, held
     /// until their entries commit.
     held: super::held::HeldAnswers,
-    /// (A cluster node.) The engines of the partitions this loop is the
-    /// home of, by partition (`cluster/fast.rs`): no other thread touches
-    /// them.
+    /// (A cluster node.) The shards of the partitions' leader engines
+    /// this loop keeps, by partition (`cluster/fast.rs`): no other thread
+    /// touches them.
     #[cfg(not(loom))]
     engines: Vec<fila_cluster::Slot>,
     /// (A cluster node.) Receives parked in those engines, by partition.
@@ -335,7 +335,7 @@ impl ShardHost {
     }
 
     /// When the next timer of a shard owned here is due (on a cluster
-    /// node, or of a partition's engine kept here with receives parked).
+    /// node, of a partition engine's shard kept here too).
     pub(in crate::server) fn next_deadline(&self) -> Option<u64> {
         let mine = self.owner.next_deadline();
         #[cfg(not(loom))]

@@ -1,5 +1,5 @@
 //! (A cluster node.) The shard host's side of the partitions whose
-//! leader engines this loop keeps (`cluster/fast.rs`): their slots, the
+//! leader engines' shards this loop keeps (`cluster/fast.rs`): their slots, the
 //! puts, receives and deletes run on them, the receives parked in them
 //! and their timers, and what those engines complete.
 
