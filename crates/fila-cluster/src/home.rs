@@ -37,6 +37,9 @@ pub struct Slot {
     /// Receives parked in an engine dropped before their completions
     /// were taken.
     orphans: Vec<Woken>,
+    /// Dead letters (or moved messages) from other homes' shards were
+    /// taken in since the last look ([`Slot::take_moved_in`]).
+    moved_in: bool,
 }
 
 /// A receive parked in the engine that a later call completed (see
@@ -85,7 +88,7 @@ impl Slot {
     /// (nothing of their move was recorded: the next leadership has them
     /// where they were).
     pub fn take_outbox(&mut self) -> Vec<(usize, Job)> {
-        let Some(s) = self.serving.as_mut() else {
+        let Some(s) = self.serving.as_mut().filter(|s| s.has_outbox()) else {
             return Vec::new();
         };
         let (leader, shards, homes) = (s.leader, s.shards, s.homes);
@@ -115,7 +118,14 @@ impl Slot {
                     owner.accept(t);
                 }
             });
+            self.moved_in = true;
         }
+    }
+
+    /// Whether messages from other homes' shards were taken in since the
+    /// last look (receives waiting elsewhere for them look again).
+    pub fn take_moved_in(&mut self) -> bool {
+        std::mem::take(&mut self.moved_in)
     }
 
     /// The receives parked in the engine that calls since the last look

@@ -236,17 +236,8 @@ impl<S: Storage + 'static> Replica<S> {
         shard: usize,
         op: impl FnOnce(&mut Owner) -> R + Send + 'static,
     ) -> Option<R> {
-        self.serving_at(self.home_of(shard), op).await
-    }
-
-    /// [`Replica::serving`] on the shards of home `home`.
-    async fn serving_at<R: Send + 'static>(
-        &self,
-        home: usize,
-        op: impl FnOnce(&mut Owner) -> R + Send + 'static,
-    ) -> Option<R> {
         let leader_id = self.leading().ok()?;
-        self.at_slot(home, move |slot| {
+        self.at_home(shard, move |slot| {
             let s = slot.serving.as_mut().filter(|s| s.leader == leader_id)?;
             Some(op(&mut s.owner))
         })
@@ -255,19 +246,15 @@ impl<S: Storage + 'static> Replica<S> {
         .flatten()
     }
 
-    /// How long until the leader's engine has timers due — a lease or a
-    /// delay that ends, making a message visible — while this node serves
-    /// the partition (`None` otherwise, or with no timer set): how long a
-    /// receive waiting here for messages may sleep before it looks again,
-    /// when no put wakes it first. Zero when timers are due already.
-    pub async fn next_due(&self) -> Option<std::time::Duration> {
-        let mut at: Option<u64> = None;
-        for home in 0..self.homes().len() {
-            if let Some(t) = self.serving_at(home, |owner| owner.next_timer()).await? {
-                at = Some(at.map_or(t, |a| a.min(t)));
-            }
-        }
-        let at = at?;
+    /// How long until the shards of the leader's engine that keep shard
+    /// `shard` (its home's) have timers due — a lease or a delay that
+    /// ends, making a message visible — while this node serves the
+    /// partition (`None` otherwise, or with no timer set): how long a
+    /// receive waiting here for messages of a queue of that shard may
+    /// sleep before it looks again, when no put wakes it first. Zero when
+    /// timers are due already.
+    pub async fn next_due(&self, shard: usize) -> Option<std::time::Duration> {
+        let at = self.serving(shard, |owner| owner.next_timer()).await??;
         let now = self.clock.now_ms();
         Some(std::time::Duration::from_millis(at.saturating_sub(now)))
     }

@@ -228,7 +228,12 @@ impl Serving {
         }
     }
 
-    /// The dead letters for the engine's other shards since the last look.
+    /// Whether dead letters for other homes' shards wait to be taken.
+    pub(crate) fn has_outbox(&self) -> bool {
+        !self.outbox.is_empty()
+    }
+
+    /// The dead letters for other homes' shards since the last look.
     pub(crate) fn take_outbox(&mut self) -> Vec<fila_core::Transit> {
         std::mem::take(&mut self.outbox)
     }

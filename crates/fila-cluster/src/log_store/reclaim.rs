@@ -33,6 +33,11 @@ impl<S: Storage + 'static> Inner<S> {
     /// crash brings back entries the group's own snapshot covers, which
     /// openraft skips.
     pub(super) fn reclaim(&mut self, me: &Arc<Mutex<Inner<S>>>) -> io::Result<()> {
+        // After a failed sync nothing written is known to be durable: no
+        // copy may stand in for its original.
+        if let Some(e) = self.failed() {
+            return Err(e);
+        }
         let upto = if self.reclaiming {
             None
         } else {
@@ -74,10 +79,8 @@ impl<S: Storage + 'static> Inner<S> {
         self.reclaiming = self
             .reclaimer
             .as_ref()
-            .expect("started above")
-            .jobs
-            .send(job)
-            .is_ok();
+            .and_then(|r| r.jobs.as_ref())
+            .is_some_and(|jobs| jobs.send(job).is_ok());
         Ok(())
     }
 
@@ -184,7 +187,8 @@ struct Job<S> {
 /// The reclaim thread of one log: started at its first reclaim, stopped
 /// (after the job it is doing) when the log is dropped.
 pub(super) struct Reclaimer<S> {
-    jobs: mpsc::Sender<Job<S>>,
+    /// Taken when the log is dropped: the thread ends after its job.
+    jobs: Option<mpsc::Sender<Job<S>>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -199,7 +203,7 @@ impl<S: Storage + 'static> Reclaimer<S> {
                 }
             })?;
         Ok(Reclaimer {
-            jobs,
+            jobs: Some(jobs),
             thread: Some(thread),
         })
     }
@@ -207,9 +211,7 @@ impl<S: Storage + 'static> Reclaimer<S> {
 
 impl<S> Drop for Reclaimer<S> {
     fn drop(&mut self) {
-        // The channel closes with `jobs`; the thread ends after its job.
-        let (stop, _) = mpsc::channel();
-        self.jobs = stop;
+        self.jobs = None;
         if let Some(t) = self.thread.take() {
             // The thread itself may hold the log's last reference.
             if t.thread().id() != std::thread::current().id() {

@@ -206,7 +206,10 @@ fn the_leader_says_when_a_lease_it_gave_ends() {
             .unwrap();
         assert_eq!(got.len(), 1, "seed {seed}");
         let leader = c.replica(c.leader).unwrap();
-        let due = leader.next_due().await.expect("the lease's timer");
+        let due = leader
+            .next_due(leader.shard_of(QUEUE))
+            .await
+            .expect("the lease's timer");
         assert!(
             due <= Duration::from_millis(LEASE_MS) && due > Duration::ZERO,
             "seed {seed}: next timer in {due:?}"
@@ -219,7 +222,10 @@ fn the_leader_says_when_a_lease_it_gave_ends() {
         assert!(none.unwrap().is_empty(), "seed {seed}");
         let mut slept = Duration::ZERO;
         let again = loop {
-            let due = leader.next_due().await.expect("a timer until it ends");
+            let due = leader
+                .next_due(leader.shard_of(QUEUE))
+                .await
+                .expect("a timer until it ends");
             tokio::time::sleep(due.max(Duration::from_millis(1))).await;
             slept += due;
             let got = leader

@@ -62,6 +62,15 @@ fn snapshot_header(lsn: u64, last_segment: u64) -> [u8; SNAP_HEADER] {
     h
 }
 
+/// A version 2 snapshot trailer: the body's length and CRC32C, `SEND`.
+fn snapshot_trailer(len: u64, crc: u32) -> [u8; SNAP_TRAILER] {
+    let mut t = [0u8; SNAP_TRAILER];
+    t[..8].copy_from_slice(&len.to_be_bytes());
+    t[8..12].copy_from_slice(&crc.to_be_bytes());
+    t[12..].copy_from_slice(SNAP_END);
+    t
+}
+
 /// A CRC32C of `len` bytes of a file from `offset`, read a chunk at a time.
 fn crc_of<S: Storage>(storage: &S, name: &str, offset: u64, len: u64) -> std::io::Result<u32> {
     let mut buf = vec![0u8; SNAP_CHUNK.min(len as usize)];
@@ -296,11 +305,9 @@ impl<S: Storage> Log<S> {
                 source: std::io::Error::other("no snapshot is being written"),
             });
         };
-        let mut trailer = [0u8; SNAP_TRAILER];
-        trailer[..8].copy_from_slice(&w.len.to_be_bytes());
-        trailer[8..12].copy_from_slice(&w.crc.to_be_bytes());
-        trailer[12..].copy_from_slice(SNAP_END);
-        let done = self.storage.append(SNAP_TMP, &trailer);
+        let done = self
+            .storage
+            .append(SNAP_TMP, &snapshot_trailer(w.len, w.crc));
         if let Err(source) = done {
             let e = self.io_error(SNAP_TMP, source);
             let _ = self.storage.remove(SNAP_TMP);
@@ -375,9 +382,7 @@ impl<S: Storage> Log<S> {
         let mut bytes = Vec::with_capacity(SNAP_HEADER + body.len() + SNAP_TRAILER);
         bytes.extend_from_slice(&snapshot_header(lsn, self.last_number));
         bytes.extend_from_slice(body);
-        bytes.extend_from_slice(&(body.len() as u64).to_be_bytes());
-        bytes.extend_from_slice(&crc32c::crc32c(body).to_be_bytes());
-        bytes.extend_from_slice(SNAP_END);
+        bytes.extend_from_slice(&snapshot_trailer(body.len() as u64, crc32c::crc32c(body)));
         Ok(DetachedSnapshot { lsn, bytes })
     }
 

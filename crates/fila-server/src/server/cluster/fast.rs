@@ -48,6 +48,15 @@ impl Fast {
         })
     }
 
+    /// After messages moved into partition `g`'s queues from a shard
+    /// another loop keeps: the receives waiting at the endpoint on its
+    /// queues look again (`ops.rs`'s moves wake the same way).
+    pub(in crate::server) fn moved_in(&self, g: usize) {
+        if let Some(w) = self.c.upgrade().as_ref().and_then(|c| c.waiters.get(g)) {
+            w.wake_all();
+        }
+    }
+
     /// After an entry's outcome is noted: tells each loop waiting for word.
     pub(super) fn committed(&self) {
         if let Some(c) = self.c.upgrade() {

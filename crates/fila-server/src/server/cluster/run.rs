@@ -102,6 +102,8 @@ async fn run_since(
         Err(answer) => return answer,
     };
     let part = &c.parts[g as usize];
+    // Its queue's shard: whose timers a waiting receive sleeps until.
+    let shard = crate::ops::queue_of(&job.req).map_or(0, |q| part.shard_of(q));
     let mut room = job.route.room;
     let forwards = forwards(&job.route);
     let mut wait: Option<Duration> = None;
@@ -131,7 +133,8 @@ async fn run_since(
                 let left = wait.map_or(Duration::ZERO, |w| w.saturating_sub(started.elapsed()));
                 match &listening {
                     Some(l) if !left.is_zero() && !c.stopping() => {
-                        turn.sleep_or(nap(part, left).await, l.woken(), seen).await;
+                        turn.sleep_or(nap(part, shard, left).await, l.woken(), seen)
+                            .await;
                     }
                     _ => answered = true,
                 }
@@ -229,7 +232,7 @@ async fn run_since(
             return answer;
         };
         answered = false;
-        turn.sleep_or(nap(part, left).await, listening.woken(), seen)
+        turn.sleep_or(nap(part, shard, left).await, listening.woken(), seen)
             .await;
     }
 }
@@ -272,19 +275,19 @@ async fn hold_less(c: &Cluster, part: &Part, req: &Request, route: &mut Route) -
 }
 
 /// How long a receive waiting on its partition's leader here sleeps before
-/// it looks again, at most `left` (its wait's end): until the engine's
-/// next timer (a lease or a delay that ends may make a message visible
-/// then; the look runs the timers that are due), at least a millisecond.
-/// A put, a release or a move run here wakes it sooner
-/// ([`wake_receives`]), and so does the engine's being dropped once this
+/// it looks again, at most `left` (its wait's end): until the next timer
+/// of its queue's shard, `shard` (a lease or a delay that ends may make a
+/// message visible then; the look runs the timers that are due), at least
+/// a millisecond. A put, a release or a move run here wakes it sooner
+/// ([`wake_receives`]), so do messages another loop's shard moved into the
+/// partition (`Fast::moved_in`), and so does the engine's being dropped once this
 /// node no longer leads (`status::let_go`). An engine that is not serving
 /// (being rebuilt for a new leadership) is looked at again within
 /// [`POLL`].
-async fn nap(part: &Part, left: Duration) -> Duration {
-    let due = match part.next_due().await {
+async fn nap(part: &Part, shard: usize, left: Duration) -> Duration {
+    let due = match part.next_due(shard).await {
         Some(due) => due,
-        // (The shards of an engine are built and dropped together.)
-        None if part.serving(0, |_| ()).await.is_some() => left,
+        None if part.serving(shard, |_| ()).await.is_some() => left,
         None => POLL,
     };
     due.max(Duration::from_millis(1)).min(left)

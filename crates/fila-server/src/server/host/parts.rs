@@ -174,6 +174,11 @@ impl ShardHost {
             for (lp, job) in slot.take_outbox() {
                 post.send(lp, Msg::Engine { part: g, job });
             }
+            if slot.take_moved_in() {
+                if let Some(f) = self.shared.fast.get() {
+                    f.moved_in(g);
+                }
+            }
         }
         if g < self.engines.len() && g < self.part_waits.len() {
             let woken = self.engines[g].take_woken();
