@@ -33,8 +33,10 @@ use crate::peer::Forwarder;
 use crate::{ClusterMap, Group, MapChange, Member, Metadata, NodeId, Replica, ReplicaError};
 
 mod change;
+pub mod course;
 mod tend;
 pub use change::meta_voters;
+pub use course::{Course, HeldTo, Step, FORWARD_RETRY_WITHIN};
 
 /// How long a partition's leader learnt from one of its replicas (by a
 /// node that holds none) is taken for it.

@@ -128,7 +128,7 @@ async fn answer(node: &SimNode, body: Vec<u8>) -> Vec<u8> {
     };
     let opcode = req.opcode() as u8;
     let ran = match waited {
-        Some(waited) => held_here(&part, *req, waited).await,
+        Some(waited) => held_here(&part, *req, waited, true).await,
         None => {
             part.execute(shard_for(&part, &req), move |owner| serve(owner, *req))
                 .await
@@ -138,18 +138,22 @@ async fn answer(node: &SimNode, body: Vec<u8>) -> Vec<u8> {
     Reply::of(&response, opcode, 0)
 }
 
-/// The leader's side of a receive that waits (`waited` of its wait spent
-/// already): run until messages come or its wait ends, looking every
-/// 25 ms — a stand-in for the server's endpoint, which is woken by what
-/// makes messages visible instead. Unlike the server, which answers
-/// `not_leader` at once when it stops leading, it goes on holding the
-/// receive until its wait ends, as a leader that stopped answering (a
-/// paused process) would: the node that forwarded it gives it up itself
-/// once it sees another node lead (`Held::Moved`).
+/// A receive that waits (`waited` of its wait spent already), run until
+/// messages come or its wait ends, looking every 25 ms — a stand-in for
+/// the server's endpoint, which is woken by what makes messages visible
+/// instead. On the node a request reached (not `patient`) a refusal is
+/// answered at once, as the server's endpoint answers it, for the
+/// request's [`fila_cluster::node::Course`] to follow. On the leader
+/// holding a forwarded receive (`patient`) — unlike the server, which
+/// answers `not_leader` at once when it stops leading — it goes on
+/// holding the receive until its wait ends, as a leader that stopped
+/// answering (a paused process) would: the node that forwarded it gives
+/// it up itself once it sees another node lead (`Held::Moved`).
 pub async fn held_here(
     part: &Replica<Disk>,
     req: Request,
     waited: Duration,
+    patient: bool,
 ) -> Result<Response, ReplicaError> {
     let mut look = req.clone();
     let wait = match &mut look {
@@ -165,7 +169,7 @@ pub async fn held_here(
         let more = tokio::time::Instant::now() < deadline;
         match ran {
             Ok(Response::Messages(ms)) if ms.is_empty() && more => {}
-            Err(_) if more => {}
+            Err(_) if more && patient => {}
             done => return done,
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -202,7 +206,11 @@ pub fn serve(owner: &mut Owner, req: Request) -> Response {
         Request::Put { queue, messages } => {
             let batch = messages
                 .into_iter()
-                .map(|m| NewMessage::new(m.payload))
+                .map(|m| {
+                    let mut message = NewMessage::new(m.payload);
+                    message.dedup_id = m.dedup_id;
+                    message
+                })
                 .collect();
             match owner.put(&queue, batch) {
                 Ok(entries) => Response::Put(

@@ -10,7 +10,10 @@
 //! request runs on its partition's leader, here when the node leads it,
 //! else forwarded to the leader its replica names or, from a node with no
 //! replica, the one the partition's replicas name (a receive that waits
-//! is held by that leader until messages come or its wait ends) — among crashes,
+//! is held by that leader until messages come or its wait ends), each
+//! request following the [`fila_cluster::node::Course`] a server's
+//! endpoint follows (to the new leader when the leadership moves under
+//! its forward, after a pause while none is known) — among crashes,
 //! restarts, cuts, heals and delayed forwards. At the end every node holds
 //! the same map, each queue lives in the partition its placement named
 //! and in no other, the partitions' receipt keys are the map's and
@@ -19,12 +22,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicBool;
 
-use fila_cluster::forward::{Ask, Placing, Reply};
-use fila_cluster::node::{Held, Led, Node};
+use fila_cluster::forward::{self, Ask, Placing, Reply};
+use fila_cluster::node::{
+    Course, Held, HeldTo, Node, Step, FORWARD_RETRY_WITHIN, LEADER_WAIT, LOOK,
+};
 use fila_cluster::{ClusterMap, Metadata};
 use fila_proto::{QueueRef, Request, Response};
 
-use super::forwards::{held_here, serve, Nodes, SimNode, Wire, MAX_QUEUES};
+use super::forwards::{held_here, Nodes, SimNode, Wire, MAX_QUEUES};
 use super::*;
 
 /// Partitions of the simulated cluster.
@@ -81,6 +86,9 @@ struct Told {
     held: usize,
     /// Held forwards given up because another node led the partition.
     moved: usize,
+    /// Requests answered after a forward of theirs was given up: they
+    /// followed the leadership to its new node.
+    followed: usize,
     /// Runs of a group's live entries copied past the segments it pinned
     /// in its node's shared log.
     copy_runs: u64,
@@ -352,9 +360,18 @@ async fn place(
         .ok()?
 }
 
-/// Runs `req` on partition `p`'s leader as node `entry` runs a request
-/// that reached it: here when it leads the partition, else forwarded.
-/// `None`: no answer, or a refusal.
+/// Runs `req` on partition `p`'s leader as node `entry`'s server runs
+/// the request of a caller that cannot follow `not_leader` (the SQS
+/// API's): a look at the node's replica (a receive that waits looks
+/// until messages come or its wait ends, [`held_here`]), then where the
+/// request's [`Course`] sends it, as the server's endpoint follows one —
+/// forwarded to the leader its replica names (or, from a node with no
+/// replica, the one the partition's replicas name), held there when it
+/// is a receive that waits (answered when messages come or its wait
+/// ends) and given up for the new leader when another node takes the
+/// partition over meanwhile (`Node::forward_held_while_leading`), looked
+/// at again after a pause while no leader is known. `None`: no answer,
+/// or a refusal.
 async fn run_from(
     c: &Cells,
     told: &mut Told,
@@ -365,29 +382,72 @@ async fn run_from(
     let node = c.up(entry)?;
     let held = node.holds(p);
     let part = node.parts.get(p as usize)?.clone();
-    let ask = Ask::Run {
-        group: p,
-        room: 1 << 20,
-        req: Box::new(req.clone()),
-    };
-    let here = || {
-        let (part, req) = (part.clone(), req.clone());
-        async move {
-            let shard = forwards::shard_for(&part, &req);
-            part.execute(shard, move |owner| serve(owner, req)).await
+    let waits = matches!(&req, Request::Receive(r) if r.wait_ms != Some(0));
+    let mut course = Course::new(entry, true, waits);
+    let started = tokio::time::Instant::now();
+    let mut gave_up = false;
+    let follow = async {
+        loop {
+            let waited = started.elapsed();
+            let here = held_here(&part, req.clone(), waited, false);
+            let e = match here.await {
+                Ok(response) => return Some(response),
+                Err(e) => node.named(p, e).await,
+            };
+            match course.refused(&e, started.elapsed(), node.stopping()) {
+                Step::Hold(leader) => {
+                    let ask = Ask::Wait {
+                        group: p,
+                        room: 1 << 20,
+                        waited: started.elapsed(),
+                        req: Box::new(req.clone()),
+                    };
+                    let sent = node.forward_held_while_leading(p, leader, &ask).await;
+                    if tracing() {
+                        eprintln!("  a receive from {entry} held by {leader} -> {sent:?}");
+                    }
+                    let (to, response) = held_to(sent);
+                    told.moved += usize::from(to == HeldTo::Moved);
+                    gave_up |= to == HeldTo::Moved;
+                    match (
+                        course.held(to, started.elapsed(), node.stopping()),
+                        response,
+                    ) {
+                        (Step::Answer, Some(response)) => {
+                            told.held += 1;
+                            return Some(response);
+                        }
+                        (Step::Pause, _) => tokio::time::sleep(LOOK).await,
+                        (Step::Again, _) => {}
+                        _ => return None,
+                    }
+                }
+                Step::Forward(leader) => {
+                    let ask = Ask::Run {
+                        group: p,
+                        room: 1 << 20,
+                        req: Box::new(req.clone()),
+                    };
+                    let done = node.forward_while_leading(p, leader, &ask).await;
+                    gave_up |= done.is_none();
+                    match (course.forwarded(done.is_none(), started.elapsed()), done) {
+                        (Step::Answer, Some(Ok(reply))) => {
+                            told.forwarded += 1;
+                            return Some(Reply::decode(&reply).ok()?.response);
+                        }
+                        (Step::Again, _) => {}
+                        _ => return None,
+                    }
+                }
+                Step::Pause => tokio::time::sleep(LOOK).await,
+                _ => return None,
+            }
         }
     };
-    let led = tokio::time::timeout(Duration::from_secs(6), node.on_leader(p, &ask, here))
-        .await
-        .ok()?
-        .ok()?;
-    let response = match led {
-        Led::Here(response) => response,
-        Led::There { reply, .. } => {
-            told.forwarded += 1;
-            Reply::decode(&reply).ok()?.response
-        }
-    };
+    // Bounded: a leader's wait, then leaderships moving for a while.
+    let within = LEADER_WAIT + FORWARD_RETRY_WITHIN;
+    let response = tokio::time::timeout(within, follow).await.ok()??;
+    told.followed += usize::from(gave_up);
     if tracing() {
         eprintln!("  {:?} from {entry} in {p} -> {response:?}", req.opcode());
     }
@@ -396,6 +456,27 @@ async fn run_from(
     }
     told.unheld += usize::from(!held);
     Some(response)
+}
+
+/// What a held ask came to, for its [`Course`], with the leader's
+/// response when it answered.
+fn held_to(sent: Held) -> (HeldTo, Option<Response>) {
+    match sent {
+        Held::Done(reply) => match Reply::decode(&reply) {
+            Ok(reply) if forward::unknown_ask(&reply.response) => (HeldTo::Unheld, None),
+            Ok(reply) => {
+                let not_leader = matches!(
+                    &reply.response,
+                    Response::Error(e) if e.code == fila_proto::ErrorCode::NOT_LEADER
+                );
+                (HeldTo::Answered { not_leader }, Some(reply.response))
+            }
+            Err(_) => (HeldTo::Failed, None),
+        },
+        Held::Busy => (HeldTo::Unheld, None),
+        Held::Failed(_) => (HeldTo::Failed, None),
+        Held::Moved => (HeldTo::Moved, None),
+    }
 }
 
 /// Node `entry` hands over every group it leads, each by its leader's
@@ -448,10 +529,13 @@ async fn put_to(c: &Cells, told: &mut Told, entry: NodeId, queue: &str, n: u64) 
     let body = format!("{queue}{n}");
     let h = told.queues.entry(queue.to_owned()).or_default();
     h.attempted.insert(body.clone());
+    // A put sent again (its forward given up as the leadership moved,
+    // `Course`) is stored once.
     let req = Request::Put {
         queue: queue.to_owned(),
         messages: vec![fila_proto::PutEntry {
             payload: body.clone().into(),
+            dedup_id: Some(body.clone()),
             ..Default::default()
         }],
     };
@@ -463,14 +547,11 @@ async fn put_to(c: &Cells, told: &mut Told, entry: NodeId, queue: &str, n: u64) 
     }
 }
 
-/// A receive that waits, from node `entry`: on the partition's leader
-/// here when the node leads it, else forwarded to the leader it knows of
-/// as a held ask (answered when messages come or the wait ends), given up
-/// when another node takes the partition over meanwhile — as a server
-/// sends one (`Node::forward_held_while_leading`). With `leader_moves`,
-/// that leader hands the partition over while it holds the receive: the
-/// node gives the forward up as soon as it sees another node lead
-/// (`Held::Moved`), or the old leader answers first.
+/// A receive that waits, from node `entry` ([`run_from`]); with
+/// `leader_moves`, the partition's leader, when another node, hands the
+/// partition over while it holds the receive: the node gives the forward
+/// up as soon as it sees another node lead (`Held::Moved`) and the
+/// receive goes on at the new leader, or the old leader answers first.
 async fn wait_from(
     c: &Cells,
     told: &mut Told,
@@ -480,57 +561,23 @@ async fn wait_from(
     leader_moves: bool,
 ) -> Option<Response> {
     let node = c.up(entry)?;
-    let leader = match node.leader_of(p) {
-        Some(id) => id,
-        None => node.find_leader(p).await?,
-    };
-    let response = if leader == entry {
-        let part = node.parts.get(p as usize)?.clone();
-        let here = held_here(&part, req, Duration::ZERO);
-        tokio::time::timeout(Duration::from_secs(6), here)
-            .await
-            .ok()?
-            .ok()?
-    } else {
-        let ask = Ask::Wait {
-            group: p,
-            room: 1 << 20,
-            waited: Duration::ZERO,
-            req: Box::new(req),
-        };
-        let held = {
-            let node = node.clone();
-            tokio::spawn(async move { node.forward_held_while_leading(p, leader, &ask).await })
-        };
-        if leader_moves {
+    let leader = node.leader_of(p).filter(|&id| id != entry);
+    let moving = leader.filter(|_| leader_moves).and_then(|id| c.up(id));
+    let mover = moving.map(|leading| {
+        tokio::spawn(async move {
             // While it is held there, the leader hands every group it
             // leads over.
             tokio::time::sleep(Duration::from_millis(100)).await;
-            if let Some(leading) = c.up(leader) {
-                let change = fila_proto::ClusterChange::TransferLeader { to: None };
-                let handing = leading.change_everywhere(change);
-                let _ = tokio::time::timeout(Duration::from_secs(5), handing).await;
-            }
-        }
-        let held = tokio::time::timeout(Duration::from_secs(10), held).await;
-        if tracing() {
-            eprintln!(
-                "  a receive from {entry} held by {leader} (moving: {leader_moves}) -> {held:?}"
-            );
-        }
-        match held.ok()?.ok()? {
-            Held::Done(reply) => {
-                told.held += 1;
-                Reply::decode(&reply).ok()?.response
-            }
-            Held::Moved => {
-                told.moved += 1;
-                return None;
-            }
-            Held::Busy | Held::Failed(_) => return None,
-        }
-    };
-    (!matches!(response, Response::Error(_))).then_some(response)
+            let change = fila_proto::ClusterChange::TransferLeader { to: None };
+            let _ = tokio::time::timeout(Duration::from_secs(5), leading.change_everywhere(change))
+                .await;
+        })
+    });
+    let response = run_from(c, told, entry, p, req).await;
+    if let Some(mover) = mover {
+        let _ = mover.await;
+    }
+    response
 }
 
 /// How a receive of the simulation waits.
@@ -739,7 +786,7 @@ fn queues_placed_by_the_metadata_group_live_in_one_partition_through_faults() {
     let seeds = (seeds() / 4).max(2);
     let (mut created, mut spread, mut acked) = (0, 0, 0);
     let (mut routed, mut forwarded, mut unheld, mut handed) = (0, 0, 0, 0);
-    let (mut held, mut moved, mut copy_runs) = (0, 0, 0);
+    let (mut held, mut moved, mut followed, mut copy_runs) = (0, 0, 0, 0);
     for told in each_seed(seeds, run_cells) {
         created += told.created.len();
         let used: BTreeSet<u32> = told.placed.values().copied().collect();
@@ -751,10 +798,11 @@ fn queues_placed_by_the_metadata_group_live_in_one_partition_through_faults() {
         handed += told.handed;
         held += told.held;
         moved += told.moved;
+        followed += told.followed;
         copy_runs += told.copy_runs;
     }
     eprintln!(
-        "{seeds} seeds: {created} queues created, {spread} runs with queues in both partitions, {routed} requests routed by a node's table, {forwarded} answered by a leader on another node, {unheld} through a node holding no replica of their partition, {handed} nodes handing over what they led, {held} receives held by a leader on another node ({moved} given up as the leadership moved), {acked} puts acknowledged, {copy_runs} runs of a group's entries copied in a node's log"
+        "{seeds} seeds: {created} queues created, {spread} runs with queues in both partitions, {routed} requests routed by a node's table, {forwarded} answered by a leader on another node, {unheld} through a node holding no replica of their partition, {handed} nodes handing over what they led, {held} receives held by a leader on another node ({moved} given up as the leadership moved), {followed} requests answered after following the leadership to another node, {acked} puts acknowledged, {copy_runs} runs of a group's entries copied in a node's log"
     );
     if only_seed().is_none() {
         assert!(created > 0 && acked > 0 && routed > 0);
@@ -774,6 +822,10 @@ fn queues_placed_by_the_metadata_group_live_in_one_partition_through_faults() {
                 "no held receive was given up as its leader moved"
             );
             assert!(copy_runs > 0, "no node's log copied a group's entries");
+            assert!(
+                followed > 0,
+                "no request followed the leadership to its new node"
+            );
         }
     }
 }

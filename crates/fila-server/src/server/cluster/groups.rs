@@ -17,7 +17,6 @@ use super::{fail, Shared};
 use crate::dispatch::{error, Answer};
 
 pub(super) use fila_cluster::forward::{MAP, META};
-pub(super) use fila_cluster::node::LEADER_WAIT;
 
 /// A partition's replica on this node.
 pub(super) type Part = Replica<FsStorage>;

@@ -6,21 +6,17 @@
 
 use std::time::{Duration, Instant};
 
+use fila_cluster::node::{Course, HeldTo, Step};
 use fila_cluster::ReplicaError;
 use fila_core::Owner;
 use fila_proto::{ErrorCode, Opcode, Request, Response};
 
 use super::forward::{self, Ask, Placing};
-use super::groups::{Cluster, Held, Part, LEADER_WAIT, MAP, META};
+use super::groups::{Cluster, Held, Part, MAP, META};
 use super::turns::{Turn, Waiting};
 use super::POLL;
 use crate::dispatch::{self, error, Answer, Outcome};
 use crate::server::host::{Done, ListJob, Route, RunJob};
-
-/// How long a request follows leaders that change under its forward
-/// ([`Cluster::forward_while_leading`]) before it is answered
-/// `outcome_unknown`: a few elections.
-const FORWARD_RETRY_WITHIN: Duration = Duration::from_secs(15);
 
 /// Whether a request came from a caller that cannot follow a
 /// `not_leader` answer (the SQS API, the console): one a follower forwards
@@ -105,10 +101,10 @@ async fn run_since(
     // Its queue's shard: whose timers a waiting receive sleeps until.
     let shard = crate::ops::queue_of(&job.req).map_or(0, |q| part.shard_of(q));
     let mut room = job.route.room;
-    let forwards = forwards(&job.route);
     let mut wait: Option<Duration> = None;
     // A receive that waits is held by the leader while it can be.
-    let mut hold = matches!(&job.req, Request::Receive(r) if r.wait_ms != Some(0));
+    let waits = matches!(&job.req, Request::Receive(r) if r.wait_ms != Some(0));
+    let mut course = Course::new(c.id, forwards(&job.route), waits);
     let mut waiting: Option<Waiting<'_>> = None;
     // A receive that may wait listens for its queue's messages from
     // before its first look.
@@ -144,70 +140,62 @@ async fn run_since(
             // leader from one that does.
             Err(e) => Err(c.named(g, e).await),
         };
+        // Where it goes from here: `fila_cluster::node::Course`.
+        let waited = started.elapsed();
         let ran = match tried {
             Ok(done) => Ok(done),
-            Err(ReplicaError::NotLeader { leader: Some(id) }) if forwards && id != c.id && hold => {
-                let ask = Ask::Wait {
-                    group: g,
-                    room,
-                    waited: started.elapsed(),
-                    req: Box::new(job.req.clone()),
-                };
-                if waiting.is_none() {
-                    match Waiting::start(&c.shared, job.may_park) {
-                        Ok(w) => waiting = Some(w),
-                        Err(refused) => return refused,
+            Err(e) => match course.refused(&e, waited, c.stopping()) {
+                Step::Hold(leader) => {
+                    let ask = Ask::Wait {
+                        group: g,
+                        room,
+                        waited,
+                        req: Box::new(job.req.clone()),
+                    };
+                    if waiting.is_none() {
+                        match Waiting::start(&c.shared, job.may_park) {
+                            Ok(w) => waiting = Some(w),
+                            Err(refused) => return refused,
+                        }
+                    }
+                    let (to, answer) = match c.forward_held_while_leading(g, leader, &ask).await {
+                        Held::Done(answer) => {
+                            let not_leader = answer.code() == Some(ErrorCode::NOT_LEADER);
+                            (HeldTo::Answered { not_leader }, Some(answer))
+                        }
+                        Held::Poll => (HeldTo::Unheld, None),
+                        Held::Failed(answer) => (HeldTo::Failed, Some(answer)),
+                        Held::Moved => (HeldTo::Moved, None),
+                    };
+                    match (course.held(to, started.elapsed(), c.stopping()), answer) {
+                        (Step::Answer, Some(answer)) => return answer,
+                        (Step::Pause, _) => {
+                            turn.sleep(POLL).await;
+                            continue;
+                        }
+                        (Step::Unknown, _) => return unknown(c, g),
+                        _ => continue,
                     }
                 }
-                match c.forward_held_while_leading(g, id, &ask).await {
-                    // That node no longer leads (it lost the leadership
-                    // while it held the receive): the rest of the wait on
-                    // the one that does, once this node knows it.
-                    Held::Done(answer)
-                        if answer.code() == Some(ErrorCode::NOT_LEADER)
-                            && started.elapsed() < FORWARD_RETRY_WITHIN
-                            && !c.stopping() =>
-                    {
-                        turn.sleep(POLL).await;
-                        continue;
+                Step::Forward(leader) => {
+                    let ask = Ask::Run {
+                        group: g,
+                        room,
+                        req: Box::new(job.req.clone()),
+                    };
+                    let done = c.forward_while_leading(g, leader, &ask).await;
+                    match (course.forwarded(done.is_none(), started.elapsed()), done) {
+                        (Step::Answer, Some(done)) => done,
+                        (Step::Unknown, _) => return unknown(c, g),
+                        _ => continue,
                     }
-                    Held::Done(answer) => return answer,
-                    Held::Poll => {
-                        hold = false;
-                        continue;
-                    }
-                    Held::Failed(answer) => Err(answer),
-                    // Another node leads now: the rest of its wait there.
-                    Held::Moved if started.elapsed() < FORWARD_RETRY_WITHIN => continue,
-                    Held::Moved => Err(c.refusal(g, &ReplicaError::Unknown { leader: None })),
                 }
-            }
-            Err(ReplicaError::NotLeader { leader: Some(id) }) if forwards && id != c.id => {
-                let ask = Ask::Run {
-                    group: g,
-                    room,
-                    req: Box::new(job.req.clone()),
-                };
-                match c.forward_while_leading(g, id, &ask).await {
-                    Some(done) => done,
-                    // Another node leads now: the request goes there.
-                    None if started.elapsed() < FORWARD_RETRY_WITHIN => continue,
-                    None => Err(c.refusal(g, &ReplicaError::Unknown { leader: None })),
+                Step::Pause => {
+                    turn.sleep(POLL).await;
+                    continue;
                 }
-            }
-            // No leader known (an election, a leadership handed over),
-            // or this node, not yet serving as one (just elected): the
-            // request waits for one rather than being answered
-            // `not_leader` with nobody to follow, or with itself.
-            Err(ReplicaError::NotLeader { leader })
-                if leader.is_none_or(|id| id == c.id)
-                    && started.elapsed() < LEADER_WAIT
-                    && !c.stopping() =>
-            {
-                turn.sleep(POLL).await;
-                continue;
-            }
-            Err(e) => Err(c.refusal(g, &e)),
+                _ => Err(c.refusal(g, &e)),
+            },
         };
         let (answer, wait_ms) = match ran {
             Ok(done) => done,
@@ -235,6 +223,12 @@ async fn run_since(
         turn.sleep_or(nap(part, shard, left).await, listening.woken(), seen)
             .await;
     }
+}
+
+/// The answer of a request whose leaders kept changing under its
+/// forwards ([`Step::Unknown`]).
+fn unknown(c: &Cluster, g: u32) -> Answer {
+    c.refusal(g, &ReplicaError::Unknown { leader: None })
 }
 
 /// A receive that starts waiting holds only the room its answer could
