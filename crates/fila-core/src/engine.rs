@@ -303,7 +303,10 @@ impl Engine {
     /// `lease_until_ms` is still to come is in flight until then, its
     /// delivery count as saved, and a receipt naming it by sequence number
     /// ([`ReceiptKey::by_sequence`]) with that count ends or changes its
-    /// lease here (what a cluster's new leader does).
+    /// lease here (what a cluster's new leader does); one whose lease ran
+    /// out with no record of its end waits for its queue's retry policy's
+    /// delay from that end, as the engine that gave the lease would have
+    /// made it wait.
     pub fn restore_leased(&self, image: EngineImage) -> Result<(), Error> {
         self.core
             .next_queue_id
@@ -465,6 +468,16 @@ impl Engine {
         changes: &[VisibilityChange],
     ) -> Result<Vec<EntryResult<u64>>, Error> {
         self.on_shard(addr.queue, |o| o.update_visibility(addr, changes))
+    }
+
+    /// Ends 1–20 leases as failed (see [`crate::Shard::release`]);
+    /// answers each message's next visible time.
+    pub fn release(
+        &self,
+        addr: Address<'_>,
+        receipts: &[Receipt],
+    ) -> Result<Vec<EntryResult<u64>>, Error> {
+        self.on_shard(addr.queue, |o| o.release(addr, receipts))
     }
 
     /// Deletes 1–20 messages by receipt.

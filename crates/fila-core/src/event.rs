@@ -133,13 +133,27 @@ pub enum Event<'a> {
         until: u64,
     },
     /// A leased message's lease now ends at `until`: extended or shortened
-    /// by a visibility change, or ended (visible again) by one of zero or
-    /// by an abandoned answer — then `until` is the time it ended.
+    /// by a visibility change; or ended (`until` 0) by a visibility change
+    /// of zero, an abandoned answer or a release as failed — then the
+    /// message is visible at once, unless an [`Event::Retry`] follows. A
+    /// lease that ended by a record says 0, so that a restore knows a
+    /// lease whose time is past ran out with no record (the engine
+    /// stopped first) and gives it its retry policy's delay from its end,
+    /// as the engine would have.
     LeaseSet {
         /// The message.
         at: Spot,
         /// When its lease ends (ms).
         until: u64,
+    },
+    /// A lease ended without a delete (it expired, or was released as
+    /// failed) and its queue's retry policy keeps the message invisible
+    /// until `visible_at`: its lease is over.
+    Retry {
+        /// The message.
+        at: Spot,
+        /// When it is visible again (ms).
+        visible_at: u64,
     },
     /// A queue's move tasks changed (one began, moved a batch, ended):
     /// they are whole here.
@@ -163,6 +177,7 @@ impl Event<'_> {
             self,
             Event::Delivered { .. }
                 | Event::LeaseSet { .. }
+                | Event::Retry { .. }
                 | Event::Deferred {
                     deferred: false,
                     ..

@@ -74,6 +74,7 @@ mod move_task;
 mod owner;
 pub mod payload;
 mod receipt;
+mod retry;
 pub mod ring;
 mod settings;
 mod shard;

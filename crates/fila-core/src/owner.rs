@@ -648,6 +648,17 @@ impl Owner {
         self.on(addr.queue, |s, now| s.update_visibility(addr, changes, now))
     }
 
+    /// Ends 1–20 leases as failed (see [`Shard::release`]); answers each
+    /// message's next visible time.
+    pub fn release(
+        &mut self,
+        addr: Address<'_>,
+        receipts: &[Receipt],
+    ) -> Result<Vec<EntryResult<u64>>, Error> {
+        check_batch("receipts", receipts.len())?;
+        self.on(addr.queue, |s, now| s.release(addr, receipts, now))
+    }
+
     /// Deletes 1–20 messages by receipt.
     pub fn delete(
         &mut self,

@@ -57,6 +57,20 @@ pub struct QueueSettings {
     /// one is taken from a lower level, each in turn (0: strict priority,
     /// lower levels wait for the higher ones to empty).
     pub priority_fairness: u32,
+    /// The retry policy's first delay: a lease that ends without a delete
+    /// (it expired, or its consumer released it as failed) makes the
+    /// message visible this long after its end (0: off, visible at once;
+    /// ..= 12 h). See [`QueueSettings::retry_delay`].
+    pub retry_initial_ms: u64,
+    /// Each later retry waits this many percent of the one before
+    /// (100 ..= 1000: ×1.00 ..= ×10.00).
+    pub retry_multiplier_pct: u32,
+    /// No retry waits longer than this (`retry_initial_ms` ..= 12 h).
+    pub retry_max_ms: u64,
+    /// Up to this share (percent) of a retry's delay is taken off, by an
+    /// amount drawn from the message and its delivery count, so that
+    /// messages that failed together do not come back together (0 ..= 100).
+    pub retry_jitter_pct: u8,
 }
 
 impl Default for QueueSettings {
@@ -80,6 +94,10 @@ impl Default for QueueSettings {
             ordered: false,
             priority_levels: 1,
             priority_fairness: 0,
+            retry_initial_ms: 0,
+            retry_multiplier_pct: RETRY_MULTIPLIER_PCT_DEFAULT,
+            retry_max_ms: RETRY_MAX_MS_DEFAULT,
+            retry_jitter_pct: 0,
         }
     }
 }
@@ -157,6 +175,7 @@ impl QueueSettings {
             PRIORITY_FAIRNESS_MAX.into(),
             "",
         )?;
+        self.validate_retry()?;
         check_range(
             "dedup_window_ms",
             self.dedup_window_ms,
@@ -245,7 +264,11 @@ macro_rules! for_each_setting {
             content_dedup,
             ordered,
             priority_levels,
-            priority_fairness
+            priority_fairness,
+            retry_initial_ms,
+            retry_multiplier_pct,
+            retry_max_ms,
+            retry_jitter_pct
         )
     };
 }
@@ -297,6 +320,14 @@ pub struct SettingsUpdate {
     pub priority_levels: Option<u8>,
     /// See [`QueueSettings::priority_fairness`].
     pub priority_fairness: Option<u32>,
+    /// See [`QueueSettings::retry_initial_ms`].
+    pub retry_initial_ms: Option<u64>,
+    /// See [`QueueSettings::retry_multiplier_pct`].
+    pub retry_multiplier_pct: Option<u32>,
+    /// See [`QueueSettings::retry_max_ms`].
+    pub retry_max_ms: Option<u64>,
+    /// See [`QueueSettings::retry_jitter_pct`].
+    pub retry_jitter_pct: Option<u8>,
     /// Tags to add or change.
     pub tags_set: Vec<(String, String)>,
     /// Tag keys to remove (after `tags_set`).
@@ -339,6 +370,12 @@ impl SettingsUpdate {
             ordered: self.ordered.unwrap_or(base.ordered),
             priority_levels: self.priority_levels.unwrap_or(base.priority_levels),
             priority_fairness: self.priority_fairness.unwrap_or(base.priority_fairness),
+            retry_initial_ms: self.retry_initial_ms.unwrap_or(base.retry_initial_ms),
+            retry_multiplier_pct: self
+                .retry_multiplier_pct
+                .unwrap_or(base.retry_multiplier_pct),
+            retry_max_ms: self.retry_max_ms.unwrap_or(base.retry_max_ms),
+            retry_jitter_pct: self.retry_jitter_pct.unwrap_or(base.retry_jitter_pct),
         }
     }
 

@@ -459,6 +459,9 @@ pub struct QueueStats {
     pub dead_letterings: u64,
     /// Messages redriven from the DLQ since start.
     pub redriven: u64,
+    /// Leases ended without a delete that the retry policy delayed since
+    /// start (counted as delayed while they wait).
+    pub retries: u64,
     /// When it was created and last changed.
     pub times: QueueTimes,
     /// Deduplication ids (and content keys) it remembers now.

@@ -81,3 +81,16 @@ pub const DEDUP_WINDOW_MS_DEFAULT: u64 = 300_000;
 /// Deduplication ids one queue remembers at once (a put with a new id past
 /// it is refused until some expire).
 pub const DEDUP_ENTRIES_MAX: u64 = 1 << 22;
+
+/// A retry policy's delays (`retry_initial_ms`, `retry_max_ms`) at most:
+/// 12 hours, as a visibility timeout.
+pub const RETRY_MS_MAX: u64 = 12 * 3_600_000;
+/// A retry policy's multiplier, in percent: ×1.00 at least ...
+pub const RETRY_MULTIPLIER_PCT_MIN: u32 = 100;
+/// ... and ×10.00 at most.
+pub const RETRY_MULTIPLIER_PCT_MAX: u32 = 1_000;
+/// The multiplier of a queue that names none: each retry waits twice the
+/// one before.
+pub const RETRY_MULTIPLIER_PCT_DEFAULT: u32 = 200;
+/// The longest retry delay of a queue that names none: 15 minutes.
+pub const RETRY_MAX_MS_DEFAULT: u64 = 15 * 60_000;

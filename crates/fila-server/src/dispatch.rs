@@ -97,6 +97,11 @@ fn update_of(p: proto::SettingsPatch) -> SettingsUpdate {
         ordered: p.ordered,
         priority_levels: p.priority_levels,
         priority_fairness: p.priority_fairness,
+        // Not on the wire yet.
+        retry_initial_ms: None,
+        retry_multiplier_pct: None,
+        retry_max_ms: None,
+        retry_jitter_pct: None,
         tags_set: p.tags_set,
         tags_remove: p.tags_remove,
     }

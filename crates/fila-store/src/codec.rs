@@ -56,6 +56,9 @@ pub mod kind {
     pub const DELIVERED_2: u8 = 12;
     /// A lease's end changed: spot, when it ends.
     pub const LEASE_SET: u8 = 13;
+    /// A lease ended and its message waits for its retry: spot, when it
+    /// is visible again.
+    pub const RETRY: u8 = 14;
 }
 
 /// Flags of a message's optional parts, after the message in a
@@ -196,6 +199,13 @@ pub enum Op {
         /// When its lease ends.
         until: u64,
     },
+    /// See [`Event::Retry`].
+    Retry {
+        /// The message.
+        at: Spot,
+        /// When it is visible again.
+        visible_at: u64,
+    },
 }
 
 /// Appends an event's record body to `out`; answers its kind.
@@ -271,6 +281,11 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
             spot(out, at);
             u64_(out, *until);
             kind::LEASE_SET
+        }
+        Event::Retry { at, visible_at } => {
+            spot(out, at);
+            u64_(out, *visible_at);
+            kind::RETRY
         }
     }
 }
@@ -440,6 +455,16 @@ impl<'a> Reader<'a> {
                 setting::PRIORITY_FAIRNESS => {
                     s.priority_fairness =
                         u32::try_from(v).map_err(|_| bad("priority fairness past 2^32"))?
+                }
+                setting::RETRY_INITIAL_MS => s.retry_initial_ms = v,
+                setting::RETRY_MULTIPLIER_PCT => {
+                    s.retry_multiplier_pct =
+                        u32::try_from(v).map_err(|_| bad("retry multiplier past 2^32"))?
+                }
+                setting::RETRY_MAX_MS => s.retry_max_ms = v,
+                setting::RETRY_JITTER_PCT => {
+                    s.retry_jitter_pct =
+                        u8::try_from(v).map_err(|_| bad("retry jitter past 255"))?
                 }
                 _ => return Err(bad("an unknown setting (written by a newer version?)")),
             }
@@ -631,6 +656,10 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
         kind::LEASE_SET => Op::LeaseSet {
             at: r.spot()?,
             until: r.u64()?,
+        },
+        kind::RETRY => Op::Retry {
+            at: r.spot()?,
+            visible_at: r.u64()?,
         },
         _ => return Err(bad("unknown record kind")),
     };

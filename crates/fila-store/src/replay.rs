@@ -350,6 +350,12 @@ impl Replay {
                     m.lease_until_ms = until;
                 }
             }
+            Op::Retry { at, visible_at } => {
+                if let Some(m) = self.message(&at) {
+                    m.lease_until_ms = 0;
+                    m.visible_at_ms = visible_at;
+                }
+            }
         }
     }
 

@@ -95,6 +95,15 @@ fn settings(rng: &mut Rng) -> QueueSettings {
         ordered: rng.below(5) == 0,
         priority_levels: 1 + rng.below(4) as u8,
         priority_fairness: rng.below(3) as u32,
+        // Half the queues retry later: 0.5 to 2 s, doubling to 5 s, some
+        // with jitter.
+        retry_initial_ms: if rng.below(2) == 0 {
+            500 + rng.below(4) * 500
+        } else {
+            0
+        },
+        retry_max_ms: 5_000,
+        retry_jitter_pct: if rng.below(2) == 0 { 30 } else { 0 },
         ..QueueSettings::default()
     }
 }
@@ -192,7 +201,12 @@ fn step(
             }
             let _ = addr;
         }
-        12..=13 if !receipts.is_empty() => {
+        12 if !receipts.is_empty() => {
+            // Released as failed: its retry, if its queue has a policy.
+            let (q, r) = receipts.swap_remove(rng.below(receipts.len() as u64) as usize);
+            let _ = engine.release(Address::queue(&q), &[r]);
+        }
+        13 if !receipts.is_empty() => {
             let (q, r) = receipts.swap_remove(rng.below(receipts.len() as u64) as usize);
             let _ = engine.delete(Address::queue(&q), &[r]);
             let _ = engine.delete(

@@ -174,6 +174,7 @@ impl Shard {
         );
         self.queue_mut(qslot).moves = image.moves;
         let now = self.now;
+        let settings = self.queue(qslot).settings.clone();
         self.dedup_restore(qslot, &image.dedup, now);
         let mut messages = image.messages;
         messages.sort_unstable_by_key(|m| (m.dlq, m.seq));
@@ -202,11 +203,22 @@ impl Shard {
                 }))
             };
             let leased = m.lease_until_ms > now && !m.deferred;
+            // A lease that ended without a delete (`lease_until_ms` is 0
+            // after one that ended visible at once): the retry policy's
+            // delay from its end, as the engine that saw it end gave it
+            // (`Shard::retry_at`).
+            let retry = match (leased || m.deferred || m.dlq, m.lease_until_ms) {
+                (false, ended) if ended > 0 => settings
+                    .retry_delay(m.delivery_count, m.seq)
+                    .map(|delay| ended.saturating_add(delay).min(m.expires_at_ms)),
+                _ => None,
+            };
+            let visible_at_ms = retry.map_or(m.visible_at_ms, |at| at.max(m.visible_at_ms));
             let state = if m.deferred && !m.dlq {
                 MessageState::Deferred
             } else if leased {
                 MessageState::InFlight
-            } else if !m.dlq && m.visible_at_ms > now {
+            } else if !m.dlq && visible_at_ms > now {
                 MessageState::Delayed
             } else {
                 MessageState::Visible
@@ -219,7 +231,7 @@ impl Shard {
                 visible_at: if leased {
                     m.lease_until_ms
                 } else {
-                    m.visible_at_ms
+                    visible_at_ms
                 },
                 extra,
                 state,

@@ -231,6 +231,7 @@ struct Counters {
     expiries: u64,
     dead_letterings: u64,
     redriven: u64,
+    retries: u64,
 }
 
 struct Queue {

@@ -253,6 +253,7 @@ impl Shard {
             expiries: queue.counters.expiries,
             dead_letterings: queue.counters.dead_letterings,
             redriven: queue.counters.redriven,
+            retries: queue.counters.retries,
             times: queue.times,
             dedup_entries: self.dedup_len(slot),
             groups,

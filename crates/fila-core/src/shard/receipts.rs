@@ -109,11 +109,12 @@ impl Shard {
                 let visible_at = now + change.timeout_ms;
                 if change.timeout_ms == 0 {
                     let slot = self.end_lease(q, &change.receipt, LeaseEnd::Release)?;
+                    // Visible at once, whatever the retry policy says.
                     emit!(
                         self,
                         Event::LeaseSet {
                             at: self.spot(slot),
-                            until: now,
+                            until: 0,
                         }
                     );
                     self.records[slot as usize].visible_at = visible_at;
@@ -141,6 +142,48 @@ impl Shard {
                     );
                 }
                 Ok(visible_at)
+            })
+            .collect();
+        self.serve_gained();
+        Ok(answers)
+    }
+
+    /// Ends leases as failed (a "nack": the consumer could not process
+    /// the message): each message is visible again after its queue's
+    /// retry policy's delay for its delivery count, as after a lease that
+    /// expires — at once when the queue has no policy. Answers each
+    /// message's next visible time.
+    pub fn release(
+        &mut self,
+        addr: Address<'_>,
+        receipts: &[Receipt],
+        now: u64,
+    ) -> Result<Vec<EntryResult<u64>>, Error> {
+        self.catch_up(now);
+        let qslot = self.queue_slot(addr.queue)?;
+        let q = self.sub_id(qslot, addr.dlq);
+        let now = self.now;
+        let answers = receipts
+            .iter()
+            .map(|receipt| {
+                let (slot, generation) = self.resolve(q, receipt)?;
+                self.records[slot as usize]
+                    .word
+                    .hold(generation)
+                    .map_err(|_| Error::ReceiptStale)?;
+                // Ended (a retry it waits for is a record of its own).
+                emit!(
+                    self,
+                    Event::LeaseSet {
+                        at: self.spot(slot),
+                        until: 0,
+                    }
+                );
+                self.clear_timer(slot);
+                self.records[slot as usize].visible_at = now;
+                let at = self.retry_at(slot).unwrap_or(now).max(now);
+                self.lease_ended(slot, now);
+                Ok(at)
             })
             .collect();
         self.serve_gained();
@@ -198,7 +241,7 @@ impl Shard {
                 self,
                 Event::LeaseSet {
                     at: self.spot(slot),
-                    until: now,
+                    until: 0,
                 }
             );
             let r = &mut self.records[slot as usize];

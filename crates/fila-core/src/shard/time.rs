@@ -221,21 +221,80 @@ impl Shard {
         }
         let expired = r.expires_at <= t;
         match word.state {
-            MessageState::Delayed | MessageState::InFlight if !expired => {
-                if word.state == MessageState::InFlight {
-                    let ended = r.word.end_lease(word.generation, LeaseEnd::Release);
-                    debug_assert!(ended.is_ok());
-                    self.leave_state(slot, MessageState::InFlight);
-                } else {
-                    let shifted = r.word.shift(MessageState::Delayed, MessageState::Visible);
-                    debug_assert!(shifted.is_ok());
-                    self.leave_state(slot, MessageState::Delayed);
-                }
+            MessageState::InFlight => self.lease_ended(slot, t),
+            MessageState::Delayed if !expired => {
+                let shifted = r.word.shift(MessageState::Delayed, MessageState::Visible);
+                debug_assert!(shifted.is_ok());
+                self.leave_state(slot, MessageState::Delayed);
                 self.enter_visible(slot);
             }
             MessageState::Free | MessageState::Deferred => {}
             _ => self.expire(slot, t),
         }
+    }
+
+    /// A lease that ended at `t` without a delete (it expired, or was
+    /// released as failed: `visible_at` is its end, and the message has no
+    /// timer): the message is delayed by its queue's retry policy
+    /// ([`Shard::retry_later`]), else visible again — or it expires, when
+    /// its life ran out meanwhile.
+    pub(super) fn lease_ended(&mut self, slot: u32, t: u64) {
+        let r = &self.records[slot as usize];
+        if r.expires_at <= t {
+            self.expire(slot, t);
+            return;
+        }
+        if self.retry_at(slot).is_some_and(|at| at > t) {
+            self.retry_later(slot);
+            return;
+        }
+        let word = r.word.load();
+        let ended = r.word.end_lease(word.generation, LeaseEnd::Release);
+        debug_assert!(ended.is_ok());
+        self.leave_state(slot, MessageState::InFlight);
+        self.enter_visible(slot);
+    }
+
+    /// When a message whose lease ends now (at its `visible_at`) is visible
+    /// again by its queue's retry policy: the lease's end and the
+    /// policy's delay for its delivery count, at most its expiry (`None`:
+    /// no policy, or a dead letter's lease).
+    pub(super) fn retry_at(&self, slot: u32) -> Option<u64> {
+        let r = &self.records[slot as usize];
+        if r.q.is_dlq() {
+            return None;
+        }
+        let count = r.word.load().delivery_count;
+        let delay = self.queue(r.q.queue()).settings.retry_delay(count, r.seq)?;
+        Some(r.visible_at.saturating_add(delay).min(r.expires_at))
+    }
+
+    /// Ends a leased message's lease by its queue's retry policy: delayed
+    /// until [`Shard::retry_at`] (an [`Event::Retry`]).
+    pub(super) fn retry_later(&mut self, slot: u32) {
+        let Some(at) = self.retry_at(slot) else {
+            return;
+        };
+        let r = &self.records[slot as usize];
+        let word = r.word.load();
+        let ended = r.word.end_lease(word.generation, LeaseEnd::Release);
+        debug_assert!(ended.is_ok());
+        let shifted = r.word.shift(MessageState::Visible, MessageState::Delayed);
+        debug_assert!(shifted.is_ok());
+        self.leave_state(slot, MessageState::InFlight);
+        self.records[slot as usize].visible_at = at;
+        emit!(
+            self,
+            Event::Retry {
+                at: self.spot(slot),
+                visible_at: at,
+            }
+        );
+        self.queue_mut(self.records[slot as usize].q.queue())
+            .counters
+            .retries += 1;
+        self.enter_state(slot, MessageState::Delayed);
+        self.set_timer(slot, at);
     }
 
     /// Ends a message whose time ran out: to the DLQ when the queue says so,

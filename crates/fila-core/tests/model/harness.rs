@@ -51,6 +51,8 @@ pub enum Op {
     },
     UpdateVisibility(u8, bool, Vec<(u8, u16)>),
     Delete(u8, bool, Vec<u8>),
+    /// Leases ended as failed (a "nack").
+    Release(u8, bool, Vec<u8>),
     Defer(u8, u8),
     DeadLetter(u8, u8, bool),
     ReceiveDeferred(u8, Vec<u8>, Option<u16>),
@@ -220,6 +222,16 @@ impl Harness {
                     // to 3 picks.
                     priority_levels: 1 + (max_deliveries % 3) * 2,
                     priority_fairness: u32::from(wait % 4),
+                    // Every other queue retries later: from 100 ms, by
+                    // ×1 to ×2.5, up to 2 s, some with jitter.
+                    retry_initial_ms: if vis % 2 == 0 {
+                        100 + u64::from(wait % 900)
+                    } else {
+                        0
+                    },
+                    retry_multiplier_pct: 100 + u32::from(max_messages % 4) * 50,
+                    retry_max_ms: 2_000,
+                    retry_jitter_pct: if vis % 3 == 0 { 50 } else { 0 },
                     ..QueueSettings::default()
                 };
                 let e = engine.create_queue(name, s.clone());
@@ -386,6 +398,23 @@ impl Harness {
                     res(&e, |v| v.iter().map(|r| res(r, |_| ())).collect::<Vec<_>>()),
                     res(&m, |v| v.iter().map(|r| res(r, |_| ())).collect::<Vec<_>>()),
                     "delete"
+                );
+            }
+            Op::Release(q, dlq, picks) => {
+                let name = QUEUES[usize::from(q)];
+                let chosen: Vec<_> = picks.iter().filter_map(|i| self.pick(*i)).collect();
+                let e_r: Vec<_> = chosen.iter().map(|(r, _)| *r).collect();
+                let m_r: Vec<_> = chosen.iter().map(|(_, r)| *r).collect();
+                let e = engine.release(Address { queue: name, dlq }, &e_r);
+                if chosen.is_empty() {
+                    assert!(matches!(e, Err(Error::InvalidArgument { .. })));
+                    return;
+                }
+                let m = self.model.release(name, dlq, &m_r);
+                assert_eq!(
+                    res(&e, |v| v.iter().map(|r| res(r, |x| *x)).collect::<Vec<_>>()),
+                    res(&m, |v| v.iter().map(|r| res(r, |x| *x)).collect::<Vec<_>>()),
+                    "release"
                 );
             }
             Op::Defer(q, i) => {

@@ -98,6 +98,69 @@ impl Model {
         Ok(answers)
     }
 
+    /// Leases ended as failed: each message waits its queue's retry
+    /// policy's delay from now, as after a lease that expires.
+    pub fn release(
+        &mut self,
+        name: &str,
+        dlq: bool,
+        receipts: &[MReceipt],
+    ) -> Result<Vec<Result<u64, Error>>, Error> {
+        self.q(name)?;
+        let now = self.now;
+        let mut answers = Vec::new();
+        for r in receipts {
+            answers.push(self.leased(name, dlq, r).map(|seq| {
+                let m = self.queues.get_mut(name).unwrap().subs[idx(dlq)]
+                    .msgs
+                    .get_mut(&seq)
+                    .unwrap();
+                m.visible_at = now;
+                let at = self.retry_at(name, dlq, seq).unwrap_or(now).max(now);
+                self.lease_ended(name, dlq, seq, now);
+                at
+            }));
+        }
+        self.serve_gained();
+        self.flush_outbox();
+        Ok(answers)
+    }
+
+    /// When leased message `seq`, whose lease ends at its `visible_at`
+    /// without a delete, is visible again by its queue's retry policy, at
+    /// most at its expiry (`None`: no policy, or a dead letter). The
+    /// delay itself is the engine's function (`QueueSettings::retry_delay`,
+    /// tested on its own): what the model checks is when it applies.
+    fn retry_at(&self, name: &str, dlq: bool, seq: u64) -> Option<u64> {
+        if dlq {
+            return None;
+        }
+        let q = &self.queues[name];
+        let m = &q.subs[0].msgs[&seq];
+        let delay = q.settings.retry_delay(m.count, seq)?;
+        Some((m.visible_at + delay).min(m.expires))
+    }
+
+    /// A lease of `seq` ended at `t` without a delete: the message waits
+    /// for its retry, is visible again, or expires (its life ran out).
+    pub(super) fn lease_ended(&mut self, name: &str, dlq: bool, seq: u64, t: u64) {
+        if self.queues[name].subs[idx(dlq)].msgs[&seq].expires <= t {
+            self.expire(name, dlq, seq, t);
+            return;
+        }
+        match self.retry_at(name, dlq, seq) {
+            Some(at) if at > t => {
+                let q = self.queues.get_mut(name).unwrap();
+                q.stats.retries += 1;
+                let m = q.subs[0].msgs.get_mut(&seq).unwrap();
+                m.st = St::Delayed;
+                m.visible_at = at;
+                self.refresh_group(name, seq);
+            }
+            _ => self.enter_visible(name, dlq, seq),
+        }
+    }
+
     pub fn defer(&mut self, name: &str, r: &MReceipt) -> Result<(), Error> {
         let seq = self.leased(name, false, r)?;
         self.q_mut(name)?.subs[0].msgs.get_mut(&seq).unwrap().st = St::Deferred;
@@ -451,9 +514,8 @@ impl Model {
                     let m = &self.queues[&name].subs[idx(dlq)].msgs[&seq];
                     let expired = m.expires <= t;
                     match m.st {
-                        St::Delayed | St::InFlight(_) if !expired => {
-                            self.enter_visible(&name, dlq, seq)
-                        }
+                        St::InFlight(_) => self.lease_ended(&name, dlq, seq, t),
+                        St::Delayed if !expired => self.enter_visible(&name, dlq, seq),
                         _ => self.expire(&name, dlq, seq, t),
                     }
                 }

@@ -97,17 +97,48 @@ pub(super) mod setting {
     pub const ORDERED: u8 = 3;
     pub const PRIORITY_LEVELS: u8 = 4;
     pub const PRIORITY_FAIRNESS: u8 = 5;
+    pub const RETRY_INITIAL_MS: u8 = 6;
+    pub const RETRY_MULTIPLIER_PCT: u8 = 7;
+    pub const RETRY_MAX_MS: u8 = 8;
+    pub const RETRY_JITTER_PCT: u8 = 9;
 }
 
-/// The settings' keyed extension.
+/// The settings' keyed extension. Each of the retry policy's keys is
+/// written only when its value is not the default, so the log of a server
+/// that never set one reads in a version before them.
 pub(super) fn keyed(out: &mut Vec<u8>, s: &QueueSettings) {
-    let pairs = [
+    let mut pairs = vec![
         (setting::DEDUP_WINDOW_MS, s.dedup_window_ms),
         (setting::CONTENT_DEDUP, u64::from(s.content_dedup)),
         (setting::ORDERED, u64::from(s.ordered)),
         (setting::PRIORITY_LEVELS, u64::from(s.priority_levels)),
         (setting::PRIORITY_FAIRNESS, u64::from(s.priority_fairness)),
     ];
+    let base = QueueSettings::default();
+    let retry = [
+        (
+            setting::RETRY_INITIAL_MS,
+            s.retry_initial_ms,
+            base.retry_initial_ms,
+        ),
+        (
+            setting::RETRY_MULTIPLIER_PCT,
+            u64::from(s.retry_multiplier_pct),
+            u64::from(base.retry_multiplier_pct),
+        ),
+        (setting::RETRY_MAX_MS, s.retry_max_ms, base.retry_max_ms),
+        (
+            setting::RETRY_JITTER_PCT,
+            u64::from(s.retry_jitter_pct),
+            u64::from(base.retry_jitter_pct),
+        ),
+    ];
+    pairs.extend(
+        retry
+            .into_iter()
+            .filter(|(_, v, default)| v != default)
+            .map(|(k, v, _)| (k, v)),
+    );
     u32_(out, pairs.len() as u32);
     for (k, v) in pairs {
         u8_(out, k);
