@@ -182,6 +182,31 @@ def test_visibility_defer_and_dead_letters(client, queue):
     assert client.peek(queue, dlq=True) == []
 
 
+def test_a_retry_policy_holds_a_released_message_back(client):
+    name = "r-" + uuid.uuid4().hex[:8]
+    client.create_queue(name, retry_initial_ms=3_600_000, retry_multiplier_pct=150,
+                        retry_max_ms=7_200_000, retry_jitter_pct=10)
+    s = client.get_queue(name)
+    assert (s.retry_initial_ms, s.retry_multiplier_pct, s.retry_max_ms, s.retry_jitter_pct) == (
+        3_600_000, 150, 7_200_000, 10)
+    with pytest.raises(fila.InvalidArgument, match="retry_max_ms"):
+        client.update_queue(name, retry_max_ms=1000)
+    client.put(name, [b"fails", b"handed back"])
+    fails, handed = client.receive(name, max=2, wait_ms=0)
+    now = int(time.time() * 1000)
+    [at] = client.release(name, fails.receipt)
+    # An hour, less up to 10 % jitter.
+    assert now + 3_240_000 - 1000 <= at <= now + 3_600_000 + 1000
+    # A visibility change of 0 still shows a message at once.
+    client.change_visibility(name, handed.receipt, 0)
+    [back] = client.receive(name, max=2, wait_ms=0)
+    assert back.payload == b"handed back"
+    stats = client.stats(name)
+    assert (stats["delayed"], stats["retries"]) == (1, 1)
+    out = client.release(name, [fails.receipt], check=False)
+    assert isinstance(out[0], fila.ReceiptStale)
+
+
 def test_peek_by_seq_and_an_operators_changes(client, queue):
     client.put(queue, [b"%d" % i for i in range(10)])
     page = client.peek(queue, from_seq=4, max=3)

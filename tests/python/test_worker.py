@@ -140,6 +140,27 @@ def test_failures_are_retried_then_poisoned(server, client):
     assert client.stats(q)["visible"] == 0
 
 
+def test_a_failure_waits_for_the_queues_retry_policy(server, client):
+    q = fresh(client, retry_initial_ms=3_600_000, retry_max_ms=3_600_000)
+    client.put(q, b"bad")
+    app = fila.worker.App(server.addr)
+
+    @app.queue_trigger(q, long_poll_ms=200)
+    def handle(msg):
+        raise ValueError("not yet")
+
+    run = Running(app)
+    try:
+        assert until(lambda: app.stats.failed == 1, secs=30)
+    finally:
+        run.stop()
+    # Released as failed: the policy holds it back an hour, where the
+    # worker's own wait (0) would have shown it again at once.
+    st = client.stats(q)
+    assert (st["visible"], st["in_flight"], st["delayed"], st["retries"]) == (0, 0, 1, 1)
+    assert app.stats.failed == 1
+
+
 def test_two_messages_of_a_group_never_run_at_once(server, client):
     q = fresh(client)
     for i in range(4):

@@ -357,3 +357,32 @@ def test_permissions_are_unsupported(sqs, queue, call):
     with pytest.raises(ClientError) as e:
         call(sqs, queue)
     assert code(e) == "AWS.SimpleQueueService.UnsupportedOperation"
+
+
+@pytest.mark.fila_only
+def test_fila_retry_policy_is_a_queue_attribute_of_fila_s_own(sqs):
+    """docs/sqs.md, "fila's own attributes": FilaRetryPolicy sets the
+    queue's retry policy; shown while it is on, and with All."""
+    policy = {"initialMs": 3600000, "multiplier": 1.5, "maxMs": 7200000, "jitterPercent": 10}
+    url = sqs.create_queue(QueueName=fresh("retry"),
+                           Attributes={"FilaRetryPolicy": json.dumps(policy)})["QueueUrl"]
+    got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["FilaRetryPolicy"])["Attributes"]
+    assert json.loads(got["FilaRetryPolicy"]) == policy
+    every = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert json.loads(every["FilaRetryPolicy"]) == policy
+    for bad in ['{"initialMs": 1000, "maxMs": 10}', '{"multiplier": 0.5}', '{"multiplier": 1.234}',
+                '{"jitterPercent": 101}', '{"initialMs": -1}', '{"backoff": 2}', "[1]", "{nope"]:
+        with pytest.raises(ClientError) as e:
+            sqs.set_queue_attributes(QueueUrl=url, Attributes={"FilaRetryPolicy": bad})
+        assert code(e) == "InvalidAttributeValue", bad
+    # A message whose lease a visibility change of 0 ends is visible at
+    # once: ChangeMessageVisibility wins over the policy.
+    sqs.send_message(QueueUrl=url, MessageBody="work")
+    [m] = sqs.receive_message(QueueUrl=url)["Messages"]
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
+    [again] = sqs.receive_message(QueueUrl=url)["Messages"]
+    assert again["MessageId"] == m["MessageId"]
+    # "" turns it off: no longer shown.
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"FilaRetryPolicy": ""})
+    every = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert "FilaRetryPolicy" not in every

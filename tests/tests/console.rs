@@ -493,6 +493,57 @@ fn settings_are_saved_field_by_field_and_a_bad_value_changes_nothing() {
     );
 }
 
+/// The retry policy is four fields of the settings form, and the queue's
+/// page counts the leases that waited for it.
+#[test]
+fn the_retry_policy_is_set_from_the_settings_form_and_its_retries_shown() {
+    let s = TestServer::start();
+    let b = Session::begin(console(&s));
+    put(&s, "retried", &["work"]);
+    let page = b.post(
+        "/queues/retried/settings",
+        "retry_initial_ms=3600000&retry_multiplier_pct=150&retry_max_ms=7200000&retry_jitter_pct=10",
+    );
+    assert_eq!(
+        flash(&page),
+        Some((
+            false,
+            "Saved: retry_initial_ms, retry_multiplier_pct, retry_max_ms, retry_jitter_pct."
+        ))
+    );
+    let mut c = s.client();
+    let got = c.get_queue("retried").unwrap();
+    assert_eq!(
+        (
+            got.retry_initial_ms,
+            got.retry_multiplier_pct,
+            got.retry_max_ms,
+            got.retry_jitter_pct
+        ),
+        (3_600_000, 150, 7_200_000, 10)
+    );
+    let page = b.post("/queues/retried/settings", "retry_max_ms=1000");
+    let (error, said) = flash(&page).expect("a flash");
+    assert!(error && said.contains("retry_max_ms"), "{said}");
+    let leased = c.receive("retried", 1, Some(0)).unwrap();
+    let queue = fila_client::QueueRef {
+        name: "retried".into(),
+        dlq: false,
+    };
+    c.release(&queue, &[leased[0].receipt.unwrap()]).unwrap();
+    let page = b.get("/queues/retried");
+    assert!(
+        page.body
+            .contains("name=\"retry_initial_ms\" value=\"3600000\""),
+        "the form shows the policy"
+    );
+    assert!(
+        page.body
+            .contains("<th>Since start: leases ended, waiting for a retry</th><td>1</td>"),
+        "the page counts the retry"
+    );
+}
+
 #[test]
 fn a_page_of_large_messages_stops_at_its_room_and_links_to_the_rest() {
     let s = TestServer::start();

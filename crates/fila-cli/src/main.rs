@@ -45,6 +45,9 @@ usage: fila [--addr ADDR] [--token TOKEN] [--tls] [--ca FILE]
                                    (without --wait: the queue's default wait)
   delete QUEUE RECEIPT ... [--dlq]
   visibility QUEUE RECEIPT MS [--dlq]   set a lease's timeout (0 releases)
+  release QUEUE RECEIPT ... [--dlq]     end leases as failed (a nack): each
+                                   message comes back after the queue's
+                                   retry policy's delay (at once without)
   defer QUEUE RECEIPT
   receive-deferred QUEUE SEQ ... [--visibility MS]
   peek QUEUE [--from SEQ] [--max N] [--dlq]
@@ -99,6 +102,11 @@ settings: --visibility-timeout MS --max-deliveries N --retention MS
   BOOL (every put must name a --group) --priority-levels N (1-10: the levels a
   put may name) --priority-fairness N (every N-th delivery while lower
   levels wait comes from one of them, in turn; 0 = strict)
+  --retry-initial MS (a lease that ends without a delete — expired, or
+  released — makes the message wait this long; 0 = off) --retry-multiplier
+  X (each later retry waits X times the one before, 1-10, e.g. 1.5)
+  --retry-max MS (the longest wait) --retry-jitter PCT (up to this share of
+  a wait taken off, 0-100)
 
 The address and token default to $FILA_ADDR (127.0.0.1:7700) and $FILA_TOKEN.
 ADDR is HOST:PORT, fila://HOST:PORT, or filas://HOST:PORT (TLS, as --tls);
@@ -224,7 +232,7 @@ impl Args {
     }
 }
 
-const SETTINGS_FLAGS: [&str; 18] = [
+const SETTINGS_FLAGS: [&str; 22] = [
     "--visibility-timeout",
     "--max-deliveries",
     "--retention",
@@ -243,7 +251,35 @@ const SETTINGS_FLAGS: [&str; 18] = [
     "--ordered",
     "--priority-levels",
     "--priority-fairness",
+    "--retry-initial",
+    "--retry-multiplier",
+    "--retry-max",
+    "--retry-jitter",
 ];
+
+/// `--retry-multiplier`: a factor (`2`, `1.5`, at most two decimals) as
+/// the percent the protocol carries (`200`, `150`).
+fn multiplier(a: &Args) -> Result<Option<u32>, Failure> {
+    let Some(v) = a.value("--retry-multiplier") else {
+        return Ok(None);
+    };
+    let bad = || {
+        Failure::Usage(format!(
+            "--retry-multiplier: {v:?} is not a factor such as 2 or 1.5"
+        ))
+    };
+    let (whole, frac) = v.split_once('.').unwrap_or((v, ""));
+    if frac.len() > 2 || whole.is_empty() || !frac.chars().all(|c| c.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let whole: u32 = whole.parse().map_err(|_| bad())?;
+    let hundredths: u32 = format!("{frac:0<2}").parse().map_err(|_| bad())?;
+    whole
+        .checked_mul(100)
+        .and_then(|w| w.checked_add(hundredths))
+        .map(Some)
+        .ok_or_else(bad)
+}
 
 /// A `true` / `false` flag's value.
 fn boolean(a: &Args, flag: &str) -> Result<Option<bool>, Failure> {
@@ -293,6 +329,10 @@ fn patch(a: &Args) -> Result<SettingsPatch, Failure> {
         ordered: boolean(a, "--ordered")?,
         priority_levels: a.number("--priority-levels")?,
         priority_fairness: a.number("--priority-fairness")?,
+        retry_initial_ms: a.number("--retry-initial")?,
+        retry_multiplier_pct: multiplier(a)?,
+        retry_max_ms: a.number("--retry-max")?,
+        retry_jitter_pct: a.number("--retry-jitter")?,
     })
 }
 
@@ -424,6 +464,7 @@ fn run(a: Args) -> Out {
                             ("dedup_entries".into(), s.dedup_entries),
                             ("groups".into(), s.groups),
                             ("groups_in_flight".into(), s.groups_in_flight),
+                            ("retries".into(), s.retries),
                         ],
                     );
                 }
@@ -561,6 +602,21 @@ fn run(a: Args) -> Out {
             let results = connect(&a)?.delete_from(&qref(queue, a.flag("--dlq")), &receipts)?;
             Ok(print_entries(json, "receipt", &results, |_| {
                 "\"deleted\":true".into()
+            }))
+        }
+        "release" => {
+            a.check_known(&["--dlq"])?;
+            let queue = a.pos(1, "a queue name")?;
+            let receipts = a.positional[2..]
+                .iter()
+                .map(|r| parse_receipt(r))
+                .collect::<Result<Vec<_>, _>>()?;
+            if receipts.is_empty() {
+                return Err(Failure::Usage("missing receipts".into()));
+            }
+            let results = connect(&a)?.release(&qref(queue, a.flag("--dlq")), &receipts)?;
+            Ok(print_entries(json, "receipt", &results, |t| {
+                format!("\"next_visible_at_ms\":{t}")
             }))
         }
         "visibility" => {

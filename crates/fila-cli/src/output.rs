@@ -180,7 +180,7 @@ pub(crate) fn print_messages(json: bool, ms: &[Message]) {
 }
 
 pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
-    let rows: [(&str, String); 17] = [
+    let rows: [(&str, String); 21] = [
         ("visibility_timeout_ms", s.visibility_timeout_ms.to_string()),
         ("max_deliveries", s.max_deliveries.to_string()),
         ("retention_ms", s.retention_ms.to_string()),
@@ -206,6 +206,10 @@ pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
         ("ordered", s.ordered.to_string()),
         ("priority_levels", s.priority_levels.to_string()),
         ("priority_fairness", s.priority_fairness.to_string()),
+        ("retry_initial_ms", s.retry_initial_ms.to_string()),
+        ("retry_multiplier_pct", s.retry_multiplier_pct.to_string()),
+        ("retry_max_ms", s.retry_max_ms.to_string()),
+        ("retry_jitter_pct", s.retry_jitter_pct.to_string()),
         (
             "tags",
             s.tags

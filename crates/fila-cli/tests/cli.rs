@@ -416,6 +416,67 @@ fn a_higher_priority_is_received_first() {
 }
 
 #[test]
+fn a_retry_policy_is_set_shown_and_a_release_waits_for_it() {
+    let s = TestServer::start();
+    let create = fila(
+        &s,
+        &[
+            "queue",
+            "create",
+            "r",
+            "--retry-initial",
+            "3600000",
+            "--retry-multiplier",
+            "1.5",
+            "--retry-max",
+            "7200000",
+            "--retry-jitter",
+            "10",
+        ],
+        None,
+    );
+    assert!(create.status.success(), "{create:?}");
+    let got = out(&fila(&s, &["--json", "queue", "get", "r"], None));
+    for field in [
+        "\"retry_initial_ms\":3600000",
+        "\"retry_multiplier_pct\":150",
+        "\"retry_max_ms\":7200000",
+        "\"retry_jitter_pct\":10",
+    ] {
+        assert!(got.contains(field), "{field} in {got}");
+    }
+    for bad in ["1.234", "x", ".5", "-1", "1.-5"] {
+        let o = fila(
+            &s,
+            &["queue", "update", "r", "--retry-multiplier", bad],
+            None,
+        );
+        assert_eq!(o.status.code(), Some(2), "{bad}: {o:?}");
+    }
+    let o = fila(
+        &s,
+        &["queue", "update", "r", "--retry-multiplier", "0.5"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(1), "the server's range: {o:?}");
+    assert!(fila(&s, &["put", "r", "work"], None).status.success());
+    let json = out(&fila(&s, &["--json", "receive", "r", "--wait", "0"], None));
+    let rs = receipts(&json);
+    assert_eq!(rs.len(), 1);
+    let released = fila(&s, &["--json", "release", "r", &rs[0]], None);
+    assert!(released.status.success(), "{released:?}");
+    assert!(
+        out(&released).contains("next_visible_at_ms"),
+        "{released:?}"
+    );
+    let stats = out(&fila(&s, &["--json", "queue", "stats", "r"], None));
+    assert!(stats.contains("\"delayed\":1"), "{stats}");
+    assert!(stats.contains("\"retries\":1"), "{stats}");
+    let again = fila(&s, &["release", "r", &rs[0]], None);
+    assert_eq!(again.status.code(), Some(1), "a stale receipt: {again:?}");
+}
+
+#[test]
 fn an_operator_deletes_and_dead_letters_by_seq_and_sees_the_channels() {
     let s = TestServer::start();
     assert!(fila(&s, &["queue", "create", "ops"], None).status.success());

@@ -638,6 +638,18 @@ impl Client {
         self.batch(call::deletes(&queue.name, queue.dlq, receipts))
     }
 
+    /// Ends leases as failed (a "nack"; any number, 20 per request,
+    /// pipelined): each message is visible again after its queue's retry
+    /// policy's delay, at once without one. Answers each message's next
+    /// visible time (ms).
+    pub fn release(
+        &mut self,
+        queue: &QueueRef,
+        receipts: &[Receipt],
+    ) -> Result<Vec<EntryResult<u64>>> {
+        self.batch(call::releases(&queue.name, queue.dlq, receipts))
+    }
+
     /// Defers a leased message.
     pub fn defer(&mut self, queue: &str, receipt: Receipt) -> Result<()> {
         self.run(call::defer(queue, receipt))

@@ -312,6 +312,24 @@ pub(crate) fn deletes<'a>(
     })
 }
 
+/// Releases as failed of up to 20 receipts each.
+pub(crate) fn releases<'a>(
+    queue: &'a str,
+    dlq: bool,
+    receipts: &'a [Receipt],
+) -> impl Iterator<Item = Call<Request, Vec<EntryResult<u64>>>> + 'a {
+    receipts.chunks(BATCH_LEN_MAX).map(move |receipts| Call {
+        req: Request::Release {
+            queue: queue_ref(queue, dlq),
+            receipts: receipts.to_vec(),
+        },
+        parse: |r| match r {
+            Response::Released(v) => Ok(entry_results(v)),
+            other => Err(other),
+        },
+    })
+}
+
 pub(crate) fn defer(queue: &str, receipt: Receipt) -> Call<Request, ()> {
     simple(Request::Defer {
         queue: queue.into(),

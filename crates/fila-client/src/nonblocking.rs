@@ -582,6 +582,19 @@ impl AsyncClient {
             .await
     }
 
+    /// Ends leases as failed (a "nack"; any number, 20 per request,
+    /// pipelined): each message is visible again after its queue's retry
+    /// policy's delay, at once without one. Answers each message's next
+    /// visible time (ms).
+    pub async fn release(
+        &self,
+        queue: &QueueRef,
+        receipts: &[Receipt],
+    ) -> Result<Vec<EntryResult<u64>>> {
+        self.batch(call::releases(&queue.name, queue.dlq, receipts))
+            .await
+    }
+
     /// Defers a leased message.
     pub async fn defer(&self, queue: &str, receipt: Receipt) -> Result<()> {
         self.run(call::defer(queue, receipt)).await

@@ -47,7 +47,7 @@ macro_rules! field {
     };
 }
 
-const FIELDS: [Field; 16] = [
+const FIELDS: [Field; 20] = [
     field!("Visibility timeout (ms)", visibility_timeout_ms, number),
     field!("Max deliveries (0: no limit)", max_deliveries, number),
     field!("Retention (ms)", retention_ms, number),
@@ -67,6 +67,18 @@ const FIELDS: [Field; 16] = [
     field!("Ordered (every put in a group)", ordered, boolean),
     field!("Priority levels", priority_levels, number),
     field!("Priority fairness (0: strict)", priority_fairness, number),
+    field!(
+        "Retry: first wait after a failed lease (ms; 0: off)",
+        retry_initial_ms,
+        number
+    ),
+    field!(
+        "Retry: each wait, % of the one before",
+        retry_multiplier_pct,
+        number
+    ),
+    field!("Retry: longest wait (ms)", retry_max_ms, number),
+    field!("Retry: jitter (% of a wait)", retry_jitter_pct, number),
     Field {
         label: "Dead-letter target (empty: its own DLQ)",
         name: "dead_letter_target",

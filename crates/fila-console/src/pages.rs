@@ -314,6 +314,10 @@ pub(crate) async fn queue(
             ),
         ),
         (
+            "Since start: leases ended, waiting for a retry",
+            stats.retries.to_string(),
+        ),
+        (
             "Groups (with a lease)",
             format!("{} ({})", stats.groups, stats.groups_in_flight),
         ),

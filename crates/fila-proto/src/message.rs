@@ -220,6 +220,14 @@ pub enum Request {
         /// The receipts.
         receipts: Vec<Receipt>,
     },
+    /// End leases as failed (a "nack"): each message is visible again
+    /// after its queue's retry policy's delay (at once without one).
+    Release {
+        /// Queue or DLQ.
+        queue: QueueRef,
+        /// The receipts.
+        receipts: Vec<Receipt>,
+    },
     /// Defer a leased message.
     Defer {
         /// Queue name.
@@ -430,6 +438,9 @@ pub struct Stats {
     pub groups: u64,
     /// Message groups with a leased message.
     pub groups_in_flight: u64,
+    /// Leases that ended without a delete and were delayed by the retry
+    /// policy (version 3; 0 from an older server).
+    pub retries: u64,
 }
 
 /// An error answer, or one failed entry of a batch.
@@ -507,6 +518,8 @@ pub enum Response {
     Visibility(Vec<Entry<u64>>),
     /// To delete: per entry.
     Deleted(Vec<Entry<()>>),
+    /// Each released message's next visible time (ms).
+    Released(Vec<Entry<u64>>),
     /// To receive deferred: per entry.
     Deferred(Vec<Entry<Message>>),
     /// To redrive.
@@ -704,6 +717,8 @@ pub(super) fn get_entries<T>(
 
 /// The `u64` counters of version 1's `stats`.
 const STATS_V1: usize = 13;
+/// How many `u64` a version-2 stats answer carries at most.
+const STATS_V2: usize = 18;
 
 mod borrowed;
 mod cluster;

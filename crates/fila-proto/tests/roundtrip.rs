@@ -268,7 +268,7 @@ fn the_put_example_of_docs_protocol_md_is_byte_exact() {
     }
     .encode(1, &mut buf);
     let want: Vec<u8> = vec![
-        0, 0, 0, 0x1c, 2, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b'q', 0, 1, 0, 0, 0, 2, b'h',
+        0, 0, 0, 0x1c, 3, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b'q', 0, 1, 0, 0, 0, 2, b'h',
         b'i', 0, 0, 0, 0, 0,
     ];
     assert_eq!(&buf[..], &want[..]);
@@ -419,6 +419,56 @@ fn answer_of(buf: &BytesMut) -> (FrameHeader, Response) {
     (header, r)
 }
 
+/// Version 2 (docs/protocol.md, "Versions"): answers in it are laid out
+/// as before version 3 — settings without the retry policy's four fields,
+/// stats of eighteen counters — the same bytes as version 3's up to
+/// there, and read back as such (the policy as its defaults, no retries).
+#[test]
+fn version_2_answers_keep_their_layout() {
+    let settings = Settings {
+        visibility_timeout_ms: 45_000,
+        tags: vec![("k".into(), "v".into())],
+        priority_levels: 3,
+        retry_initial_ms: 100,
+        retry_multiplier_pct: 150,
+        retry_max_ms: 1_000,
+        retry_jitter_pct: 10,
+        ..Settings::default()
+    };
+    let (mut v2, mut v3) = (BytesMut::new(), BytesMut::new());
+    let answer = Response::Queue(Box::new(settings.clone()));
+    answer.encode_in(2, Opcode::GetQueue as u8, 4, &mut v2);
+    answer.encode_in(3, Opcode::GetQueue as u8, 4, &mut v3);
+    assert_eq!(v3.len() - v2.len(), 8 + 4 + 8 + 1);
+    assert_eq!(&v2[5..], &v3[5..v2.len()]);
+    let (header, got) = answer_of(&v2);
+    assert_eq!(header.version, 2);
+    let before = Settings {
+        retry_initial_ms: 0,
+        retry_multiplier_pct: 200,
+        retry_max_ms: 900_000,
+        retry_jitter_pct: 0,
+        ..settings.clone()
+    };
+    assert_eq!(got, Response::Queue(Box::new(before)));
+    assert_eq!(answer_of(&v3).1, answer);
+
+    let stats = Stats {
+        visible: 1,
+        groups_in_flight: 18,
+        retries: 19,
+        ..Stats::default()
+    };
+    let mut buf = BytesMut::new();
+    Response::Stats(Box::new(stats.clone())).encode_in(2, Opcode::QueueStats as u8, 5, &mut buf);
+    assert_eq!(buf.len(), 16 + 18 * 8);
+    let want = Stats {
+        retries: 0,
+        ..stats
+    };
+    assert_eq!(answer_of(&buf).1, Response::Stats(Box::new(want)));
+}
+
 /// Version 1 (docs/protocol.md, "Versions"): answers in it are laid out as
 /// they were (settings of ten fields, thirteen counters, messages without
 /// group keys or priority levels), with version 1 in their headers, and
@@ -444,6 +494,10 @@ fn version_1_answers_and_patches_keep_their_layout() {
         ordered: true,
         priority_levels: 3,
         priority_fairness: 7,
+        retry_initial_ms: 100,
+        retry_multiplier_pct: 150,
+        retry_max_ms: 1_000,
+        retry_jitter_pct: 10,
     };
     let mut buf = BytesMut::new();
     Response::Queue(Box::new(settings.clone())).encode_in(1, Opcode::GetQueue as u8, 4, &mut buf);
@@ -460,6 +514,10 @@ fn version_1_answers_and_patches_keep_their_layout() {
         ordered: false,
         priority_levels: 1,
         priority_fairness: 0,
+        retry_initial_ms: 0,
+        retry_multiplier_pct: 200,
+        retry_max_ms: 900_000,
+        retry_jitter_pct: 0,
         ..settings.clone()
     };
     assert_eq!(got, Response::Queue(Box::new(v1)));

@@ -97,11 +97,10 @@ fn update_of(p: proto::SettingsPatch) -> SettingsUpdate {
         ordered: p.ordered,
         priority_levels: p.priority_levels,
         priority_fairness: p.priority_fairness,
-        // Not on the wire yet.
-        retry_initial_ms: None,
-        retry_multiplier_pct: None,
-        retry_max_ms: None,
-        retry_jitter_pct: None,
+        retry_initial_ms: p.retry_initial_ms,
+        retry_multiplier_pct: p.retry_multiplier_pct,
+        retry_max_ms: p.retry_max_ms,
+        retry_jitter_pct: p.retry_jitter_pct,
         tags_set: p.tags_set,
         tags_remove: p.tags_remove,
     }
@@ -127,6 +126,10 @@ fn settings_of(s: QueueSettings) -> proto::Settings {
         ordered: s.ordered,
         priority_levels: s.priority_levels,
         priority_fairness: s.priority_fairness,
+        retry_initial_ms: s.retry_initial_ms,
+        retry_multiplier_pct: s.retry_multiplier_pct,
+        retry_max_ms: s.retry_max_ms,
+        retry_jitter_pct: s.retry_jitter_pct,
     }
 }
 
@@ -511,6 +514,7 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
                 dedup_entries: s.dedup_entries,
                 groups: s.groups,
                 groups_in_flight: s.groups_in_flight,
+                retries: s.retries,
             }))
         }),
         Request::Put { queue, messages } => {
@@ -590,6 +594,16 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
             answer(
                 parsed_entries(parsed, |good| engine.delete(address(&queue), good)),
                 |done| Response::Deleted(entries(done, |()| ())),
+            )
+        }
+        Request::Release { queue, receipts } => {
+            if let Err(e) = fila_core::check_batch("receipts", receipts.len()) {
+                return failed(&e);
+            }
+            let parsed: Vec<Result<Receipt, Error>> = receipts.iter().map(receipt).collect();
+            answer(
+                parsed_entries(parsed, |good| engine.release(address(&queue), good)),
+                |done| Response::Released(entries(done, |t| t)),
             )
         }
         Request::Defer { queue, receipt: r } => match receipt(&r) {

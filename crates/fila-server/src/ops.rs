@@ -129,7 +129,7 @@ use Place::{Cluster, Connection, EveryLoop, Shard, TargetThenShard};
 use Wakes::{Nothing, Partition, PerMessage, Queue};
 
 /// Every operation.
-pub(crate) const OPS: [Op; 29] = [
+pub(crate) const OPS: [Op; 30] = [
     row(Opcode::Hello, None, Connection, Small, false, Node, Nothing),
     row(Opcode::Auth, None, Connection, Small, false, Node, Nothing),
     row(
@@ -275,6 +275,15 @@ pub(crate) const OPS: [Op; 29] = [
         false,
         LoopWrite,
         Nothing,
+    ),
+    row(
+        Opcode::Release,
+        Some(Receive),
+        Shard,
+        Small,
+        false,
+        Write,
+        Queue,
     ),
     row(
         Opcode::Defer,
@@ -454,7 +463,7 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(waking(PerMessage), [Opcode::Put]);
-        assert_eq!(waking(Queue), [Opcode::UpdateVisibility]);
+        assert_eq!(waking(Queue), [Opcode::UpdateVisibility, Opcode::Release]);
         for quiet in [Opcode::Receive, Opcode::Delete, Opcode::Peek] {
             assert!(waking(Nothing).contains(&quiet), "{quiet:?}");
         }

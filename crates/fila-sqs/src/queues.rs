@@ -19,6 +19,62 @@ const SQS_RETENTION_MS: u64 = 4 * 86_400_000;
 /// Messages of at most 1 MiB, as SQS's.
 const SQS_MAX_MESSAGE_BYTES: u32 = 1 << 20;
 
+/// fila's own queue attribute `FilaRetryPolicy` (docs/sqs.md), set whole:
+/// a JSON object of `initialMs`, `multiplier` (a factor, two decimals at
+/// most), `maxMs` and `jitterPercent`, a field left out taking its
+/// default; "" turns the policy off.
+fn retry_policy(value: &str, patch: &mut SettingsPatch) -> Result<(), String> {
+    let base = fila_core::QueueSettings::default();
+    let mut policy = fila_core::QueueSettings {
+        retry_initial_ms: 0,
+        ..base.clone()
+    };
+    if !value.trim().is_empty() {
+        read_retry_policy(value, &mut policy)?;
+        policy.validate().map_err(|e| e.to_string())?;
+    }
+    patch.retry_initial_ms = Some(policy.retry_initial_ms);
+    patch.retry_multiplier_pct = Some(policy.retry_multiplier_pct);
+    patch.retry_max_ms = Some(policy.retry_max_ms);
+    patch.retry_jitter_pct = Some(policy.retry_jitter_pct);
+    Ok(())
+}
+
+/// The fields of a `FilaRetryPolicy` into `s`.
+fn read_retry_policy(value: &str, s: &mut fila_core::QueueSettings) -> Result<(), String> {
+    let policy: Value = serde_json::from_str(value).map_err(|_| "not JSON".to_owned())?;
+    let Some(fields) = policy.as_object() else {
+        return Err("not a JSON object".into());
+    };
+    let whole = |v: &Value, key: &str| {
+        v.as_u64()
+            .ok_or_else(|| format!("{key} is not a whole number"))
+    };
+    for (key, v) in fields {
+        match key.as_str() {
+            "initialMs" => s.retry_initial_ms = whole(v, key)?,
+            "maxMs" => s.retry_max_ms = whole(v, key)?,
+            "jitterPercent" => {
+                let pct = whole(v, key)?;
+                s.retry_jitter_pct = u8::try_from(pct).map_err(|_| format!("{key} is past 100"))?;
+            }
+            "multiplier" => {
+                let factor = v
+                    .as_f64()
+                    .filter(|f| f.is_finite() && *f >= 0.0 && *f <= 1e6)
+                    .ok_or_else(|| format!("{key} is not a number"))?;
+                let pct = (factor * 100.0).round();
+                if (factor * 100.0 - pct).abs() > 1e-6 {
+                    return Err(format!("{key} has more than two decimals"));
+                }
+                s.retry_multiplier_pct = pct as u32;
+            }
+            other => return Err(format!("unknown field {other}")),
+        }
+    }
+    Ok(())
+}
+
 /// The settings an SQS attribute map asks for, on top of `patch`;
 /// `creating`: whether a queue being created is FIFO (`None`: a set).
 fn settings_of<I: Input>(
@@ -92,6 +148,14 @@ fn settings_of<I: Input>(
                 patch.dead_letter_target = Some(Some(attrs::name_of_arn(target)?));
                 patch.max_deliveries = Some(max as u32);
             }
+            "FilaRetryPolicy" => retry_policy(&value, patch).map_err(|why| {
+                SqsError::new(
+                    Kind::InvalidAttributeValue,
+                    format!(
+                        "Value {value} for parameter FilaRetryPolicy is invalid. Reason: {why}"
+                    ),
+                )
+            })?,
             // Encryption at rest is the disk's business here: taken, not
             // kept.
             "SqsManagedSseEnabled" => {}
@@ -395,8 +459,9 @@ pub async fn get_queue_attributes<I: Input>(
     let asked = strings(input, "AttributeNames")?;
     let all = asked.iter().any(|a| a == "All");
     let want = |n: &str| all || asked.iter().any(|a| a == n);
-    const KNOWN: [&str; 19] = [
+    const KNOWN: [&str; 20] = [
         "All",
+        "FilaRetryPolicy",
         "QueueArn",
         "ApproximateNumberOfMessages",
         "ApproximateNumberOfMessagesNotVisible",
@@ -462,6 +527,24 @@ pub async fn get_queue_attributes<I: Input>(
     }
     if let Some(policy) = &s.redrive_allow {
         put("RedriveAllowPolicy", policy.clone());
+    }
+    // fila's own: shown while the queue has a retry policy (docs/sqs.md).
+    if s.retry_initial_ms > 0 {
+        let factor = format!(
+            "{}.{:02}",
+            s.retry_multiplier_pct / 100,
+            s.retry_multiplier_pct % 100
+        );
+        put(
+            "FilaRetryPolicy",
+            json!({
+                "initialMs": s.retry_initial_ms,
+                "multiplier": factor.parse::<f64>().unwrap_or(2.0),
+                "maxMs": s.retry_max_ms,
+                "jitterPercent": s.retry_jitter_pct,
+            })
+            .to_string(),
+        );
     }
     let counts = [
         "ApproximateNumberOfMessages",

@@ -6,7 +6,8 @@
 //! `batch_size + new_batch_threshold` at once, never one message twice at
 //! once), renews their leases from a thread of its own while they run,
 //! deletes a message when its handler succeeds (after putting the
-//! handler's outputs), makes it visible again when it fails, sends it to
+//! handler's outputs), releases it as failed when it fails (the queue's
+//! retry policy decides when it comes back), sends it to
 //! `<queue>-poison` when it failed `max_dequeue_count` times or cannot be
 //! decoded, backs off when polls fail, and drains on shutdown.
 //!

@@ -45,7 +45,8 @@ pub struct Settings {
     /// The lease taken on each message, renewed while its handler runs
     /// (10 min).
     pub visibility_timeout: Duration,
-    /// When a failed message is visible again (0: at once).
+    /// When a failed message is visible again (0: released as failed, so
+    /// the queue's retry policy decides; at once without one).
     pub visibility_timeout_on_failure: Duration,
     /// A message delivered more times than this goes to `<queue>-poison`
     /// (5).

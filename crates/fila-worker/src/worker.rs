@@ -563,13 +563,23 @@ async fn conclude(run: &Run, b: usize, id: u128, count: u32, receipt: Receipt, v
         name: binding.queue.to_string(),
         dlq: false,
     };
+    // A wait of the worker's own wins; without one the queue's retry
+    // policy decides (a release as failed: at once without a policy).
     let back = millis(s.visibility_timeout_on_failure);
-    if let Err(e) = run
-        .work
-        .update_visibility(&queue, &[(receipt, back)])
-        .await
-        .and_then(AllOk::all_ok)
-    {
+    let released = if back == 0 {
+        run.work
+            .release(&queue, &[receipt])
+            .await
+            .and_then(AllOk::all_ok)
+            .map(drop)
+    } else {
+        run.work
+            .update_visibility(&queue, &[(receipt, back)])
+            .await
+            .and_then(AllOk::all_ok)
+            .map(drop)
+    };
+    if let Err(e) = released {
         warn!(queue = %binding.queue, id = %format!("{id:032x}"), error = %e, "releasing a failed message failed; it comes back when its lease ends");
     }
 }

@@ -86,6 +86,39 @@ fn five_failures_send_the_message_to_the_poison_queue_with_the_error() {
     assert_eq!(dl.delivery_count, 5);
 }
 
+/// A failure is released as failed: the queue's retry policy holds the
+/// message back (an hour here), where before the worker made it visible
+/// at once.
+#[test]
+fn a_failed_message_waits_for_its_queues_retry_policy() {
+    let s = server();
+    let mut c = s.client();
+    c.create_queue(
+        "jobs",
+        SettingsPatch {
+            retry_initial_ms: Some(3_600_000),
+            retry_max_ms: Some(3_600_000),
+            ..SettingsPatch::default()
+        },
+    )
+    .unwrap();
+    c.put_one("jobs", "bad").unwrap();
+    let worker = Worker::new(options(&s)).queue("jobs", quick(), |_: Delivery| async {
+        Err::<(), _>(HandlerError::msg("boom"))
+    });
+    let stats = worker.stats();
+    runtime()
+        .block_on(worker.run_until(until(stats.clone(), |s| s.failed == 1)))
+        .unwrap();
+    assert_eq!(stats.get().failed, 1);
+    let jobs = c.stats("jobs").unwrap();
+    assert_eq!(
+        (jobs.visible, jobs.in_flight, jobs.delayed, jobs.retries),
+        (0, 0, 1, 1),
+        "{jobs:?}"
+    );
+}
+
 #[test]
 fn a_payload_that_cannot_be_decoded_goes_to_poison_on_its_first_delivery() {
     #[derive(serde::Deserialize)]

@@ -40,6 +40,7 @@ CANCEL_MOVE = 0x2C
 DELETE_SEQ = 0x2D
 DEAD_LETTER_SEQ = 0x2E
 CHANNELS = 0x2F
+RELEASE = 0x30
 
 Receipt = Union[bytes, str]
 Parse = Callable[[Reader, int], Any]
@@ -93,6 +94,7 @@ SETTINGS = (
     "max_messages", "max_bytes", "channel_capacity_pct", "delay_ms", "redrive_allow",
     "tags", "remove_tags", "dedup_window_ms", "content_dedup", "ordered",
     "priority_levels", "priority_fairness",
+    "retry_initial_ms", "retry_multiplier_pct", "retry_max_ms", "retry_jitter_pct",
 )
 
 
@@ -129,6 +131,11 @@ def patch(w: Writer, s: Dict[str, Any]) -> None:
             if any(later[3:]):
                 w.opt(g("priority_levels"), w.u8)
                 w.opt(g("priority_fairness"), w.u32)
+                if any(later[5:]):
+                    w.opt(g("retry_initial_ms"), w.u64)
+                    w.opt(g("retry_multiplier_pct"), w.u32)
+                    w.opt(g("retry_max_ms"), w.u64)
+                    w.opt(g("retry_jitter_pct"), w.u8)
 
 
 def _set_or_clear(w: Writer, s: Dict[str, Any], key: str) -> None:
@@ -150,9 +157,10 @@ def settings(r: Reader) -> t.QueueSettings:
     dedup_window, content_dedup = (r.u64(), r.boolean()) if r.left() else (0, False)
     ordered = r.boolean() if r.left() else False
     levels, fairness = (r.u8(), r.u32()) if r.left() else (1, 0)
+    retry = (r.u64(), r.u32(), r.u64(), r.u8()) if r.left() else (0, 200, 900_000, 0)
     return t.QueueSettings(
         vis, maxd, ret, maxb, wait, dloe, target, max_messages, max_bytes, pct, delay,
-        redrive_allow, tags, dedup_window, content_dedup, ordered, levels, fairness,
+        redrive_allow, tags, dedup_window, content_dedup, ordered, levels, fairness, *retry,
     )
 
 
@@ -160,6 +168,7 @@ STATS = (
     "visible", "in_flight", "delayed", "deferred", "dead_lettered", "bytes", "oldest_age_ms",
     "puts", "deliveries", "deletes", "expiries", "dead_letterings", "redriven",
     "created_at_ms", "modified_at_ms", "dedup_entries", "groups", "groups_in_flight",
+    "retries",
 )
 
 
@@ -505,6 +514,17 @@ def delete(queue: str, dlq: bool, receipts: Sequence[bytes]) -> Call:
         return entries(r, lambda: None)
 
     return Call(DELETE, w.done(), parse, queue)
+
+
+def release(queue: str, dlq: bool, receipts: Sequence[bytes]) -> Call:
+    w = Writer().queue_ref(queue, dlq).count(len(receipts))
+    for rc in receipts:
+        w.receipt(rc)
+
+    def parse(r: Reader, flags: int) -> List[Any]:
+        return entries(r, r.u64)
+
+    return Call(RELEASE, w.done(), parse, queue)
 
 
 def defer(queue: str, receipt: bytes) -> Call:

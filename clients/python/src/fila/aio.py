@@ -523,6 +523,17 @@ class AsyncClient:
         calls = [_ops.delete(queue, dlq, part) for part in _ops.chunks(rs)]
         return _ops.checked(await self._batched(calls), check)
 
+    async def release(
+        self, queue: str, receipts: Union[Receipt, Sequence[Receipt]], dlq: bool = False, check: bool = True
+    ) -> List[Any]:
+        """Ends leases as failed (a "nack"; one receipt or a list of any
+        length): each message is visible again after its queue's retry
+        policy's delay, at once without one. Answers when each is visible
+        next (ms since the epoch; see `put` for `check`)."""
+        rs = _receipts(receipts)
+        calls = [_ops.release(queue, dlq, part) for part in _ops.chunks(rs)]
+        return _ops.checked(await self._batched(calls), check)
+
     async def change_visibility(self, queue: str, receipt: Receipt, ms: int, dlq: bool = False) -> int:
         """Sets a lease to end `ms` from now (0: visible again at once);
         answers when it is visible next (ms since the epoch)."""

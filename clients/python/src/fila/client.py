@@ -206,6 +206,15 @@ class Client:
         length); answers None for each deleted (see `put` for `check`)."""
         return self._run(self._a.delete(queue, receipts, dlq, check))
 
+    def release(
+        self, queue: str, receipts: Union[Receipt, Sequence[Receipt]], dlq: bool = False, check: bool = True
+    ) -> List[Any]:
+        """Ends leases as failed (a "nack"; one receipt or a list of any
+        length): each message is visible again after its queue's retry
+        policy's delay, at once without one. Answers when each is visible
+        next (ms since the epoch; see `put` for `check`)."""
+        return self._run(self._a.release(queue, receipts, dlq, check))
+
     def change_visibility(self, queue: str, receipt: Receipt, ms: int, dlq: bool = False) -> int:
         """Sets a lease to end `ms` from now (0: visible again at once);
         answers when it is visible next (ms since the epoch)."""

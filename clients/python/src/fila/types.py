@@ -93,6 +93,10 @@ class QueueSettings:
     ordered: bool
     priority_levels: int
     priority_fairness: int
+    retry_initial_ms: int = 0
+    retry_multiplier_pct: int = 200
+    retry_max_ms: int = 900_000
+    retry_jitter_pct: int = 0
 
 
 @dataclass

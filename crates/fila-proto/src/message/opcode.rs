@@ -65,11 +65,14 @@ pub enum Opcode {
     DeadLetterSeq = 0x2e,
     /// A page of a queue's channels with their backlog.
     Channels = 0x2f,
+    /// End 1–20 leases as failed (a "nack"): each message waits its
+    /// queue's retry policy.
+    Release = 0x30,
 }
 
 impl Opcode {
     /// Every opcode.
-    pub const ALL: [Opcode; 29] = [
+    pub const ALL: [Opcode; 30] = [
         Opcode::Hello,
         Opcode::Auth,
         Opcode::ServerStats,
@@ -99,6 +102,7 @@ impl Opcode {
         Opcode::DeleteSeq,
         Opcode::DeadLetterSeq,
         Opcode::Channels,
+        Opcode::Release,
     ];
 
     /// The opcode with this byte.

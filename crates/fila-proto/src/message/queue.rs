@@ -47,6 +47,24 @@ pub struct SettingsPatch {
     /// Every this many deliveries while lower levels wait, one from a
     /// lower level (0: strict).
     pub priority_fairness: Option<u32>,
+    /// The retry policy's first delay, ms (0: off).
+    pub retry_initial_ms: Option<u64>,
+    /// Each retry waits this many percent of the one before (100–1000).
+    pub retry_multiplier_pct: Option<u32>,
+    /// The longest retry delay, ms.
+    pub retry_max_ms: Option<u64>,
+    /// Up to this share of a retry's delay taken off (0–100).
+    pub retry_jitter_pct: Option<u8>,
+}
+
+impl SettingsPatch {
+    /// Whether it sets any of the retry policy's fields.
+    pub fn sets_retry(&self) -> bool {
+        self.retry_initial_ms.is_some()
+            || self.retry_multiplier_pct.is_some()
+            || self.retry_max_ms.is_some()
+            || self.retry_jitter_pct.is_some()
+    }
 }
 
 /// A queue's settings, all of them, as an answer carries them.
@@ -90,6 +108,14 @@ pub struct Settings {
     /// Every this many deliveries while lower levels wait, one from a
     /// lower level (0: strict).
     pub priority_fairness: u32,
+    /// The retry policy's first delay, ms (0: off).
+    pub retry_initial_ms: u64,
+    /// Each retry waits this many percent of the one before.
+    pub retry_multiplier_pct: u32,
+    /// The longest retry delay, ms.
+    pub retry_max_ms: u64,
+    /// Up to this share of a retry's delay taken off.
+    pub retry_jitter_pct: u8,
 }
 
 /// A move task as answers show it.
@@ -134,7 +160,8 @@ pub(super) fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
     w.list(&p.tags_remove, |w, k| w.str(k));
     // Added later: written only when used, so the patch of an older
     // client reads the same.
-    let third = p.priority_levels.is_some() || p.priority_fairness.is_some();
+    let fourth = p.sets_retry();
+    let third = fourth || p.priority_levels.is_some() || p.priority_fairness.is_some();
     let second = third || p.ordered.is_some();
     if second || p.dedup_window_ms.is_some() || p.content_dedup.is_some() {
         w.opt(&p.dedup_window_ms, |w, v| w.u64(*v));
@@ -146,6 +173,12 @@ pub(super) fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
     if third {
         w.opt(&p.priority_levels, |w, v| w.u8(*v));
         w.opt(&p.priority_fairness, |w, v| w.u32(*v));
+    }
+    if fourth {
+        w.opt(&p.retry_initial_ms, |w, v| w.u64(*v));
+        w.opt(&p.retry_multiplier_pct, |w, v| w.u32(*v));
+        w.opt(&p.retry_max_ms, |w, v| w.u64(*v));
+        w.opt(&p.retry_jitter_pct, |w, v| w.u8(*v));
     }
 }
 
@@ -203,6 +236,13 @@ pub(super) fn get_patch(r: &mut Reader, version: u8) -> Result<SettingsPatch, Pr
             p.priority_levels.is_none() && p.priority_fairness.is_none(),
         )?;
     }
+    if r.remaining() > 0 {
+        p.retry_initial_ms = r.opt(Reader::u64)?;
+        p.retry_multiplier_pct = r.opt(Reader::u32)?;
+        p.retry_max_ms = r.opt(Reader::u64)?;
+        p.retry_jitter_pct = r.opt(Reader::u8)?;
+        empty_end(r, !p.sets_retry())?;
+    }
     Ok(p)
 }
 
@@ -230,6 +270,13 @@ pub(super) fn put_settings_in(w: &mut Writer<'_>, s: &Settings, version: u8) {
     w.bool(s.ordered);
     w.u8(s.priority_levels);
     w.u32(s.priority_fairness);
+    if version < 3 {
+        return;
+    }
+    w.u64(s.retry_initial_ms);
+    w.u32(s.retry_multiplier_pct);
+    w.u64(s.retry_max_ms);
+    w.u8(s.retry_jitter_pct);
 }
 
 /// Settings as version `version` writes them (version 1's: the first ten
@@ -254,6 +301,10 @@ pub(super) fn get_settings(r: &mut Reader, version: u8) -> Result<Settings, Prot
         ordered: false,
         priority_levels: 1,
         priority_fairness: 0,
+        retry_initial_ms: 0,
+        retry_multiplier_pct: 200,
+        retry_max_ms: 900_000,
+        retry_jitter_pct: 0,
     };
     if version == 1 {
         return Ok(s);
@@ -272,6 +323,13 @@ pub(super) fn get_settings(r: &mut Reader, version: u8) -> Result<Settings, Prot
     if r.remaining() > 0 {
         s.priority_levels = r.u8()?;
         s.priority_fairness = r.u32()?;
+    }
+    // Version 3's: absent from an older server's answer.
+    if version >= 3 && r.remaining() > 0 {
+        s.retry_initial_ms = r.u64()?;
+        s.retry_multiplier_pct = r.u32()?;
+        s.retry_max_ms = r.u64()?;
+        s.retry_jitter_pct = r.u8()?;
     }
     Ok(s)
 }

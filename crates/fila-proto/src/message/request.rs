@@ -34,6 +34,7 @@ impl Request {
             Request::Receive(r) => &r.queue.name,
             Request::UpdateVisibility { queue, .. }
             | Request::Delete { queue, .. }
+            | Request::Release { queue, .. }
             | Request::DeleteSeq { queue, .. }
             | Request::Peek { queue, .. } => &queue.name,
         })
@@ -60,6 +61,7 @@ impl Request {
             Request::Receive(_) => Opcode::Receive,
             Request::UpdateVisibility { .. } => Opcode::UpdateVisibility,
             Request::Delete { .. } => Opcode::Delete,
+            Request::Release { .. } => Opcode::Release,
             Request::Defer { .. } => Opcode::Defer,
             Request::ReceiveDeferred { .. } => Opcode::ReceiveDeferred,
             Request::DeadLetter { .. } => Opcode::DeadLetter,
@@ -223,6 +225,11 @@ impl Request {
                 w.str(after);
                 w.u16(*limit);
             }
+            Request::Release { queue, receipts } => {
+                w.str(&queue.name);
+                w.bool(queue.dlq);
+                w.list(receipts, |w, r| w.array(r));
+            }
             Request::Put { .. }
             | Request::Receive(_)
             | Request::UpdateVisibility { .. }
@@ -308,6 +315,10 @@ impl Request {
                 })?,
             },
             Opcode::Delete => Request::Delete {
+                queue: get_queue_ref(r)?,
+                receipts: r.list(RECEIPT_LEN, Reader::array::<RECEIPT_LEN>)?,
+            },
+            Opcode::Release => Request::Release {
                 queue: get_queue_ref(r)?,
                 receipts: r.list(RECEIPT_LEN, Reader::array::<RECEIPT_LEN>)?,
             },

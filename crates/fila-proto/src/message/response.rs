@@ -116,10 +116,14 @@ impl Response {
                     s.dedup_entries,
                     s.groups,
                     s.groups_in_flight,
+                    s.retries,
                 ]
                 .into_iter()
-                .take(if version == 1 { STATS_V1 } else { usize::MAX })
-                {
+                .take(match version {
+                    1 => STATS_V1,
+                    2 => STATS_V2,
+                    _ => usize::MAX,
+                }) {
                     w.u64(v);
                 }
             }
@@ -134,6 +138,7 @@ impl Response {
             }
             Response::Visibility(entries) => put_entries(w, entries, |w, t| w.u64(*t)),
             Response::Deleted(entries) => put_entries(w, entries, |_, _| {}),
+            Response::Released(entries) => put_entries(w, entries, |w, t| w.u64(*t)),
             Response::Deferred(entries) => put_entries(w, entries, put_message),
             Response::Redrive { moved, scheduled } => {
                 w.u64(*moved);
@@ -265,6 +270,12 @@ impl Response {
                 dedup_entries: if r.remaining() == 0 { 0 } else { r.u64()? },
                 groups: if r.remaining() == 0 { 0 } else { r.u64()? },
                 groups_in_flight: if r.remaining() == 0 { 0 } else { r.u64()? },
+                // Version 3's.
+                retries: if header.version < 3 || r.remaining() == 0 {
+                    0
+                } else {
+                    r.u64()?
+                },
             })),
             Opcode::Put => Response::Put(get_entries(r, |r| {
                 Ok(PutAck {
@@ -275,6 +286,7 @@ impl Response {
             Opcode::Receive | Opcode::Peek => Response::Messages(r.list(60, get_message)?),
             Opcode::UpdateVisibility => Response::Visibility(get_entries(r, Reader::u64)?),
             Opcode::Delete => Response::Deleted(get_entries(r, |_| Ok(()))?),
+            Opcode::Release => Response::Released(get_entries(r, Reader::u64)?),
             Opcode::ReceiveDeferred => Response::Deferred(get_entries(r, get_message)?),
             Opcode::Redrive => Response::Redrive {
                 moved: r.u64()?,

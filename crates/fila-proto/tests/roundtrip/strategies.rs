@@ -45,28 +45,40 @@ pub fn patch() -> impl Strategy<Value = SettingsPatch> {
             any::<Option<u8>>(),
             any::<Option<u32>>(),
         ),
+        (
+            any::<Option<u64>>(),
+            any::<Option<u32>>(),
+            any::<Option<u64>>(),
+            any::<Option<u8>>(),
+        ),
     )
         .prop_map(
-            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m, n), (o, p, q, r, t))| SettingsPatch {
-                visibility_timeout_ms: a,
-                max_deliveries: b,
-                retention_ms: c,
-                max_message_bytes: d,
-                receive_wait_default_ms: e,
-                dead_letter_on_expiration: f,
-                dead_letter_target: g,
-                max_messages: h,
-                max_bytes: i,
-                channel_capacity_pct: j,
-                delay_ms: k,
-                redrive_allow: l,
-                tags_set: m,
-                tags_remove: n,
-                dedup_window_ms: o,
-                content_dedup: p,
-                ordered: q,
-                priority_levels: r,
-                priority_fairness: t,
+            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m, n), (o, p, q, r, t), (u, v, x, y))| {
+                SettingsPatch {
+                    visibility_timeout_ms: a,
+                    max_deliveries: b,
+                    retention_ms: c,
+                    max_message_bytes: d,
+                    receive_wait_default_ms: e,
+                    dead_letter_on_expiration: f,
+                    dead_letter_target: g,
+                    max_messages: h,
+                    max_bytes: i,
+                    channel_capacity_pct: j,
+                    delay_ms: k,
+                    redrive_allow: l,
+                    tags_set: m,
+                    tags_remove: n,
+                    dedup_window_ms: o,
+                    content_dedup: p,
+                    ordered: q,
+                    priority_levels: r,
+                    priority_fairness: t,
+                    retry_initial_ms: u,
+                    retry_multiplier_pct: v,
+                    retry_max_ms: x,
+                    retry_jitter_pct: y,
+                }
             },
         )
 }
@@ -95,27 +107,34 @@ pub fn settings() -> impl Strategy<Value = Settings> {
             any::<u8>(),
             any::<u32>(),
         ),
+        (any::<u64>(), any::<u32>(), any::<u64>(), any::<u8>()),
     )
         .prop_map(
-            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m), (n, o, p, q, r))| Settings {
-                visibility_timeout_ms: a,
-                max_deliveries: b,
-                retention_ms: c,
-                max_message_bytes: d,
-                receive_wait_default_ms: e,
-                dead_letter_on_expiration: f,
-                dead_letter_target: g,
-                max_messages: h,
-                max_bytes: i,
-                channel_capacity_pct: j,
-                delay_ms: k,
-                redrive_allow: l,
-                tags: m,
-                dedup_window_ms: n,
-                content_dedup: o,
-                ordered: p,
-                priority_levels: q,
-                priority_fairness: r,
+            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m), (n, o, p, q, r), (t, u, v, x))| {
+                Settings {
+                    visibility_timeout_ms: a,
+                    max_deliveries: b,
+                    retention_ms: c,
+                    max_message_bytes: d,
+                    receive_wait_default_ms: e,
+                    dead_letter_on_expiration: f,
+                    dead_letter_target: g,
+                    max_messages: h,
+                    max_bytes: i,
+                    channel_capacity_pct: j,
+                    delay_ms: k,
+                    redrive_allow: l,
+                    tags: m,
+                    dedup_window_ms: n,
+                    content_dedup: o,
+                    ordered: p,
+                    priority_levels: q,
+                    priority_fairness: r,
+                    retry_initial_ms: t,
+                    retry_multiplier_pct: u,
+                    retry_max_ms: v,
+                    retry_jitter_pct: x,
+                }
             },
         )
 }
@@ -234,6 +253,11 @@ pub fn request() -> impl Strategy<Value = Request> {
             proptest::collection::vec(any::<[u8; 32]>(), 0..4)
         )
             .prop_map(|(queue, receipts)| Request::Delete { queue, receipts }),
+        (
+            queue_ref(),
+            proptest::collection::vec(any::<[u8; 32]>(), 0..4)
+        )
+            .prop_map(|(queue, receipts)| Request::Release { queue, receipts }),
         (s(), any::<[u8; 32]>()).prop_map(|(queue, receipt)| Request::Defer { queue, receipt }),
         (
             s(),
@@ -546,7 +570,7 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
             proptest::option::of(s())
         )
             .prop_map(|(names, next)| (Opcode::ListQueues, Response::Queues { names, next })),
-        proptest::collection::vec(any::<u64>(), 18).prop_map(|v| (
+        proptest::collection::vec(any::<u64>(), 19).prop_map(|v| (
             Opcode::QueueStats,
             Response::Stats(Box::new(Stats {
                 visible: v[0],
@@ -567,6 +591,7 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
                 dedup_entries: v[15],
                 groups: v[16],
                 groups_in_flight: v[17],
+                retries: v[18],
             }))
         )),
         entries((any::<u128>(), any::<u64>()).prop_map(|(id, seq)| PutAck { id, seq }))
@@ -583,6 +608,7 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
         }),
         entries(any::<u64>()).prop_map(|e| (Opcode::UpdateVisibility, Response::Visibility(e))),
         entries(Just(())).prop_map(|e| (Opcode::Delete, Response::Deleted(e))),
+        entries(any::<u64>()).prop_map(|e| (Opcode::Release, Response::Released(e))),
         entries(message()).prop_map(|e| (Opcode::ReceiveDeferred, Response::Deferred(e))),
         (any::<u64>(), any::<u64>()).prop_map(|(moved, scheduled)| (
             Opcode::Redrive,

@@ -15,7 +15,9 @@ def` on the event loop, a plain function on a thread of its own), renews
 each lease while its handler runs (from a thread of its own, so a handler
 that blocks cannot starve it), deletes the message when the handler
 returns, makes it visible again after `visibility_timeout_on_failure_ms`
-when it raises, and dead-letters it to `<queue>-poison` on its
+when it raises (when that is 0, releases it as failed: the queue's retry
+policy decides when it comes back, at once without one), and
+dead-letters it to `<queue>-poison` on its
 `max_dequeue_count`-th failure. Two messages of one group never run at
 once. SIGTERM or SIGINT stops fetching and lets running handlers finish
 within `shutdown_deadline_ms`; what is left is given back."""
@@ -360,8 +362,12 @@ class App:
             self.stats.failed += 1
             if m.delivery_count >= s.max_dequeue_count:
                 await self._poison(client, trig, m, error)
-            else:
+            elif s.visibility_timeout_on_failure_ms:
+                # The worker's own wait wins.
                 await client.change_visibility(trig.queue, m.receipt, s.visibility_timeout_on_failure_ms)
+            else:
+                # The queue's retry policy decides (at once without one).
+                await client.release(trig.queue, m.receipt)
         except asyncio.CancelledError:
             await self._release(client, trig.queue, [m])
             raise
