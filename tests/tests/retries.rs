@@ -2,7 +2,7 @@
 //! by create, get and update, kept across a restart; a lease that expires,
 //! or a release as failed, makes the message wait the policy's delay for
 //! its delivery count; a visibility change of zero still shows it at
-//! once; the retries counter. Time is a manual clock's.
+//! once; the retries counter and its metric. Time is a manual clock's.
 
 use std::sync::Arc;
 
@@ -191,6 +191,18 @@ fn a_release_waits_the_delay_and_a_visibility_change_of_zero_does_not() {
         Some(ErrorCode::RECEIPT_STALE)
     );
     assert_eq!(c.stats("jobs").unwrap().retries, 1);
+    // The metrics count it too.
+    use std::io::{Read, Write};
+    let addr = s.server().metrics_addr().unwrap();
+    let mut http = std::net::TcpStream::connect(addr).unwrap();
+    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    http.read_to_string(&mut body).unwrap();
+    assert!(
+        body.contains("fila_queue_retries_total{queue=\"jobs\"} 1"),
+        "{body}"
+    );
 }
 
 #[test]

@@ -54,6 +54,9 @@ usage: fila-loadgen [flags]
                        is then sent again)
   --groups N           fila: puts go round N message groups (each group
                        delivered in order, one leased at a time)
+  --retry-initial MS   fila: the queues get a retry policy of this first
+                       wait (a lease that runs out waits before it comes
+                       back)
   --label TEXT         added to the system's name in reports (a sync mode)
   --all-fields         fila: receive every field of a message (by default
                        a receive asks for the payload and receipt only)
@@ -301,6 +304,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
         tls: None,
         dedup_ids: false,
         groups: 0,
+        retry_initial_ms: 0,
         label: String::new(),
         fields: fila_client::Fields::PAYLOAD_AND_RECEIPT,
         routes: Default::default(),
@@ -352,6 +356,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
             "--tls" => tls_flags.push(("--tls".into(), String::new())),
             "--dedup-ids" => target.dedup_ids = true,
             "--groups" => target.groups = number(value()?)?,
+            "--retry-initial" => target.retry_initial_ms = number(value()?)?,
             "--ca" | "--cert" | "--key" | "--server-name" => {
                 let v = value()?;
                 tls_flags.push((flag.clone(), v));

@@ -156,6 +156,8 @@ pub struct Fila {
     pub dedup_ids: bool,
     /// Puts go round this many message groups (0: none).
     pub groups: u64,
+    /// The queues' retry policy's first wait (0: none).
+    pub retry_initial_ms: u64,
     /// Label in reports (the sync mode, say).
     pub label: String,
     /// The fields a receive asks for (the workload reads only the payload).
@@ -248,6 +250,11 @@ impl Target for Fila {
                     max_bytes: Some(64 << 30),
                     // Redelivered as often as the leases run out.
                     max_deliveries: Some(0),
+                    retry_initial_ms: (self.retry_initial_ms > 0).then_some(self.retry_initial_ms),
+                    retry_max_ms: (self.retry_initial_ms > 0).then_some(
+                        self.retry_initial_ms
+                            .max(fila_client::limits::RETRY_MAX_MS_DEFAULT),
+                    ),
                     ..SettingsPatch::default()
                 },
             )

@@ -435,7 +435,7 @@ impl Metrics {
             "Queues left out of the per-queue series (metrics_max_queues).",
             engine.queue_count().saturating_sub(queues.len() as u64),
         );
-        let per_queue: [QueueSeries; 16] = [
+        let per_queue: [QueueSeries; 17] = [
             ("fila_queue_visible", "gauge", "Visible messages.", |s| {
                 s.visible
             }),
@@ -492,6 +492,12 @@ impl Metrics {
                 "counter",
                 "Messages redriven.",
                 |s| s.redriven,
+            ),
+            (
+                "fila_queue_retries_total",
+                "counter",
+                "Leases ended without a delete that the retry policy held back.",
+                |s| s.retries,
             ),
             (
                 "fila_queue_dedup_entries",

@@ -12,7 +12,8 @@
 //! leader), then the leader is killed too
 //! and the two left (the one that came back among them) serve; at the end
 //! every acknowledged put that was not acknowledged deleted is there, no
-//! acknowledged delete came back and nothing is there that was never put.
+//! acknowledged delete came back and nothing is there that was never put;
+//! a retry policy's waits hold on the next leader.
 
 mod cluster_harness;
 mod common;
@@ -192,6 +193,7 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
     assert_eq!(every.addr(), nodes[leader].client);
     attempted.insert("via the list".to_owned());
     acked.insert("via the list".to_owned());
+    retries_before_the_kill(&mut c);
     // The leader dies.
     nodes[leader].kill();
     let killed_at = Instant::now();
@@ -223,6 +225,7 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
     assert_eq!(every.addr(), nodes[new_leader].client);
     acked.insert("after the kill, via the list".into());
     let mut c = client(&nodes[new_leader].client).unwrap();
+    retries_after_the_kill(&mut c);
     // The leases the dead leader granted hold on the new one: none of those
     // messages is given again, and their receipts delete them there.
     let held_bodies: HashSet<String> = held
@@ -313,6 +316,67 @@ fn three_processes_keep_what_they_acknowledged_through_the_leaders_kill() {
         assert!(attempted.contains(body), "{body} was never put");
     }
     assert_eq!(acked.len(), 212, "every put was acknowledged");
+}
+
+/// On the leader before it is killed: queue `more-1` gets a retry policy
+/// whose waits are an hour; of its two messages one is released as failed
+/// (its wait a replicated record), the other leased for 2 s (a lease whose
+/// end no record tells: it runs out on the next leader).
+fn retries_before_the_kill(c: &mut Client) {
+    let policy = SettingsPatch {
+        retry_initial_ms: Some(3_600_000),
+        retry_max_ms: Some(3_600_000),
+        ..SettingsPatch::default()
+    };
+    c.update_queue("more-1", policy).unwrap();
+    c.put_one("more-1", "failed").unwrap();
+    c.put_one("more-1", "runs out").unwrap();
+    let got = c
+        .receive_with(fila_client::ReceiveRef {
+            queue: "more-1",
+            dlq: false,
+            max_messages: 2,
+            visibility_ms: Some(2_000),
+            wait_ms: Some(0),
+            channel: None,
+            fields: fila_client::Fields::ALL,
+        })
+        .unwrap();
+    assert_eq!(got.len(), 2);
+    let failed = got.iter().find(|m| m.payload == "failed").unwrap();
+    let queue = fila_client::QueueRef {
+        name: "more-1".into(),
+        dlq: false,
+    };
+    c.release(&queue, &[failed.receipt.unwrap()]).unwrap()[0]
+        .as_ref()
+        .unwrap();
+}
+
+/// On the next leader: both messages of `more-1` wait for their retry —
+/// the released one by the record the dead leader replicated, the other
+/// once the lease the dead leader granted runs out here — and neither is
+/// given.
+fn retries_after_the_kill(c: &mut Client) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        // (The queue's third message, "wake", is leased for 30 s.)
+        let st = c.stats("more-1").unwrap();
+        assert_eq!(
+            st.visible, 0,
+            "a message came back before its retry: {st:?}"
+        );
+        if st.delayed == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{st:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let given = c.receive("more-1", 10, Some(0)).unwrap();
+    assert!(
+        given.iter().all(|m| m.payload == "wake"),
+        "given before its retry: {given:?}"
+    );
 }
 
 /// Long polls on one connection hold up none of the requests sent after
