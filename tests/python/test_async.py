@@ -107,9 +107,12 @@ def fake_server(answer, hold=False):
 
 
 def hello_answer(rid):
+    """A hello's answer in the protocol version this client speaks."""
+    from fila._wire import VERSION
+
     name = b"fake"
-    body = struct.pack(">H", len(name)) + name + bytes((2,)) + struct.pack(">I", 1 << 20)
-    return struct.pack(">IBBHQ", 12 + len(body), 2, 1, 1, rid) + body
+    body = struct.pack(">H", len(name)) + name + bytes((VERSION,)) + struct.pack(">I", 1 << 20)
+    return struct.pack(">IBBHQ", 12 + len(body), VERSION, 1, 1, rid) + body
 
 
 def test_a_server_that_closes_mid_answer_fails_the_call():
