@@ -51,7 +51,7 @@ impl Bytes<'_> {
 
     fn op(&mut self) -> Option<Op> {
         let q = self.below(4)?;
-        Some(match self.below(46)? {
+        Some(match self.below(48)? {
             0..=1 => Op::Create {
                 q,
                 vis: self.u16_below(4000)?,
@@ -118,6 +118,7 @@ impl Bytes<'_> {
                 long: self.below(10)? == 0,
             },
             38..=39 => Op::Release(q, self.bool()?, self.list(3, Self::u8)?),
+            40..=41 => Op::Pause(q, self.below(4)?, self.bool()?),
             _ => Op::Advance(if self.below(9)? == 0 {
                 59_000 + u32::from(self.u16_below(3000)?)
             } else {

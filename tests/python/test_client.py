@@ -207,6 +207,30 @@ def test_a_retry_policy_holds_a_released_message_back(client):
     assert isinstance(out[0], fila.ReceiptStale)
 
 
+def test_a_paused_queue_refuses_puts_and_holds_receives_until_resumed(client, server, queue):
+    assert client.pause_queue(queue, send=True) == (False, True)
+    with pytest.raises(fila.QueuePaused, match="sending is paused") as e:
+        client.put(queue, b"refused")
+    assert e.value.kind == "queue_paused" and e.value.code == 14
+    assert client.pause_queue(queue) == (True, True)
+    s = client.get_queue(queue)
+    assert s.receive_paused and s.send_paused
+    assert client.resume_queue(queue, send=True) == (True, False)
+    client.put(queue, b"held")
+    assert client.receive(queue, wait_ms=0) == []
+    got = []
+    other = fila.Client(server.addr, request_timeout=30)
+    t = threading.Thread(target=lambda: got.extend(other.receive(queue, wait_ms=20_000)))
+    t.start()
+    try:
+        assert until(lambda: client.server_stats()["receives_parked"] >= 1)
+        assert client.resume_queue(queue) == (False, False)
+        t.join(10)
+    finally:
+        other.close()
+    assert [m.payload for m in got] == [b"held"]
+
+
 def test_peek_by_seq_and_an_operators_changes(client, queue):
     client.put(queue, [b"%d" % i for i in range(10)])
     page = client.peek(queue, from_seq=4, max=3)

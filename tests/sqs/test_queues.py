@@ -386,3 +386,21 @@ def test_fila_retry_policy_is_a_queue_attribute_of_fila_s_own(sqs):
     sqs.set_queue_attributes(QueueUrl=url, Attributes={"FilaRetryPolicy": ""})
     every = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert "FilaRetryPolicy" not in every
+
+
+@pytest.mark.fila_only
+def test_a_paused_queue_refuses_sends_and_gives_nothing_to_receives(sqs, server, queue):
+    """docs/sqs.md, "A paused queue": paused with the fila CLI, a queue
+    refuses SendMessage with fila's own QueuePaused error and its
+    ReceiveMessage finds nothing (a long poll waits), until resumed."""
+    name = queue.rsplit("/", 1)[1]
+    sqs.send_message(QueueUrl=queue, MessageBody="before")
+    server.fila("queue", "pause", name)
+    with pytest.raises(ClientError) as e:
+        sqs.send_message(QueueUrl=queue, MessageBody="refused")
+    assert code(e) == "QueuePaused"
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert "Messages" not in sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=0)
+    server.fila("queue", "resume", name)
+    [m] = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=0)["Messages"]
+    assert m["Body"] == "before"

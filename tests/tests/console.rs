@@ -544,6 +544,39 @@ fn the_retry_policy_is_set_from_the_settings_form_and_its_retries_shown() {
     );
 }
 
+/// A queue's receiving and sending are paused and resumed with a button
+/// each; the page says which are paused.
+#[test]
+fn a_queue_is_paused_and_resumed_from_its_page() {
+    let s = TestServer::start();
+    let b = Session::begin(console(&s));
+    put(&s, "held", &["work"]);
+    let page = b.get("/queues/held");
+    assert!(
+        page.body.contains("<th>Receiving</th><td>running</td>"),
+        "the pause section"
+    );
+    let page = b.post("/queues/held/pause", "half=receive&to=pause");
+    assert_eq!(flash(&page), Some((false, "Receiving paused.")));
+    let mut c = s.client();
+    assert!(c.get_queue("held").unwrap().paused.receive);
+    assert!(c.receive("held", 1, Some(0)).unwrap().is_empty());
+    let page = b.get("/queues/held");
+    assert!(
+        page.body.contains("<th>Receiving</th><td>paused</td>"),
+        "shown paused"
+    );
+    assert!(page.body.contains("value=\"resume\""), "a resume button");
+    for bad in ["half=both&to=pause", "half=receive&to=stop", ""] {
+        let page = b.post("/queues/held/pause", bad);
+        let (error, _) = flash(&page).unwrap_or_else(|| panic!("{bad}: no flash"));
+        assert!(error, "{bad}");
+    }
+    let page = b.post("/queues/held/pause", "half=receive&to=resume");
+    assert_eq!(flash(&page), Some((false, "Receiving resumed.")));
+    assert_eq!(c.receive("held", 1, Some(0)).unwrap().len(), 1);
+}
+
 #[test]
 fn a_page_of_large_messages_stops_at_its_room_and_links_to_the_rest() {
     let s = TestServer::start();

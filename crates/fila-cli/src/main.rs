@@ -13,8 +13,8 @@ mod cluster;
 mod output;
 
 use fila_client::{
-    Availability, Client, ClientError, ClientOptions, Fields, Message, PutEntry, QueueRef, Receipt,
-    ReceiveRef, SettingsPatch,
+    Availability, Client, ClientError, ClientOptions, Fields, Halves, Message, PutEntry, QueueRef,
+    Receipt, ReceiveRef, SettingsPatch,
 };
 use output::{json_str, print_entries, print_messages, print_pairs, print_settings};
 
@@ -30,6 +30,12 @@ usage: fila [--addr ADDR] [--token TOKEN] [--tls] [--ca FILE]
   queue list [PREFIX]              list queues
   queue stats NAME                 counts and counters
   queue purge NAME [--dlq]         remove every message (of the DLQ)
+  queue pause NAME [--receive] [--send]
+                                   pause receiving, sending, or (neither
+                                   named) both: receives find nothing
+                                   (waiting ones wait), puts are refused
+  queue resume NAME [--receive] [--send]
+                                   resume them (neither named: both)
   queue delete NAME [--if-exists]  delete the queue (--if-exists: a missing
                                    queue is no error)
   put QUEUE [MESSAGE ...]          put messages (or --file PATH, or stdin
@@ -143,7 +149,14 @@ struct Args {
     options: Vec<(String, Option<String>)>,
 }
 
-const SWITCHES: [&str; 4] = ["--dlq", "--json", "--if-exists", "--tls"];
+const SWITCHES: [&str; 6] = [
+    "--dlq",
+    "--json",
+    "--if-exists",
+    "--tls",
+    "--receive",
+    "--send",
+];
 
 /// Options every command takes.
 const CONNECTION_FLAGS: [&str; 8] = [
@@ -467,6 +480,39 @@ fn run(a: Args) -> Out {
                             ("retries".into(), s.retries),
                         ],
                     );
+                }
+                verb @ ("pause" | "resume") => {
+                    a.check_known(&["--receive", "--send"])?;
+                    let name = a.pos(2, "a queue name")?;
+                    // Neither named: both.
+                    let (receive, send) = (a.flag("--receive"), a.flag("--send"));
+                    let halves = if receive || send {
+                        Halves { receive, send }
+                    } else {
+                        Halves::BOTH
+                    };
+                    let mut c = connect(&a)?;
+                    let now = if verb == "pause" {
+                        c.pause_queue(name, halves)?
+                    } else {
+                        c.resume_queue(name, halves)?
+                    };
+                    if json {
+                        println!(
+                            "{{\"name\":{},\"receive_paused\":{},\"send_paused\":{}}}",
+                            json_str(name),
+                            now.receive,
+                            now.send
+                        );
+                    } else {
+                        let what = match (now.receive, now.send) {
+                            (true, true) => "receiving and sending paused",
+                            (true, false) => "receiving paused",
+                            (false, true) => "sending paused",
+                            (false, false) => "not paused",
+                        };
+                        println!("{name}: {what}");
+                    }
                 }
                 "purge" => {
                     a.check_known(&["--dlq"])?;

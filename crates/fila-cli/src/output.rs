@@ -180,7 +180,7 @@ pub(crate) fn print_messages(json: bool, ms: &[Message]) {
 }
 
 pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
-    let rows: [(&str, String); 21] = [
+    let rows: [(&str, String); 23] = [
         ("visibility_timeout_ms", s.visibility_timeout_ms.to_string()),
         ("max_deliveries", s.max_deliveries.to_string()),
         ("retention_ms", s.retention_ms.to_string()),
@@ -210,6 +210,8 @@ pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
         ("retry_multiplier_pct", s.retry_multiplier_pct.to_string()),
         ("retry_max_ms", s.retry_max_ms.to_string()),
         ("retry_jitter_pct", s.retry_jitter_pct.to_string()),
+        ("receive_paused", s.paused.receive.to_string()),
+        ("send_paused", s.paused.send.to_string()),
         (
             "tags",
             s.tags

@@ -477,6 +477,39 @@ fn a_retry_policy_is_set_shown_and_a_release_waits_for_it() {
 }
 
 #[test]
+fn a_queue_is_paused_and_resumed_by_halves() {
+    let s = TestServer::start();
+    assert!(fila(&s, &["queue", "create", "p"], None).status.success());
+    let paused = fila(&s, &["queue", "pause", "p", "--send"], None);
+    assert!(paused.status.success(), "{paused:?}");
+    assert_eq!(out(&paused).trim(), "p: sending paused");
+    let refused = fila(&s, &["put", "p", "x"], None);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("queue_paused"),
+        "{refused:?}"
+    );
+    let both = out(&fila(&s, &["--json", "queue", "pause", "p"], None));
+    assert_eq!(
+        both.trim(),
+        "{\"name\":\"p\",\"receive_paused\":true,\"send_paused\":true}"
+    );
+    let got = out(&fila(&s, &["--json", "queue", "get", "p"], None));
+    assert!(got.contains("\"receive_paused\":true"), "{got}");
+    let resumed = out(&fila(&s, &["queue", "resume", "p", "--send"], None));
+    assert_eq!(resumed.trim(), "p: receiving paused");
+    assert!(fila(&s, &["put", "p", "x"], None).status.success());
+    let none = out(&fila(&s, &["--json", "receive", "p", "--wait", "0"], None));
+    assert!(receipts(&none).is_empty(), "{none}");
+    assert_eq!(
+        out(&fila(&s, &["queue", "resume", "p"], None)).trim(),
+        "p: not paused"
+    );
+    let one = out(&fila(&s, &["--json", "receive", "p", "--wait", "0"], None));
+    assert_eq!(receipts(&one).len(), 1, "{one}");
+}
+
+#[test]
 fn an_operator_deletes_and_dead_letters_by_seq_and_sees_the_channels() {
     let s = TestServer::start();
     assert!(fila(&s, &["queue", "create", "ops"], None).status.success());

@@ -524,6 +524,19 @@ impl Client {
         self.run(call::purge(name, dlq))
     }
 
+    /// Pauses a queue's receiving, sending or both (`halves`; needs
+    /// manage): its receives find nothing — those that wait, wait — and its
+    /// puts are refused `queue_paused`, until [`Client::resume_queue`].
+    /// Answers what is paused now.
+    pub fn pause_queue(&mut self, name: &str, halves: Halves) -> Result<Halves> {
+        self.run(call::pause(name, halves, true))
+    }
+
+    /// Resumes what a pause paused (`halves`); answers what is paused now.
+    pub fn resume_queue(&mut self, name: &str, halves: Halves) -> Result<Halves> {
+        self.run(call::pause(name, halves, false))
+    }
+
     /// A queue's stats.
     pub fn stats(&mut self, name: &str) -> Result<Stats> {
         self.run(call::stats(name))

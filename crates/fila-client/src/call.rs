@@ -6,9 +6,9 @@
 
 use bytes::Bytes;
 use fila_proto::{
-    limits::BATCH_LEN_MAX, ChannelInfo, DeferredRef, DeleteRef, Encode, Entry, Message, MoveInfo,
-    Opcode, PayloadsRef, PutAck, PutEntry, PutRef, QueueRef, Receipt, ReceiveRef, Request,
-    Response, Settings, SettingsPatch, Stats, VisibilityRef,
+    limits::BATCH_LEN_MAX, ChannelInfo, DeferredRef, DeleteRef, Encode, Entry, Halves, Message,
+    MoveInfo, Opcode, PayloadsRef, PutAck, PutEntry, PutRef, QueueRef, Receipt, ReceiveRef,
+    Request, Response, Settings, SettingsPatch, Stats, VisibilityRef,
 };
 
 use crate::{ClientError, EntryResult, Result};
@@ -219,6 +219,22 @@ pub(crate) fn purge(name: &str, dlq: bool) -> Call<Request, ()> {
     simple(Request::Purge {
         queue: queue_ref(name, dlq),
     })
+}
+
+/// A pause (`pause`) or a resume of the halves `halves` names.
+pub(crate) fn pause(name: &str, halves: Halves, pause: bool) -> Call<Request, Halves> {
+    let name = name.into();
+    Call {
+        req: if pause {
+            Request::PauseQueue { name, halves }
+        } else {
+            Request::ResumeQueue { name, halves }
+        },
+        parse: |r| match r {
+            Response::Paused(h) => Ok(h),
+            other => Err(other),
+        },
+    }
 }
 
 pub(crate) fn stats(name: &str) -> Call<Request, Stats> {

@@ -37,9 +37,10 @@ use std::time::Duration;
 use fila_proto::ProtoError;
 pub use fila_proto::{
     limits, Availability, ChannelInfo, ClusterChange, ClusterMemberStatus, ClusterStatus,
-    DeferredRef, DeleteRef, Encode, ErrorCode, Fields, Message, MoveInfo, Opcode, PartitionStatus,
-    PayloadsRef, PutAck, PutEntry, PutRef, QueueRef, Receipt, Receive, ReceiveRef, ReplicaStatus,
-    Request, Response, Settings, SettingsPatch, Stats, VisibilityRef, WireError, RECEIPT_LEN,
+    DeferredRef, DeleteRef, Encode, ErrorCode, Fields, Halves, Message, MoveInfo, Opcode,
+    PartitionStatus, PayloadsRef, PutAck, PutEntry, PutRef, QueueRef, Receipt, Receive, ReceiveRef,
+    ReplicaStatus, Request, Response, Settings, SettingsPatch, Stats, VisibilityRef, WireError,
+    RECEIPT_LEN,
 };
 
 mod blocking;

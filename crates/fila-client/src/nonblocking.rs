@@ -469,6 +469,19 @@ impl AsyncClient {
         self.run(call::purge(name, dlq)).await
     }
 
+    /// Pauses a queue's receiving, sending or both (`halves`; needs
+    /// manage): its receives find nothing — those that wait, wait — and its
+    /// puts are refused `queue_paused`, until [`AsyncClient::resume_queue`].
+    /// Answers what is paused now.
+    pub async fn pause_queue(&self, name: &str, halves: Halves) -> Result<Halves> {
+        self.run(call::pause(name, halves, true)).await
+    }
+
+    /// Resumes what a pause paused (`halves`); answers what is paused now.
+    pub async fn resume_queue(&self, name: &str, halves: Halves) -> Result<Halves> {
+        self.run(call::pause(name, halves, false)).await
+    }
+
     /// A queue's stats.
     pub async fn stats(&self, name: &str) -> Result<Stats> {
         self.run(call::stats(name)).await

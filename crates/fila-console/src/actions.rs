@@ -1,10 +1,10 @@
-//! What the console changes on a queue: its settings, a redrive of its
-//! DLQ (paced, with its progress and a cancel), a purge (after typing the
-//! queue's name). Each is a form with the session's CSRF token, runs as the
+//! What the console changes on a queue: its settings, a pause or a resume
+//! of its receiving or sending, a redrive of its DLQ (paced, with its
+//! progress and a cancel), a purge (after typing the queue's name). Each is a form with the session's CSRF token, runs as the
 //! signed-in token (a grant it lacks refuses it), and comes back to the
 //! queue's page saying how it went.
 
-use fila_proto::{QueueRef, Request, Response, Settings, SettingsPatch};
+use fila_proto::{Halves, QueueRef, Request, Response, Settings, SettingsPatch};
 
 use crate::html::{url, Html};
 use crate::page::{param, Backend, Outcome, Params, Permission, StatusCode, Visitor};
@@ -331,6 +331,74 @@ pub(crate) async fn cancel_move(
         .call(v, req)
         .await
         .map(|_| format!("Task {id} cancelled."));
+    Outcome::done(back, result)
+}
+
+/// What of the queue is paused, with a button to pause or resume each
+/// half (for a token that may manage it).
+pub(crate) async fn pause_section(console: &impl Backend, v: &Visitor, name: &str, h: &mut Html) {
+    if !v.may(name, Permission::Manage) {
+        return;
+    }
+    let Ok(Response::Queue(s)) = console
+        .call(v, Request::GetQueue { name: name.into() })
+        .await
+    else {
+        return;
+    };
+    h.raw("<section id=\"pause\"><h2>Pause</h2><table class=\"kv\">");
+    for (label, half, paused) in [
+        ("Receiving", "receive", s.paused.receive),
+        ("Sending", "send", s.paused.send),
+    ] {
+        h.raw("<tr>")
+            .el("th", "", label)
+            .el("td", "", if paused { "paused" } else { "running" })
+            .raw("<td>");
+        h.form(&format!("/queues/{}/pause", url(name)), &v.csrf);
+        h.hidden("half", half);
+        h.hidden("to", if paused { "resume" } else { "pause" });
+        h.button(if paused { "Resume" } else { "Pause" }, !paused)
+            .raw("</form></td></tr>");
+    }
+    h.raw("</table></section>");
+}
+
+/// Pauses or resumes the half of the queue the form names.
+pub(crate) async fn pause(
+    console: &impl Backend,
+    v: &Visitor,
+    name: &str,
+    form: &Params,
+) -> Outcome {
+    let back = format!("/queues/{}", url(name));
+    let (halves, what) = match param(form, "half") {
+        Some("receive") => (
+            Halves {
+                receive: true,
+                send: false,
+            },
+            "Receiving",
+        ),
+        Some("send") => (
+            Halves {
+                receive: false,
+                send: true,
+            },
+            "Sending",
+        ),
+        _ => return Outcome::done(back, Err("Pause what? (receive or send)".into())),
+    };
+    let name = name.to_owned();
+    let (req, done) = match param(form, "to") {
+        Some("pause") => (Request::PauseQueue { name, halves }, "paused"),
+        Some("resume") => (Request::ResumeQueue { name, halves }, "resumed"),
+        _ => return Outcome::done(back, Err("Pause or resume? (to)".into())),
+    };
+    let result = console
+        .call(v, req)
+        .await
+        .map(|_| format!("{what} {done}."));
     Outcome::done(back, result)
 }
 

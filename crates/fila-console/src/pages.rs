@@ -341,6 +341,7 @@ pub(crate) async fn queue(
     channels(console, v, name, query, &mut h).await;
     actions::moves_section(console, v, name, stats.dead_lettered, &mut h).await;
     actions::settings_section(console, v, name, &mut h).await;
+    actions::pause_section(console, v, name, &mut h).await;
     if v.may(name, Permission::Manage) {
         h.raw("<section><h2>Purge</h2><p>");
         h.link(&format!("/queues/{q}/purge"), "Purge the queue…");

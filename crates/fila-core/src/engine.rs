@@ -368,6 +368,25 @@ impl Engine {
         self.on_shard(name, |o| o.update_queue(name, update))
     }
 
+    /// Pauses a queue's receiving, sending or both (`halves`), as Service
+    /// Bus's entity status does: while receiving is paused its receives
+    /// find nothing (those that wait, wait, and are served on the resume
+    /// or answered empty at their wait's end) and a receive-deferred is
+    /// refused `queue_paused`; while sending is paused its puts are
+    /// refused `queue_paused`. Leases in flight go on (delete, extend,
+    /// release, dead-letter); the DLQ, redrives, moves and dead letters
+    /// arriving from another queue are not paused. Kept across restarts.
+    /// Answers what is paused now.
+    pub fn pause(&self, name: &str, halves: Pause) -> Result<Pause, Error> {
+        self.on_shard(name, |o| o.set_paused(name, halves, true))
+    }
+
+    /// Resumes what [`Engine::pause`] paused (the halves `halves` names);
+    /// answers what is paused now.
+    pub fn resume(&self, name: &str, halves: Pause) -> Result<Pause, Error> {
+        self.on_shard(name, |o| o.set_paused(name, halves, false))
+    }
+
     /// Queue names starting with `prefix`, sorted (every one of them: for
     /// a bounded answer use [`Engine::list_queues_page`]).
     pub fn list_queues(&self, prefix: &str) -> Vec<String> {

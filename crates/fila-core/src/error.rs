@@ -27,6 +27,9 @@ pub enum ErrorKind {
     /// A server-wide limit is reached (stored bytes, queues, parked
     /// receives, connections); nothing was changed.
     ResourceExhausted,
+    /// The queue is paused for what was asked (a put while sending is
+    /// paused, a receive-deferred while receiving is).
+    QueuePaused,
 }
 
 impl ErrorKind {
@@ -44,6 +47,7 @@ impl ErrorKind {
             ErrorKind::NotFound => "not_found",
             ErrorKind::Expired => "expired",
             ErrorKind::ResourceExhausted => "resource_exhausted",
+            ErrorKind::QueuePaused => "queue_paused",
         }
     }
 }
@@ -89,6 +93,14 @@ pub enum Error {
     /// The queue was deleted while this receive waited.
     #[error("queue_deleted: queue {0:?} was deleted")]
     QueueDeleted(String),
+    /// The queue is paused for `what` ("sending", "receiving").
+    #[error("queue_paused: {what} is paused on queue {name:?} (an operator resumes it)")]
+    QueuePaused {
+        /// The queue.
+        name: String,
+        /// What is paused.
+        what: &'static str,
+    },
     /// The payload is over the queue's limit.
     #[error("message_too_large: payload of {size} bytes is over max_message_bytes {max}")]
     MessageTooLarge {
@@ -149,6 +161,7 @@ impl Error {
             Error::QueueExists { .. } => ErrorKind::QueueExists,
             Error::QueueFull { .. } => ErrorKind::QueueFull,
             Error::QueueDeleted(_) => ErrorKind::QueueDeleted,
+            Error::QueuePaused { .. } => ErrorKind::QueuePaused,
             Error::MessageTooLarge { .. } => ErrorKind::MessageTooLarge,
             Error::ReceiptStale => ErrorKind::ReceiptStale,
             Error::ReceiptInvalid(_) => ErrorKind::ReceiptInvalid,

@@ -562,6 +562,18 @@ impl Owner {
         })
     }
 
+    /// Pauses (`paused`) or resumes the halves of a queue that `halves`
+    /// names (see [`crate::Engine::pause`]); answers what is paused now.
+    pub fn set_paused(&mut self, name: &str, halves: Pause, paused: bool) -> Result<Pause, Error> {
+        if halves.is_none() {
+            return Err(Error::invalid("pause", "names receiving, sending or both"));
+        }
+        self.on(name, |s, now| {
+            s.catch_up(now);
+            s.set_paused(name, halves, paused)
+        })
+    }
+
     /// Up to `limit` names starting with `prefix` after `after`, sorted, of
     /// the shards held here.
     pub fn list_queues(&self, prefix: &str, after: &str, limit: usize) -> Vec<String> {

@@ -71,6 +71,12 @@ pub struct QueueSettings {
     /// amount drawn from the message and its delivery count, so that
     /// messages that failed together do not come back together (0 ..= 100).
     pub retry_jitter_pct: u8,
+    /// Receives are paused: they find nothing (those that wait, wait) until
+    /// the queue is resumed. Not a setting a create compares (as tags are
+    /// not): set by [`crate::Engine::pause`] and `resume`.
+    pub receive_paused: bool,
+    /// Puts are paused: refused `queue_paused` until the queue is resumed.
+    pub send_paused: bool,
 }
 
 impl Default for QueueSettings {
@@ -98,6 +104,8 @@ impl Default for QueueSettings {
             retry_multiplier_pct: RETRY_MULTIPLIER_PCT_DEFAULT,
             retry_max_ms: RETRY_MAX_MS_DEFAULT,
             retry_jitter_pct: 0,
+            receive_paused: false,
+            send_paused: false,
         }
     }
 }
@@ -227,9 +235,9 @@ impl QueueSettings {
     pub(crate) fn first_difference(&self, other: &QueueSettings) -> Option<&'static str> {
         macro_rules! differing {
             ($($field:ident),*) => {{
-                // Every field is named (tags are no setting): a new one
-                // must join `for_each_setting!`.
-                let QueueSettings { $($field: _,)* tags: _ } = self;
+                // Every field is named (tags and the pause are no
+                // setting): a new one must join `for_each_setting!`.
+                let QueueSettings { $($field: _,)* tags: _, receive_paused: _, send_paused: _ } = self;
                 [$((stringify!($field), self.$field != other.$field)),*]
             }};
         }
@@ -376,6 +384,9 @@ impl SettingsUpdate {
                 .unwrap_or(base.retry_multiplier_pct),
             retry_max_ms: self.retry_max_ms.unwrap_or(base.retry_max_ms),
             retry_jitter_pct: self.retry_jitter_pct.unwrap_or(base.retry_jitter_pct),
+            // Not changed by an update: by a pause or a resume.
+            receive_paused: base.receive_paused,
+            send_paused: base.send_paused,
         }
     }
 

@@ -302,6 +302,29 @@ impl ChannelFilter {
     }
 }
 
+/// Which of a queue's halves a pause or a resume names, or which are
+/// paused (see [`crate::Engine::pause`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pause {
+    /// Receiving (and receiving deferred messages).
+    pub receive: bool,
+    /// Putting.
+    pub send: bool,
+}
+
+impl Pause {
+    /// Both halves.
+    pub const BOTH: Pause = Pause {
+        receive: true,
+        send: true,
+    };
+
+    /// Whether it names neither half.
+    pub fn is_none(self) -> bool {
+        !self.receive && !self.send
+    }
+}
+
 /// Options of a receive.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReceiveOptions {
@@ -462,6 +485,8 @@ pub struct QueueStats {
     /// Leases ended without a delete that the retry policy delayed since
     /// start (counted as delayed while they wait).
     pub retries: u64,
+    /// What of the queue is paused.
+    pub paused: Pause,
     /// When it was created and last changed.
     pub times: QueueTimes,
     /// Deduplication ids (and content keys) it remembers now.

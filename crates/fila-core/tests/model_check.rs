@@ -24,6 +24,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (q.clone(), any::<bool>(), proptest::collection::vec((any::<u8>(), prop_oneof![Just(0u16), 1u16..4000]), 0..4)).prop_map(|(q, d, c)| Op::UpdateVisibility(q, d, c)),
         4 => (q.clone(), any::<bool>(), proptest::collection::vec(any::<u8>(), 0..4)).prop_map(|(q, d, p)| Op::Delete(q, d, p)),
         2 => (q.clone(), any::<bool>(), proptest::collection::vec(any::<u8>(), 0..4)).prop_map(|(q, d, p)| Op::Release(q, d, p)),
+        3 => (q.clone(), 0u8..4, any::<bool>()).prop_map(|(q, h, p)| Op::Pause(q, h, p)),
         2 => (q.clone(), any::<u8>()).prop_map(|(q, p)| Op::Defer(q, p)),
         1 => (q.clone(), any::<u8>(), any::<bool>()).prop_map(|(q, p, long)| Op::DeadLetter(q, p, long)),
         2 => (q.clone(), proptest::collection::vec(0u8..14, 0..4), proptest::option::of(prop_oneof![Just(0u16), 1u16..4000])).prop_map(|(q, s, v)| Op::ReceiveDeferred(q, s, v)),

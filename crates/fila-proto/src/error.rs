@@ -34,6 +34,9 @@ impl ErrorCode {
     /// parked receives, connections, failed authentications); nothing
     /// was changed.
     pub const RESOURCE_EXHAUSTED: ErrorCode = ErrorCode(13);
+    /// The queue is paused for what was asked (a put while its sending is
+    /// paused, a receive-deferred while its receiving is).
+    pub const QUEUE_PAUSED: ErrorCode = ErrorCode(14);
     /// The frame is over the receiver's frame limit.
     pub const FRAME_TOO_LARGE: ErrorCode = ErrorCode(100);
     /// The frame or its body does not parse.
@@ -56,7 +59,7 @@ impl ErrorCode {
     pub const OUTCOME_UNKNOWN: ErrorCode = ErrorCode(203);
 
     /// Every code this version knows, with its name.
-    pub const ALL: [(ErrorCode, &'static str); 21] = [
+    pub const ALL: [(ErrorCode, &'static str); 22] = [
         (ErrorCode::INVALID_ARGUMENT, "invalid_argument"),
         (ErrorCode::QUEUE_NOT_FOUND, "queue_not_found"),
         (ErrorCode::QUEUE_EXISTS, "queue_exists"),
@@ -70,6 +73,7 @@ impl ErrorCode {
         (ErrorCode::UNAUTHENTICATED, "unauthenticated"),
         (ErrorCode::FORBIDDEN, "forbidden"),
         (ErrorCode::RESOURCE_EXHAUSTED, "resource_exhausted"),
+        (ErrorCode::QUEUE_PAUSED, "queue_paused"),
         (ErrorCode::FRAME_TOO_LARGE, "frame_too_large"),
         (ErrorCode::MALFORMED_FRAME, "malformed_frame"),
         (ErrorCode::UNSUPPORTED_VERSION, "unsupported_version"),

@@ -220,6 +220,20 @@ pub enum Request {
         /// The receipts.
         receipts: Vec<Receipt>,
     },
+    /// Pause a queue's receiving, sending or both.
+    PauseQueue {
+        /// Queue name.
+        name: String,
+        /// The halves it names.
+        halves: Halves,
+    },
+    /// Resume what a pause paused.
+    ResumeQueue {
+        /// Queue name.
+        name: String,
+        /// The halves it names.
+        halves: Halves,
+    },
     /// End leases as failed (a "nack"): each message is visible again
     /// after its queue's retry policy's delay (at once without one).
     Release {
@@ -399,6 +413,37 @@ pub struct Message {
     pub priority: u8,
 }
 
+/// A queue's halves a pause or a resume names, or those paused: on the
+/// wire a `u8` of bits (1 receiving, 2 sending).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Halves {
+    /// Receiving (receives and receive-deferreds).
+    pub receive: bool,
+    /// Sending (puts).
+    pub send: bool,
+}
+
+impl Halves {
+    /// Both.
+    pub const BOTH: Halves = Halves {
+        receive: true,
+        send: true,
+    };
+
+    /// The `u8` of bits.
+    pub fn bits(self) -> u8 {
+        u8::from(self.receive) | u8::from(self.send) << 1
+    }
+
+    /// The halves of a `u8` of bits; `None` for an unknown bit.
+    pub fn of_bits(b: u8) -> Option<Halves> {
+        (b & !3 == 0).then_some(Halves {
+            receive: b & 1 != 0,
+            send: b & 2 != 0,
+        })
+    }
+}
+
 /// A queue's stats, in the order of docs/protocol.md.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -520,6 +565,8 @@ pub enum Response {
     Deleted(Vec<Entry<()>>),
     /// Each released message's next visible time (ms).
     Released(Vec<Entry<u64>>),
+    /// What of the queue is paused now (a pause's or a resume's answer).
+    Paused(Halves),
     /// To receive deferred: per entry.
     Deferred(Vec<Entry<Message>>),
     /// To redrive.

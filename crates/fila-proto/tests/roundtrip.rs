@@ -268,7 +268,7 @@ fn the_put_example_of_docs_protocol_md_is_byte_exact() {
     }
     .encode(1, &mut buf);
     let want: Vec<u8> = vec![
-        0, 0, 0, 0x1c, 3, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b'q', 0, 1, 0, 0, 0, 2, b'h',
+        0, 0, 0, 0x1c, 4, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b'q', 0, 1, 0, 0, 0, 2, b'h',
         b'i', 0, 0, 0, 0, 0,
     ];
     assert_eq!(&buf[..], &want[..]);
@@ -419,12 +419,14 @@ fn answer_of(buf: &BytesMut) -> (FrameHeader, Response) {
     (header, r)
 }
 
-/// Version 2 (docs/protocol.md, "Versions"): answers in it are laid out
-/// as before version 3 — settings without the retry policy's four fields,
-/// stats of eighteen counters — the same bytes as version 3's up to
-/// there, and read back as such (the policy as its defaults, no retries).
+/// Versions 2 and 3 (docs/protocol.md, "Versions"): answers in version 2
+/// are laid out as before version 3 — settings without the retry policy's
+/// four fields, stats of eighteen counters — and in version 3 as before
+/// version 4 (settings without the paused halves); each the same bytes as
+/// the next version's up to there, and read back as such (the policy as
+/// its defaults, no retries, nothing paused).
 #[test]
-fn version_2_answers_keep_their_layout() {
+fn version_2_and_3_answers_keep_their_layout() {
     let settings = Settings {
         visibility_timeout_ms: 45_000,
         tags: vec![("k".into(), "v".into())],
@@ -433,14 +435,26 @@ fn version_2_answers_keep_their_layout() {
         retry_multiplier_pct: 150,
         retry_max_ms: 1_000,
         retry_jitter_pct: 10,
+        paused: Halves::BOTH,
         ..Settings::default()
     };
-    let (mut v2, mut v3) = (BytesMut::new(), BytesMut::new());
+    let (mut v2, mut v3, mut v4) = (BytesMut::new(), BytesMut::new(), BytesMut::new());
     let answer = Response::Queue(Box::new(settings.clone()));
     answer.encode_in(2, Opcode::GetQueue as u8, 4, &mut v2);
     answer.encode_in(3, Opcode::GetQueue as u8, 4, &mut v3);
+    answer.encode_in(4, Opcode::GetQueue as u8, 4, &mut v4);
     assert_eq!(v3.len() - v2.len(), 8 + 4 + 8 + 1);
     assert_eq!(&v2[5..], &v3[5..v2.len()]);
+    // Version 3's: all but the paused halves, version 4's last byte.
+    assert_eq!(v4.len() - v3.len(), 1);
+    assert_eq!(&v3[5..], &v4[5..v3.len()]);
+    let (header, got) = answer_of(&v3);
+    assert_eq!(header.version, 3);
+    let unpaused = Settings {
+        paused: Halves::default(),
+        ..settings.clone()
+    };
+    assert_eq!(got, Response::Queue(Box::new(unpaused)));
     let (header, got) = answer_of(&v2);
     assert_eq!(header.version, 2);
     let before = Settings {
@@ -448,10 +462,11 @@ fn version_2_answers_keep_their_layout() {
         retry_multiplier_pct: 200,
         retry_max_ms: 900_000,
         retry_jitter_pct: 0,
+        paused: Halves::default(),
         ..settings.clone()
     };
     assert_eq!(got, Response::Queue(Box::new(before)));
-    assert_eq!(answer_of(&v3).1, answer);
+    assert_eq!(answer_of(&v4).1, answer);
 
     let stats = Stats {
         visible: 1,
@@ -498,6 +513,7 @@ fn version_1_answers_and_patches_keep_their_layout() {
         retry_multiplier_pct: 150,
         retry_max_ms: 1_000,
         retry_jitter_pct: 10,
+        paused: Halves::BOTH,
     };
     let mut buf = BytesMut::new();
     Response::Queue(Box::new(settings.clone())).encode_in(1, Opcode::GetQueue as u8, 4, &mut buf);
@@ -518,6 +534,7 @@ fn version_1_answers_and_patches_keep_their_layout() {
         retry_multiplier_pct: 200,
         retry_max_ms: 900_000,
         retry_jitter_pct: 0,
+        paused: Halves::default(),
         ..settings.clone()
     };
     assert_eq!(got, Response::Queue(Box::new(v1)));

@@ -47,6 +47,7 @@ pub(crate) fn code_of(kind: ErrorKind) -> ErrorCode {
         ErrorKind::NotFound => ErrorCode::NOT_FOUND,
         ErrorKind::Expired => ErrorCode::EXPIRED,
         ErrorKind::ResourceExhausted => ErrorCode::RESOURCE_EXHAUSTED,
+        ErrorKind::QueuePaused => ErrorCode::QUEUE_PAUSED,
     }
 }
 
@@ -106,6 +107,22 @@ fn update_of(p: proto::SettingsPatch) -> SettingsUpdate {
     }
 }
 
+/// The halves a request names, as the engine's.
+fn pause_of(h: proto::Halves) -> fila_core::Pause {
+    fila_core::Pause {
+        receive: h.receive,
+        send: h.send,
+    }
+}
+
+/// What is paused, as the protocol's.
+fn halves_of(p: fila_core::Pause) -> proto::Halves {
+    proto::Halves {
+        receive: p.receive,
+        send: p.send,
+    }
+}
+
 fn settings_of(s: QueueSettings) -> proto::Settings {
     proto::Settings {
         visibility_timeout_ms: s.visibility_timeout_ms,
@@ -130,6 +147,10 @@ fn settings_of(s: QueueSettings) -> proto::Settings {
         retry_multiplier_pct: s.retry_multiplier_pct,
         retry_max_ms: s.retry_max_ms,
         retry_jitter_pct: s.retry_jitter_pct,
+        paused: proto::Halves {
+            receive: s.receive_paused,
+            send: s.send_paused,
+        },
     }
 }
 
@@ -596,6 +617,12 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
                 |done| Response::Deleted(entries(done, |()| ())),
             )
         }
+        Request::PauseQueue { name, halves } => answer(engine.set_paused(&name, pause_of(halves), true), |p| {
+            Response::Paused(halves_of(p))
+        }),
+        Request::ResumeQueue { name, halves } => answer(engine.set_paused(&name, pause_of(halves), false), |p| {
+            Response::Paused(halves_of(p))
+        }),
         Request::Release { queue, receipts } => {
             if let Err(e) = fila_core::check_batch("receipts", receipts.len()) {
                 return failed(&e);

@@ -435,7 +435,7 @@ impl Metrics {
             "Queues left out of the per-queue series (metrics_max_queues).",
             engine.queue_count().saturating_sub(queues.len() as u64),
         );
-        let per_queue: [QueueSeries; 17] = [
+        let per_queue: [QueueSeries; 19] = [
             ("fila_queue_visible", "gauge", "Visible messages.", |s| {
                 s.visible
             }),
@@ -492,6 +492,18 @@ impl Metrics {
                 "counter",
                 "Messages redriven.",
                 |s| s.redriven,
+            ),
+            (
+                "fila_queue_receive_paused",
+                "gauge",
+                "1 while the queue's receiving is paused.",
+                |s| u64::from(s.paused.receive),
+            ),
+            (
+                "fila_queue_send_paused",
+                "gauge",
+                "1 while the queue's sending is paused.",
+                |s| u64::from(s.paused.send),
             ),
             (
                 "fila_queue_retries_total",

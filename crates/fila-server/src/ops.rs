@@ -129,7 +129,7 @@ use Place::{Cluster, Connection, EveryLoop, Shard, TargetThenShard};
 use Wakes::{Nothing, Partition, PerMessage, Queue};
 
 /// Every operation.
-pub(crate) const OPS: [Op; 30] = [
+pub(crate) const OPS: [Op; 32] = [
     row(Opcode::Hello, None, Connection, Small, false, Node, Nothing),
     row(Opcode::Auth, None, Connection, Small, false, Node, Nothing),
     row(
@@ -275,6 +275,25 @@ pub(crate) const OPS: [Op; 30] = [
         false,
         LoopWrite,
         Nothing,
+    ),
+    row(
+        Opcode::PauseQueue,
+        Some(Manage),
+        Shard,
+        Small,
+        false,
+        Write,
+        Nothing,
+    ),
+    // A resume may give waiting receives the queue's messages.
+    row(
+        Opcode::ResumeQueue,
+        Some(Manage),
+        Shard,
+        Small,
+        false,
+        Write,
+        Queue,
     ),
     row(
         Opcode::Release,
@@ -463,7 +482,14 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(waking(PerMessage), [Opcode::Put]);
-        assert_eq!(waking(Queue), [Opcode::UpdateVisibility, Opcode::Release]);
+        assert_eq!(
+            waking(Queue),
+            [
+                Opcode::UpdateVisibility,
+                Opcode::ResumeQueue,
+                Opcode::Release
+            ]
+        );
         for quiet in [Opcode::Receive, Opcode::Delete, Opcode::Peek] {
             assert!(waking(Nothing).contains(&quiet), "{quiet:?}");
         }

@@ -43,6 +43,8 @@ pub enum Kind {
     RequestTooLarge,
     ServiceUnavailable,
     InternalError,
+    /// fila's own: the queue is paused for sending (docs/sqs.md).
+    QueuePaused,
 }
 
 impl Kind {
@@ -147,6 +149,7 @@ impl Kind {
             RequestTooLarge => ("RequestEntityTooLarge", "RequestEntityTooLarge", 413, true),
             ServiceUnavailable => ("ServiceUnavailable", "ServiceUnavailable", 503, false),
             InternalError => ("InternalError", "InternalError", 500, false),
+            QueuePaused => ("QueuePaused", "QueuePaused", 400, true),
         }
     }
 }
@@ -227,6 +230,7 @@ impl SqsError {
             ErrorKind::ReceiptStale | ErrorKind::ReceiptInvalid => Kind::ReceiptHandleIsInvalid,
             ErrorKind::NotFound | ErrorKind::Expired => Kind::InvalidParameterValue,
             ErrorKind::InvalidArgument => Kind::InvalidParameterValue,
+            ErrorKind::QueuePaused => Kind::QueuePaused,
         };
         let message = match kind {
             Kind::QueueDoesNotExist => "The specified queue does not exist.".to_owned(),
@@ -249,6 +253,7 @@ impl SqsError {
             // failed: SDKs try again.
             C::SHUTTING_DOWN | C::NOT_LEADER | C::OUTCOME_UNKNOWN => Kind::ServiceUnavailable,
             C::INTERNAL => Kind::InternalError,
+            C::QUEUE_PAUSED => Kind::QueuePaused,
             _ => Kind::InvalidParameterValue,
         };
         let message = match (kind, e.code) {

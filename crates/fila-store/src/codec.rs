@@ -466,6 +466,8 @@ impl<'a> Reader<'a> {
                     s.retry_jitter_pct =
                         u8::try_from(v).map_err(|_| bad("retry jitter past 255"))?
                 }
+                setting::RECEIVE_PAUSED => s.receive_paused = v != 0,
+                setting::SEND_PAUSED => s.send_paused = v != 0,
                 _ => return Err(bad("an unknown setting (written by a newer version?)")),
             }
         }

@@ -24,6 +24,8 @@ LIST_QUEUES = 0x13
 DELETE_QUEUE = 0x14
 PURGE = 0x15
 QUEUE_STATS = 0x16
+PAUSE_QUEUE = 0x17
+RESUME_QUEUE = 0x18
 PUT = 0x20
 CANCEL = 0x21
 RECEIVE = 0x22
@@ -158,9 +160,11 @@ def settings(r: Reader) -> t.QueueSettings:
     ordered = r.boolean() if r.left() else False
     levels, fairness = (r.u8(), r.u32()) if r.left() else (1, 0)
     retry = (r.u64(), r.u32(), r.u64(), r.u8()) if r.left() else (0, 200, 900_000, 0)
+    paused = r.u8() if r.left() else 0
     return t.QueueSettings(
         vis, maxd, ret, maxb, wait, dloe, target, max_messages, max_bytes, pct, delay,
         redrive_allow, tags, dedup_window, content_dedup, ordered, levels, fairness, *retry,
+        bool(paused & 1), bool(paused & 2),
     )
 
 
@@ -388,6 +392,21 @@ def delete_queue(name: str, if_exists: bool) -> Call:
 
 def purge(name: str, dlq: bool) -> Call:
     return Call(PURGE, Writer().queue_ref(name, dlq).done(), _empty, name)
+
+
+def pause(name: str, receive: bool, send: bool, paused: bool) -> Call:
+    """A pause (`paused`) or a resume of the halves named (neither: both);
+    answers what is paused now as (receive, send)."""
+    if not (receive or send):
+        receive = send = True
+    bits = int(receive) | int(send) << 1
+
+    def parse(r: Reader) -> Tuple[bool, bool]:
+        b = r.u8()
+        return bool(b & 1), bool(b & 2)
+
+    return Call(PAUSE_QUEUE if paused else RESUME_QUEUE, Writer().str(name).u8(bits).done(),
+                _ended(parse), name)
 
 
 def queue_stats(name: str) -> Call:

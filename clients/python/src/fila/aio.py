@@ -438,6 +438,18 @@ class AsyncClient:
         with `dlq`)."""
         await self.call(_ops.purge(queue, dlq))
 
+    async def pause_queue(self, queue: str, receive: bool = False, send: bool = False) -> Tuple[bool, bool]:
+        """Pauses the queue's receiving, sending, or (neither named) both
+        (needs manage): its receives find nothing — those that wait, wait —
+        and its puts are refused `QueuePaused`, until `resume_queue`.
+        Answers what is paused now, (receive, send)."""
+        return await self.call(_ops.pause(queue, receive, send, True))
+
+    async def resume_queue(self, queue: str, receive: bool = False, send: bool = False) -> Tuple[bool, bool]:
+        """Resumes what a pause paused (neither named: both); answers what
+        is paused now, (receive, send)."""
+        return await self.call(_ops.pause(queue, receive, send, False))
+
     async def stats(self, queue: str) -> Dict[str, int]:
         """The queue's counts and counters (names as docs/protocol.md's
         `stats`)."""

@@ -162,6 +162,18 @@ class Client:
         with `dlq`)."""
         return self._run(self._a.purge(queue, dlq))
 
+    def pause_queue(self, queue: str, receive: bool = False, send: bool = False) -> Tuple[bool, bool]:
+        """Pauses the queue's receiving, sending, or (neither named) both
+        (needs manage): its receives find nothing — those that wait, wait —
+        and its puts are refused `QueuePaused`, until `resume_queue`.
+        Answers what is paused now, (receive, send)."""
+        return self._run(self._a.pause_queue(queue, receive, send))
+
+    def resume_queue(self, queue: str, receive: bool = False, send: bool = False) -> Tuple[bool, bool]:
+        """Resumes what a pause paused (neither named: both); answers what
+        is paused now, (receive, send)."""
+        return self._run(self._a.resume_queue(queue, receive, send))
+
     def stats(self, queue: str) -> Dict[str, int]:
         """The queue's counts and counters (names as docs/protocol.md's
         `stats`)."""

@@ -128,6 +128,14 @@ class ResourceExhausted(ServerError):
     code = 13
 
 
+class QueuePaused(ServerError):
+    """The queue is paused for what was asked (a put while its sending is
+    paused, a receive-deferred while its receiving is)."""
+
+    kind = "queue_paused"
+    code = 14
+
+
 class FrameTooLarge(ServerError):
     """A frame was over the limit."""
 
@@ -190,7 +198,7 @@ SERVER_KINDS: Dict[int, Type[ServerError]] = {
     for c in (
         InvalidArgument, QueueNotFound, QueueExists, QueueFull, QueueDeleted,
         MessageTooLarge, ReceiptStale, ReceiptInvalid, NotFound, Expired,
-        Unauthenticated, Forbidden, ResourceExhausted, FrameTooLarge, MalformedFrame,
+        Unauthenticated, Forbidden, ResourceExhausted, QueuePaused, FrameTooLarge, MalformedFrame,
         UnsupportedVersion, UnknownOpcode, Internal, ShuttingDown, NotLeader, OutcomeUnknown,
     )
 }

@@ -97,6 +97,8 @@ class QueueSettings:
     retry_multiplier_pct: int = 200
     retry_max_ms: int = 900_000
     retry_jitter_pct: int = 0
+    receive_paused: bool = False
+    send_paused: bool = False
 
 
 @dataclass

@@ -118,6 +118,33 @@ impl Shard {
         Ok(next)
     }
 
+    /// Pauses (`paused`) or resumes the halves of queue `name` that
+    /// `halves` names; answers what is paused now. Logged as the queue's
+    /// settings are. A resumed receive half serves its parked receives.
+    pub fn set_paused(&mut self, name: &str, halves: Pause, paused: bool) -> Result<Pause, Error> {
+        let slot = self.queue_slot(name)?;
+        let settings = &mut self.queue_mut(slot).settings;
+        if halves.receive {
+            settings.receive_paused = paused;
+        }
+        if halves.send {
+            settings.send_paused = paused;
+        }
+        let now = Pause {
+            receive: settings.receive_paused,
+            send: settings.send_paused,
+        };
+        self.log_queue(slot);
+        if halves.receive && !paused {
+            let q = self.sub_id(slot, false);
+            if !self.gained.contains(&q) {
+                self.gained.push(q);
+            }
+            self.serve_gained();
+        }
+        Ok(now)
+    }
+
     /// Up to `limit` names starting with `prefix` and sorting after
     /// `after`, in order: O(log queues + limit).
     pub fn list(&self, prefix: &str, after: &str, limit: usize) -> Vec<String> {
@@ -254,6 +281,10 @@ impl Shard {
             dead_letterings: queue.counters.dead_letterings,
             redriven: queue.counters.redriven,
             retries: queue.counters.retries,
+            paused: Pause {
+                receive: queue.settings.receive_paused,
+                send: queue.settings.send_paused,
+            },
             times: queue.times,
             dedup_entries: self.dedup_len(slot),
             groups,
@@ -306,6 +337,12 @@ impl Shard {
     ) -> Result<Vec<EntryResult<PutReceipt>>, Error> {
         self.catch_up(now);
         let qslot = self.queue_slot(name)?;
+        if self.queue(qslot).settings.send_paused {
+            return Err(Error::QueuePaused {
+                name: name.to_owned(),
+                what: "sending",
+            });
+        }
         let disk = self.budget.shared.disk();
         if disk != crate::budget::DiskState::Ok {
             return Err(Error::Disk(disk));

@@ -382,6 +382,12 @@ impl Shard {
         let qslot = self.queue_slot(name)?;
         let q = self.sub_id(qslot, false);
         let settings = &self.queue(qslot).settings;
+        if settings.receive_paused {
+            return Err(Error::QueuePaused {
+                name: name.to_owned(),
+                what: "receiving",
+            });
+        }
         let visibility_ms = visibility_ms.unwrap_or(settings.visibility_timeout_ms);
         let max_deliveries = settings.max_deliveries;
         let now = self.now;

@@ -9,6 +9,9 @@ impl Shard {
     /// Takes up to `take.max` visible messages of sub-queue `q`, fairly across
     /// channels, leasing each (or only counting it, with visibility 0).
     pub(super) fn take_visible(&mut self, q: SubId, take: &Take<'_>, out: &mut Vec<Message>) {
+        if self.receive_paused(q) {
+            return;
+        }
         let now = self.now;
         let mut quick_looks: Vec<u32> = Vec::new();
         let mut used = 0u64;
@@ -54,6 +57,12 @@ impl Shard {
         for slot in quick_looks {
             self.enter_state(slot, MessageState::Visible);
         }
+    }
+
+    /// Whether receives from sub-queue `q` are paused (a queue's own half;
+    /// its DLQ is never paused).
+    pub(super) fn receive_paused(&self, q: SubId) -> bool {
+        !q.is_dlq() && self.queue(q.queue()).settings.receive_paused
     }
 
     /// [`answer_bytes`] of the message in `slot`.
@@ -374,7 +383,7 @@ impl Shard {
                 .get(q.queue() as usize)
                 .and_then(Option::as_ref)
                 .is_none_or(|queue| queue.dropping || queue.epochs[q.half()] != q.epoch());
-            if gone {
+            if gone || self.receive_paused(q) {
                 continue;
             }
             let mut next = self.sub(q).waiters.head;

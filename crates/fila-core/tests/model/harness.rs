@@ -53,6 +53,9 @@ pub enum Op {
     Delete(u8, bool, Vec<u8>),
     /// Leases ended as failed (a "nack").
     Release(u8, bool, Vec<u8>),
+    /// Pause (true) or resume the halves the bits name (1 receiving, 2
+    /// sending).
+    Pause(u8, u8, bool),
     Defer(u8, u8),
     DeadLetter(u8, u8, bool),
     ReceiveDeferred(u8, Vec<u8>, Option<u16>),
@@ -415,6 +418,24 @@ impl Harness {
                     res(&e, |v| v.iter().map(|r| res(r, |x| *x)).collect::<Vec<_>>()),
                     res(&m, |v| v.iter().map(|r| res(r, |x| *x)).collect::<Vec<_>>()),
                     "release"
+                );
+            }
+            Op::Pause(q, halves, paused) => {
+                let name = QUEUES[usize::from(q)];
+                let halves = Pause {
+                    receive: halves & 1 != 0,
+                    send: halves & 2 != 0,
+                };
+                let e = if paused {
+                    engine.pause(name, halves)
+                } else {
+                    engine.resume(name, halves)
+                };
+                let m = self.model.set_paused(name, halves, paused);
+                assert_eq!(
+                    res(&e, |p| *p),
+                    res(&m, |p| *p),
+                    "pause {halves:?} {paused}"
                 );
             }
             Op::Defer(q, i) => {

@@ -383,6 +383,10 @@ impl Model {
         s.delayed = count(|s| *s == St::Delayed);
         s.deferred = count(|s| *s == St::Deferred);
         s.dead_lettered = q.subs[1].msgs.len() as u64;
+        s.paused = Pause {
+            receive: q.settings.receive_paused,
+            send: q.settings.send_paused,
+        };
         s.bytes = q
             .subs
             .iter()
@@ -453,7 +457,12 @@ impl Model {
                 limit: String::new(),
             });
         }
-        self.q(name)?;
+        if self.q(name)?.settings.send_paused {
+            return Err(Error::QueuePaused {
+                name: name.to_owned(),
+                what: "sending",
+            });
+        }
         let now = self.now;
         let mut answers = Vec::new();
         for m in batch {
@@ -603,6 +612,9 @@ impl Model {
         let now = self.now;
         let mut out = Vec::new();
         let mut looks = Vec::new();
+        if !dlq && self.queues[name].settings.receive_paused {
+            return out;
+        }
         while (out.len() as u32) < max {
             let Some(channel) = self.pick(name, dlq, filter) else {
                 break;
@@ -690,6 +702,34 @@ impl Model {
         self.serve_gained();
         self.flush_outbox();
         Ok(if parked { None } else { Some(out) })
+    }
+
+    /// Pauses (`paused`) or resumes the halves `halves` names; a resumed
+    /// receive half serves its waiting receives.
+    pub fn set_paused(&mut self, name: &str, halves: Pause, paused: bool) -> Result<Pause, Error> {
+        if halves.is_none() {
+            return Err(Error::InvalidArgument {
+                field: "pause",
+                limit: String::new(),
+            });
+        }
+        let s = &mut self.q_mut(name)?.settings;
+        if halves.receive {
+            s.receive_paused = paused;
+        }
+        if halves.send {
+            s.send_paused = paused;
+        }
+        let now = Pause {
+            receive: s.receive_paused,
+            send: s.send_paused,
+        };
+        if halves.receive && !paused {
+            self.gained.push((name.to_owned(), false));
+            self.serve_gained();
+            self.flush_outbox();
+        }
+        Ok(now)
     }
 
     pub fn cancel_wait(&mut self, key: u64) -> bool {

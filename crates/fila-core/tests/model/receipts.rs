@@ -306,6 +306,12 @@ impl Model {
             });
         }
         let q = self.q(name)?;
+        if q.settings.receive_paused {
+            return Err(Error::QueuePaused {
+                name: name.to_owned(),
+                what: "receiving",
+            });
+        }
         let vis = visibility.unwrap_or(q.settings.visibility_timeout_ms);
         let max_deliveries = q.settings.max_deliveries;
         let now = self.now;

@@ -33,6 +33,10 @@ pub enum Opcode {
     Purge = 0x15,
     /// A queue's stats.
     QueueStats = 0x16,
+    /// Pause a queue's receiving, sending or both.
+    PauseQueue = 0x17,
+    /// Resume what a pause paused.
+    ResumeQueue = 0x18,
     /// Put 1–20 messages.
     Put = 0x20,
     /// Cancel a scheduled message.
@@ -72,7 +76,7 @@ pub enum Opcode {
 
 impl Opcode {
     /// Every opcode.
-    pub const ALL: [Opcode; 30] = [
+    pub const ALL: [Opcode; 32] = [
         Opcode::Hello,
         Opcode::Auth,
         Opcode::ServerStats,
@@ -86,6 +90,8 @@ impl Opcode {
         Opcode::DeleteQueue,
         Opcode::Purge,
         Opcode::QueueStats,
+        Opcode::PauseQueue,
+        Opcode::ResumeQueue,
         Opcode::Put,
         Opcode::CancelScheduled,
         Opcode::Receive,

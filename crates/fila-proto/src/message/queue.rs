@@ -1,6 +1,6 @@
 //! A queue's settings, a change to them, and move tasks, on the wire.
 
-use super::{get_pairs, put_pairs};
+use super::{get_pairs, put_pairs, Halves};
 use crate::error::ProtoError;
 use crate::wire::{Reader, Writer};
 
@@ -116,6 +116,8 @@ pub struct Settings {
     pub retry_max_ms: u64,
     /// Up to this share of a retry's delay taken off.
     pub retry_jitter_pct: u8,
+    /// What is paused (version 4).
+    pub paused: Halves,
 }
 
 /// A move task as answers show it.
@@ -277,6 +279,10 @@ pub(super) fn put_settings_in(w: &mut Writer<'_>, s: &Settings, version: u8) {
     w.u32(s.retry_multiplier_pct);
     w.u64(s.retry_max_ms);
     w.u8(s.retry_jitter_pct);
+    if version < 4 {
+        return;
+    }
+    w.u8(s.paused.bits());
 }
 
 /// Settings as version `version` writes them (version 1's: the first ten
@@ -305,6 +311,7 @@ pub(super) fn get_settings(r: &mut Reader, version: u8) -> Result<Settings, Prot
         retry_multiplier_pct: 200,
         retry_max_ms: 900_000,
         retry_jitter_pct: 0,
+        paused: Halves::default(),
     };
     if version == 1 {
         return Ok(s);
@@ -330,6 +337,11 @@ pub(super) fn get_settings(r: &mut Reader, version: u8) -> Result<Settings, Prot
         s.retry_multiplier_pct = r.u32()?;
         s.retry_max_ms = r.u64()?;
         s.retry_jitter_pct = r.u8()?;
+    }
+    // Version 4's.
+    if version >= 4 && r.remaining() > 0 {
+        s.paused =
+            Halves::of_bits(r.u8()?).ok_or(ProtoError::Malformed("an unknown paused bit"))?;
     }
     Ok(s)
 }

@@ -18,7 +18,9 @@ impl Request {
             | Request::GetQueue { name }
             | Request::UpdateQueue { name, .. }
             | Request::DeleteQueue { name, .. }
-            | Request::QueueStats { name } => name,
+            | Request::QueueStats { name }
+            | Request::PauseQueue { name, .. }
+            | Request::ResumeQueue { name, .. } => name,
             Request::Purge { queue } => &queue.name,
             Request::Redrive { queue, .. }
             | Request::StartMove { queue, .. }
@@ -62,6 +64,8 @@ impl Request {
             Request::UpdateVisibility { .. } => Opcode::UpdateVisibility,
             Request::Delete { .. } => Opcode::Delete,
             Request::Release { .. } => Opcode::Release,
+            Request::PauseQueue { .. } => Opcode::PauseQueue,
+            Request::ResumeQueue { .. } => Opcode::ResumeQueue,
             Request::Defer { .. } => Opcode::Defer,
             Request::ReceiveDeferred { .. } => Opcode::ReceiveDeferred,
             Request::DeadLetter { .. } => Opcode::DeadLetter,
@@ -225,6 +229,10 @@ impl Request {
                 w.str(after);
                 w.u16(*limit);
             }
+            Request::PauseQueue { name, halves } | Request::ResumeQueue { name, halves } => {
+                w.str(name);
+                w.u8(halves.bits());
+            }
             Request::Release { queue, receipts } => {
                 w.str(&queue.name);
                 w.bool(queue.dlq);
@@ -318,6 +326,16 @@ impl Request {
                 queue: get_queue_ref(r)?,
                 receipts: r.list(RECEIPT_LEN, Reader::array::<RECEIPT_LEN>)?,
             },
+            Opcode::PauseQueue | Opcode::ResumeQueue => {
+                let name = r.str()?;
+                let halves = Halves::of_bits(r.u8()?)
+                    .ok_or(ProtoError::Malformed("an unknown half of a queue"))?;
+                if header.opcode == Opcode::PauseQueue as u8 {
+                    Request::PauseQueue { name, halves }
+                } else {
+                    Request::ResumeQueue { name, halves }
+                }
+            }
             Opcode::Release => Request::Release {
                 queue: get_queue_ref(r)?,
                 receipts: r.list(RECEIPT_LEN, Reader::array::<RECEIPT_LEN>)?,

@@ -139,6 +139,7 @@ impl Response {
             Response::Visibility(entries) => put_entries(w, entries, |w, t| w.u64(*t)),
             Response::Deleted(entries) => put_entries(w, entries, |_, _| {}),
             Response::Released(entries) => put_entries(w, entries, |w, t| w.u64(*t)),
+            Response::Paused(halves) => w.u8(halves.bits()),
             Response::Deferred(entries) => put_entries(w, entries, put_message),
             Response::Redrive { moved, scheduled } => {
                 w.u64(*moved);
@@ -287,6 +288,9 @@ impl Response {
             Opcode::UpdateVisibility => Response::Visibility(get_entries(r, Reader::u64)?),
             Opcode::Delete => Response::Deleted(get_entries(r, |_| Ok(()))?),
             Opcode::Release => Response::Released(get_entries(r, Reader::u64)?),
+            Opcode::PauseQueue | Opcode::ResumeQueue => Response::Paused(
+                Halves::of_bits(r.u8()?).ok_or(ProtoError::Malformed("an unknown paused bit"))?,
+            ),
             Opcode::ReceiveDeferred => Response::Deferred(get_entries(r, get_message)?),
             Opcode::Redrive => Response::Redrive {
                 moved: r.u64()?,

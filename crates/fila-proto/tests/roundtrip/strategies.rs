@@ -107,10 +107,16 @@ pub fn settings() -> impl Strategy<Value = Settings> {
             any::<u8>(),
             any::<u32>(),
         ),
-        (any::<u64>(), any::<u32>(), any::<u64>(), any::<u8>()),
+        (
+            any::<u64>(),
+            any::<u32>(),
+            any::<u64>(),
+            any::<u8>(),
+            0u8..4,
+        ),
     )
         .prop_map(
-            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m), (n, o, p, q, r), (t, u, v, x))| {
+            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m), (n, o, p, q, r), (t, u, v, x, y))| {
                 Settings {
                     visibility_timeout_ms: a,
                     max_deliveries: b,
@@ -134,6 +140,7 @@ pub fn settings() -> impl Strategy<Value = Settings> {
                     retry_multiplier_pct: u,
                     retry_max_ms: v,
                     retry_jitter_pct: x,
+                    paused: Halves::of_bits(y).unwrap(),
                 }
             },
         )
@@ -258,6 +265,14 @@ pub fn request() -> impl Strategy<Value = Request> {
             proptest::collection::vec(any::<[u8; 32]>(), 0..4)
         )
             .prop_map(|(queue, receipts)| Request::Release { queue, receipts }),
+        (s(), 0u8..4).prop_map(|(name, h)| Request::PauseQueue {
+            name,
+            halves: Halves::of_bits(h).unwrap()
+        }),
+        (s(), 0u8..4).prop_map(|(name, h)| Request::ResumeQueue {
+            name,
+            halves: Halves::of_bits(h).unwrap()
+        }),
         (s(), any::<[u8; 32]>()).prop_map(|(queue, receipt)| Request::Defer { queue, receipt }),
         (
             s(),
@@ -609,6 +624,11 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
         entries(any::<u64>()).prop_map(|e| (Opcode::UpdateVisibility, Response::Visibility(e))),
         entries(Just(())).prop_map(|e| (Opcode::Delete, Response::Deleted(e))),
         entries(any::<u64>()).prop_map(|e| (Opcode::Release, Response::Released(e))),
+        (
+            prop_oneof![Just(Opcode::PauseQueue), Just(Opcode::ResumeQueue)],
+            0u8..4
+        )
+            .prop_map(|(op, h)| (op, Response::Paused(Halves::of_bits(h).unwrap()))),
         entries(message()).prop_map(|e| (Opcode::ReceiveDeferred, Response::Deferred(e))),
         (any::<u64>(), any::<u64>()).prop_map(|(moved, scheduled)| (
             Opcode::Redrive,

@@ -101,11 +101,14 @@ pub(super) mod setting {
     pub const RETRY_MULTIPLIER_PCT: u8 = 7;
     pub const RETRY_MAX_MS: u8 = 8;
     pub const RETRY_JITTER_PCT: u8 = 9;
+    pub const RECEIVE_PAUSED: u8 = 10;
+    pub const SEND_PAUSED: u8 = 11;
 }
 
-/// The settings' keyed extension. Each of the retry policy's keys is
-/// written only when its value is not the default, so the log of a server
-/// that never set one reads in a version before them.
+/// The settings' keyed extension. Each of the retry policy's keys, and
+/// each half's pause, is written only when its value is not the default,
+/// so the log of a server that never set one reads in a version before
+/// them.
 pub(super) fn keyed(out: &mut Vec<u8>, s: &QueueSettings) {
     let mut pairs = vec![
         (setting::DEDUP_WINDOW_MS, s.dedup_window_ms),
@@ -131,6 +134,16 @@ pub(super) fn keyed(out: &mut Vec<u8>, s: &QueueSettings) {
             setting::RETRY_JITTER_PCT,
             u64::from(s.retry_jitter_pct),
             u64::from(base.retry_jitter_pct),
+        ),
+        (
+            setting::RECEIVE_PAUSED,
+            u64::from(s.receive_paused),
+            u64::from(base.receive_paused),
+        ),
+        (
+            setting::SEND_PAUSED,
+            u64::from(s.send_paused),
+            u64::from(base.send_paused),
         ),
     ];
     pairs.extend(
