@@ -162,6 +162,19 @@ impl TestServer {
         self.server.as_ref().expect("running")
     }
 
+    /// What the server's metrics endpoint answers (the whole HTTP
+    /// answer, head and body).
+    pub fn metrics(&self) -> String {
+        use std::io::{Read, Write};
+        let addr = self.server().metrics_addr().expect("a metrics listener");
+        let mut http = std::net::TcpStream::connect(addr).expect("the metrics listener");
+        http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .expect("a request");
+        let mut answer = String::new();
+        http.read_to_string(&mut answer).expect("an answer");
+        answer
+    }
+
     /// Stops the server gracefully and waits for it.
     pub fn stop(mut self) {
         if let Some(s) = self.server.take() {

@@ -274,17 +274,11 @@ fn pipelined_requests_are_answered_by_request_id() {
 
 #[test]
 fn the_metrics_endpoint_speaks_prometheus() {
-    use std::io::{Read, Write};
     let s = TestServer::start();
     let mut c = s.client();
     c.create_queue("m", SettingsPatch::default()).unwrap();
     c.put_one("m", "x").unwrap();
-    let addr = s.server().metrics_addr().unwrap();
-    let mut http = std::net::TcpStream::connect(addr).unwrap();
-    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut body = String::new();
-    http.read_to_string(&mut body).unwrap();
+    let body = s.metrics();
     assert!(body.starts_with("HTTP/1.1 200 OK"));
     assert!(body.contains("fila_queue_visible{queue=\"m\"} 1"), "{body}");
     assert!(body.contains("fila_requests_total{op=\"put\"} 1"));

@@ -15,17 +15,6 @@ const RECEIVE: Halves = Halves {
     send: false,
 };
 
-fn metrics(s: &TestServer) -> String {
-    use std::io::{Read, Write};
-    let addr = s.server().metrics_addr().unwrap();
-    let mut http = std::net::TcpStream::connect(addr).unwrap();
-    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut body = String::new();
-    http.read_to_string(&mut body).unwrap();
-    body
-}
-
 #[test]
 fn a_waiting_receive_is_answered_on_the_resume_and_leases_go_on() {
     let s = TestServer::start();
@@ -50,7 +39,9 @@ fn a_waiting_receive_is_answered_on_the_resume_and_leases_go_on() {
     c.delete("jobs", &[leased[0].receipt.unwrap()]).unwrap()[0]
         .as_ref()
         .unwrap();
-    assert!(metrics(&s).contains("fila_queue_receive_paused{queue=\"jobs\"} 1"));
+    assert!(s
+        .metrics()
+        .contains("fila_queue_receive_paused{queue=\"jobs\"} 1"));
     assert_eq!(c.resume_queue("jobs", RECEIVE).unwrap(), Halves::default());
     let got = rx
         .recv_timeout(Duration::from_secs(10))
@@ -58,7 +49,9 @@ fn a_waiting_receive_is_answered_on_the_resume_and_leases_go_on() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].payload, "put while paused");
     waiter.join().unwrap();
-    assert!(metrics(&s).contains("fila_queue_receive_paused{queue=\"jobs\"} 0"));
+    assert!(s
+        .metrics()
+        .contains("fila_queue_receive_paused{queue=\"jobs\"} 0"));
 }
 
 #[test]

@@ -192,13 +192,7 @@ fn a_release_waits_the_delay_and_a_visibility_change_of_zero_does_not() {
     );
     assert_eq!(c.stats("jobs").unwrap().retries, 1);
     // The metrics count it too.
-    use std::io::{Read, Write};
-    let addr = s.server().metrics_addr().unwrap();
-    let mut http = std::net::TcpStream::connect(addr).unwrap();
-    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut body = String::new();
-    http.read_to_string(&mut body).unwrap();
+    let body = s.metrics();
     assert!(
         body.contains("fila_queue_retries_total{queue=\"jobs\"} 1"),
         "{body}"

@@ -349,6 +349,18 @@ fn patch(a: &Args) -> Result<SettingsPatch, Failure> {
     })
 }
 
+/// The receipts given from positional `from` on (at least one).
+fn receipts_from(a: &Args, from: usize) -> Result<Vec<Receipt>, Failure> {
+    let receipts = a.positional[from..]
+        .iter()
+        .map(|r| parse_receipt(r))
+        .collect::<Result<Vec<_>, _>>()?;
+    if receipts.is_empty() {
+        return Err(Failure::Usage("missing receipts".into()));
+    }
+    Ok(receipts)
+}
+
 fn parse_receipt(s: &str) -> Result<Receipt, Failure> {
     let bad = || {
         Failure::Usage(format!(
@@ -638,13 +650,7 @@ fn run(a: Args) -> Out {
         "delete" => {
             a.check_known(&["--dlq"])?;
             let queue = a.pos(1, "a queue name")?;
-            let receipts = a.positional[2..]
-                .iter()
-                .map(|r| parse_receipt(r))
-                .collect::<Result<Vec<_>, _>>()?;
-            if receipts.is_empty() {
-                return Err(Failure::Usage("missing receipts".into()));
-            }
+            let receipts = receipts_from(&a, 2)?;
             let results = connect(&a)?.delete_from(&qref(queue, a.flag("--dlq")), &receipts)?;
             Ok(print_entries(json, "receipt", &results, |_| {
                 "\"deleted\":true".into()
@@ -653,13 +659,7 @@ fn run(a: Args) -> Out {
         "release" => {
             a.check_known(&["--dlq"])?;
             let queue = a.pos(1, "a queue name")?;
-            let receipts = a.positional[2..]
-                .iter()
-                .map(|r| parse_receipt(r))
-                .collect::<Result<Vec<_>, _>>()?;
-            if receipts.is_empty() {
-                return Err(Failure::Usage("missing receipts".into()));
-            }
+            let receipts = receipts_from(&a, 2)?;
             let results = connect(&a)?.release(&qref(queue, a.flag("--dlq")), &receipts)?;
             Ok(print_entries(json, "receipt", &results, |t| {
                 format!("\"next_visible_at_ms\":{t}")
