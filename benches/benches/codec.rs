@@ -111,6 +111,7 @@ fn codec(c: &mut Criterion) {
         dead_letter: None,
         group: None,
         priority: 1,
+        attempts: Vec::new(),
     };
     for (name, answer) in [
         ("all-fields", Response::Messages(vec![message.clone(); 20])),

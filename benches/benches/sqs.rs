@@ -84,6 +84,7 @@ fn received(n: usize) -> Vec<Message> {
             dead_letter: None,
             group: None,
             priority: 1,
+            attempts: None,
         })
         .collect()
 }

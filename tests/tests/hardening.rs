@@ -272,6 +272,7 @@ fn late_answers_of_parked_receives_stay_within_the_output_cap() {
         queue: q("big"),
         from_seq: 0,
         max_messages: 100,
+        fields: fila_client::Fields::ALL,
     };
     peeker
         .write_all(&frames((1..=20u64).map(|id| (id, peek.clone()))))

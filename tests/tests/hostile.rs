@@ -217,6 +217,7 @@ fn a_client_that_never_reads_is_throttled_and_others_are_served() {
         },
         from_seq: 0,
         max_messages: 20,
+        fields: fila_client::Fields::ALL,
     }
     .encode(1, &mut frame);
     let mut written = 0usize;
@@ -277,6 +278,7 @@ fn a_throttled_client_that_reads_late_gets_every_answer() {
             },
             from_seq: 0,
             max_messages: 20,
+            fields: fila_client::Fields::ALL,
         }
         .encode(id, &mut frames);
     }
@@ -343,6 +345,7 @@ fn a_throttled_client_that_half_closes_gets_every_answer_then_the_close() {
             },
             from_seq: 0,
             max_messages: 20,
+            fields: fila_client::Fields::ALL,
         }
         .encode(id, frames)
     };

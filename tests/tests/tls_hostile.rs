@@ -133,6 +133,7 @@ fn a_tls_client_that_stops_reading_holds_no_more_than_its_output_room() {
                 },
                 from_seq: 0,
                 max_messages: 20,
+                fields: fila_client::Fields::ALL,
             })
             .unwrap();
     }

@@ -112,7 +112,8 @@ settings: --visibility-timeout MS --max-deliveries N --retention MS
   released — makes the message wait this long; 0 = off) --retry-multiplier
   X (each later retry waits X times the one before, 1-10, e.g. 1.5)
   --retry-max MS (the longest wait) --retry-jitter PCT (up to this share of
-  a wait taken off, 0-100)
+  a wait taken off, 0-100) --attempt-history N (failed attempts each message
+  keeps, 0-32; peek shows them)
 
 The address and token default to $FILA_ADDR (127.0.0.1:7700) and $FILA_TOKEN.
 ADDR is HOST:PORT, fila://HOST:PORT, or filas://HOST:PORT (TLS, as --tls);
@@ -245,7 +246,7 @@ impl Args {
     }
 }
 
-const SETTINGS_FLAGS: [&str; 22] = [
+const SETTINGS_FLAGS: [&str; 23] = [
     "--visibility-timeout",
     "--max-deliveries",
     "--retention",
@@ -268,6 +269,7 @@ const SETTINGS_FLAGS: [&str; 22] = [
     "--retry-multiplier",
     "--retry-max",
     "--retry-jitter",
+    "--attempt-history",
 ];
 
 /// `--retry-multiplier`: a factor (`2`, `1.5`, at most two decimals) as
@@ -346,6 +348,7 @@ fn patch(a: &Args) -> Result<SettingsPatch, Failure> {
         retry_multiplier_pct: multiplier(a)?,
         retry_max_ms: a.number("--retry-max")?,
         retry_jitter_pct: a.number("--retry-jitter")?,
+        attempt_history: a.number("--attempt-history")?,
     })
 }
 

@@ -660,7 +660,24 @@ impl Client {
         queue: &QueueRef,
         receipts: &[Receipt],
     ) -> Result<Vec<EntryResult<u64>>> {
-        self.batch(call::releases(&queue.name, queue.dlq, receipts))
+        self.batch(call::releases(&queue.name, queue.dlq, receipts, ("", "")))
+    }
+
+    /// [`Self::release`] with the consumer's reason (≤ 256 bytes) and
+    /// description (≤ 4 KiB), kept in each message's attempt history.
+    pub fn release_with(
+        &mut self,
+        queue: &QueueRef,
+        receipts: &[Receipt],
+        reason: &str,
+        description: &str,
+    ) -> Result<Vec<EntryResult<u64>>> {
+        self.batch(call::releases(
+            &queue.name,
+            queue.dlq,
+            receipts,
+            (reason, description),
+        ))
     }
 
     /// Defers a leased message.
@@ -692,7 +709,20 @@ impl Client {
 
     /// Browses from a sequence number.
     pub fn peek(&mut self, queue: QueueRef, from_seq: u64, max: u8) -> Result<Vec<Message>> {
-        self.run(call::peek(queue, from_seq, max))
+        self.run(call::peek(queue, from_seq, max, Fields::ALL))
+    }
+
+    /// [`Self::peek`] whose messages carry the groups of `fields`
+    /// (`Fields::ALL.with(Fields::ATTEMPTS)`: every field and each
+    /// message's failed attempts).
+    pub fn peek_with(
+        &mut self,
+        queue: QueueRef,
+        from_seq: u64,
+        max: u8,
+        fields: Fields,
+    ) -> Result<Vec<Message>> {
+        self.run(call::peek(queue, from_seq, max, fields))
     }
 
     /// Moves dead letters back: (moved now, scheduled at the rate).

@@ -6,9 +6,9 @@
 
 use bytes::Bytes;
 use fila_proto::{
-    limits::BATCH_LEN_MAX, ChannelInfo, DeferredRef, DeleteRef, Encode, Entry, Halves, Message,
-    MoveInfo, Opcode, PayloadsRef, PutAck, PutEntry, PutRef, QueueRef, Receipt, ReceiveRef,
-    Request, Response, Settings, SettingsPatch, Stats, VisibilityRef,
+    limits::BATCH_LEN_MAX, ChannelInfo, DeferredRef, DeleteRef, Encode, Entry, Fields, Halves,
+    Message, MoveInfo, Opcode, PayloadsRef, PutAck, PutEntry, PutRef, QueueRef, Receipt,
+    ReceiveRef, Request, Response, Settings, SettingsPatch, Stats, VisibilityRef,
 };
 
 use crate::{ClientError, EntryResult, Result};
@@ -333,11 +333,14 @@ pub(crate) fn releases<'a>(
     queue: &'a str,
     dlq: bool,
     receipts: &'a [Receipt],
+    (reason, description): (&'a str, &'a str),
 ) -> impl Iterator<Item = Call<Request, Vec<EntryResult<u64>>>> + 'a {
     receipts.chunks(BATCH_LEN_MAX).map(move |receipts| Call {
         req: Request::Release {
             queue: queue_ref(queue, dlq),
             receipts: receipts.to_vec(),
+            reason: reason.into(),
+            description: description.into(),
         },
         parse: |r| match r {
             Response::Released(v) => Ok(entry_results(v)),
@@ -386,12 +389,18 @@ pub(crate) fn dead_letter(
     })
 }
 
-pub(crate) fn peek(queue: QueueRef, from_seq: u64, max: u8) -> Call<Request, Vec<Message>> {
+pub(crate) fn peek(
+    queue: QueueRef,
+    from_seq: u64,
+    max: u8,
+    fields: Fields,
+) -> Call<Request, Vec<Message>> {
     Call {
         req: Request::Peek {
             queue,
             from_seq,
             max_messages: max,
+            fields,
         },
         parse: Response::into_messages,
     }

@@ -604,8 +604,26 @@ impl AsyncClient {
         queue: &QueueRef,
         receipts: &[Receipt],
     ) -> Result<Vec<EntryResult<u64>>> {
-        self.batch(call::releases(&queue.name, queue.dlq, receipts))
+        self.batch(call::releases(&queue.name, queue.dlq, receipts, ("", "")))
             .await
+    }
+
+    /// [`Self::release`] with the consumer's reason (≤ 256 bytes) and
+    /// description (≤ 4 KiB), kept in each message's attempt history.
+    pub async fn release_with(
+        &self,
+        queue: &QueueRef,
+        receipts: &[Receipt],
+        reason: &str,
+        description: &str,
+    ) -> Result<Vec<EntryResult<u64>>> {
+        self.batch(call::releases(
+            &queue.name,
+            queue.dlq,
+            receipts,
+            (reason, description),
+        ))
+        .await
     }
 
     /// Defers a leased message.
@@ -638,7 +656,21 @@ impl AsyncClient {
 
     /// Browses from a sequence number.
     pub async fn peek(&self, queue: QueueRef, from_seq: u64, max: u8) -> Result<Vec<Message>> {
-        self.run(call::peek(queue, from_seq, max)).await
+        self.run(call::peek(queue, from_seq, max, Fields::ALL))
+            .await
+    }
+
+    /// [`Self::peek`] whose messages carry the groups of `fields`
+    /// (`Fields::ALL.with(Fields::ATTEMPTS)`: every field and each
+    /// message's failed attempts).
+    pub async fn peek_with(
+        &self,
+        queue: QueueRef,
+        from_seq: u64,
+        max: u8,
+        fields: Fields,
+    ) -> Result<Vec<Message>> {
+        self.run(call::peek(queue, from_seq, max, fields)).await
     }
 
     /// Moves dead letters back: (moved now, scheduled at the rate).

@@ -489,14 +489,20 @@ impl Engine {
         self.on_shard(addr.queue, |o| o.update_visibility(addr, changes))
     }
 
-    /// Ends 1–20 leases as failed (see [`crate::Shard::release`]);
-    /// answers each message's next visible time.
+    /// Ends 1–20 leases as failed with the consumer's reason and
+    /// description, kept in each message's attempt history (see
+    /// [`crate::Shard::release`]); answers each message's next visible
+    /// time.
     pub fn release(
         &self,
         addr: Address<'_>,
         receipts: &[Receipt],
+        reason: &str,
+        description: &str,
     ) -> Result<Vec<EntryResult<u64>>, Error> {
-        self.on_shard(addr.queue, |o| o.release(addr, receipts))
+        self.on_shard(addr.queue, |o| {
+            o.release(addr, receipts, reason, description)
+        })
     }
 
     /// Deletes 1–20 messages by receipt.

@@ -25,7 +25,9 @@ use std::sync::Arc;
 
 use crate::payload::Payload;
 
-use crate::types::{Attributes, DeadLetter, MessageId, MoveTask, QueueSettings, QueueTimes};
+use crate::types::{
+    Attempt, Attributes, DeadLetter, MessageId, MoveTask, QueueSettings, QueueTimes,
+};
 
 /// Where a message is: queue id, sub-queue, sequence number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -66,6 +68,8 @@ pub struct MessageView<'a> {
     pub group: Option<&'a str>,
     /// Its priority level (1 ..= 10).
     pub priority: u8,
+    /// Its failed attempts, oldest first (empty: none kept).
+    pub attempts: &'a [Attempt],
 }
 
 /// One durable state change.
@@ -155,6 +159,16 @@ pub enum Event<'a> {
         /// When it is visible again (ms).
         visible_at: u64,
     },
+    /// A delivery's lease ended without a delete and the message keeps the
+    /// attempt in its history (its queue's `attempt_history`): appended,
+    /// the oldest dropped past the queue's number or the history's bytes
+    /// ([`crate::remember_attempt`]).
+    Attempt {
+        /// The message.
+        at: Spot,
+        /// The attempt.
+        attempt: &'a Attempt,
+    },
     /// A queue's move tasks changed (one began, moved a batch, ended):
     /// they are whole here.
     MovesSet {
@@ -234,6 +248,8 @@ pub struct MessageImage {
     /// leader keeps the message out of sight until then
     /// (docs/cluster.md).
     pub lease_until_ms: u64,
+    /// Its failed attempts, oldest first (empty: none kept).
+    pub attempts: Vec<Attempt>,
 }
 
 /// A deduplication key a put remembers, and until when.

@@ -660,15 +660,20 @@ impl Owner {
         self.on(addr.queue, |s, now| s.update_visibility(addr, changes, now))
     }
 
-    /// Ends 1–20 leases as failed (see [`Shard::release`]); answers each
-    /// message's next visible time.
+    /// Ends 1–20 leases as failed with the consumer's reason and
+    /// description (see [`Shard::release`]); answers each message's next
+    /// visible time.
     pub fn release(
         &mut self,
         addr: Address<'_>,
         receipts: &[Receipt],
+        reason: &str,
+        description: &str,
     ) -> Result<Vec<EntryResult<u64>>, Error> {
         check_batch("receipts", receipts.len())?;
-        self.on(addr.queue, |s, now| s.release(addr, receipts, now))
+        self.on(addr.queue, |s, now| {
+            s.release(addr, receipts, (reason, description), now)
+        })
     }
 
     /// Deletes 1–20 messages by receipt.

@@ -71,6 +71,10 @@ pub struct QueueSettings {
     /// amount drawn from the message and its delivery count, so that
     /// messages that failed together do not come back together (0 ..= 100).
     pub retry_jitter_pct: u8,
+    /// Failed attempts each message keeps (0 ..= 32; 0: none): when a
+    /// delivery's lease ended without a delete, how, and the consumer's
+    /// reason and description.
+    pub attempt_history: u32,
     /// Receives are paused: they find nothing (those that wait, wait) until
     /// the queue is resumed. Not a setting a create compares (as tags are
     /// not): set by [`crate::Engine::pause`] and `resume`.
@@ -104,6 +108,7 @@ impl Default for QueueSettings {
             retry_multiplier_pct: RETRY_MULTIPLIER_PCT_DEFAULT,
             retry_max_ms: RETRY_MAX_MS_DEFAULT,
             retry_jitter_pct: 0,
+            attempt_history: ATTEMPT_HISTORY_DEFAULT,
             receive_paused: false,
             send_paused: false,
         }
@@ -184,6 +189,13 @@ impl QueueSettings {
             "",
         )?;
         self.validate_retry()?;
+        check_range(
+            "attempt_history",
+            self.attempt_history.into(),
+            0,
+            ATTEMPT_HISTORY_MAX.into(),
+            "",
+        )?;
         check_range(
             "dedup_window_ms",
             self.dedup_window_ms,
@@ -276,7 +288,8 @@ macro_rules! for_each_setting {
             retry_initial_ms,
             retry_multiplier_pct,
             retry_max_ms,
-            retry_jitter_pct
+            retry_jitter_pct,
+            attempt_history
         )
     };
 }
@@ -336,6 +349,8 @@ pub struct SettingsUpdate {
     pub retry_max_ms: Option<u64>,
     /// See [`QueueSettings::retry_jitter_pct`].
     pub retry_jitter_pct: Option<u8>,
+    /// See [`QueueSettings::attempt_history`].
+    pub attempt_history: Option<u32>,
     /// Tags to add or change.
     pub tags_set: Vec<(String, String)>,
     /// Tag keys to remove (after `tags_set`).
@@ -384,6 +399,7 @@ impl SettingsUpdate {
                 .unwrap_or(base.retry_multiplier_pct),
             retry_max_ms: self.retry_max_ms.unwrap_or(base.retry_max_ms),
             retry_jitter_pct: self.retry_jitter_pct.unwrap_or(base.retry_jitter_pct),
+            attempt_history: self.attempt_history.unwrap_or(base.attempt_history),
             // Not changed by an update: by a pause or a resume.
             receive_paused: base.receive_paused,
             send_paused: base.send_paused,

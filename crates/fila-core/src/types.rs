@@ -215,6 +215,77 @@ impl DeadLetterReason {
     }
 }
 
+/// How a delivery's lease ended without a delete (a failed attempt).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttemptEnd {
+    /// Its lease ran out.
+    Expired,
+    /// Its consumer released it as failed.
+    Released,
+    /// Its consumer dead-lettered it.
+    DeadLettered,
+}
+
+impl AttemptEnd {
+    /// `expired`, `released` or `dead_lettered`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptEnd::Expired => "expired",
+            AttemptEnd::Released => "released",
+            AttemptEnd::DeadLettered => "dead_lettered",
+        }
+    }
+}
+
+/// One failed attempt at a message: a delivery whose lease ended without
+/// a delete.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attempt {
+    /// When its lease ended (ms since the epoch).
+    pub at_ms: u64,
+    /// Which delivery it was (the message's delivery count then).
+    pub delivery: u32,
+    /// How its lease ended.
+    pub end: AttemptEnd,
+    /// The consumer's reason (empty for a lease that ran out).
+    pub reason: String,
+    /// The consumer's description.
+    pub description: String,
+}
+
+impl Attempt {
+    /// What it counts in a message's history (and in the stored bytes).
+    pub fn bytes(&self) -> usize {
+        ATTEMPT_OVERHEAD_BYTES + self.reason.len() + self.description.len()
+    }
+}
+
+/// A message's failed attempts, oldest first: at most its queue's
+/// `attempt_history` of them and [`ATTEMPT_HISTORY_BYTES_MAX`] bytes.
+pub type Attempts = Arc<Vec<Attempt>>;
+
+/// The bytes `attempts` count.
+pub fn attempts_bytes(attempts: Option<&Attempts>) -> u64 {
+    attempts.map_or(0, |a| a.iter().map(Attempt::bytes).sum::<usize>() as u64)
+}
+
+/// Appends `attempt` to `history`, then drops the oldest while it keeps
+/// more than `keep` or more than [`ATTEMPT_HISTORY_BYTES_MAX`] bytes (one
+/// rule for the engine and for whatever rebuilds it from its log).
+pub fn remember_attempt(history: &mut Vec<Attempt>, attempt: Attempt, keep: u32) {
+    history.push(attempt);
+    let mut bytes: usize = history.iter().map(Attempt::bytes).sum();
+    let mut drop = 0;
+    while history.len() - drop > keep as usize || bytes > ATTEMPT_HISTORY_BYTES_MAX {
+        bytes -= history[drop].bytes();
+        drop += 1;
+        if drop == history.len() {
+            break;
+        }
+    }
+    history.drain(..drop);
+}
+
 /// What a dead-lettered message records.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeadLetter {
@@ -263,6 +334,8 @@ pub struct Message {
     pub group: Option<Arc<str>>,
     /// Its priority level (1 ..= 10).
     pub priority: u8,
+    /// Its failed attempts, oldest first (`None`: none kept).
+    pub attempts: Option<Attempts>,
 }
 
 /// A channel filter of a receive: exact, or a prefix when it ends in `*`.

@@ -560,7 +560,12 @@ fn a_dead_letters_reason_and_description_count_against_the_server_budget() {
         max_stored_bytes: 2 * message + record / 2,
         ..EngineLimits::default()
     });
-    e.create_queue("q", QueueSettings::default()).unwrap();
+    // (No attempt history: the dead letter's own record is what counts.)
+    let no_history = QueueSettings {
+        attempt_history: 0,
+        ..QueueSettings::default()
+    };
+    e.create_queue("q", no_history.clone()).unwrap();
     put_n(&e, "q", 2, &[1; 100]);
     let got = recv(&e, "q", 30_000);
     let r = got[0].receipt.unwrap();
@@ -583,7 +588,7 @@ fn a_dead_letters_reason_and_description_count_against_the_server_budget() {
         .map(|i| format!("t{i}"))
         .find(|t| shard_of(t, 4) != shard_of("q", 4))
         .unwrap();
-    e.create_queue(&target, QueueSettings::default()).unwrap();
+    e.create_queue(&target, no_history).unwrap();
     e.update_queue(
         "q",
         &SettingsUpdate {
@@ -623,7 +628,13 @@ fn a_dead_letters_reason_and_description_count_against_the_server_budget() {
 #[test]
 fn channels_count_against_the_server_budget_while_they_hold_messages() {
     let (_, e) = engine();
-    e.create_queue("q", QueueSettings::default()).unwrap();
+    // (No attempt history: the channels and the dead letter's record are
+    // what count.)
+    let no_history = QueueSettings {
+        attempt_history: 0,
+        ..QueueSettings::default()
+    };
+    e.create_queue("q", no_history).unwrap();
     let name = |i: usize| format!("{i:0128}");
     let put = |e: &Engine, channel: String| {
         e.put(

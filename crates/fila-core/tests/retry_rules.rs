@@ -108,7 +108,7 @@ fn a_release_as_failed_waits_the_delay_and_a_visibility_change_of_zero_does_not(
     let got = receive(&e);
     assert_eq!(got.len(), 2);
     let (failed, released) = (got[0].receipt.unwrap(), got[1].receipt.unwrap());
-    let at = e.release(Address::queue("q"), &[failed]).unwrap();
+    let at = e.release(Address::queue("q"), &[failed], "", "").unwrap();
     assert_eq!(at[0].as_ref().unwrap(), &(T0 + 1_000));
     let zero = VisibilityChange {
         receipt: released,
@@ -128,7 +128,7 @@ fn a_release_as_failed_waits_the_delay_and_a_visibility_change_of_zero_does_not(
     assert_eq!(later.len(), 1);
     assert_eq!((later[0].seq, later[0].delivery_count), (got[0].seq, 2));
     // A receipt released once is stale.
-    let again = e.release(Address::queue("q"), &[failed]).unwrap();
+    let again = e.release(Address::queue("q"), &[failed], "", "").unwrap();
     assert!(matches!(again[0], Err(Error::ReceiptStale)));
 }
 
@@ -138,7 +138,7 @@ fn a_release_as_failed_without_a_policy_is_visible_at_once() {
     let e = engine(&clock, QueueSettings::default(), 1);
     let got = receive(&e);
     let at = e
-        .release(Address::queue("q"), &[got[0].receipt.unwrap()])
+        .release(Address::queue("q"), &[got[0].receipt.unwrap()], "", "")
         .unwrap();
     assert_eq!(at[0].as_ref().unwrap(), &T0);
     assert_eq!(receive(&e).len(), 1);
@@ -181,7 +181,7 @@ fn a_groups_head_waiting_to_retry_holds_its_group() {
     }
     let head = receive(&e);
     assert_eq!(head.len(), 1);
-    e.release(Address::queue("q"), &[head[0].receipt.unwrap()])
+    e.release(Address::queue("q"), &[head[0].receipt.unwrap()], "", "")
         .unwrap()[0]
         .as_ref()
         .unwrap();

@@ -1867,6 +1867,8 @@ fn every_durable_state_change_is_an_explicit_event_in_order() {
             "QueueSet",
             "Stored",
             "Delivered",
+            // The lease ran out: a failed attempt the message keeps.
+            "Attempt",
             "Delivered",
             "Deferred",
             "Deferred",

@@ -94,3 +94,14 @@ pub const RETRY_MULTIPLIER_PCT_MAX: u32 = 1_000;
 pub const RETRY_MULTIPLIER_PCT_DEFAULT: u32 = 200;
 /// The longest retry delay of a queue that names none: 15 minutes.
 pub const RETRY_MAX_MS_DEFAULT: u64 = 15 * 60_000;
+
+/// Failed attempts a message keeps at most (`attempt_history`).
+pub const ATTEMPT_HISTORY_MAX: u32 = 32;
+/// Failed attempts a message keeps when its queue names no number.
+pub const ATTEMPT_HISTORY_DEFAULT: u32 = 10;
+/// The bytes of one message's failed attempts at most (each counts its
+/// reason, its description and [`ATTEMPT_OVERHEAD_BYTES`]): past it the
+/// oldest go first.
+pub const ATTEMPT_HISTORY_BYTES_MAX: usize = 16 << 10;
+/// What one failed attempt counts besides its reason and description.
+pub const ATTEMPT_OVERHEAD_BYTES: usize = 32;

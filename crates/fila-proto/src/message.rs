@@ -94,8 +94,14 @@ impl Fields {
     pub const TIMES: Fields = Fields(1 << 2);
     /// Delivery count, state and the dead-letter record.
     pub const DELIVERY: Fields = Fields(1 << 3);
-    /// Every field (the default).
+    /// Every field of the first layouts (the default): every group but
+    /// [`Fields::ATTEMPTS`].
     pub const ALL: Fields = Fields(0x0f);
+    /// The message's failed attempts (asked for: never in a default
+    /// answer).
+    pub const ATTEMPTS: Fields = Fields(1 << 4);
+    /// Every group there is.
+    pub const KNOWN: Fields = Fields(0x1f);
 
     /// Whether every bit of `other` is set here.
     pub fn contains(self, other: Fields) -> bool {
@@ -241,6 +247,11 @@ pub enum Request {
         queue: QueueRef,
         /// The receipts.
         receipts: Vec<Receipt>,
+        /// The consumer's reason (≤ 256 bytes), kept in each message's
+        /// attempt history.
+        reason: String,
+        /// The consumer's description (≤ 4 KiB).
+        description: String,
     },
     /// Defer a leased message.
     Defer {
@@ -277,6 +288,9 @@ pub enum Request {
         from_seq: u64,
         /// 1–100.
         max_messages: u8,
+        /// The groups of fields the answer carries ([`Fields::ALL`]: the
+        /// plain answer).
+        fields: Fields,
     },
     /// Move dead letters back.
     Redrive {
@@ -411,6 +425,25 @@ pub struct Message {
     pub group: Option<String>,
     /// Its priority level (1 when the queue has none).
     pub priority: u8,
+    /// Its failed attempts, oldest first (only in an answer that asked
+    /// for [`Fields::ATTEMPTS`]).
+    pub attempts: Vec<Attempt>,
+}
+
+/// One failed attempt at a message: a delivery whose lease ended without
+/// a delete.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Attempt {
+    /// When its lease ended (ms since the epoch).
+    pub at_ms: u64,
+    /// Which delivery it was.
+    pub delivery: u32,
+    /// How: 1 its lease ran out, 2 released as failed, 3 dead-lettered.
+    pub end: u8,
+    /// The consumer's reason (empty for a lease that ran out).
+    pub reason: String,
+    /// The consumer's description.
+    pub description: String,
 }
 
 /// A queue's halves a pause or a resume names, or those paused: on the

@@ -268,7 +268,7 @@ fn the_put_example_of_docs_protocol_md_is_byte_exact() {
     }
     .encode(1, &mut buf);
     let want: Vec<u8> = vec![
-        0, 0, 0, 0x1c, 4, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b'q', 0, 1, 0, 0, 0, 2, b'h',
+        0, 0, 0, 0x1c, 5, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b'q', 0, 1, 0, 0, 0, 2, b'h',
         b'i', 0, 0, 0, 0, 0,
     ];
     assert_eq!(&buf[..], &want[..]);
@@ -364,6 +364,7 @@ fn payload_and_receipt_answers_are_mostly_payload() {
         dead_letter: None,
         group: None,
         priority: 1,
+        attempts: Vec::new(),
     };
     let (mut full, mut few) = (BytesMut::new(), BytesMut::new());
     Response::Messages(vec![m.clone(); 20]).encode(Opcode::Receive as u8, 1, &mut full);
@@ -436,6 +437,7 @@ fn version_2_and_3_answers_keep_their_layout() {
         retry_max_ms: 1_000,
         retry_jitter_pct: 10,
         paused: Halves::BOTH,
+        attempt_history: 7,
         ..Settings::default()
     };
     let (mut v2, mut v3, mut v4) = (BytesMut::new(), BytesMut::new(), BytesMut::new());
@@ -445,13 +447,20 @@ fn version_2_and_3_answers_keep_their_layout() {
     answer.encode_in(4, Opcode::GetQueue as u8, 4, &mut v4);
     assert_eq!(v3.len() - v2.len(), 8 + 4 + 8 + 1);
     assert_eq!(&v2[5..], &v3[5..v2.len()]);
-    // Version 3's: all but the paused halves, version 4's last byte.
+    // Version 3's: all but the paused halves, version 4's last byte; and
+    // version 4's all but the attempt history's number, version 5's last
+    // four.
     assert_eq!(v4.len() - v3.len(), 1);
     assert_eq!(&v3[5..], &v4[5..v3.len()]);
+    let mut v5 = BytesMut::new();
+    answer.encode_in(5, Opcode::GetQueue as u8, 4, &mut v5);
+    assert_eq!(v5.len() - v4.len(), 4);
+    assert_eq!(&v4[5..], &v5[5..v4.len()]);
     let (header, got) = answer_of(&v3);
     assert_eq!(header.version, 3);
     let unpaused = Settings {
         paused: Halves::default(),
+        attempt_history: 0,
         ..settings.clone()
     };
     assert_eq!(got, Response::Queue(Box::new(unpaused)));
@@ -463,10 +472,16 @@ fn version_2_and_3_answers_keep_their_layout() {
         retry_max_ms: 900_000,
         retry_jitter_pct: 0,
         paused: Halves::default(),
+        attempt_history: 0,
         ..settings.clone()
     };
     assert_eq!(got, Response::Queue(Box::new(before)));
-    assert_eq!(answer_of(&v4).1, answer);
+    let v4_settings = Settings {
+        attempt_history: 0,
+        ..settings.clone()
+    };
+    assert_eq!(answer_of(&v4).1, Response::Queue(Box::new(v4_settings)));
+    assert_eq!(answer_of(&v5).1, answer);
 
     let stats = Stats {
         visible: 1,
@@ -514,6 +529,7 @@ fn version_1_answers_and_patches_keep_their_layout() {
         retry_max_ms: 1_000,
         retry_jitter_pct: 10,
         paused: Halves::BOTH,
+        attempt_history: 12,
     };
     let mut buf = BytesMut::new();
     Response::Queue(Box::new(settings.clone())).encode_in(1, Opcode::GetQueue as u8, 4, &mut buf);
@@ -535,6 +551,7 @@ fn version_1_answers_and_patches_keep_their_layout() {
         retry_max_ms: 900_000,
         retry_jitter_pct: 0,
         paused: Halves::default(),
+        attempt_history: 0,
         ..settings.clone()
     };
     assert_eq!(got, Response::Queue(Box::new(v1)));
@@ -576,6 +593,7 @@ fn version_1_answers_and_patches_keep_their_layout() {
         dead_letter: None,
         group: Some("g".into()),
         priority: 3,
+        attempts: Vec::new(),
     };
     let mut buf = BytesMut::new();
     Response::Messages(vec![grouped.clone()]).encode_in(1, Opcode::Peek as u8, 6, &mut buf);
@@ -647,4 +665,97 @@ fn version_1_answers_and_patches_keep_their_layout() {
         Request::decode(&header, Bytes::from(stray)),
         Err(ProtoError::Malformed(_))
     ));
+}
+
+/// A peek may ask for each message's failed attempts (a fields byte at its
+/// end, absent in an older client's peek: every field but them); the
+/// answer carries them with the fields flag. A release may end with the
+/// consumer's reason and description.
+#[test]
+fn attempts_travel_when_asked_for_and_a_release_carries_its_reason() {
+    let peek = |fields| Request::Peek {
+        queue: QueueRef {
+            name: "q".into(),
+            dlq: true,
+        },
+        from_seq: 3,
+        max_messages: 10,
+        fields,
+    };
+    let mut old = BytesMut::new();
+    peek(Fields::ALL).encode(1, &mut old);
+    let mut new = BytesMut::new();
+    peek(Fields::KNOWN).encode(1, &mut new);
+    assert_eq!(new.len(), old.len() + 1, "one byte more, at the end");
+    for (frame, fields) in [(&old, Fields::ALL), (&new, Fields::KNOWN)] {
+        let Ok(Decoded::Frame { header, body, .. }) = decode_frame(frame, 1 << 20) else {
+            panic!("one frame")
+        };
+        assert_eq!(
+            Request::decode(&header, Bytes::copy_from_slice(body)).unwrap(),
+            peek(fields)
+        );
+    }
+    let attempts = vec![
+        Attempt {
+            at_ms: 5,
+            delivery: 1,
+            end: 1,
+            ..Attempt::default()
+        },
+        Attempt {
+            at_ms: 9,
+            delivery: 2,
+            end: 2,
+            reason: "bad input".into(),
+            description: "field x".into(),
+        },
+    ];
+    let m = Message {
+        id: 1,
+        seq: 2,
+        payload: Bytes::from_static(b"p"),
+        attributes: Vec::new(),
+        channel: None,
+        inserted_at_ms: 1,
+        expires_at_ms: 2,
+        next_visible_at_ms: 3,
+        delivery_count: 2,
+        state: 5,
+        receipt: None,
+        dead_letter: None,
+        group: None,
+        priority: 1,
+        attempts,
+    };
+    let mut buf = BytesMut::new();
+    let answer = Response::Selected(Fields::KNOWN, vec![m.clone()]);
+    answer.encode(Opcode::Peek as u8, 4, &mut buf);
+    assert_eq!(answer_of(&buf).1, answer);
+    // Without the bit, no attempts travel.
+    let mut buf = BytesMut::new();
+    Response::Messages(vec![m.clone()]).encode(Opcode::Peek as u8, 4, &mut buf);
+    let without = Message {
+        attempts: Vec::new(),
+        ..m
+    };
+    assert_eq!(answer_of(&buf).1, Response::Messages(vec![without]));
+    // A receive does not ask for them.
+    let mut frame = BytesMut::new();
+    Request::Receive(Receive {
+        queue: QueueRef {
+            name: "q".into(),
+            dlq: false,
+        },
+        max_messages: 1,
+        visibility_ms: None,
+        wait_ms: None,
+        channel: None,
+        fields: Fields::KNOWN,
+    })
+    .encode(1, &mut frame);
+    let Ok(Decoded::Frame { header, body, .. }) = decode_frame(&frame, 1 << 20) else {
+        panic!("one frame")
+    };
+    assert!(Request::decode(&header, Bytes::copy_from_slice(body)).is_err());
 }

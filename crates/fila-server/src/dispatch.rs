@@ -102,6 +102,7 @@ fn update_of(p: proto::SettingsPatch) -> SettingsUpdate {
         retry_multiplier_pct: p.retry_multiplier_pct,
         retry_max_ms: p.retry_max_ms,
         retry_jitter_pct: p.retry_jitter_pct,
+        attempt_history: p.attempt_history,
         tags_set: p.tags_set,
         tags_remove: p.tags_remove,
     }
@@ -151,6 +152,7 @@ fn settings_of(s: QueueSettings) -> proto::Settings {
             receive: s.receive_paused,
             send: s.send_paused,
         },
+        attempt_history: s.attempt_history,
     }
 }
 
@@ -161,9 +163,31 @@ pub(crate) fn message_of(m: Message) -> proto::Message {
 }
 
 /// A receive's or peek's answer with the fields it asked for: the engine's
-/// messages, encoded from borrowed views when written.
+/// messages, encoded from borrowed views when written (with their failed
+/// attempts — asked for by few, a debugging look — from owned wire
+/// messages).
 pub(crate) fn messages_of(ms: Vec<Message>, fields: proto::Fields) -> Answer {
     Answer::Messages(fields, ms)
+}
+
+/// An engine message's failed attempts as the wire shows them.
+fn attempts_of(m: &Message) -> Vec<proto::Attempt> {
+    m.attempts.as_deref().map_or_else(Vec::new, |attempts| {
+        attempts
+            .iter()
+            .map(|a| proto::Attempt {
+                at_ms: a.at_ms,
+                delivery: a.delivery,
+                end: match a.end {
+                    fila_core::AttemptEnd::Expired => 1,
+                    fila_core::AttemptEnd::Released => 2,
+                    fila_core::AttemptEnd::DeadLettered => 3,
+                },
+                reason: a.reason.clone(),
+                description: a.description.clone(),
+            })
+            .collect()
+    })
 }
 
 /// An answer to write: a wire response, or messages encoded straight from
@@ -247,6 +271,17 @@ impl Answer {
     ) {
         match self {
             Answer::Wire(r) => r.encode_in(version, opcode, request_id, buf),
+            Answer::Messages(fields, ms) if fields.contains(proto::Fields::ATTEMPTS) => {
+                let ms = ms
+                    .iter()
+                    .map(|m| {
+                        let mut wire = view_of(m).to_message(m.payload.to_bytes());
+                        wire.attempts = attempts_of(m);
+                        wire
+                    })
+                    .collect();
+                Response::Selected(*fields, ms).encode_in(version, opcode, request_id, buf)
+            }
             Answer::Messages(fields, ms) => proto::encode_messages_in(
                 version,
                 opcode,
@@ -286,6 +321,8 @@ fn view_of(m: &Message) -> proto::MessageRef<'_, Box<str>> {
         }),
         group: m.group.as_deref(),
         priority: m.priority,
+        // Written only when asked for, from owned messages (`messages_of`).
+        attempts: &[],
     }
 }
 
@@ -623,13 +660,20 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
         Request::ResumeQueue { name, halves } => answer(engine.set_paused(&name, pause_of(halves), false), |p| {
             Response::Paused(halves_of(p))
         }),
-        Request::Release { queue, receipts } => {
+        Request::Release {
+            queue,
+            receipts,
+            reason,
+            description,
+        } => {
             if let Err(e) = fila_core::check_batch("receipts", receipts.len()) {
                 return failed(&e);
             }
             let parsed: Vec<Result<Receipt, Error>> = receipts.iter().map(receipt).collect();
             answer(
-                parsed_entries(parsed, |good| engine.release(address(&queue), good)),
+                parsed_entries(parsed, |good| {
+                    engine.release(address(&queue), good, &reason, &description)
+                }),
                 |done| Response::Released(entries(done, |t| t)),
             )
         }
@@ -661,6 +705,7 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
             queue,
             from_seq,
             max_messages,
+            fields,
         } => answer(
             engine.peek(address(&queue), from_seq, u32::from(max_messages)),
             |mut ms| {
@@ -677,12 +722,15 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
                             m.channel.as_deref(),
                             m.dead_letter.as_deref(),
                         );
+                        if fields.contains(proto::Fields::ATTEMPTS) {
+                            total += fila_core::attempts_bytes(m.attempts.as_ref());
+                        }
                         total <= room as u64
                     })
                     .count()
                     .max(1);
                 ms.truncate(keep);
-                messages_of(ms, proto::Fields::ALL)
+                messages_of(ms, fields)
             },
         ),
         Request::Redrive {

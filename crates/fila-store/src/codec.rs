@@ -17,8 +17,8 @@ use std::sync::Arc;
 use fila_core::event::{DedupMark, Event, MessageImage, Spot};
 
 use fila_core::{
-    DeadLetter, DeadLetterReason, MessageId, MoveStatus, MoveTask, Payload, QueueSettings,
-    QueueTimes,
+    Attempt, AttemptEnd, DeadLetter, DeadLetterReason, MessageId, MoveStatus, MoveTask, Payload,
+    QueueSettings, QueueTimes,
 };
 
 use write::*;
@@ -59,6 +59,9 @@ pub mod kind {
     /// A lease ended and its message waits for its retry: spot, when it
     /// is visible again.
     pub const RETRY: u8 = 14;
+    /// A failed attempt a message keeps: spot, the attempt (see
+    /// [`super::more::ATTEMPTS`]).
+    pub const ATTEMPT: u8 = 15;
 }
 
 /// Flags of a message's optional parts, after the message in a
@@ -73,7 +76,11 @@ pub(crate) mod more {
     pub const PRIORITY: u8 = 4;
     /// When its last lease ends (a `u64`, when not 0; snapshots only).
     pub const LEASE: u8 = 8;
-    pub const KNOWN: u8 = DEDUP | GROUP | PRIORITY | LEASE;
+    /// Its failed attempts: a `u32` count, then each one's `u64` time,
+    /// `u32` delivery, `u8` end (1 expired, 2 released, 3 dead-lettered),
+    /// reason, description.
+    pub const ATTEMPTS: u8 = 16;
+    pub const KNOWN: u8 = DEDUP | GROUP | PRIORITY | LEASE | ATTEMPTS;
 }
 
 /// A message's optional parts: flags, then each one present.
@@ -83,11 +90,17 @@ pub(crate) fn message_more(
     group: Option<&str>,
     priority: u8,
     lease_until: u64,
+    attempts: &[Attempt],
 ) {
     let flags = if dedup.is_some() { more::DEDUP } else { 0 }
         | if group.is_some() { more::GROUP } else { 0 }
         | if priority > 1 { more::PRIORITY } else { 0 }
-        | if lease_until > 0 { more::LEASE } else { 0 };
+        | if lease_until > 0 { more::LEASE } else { 0 }
+        | if attempts.is_empty() {
+            0
+        } else {
+            more::ATTEMPTS
+        };
     u8_(out, flags);
     if let Some(d) = dedup {
         out.extend_from_slice(&d.key.to_be_bytes());
@@ -102,16 +115,44 @@ pub(crate) fn message_more(
     if lease_until > 0 {
         u64_(out, lease_until);
     }
+    if !attempts.is_empty() {
+        u32_(out, attempts.len() as u32);
+        for a in attempts {
+            attempt(out, a);
+        }
+    }
+}
+
+/// One failed attempt's bytes (see [`more::ATTEMPTS`]).
+pub(crate) fn attempt(out: &mut Vec<u8>, a: &Attempt) {
+    u64_(out, a.at_ms);
+    u32_(out, a.delivery);
+    u8_(
+        out,
+        match a.end {
+            AttemptEnd::Expired => 1,
+            AttemptEnd::Released => 2,
+            AttemptEnd::DeadLettered => 3,
+        },
+    );
+    bytes_(out, a.reason.as_bytes());
+    bytes_(out, a.description.as_bytes());
 }
 
 /// A message's optional parts as read: its put's deduplication key, its
-/// group key, its priority level, when its last lease ends.
-pub(crate) type MoreParts = (Option<DedupMark>, Option<Arc<str>>, u8, u64);
+/// group key, its priority level, when its last lease ends, its failed
+/// attempts.
+pub(crate) type MoreParts = (Option<DedupMark>, Option<Arc<str>>, u8, u64, Vec<Attempt>);
 
-/// Whether a message needs [`message_more`] (a group, a level above 1 or
-/// a lease's end).
-pub(crate) fn needs_more(group: Option<&str>, priority: u8, lease_until: u64) -> bool {
-    group.is_some() || priority > 1 || lease_until > 0
+/// Whether a message needs [`message_more`] (a group, a level above 1, a
+/// lease's end or failed attempts).
+pub(crate) fn needs_more(
+    group: Option<&str>,
+    priority: u8,
+    lease_until: u64,
+    attempts: &[Attempt],
+) -> bool {
+    group.is_some() || priority > 1 || lease_until > 0 || !attempts.is_empty()
 }
 
 /// A record or snapshot that does not parse.
@@ -206,6 +247,13 @@ pub enum Op {
         /// When it is visible again.
         visible_at: u64,
     },
+    /// See [`Event::Attempt`].
+    Attempt {
+        /// The message.
+        at: Spot,
+        /// The attempt.
+        attempt: Attempt,
+    },
 }
 
 /// Appends an event's record body to `out`; answers its kind.
@@ -251,8 +299,8 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
                 }
             }
             message(out, &view_parts(m));
-            if needs_more(m.group, m.priority, 0) {
-                message_more(out, dedup.as_ref(), m.group, m.priority, 0);
+            if needs_more(m.group, m.priority, 0, m.attempts) {
+                message_more(out, dedup.as_ref(), m.group, m.priority, 0, m.attempts);
                 return kind::STORED_2;
             }
             // Added later, at the end: a record without it reads as before.
@@ -286,6 +334,11 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
             spot(out, at);
             u64_(out, *visible_at);
             kind::RETRY
+        }
+        Event::Attempt { at, attempt: a } => {
+            spot(out, at);
+            attempt(out, a);
+            kind::ATTEMPT
         }
     }
 }
@@ -433,7 +486,32 @@ impl<'a> Reader<'a> {
         } else {
             0
         };
-        Ok((dedup, group, priority, lease))
+        let attempts = if flags & more::ATTEMPTS != 0 {
+            let n = self.u32()? as usize;
+            // An attempt takes 21 bytes at least.
+            if n == 0 || n > (self.data.len() - self.at) / 21 {
+                return Err(bad("a count of attempts past the bytes"));
+            }
+            (0..n).map(|_| self.attempt()).collect::<Result<_, _>>()?
+        } else {
+            Vec::new()
+        };
+        Ok((dedup, group, priority, lease, attempts))
+    }
+    /// Reads one failed attempt ([`attempt`]).
+    pub(crate) fn attempt(&mut self) -> Result<Attempt, CodecError> {
+        Ok(Attempt {
+            at_ms: self.u64()?,
+            delivery: self.u32()?,
+            end: match self.u8()? {
+                1 => AttemptEnd::Expired,
+                2 => AttemptEnd::Released,
+                3 => AttemptEnd::DeadLettered,
+                _ => return Err(bad("an unknown end of an attempt")),
+            },
+            reason: self.str()?.to_owned(),
+            description: self.str()?.to_owned(),
+        })
     }
     /// Reads the settings' [`keyed`] extension into `s`.
     fn keyed(&mut self, s: &mut QueueSettings) -> Result<(), CodecError> {
@@ -569,6 +647,7 @@ impl<'a> Reader<'a> {
                 group: None,
                 priority: 1,
                 lease_until_ms: 0,
+                attempts: Vec::new(),
             },
         ))
     }
@@ -619,11 +698,11 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
             let from = if r.flag()? { Some(r.spot()?) } else { None };
             let (queue, mut message) = r.message()?;
             let dedup = if kind == kind::STORED_2 {
-                let (dedup, group, priority, lease) = r.more()?;
+                let (dedup, group, priority, lease, attempts) = r.more()?;
                 if lease != 0 {
                     return Err(bad("a stored message carries no lease"));
                 }
-                (message.group, message.priority) = (group, priority);
+                (message.group, message.priority, message.attempts) = (group, priority, attempts);
                 dedup
             } else if r.at < r.data.len() {
                 Some(DedupMark {
@@ -662,6 +741,10 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
         kind::RETRY => Op::Retry {
             at: r.spot()?,
             visible_at: r.u64()?,
+        },
+        kind::ATTEMPT => Op::Attempt {
+            at: r.spot()?,
+            attempt: r.attempt()?,
         },
         _ => return Err(bad("unknown record kind")),
     };

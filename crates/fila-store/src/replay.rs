@@ -356,6 +356,23 @@ impl Replay {
                     m.visible_at_ms = visible_at;
                 }
             }
+            Op::Attempt { at, attempt } => {
+                // Kept as the engine keeps it, by the queue's number then.
+                let keep = self
+                    .queues
+                    .get(&at.queue)
+                    .map_or(0, |q| q.settings.attempt_history);
+                // Applied once: a snapshot's piece of the message may
+                // already hold it (the records after its start are
+                // replayed over it). Replayed in order, the ones a piece
+                // had dropped as old come back and go again, so the
+                // history ends as the engine's.
+                if let Some(m) = self.message(&at) {
+                    if !m.attempts.contains(&attempt) {
+                        fila_core::remember_attempt(&mut m.attempts, attempt, keep);
+                    }
+                }
+            }
         }
     }
 
@@ -470,6 +487,7 @@ mod tests {
                 group: None,
                 priority: 1,
                 lease_until_ms: 0,
+                attempts: Vec::new(),
             },
             from,
             dedup: None,

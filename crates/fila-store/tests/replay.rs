@@ -204,7 +204,8 @@ fn step(
         12 if !receipts.is_empty() => {
             // Released as failed: its retry, if its queue has a policy.
             let (q, r) = receipts.swap_remove(rng.below(receipts.len() as u64) as usize);
-            let _ = engine.release(Address::queue(&q), &[r]);
+            let why = if rng.below(2) == 0 { "bad input" } else { "" };
+            let _ = engine.release(Address::queue(&q), &[r], why, "a handler failed");
         }
         13 if !receipts.is_empty() => {
             let (q, r) = receipts.swap_remove(rng.below(receipts.len() as u64) as usize);

@@ -76,6 +76,7 @@ mod tests {
             dead_letter: None,
             group: group.map(str::to_owned),
             priority: 1,
+            attempts: Vec::new(),
         }
     }
 

@@ -281,5 +281,6 @@ fn wire(m: fila_core::Message) -> proto::Message {
         dead_letter: None,
         group: None,
         priority: m.priority,
+        attempts: Vec::new(),
     }
 }

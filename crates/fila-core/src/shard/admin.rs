@@ -44,19 +44,23 @@ impl Shard {
         description: String,
         now: u64,
     ) -> Result<(), Error> {
-        self.dead_letter_found(name, reason, description, now, |s, q| s.by_seq(q, seq))
+        self.dead_letter_found(name, reason, description, now, false, |s, q| {
+            s.by_seq(q, seq)
+        })
     }
 
     /// Dead-letters the main-queue message `find` names (after the reason
     /// and description are checked and the shard caught up to `now`), kept
     /// as a consumer's dead letter: a consumer's by receipt, an operator's
-    /// by sequence number.
+    /// by sequence number. A consumer's (`leased`) ends its lease as a
+    /// failed attempt, kept in the message's history.
     pub(super) fn dead_letter_found(
         &mut self,
         name: &str,
         reason: String,
         description: String,
         now: u64,
+        leased: bool,
         find: impl FnOnce(&Shard, SubId) -> Result<u32, Error>,
     ) -> Result<(), Error> {
         Shard::check_dead_letter_text(&reason, &description)?;
@@ -65,6 +69,15 @@ impl Shard {
         let slot = find(self, self.sub_id(qslot, false))?;
         self.room_for_dead_letter_text(&reason, &description)?;
         let now = self.now;
+        if leased {
+            self.record_attempt(
+                slot,
+                AttemptEnd::DeadLettered,
+                reason.clone(),
+                description.clone(),
+                now,
+            );
+        }
         self.dead_letter_slot(
             slot,
             DeadLetterReason::Consumer {

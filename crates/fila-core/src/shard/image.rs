@@ -148,6 +148,10 @@ impl Shard {
             } else {
                 0
             },
+            attempts: extra
+                .and_then(|e| e.attempts.as_deref())
+                .cloned()
+                .unwrap_or_default(),
         }
     }
 
@@ -183,15 +187,18 @@ impl Shard {
             if !m.dlq {
                 *next = (*next).max(m.seq.saturating_add(1));
             }
+            let attempts = (!m.attempts.is_empty()).then(|| Arc::new(m.attempts));
             let len = m.payload.len() as u64
                 + attributes_bytes(m.attributes.as_ref())
                 + dead_letter_bytes(m.dead_letter.as_deref())
-                + groups::grouped_bytes(m.group.is_some());
+                + groups::grouped_bytes(m.group.is_some())
+                + attempts_bytes(attempts.as_ref());
             self.budget.force_message(len);
             let extra = if m.attributes.is_none()
                 && m.dead_letter.is_none()
                 && m.id.is_none()
                 && m.group.is_none()
+                && attempts.is_none()
             {
                 None
             } else {
@@ -200,6 +207,7 @@ impl Shard {
                     dead_letter: m.dead_letter,
                     id: m.id,
                     group: m.group.map(groups::GroupRef::new),
+                    attempts,
                 }))
             };
             let leased = m.lease_until_ms > now && !m.deferred;

@@ -142,6 +142,8 @@ struct Extra {
     id: Option<MessageId>,
     /// Its group, when it was put with a key.
     group: Option<groups::GroupRef>,
+    /// Its failed attempts, when its queue keeps them and it failed.
+    attempts: Option<Attempts>,
 }
 
 /// One message slot.
@@ -301,6 +303,7 @@ pub(crate) struct Outbound {
     id: MessageId,
     delivery_count: u32,
     dead_letter: Option<Arc<DeadLetter>>,
+    attempts: Option<Attempts>,
     /// A move task's message (not a dead letter): its task, and whether
     /// it left its source's DLQ.
     pub(crate) moving: Option<MoveRef>,
@@ -339,6 +342,7 @@ impl Outbound {
             id: m.id,
             delivery_count: m.delivery_count,
             dead_letter,
+            attempts: m.attempts,
             moving,
         }
     }
@@ -493,6 +497,7 @@ impl Record {
         self.bytes()
             + dead_letter_bytes(extra.and_then(|e| e.dead_letter.as_deref()))
             + groups::grouped_bytes(extra.is_some_and(|e| e.group.is_some()))
+            + attempts_bytes(extra.and_then(|e| e.attempts.as_ref()))
     }
 }
 

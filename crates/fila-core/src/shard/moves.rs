@@ -398,6 +398,8 @@ impl Shard {
             let before = r.budget_bytes();
             let extra = r.extra.get_or_insert_with(Box::default);
             extra.dead_letter = None;
+            // A redriven message starts afresh: no record of its failures.
+            extra.attempts = None;
             extra.id = Some(id);
             let freed = before.saturating_sub(r.budget_bytes());
             self.budget.release(freed);
@@ -430,10 +432,14 @@ impl Shard {
             return Err(out);
         };
         let len = out.payload.len() as u64 + attributes_bytes(out.attributes.as_ref());
+        if out.moving.is_some() {
+            // A moved message starts afresh: no record of its failures.
+            out.attempts = None;
+        }
         let record = if out.moving.is_some() {
             0
         } else {
-            dead_letter_bytes(out.dead_letter.as_deref())
+            dead_letter_bytes(out.dead_letter.as_deref()) + attempts_bytes(out.attempts.as_ref())
         };
         let kept = len + record + groups::grouped_bytes(out.group.is_some());
         if self
@@ -474,7 +480,8 @@ impl Shard {
             out.payload.len() as u64
                 + attributes_bytes(out.attributes.as_ref())
                 + dead_letter_bytes(out.dead_letter.as_deref())
-                + groups::grouped_bytes(out.group.is_some()),
+                + groups::grouped_bytes(out.group.is_some())
+                + attempts_bytes(out.attempts.as_ref()),
         );
         if let Some(m) = out.moving {
             let queue = self.queue_mut(qslot);
@@ -550,6 +557,7 @@ impl Shard {
                 dead_letter: out.dead_letter,
                 id: Some(out.id),
                 group: out.group.map(groups::GroupRef::new),
+                attempts: out.attempts,
             })),
             state: MessageState::Visible,
             delivery_count: count,

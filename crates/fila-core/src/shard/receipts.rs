@@ -149,16 +149,20 @@ impl Shard {
     }
 
     /// Ends leases as failed (a "nack": the consumer could not process
-    /// the message): each message is visible again after its queue's
-    /// retry policy's delay for its delivery count, as after a lease that
+    /// the message), with the consumer's reason and description (`why`,
+    /// within a dead letter's limits), kept in each message's attempt
+    /// history: each message is visible again after its queue's retry
+    /// policy's delay for its delivery count, as after a lease that
     /// expires — at once when the queue has no policy. Answers each
     /// message's next visible time.
     pub fn release(
         &mut self,
         addr: Address<'_>,
         receipts: &[Receipt],
+        why: (&str, &str),
         now: u64,
     ) -> Result<Vec<EntryResult<u64>>, Error> {
+        Shard::check_dead_letter_text(why.0, why.1)?;
         self.catch_up(now);
         let qslot = self.queue_slot(addr.queue)?;
         let q = self.sub_id(qslot, addr.dlq);
@@ -180,6 +184,13 @@ impl Shard {
                     }
                 );
                 self.clear_timer(slot);
+                self.record_attempt(
+                    slot,
+                    AttemptEnd::Released,
+                    why.0.to_owned(),
+                    why.1.to_owned(),
+                    now,
+                );
                 self.records[slot as usize].visible_at = now;
                 let at = self.retry_at(slot).unwrap_or(now).max(now);
                 self.lease_ended(slot, now);
@@ -285,7 +296,7 @@ impl Shard {
         description: String,
         now: u64,
     ) -> Result<(), Error> {
-        self.dead_letter_found(name, reason, description, now, |s, q| {
+        self.dead_letter_found(name, reason, description, now, true, |s, q| {
             let (slot, generation) = s.resolve(q, receipt)?;
             s.records[slot as usize]
                 .word

@@ -302,6 +302,7 @@ impl Shard {
             dead_letter: extra.and_then(|e| e.dead_letter.clone()),
             group: extra.and_then(|e| e.group.as_ref().map(|g| g.key.clone())),
             priority: r.level(),
+            attempts: extra.and_then(|e| e.attempts.clone()),
         }
     }
 
@@ -332,6 +333,9 @@ impl Shard {
             dead_letter: extra.and_then(|e| e.dead_letter.as_deref()),
             group: extra.and_then(|e| e.group.as_ref().map(|g| &*g.key)),
             priority: r.level(),
+            attempts: extra
+                .and_then(|e| e.attempts.as_deref())
+                .map_or(&[], Vec::as_slice),
         }
     }
 

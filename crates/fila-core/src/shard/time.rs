@@ -221,7 +221,10 @@ impl Shard {
         }
         let expired = r.expires_at <= t;
         match word.state {
-            MessageState::InFlight => self.lease_ended(slot, t),
+            MessageState::InFlight => {
+                self.record_attempt(slot, AttemptEnd::Expired, String::new(), String::new(), t);
+                self.lease_ended(slot, t)
+            }
             MessageState::Delayed if !expired => {
                 let shifted = r.word.shift(MessageState::Delayed, MessageState::Visible);
                 debug_assert!(shifted.is_ok());
@@ -253,6 +256,51 @@ impl Shard {
         debug_assert!(ended.is_ok());
         self.leave_state(slot, MessageState::InFlight);
         self.enter_visible(slot);
+    }
+
+    /// Keeps a failed attempt in the history of the message in `slot` (of
+    /// its queue's own half, when the queue keeps any): appended, the
+    /// oldest dropped past `attempt_history` or the history's bytes;
+    /// counted in the stored bytes whatever the budget says (the failure
+    /// happened); logged.
+    pub(super) fn record_attempt(
+        &mut self,
+        slot: u32,
+        end: AttemptEnd,
+        reason: String,
+        description: String,
+        t: u64,
+    ) {
+        let r = &self.records[slot as usize];
+        let keep = self.queue(r.q.queue()).settings.attempt_history;
+        if r.q.is_dlq() || keep == 0 {
+            return;
+        }
+        let attempt = Attempt {
+            at_ms: t,
+            delivery: r.word.load().delivery_count,
+            end,
+            reason,
+            description,
+        };
+        emit!(
+            self,
+            Event::Attempt {
+                at: self.spot(slot),
+                attempt: &attempt,
+            }
+        );
+        let r = &mut self.records[slot as usize];
+        let before = r.budget_bytes();
+        let extra = r.extra.get_or_insert_with(Box::default);
+        let history = Arc::make_mut(extra.attempts.get_or_insert_with(Default::default));
+        remember_attempt(history, attempt, keep);
+        let after = r.budget_bytes();
+        if after >= before {
+            self.budget.force(after - before);
+        } else {
+            self.budget.release(before - after);
+        }
     }
 
     /// When a message whose lease ends now (at its `visible_at`) is visible

@@ -235,6 +235,8 @@ impl Harness {
                     retry_multiplier_pct: 100 + u32::from(max_messages % 4) * 50,
                     retry_max_ms: 2_000,
                     retry_jitter_pct: if vis % 3 == 0 { 50 } else { 0 },
+                    // 0 to 3 failed attempts kept: the oldest go early.
+                    attempt_history: u32::from(wait % 4),
                     ..QueueSettings::default()
                 };
                 let e = engine.create_queue(name, s.clone());
@@ -408,12 +410,18 @@ impl Harness {
                 let chosen: Vec<_> = picks.iter().filter_map(|i| self.pick(*i)).collect();
                 let e_r: Vec<_> = chosen.iter().map(|(r, _)| *r).collect();
                 let m_r: Vec<_> = chosen.iter().map(|(_, r)| *r).collect();
-                let e = engine.release(Address { queue: name, dlq }, &e_r);
+                // Every other release says why.
+                let (reason, description) = if picks.len() % 2 == 0 {
+                    ("bad input", "field x")
+                } else {
+                    ("", "")
+                };
+                let e = engine.release(Address { queue: name, dlq }, &e_r, reason, description);
                 if chosen.is_empty() {
                     assert!(matches!(e, Err(Error::InvalidArgument { .. })));
                     return;
                 }
-                let m = self.model.release(name, dlq, &m_r);
+                let m = self.model.release(name, dlq, &m_r, reason, description);
                 assert_eq!(
                     res(&e, |v| v.iter().map(|r| res(r, |x| *x)).collect::<Vec<_>>()),
                     res(&m, |v| v.iter().map(|r| res(r, |x| *x)).collect::<Vec<_>>()),

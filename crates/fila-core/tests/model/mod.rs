@@ -75,6 +75,8 @@ struct M {
     group: Option<Arc<str>>,
     /// Its priority level.
     level: u8,
+    /// Its failed attempts, oldest first.
+    attempts: Vec<Attempt>,
     /// On its channel's ring: a grouped message of a queue's own half as
     /// its group's head (in a DLQ, any visible one).
     queued: bool,
@@ -232,6 +234,7 @@ impl Model {
             dead_letter: m.dead_letter.clone(),
             group: m.group.clone(),
             priority: m.level,
+            attempts: (!m.attempts.is_empty()).then(|| Arc::new(m.attempts.clone())),
         }
     }
 
@@ -538,6 +541,7 @@ impl Model {
                 dead_letter: None,
                 group: m.group.as_deref().map(Arc::from),
                 level: m.priority.unwrap_or(1),
+                attempts: Vec::new(),
                 queued: false,
             },
         );

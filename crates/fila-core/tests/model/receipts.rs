@@ -105,7 +105,10 @@ impl Model {
         name: &str,
         dlq: bool,
         receipts: &[MReceipt],
+        reason: &str,
+        description: &str,
     ) -> Result<Vec<Result<u64, Error>>, Error> {
+        check_dead_letter_text(reason, description)?;
         self.q(name)?;
         let now = self.now;
         let mut answers = Vec::new();
@@ -116,6 +119,15 @@ impl Model {
                     .get_mut(&seq)
                     .unwrap();
                 m.visible_at = now;
+                self.record_attempt(
+                    name,
+                    dlq,
+                    seq,
+                    AttemptEnd::Released,
+                    reason,
+                    description,
+                    now,
+                );
                 let at = self.retry_at(name, dlq, seq).unwrap_or(now).max(now);
                 self.lease_ended(name, dlq, seq, now);
                 at
@@ -139,6 +151,36 @@ impl Model {
         let m = &q.subs[0].msgs[&seq];
         let delay = q.settings.retry_delay(m.count, seq)?;
         Some((m.visible_at + delay).min(m.expires))
+    }
+
+    /// Keeps a failed attempt in the history of message `seq` of the
+    /// queue's own half, as many as the queue keeps (the engine's rule,
+    /// `remember_attempt`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn record_attempt(
+        &mut self,
+        name: &str,
+        dlq: bool,
+        seq: u64,
+        end: AttemptEnd,
+        reason: &str,
+        description: &str,
+        t: u64,
+    ) {
+        let q = self.queues.get_mut(name).unwrap();
+        let keep = q.settings.attempt_history;
+        if dlq || keep == 0 {
+            return;
+        }
+        let m = q.subs[0].msgs.get_mut(&seq).unwrap();
+        let attempt = Attempt {
+            at_ms: t,
+            delivery: m.count,
+            end,
+            reason: reason.to_owned(),
+            description: description.to_owned(),
+        };
+        remember_attempt(&mut m.attempts, attempt, keep);
     }
 
     /// A lease of `seq` ended at `t` without a delete: the message waits
@@ -179,6 +221,16 @@ impl Model {
     ) -> Result<(), Error> {
         check_dead_letter_text(reason, description)?;
         let seq = self.leased(name, false, r)?;
+        let now = self.now;
+        self.record_attempt(
+            name,
+            false,
+            seq,
+            AttemptEnd::DeadLettered,
+            reason,
+            description,
+            now,
+        );
         self.consumer_dead_letter(name, seq, reason, description)
     }
 
@@ -455,6 +507,7 @@ impl Model {
         for &old in &seqs {
             let mut m = self.remove(name, true, old);
             m.dead_letter = None;
+            m.attempts.clear();
             self.queues.get_mut(name).unwrap().stats.redriven += 1;
             self.arrive(name, m, t);
         }
@@ -520,7 +573,11 @@ impl Model {
                     let m = &self.queues[&name].subs[idx(dlq)].msgs[&seq];
                     let expired = m.expires <= t;
                     match m.st {
-                        St::InFlight(_) => self.lease_ended(&name, dlq, seq, t),
+                        St::InFlight(_) => {
+                            let end = AttemptEnd::Expired;
+                            self.record_attempt(&name, dlq, seq, end, "", "", t);
+                            self.lease_ended(&name, dlq, seq, t)
+                        }
                         St::Delayed if !expired => self.enter_visible(&name, dlq, seq),
                         _ => self.expire(&name, dlq, seq, t),
                     }

@@ -61,6 +61,9 @@ pub struct MessageRef<'a, K: AsRef<str> = String> {
     pub group: Option<&'a str>,
     /// Its priority level.
     pub priority: u8,
+    /// Its failed attempts (written when the answer asks for
+    /// [`Fields::ATTEMPTS`]).
+    pub attempts: &'a [Attempt],
 }
 
 /// [`DeadLetter`], borrowed.
@@ -105,6 +108,7 @@ impl<'a> MessageRef<'a> {
             }),
             group: m.group.as_deref(),
             priority: m.priority,
+            attempts: &m.attempts,
         }
     }
 }
@@ -141,6 +145,7 @@ impl<K: AsRef<str>> MessageRef<'_, K> {
             }),
             group: self.group.map(str::to_owned),
             priority: self.priority,
+            attempts: self.attempts.to_vec(),
         }
     }
 }
@@ -266,6 +271,15 @@ fn put_view<K: AsRef<str>>(w: &mut Writer<'_>, m: &MessageRef<'_, K>, f: Fields)
             w.u32(d.delivery_count);
         });
     }
+    if f.contains(Fields::ATTEMPTS) {
+        w.list(m.attempts, |w, a| {
+            w.u64(a.at_ms);
+            w.u32(a.delivery);
+            w.u8(a.end);
+            w.str(&a.reason);
+            w.str(&a.description);
+        });
+    }
 }
 
 pub(super) fn get_message(r: &mut Reader) -> Result<Message, ProtoError> {
@@ -310,6 +324,20 @@ pub(super) fn get_fields(r: &mut Reader, f: Fields) -> Result<Message, ProtoErro
     } else {
         None
     };
+    let attempts = if f.contains(Fields::ATTEMPTS) {
+        // An attempt takes 17 bytes at least.
+        r.list(17, |r| {
+            Ok(Attempt {
+                at_ms: r.u64()?,
+                delivery: r.u32()?,
+                end: r.u8()?,
+                reason: r.str()?,
+                description: r.str()?,
+            })
+        })?
+    } else {
+        Vec::new()
+    };
     Ok(Message {
         id,
         seq,
@@ -325,5 +353,6 @@ pub(super) fn get_fields(r: &mut Reader, f: Fields) -> Result<Message, ProtoErro
         dead_letter,
         group,
         priority,
+        attempts,
     })
 }

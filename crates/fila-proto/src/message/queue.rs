@@ -55,6 +55,8 @@ pub struct SettingsPatch {
     pub retry_max_ms: Option<u64>,
     /// Up to this share of a retry's delay taken off (0–100).
     pub retry_jitter_pct: Option<u8>,
+    /// Failed attempts each message keeps (0–32).
+    pub attempt_history: Option<u32>,
 }
 
 impl SettingsPatch {
@@ -118,6 +120,8 @@ pub struct Settings {
     pub retry_jitter_pct: u8,
     /// What is paused (version 4).
     pub paused: Halves,
+    /// Failed attempts each message keeps (version 5).
+    pub attempt_history: u32,
 }
 
 /// A move task as answers show it.
@@ -162,7 +166,8 @@ pub(super) fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
     w.list(&p.tags_remove, |w, k| w.str(k));
     // Added later: written only when used, so the patch of an older
     // client reads the same.
-    let fourth = p.sets_retry();
+    let fifth = p.attempt_history.is_some();
+    let fourth = fifth || p.sets_retry();
     let third = fourth || p.priority_levels.is_some() || p.priority_fairness.is_some();
     let second = third || p.ordered.is_some();
     if second || p.dedup_window_ms.is_some() || p.content_dedup.is_some() {
@@ -181,6 +186,9 @@ pub(super) fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
         w.opt(&p.retry_multiplier_pct, |w, v| w.u32(*v));
         w.opt(&p.retry_max_ms, |w, v| w.u64(*v));
         w.opt(&p.retry_jitter_pct, |w, v| w.u8(*v));
+    }
+    if fifth {
+        w.opt(&p.attempt_history, |w, v| w.u32(*v));
     }
 }
 
@@ -245,6 +253,10 @@ pub(super) fn get_patch(r: &mut Reader, version: u8) -> Result<SettingsPatch, Pr
         p.retry_jitter_pct = r.opt(Reader::u8)?;
         empty_end(r, !p.sets_retry())?;
     }
+    if r.remaining() > 0 {
+        p.attempt_history = r.opt(Reader::u32)?;
+        empty_end(r, p.attempt_history.is_none())?;
+    }
     Ok(p)
 }
 
@@ -283,6 +295,10 @@ pub(super) fn put_settings_in(w: &mut Writer<'_>, s: &Settings, version: u8) {
         return;
     }
     w.u8(s.paused.bits());
+    if version < 5 {
+        return;
+    }
+    w.u32(s.attempt_history);
 }
 
 /// Settings as version `version` writes them (version 1's: the first ten
@@ -312,6 +328,7 @@ pub(super) fn get_settings(r: &mut Reader, version: u8) -> Result<Settings, Prot
         retry_max_ms: 900_000,
         retry_jitter_pct: 0,
         paused: Halves::default(),
+        attempt_history: 0,
     };
     if version == 1 {
         return Ok(s);
@@ -342,6 +359,10 @@ pub(super) fn get_settings(r: &mut Reader, version: u8) -> Result<Settings, Prot
     if version >= 4 && r.remaining() > 0 {
         s.paused =
             Halves::of_bits(r.u8()?).ok_or(ProtoError::Malformed("an unknown paused bit"))?;
+    }
+    // Version 5's.
+    if version >= 5 && r.remaining() > 0 {
+        s.attempt_history = r.u32()?;
     }
     Ok(s)
 }

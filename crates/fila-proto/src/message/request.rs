@@ -175,10 +175,15 @@ impl Request {
                 queue,
                 from_seq,
                 max_messages,
+                fields,
             } => {
                 put_queue_ref(w, queue);
                 w.u64(*from_seq);
                 w.u8(*max_messages);
+                // Added later: written only when not every field.
+                if *fields != Fields::ALL {
+                    w.u8(fields.0);
+                }
             }
             Request::Redrive {
                 queue,
@@ -233,10 +238,20 @@ impl Request {
                 w.str(name);
                 w.u8(halves.bits());
             }
-            Request::Release { queue, receipts } => {
+            Request::Release {
+                queue,
+                receipts,
+                reason,
+                description,
+            } => {
                 w.str(&queue.name);
                 w.bool(queue.dlq);
                 w.list(receipts, |w, r| w.array(r));
+                // Added at the end: written only when there is one.
+                if !reason.is_empty() || !description.is_empty() {
+                    w.str(reason);
+                    w.str(description);
+                }
             }
             Request::Put { .. }
             | Request::Receive(_)
@@ -336,10 +351,21 @@ impl Request {
                     Request::ResumeQueue { name, halves }
                 }
             }
-            Opcode::Release => Request::Release {
-                queue: get_queue_ref(r)?,
-                receipts: r.list(RECEIPT_LEN, Reader::array::<RECEIPT_LEN>)?,
-            },
+            Opcode::Release => {
+                let queue = get_queue_ref(r)?;
+                let receipts = r.list(RECEIPT_LEN, Reader::array::<RECEIPT_LEN>)?;
+                let (reason, description) = if r.remaining() == 0 {
+                    (String::new(), String::new())
+                } else {
+                    (r.str()?, r.str()?)
+                };
+                Request::Release {
+                    queue,
+                    receipts,
+                    reason,
+                    description,
+                }
+            }
             Opcode::Defer => Request::Defer {
                 queue: r.str()?,
                 receipt: r.array::<RECEIPT_LEN>()?,
@@ -359,6 +385,14 @@ impl Request {
                 queue: get_queue_ref(r)?,
                 from_seq: r.u64()?,
                 max_messages: r.u8()?,
+                fields: if r.remaining() == 0 {
+                    Fields::ALL
+                } else {
+                    match r.u8()? {
+                        m if m & !Fields::KNOWN.0 == 0 => Fields(m),
+                        _ => return Err(ProtoError::Malformed("unknown message fields")),
+                    }
+                },
             },
             Opcode::Redrive => Request::Redrive {
                 queue: r.str()?,

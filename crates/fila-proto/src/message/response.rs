@@ -176,11 +176,13 @@ impl Response {
             return Ok(Response::Error(e));
         }
         if header.flags & flags::FIELDS != 0 {
-            if header.opcode != Opcode::Receive as u8 {
-                return Err(ProtoError::Malformed("only a receive answer has fields"));
+            if header.opcode != Opcode::Receive as u8 && header.opcode != Opcode::Peek as u8 {
+                return Err(ProtoError::Malformed(
+                    "only a receive's or a peek's answer has fields",
+                ));
             }
             let f = match r.u8()? {
-                m if m & !Fields::ALL.0 == 0 => Fields(m),
+                m if m & !Fields::KNOWN.0 == 0 => Fields(m),
                 _ => return Err(ProtoError::Malformed("unknown message fields")),
             };
             let ms = r.list(5, |r| get_fields(r, f))?;

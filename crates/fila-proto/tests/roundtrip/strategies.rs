@@ -50,10 +50,11 @@ pub fn patch() -> impl Strategy<Value = SettingsPatch> {
             any::<Option<u32>>(),
             any::<Option<u64>>(),
             any::<Option<u8>>(),
+            any::<Option<u32>>(),
         ),
     )
         .prop_map(
-            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m, n), (o, p, q, r, t), (u, v, x, y))| {
+            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m, n), (o, p, q, r, t), (u, v, x, y, z))| {
                 SettingsPatch {
                     visibility_timeout_ms: a,
                     max_deliveries: b,
@@ -78,6 +79,7 @@ pub fn patch() -> impl Strategy<Value = SettingsPatch> {
                     retry_multiplier_pct: v,
                     retry_max_ms: x,
                     retry_jitter_pct: y,
+                    attempt_history: z,
                 }
             },
         )
@@ -113,10 +115,11 @@ pub fn settings() -> impl Strategy<Value = Settings> {
             any::<u64>(),
             any::<u8>(),
             0u8..4,
+            any::<u32>(),
         ),
     )
         .prop_map(
-            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m), (n, o, p, q, r), (t, u, v, x, y))| {
+            |((a, b, c, d, e), (f, g, h, i, j), (k, l, m), (n, o, p, q, r), (t, u, v, x, y, z))| {
                 Settings {
                     visibility_timeout_ms: a,
                     max_deliveries: b,
@@ -141,6 +144,7 @@ pub fn settings() -> impl Strategy<Value = Settings> {
                     retry_max_ms: v,
                     retry_jitter_pct: x,
                     paused: Halves::of_bits(y).unwrap(),
+                    attempt_history: z,
                 }
             },
         )
@@ -262,9 +266,16 @@ pub fn request() -> impl Strategy<Value = Request> {
             .prop_map(|(queue, receipts)| Request::Delete { queue, receipts }),
         (
             queue_ref(),
-            proptest::collection::vec(any::<[u8; 32]>(), 0..4)
+            proptest::collection::vec(any::<[u8; 32]>(), 0..4),
+            s(),
+            s()
         )
-            .prop_map(|(queue, receipts)| Request::Release { queue, receipts }),
+            .prop_map(|(queue, receipts, reason, description)| Request::Release {
+                queue,
+                receipts,
+                reason,
+                description
+            }),
         (s(), 0u8..4).prop_map(|(name, h)| Request::PauseQueue {
             name,
             halves: Halves::of_bits(h).unwrap()
@@ -292,13 +303,16 @@ pub fn request() -> impl Strategy<Value = Request> {
                 description,
             }
         }),
-        (queue_ref(), any::<u64>(), any::<u8>()).prop_map(|(queue, from_seq, max_messages)| {
-            Request::Peek {
-                queue,
-                from_seq,
-                max_messages,
+        (queue_ref(), any::<u64>(), any::<u8>(), 0u8..32).prop_map(
+            |(queue, from_seq, max_messages, f)| {
+                Request::Peek {
+                    queue,
+                    from_seq,
+                    max_messages,
+                    fields: Fields(f),
+                }
             }
-        }),
+        ),
         (s(), any::<Option<u64>>(), any::<Option<u32>>()).prop_map(
             |(queue, max_messages, rate_per_second)| Request::Redrive {
                 queue,
@@ -436,6 +450,7 @@ pub fn message() -> impl Strategy<Value = Message> {
                 ),
                 group,
                 priority,
+                attempts: Vec::new(),
             },
         )
 }

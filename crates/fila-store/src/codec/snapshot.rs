@@ -162,8 +162,20 @@ pub fn encode_message_part(queue: u32, m: &MessageImage, out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&[0; 5]);
     message(out, &image_parts(queue, m));
-    let kind = if needs_more(m.group.as_deref(), m.priority, m.lease_until_ms) {
-        message_more(out, None, m.group.as_deref(), m.priority, m.lease_until_ms);
+    let kind = if needs_more(
+        m.group.as_deref(),
+        m.priority,
+        m.lease_until_ms,
+        &m.attempts,
+    ) {
+        message_more(
+            out,
+            None,
+            m.group.as_deref(),
+            m.priority,
+            m.lease_until_ms,
+            &m.attempts,
+        );
         frame::MESSAGE_2
     } else {
         frame::MESSAGE
@@ -277,7 +289,7 @@ pub fn read_snapshot(body: &mut dyn std::io::Read, replay: &mut Replay) -> Resul
                     kind @ (frame::MESSAGE | frame::MESSAGE_2) => {
                         let (queue, mut message) = r.message()?;
                         if kind == frame::MESSAGE_2 {
-                            let (dedup, group, priority, lease) = r.more()?;
+                            let (dedup, group, priority, lease, attempts) = r.more()?;
                             if dedup.is_some() {
                                 return Err(bad(
                                     "a snapshot's message carries no deduplication key",
@@ -285,6 +297,7 @@ pub fn read_snapshot(body: &mut dyn std::io::Read, replay: &mut Replay) -> Resul
                             }
                             (message.group, message.priority) = (group, priority);
                             message.lease_until_ms = lease;
+                            message.attempts = attempts;
                         }
                         replay.apply_part(ImagePart::Message { queue, message });
                     }

@@ -118,6 +118,28 @@ fn message_of(
         dead_letter,
         group: m.group.map(Arc::from),
         priority: m.priority,
+        attempts: (!m.attempts.is_empty()).then(|| {
+            Arc::new(
+                m.attempts
+                    .into_iter()
+                    .filter_map(|a| {
+                        let end = match a.end {
+                            1 => fila_core::AttemptEnd::Expired,
+                            2 => fila_core::AttemptEnd::Released,
+                            3 => fila_core::AttemptEnd::DeadLettered,
+                            _ => return None,
+                        };
+                        Some(fila_core::Attempt {
+                            at_ms: a.at_ms,
+                            delivery: a.delivery,
+                            end,
+                            reason: a.reason,
+                            description: a.description,
+                        })
+                    })
+                    .collect(),
+            )
+        }),
     })
 }
 
@@ -176,6 +198,7 @@ mod tests {
             }),
             group: Some(Arc::from("g")),
             priority: 4,
+            attempts: None,
         }
     }
 

@@ -211,6 +211,8 @@ impl Backend for Console {
             },
             from_seq,
             max_messages: max,
+            // The console shows each message's failed attempts.
+            fields: fila_proto::Fields::KNOWN,
         };
         match self.run(v, req).await? {
             Answer::Messages(_, ms) => Ok(ms),
