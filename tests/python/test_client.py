@@ -207,6 +207,25 @@ def test_a_retry_policy_holds_a_released_message_back(client):
     assert isinstance(out[0], fila.ReceiptStale)
 
 
+def test_a_peek_shows_a_messages_failed_attempts(client, queue):
+    assert client.get_queue(queue).attempt_history == 10
+    client.update_queue(queue, attempt_history=3)
+    assert client.get_queue(queue).attempt_history == 3
+    client.put(queue, b"work")
+    [m] = client.receive(queue, wait_ms=0)
+    client.release(queue, m.receipt, reason="timeout", description="upstream 504")
+    [m] = client.receive(queue, wait_ms=0)
+    client.dead_letter(queue, m.receipt, reason="bad_input", description="field x")
+    [plain] = client.peek(queue, dlq=True)
+    assert plain.attempts == []
+    [dead] = client.peek(queue, dlq=True, attempts=True)
+    assert [(a.delivery, a.ended, a.reason, a.description) for a in dead.attempts] == [
+        (1, "released", "timeout", "upstream 504"),
+        (2, "dead_lettered", "bad_input", "field x"),
+    ]
+    assert isinstance(dead.attempts[0], fila.Attempt) and dead.attempts[0].at_ms > 0
+
+
 def test_a_paused_queue_refuses_puts_and_holds_receives_until_resumed(client, server, queue):
     assert client.pause_queue(queue, send=True) == (False, True)
     with pytest.raises(fila.QueuePaused, match="sending is paused") as e:

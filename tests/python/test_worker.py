@@ -159,6 +159,11 @@ def test_a_failure_waits_for_the_queues_retry_policy(server, client):
     st = client.stats(q)
     assert (st["visible"], st["in_flight"], st["delayed"], st["retries"]) == (0, 0, 1, 1)
     assert app.stats.failed == 1
+    # The failure is kept in the message's attempts.
+    [held] = client.peek(q, attempts=True)
+    [a] = held.attempts
+    assert a.ended == "released" and a.reason == "handler_failed"
+    assert "ValueError: not yet" in a.description
 
 
 def test_two_messages_of_a_group_never_run_at_once(server, client):

@@ -577,6 +577,30 @@ fn a_queue_is_paused_and_resumed_from_its_page() {
     assert_eq!(c.receive("held", 1, Some(0)).unwrap().len(), 1);
 }
 
+/// A message's page shows its failed attempts.
+#[test]
+fn a_messages_page_shows_its_failed_attempts() {
+    let s = TestServer::start();
+    let b = Session::begin(console(&s));
+    put(&s, "tried", &["work"]);
+    let mut c = s.client();
+    let m = c.receive("tried", 1, Some(0)).unwrap().remove(0);
+    let queue = fila_client::QueueRef {
+        name: "tried".into(),
+        dlq: false,
+    };
+    c.release_with(&queue, &[m.receipt.unwrap()], "timeout", "<b>upstream</b>")
+        .unwrap();
+    let page = b.get(&format!("/queues/tried/messages/{}", m.seq));
+    assert!(page.body.contains("<h2>Failed attempts</h2>"), "{}", page.body);
+    assert!(page.body.contains("<td>released</td>"), "{}", page.body);
+    assert!(page.body.contains("<td>timeout</td>"));
+    assert!(
+        page.body.contains("&lt;b&gt;upstream&lt;/b&gt;"),
+        "shown as text"
+    );
+}
+
 #[test]
 fn a_page_of_large_messages_stops_at_its_room_and_links_to_the_rest() {
     let s = TestServer::start();

@@ -51,12 +51,14 @@ usage: fila [--addr ADDR] [--token TOKEN] [--tls] [--ca FILE]
                                    (without --wait: the queue's default wait)
   delete QUEUE RECEIPT ... [--dlq]
   visibility QUEUE RECEIPT MS [--dlq]   set a lease's timeout (0 releases)
-  release QUEUE RECEIPT ... [--dlq]     end leases as failed (a nack): each
+  release QUEUE RECEIPT ... [--dlq] [--reason R] [--description D]
+                                   end leases as failed (a nack): each
                                    message comes back after the queue's
-                                   retry policy's delay (at once without)
+                                   retry policy's delay (at once without);
+                                   the reason is kept in its attempts
   defer QUEUE RECEIPT
   receive-deferred QUEUE SEQ ... [--visibility MS]
-  peek QUEUE [--from SEQ] [--max N] [--dlq]
+  peek QUEUE [--from SEQ] [--max N] [--dlq]   (with each message's failed attempts)
   dead-letter QUEUE RECEIPT [--reason R] [--description D]
   redrive QUEUE [--max N] [--rate PER_SECOND]   (rate 1-10000; without: 10000 now, the rest 10000 a second)
   move QUEUE [--to Q] [--max N] [--rate PER_SECOND]
@@ -660,10 +662,15 @@ fn run(a: Args) -> Out {
             }))
         }
         "release" => {
-            a.check_known(&["--dlq"])?;
+            a.check_known(&["--dlq", "--reason", "--description"])?;
             let queue = a.pos(1, "a queue name")?;
             let receipts = receipts_from(&a, 2)?;
-            let results = connect(&a)?.release(&qref(queue, a.flag("--dlq")), &receipts)?;
+            let results = connect(&a)?.release_with(
+                &qref(queue, a.flag("--dlq")),
+                &receipts,
+                a.value("--reason").unwrap_or(""),
+                a.value("--description").unwrap_or(""),
+            )?;
             Ok(print_entries(json, "receipt", &results, |t| {
                 format!("\"next_visible_at_ms\":{t}")
             }))
@@ -719,10 +726,12 @@ fn run(a: Args) -> Out {
         "peek" => {
             a.check_known(&["--from", "--max", "--dlq"])?;
             let queue = a.pos(1, "a queue name")?;
-            let ms = connect(&a)?.peek(
+            // With each message's failed attempts: a peek is a debugging look.
+            let ms = connect(&a)?.peek_with(
                 qref(queue, a.flag("--dlq")),
                 a.number("--from")?.unwrap_or(0),
                 a.number("--max")?.unwrap_or(20),
+                Fields::ALL.with(Fields::ATTEMPTS),
             )?;
             print_messages(json, &ms);
             Ok(true)

@@ -90,9 +90,23 @@ pub(crate) fn message_json(m: &Message) -> String {
             d.delivery_count
         )
     });
+    let attempts: Vec<String> = m
+        .attempts
+        .iter()
+        .map(|a| {
+            format!(
+                "{{\"at_ms\":{},\"delivery\":{},\"ended\":{},\"reason\":{},\"description\":{}}}",
+                a.at_ms,
+                a.delivery,
+                json_str(ended_name(a.end)),
+                json_str(&a.reason),
+                json_str(&a.description)
+            )
+        })
+        .collect();
     let (payload, encoding) = payload_text(&m.payload);
     format!(
-        "{{\"id\":\"{:032x}\",\"seq\":{},\"payload\":{},\"payload_encoding\":\"{encoding}\",\"payload_bytes\":{},\"attributes\":{{{}}},\"channel\":{},\"inserted_at_ms\":{},\"expires_at_ms\":{},\"next_visible_at_ms\":{},\"delivery_count\":{},\"state\":\"{}\",\"receipt\":{},\"dead_letter\":{},\"group\":{},\"priority\":{}}}",
+        "{{\"id\":\"{:032x}\",\"seq\":{},\"payload\":{},\"payload_encoding\":\"{encoding}\",\"payload_bytes\":{},\"attributes\":{{{}}},\"channel\":{},\"inserted_at_ms\":{},\"expires_at_ms\":{},\"next_visible_at_ms\":{},\"delivery_count\":{},\"state\":\"{}\",\"receipt\":{},\"dead_letter\":{},\"group\":{},\"priority\":{},\"attempts\":[{}]}}",
         m.id,
         m.seq,
         json_str(&payload),
@@ -108,7 +122,18 @@ pub(crate) fn message_json(m: &Message) -> String {
         dl,
         m.group.as_deref().map_or("null".into(), json_str),
         m.priority,
+        attempts.join(","),
     )
+}
+
+/// How a failed attempt's lease ended, by its code.
+fn ended_name(end: u8) -> &'static str {
+    match end {
+        1 => "expired",
+        2 => "released",
+        3 => "dead_lettered",
+        _ => "unknown",
+    }
 }
 
 pub(crate) fn print_messages(json: bool, ms: &[Message]) {
@@ -176,11 +201,24 @@ pub(crate) fn print_messages(json: bool, ms: &[Message]) {
             }
             println!("{line}");
         }
+        for a in &m.attempts {
+            let mut line = format!(
+                "{:>10}failed delivery {} at {} ms: {}",
+                "",
+                a.delivery,
+                a.at_ms,
+                ended_name(a.end)
+            );
+            if !a.reason.is_empty() || !a.description.is_empty() {
+                line.push_str(&format!(", {:?}: {:?}", a.reason, a.description));
+            }
+            println!("{line}");
+        }
     }
 }
 
 pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
-    let rows: [(&str, String); 23] = [
+    let rows: [(&str, String); 24] = [
         ("visibility_timeout_ms", s.visibility_timeout_ms.to_string()),
         ("max_deliveries", s.max_deliveries.to_string()),
         ("retention_ms", s.retention_ms.to_string()),
@@ -210,6 +248,7 @@ pub(crate) fn print_settings(json: bool, name: &str, s: &Settings) {
         ("retry_multiplier_pct", s.retry_multiplier_pct.to_string()),
         ("retry_max_ms", s.retry_max_ms.to_string()),
         ("retry_jitter_pct", s.retry_jitter_pct.to_string()),
+        ("attempt_history", s.attempt_history.to_string()),
         ("receive_paused", s.paused.receive.to_string()),
         ("send_paused", s.paused.send.to_string()),
         (

@@ -477,6 +477,48 @@ fn a_retry_policy_is_set_shown_and_a_release_waits_for_it() {
 }
 
 #[test]
+fn a_release_says_why_and_a_peek_shows_the_failures() {
+    let s = TestServer::start();
+    let create = fila(
+        &s,
+        &["queue", "create", "h", "--attempt-history", "3"],
+        None,
+    );
+    assert!(create.status.success(), "{create:?}");
+    assert!(out(&fila(&s, &["queue", "get", "h"], None)).contains("attempt_history"));
+    assert!(fila(&s, &["put", "h", "work"], None).status.success());
+    let json = out(&fila(&s, &["--json", "receive", "h", "--wait", "0"], None));
+    let rs = receipts(&json);
+    let released = fila(
+        &s,
+        &[
+            "release",
+            "h",
+            &rs[0],
+            "--reason",
+            "timeout",
+            "--description",
+            "upstream 504",
+        ],
+        None,
+    );
+    assert!(released.status.success(), "{released:?}");
+    let peek = out(&fila(&s, &["--json", "peek", "h"], None));
+    assert!(
+        peek.contains(
+            "\"attempts\":[{\"at_ms\":"
+        ) && peek.contains("\"delivery\":1,\"ended\":\"released\",\"reason\":\"timeout\",\"description\":\"upstream 504\"}]"),
+        "{peek}"
+    );
+    let table = out(&fila(&s, &["peek", "h"], None));
+    assert!(
+        table.contains("failed delivery 1 at")
+            && table.contains("released, \"timeout\": \"upstream 504\""),
+        "{table}"
+    );
+}
+
+#[test]
 fn a_queue_is_paused_and_resumed_by_halves() {
     let s = TestServer::start();
     assert!(fila(&s, &["queue", "create", "p"], None).status.success());

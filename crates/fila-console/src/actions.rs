@@ -47,7 +47,7 @@ macro_rules! field {
     };
 }
 
-const FIELDS: [Field; 20] = [
+const FIELDS: [Field; 21] = [
     field!("Visibility timeout (ms)", visibility_timeout_ms, number),
     field!("Max deliveries (0: no limit)", max_deliveries, number),
     field!("Retention (ms)", retention_ms, number),
@@ -79,6 +79,11 @@ const FIELDS: [Field; 20] = [
     ),
     field!("Retry: longest wait (ms)", retry_max_ms, number),
     field!("Retry: jitter (% of a wait)", retry_jitter_pct, number),
+    field!(
+        "Failed attempts each message keeps (0-32)",
+        attempt_history,
+        number
+    ),
     Field {
         label: "Dead-letter target (empty: its own DLQ)",
         name: "dead_letter_target",

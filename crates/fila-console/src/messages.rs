@@ -293,7 +293,28 @@ pub(crate) async fn detail(
             .el("td", "", &val)
             .raw("</tr>");
     }
-    h.raw("</table><h2>Attributes</h2>");
+    h.raw("</table><h2>Failed attempts</h2>");
+    match m.attempts.as_deref().map(Vec::as_slice) {
+        None | Some([]) => {
+            h.el("p", "muted", "None kept.");
+        }
+        Some(attempts) => {
+            h.raw("<table class=\"attempts\"><thead>");
+            h.head_row(&["Delivery", "Ended", "At", "Reason", "Description"]);
+            h.raw("</thead><tbody>");
+            for a in attempts {
+                h.row(&[
+                    a.delivery.to_string().as_str(),
+                    a.end.as_str(),
+                    when(a.at_ms).as_str(),
+                    a.reason.as_str(),
+                    a.description.as_str(),
+                ]);
+            }
+            h.raw("</tbody></table>");
+        }
+    }
+    h.raw("<h2>Attributes</h2>");
     match m.attributes.as_deref() {
         None | Some([]) => {
             h.el("p", "muted", "None.");

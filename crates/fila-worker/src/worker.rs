@@ -567,8 +567,10 @@ async fn conclude(run: &Run, b: usize, id: u128, count: u32, receipt: Receipt, v
     // policy decides (a release as failed: at once without a policy).
     let back = millis(s.visibility_timeout_on_failure);
     let released = if back == 0 {
+        // Kept in the message's attempts.
+        let why = cut(failed, fila_client::limits::DEAD_LETTER_DESCRIPTION_LEN_MAX);
         run.work
-            .release(&queue, &[receipt])
+            .release_with(&queue, &[receipt], "handler_failed", &why)
             .await
             .and_then(AllOk::all_ok)
             .map(drop)

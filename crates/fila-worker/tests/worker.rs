@@ -117,6 +117,19 @@ fn a_failed_message_waits_for_its_queues_retry_policy() {
         (0, 0, 1, 1),
         "{jobs:?}"
     );
+    // The failure is kept in the message's attempts.
+    let queue = fila_client::QueueRef {
+        name: "jobs".into(),
+        dlq: false,
+    };
+    let fields = fila_client::Fields::ALL.with(fila_client::Fields::ATTEMPTS);
+    let held = c.peek_with(queue, 0, 1, fields).unwrap();
+    let a = &held[0].attempts;
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(
+        (a[0].reason.as_str(), a[0].description.as_str()),
+        ("handler_failed", "boom")
+    );
 }
 
 #[test]

@@ -10,14 +10,14 @@ from .errors import *  # noqa: F401,F403  (every error kind)
 from .errors import BatchError, FilaError, ServerError
 from .types import (
     FIELDS_ALL, FIELDS_ATTRIBUTES, FIELDS_DELIVERY, FIELDS_ID, FIELDS_PAYLOAD_AND_RECEIPT,
-    FIELDS_TIMES, Channel, ClusterStatus, DeadLetter, Member, Message, Move, Partition,
+    FIELDS_TIMES, Attempt, Channel, ClusterStatus, DeadLetter, Member, Message, Move, Partition,
     PutResult, QueueSettings, Redrive, Reload, Replica,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncClient", "BatchError", "Channel", "Client", "ClusterStatus", "DeadLetter",
+    "AsyncClient", "Attempt", "BatchError", "Channel", "Client", "ClusterStatus", "DeadLetter",
     "FIELDS_ALL", "FIELDS_ATTRIBUTES", "FIELDS_DELIVERY", "FIELDS_ID",
     "FIELDS_PAYLOAD_AND_RECEIPT", "FIELDS_TIMES", "FilaError", "Member", "Message", "Move",
     "Partition", "PutEntry", "PutResult", "QueueSettings", "Redrive", "Reload", "Replica",

@@ -97,6 +97,7 @@ SETTINGS = (
     "tags", "remove_tags", "dedup_window_ms", "content_dedup", "ordered",
     "priority_levels", "priority_fairness",
     "retry_initial_ms", "retry_multiplier_pct", "retry_max_ms", "retry_jitter_pct",
+    "attempt_history",
 )
 
 
@@ -138,6 +139,8 @@ def patch(w: Writer, s: Dict[str, Any]) -> None:
                     w.opt(g("retry_multiplier_pct"), w.u32)
                     w.opt(g("retry_max_ms"), w.u64)
                     w.opt(g("retry_jitter_pct"), w.u8)
+                    if any(later[9:]):
+                        w.opt(g("attempt_history"), w.u32)
 
 
 def _set_or_clear(w: Writer, s: Dict[str, Any], key: str) -> None:
@@ -161,10 +164,11 @@ def settings(r: Reader) -> t.QueueSettings:
     levels, fairness = (r.u8(), r.u32()) if r.left() else (1, 0)
     retry = (r.u64(), r.u32(), r.u64(), r.u8()) if r.left() else (0, 200, 900_000, 0)
     paused = r.u8() if r.left() else 0
+    history = r.u32() if r.left() else 0
     return t.QueueSettings(
         vis, maxd, ret, maxb, wait, dloe, target, max_messages, max_bytes, pct, delay,
         redrive_allow, tags, dedup_window, content_dedup, ordered, levels, fairness, *retry,
-        bool(paused & 1), bool(paused & 2),
+        bool(paused & 1), bool(paused & 2), history,
     )
 
 
@@ -256,10 +260,16 @@ def message(r: Reader, f: int = t.FIELDS_ALL) -> t.Message:
         raise ProtocolError("an answer ended before its fields did") from None
     r.at = at
     dead = r.opt(lambda: dead_letter(r)) if f & t.FIELDS_DELIVERY else None
+    attempts = r.list(lambda: attempt(r)) if f & t.FIELDS_ATTEMPTS else []
     return t.Message(
         id_, seq, payload, attributes, channel, group, priority, inserted, expires, visible,
-        count, state, receipt, dead,
+        count, state, receipt, dead, attempts,
     )
+
+
+def attempt(r: Reader) -> t.Attempt:
+    at, delivery, end = r.u64(), r.u32(), r.u8()
+    return t.Attempt(at, delivery, t.ATTEMPT_ENDS.get(end, str(end)), r.str(), r.str())
 
 
 def messages(r: Reader, flags: int) -> List[t.Message]:
@@ -535,10 +545,12 @@ def delete(queue: str, dlq: bool, receipts: Sequence[bytes]) -> Call:
     return Call(DELETE, w.done(), parse, queue)
 
 
-def release(queue: str, dlq: bool, receipts: Sequence[bytes]) -> Call:
+def release(queue: str, dlq: bool, receipts: Sequence[bytes], reason: str = "", description: str = "") -> Call:
     w = Writer().queue_ref(queue, dlq).count(len(receipts))
     for rc in receipts:
         w.receipt(rc)
+    if reason or description:
+        w.str(reason).str(description)
 
     def parse(r: Reader, flags: int) -> List[Any]:
         return entries(r, r.u64)
@@ -567,10 +579,12 @@ def dead_letter_receipt(queue: str, receipt: bytes, reason: str, description: st
     return Call(DEAD_LETTER, w.done(), _empty, queue)
 
 
-def peek(queue: str, dlq: bool, from_seq: int, max_messages: int) -> Call:
+def peek(queue: str, dlq: bool, from_seq: int, max_messages: int, attempts: bool = False) -> Call:
     if not 1 <= max_messages <= 100:
         raise ValueError(f"max {max_messages}: a peek takes 1 to 100 messages")
     w = Writer().queue_ref(queue, dlq).u64(from_seq).u8(max_messages)
+    if attempts:
+        w.u8(t.FIELDS_ALL | t.FIELDS_ATTEMPTS)
     return Call(PEEK, w.done(), messages, queue)
 
 

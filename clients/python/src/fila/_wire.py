@@ -1,4 +1,4 @@
-"""The wire protocol's encodings (docs/protocol.md, version 4): a frame's
+"""The wire protocol's encodings (docs/protocol.md, version 5): a frame's
 header, a `Writer` and a `Reader` of the body's types, and the layouts of
 the structures every operation shares. No I/O here."""
 
@@ -9,7 +9,7 @@ from typing import Callable, Dict, List, Optional, Tuple, TypeVar
 
 from .errors import ProtocolError
 
-VERSION = 4
+VERSION = 5
 HEADER = struct.Struct(">IBBHQ")  # length, version, opcode, flags, request id
 FLAG_RESPONSE = 0x1
 FLAG_ERROR = 0x2
@@ -30,7 +30,7 @@ _Bytes = bytes
 
 
 def frame(opcode: int, request_id: int, body: bytes) -> bytes:
-    """A request frame of version 4."""
+    """A request frame of version 5."""
     return HEADER.pack(12 + len(body), VERSION, opcode, 0, request_id) + body
 
 

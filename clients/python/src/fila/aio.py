@@ -536,14 +536,21 @@ class AsyncClient:
         return _ops.checked(await self._batched(calls), check)
 
     async def release(
-        self, queue: str, receipts: Union[Receipt, Sequence[Receipt]], dlq: bool = False, check: bool = True
+        self,
+        queue: str,
+        receipts: Union[Receipt, Sequence[Receipt]],
+        dlq: bool = False,
+        check: bool = True,
+        reason: str = "",
+        description: str = "",
     ) -> List[Any]:
         """Ends leases as failed (a "nack"; one receipt or a list of any
-        length): each message is visible again after its queue's retry
+        length), with a reason and a description each message keeps in its
+        attempts: each message is visible again after its queue's retry
         policy's delay, at once without one. Answers when each is visible
         next (ms since the epoch; see `put` for `check`)."""
         rs = _receipts(receipts)
-        calls = [_ops.release(queue, dlq, part) for part in _ops.chunks(rs)]
+        calls = [_ops.release(queue, dlq, part, reason, description) for part in _ops.chunks(rs)]
         return _ops.checked(await self._batched(calls), check)
 
     async def change_visibility(self, queue: str, receipt: Receipt, ms: int, dlq: bool = False) -> int:
@@ -581,10 +588,13 @@ class AsyncClient:
             _ops.dead_letter_receipt(queue, receipt_bytes(receipt), reason or "", description or "")
         )
 
-    async def peek(self, queue: str, from_seq: int = 0, max: int = 20, dlq: bool = False) -> List[t.Message]:
+    async def peek(
+        self, queue: str, from_seq: int = 0, max: int = 20, dlq: bool = False, attempts: bool = False
+    ) -> List[t.Message]:
         """Reads messages in sequence order from `from_seq`, leasing
-        nothing (1–100; fewer when they pass 16 MiB)."""
-        return await self.call(_ops.peek(queue, dlq, from_seq, max))
+        nothing (1–100; fewer when they pass 16 MiB); with `attempts`, each
+        message's failed attempts too (`Message.attempts`)."""
+        return await self.call(_ops.peek(queue, dlq, from_seq, max, attempts))
 
     async def delete_seq(self, queue: str, seq: int, dlq: bool = False) -> None:
         """An operator's delete of one message in any state (manage)."""

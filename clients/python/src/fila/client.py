@@ -219,13 +219,20 @@ class Client:
         return self._run(self._a.delete(queue, receipts, dlq, check))
 
     def release(
-        self, queue: str, receipts: Union[Receipt, Sequence[Receipt]], dlq: bool = False, check: bool = True
+        self,
+        queue: str,
+        receipts: Union[Receipt, Sequence[Receipt]],
+        dlq: bool = False,
+        check: bool = True,
+        reason: str = "",
+        description: str = "",
     ) -> List[Any]:
         """Ends leases as failed (a "nack"; one receipt or a list of any
-        length): each message is visible again after its queue's retry
+        length), with a reason and a description each message keeps in its
+        attempts: each message is visible again after its queue's retry
         policy's delay, at once without one. Answers when each is visible
         next (ms since the epoch; see `put` for `check`)."""
-        return self._run(self._a.release(queue, receipts, dlq, check))
+        return self._run(self._a.release(queue, receipts, dlq, check, reason, description))
 
     def change_visibility(self, queue: str, receipt: Receipt, ms: int, dlq: bool = False) -> int:
         """Sets a lease to end `ms` from now (0: visible again at once);
@@ -256,11 +263,12 @@ class Client:
         return self._run(self._a.dead_letter(queue, receipt, reason, description))
 
     def peek(
-        self, queue: str, from_seq: int = 0, max: int = 20, dlq: bool = False
+        self, queue: str, from_seq: int = 0, max: int = 20, dlq: bool = False, attempts: bool = False
     ) -> List[t.Message]:
         """Reads messages in sequence order from `from_seq`, leasing
-        nothing (1–100; fewer when they pass 16 MiB)."""
-        return self._run(self._a.peek(queue, from_seq, max, dlq))
+        nothing (1–100; fewer when they pass 16 MiB); with `attempts`, each
+        message's failed attempts too (`Message.attempts`)."""
+        return self._run(self._a.peek(queue, from_seq, max, dlq, attempts))
 
     def delete_seq(self, queue: str, seq: int, dlq: bool = False) -> None:
         """An operator's delete of one message in any state (manage)."""

@@ -17,6 +17,7 @@ FIELDS_ATTRIBUTES = 0x02
 FIELDS_TIMES = 0x04
 FIELDS_DELIVERY = 0x08
 FIELDS_ALL = 0x0F
+FIELDS_ATTEMPTS = 0x10
 FIELDS_PAYLOAD_AND_RECEIPT = 0x00
 
 
@@ -52,11 +53,27 @@ class Message:
     state: str = ""
     receipt: Optional[bytes] = None
     dead_letter: Optional[DeadLetter] = None
+    attempts: List["Attempt"] = field(default_factory=list)
 
     @property
     def id_hex(self) -> str:
         """The id as 32 hex digits (as the CLI and the console show it)."""
         return f"{self.id:032x}"
+
+
+@dataclass
+class Attempt:
+    """One failed attempt at a message: a delivery whose lease ended
+    without a delete (`ended`: `expired`, `released` or `dead_lettered`)."""
+
+    at_ms: int
+    delivery: int
+    ended: str
+    reason: str = ""
+    description: str = ""
+
+
+ATTEMPT_ENDS = {1: "expired", 2: "released", 3: "dead_lettered"}
 
 
 @dataclass
@@ -99,6 +116,7 @@ class QueueSettings:
     retry_jitter_pct: int = 0
     receive_paused: bool = False
     send_paused: bool = False
+    attempt_history: int = 0
 
 
 @dataclass

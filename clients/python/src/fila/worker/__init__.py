@@ -44,6 +44,11 @@ from ..types import Message
 
 log = logging.getLogger("fila.worker")
 
+
+def _cut(text: str, max_bytes: int) -> str:
+    """`text` cut to at most `max_bytes` bytes of UTF-8, whole characters."""
+    return text.encode()[:max_bytes].decode(errors="ignore")
+
 Handler = Callable[[Message], Any]
 
 
@@ -360,21 +365,30 @@ class App:
                     log.warning("message %s of %s ran after its lease ended: it comes back", m.id_hex, trig.queue)
                 return
             self.stats.failed += 1
+            # Given back now: should it come back here before this run has
+            # ended, it is a new run, not this one's newer lease.
+            if trig.live.get(m.id) is m:
+                del trig.live[m.id]
+            leases.remove(trig.queue, m.receipt)
             if m.delivery_count >= s.max_dequeue_count:
                 await self._poison(client, trig, m, error)
             elif s.visibility_timeout_on_failure_ms:
                 # The worker's own wait wins.
                 await client.change_visibility(trig.queue, m.receipt, s.visibility_timeout_on_failure_ms)
             else:
-                # The queue's retry policy decides (at once without one).
-                await client.release(trig.queue, m.receipt)
+                # The queue's retry policy decides (at once without one);
+                # the failure is kept in the message's attempts.
+                await client.release(trig.queue, m.receipt, reason="handler_failed",
+                                     description=_cut(error, 4096))
         except asyncio.CancelledError:
             await self._release(client, trig.queue, [m])
             raise
         except FilaError as e:
             log.warning("message %s of %s: %s (its lease runs out and it comes back)", m.id_hex, trig.queue, e)
         finally:
-            trig.live.pop(m.id, None)
+            # (A new run of the same message may be live by now.)
+            if trig.live.get(m.id) is m:
+                del trig.live[m.id]
             leases.remove(trig.queue, m.receipt)
             trig.running -= 1
             self.stats.in_flight -= 1
@@ -410,7 +424,7 @@ class App:
 
     async def _poison(self, client: AsyncClient, trig: _Trigger, m: Message, why: str) -> None:
         assert m.receipt is not None
-        await client.dead_letter(trig.queue, m.receipt, "max_dequeue_count", why[:4096])
+        await client.dead_letter(trig.queue, m.receipt, "max_dequeue_count", _cut(why, 4096))
         self.stats.poisoned += 1
         log.warning("message %s of %s went to %s: %s", m.id_hex, trig.queue, trig.poison, why)
 
