@@ -4,7 +4,8 @@
 //!
 //! `cargo run --release -p fila-benches --example memory -- 1000000 10000000`
 //! (`-- --dedup 1000000`: bytes per remembered deduplication id instead;
-//! `-- --groups 1000000`: what a message in a group and a group cost)
+//! `-- --groups 1000000`: what a message in a group and a group cost;
+//! `-- --attempts 100000`: what a message's failed attempts cost)
 //!
 //! The engine copies every payload it stores (a stored message owns exactly
 //! its bytes), so both figures count one 100-byte copy per message as
@@ -170,8 +171,61 @@ fn measure_grouped(n: usize, per_group: usize) -> f64 {
     (LIVE.load(Ordering::Relaxed) - before - 100 * n) as f64 / n as f64
 }
 
+/// Bytes allocated per message for `n` messages that each failed once
+/// (leased and released as failed, with a reason of `reason` bytes), and
+/// for `n` that each failed twice: what a message's first failed attempt
+/// costs (its history made) and what a later one adds.
+fn measure_attempts(n: usize, reason: usize) -> (f64, f64) {
+    let (engine, queues) = engine_with_queues(1);
+    let queue = &queues[0];
+    let template = Bytes::from(vec![0x5Au8; 100]);
+    let why = "r".repeat(reason);
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(20);
+        let batch = (0..k).map(|_| NewMessage::new(template.clone())).collect();
+        for answer in engine.put(queue, batch).expect("put") {
+            answer.expect("every put fits");
+        }
+        left -= k;
+    }
+    let fail_all = || {
+        let opts = fila_core::ReceiveOptions::now(20);
+        let mut failed = 0;
+        while failed < n {
+            let got = engine
+                .receive_now(fila_core::Address::queue(queue), &opts)
+                .expect("receive");
+            let receipts: Vec<_> = got.iter().filter_map(|m| m.receipt).collect();
+            failed += receipts.len();
+            engine
+                .release(fila_core::Address::queue(queue), &receipts, &why, "")
+                .expect("release");
+        }
+    };
+    let before = LIVE.load(Ordering::Relaxed);
+    fail_all();
+    let once = LIVE.load(Ordering::Relaxed);
+    fail_all();
+    let twice = LIVE.load(Ordering::Relaxed);
+    let per = |bytes: usize| bytes as f64 / n as f64;
+    (per(once - before), per(twice - once))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // `--attempts N`: a failed attempt's bytes.
+    if args.first().map(String::as_str) == Some("--attempts") {
+        let n: usize = args.get(1).map_or(100_000, |a| a.parse().expect("a count"));
+        for reason in [0, 32] {
+            let (first, next) = measure_attempts(n, reason);
+            println!(
+                "{n} messages, a reason of {reason} bytes: the first failed attempt {first:.1} \
+                 bytes allocated per message, each later one {next:.1} more"
+            );
+        }
+        return;
+    }
     // `--groups N`: a grouped message's and a group's bytes.
     if args.first().map(String::as_str) == Some("--groups") {
         let n: usize = args

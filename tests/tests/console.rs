@@ -592,7 +592,11 @@ fn a_messages_page_shows_its_failed_attempts() {
     c.release_with(&queue, &[m.receipt.unwrap()], "timeout", "<b>upstream</b>")
         .unwrap();
     let page = b.get(&format!("/queues/tried/messages/{}", m.seq));
-    assert!(page.body.contains("<h2>Failed attempts</h2>"), "{}", page.body);
+    assert!(
+        page.body.contains("<h2>Failed attempts</h2>"),
+        "{}",
+        page.body
+    );
     assert!(page.body.contains("<td>released</td>"), "{}", page.body);
     assert!(page.body.contains("<td>timeout</td>"));
     assert!(

@@ -264,15 +264,20 @@ impl Attempt {
 /// `attempt_history` of them and [`ATTEMPT_HISTORY_BYTES_MAX`] bytes.
 pub type Attempts = Arc<Vec<Attempt>>;
 
-/// The bytes `attempts` count.
+/// The bytes `attempts` count in the stored bytes: each attempt's and the
+/// history's own.
 pub fn attempts_bytes(attempts: Option<&Attempts>) -> u64 {
-    attempts.map_or(0, |a| a.iter().map(Attempt::bytes).sum::<usize>() as u64)
+    attempts.map_or(0, |a| {
+        (ATTEMPT_HISTORY_OVERHEAD_BYTES + a.iter().map(Attempt::bytes).sum::<usize>()) as u64
+    })
 }
 
 /// Appends `attempt` to `history`, then drops the oldest while it keeps
 /// more than `keep` or more than [`ATTEMPT_HISTORY_BYTES_MAX`] bytes (one
 /// rule for the engine and for whatever rebuilds it from its log).
 pub fn remember_attempt(history: &mut Vec<Attempt>, attempt: Attempt, keep: u32) {
+    // Held as long as the message is: no spare room (at most 32 of them).
+    history.reserve_exact(1);
     history.push(attempt);
     let mut bytes: usize = history.iter().map(Attempt::bytes).sum();
     let mut drop = 0;

@@ -148,7 +148,7 @@ fn a_history_keeps_its_last_attempts_and_its_bytes_bounded() {
     let kept = peek_one(&e, false);
     let bytes = attempts_bytes(kept.attempts.as_ref());
     assert!(bytes <= ATTEMPT_HISTORY_BYTES_MAX as u64, "{bytes} bytes");
-    assert_eq!(history(&kept).len(), 3, "three of 4 128 bytes fit");
+    assert_eq!(history(&kept).len(), 3, "three of 4 162 bytes fit");
     assert_eq!(history(&kept)[2].2, "r4", "the newest kept");
 }
 
@@ -168,8 +168,8 @@ fn a_history_counts_in_the_stored_bytes_and_none_is_kept_when_off() {
     let m = take(&on, "q");
     on.release(Address::queue("q"), &[m.receipt.unwrap()], "why", "what")
         .unwrap();
-    let attempt = (ATTEMPT_OVERHEAD_BYTES + 3 + 4) as u64;
-    assert_eq!(on.stored_bytes(), before + attempt);
+    let history = (ATTEMPT_HISTORY_OVERHEAD_BYTES + ATTEMPT_OVERHEAD_BYTES + 3 + 4) as u64;
+    assert_eq!(on.stored_bytes(), before + history);
     let m = take(&on, "q");
     on.delete(Address::queue("q"), &[m.receipt.unwrap()])
         .unwrap();

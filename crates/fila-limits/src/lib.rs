@@ -103,5 +103,9 @@ pub const ATTEMPT_HISTORY_DEFAULT: u32 = 10;
 /// reason, its description and [`ATTEMPT_OVERHEAD_BYTES`]): past it the
 /// oldest go first.
 pub const ATTEMPT_HISTORY_BYTES_MAX: usize = 16 << 10;
-/// What one failed attempt counts besides its reason and description.
-pub const ATTEMPT_OVERHEAD_BYTES: usize = 32;
+/// What one failed attempt counts besides its reason and description
+/// (what it takes in memory, measured: docs/benchmarks.md).
+pub const ATTEMPT_OVERHEAD_BYTES: usize = 64;
+/// What a message's history of failed attempts counts besides its
+/// attempts (the record's optional parts and the list, measured).
+pub const ATTEMPT_HISTORY_OVERHEAD_BYTES: usize = 176;
