@@ -68,21 +68,26 @@ struct Figures {
     delete_ms: f64,
 }
 
+/// Puts `n` messages of `payload` into `queue`, 20 a request.
+fn put_copies(engine: &fila_core::Engine, queue: &str, payload: &Bytes, n: usize) {
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(20);
+        let batch = (0..k).map(|_| NewMessage::new(payload.clone())).collect();
+        for answer in engine.put(queue, batch).expect("put") {
+            answer.expect("every put fits");
+        }
+        left -= k;
+    }
+}
+
 fn measure(n: usize) -> Figures {
     let (engine, queues) = engine_with_queues(1);
     let queue = &queues[0];
     let template = Bytes::from(vec![0x5Au8; 100]);
     let before = LIVE.load(Ordering::Relaxed);
     let rss_before = rss();
-    let mut left = n;
-    while left > 0 {
-        let k = left.min(20);
-        let batch = (0..k).map(|_| NewMessage::new(template.clone())).collect();
-        for answer in engine.put(queue, batch).expect("put") {
-            answer.expect("every put fits");
-        }
-        left -= k;
-    }
+    put_copies(&engine, queue, &template, n);
     let after = LIVE.load(Ordering::Relaxed);
     let rss_after = rss();
     let payload_bytes = 100 * n;
@@ -180,15 +185,7 @@ fn measure_attempts(n: usize, reason: usize) -> (f64, f64) {
     let queue = &queues[0];
     let template = Bytes::from(vec![0x5Au8; 100]);
     let why = "r".repeat(reason);
-    let mut left = n;
-    while left > 0 {
-        let k = left.min(20);
-        let batch = (0..k).map(|_| NewMessage::new(template.clone())).collect();
-        for answer in engine.put(queue, batch).expect("put") {
-            answer.expect("every put fits");
-        }
-        left -= k;
-    }
+    put_copies(&engine, queue, &template, n);
     let fail_all = || {
         let opts = fila_core::ReceiveOptions::now(20);
         let mut failed = 0;

@@ -321,15 +321,7 @@ impl Request {
                 visibility_ms: r.opt(Reader::u64)?,
                 wait_ms: r.opt(Reader::u64)?,
                 channel: r.opt(Reader::str)?,
-                // Absent: every field (the layout before fields existed).
-                fields: if r.remaining() == 0 {
-                    Fields::ALL
-                } else {
-                    match r.u8()? {
-                        m if m & !Fields::ALL.0 == 0 => Fields(m),
-                        _ => return Err(ProtoError::Malformed("unknown message fields")),
-                    }
-                },
+                fields: get_fields_tail(r, Fields::ALL)?,
             }),
             Opcode::UpdateVisibility => Request::UpdateVisibility {
                 queue: get_queue_ref(r)?,
@@ -385,14 +377,7 @@ impl Request {
                 queue: get_queue_ref(r)?,
                 from_seq: r.u64()?,
                 max_messages: r.u8()?,
-                fields: if r.remaining() == 0 {
-                    Fields::ALL
-                } else {
-                    match r.u8()? {
-                        m if m & !Fields::KNOWN.0 == 0 => Fields(m),
-                        _ => return Err(ProtoError::Malformed("unknown message fields")),
-                    }
-                },
+                fields: get_fields_tail(r, Fields::KNOWN)?,
             },
             Opcode::Redrive => Request::Redrive {
                 queue: r.str()?,
@@ -486,4 +471,17 @@ fn get_change(r: &mut Reader) -> Result<ClusterChange, ProtoError> {
         },
         _ => return Err(ProtoError::Malformed("unknown cluster change")),
     })
+}
+
+/// A request's optional `fields` byte at its end: absent, every field of
+/// the layout before fields existed ([`Fields::ALL`]); a bit outside
+/// `allowed` is malformed.
+fn get_fields_tail(r: &mut Reader, allowed: Fields) -> Result<Fields, ProtoError> {
+    if r.remaining() == 0 {
+        return Ok(Fields::ALL);
+    }
+    match r.u8()? {
+        m if m & !allowed.0 == 0 => Ok(Fields(m)),
+        _ => Err(ProtoError::Malformed("unknown message fields")),
+    }
 }
