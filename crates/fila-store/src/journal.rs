@@ -263,6 +263,7 @@ mod loom_model {
                 dead_letter: None,
                 group: None,
                 priority: 1,
+                attempts: &[],
             },
             from: None,
             dedup: None,
