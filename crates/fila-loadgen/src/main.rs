@@ -57,6 +57,8 @@ usage: fila-loadgen [flags]
   --retry-initial MS   fila: the queues get a retry policy of this first
                        wait (a lease that runs out waits before it comes
                        back)
+  --attempt-history N  fila: the failed attempts each message keeps (the
+                       server's default, 10, unless given)
   --label TEXT         added to the system's name in reports (a sync mode)
   --all-fields         fila: receive every field of a message (by default
                        a receive asks for the payload and receipt only)
@@ -305,6 +307,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
         dedup_ids: false,
         groups: 0,
         retry_initial_ms: 0,
+        attempt_history: None,
         label: String::new(),
         fields: fila_client::Fields::PAYLOAD_AND_RECEIPT,
         routes: Default::default(),
@@ -357,6 +360,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
             "--dedup-ids" => target.dedup_ids = true,
             "--groups" => target.groups = number(value()?)?,
             "--retry-initial" => target.retry_initial_ms = number(value()?)?,
+            "--attempt-history" => target.attempt_history = Some(number(value()?)? as u32),
             "--ca" | "--cert" | "--key" | "--server-name" => {
                 let v = value()?;
                 tls_flags.push((flag.clone(), v));

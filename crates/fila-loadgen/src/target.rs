@@ -158,6 +158,9 @@ pub struct Fila {
     pub groups: u64,
     /// The queues' retry policy's first wait (0: none).
     pub retry_initial_ms: u64,
+    /// The failed attempts each message keeps (`None`: the server's
+    /// default).
+    pub attempt_history: Option<u32>,
     /// Label in reports (the sync mode, say).
     pub label: String,
     /// The fields a receive asks for (the workload reads only the payload).
@@ -251,6 +254,7 @@ impl Target for Fila {
                     // Redelivered as often as the leases run out.
                     max_deliveries: Some(0),
                     retry_initial_ms: (self.retry_initial_ms > 0).then_some(self.retry_initial_ms),
+                    attempt_history: self.attempt_history,
                     retry_max_ms: (self.retry_initial_ms > 0).then_some(
                         self.retry_initial_ms
                             .max(fila_client::limits::RETRY_MAX_MS_DEFAULT),
