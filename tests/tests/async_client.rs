@@ -105,6 +105,49 @@ fn the_async_client_does_every_operation_end_to_end() {
     s.stop();
 }
 
+/// Issue 42's operations through the async client: a release with its
+/// reason, the attempts a peek asks for, a pause and a resume.
+#[test]
+fn the_async_client_releases_peeks_attempts_and_pauses() {
+    let s = TestServer::start();
+    runtime().block_on(async {
+        let c = AsyncClient::connect(options(s.addr)).await.unwrap();
+        c.create_queue("jobs", SettingsPatch::default())
+            .await
+            .unwrap();
+        c.put_one("jobs", "work").await.unwrap();
+        let got = c.receive_with(lean("jobs", 0)).await.unwrap();
+        let q = QueueRef {
+            name: "jobs".into(),
+            dlq: false,
+        };
+        c.release_with(&q, &[got[0].receipt.unwrap()], "timeout", "upstream")
+            .await
+            .unwrap()
+            .all_ok()
+            .unwrap();
+        let peeked = c
+            .peek_with(q.clone(), 0, 10, Fields::ALL.with(Fields::ATTEMPTS))
+            .await
+            .unwrap();
+        assert_eq!(peeked[0].attempts.len(), 1);
+        assert_eq!(peeked[0].attempts[0].reason, "timeout");
+        let paused = c
+            .pause_queue("jobs", fila_client::Halves::BOTH)
+            .await
+            .unwrap();
+        assert!(paused.receive && paused.send);
+        let e = c.put_one("jobs", "refused").await.unwrap_err();
+        assert_eq!(e.code(), Some(ErrorCode::QUEUE_PAUSED), "{e}");
+        let now = c
+            .resume_queue("jobs", fila_client::Halves::BOTH)
+            .await
+            .unwrap();
+        assert!(!now.receive && !now.send);
+        c.put_one("jobs", "accepted").await.unwrap();
+    });
+}
+
 #[test]
 fn answers_come_back_in_any_order_on_one_connection_and_parked_receives_keep_their_fields() {
     let s = TestServer::start();
