@@ -108,7 +108,19 @@ impl Bytes<'_> {
             ),
             33 => Op::Peek(q, self.bool()?, self.below(14)?, self.below(6)?),
             34 => Op::Cancel(q, self.below(14)?),
-            35 => Op::Redrive(q, self.opt(|b| b.below(4))?, self.opt(|b| b.below(3))?),
+            35 => Op::Redrive(
+                q,
+                self.opt(|b| b.below(4))?,
+                self.opt(|b| b.below(3))?,
+                self.below(9)?,
+            ),
+            42 => Op::Preview(
+                q,
+                self.bool()?,
+                self.bool()?,
+                self.below(9)?,
+                self.below(14)?,
+            ),
             36 => Op::CancelWait(self.u8()?),
             37 => Op::BySeq {
                 q,

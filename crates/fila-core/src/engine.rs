@@ -592,7 +592,23 @@ impl Engine {
         max: Option<u64>,
         rate_per_second: Option<u32>,
     ) -> Result<RedriveOutcome, Error> {
-        self.on_shard(name, |o| o.redrive(name, max, rate_per_second))
+        self.on_shard(name, |o| o.redrive(name, max, rate_per_second, None))
+    }
+
+    /// [`Engine::redrive`] of only the dead letters `filter` takes (docs/
+    /// engine.md "Filtered redrive and move"): a cursor goes through the
+    /// DLQ once; `scheduled` counts every visible dead letter left (at
+    /// most `max`), matching or not.
+    pub fn redrive_where(
+        &self,
+        name: &str,
+        max: Option<u64>,
+        rate_per_second: Option<u32>,
+        filter: MoveFilter,
+    ) -> Result<RedriveOutcome, Error> {
+        self.on_shard(name, |o| {
+            o.redrive(name, max, rate_per_second, Some(filter))
+        })
     }
 
     /// Starts moving the visible messages of queue `name` (another queue's
@@ -609,7 +625,41 @@ impl Engine {
         max: Option<u64>,
         rate_per_second: Option<u32>,
     ) -> Result<MoveTask, Error> {
-        self.on_shard(name, |o| o.start_move(name, to, max, rate_per_second))
+        self.on_shard(name, |o| o.start_move(name, to, max, rate_per_second, None))
+    }
+
+    /// [`Engine::start_move`] of only the messages `filter` takes.
+    pub fn start_move_where(
+        &self,
+        name: &str,
+        to: Option<String>,
+        max: Option<u64>,
+        rate_per_second: Option<u32>,
+        filter: MoveFilter,
+    ) -> Result<MoveTask, Error> {
+        self.on_shard(name, |o| {
+            o.start_move(name, to, max, rate_per_second, Some(filter))
+        })
+    }
+
+    /// What a move out of queue `name` (its DLQ: a redrive) with `filter`
+    /// would take now, from sequence number `from_seq`: how many visible
+    /// messages in a look of at most [`crate::PREVIEW_LOOK_MAX`] index
+    /// entries, the first [`crate::PREVIEW_SHOW_MAX`] of them, and where
+    /// to go on when the look stopped before the end. `back_to_source`: a
+    /// move with no destination, which leaves messages with no record of
+    /// a source queue. Moves nothing.
+    pub fn preview_move(
+        &self,
+        name: &str,
+        dlq: bool,
+        back_to_source: bool,
+        filter: &MoveFilter,
+        from_seq: u64,
+    ) -> Result<MovePreview, Error> {
+        self.on_shard(name, |o| {
+            o.preview_move(name, dlq, back_to_source, filter, from_seq)
+        })
     }
 
     /// Cancels move task `id` of queue `name` if it runs; answers it.

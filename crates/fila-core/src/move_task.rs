@@ -1,5 +1,13 @@
 //! Move tasks as the engine answers them: a redrive, or a move out of a
-//! queue (docs/engine.md "The DLQ and redrive").
+//! queue (docs/engine.md "The DLQ and redrive"), with the filter that
+//! chooses their messages and the preview that counts them first.
+
+use crate::error::Error;
+use crate::limits::{
+    ATTRIBUTES_BYTES_MAX, ATTRIBUTES_MAX, ATTRIBUTE_KEY_LEN_MAX, DEAD_LETTER_DESCRIPTION_LEN_MAX,
+    DEAD_LETTER_REASON_LEN_MAX,
+};
+use crate::types::{Attempt, Attempts, Attributes, DeadLetter, DeadLetterReason, Message};
 
 /// Where a move task stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +87,156 @@ pub struct MoveTask {
     pub cursor: u64,
     /// See `cursor`.
     pub end: u64,
+    /// Which messages it takes (`None`: every one).
+    pub filter: Option<Box<MoveFilter>>,
+}
+
+/// Which messages a move task takes, or a preview counts: each condition
+/// given must hold (docs/engine.md "Filtered redrive and move").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MoveFilter {
+    /// Attributes it has, each with exactly this value.
+    pub attributes: Vec<(String, String)>,
+    /// Equals a reason it failed for: its dead-letter record's reason
+    /// (`max_deliveries`, `expired`, or its consumer's reason) or the
+    /// consumer's reason of an attempt it keeps.
+    pub reason: Option<String>,
+    /// Is contained in a consumer's reason or description: its
+    /// dead-letter record's or an attempt's it keeps (case-sensitive).
+    pub text: Option<String>,
+    /// Its time is at or after this (ms since the epoch): when it was
+    /// dead-lettered, else when it entered its queue.
+    pub since_ms: Option<u64>,
+    /// Its time is before this (see `since_ms`).
+    pub until_ms: Option<u64>,
+}
+
+impl MoveFilter {
+    /// Whether it has no condition (it takes every message).
+    pub fn is_empty(&self) -> bool {
+        *self == MoveFilter::default()
+    }
+
+    /// Checks its limits: at most [`ATTRIBUTES_MAX`] attributes with
+    /// names of 1–[`ATTRIBUTE_KEY_LEN_MAX`] bytes and [`ATTRIBUTES_BYTES_MAX`]
+    /// bytes in all, a reason of 1–[`DEAD_LETTER_REASON_LEN_MAX`] bytes,
+    /// a text of 1–[`DEAD_LETTER_DESCRIPTION_LEN_MAX`], `since` before
+    /// `until`.
+    pub fn check(&self) -> Result<(), Error> {
+        if self.attributes.len() > ATTRIBUTES_MAX {
+            return Err(Error::invalid(
+                "filter.attributes",
+                format!(
+                    "must be at most {ATTRIBUTES_MAX} (got {})",
+                    self.attributes.len()
+                ),
+            ));
+        }
+        let mut bytes = 0;
+        for (k, v) in &self.attributes {
+            if k.is_empty() || k.len() > ATTRIBUTE_KEY_LEN_MAX {
+                return Err(Error::invalid(
+                    "filter.attributes",
+                    format!("names are 1..={ATTRIBUTE_KEY_LEN_MAX} bytes"),
+                ));
+            }
+            bytes += k.len() + v.len();
+        }
+        if bytes > ATTRIBUTES_BYTES_MAX {
+            return Err(Error::invalid(
+                "filter.attributes",
+                format!("must be at most {ATTRIBUTES_BYTES_MAX} bytes in all (got {bytes})"),
+            ));
+        }
+        for (field, value, max) in [
+            ("filter.reason", &self.reason, DEAD_LETTER_REASON_LEN_MAX),
+            ("filter.text", &self.text, DEAD_LETTER_DESCRIPTION_LEN_MAX),
+        ] {
+            if let Some(v) = value {
+                if v.is_empty() || v.len() > max {
+                    return Err(Error::invalid(
+                        field,
+                        format!("must be 1..={max} bytes when given (got {})", v.len()),
+                    ));
+                }
+            }
+        }
+        if let (Some(since), Some(until)) = (self.since_ms, self.until_ms) {
+            if since >= until {
+                return Err(Error::invalid(
+                    "filter.until_ms",
+                    format!("must be after since_ms (got {since}..{until})"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a message with these parts meets every condition.
+    pub fn matches(
+        &self,
+        attributes: Option<&Attributes>,
+        dead_letter: Option<&DeadLetter>,
+        attempts: Option<&Attempts>,
+        inserted_at_ms: u64,
+    ) -> bool {
+        let attempts: &[Attempt] = attempts.map_or(&[], |a| a.as_slice());
+        let consumer = match dead_letter.map(|d| &d.reason) {
+            Some(DeadLetterReason::Consumer {
+                reason,
+                description,
+            }) => Some((reason.as_str(), description.as_str())),
+            _ => None,
+        };
+        let has = |k: &str, v: &str| {
+            attributes.is_some_and(|a| a.iter().any(|(ak, av)| &**ak == k && &**av == v))
+        };
+        if !self.attributes.iter().all(|(k, v)| has(k, v)) {
+            return false;
+        }
+        if let Some(want) = &self.reason {
+            let of_dead_letter = dead_letter.is_some_and(|d| d.reason.as_str() == want)
+                || consumer.is_some_and(|(r, _)| r == want);
+            if !of_dead_letter && !attempts.iter().any(|a| &a.reason == want) {
+                return false;
+            }
+        }
+        if let Some(text) = &self.text {
+            let said = consumer.into_iter().chain(
+                attempts
+                    .iter()
+                    .map(|a| (a.reason.as_str(), a.description.as_str())),
+            );
+            if !said
+                .into_iter()
+                .any(|(r, d)| r.contains(text.as_str()) || d.contains(text.as_str()))
+            {
+                return false;
+            }
+        }
+        let at = dead_letter.map_or(inserted_at_ms, |d| d.at_ms);
+        self.since_ms.is_none_or(|s| at >= s) && self.until_ms.is_none_or(|u| at < u)
+    }
+}
+
+/// Index entries one preview call looks at, at most: a longer queue is
+/// counted a page at a time (see [`MovePreview::next`]).
+pub const PREVIEW_LOOK_MAX: u64 = 10_000;
+
+/// Matching messages a preview shows, at most.
+pub const PREVIEW_SHOW_MAX: usize = 20;
+
+/// What a preview of a move found in one bounded look.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MovePreview {
+    /// Visible messages the move would take, in the part looked at.
+    pub matched: u64,
+    /// The first of them in sequence order, at most
+    /// [`PREVIEW_SHOW_MAX`].
+    pub first: Vec<Message>,
+    /// Where to go on (a sequence number) when the look stopped at
+    /// [`PREVIEW_LOOK_MAX`] entries before the end; `None`: it reached it.
+    pub next: Option<u64>,
 }
 
 /// Move tasks a queue keeps (the running one and the last ended ones).

@@ -774,8 +774,11 @@ impl Owner {
         name: &str,
         max: Option<u64>,
         rate_per_second: Option<u32>,
+        filter: Option<MoveFilter>,
     ) -> Result<RedriveOutcome, Error> {
-        self.on(name, |s, now| s.redrive(name, max, rate_per_second, now))
+        self.on(name, |s, now| {
+            s.redrive(name, max, rate_per_second, filter, now)
+        })
     }
 
     /// Starts a move task out of queue `name` (see
@@ -786,9 +789,24 @@ impl Owner {
         to: Option<String>,
         max: Option<u64>,
         rate_per_second: Option<u32>,
+        filter: Option<MoveFilter>,
     ) -> Result<MoveTask, Error> {
         self.on(name, |s, now| {
-            s.start_move(name, to, max, rate_per_second, now)
+            s.start_move(name, to, max, rate_per_second, filter, now)
+        })
+    }
+
+    /// What a move would take (see [`crate::Engine::preview_move`]).
+    pub fn preview_move(
+        &mut self,
+        name: &str,
+        dlq: bool,
+        back_to_source: bool,
+        filter: &MoveFilter,
+        from_seq: u64,
+    ) -> Result<MovePreview, Error> {
+        self.on(name, |s, now| {
+            s.preview_move(name, dlq, back_to_source, filter, from_seq, now)
         })
     }
 

@@ -30,7 +30,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (q.clone(), proptest::collection::vec(0u8..14, 0..4), proptest::option::of(prop_oneof![Just(0u16), 1u16..4000])).prop_map(|(q, s, v)| Op::ReceiveDeferred(q, s, v)),
         1 => (q.clone(), any::<bool>(), 0u8..14, 0u8..6).prop_map(|(q, d, f, m)| Op::Peek(q, d, f, m)),
         1 => (q.clone(), 0u8..14).prop_map(|(q, s)| Op::Cancel(q, s)),
-        1 => (q.clone(), proptest::option::of(0u8..4), proptest::option::of(0u8..3)).prop_map(|(q, m, r)| Op::Redrive(q, m, r)),
+        1 => (q.clone(), proptest::option::of(0u8..4), proptest::option::of(0u8..3), 0u8..9).prop_map(|(q, m, r, f)| Op::Redrive(q, m, r, f)),
+        1 => (q.clone(), any::<bool>(), any::<bool>(), 0u8..9, 0u8..14).prop_map(|(q, d, b, f, s)| Op::Preview(q, d, b, f, s)),
         1 => any::<u8>().prop_map(Op::CancelWait),
         1 => (q.clone(), any::<bool>(), 0u8..14, any::<bool>(), prop::bool::weighted(0.1))
             .prop_map(|(q, dlq, seq, dead_letter, long)| Op::BySeq { q, dlq, seq, dead_letter, long }),

@@ -737,7 +737,7 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
             queue,
             max_messages,
             rate_per_second,
-        } => answer(engine.redrive(&queue, max_messages, rate_per_second), |o| {
+        } => answer(engine.redrive(&queue, max_messages, rate_per_second, None), |o| {
             Response::Redrive {
                 moved: o.moved,
                 scheduled: o.scheduled,
@@ -749,7 +749,7 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
             max_messages,
             rate_per_second,
         } => answer(
-            engine.start_move(&queue, to, max_messages, rate_per_second),
+            engine.start_move(&queue, to, max_messages, rate_per_second, None),
             |t| Response::Move(Box::new(move_of(t))),
         ),
         Request::ListMoves { queue } => answer(engine.moves(&queue), |ts| {

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use fila_core::event::{DedupMark, Event, MessageImage, Spot};
 
 use fila_core::{
-    Attempt, AttemptEnd, DeadLetter, DeadLetterReason, MessageId, MoveStatus, MoveTask, Payload,
-    QueueSettings, QueueTimes,
+    Attempt, AttemptEnd, DeadLetter, DeadLetterReason, MessageId, MoveFilter, MoveStatus, MoveTask,
+    Payload, QueueSettings, QueueTimes,
 };
 
 use write::*;
@@ -62,6 +62,10 @@ pub mod kind {
     /// A failed attempt a message keeps: spot, the attempt (see
     /// [`super::more::ATTEMPTS`]).
     pub const ATTEMPT: u8 = 15;
+    /// A queue's move tasks, whole, some with a filter: id, tasks, their
+    /// filters (what [`MOVES_SET`], still written when no task has one,
+    /// does not carry).
+    pub const MOVES_SET_2: u8 = 16;
 }
 
 /// Flags of a message's optional parts, after the message in a
@@ -279,7 +283,12 @@ pub fn encode_event(event: &Event<'_>, out: &mut Vec<u8>) -> u8 {
         Event::MovesSet { queue, tasks: t } => {
             u32_(out, *queue);
             tasks(out, t);
-            kind::MOVES_SET
+            if any_filter(t) {
+                filters(out, t);
+                kind::MOVES_SET_2
+            } else {
+                kind::MOVES_SET
+            }
         }
         Event::Purged { queue, dlq } => {
             u32_(out, *queue);
@@ -445,9 +454,50 @@ impl<'a> Reader<'a> {
                     failure: self.opt_str()?.map(str::to_owned),
                     cursor: self.u64()?,
                     end: self.u64()?,
+                    filter: None,
                 })
             })
             .collect()
+    }
+    /// Reads the [`filters`] of a queue's move tasks into `tasks`.
+    fn filters(&mut self, tasks: &mut [MoveTask]) -> Result<(), CodecError> {
+        let n = self.u32()? as usize;
+        // A filter takes at least 22 bytes.
+        if n > (self.data.len() - self.at) / 22 {
+            return Err(bad("more move filters than bytes"));
+        }
+        for _ in 0..n {
+            let id = self.u64()?;
+            let pairs = self.u32()? as usize;
+            if pairs > (self.data.len() - self.at) / 8 {
+                return Err(bad("more filter attributes than bytes"));
+            }
+            let attributes = (0..pairs)
+                .map(|_| Ok((self.str()?.to_owned(), self.str()?.to_owned())))
+                .collect::<Result<_, CodecError>>()?;
+            let reason = self.opt_str()?.map(str::to_owned);
+            let text = self.opt_str()?.map(str::to_owned);
+            let mut time = || -> Result<Option<u64>, CodecError> {
+                Ok(if self.flag()? {
+                    Some(self.u64()?)
+                } else {
+                    None
+                })
+            };
+            let (since_ms, until_ms) = (time()?, time()?);
+            let task = tasks
+                .iter_mut()
+                .find(|t| t.id == id)
+                .ok_or(bad("a filter of no move task"))?;
+            task.filter = Some(Box::new(MoveFilter {
+                attributes,
+                reason,
+                text,
+                since_ms,
+                until_ms,
+            }));
+        }
+        Ok(())
     }
     /// Reads a message's optional parts ([`message_more`]).
     pub(crate) fn more(&mut self) -> Result<MoreParts, CodecError> {
@@ -686,10 +736,14 @@ pub fn decode(kind: u8, body: &[u8]) -> Result<Op, CodecError> {
             }
         }
         kind::QUEUE_DELETED => Op::QueueDeleted { queue: r.u32()? },
-        kind::MOVES_SET => Op::MovesSet {
-            queue: r.u32()?,
-            tasks: r.tasks()?,
-        },
+        kind @ (kind::MOVES_SET | kind::MOVES_SET_2) => {
+            let queue = r.u32()?;
+            let mut tasks = r.tasks()?;
+            if kind == kind::MOVES_SET_2 {
+                r.filters(&mut tasks)?;
+            }
+            Op::MovesSet { queue, tasks }
+        }
         kind::PURGED => Op::Purged {
             queue: r.u32()?,
             dlq: r.flag()?,

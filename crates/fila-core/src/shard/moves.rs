@@ -21,6 +21,24 @@ fn check_move(max: Option<u64>, rate: Option<u32>) -> Result<(), Error> {
     Ok(())
 }
 
+/// A filter checked, and kept only when it has a condition.
+fn checked(filter: Option<MoveFilter>) -> Result<Option<Box<MoveFilter>>, Error> {
+    match filter {
+        Some(f) if !f.is_empty() => {
+            f.check()?;
+            Ok(Some(Box::new(f)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Index entries one batch of a task looks at, at most, for a batch of
+/// `budget` messages (leased messages, gone ones and ones its filter
+/// leaves are passed over).
+fn look_max(budget: u64) -> u64 {
+    budget.saturating_mul(4).max(4_096)
+}
+
 impl Shard {
     // ----- redrive and move tasks -------------------------------------------
 
@@ -29,15 +47,19 @@ impl Shard {
     /// ([`REDRIVE_BATCH_MAX`] when not given, the most a rate may be), so
     /// one call never moves an unbounded DLQ. It is a move task (its
     /// progress listed by [`Shard::moves`]); one running on the queue is
-    /// cancelled.
+    /// cancelled. With a `filter`, only the dead letters it takes move: a
+    /// cursor goes through the DLQ once, in sequence order, and a batch
+    /// looks at a bounded number of entries.
     pub fn redrive(
         &mut self,
         name: &str,
         max: Option<u64>,
         rate: Option<u32>,
+        filter: Option<MoveFilter>,
         now: u64,
     ) -> Result<RedriveOutcome, Error> {
         check_move(max, rate)?;
+        let filter = checked(filter)?;
         let rate = rate.unwrap_or(REDRIVE_BATCH_MAX);
         self.catch_up(now);
         let qslot = self.queue_slot(name)?;
@@ -59,14 +81,15 @@ impl Shard {
                 failure: None,
                 cursor: 0,
                 end: u64::MAX,
+                filter,
             },
         );
         let first = max.unwrap_or(u64::MAX).min(u64::from(rate));
-        let moved = self.redrive_move(qslot, first, now);
+        let (moved, cut) = self.redrive_batch(qslot, first, now);
         let left = self.sub(self.sub_id(qslot, true)).counts.visible;
         let remaining = max.map(|m| m - moved);
         let mut scheduled = 0;
-        if moved == first && remaining != Some(0) && left > 0 {
+        if (moved == first && remaining != Some(0) && left > 0) || cut {
             scheduled = remaining.map_or(left, |r| r.min(left));
             let timer = self.wheel.insert(now + 1_000, Timer::Redrive(qslot).into());
             self.queue_mut(qslot).redrive = Some(RedriveJob {
@@ -87,16 +110,19 @@ impl Shard {
     /// it was dead-lettered from when `to` is `None` (a message with no
     /// record of one stays); `rate` a second ([`REDRIVE_BATCH_MAX`] when not
     /// given), up to `max`; messages put after the start stay. One running
-    /// on the queue is cancelled. Answers the task.
+    /// on the queue is cancelled. With a `filter`, only the messages it
+    /// takes move. Answers the task.
     pub fn start_move(
         &mut self,
         name: &str,
         to: Option<String>,
         max: Option<u64>,
         rate: Option<u32>,
+        filter: Option<MoveFilter>,
         now: u64,
     ) -> Result<MoveTask, Error> {
         check_move(max, rate)?;
+        let filter = checked(filter)?;
         if let Some(t) = &to {
             validate_queue_name("to", t)?;
             if t == name {
@@ -128,6 +154,7 @@ impl Shard {
                 failure: None,
                 cursor: 0,
                 end,
+                filter,
             },
         );
         self.move_tick(qslot, now);
@@ -243,11 +270,12 @@ impl Shard {
             return;
         }
         let batch = job.remaining.unwrap_or(u64::MAX).min(u64::from(job.rate));
-        let moved = self.redrive_move(qslot, batch, t);
+        let (moved, cut) = self.redrive_batch(qslot, batch, t);
         let remaining = job.remaining.map(|r| r - moved);
-        if moved == batch
+        if (moved == batch
             && remaining != Some(0)
-            && self.sub(self.sub_id(qslot, true)).counts.visible > 0
+            && self.sub(self.sub_id(qslot, true)).counts.visible > 0)
+            || cut
         {
             let timer = self.wheel.insert(t + 1_000, Timer::Redrive(qslot).into());
             self.queue_mut(qslot).redrive = Some(RedriveJob {
@@ -279,9 +307,7 @@ impl Shard {
             .min(u64::from(task.rate));
         let mut chosen: Vec<(u32, String)> = Vec::new();
         let mut cursor = task.cursor;
-        // Bounded work a tick: at most this many index entries looked at
-        // (leased messages and gone ones are passed over).
-        let look_max = budget.saturating_mul(4).max(4_096);
+        let look_max = look_max(budget);
         let mut reached_end = true;
         for (looked, (seq, slot)) in (0u64..).zip(self.sub(main).index.from(task.cursor)) {
             if seq >= task.end {
@@ -298,7 +324,9 @@ impl Shard {
                 continue;
             }
             let r = &self.records[slot as usize];
-            if r.word.load().state != MessageState::Visible {
+            if r.word.load().state != MessageState::Visible
+                || !self.takes(task.filter.as_deref(), slot)
+            {
                 continue;
             }
             let source = r
@@ -367,6 +395,63 @@ impl Shard {
         });
     }
 
+    /// Whether `filter` (none: every message) takes the message in `slot`.
+    fn takes(&self, filter: Option<&MoveFilter>, slot: u32) -> bool {
+        let Some(f) = filter else {
+            return true;
+        };
+        let r = &self.records[slot as usize];
+        let e = r.extra.as_deref();
+        f.matches(
+            e.and_then(|e| e.attributes.as_ref()),
+            e.and_then(|e| e.dead_letter.as_deref()),
+            e.and_then(|e| e.attempts.as_ref()),
+            r.inserted(),
+        )
+    }
+
+    /// One batch of the running redrive of queue `qslot`: up to `budget`
+    /// dead letters back. Answers how many, and whether a filtered look
+    /// stopped at its bound before the end of the DLQ (more to look at).
+    fn redrive_batch(&mut self, qslot: u32, budget: u64, t: u64) -> (u64, bool) {
+        let filter = self
+            .queue(qslot)
+            .moves
+            .last()
+            .filter(|task| task.status == MoveStatus::Running)
+            .and_then(|task| task.filter.clone().map(|f| (f, task.cursor)));
+        let Some((filter, from)) = filter else {
+            return (self.redrive_move(qslot, budget, t), false);
+        };
+        let dlq = self.sub_id(qslot, true);
+        let mut chosen = Vec::new();
+        let mut cursor = from;
+        let mut cut = false;
+        let look_max = look_max(budget);
+        for (looked, (seq, slot)) in (0u64..).zip(self.sub(dlq).index.from(from)) {
+            if chosen.len() as u64 >= budget {
+                break;
+            }
+            if looked >= look_max {
+                cut = true;
+                break;
+            }
+            cursor = seq + 1;
+            if self.live(slot, dlq, seq)
+                && self.records[slot as usize].word.load().state == MessageState::Visible
+                && self.takes(Some(&filter), slot)
+            {
+                chosen.push(slot);
+            }
+        }
+        if let Some(running) = self.queue_mut(qslot).moves.last_mut() {
+            running.cursor = cursor;
+        }
+        (self.redrive_slots(qslot, &chosen, t), cut)
+    }
+
+    /// Up to `max` visible dead letters of queue `qslot` back, the first
+    /// in sequence order.
     pub(super) fn redrive_move(&mut self, qslot: u32, max: u64, t: u64) -> u64 {
         let dlq = self.sub_id(qslot, true);
         let slots: Vec<u32> = self
@@ -377,7 +462,14 @@ impl Shard {
             .filter(|slot| self.records[*slot as usize].word.load().state == MessageState::Visible)
             .take(usize::try_from(max).unwrap_or(usize::MAX))
             .collect();
-        for &slot in &slots {
+        self.redrive_slots(qslot, &slots, t)
+    }
+
+    /// The dead letters in `slots` back to queue `qslot`, each a new
+    /// message at its end.
+    fn redrive_slots(&mut self, qslot: u32, slots: &[u32], t: u64) -> u64 {
+        let dlq = self.sub_id(qslot, true);
+        for &slot in slots {
             let channel = self.sub(dlq).channels[self.records[slot as usize].channel as usize]
                 .name
                 .clone();
@@ -417,6 +509,56 @@ impl Shard {
             self.enter_visible(slot);
         }
         slots.len() as u64
+    }
+
+    /// Counts the visible messages of queue `name` (its DLQ with `dlq`)
+    /// that a move with `filter` would take, from sequence number `from`,
+    /// looking at [`PREVIEW_LOOK_MAX`] index entries at most; with
+    /// `back_to_source` (a move with no destination), only messages that
+    /// record a queue they were dead-lettered from. Shows the first
+    /// [`PREVIEW_SHOW_MAX`]. Moves nothing.
+    pub fn preview_move(
+        &mut self,
+        name: &str,
+        dlq: bool,
+        back_to_source: bool,
+        filter: &MoveFilter,
+        from: u64,
+        now: u64,
+    ) -> Result<MovePreview, Error> {
+        filter.check()?;
+        self.catch_up(now);
+        let qslot = self.queue_slot(name)?;
+        let q = self.sub_id(qslot, dlq);
+        let filter = Some(filter).filter(|f| !f.is_empty());
+        let mut preview = MovePreview::default();
+        let mut shown = Vec::new();
+        for (looked, (seq, slot)) in (0u64..).zip(self.sub(q).index.from(from)) {
+            if looked >= PREVIEW_LOOK_MAX {
+                preview.next = Some(seq);
+                break;
+            }
+            if !self.live(slot, q, seq) {
+                continue;
+            }
+            let r = &self.records[slot as usize];
+            let sourced = r.extra.as_ref().is_some_and(|e| e.dead_letter.is_some());
+            if r.word.load().state != MessageState::Visible
+                || (back_to_source && !dlq && !sourced)
+                || !self.takes(filter, slot)
+            {
+                continue;
+            }
+            preview.matched += 1;
+            if shown.len() < PREVIEW_SHOW_MAX {
+                shown.push(slot);
+            }
+        }
+        preview.first = shown
+            .into_iter()
+            .map(|slot| self.message(slot, self.public_state(slot), None))
+            .collect();
+        Ok(preview)
     }
 
     // ----- dead-letter targets ------------------------------------------------

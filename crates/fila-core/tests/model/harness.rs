@@ -61,7 +61,11 @@ pub enum Op {
     ReceiveDeferred(u8, Vec<u8>, Option<u16>),
     Peek(u8, bool, u8, u8),
     Cancel(u8, u8),
-    Redrive(u8, Option<u8>, Option<u8>),
+    /// A redrive: queue, maximum, rate, and a filter ([`filter_of`]).
+    Redrive(u8, Option<u8>, Option<u8>, u8),
+    /// A move's preview: queue, DLQ, back to the sources, a filter
+    /// ([`filter_of`]), from sequence number.
+    Preview(u8, bool, bool, u8, u8),
     CancelWait(u8),
     Advance(u32),
     /// An operator's delete (or, with `dead_letter`, dead-letter of a
@@ -92,6 +96,48 @@ fn res<T, U: PartialEq + std::fmt::Debug>(
 }
 
 type Completions = Arc<Mutex<Vec<(u64, Result<Vec<Message>, Error>)>>>;
+
+/// Filter `n` of a few that the harness's messages can meet (none for 0),
+/// times relative to `now`.
+pub fn filter_of(n: u8, now: u64) -> Option<MoveFilter> {
+    let f = MoveFilter::default();
+    Some(match n % 9 {
+        0 => return None,
+        1 => MoveFilter {
+            reason: Some("max_deliveries".into()),
+            ..f
+        },
+        2 => MoveFilter {
+            reason: Some("bad-input".into()),
+            ..f
+        },
+        3 => MoveFilter {
+            text: Some("why".into()),
+            ..f
+        },
+        4 => MoveFilter {
+            since_ms: Some(now.saturating_sub(2_000)),
+            ..f
+        },
+        5 => MoveFilter {
+            attributes: vec![("k".into(), "v10".into())],
+            until_ms: Some(now.saturating_sub(500)),
+            ..f
+        },
+        6 => MoveFilter {
+            reason: Some("expired".into()),
+            ..f
+        },
+        // Refused: a range that ends before it starts.
+        7 => MoveFilter {
+            since_ms: Some(now),
+            until_ms: Some(now),
+            ..f
+        },
+        // No condition: no filter.
+        _ => f,
+    })
+}
 
 /// An engine and a model driven together.
 pub struct Harness {
@@ -509,13 +555,24 @@ impl Harness {
                 let m = self.model.cancel_scheduled(name, u64::from(seq));
                 assert_eq!(res(&e, |_| ()), res(&m, |_| ()), "cancel");
             }
-            Op::Redrive(q, max, rate) => {
+            Op::Redrive(q, max, rate, filter) => {
                 let name = QUEUES[usize::from(q)];
-                let e = engine.redrive(name, max.map(u64::from), rate.map(u32::from));
-                let m = self
-                    .model
-                    .redrive(name, max.map(u64::from), rate.map(u32::from));
+                let (max, rate) = (max.map(u64::from), rate.map(u32::from));
+                let filter = filter_of(filter, self.clock.now_ms());
+                let e = match filter.clone() {
+                    None => engine.redrive(name, max, rate),
+                    Some(f) => engine.redrive_where(name, max, rate, f),
+                };
+                let m = self.model.redrive(name, max, rate, filter);
                 assert_eq!(res(&e, |x| *x), res(&m, |x| *x), "redrive");
+            }
+            Op::Preview(q, dlq, back, filter, from) => {
+                let name = QUEUES[usize::from(q)];
+                let filter = filter_of(filter, self.clock.now_ms()).unwrap_or_default();
+                let from = u64::from(from);
+                let e = engine.preview_move(name, dlq, back, &filter, from);
+                let m = self.model.preview_move(name, dlq, back, &filter, from);
+                assert_eq!(res(&e, Clone::clone), res(&m, Clone::clone), "preview");
             }
             Op::CancelWait(i) => {
                 if !self.parked.is_empty() {

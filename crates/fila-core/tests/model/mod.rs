@@ -121,6 +121,9 @@ struct Job {
     remaining: Option<u64>,
     rate: u32,
     at: u64,
+    /// A filtered redrive's filter, and the first sequence number of the
+    /// DLQ it has not looked at.
+    filter: Option<(fila_core::MoveFilter, u64)>,
 }
 
 /// What a put is deduplicated by: its id, or its content.

@@ -455,11 +455,43 @@ impl Model {
 
     // ----- redrive ------------------------------------------------------------
 
+    /// What a move with `filter` would take from queue `name`'s half, from
+    /// sequence number `from` (a small queue: looked at whole).
+    pub fn preview_move(
+        &self,
+        name: &str,
+        dlq: bool,
+        back_to_source: bool,
+        filter: &MoveFilter,
+        from: u64,
+    ) -> Result<MovePreview, Error> {
+        filter_checked(filter)?;
+        let q = self.q(name)?;
+        let taken: Vec<&M> = q.subs[idx(dlq)]
+            .msgs
+            .range(from..)
+            .map(|(_, m)| m)
+            .filter(|m| m.st == St::Visible)
+            .filter(|m| !back_to_source || dlq || m.dead_letter.is_some())
+            .filter(|m| takes(filter, m))
+            .collect();
+        Ok(MovePreview {
+            matched: taken.len() as u64,
+            first: taken
+                .iter()
+                .take(PREVIEW_SHOW_MAX)
+                .map(|m| self.view(m, dlq))
+                .collect(),
+            next: None,
+        })
+    }
+
     pub fn redrive(
         &mut self,
         name: &str,
         max: Option<u64>,
         rate: Option<u32>,
+        filter: Option<MoveFilter>,
     ) -> Result<RedriveOutcome, Error> {
         if max == Some(0) {
             return Err(Error::InvalidArgument {
@@ -475,11 +507,19 @@ impl Model {
                 limit: String::new(),
             });
         }
+        let filter = match filter {
+            Some(f) if f != MoveFilter::default() => {
+                filter_checked(&f)?;
+                Some((f, 0))
+            }
+            _ => None,
+        };
         let rate = rate.unwrap_or(REDRIVE_BATCH_MAX);
         self.q_mut(name)?.redrive = None;
         let now = self.now;
         let first = max.unwrap_or(u64::MAX).min(u64::from(rate));
-        let moved = self.redrive_move(name, first, now);
+        let mut filter = filter;
+        let moved = self.redrive_move(name, first, &mut filter, now);
         let left = self.queues[name].subs[1].visible() as u64;
         let remaining = max.map(|m| m - moved);
         let mut scheduled = 0;
@@ -489,6 +529,7 @@ impl Model {
                 remaining,
                 rate,
                 at: now + 1_000,
+                filter,
             });
         }
         self.serve_gained();
@@ -496,14 +537,28 @@ impl Model {
         Ok(RedriveOutcome { moved, scheduled })
     }
 
-    pub(super) fn redrive_move(&mut self, name: &str, max: u64, t: u64) -> u64 {
+    /// Up to `max` visible dead letters back, the first in sequence order
+    /// (with a filter, the first it takes from its cursor on, the cursor
+    /// then past the last one taken).
+    pub(super) fn redrive_move(
+        &mut self,
+        name: &str,
+        max: u64,
+        filter: &mut Option<(MoveFilter, u64)>,
+        t: u64,
+    ) -> u64 {
+        let from = filter.as_ref().map_or(0, |(_, c)| *c);
         let seqs: Vec<u64> = self.queues[name].subs[1]
             .msgs
-            .values()
-            .filter(|m| m.st == St::Visible)
+            .range(from..)
+            .map(|(_, m)| m)
+            .filter(|m| m.st == St::Visible && filter.as_ref().is_none_or(|(f, _)| takes(f, m)))
             .map(|m| m.seq)
             .take(usize::try_from(max).unwrap_or(usize::MAX))
             .collect();
+        if let (Some((_, cursor)), Some(last)) = (filter.as_mut(), seqs.last()) {
+            *cursor = last + 1;
+        }
         for &old in &seqs {
             let mut m = self.remove(name, true, old);
             m.dead_letter = None;
@@ -583,9 +638,9 @@ impl Model {
                     }
                 }
                 1 => {
-                    let job = self.queues.get_mut(&name).unwrap().redrive.take().unwrap();
+                    let mut job = self.queues.get_mut(&name).unwrap().redrive.take().unwrap();
                     let batch = job.remaining.unwrap_or(u64::MAX).min(u64::from(job.rate));
-                    let moved = self.redrive_move(&name, batch, t);
+                    let moved = self.redrive_move(&name, batch, &mut job.filter, t);
                     let remaining = job.remaining.map(|r| r - moved);
                     if moved == batch
                         && remaining != Some(0)
@@ -595,6 +650,7 @@ impl Model {
                             remaining,
                             rate: job.rate,
                             at: t + 1_000,
+                            filter: job.filter,
                         });
                     }
                 }
@@ -642,4 +698,77 @@ impl Model {
             self.serve_gained();
         }
     }
+}
+
+/// The model's own reading of a filter's limits (docs/engine.md): the
+/// field of the first one broken.
+fn filter_checked(f: &MoveFilter) -> Result<(), Error> {
+    use fila_core::limits::{
+        ATTRIBUTES_BYTES_MAX, ATTRIBUTES_MAX, ATTRIBUTE_KEY_LEN_MAX,
+        DEAD_LETTER_DESCRIPTION_LEN_MAX, DEAD_LETTER_REASON_LEN_MAX,
+    };
+    let bytes: usize = f.attributes.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let field = if f.attributes.len() > ATTRIBUTES_MAX
+        || f.attributes
+            .iter()
+            .any(|(k, _)| k.is_empty() || k.len() > ATTRIBUTE_KEY_LEN_MAX)
+        || bytes > ATTRIBUTES_BYTES_MAX
+    {
+        "filter.attributes"
+    } else if f
+        .reason
+        .as_ref()
+        .is_some_and(|r| r.is_empty() || r.len() > DEAD_LETTER_REASON_LEN_MAX)
+    {
+        "filter.reason"
+    } else if f
+        .text
+        .as_ref()
+        .is_some_and(|t| t.is_empty() || t.len() > DEAD_LETTER_DESCRIPTION_LEN_MAX)
+    {
+        "filter.text"
+    } else if matches!((f.since_ms, f.until_ms), (Some(s), Some(u)) if s >= u) {
+        "filter.until_ms"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidArgument {
+        field,
+        limit: String::new(),
+    })
+}
+
+/// Whether `f` takes message `m`: each attribute named, with its value;
+/// the reason among its dead-letter kind, its consumer's reason and its
+/// attempts' reasons; the text in one of their reasons or descriptions;
+/// its time (dead-lettered, else put) in the range.
+fn takes(f: &MoveFilter, m: &M) -> bool {
+    let attrs: &[(Box<str>, Box<str>)] = m.attributes.as_deref().unwrap_or(&[]);
+    let mut reasons: Vec<String> = Vec::new();
+    let mut said: Vec<String> = Vec::new();
+    if let Some(d) = &m.dead_letter {
+        reasons.push(d.reason.as_str().to_owned());
+        if let DeadLetterReason::Consumer {
+            reason,
+            description,
+        } = &d.reason
+        {
+            reasons.push(reason.clone());
+            said.extend([reason.clone(), description.clone()]);
+        }
+    }
+    for a in &m.attempts {
+        reasons.push(a.reason.clone());
+        said.extend([a.reason.clone(), a.description.clone()]);
+    }
+    let time = m.dead_letter.as_ref().map_or(m.inserted, |d| d.at_ms);
+    f.attributes
+        .iter()
+        .all(|(k, v)| attrs.iter().any(|(ak, av)| **ak == **k && **av == **v))
+        && f.reason.as_ref().is_none_or(|r| reasons.contains(r))
+        && f.text
+            .as_ref()
+            .is_none_or(|t| said.iter().any(|s| s.contains(t.as_str())))
+        && f.since_ms.is_none_or(|s| time >= s)
+        && f.until_ms.is_none_or(|u| time < u)
 }

@@ -6,8 +6,8 @@ use fila_core::event::{DedupImage, EngineImage, ImagePart, MessageImage, QueueIm
 use fila_core::{MoveTask, QueueSettings, QueueTimes};
 
 use super::{
-    bad, bytes_, extension, keyed, message, message_more, needs_more, settings, tasks, u32_, u64_,
-    CodecError, MessageParts, Reader,
+    any_filter, bad, bytes_, extension, filters, keyed, message, message_more, needs_more,
+    settings, tasks, u32_, u64_, CodecError, MessageParts, Reader,
 };
 use crate::replay::Replay;
 
@@ -26,6 +26,9 @@ mod frame {
     /// A queue: id, name, settings, next sequence number, extension, move
     /// tasks, keyed extension.
     pub const QUEUE_3: u8 = 5;
+    /// A queue some of whose move tasks have a filter: what [`QUEUE_3`]
+    /// carries (still written when none has one), then the filters.
+    pub const QUEUE_4: u8 = 8;
     /// Deduplication keys of a queue: id, count, (key, seq, expiry) each.
     pub const DEDUP: u8 = 6;
     /// A message with optional parts (its group): the message, then
@@ -124,7 +127,12 @@ pub fn encode_queue_part(
     extension(out, s, times);
     tasks(out, moves);
     keyed(out, s);
-    end_frame(out, start, frame::QUEUE_3);
+    if any_filter(moves) {
+        filters(out, moves);
+        end_frame(out, start, frame::QUEUE_4);
+    } else {
+        end_frame(out, start, frame::QUEUE_3);
+    }
 }
 
 /// Deduplication keys in one snapshot frame, at most (32 bytes each: a
@@ -246,18 +254,21 @@ pub fn read_snapshot(body: &mut dyn std::io::Read, replay: &mut Replay) -> Resul
                     .map_err(|_| bad("a snapshot frame runs past the end"))?;
                 let mut r = Reader::new(&buf);
                 match head[0] {
-                    kind @ (frame::QUEUE | frame::QUEUE_2 | frame::QUEUE_3) => {
+                    kind @ (frame::QUEUE | frame::QUEUE_2 | frame::QUEUE_3 | frame::QUEUE_4) => {
                         let id = r.u32()?;
                         let name = r.str()?.to_owned();
                         let mut settings = r.settings()?;
                         let next_seq = r.u64()?;
-                        let (times, moves) = if kind == frame::QUEUE {
+                        let (times, mut moves) = if kind == frame::QUEUE {
                             (QueueTimes::default(), Vec::new())
                         } else {
                             (r.extension(&mut settings)?, r.tasks()?)
                         };
-                        if kind == frame::QUEUE_3 {
+                        if kind == frame::QUEUE_3 || kind == frame::QUEUE_4 {
                             r.keyed(&mut settings)?;
+                        }
+                        if kind == frame::QUEUE_4 {
+                            r.filters(&mut moves)?;
                         }
                         replay.apply_part(ImagePart::Queue {
                             id,

@@ -2,7 +2,9 @@
 //! settings and move tasks, a message as records and snapshots carry it.
 
 use fila_core::event::{MessageView, Spot};
-use fila_core::{DeadLetter, DeadLetterReason, MessageId, MoveTask, QueueSettings, QueueTimes};
+use fila_core::{
+    DeadLetter, DeadLetterReason, MessageId, MoveFilter, MoveTask, QueueSettings, QueueTimes,
+};
 
 pub(super) fn u8_(out: &mut Vec<u8>, v: u8) {
     out.push(v);
@@ -70,6 +72,40 @@ pub(super) fn tasks(out: &mut Vec<u8>, tasks: &[MoveTask]) {
         opt_str(out, t.failure.as_deref());
         u64_(out, t.cursor);
         u64_(out, t.end);
+    }
+}
+
+/// Whether any of `tasks` has a filter (then [`filters`] follow them).
+pub(super) fn any_filter(tasks: &[MoveTask]) -> bool {
+    tasks.iter().any(|t| t.filter.is_some())
+}
+
+/// The filters of a queue's move tasks that have one: count, then (task
+/// id, attributes, reason, text, since, until) each.
+pub(super) fn filters(out: &mut Vec<u8>, tasks: &[MoveTask]) {
+    let with: Vec<(u64, &MoveFilter)> = tasks
+        .iter()
+        .filter_map(|t| t.filter.as_deref().map(|f| (t.id, f)))
+        .collect();
+    u32_(out, with.len() as u32);
+    for (id, f) in with {
+        u64_(out, id);
+        u32_(out, f.attributes.len() as u32);
+        for (k, v) in &f.attributes {
+            bytes_(out, k.as_bytes());
+            bytes_(out, v.as_bytes());
+        }
+        opt_str(out, f.reason.as_deref());
+        opt_str(out, f.text.as_deref());
+        for time in [f.since_ms, f.until_ms] {
+            match time {
+                None => u8_(out, 0),
+                Some(t) => {
+                    u8_(out, 1);
+                    u64_(out, t);
+                }
+            }
+        }
     }
 }
 
