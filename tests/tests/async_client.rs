@@ -145,6 +145,28 @@ fn the_async_client_releases_peeks_attempts_and_pauses() {
             .unwrap();
         assert!(!now.receive && !now.send);
         c.put_one("jobs", "accepted").await.unwrap();
+        // A filtered move: "work" only (released for a timeout), previewed
+        // first.
+        c.create_queue("done", SettingsPatch::default())
+            .await
+            .unwrap();
+        let filter = fila_client::MoveFilter {
+            reason: Some("timeout".into()),
+            ..fila_client::MoveFilter::default()
+        };
+        let preview = c
+            .preview_move("jobs", false, Some("done"), &filter, 0)
+            .await
+            .unwrap();
+        assert_eq!(preview.matched, 1);
+        assert_eq!(&preview.messages[0].payload[..], b"work");
+        let task = c
+            .start_move_where("jobs", Some("done"), None, None, &filter)
+            .await
+            .unwrap();
+        assert_eq!((task.moved, task.filter), (1, filter.clone()));
+        let dlq = c.redrive_where("jobs", None, None, &filter).await.unwrap();
+        assert_eq!(dlq, (0, 0), "an empty DLQ");
     });
 }
 

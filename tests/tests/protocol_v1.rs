@@ -240,7 +240,7 @@ fn the_hello_negotiates_and_an_unknown_version_is_refused_saying_which_are_spoke
     assert!(server.starts_with("fila-server/"));
     let mut raw = TcpStream::connect(s.addr).unwrap();
     raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    for (max, answered) in [(2u8, 2u8), (3, 3), (4, 4), (5, 5), (9, 5), (1, 1)] {
+    for (max, answered) in [(2u8, 2u8), (3, 3), (4, 4), (5, 5), (6, 6), (9, 6), (1, 1)] {
         // hello, version 2 frame: str "t", u8 max.
         let frame = [
             0, 0, 0, 16, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 1, b't', max,
@@ -258,9 +258,9 @@ fn the_hello_negotiates_and_an_unknown_version_is_refused_saying_which_are_spoke
         b.u32();
         b.end();
     }
-    // A frame of version 6: unsupported_version (102), naming 1 to 5, in
+    // A frame of version 7: unsupported_version (102), naming 1 to 6, in
     // version 1 (every client reads it), and the connection closes.
-    let frame = [0, 0, 0, 12, 6, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8];
+    let frame = [0, 0, 0, 12, 7, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8];
     raw.write_all(&frame).unwrap();
     let mut rest = Vec::new();
     raw.read_to_end(&mut rest).unwrap();
@@ -268,5 +268,5 @@ fn the_hello_negotiates_and_an_unknown_version_is_refused_saying_which_are_spoke
     let b = &mut Body(&rest[16..]);
     assert_eq!(b.u16(), 102);
     let why = b.str();
-    assert!(why.contains("versions 1 to 5"), "{why}");
+    assert!(why.contains("versions 1 to 6"), "{why}");
 }

@@ -7,11 +7,11 @@
 use bytes::Bytes;
 use fila_proto::{
     limits::BATCH_LEN_MAX, ChannelInfo, DeferredRef, DeleteRef, Encode, Entry, Fields, Halves,
-    Message, MoveInfo, Opcode, PayloadsRef, PutAck, PutEntry, PutRef, QueueRef, Receipt,
-    ReceiveRef, Request, Response, Settings, SettingsPatch, Stats, VisibilityRef,
+    Message, MoveFilter, MoveInfo, Opcode, PayloadsRef, PutAck, PutEntry, PutRef, QueueRef,
+    Receipt, ReceiveRef, Request, Response, Settings, SettingsPatch, Stats, VisibilityRef,
 };
 
-use crate::{ClientError, EntryResult, Result};
+use crate::{ClientError, EntryResult, MovePreview, Result};
 
 /// Requests of a pipelined batch helper in flight at once: enough to keep a
 /// connection busy, few enough that neither side buffers much.
@@ -410,12 +410,14 @@ pub(crate) fn redrive(
     queue: &str,
     max: Option<u64>,
     rate_per_second: Option<u32>,
+    filter: &MoveFilter,
 ) -> Call<Request, (u64, u64)> {
     Call {
         req: Request::Redrive {
             queue: queue.into(),
             max_messages: max,
             rate_per_second,
+            filter: filter.clone(),
         },
         parse: |r| match r {
             Response::Redrive { moved, scheduled } => Ok((moved, scheduled)),
@@ -429,6 +431,7 @@ pub(crate) fn start_move(
     to: Option<&str>,
     max: Option<u64>,
     rate_per_second: Option<u32>,
+    filter: &MoveFilter,
 ) -> Call<Request, MoveInfo> {
     Call {
         req: Request::StartMove {
@@ -436,9 +439,40 @@ pub(crate) fn start_move(
             to: to.map(str::to_owned),
             max_messages: max,
             rate_per_second,
+            filter: filter.clone(),
         },
         parse: |r| match r {
             Response::Move(m) => Ok(*m),
+            other => Err(other),
+        },
+    }
+}
+
+pub(crate) fn preview_move(
+    queue: &str,
+    dlq: bool,
+    to: Option<&str>,
+    filter: &MoveFilter,
+    from_seq: u64,
+) -> Call<Request, MovePreview> {
+    Call {
+        req: Request::PreviewMove {
+            queue: queue.into(),
+            dlq,
+            back_to_source: !dlq && to.is_none(),
+            filter: filter.clone(),
+            from_seq,
+        },
+        parse: |r| match r {
+            Response::Preview {
+                matched,
+                next,
+                messages,
+            } => Ok(MovePreview {
+                matched,
+                next,
+                messages,
+            }),
             other => Err(other),
         },
     }

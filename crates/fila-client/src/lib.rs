@@ -37,10 +37,10 @@ use std::time::Duration;
 use fila_proto::ProtoError;
 pub use fila_proto::{
     limits, Availability, ChannelInfo, ClusterChange, ClusterMemberStatus, ClusterStatus,
-    DeferredRef, DeleteRef, Encode, ErrorCode, Fields, Halves, Message, MoveInfo, Opcode,
-    PartitionStatus, PayloadsRef, PutAck, PutEntry, PutRef, QueueRef, Receipt, Receive, ReceiveRef,
-    ReplicaStatus, Request, Response, Settings, SettingsPatch, Stats, VisibilityRef, WireError,
-    RECEIPT_LEN,
+    DeferredRef, DeleteRef, Encode, ErrorCode, Fields, Halves, Message, MoveFilter, MoveInfo,
+    Opcode, PartitionStatus, PayloadsRef, PutAck, PutEntry, PutRef, QueueRef, Receipt, Receive,
+    ReceiveRef, ReplicaStatus, Request, Response, Settings, SettingsPatch, Stats, VisibilityRef,
+    WireError, RECEIPT_LEN,
 };
 
 mod blocking;
@@ -54,6 +54,19 @@ pub use tls::TlsOptions;
 pub use blocking::Client;
 #[cfg(feature = "async")]
 pub use nonblocking::AsyncClient;
+
+/// What a preview of a move found in one bounded look (see
+/// [`Client::preview_move`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MovePreview {
+    /// Visible messages the move would take in the part looked at.
+    pub matched: u64,
+    /// The sequence number to go on from when the look stopped before
+    /// the end of the queue (10 000 entries a look); `None`: it reached it.
+    pub next: Option<u64>,
+    /// The first of them (at most 20), with their failed attempts.
+    pub messages: Vec<Message>,
+}
 
 /// What a reload put in place on the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

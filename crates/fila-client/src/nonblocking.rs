@@ -680,7 +680,34 @@ impl AsyncClient {
         max: Option<u64>,
         rate_per_second: Option<u32>,
     ) -> Result<(u64, u64)> {
-        self.run(call::redrive(queue, max, rate_per_second)).await
+        self.redrive_where(queue, max, rate_per_second, &MoveFilter::default())
+            .await
+    }
+
+    /// [`Self::redrive`] of only the dead letters `filter` takes (see the
+    /// blocking client's).
+    pub async fn redrive_where(
+        &self,
+        queue: &str,
+        max: Option<u64>,
+        rate_per_second: Option<u32>,
+        filter: &MoveFilter,
+    ) -> Result<(u64, u64)> {
+        self.run(call::redrive(queue, max, rate_per_second, filter))
+            .await
+    }
+
+    /// What a redrive or a move would take (see the blocking client's).
+    pub async fn preview_move(
+        &self,
+        queue: &str,
+        dlq: bool,
+        to: Option<&str>,
+        filter: &MoveFilter,
+        from_seq: u64,
+    ) -> Result<MovePreview> {
+        self.run(call::preview_move(queue, dlq, to, filter, from_seq))
+            .await
     }
 
     /// Starts moving a queue's visible messages out (a move task): to
@@ -692,7 +719,20 @@ impl AsyncClient {
         max: Option<u64>,
         rate_per_second: Option<u32>,
     ) -> Result<MoveInfo> {
-        self.run(call::start_move(queue, to, max, rate_per_second))
+        self.start_move_where(queue, to, max, rate_per_second, &MoveFilter::default())
+            .await
+    }
+
+    /// [`Self::start_move`] of only the messages `filter` takes.
+    pub async fn start_move_where(
+        &self,
+        queue: &str,
+        to: Option<&str>,
+        max: Option<u64>,
+        rate_per_second: Option<u32>,
+        filter: &MoveFilter,
+    ) -> Result<MoveInfo> {
+        self.run(call::start_move(queue, to, max, rate_per_second, filter))
             .await
     }
 

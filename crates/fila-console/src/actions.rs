@@ -306,6 +306,7 @@ pub(crate) async fn redrive(
         queue: name.into(),
         max_messages: max,
         rate_per_second: rate,
+        filter: Default::default(),
     };
     let result = match console.call(v, req).await {
         Ok(Response::Redrive { moved, scheduled }) => Ok(format!(

@@ -22,7 +22,7 @@ pub const LEN_PREFIX: usize = 4;
 pub const HEADER_LEN: usize = 12;
 /// The newest protocol version this crate speaks (what its encoders write
 /// unless told otherwise).
-pub const VERSION: u8 = 5;
+pub const VERSION: u8 = 6;
 /// The oldest protocol version this crate still decodes and answers in:
 /// every version from it to [`VERSION`] is spoken (docs/protocol.md,
 /// "Versions").

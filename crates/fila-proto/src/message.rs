@@ -300,6 +300,8 @@ pub enum Request {
         max_messages: Option<u64>,
         /// At most this many a second.
         rate_per_second: Option<u32>,
+        /// Only the dead letters it takes (version 6; empty: every one).
+        filter: MoveFilter,
     },
     /// Start moving the queue's visible messages out: to `to`, or each
     /// back to the queue it was dead-lettered from.
@@ -312,6 +314,24 @@ pub enum Request {
         max_messages: Option<u64>,
         /// At most this many a second.
         rate_per_second: Option<u32>,
+        /// Only the messages it takes (version 6; empty: every one).
+        filter: MoveFilter,
+    },
+    /// What a redrive (from the DLQ) or a move would take, a bounded look
+    /// at a time: nothing moves (version 6).
+    PreviewMove {
+        /// Queue name.
+        queue: String,
+        /// From its DLQ (a redrive's preview).
+        dlq: bool,
+        /// A move with no destination: only messages that record a queue
+        /// they were dead-lettered from count.
+        back_to_source: bool,
+        /// The filter.
+        filter: MoveFilter,
+        /// The first sequence number to look at (a previous answer's
+        /// `next`, else 0).
+        from_seq: u64,
     },
     /// A queue's move tasks, oldest first.
     ListMoves {
@@ -611,6 +631,16 @@ pub enum Response {
     },
     /// To start or cancel a move task: the task.
     Move(Box<MoveInfo>),
+    /// To preview a move.
+    Preview {
+        /// Messages the move would take in the part looked at.
+        matched: u64,
+        /// Where to go on when the look stopped before the end.
+        next: Option<u64>,
+        /// The first of them (at most 20, fewer when they would not fit
+        /// the answer), with every field and their attempts.
+        messages: Vec<Message>,
+    },
     /// To list move tasks.
     Moves(Vec<MoveInfo>),
     /// To channels: one page, and the cursor of the next page when more
@@ -815,5 +845,8 @@ pub use cluster::{
 pub use messages::{encode_messages, encode_messages_in, DeadLetterRef, MessageRef};
 use messages::{get_fields, get_message, put_fields_in, put_message_in};
 pub use opcode::Opcode;
-use queue::{get_move, get_patch, get_settings, put_move, put_patch, put_settings_in};
-pub use queue::{MoveInfo, Settings, SettingsPatch};
+use queue::{
+    get_filter, get_filter_tail, get_move, get_patch, get_settings, put_filter, put_move,
+    put_patch, put_settings_in,
+};
+pub use queue::{MoveFilter, MoveInfo, Settings, SettingsPatch};

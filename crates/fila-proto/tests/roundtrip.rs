@@ -268,7 +268,7 @@ fn the_put_example_of_docs_protocol_md_is_byte_exact() {
     }
     .encode(1, &mut buf);
     let want: Vec<u8> = vec![
-        0, 0, 0, 0x1c, 5, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b'q', 0, 1, 0, 0, 0, 2, b'h',
+        0, 0, 0, 0x1c, 6, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, b'q', 0, 1, 0, 0, 0, 2, b'h',
         b'i', 0, 0, 0, 0, 0,
     ];
     assert_eq!(&buf[..], &want[..]);
@@ -758,4 +758,66 @@ fn attempts_travel_when_asked_for_and_a_release_carries_its_reason() {
         panic!("one frame")
     };
     assert!(Request::decode(&header, Bytes::copy_from_slice(body)).is_err());
+}
+
+/// Version 6: a move task's filter ends `move` (a version-5 answer is the
+/// same bytes without it, read back with an empty filter); a redrive or a
+/// start move without a filter is the bytes it always was, and one with a
+/// filter those bytes and the filter.
+#[test]
+fn a_move_filter_is_an_answers_tail_in_version_6_and_a_requests_tail() {
+    let filter = MoveFilter {
+        attributes: vec![("tenant".into(), "a".into())],
+        reason: Some("timeout".into()),
+        text: None,
+        since_ms: Some(5),
+        until_ms: None,
+    };
+    let task = MoveInfo {
+        id: 3,
+        from_dlq: true,
+        to: None,
+        rate_per_second: 10,
+        started_at_ms: 7,
+        moved: 1,
+        to_move: 2,
+        max_messages: None,
+        status: 0,
+        failure: None,
+        filter: filter.clone(),
+    };
+    let answer = Response::Moves(vec![task.clone()]);
+    let (mut v5, mut v6) = (BytesMut::new(), BytesMut::new());
+    answer.encode_in(5, Opcode::ListMoves as u8, 4, &mut v5);
+    answer.encode_in(6, Opcode::ListMoves as u8, 4, &mut v6);
+    assert_eq!(&v6[16..v5.len()], &v5[16..], "version 5's bytes come first");
+    assert!(v6.len() > v5.len());
+    let (header, old) = answer_of(&v5);
+    assert_eq!(header.version, 5);
+    let unfiltered = MoveInfo {
+        filter: MoveFilter::default(),
+        ..task
+    };
+    assert_eq!(old, Response::Moves(vec![unfiltered]));
+    assert_eq!(answer_of(&v6).1, answer);
+    let redrive = |filter: MoveFilter| Request::Redrive {
+        queue: "q".into(),
+        max_messages: Some(2),
+        rate_per_second: None,
+        filter,
+    };
+    let (mut plain, mut filtered) = (BytesMut::new(), BytesMut::new());
+    redrive(MoveFilter::default()).encode(1, &mut plain);
+    redrive(filter.clone()).encode(1, &mut filtered);
+    // The same body (past the 4-byte length) up to the filter.
+    assert_eq!(&filtered[4..plain.len()], &plain[4..]);
+    for (frame, f) in [(&plain, MoveFilter::default()), (&filtered, filter)] {
+        let Ok(Decoded::Frame { header, body, .. }) = decode_frame(frame, 1 << 20) else {
+            panic!("one frame")
+        };
+        assert_eq!(
+            Request::decode(&header, Bytes::copy_from_slice(body)).unwrap(),
+            redrive(f)
+        );
+    }
 }

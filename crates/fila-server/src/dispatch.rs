@@ -170,6 +170,13 @@ pub(crate) fn messages_of(ms: Vec<Message>, fields: proto::Fields) -> Answer {
     Answer::Messages(fields, ms)
 }
 
+/// An engine message as an owned wire message with its failed attempts.
+fn with_attempts(m: &Message) -> proto::Message {
+    let mut wire = view_of(m).to_message(m.payload.to_bytes());
+    wire.attempts = attempts_of(m);
+    wire
+}
+
 /// An engine message's failed attempts as the wire shows them.
 fn attempts_of(m: &Message) -> Vec<proto::Attempt> {
     m.attempts.as_deref().map_or_else(Vec::new, |attempts| {
@@ -216,9 +223,11 @@ impl Answer {
     pub(crate) fn newest_message(&self) -> Option<u64> {
         match self {
             Answer::Messages(_, ms) => ms.iter().map(|m| m.inserted_at_ms).max(),
-            Answer::Wire(Response::Messages(ms) | Response::Selected(_, ms)) => {
-                ms.iter().map(|m| m.inserted_at_ms).max()
-            }
+            Answer::Wire(
+                Response::Messages(ms)
+                | Response::Selected(_, ms)
+                | Response::Preview { messages: ms, .. },
+            ) => ms.iter().map(|m| m.inserted_at_ms).max(),
             Answer::Wire(Response::Deferred(entries)) => entries
                 .iter()
                 .filter_map(|e| e.as_ref().ok())
@@ -272,14 +281,7 @@ impl Answer {
         match self {
             Answer::Wire(r) => r.encode_in(version, opcode, request_id, buf),
             Answer::Messages(fields, ms) if fields.contains(proto::Fields::ATTEMPTS) => {
-                let ms = ms
-                    .iter()
-                    .map(|m| {
-                        let mut wire = view_of(m).to_message(m.payload.to_bytes());
-                        wire.attempts = attempts_of(m);
-                        wire
-                    })
-                    .collect();
+                let ms = ms.iter().map(with_attempts).collect();
                 Response::Selected(*fields, ms).encode_in(version, opcode, request_id, buf)
             }
             Answer::Messages(fields, ms) => proto::encode_messages_in(
@@ -712,23 +714,7 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
                 // A peek of 100 large messages may not fit the connection's
                 // output room: answer the first ones that fit (at least one);
                 // the client goes on from the last sequence number + 1.
-                let mut total = 0u64;
-                let keep = ms
-                    .iter()
-                    .take_while(|m| {
-                        total += fila_core::answer_bytes(
-                            m.payload.len(),
-                            m.attributes.as_ref(),
-                            m.channel.as_deref(),
-                            m.dead_letter.as_deref(),
-                        );
-                        if fields.contains(proto::Fields::ATTEMPTS) {
-                            total += fila_core::attempts_bytes(m.attempts.as_ref());
-                        }
-                        total <= room as u64
-                    })
-                    .count()
-                    .max(1);
+                let keep = fitting(&ms, room, fields.contains(proto::Fields::ATTEMPTS));
                 ms.truncate(keep);
                 messages_of(ms, fields)
             },
@@ -737,21 +723,53 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
             queue,
             max_messages,
             rate_per_second,
-        } => answer(engine.redrive(&queue, max_messages, rate_per_second, None), |o| {
-            Response::Redrive {
+            filter,
+        } => answer(
+            engine.redrive(&queue, max_messages, rate_per_second, filter_of(filter)),
+            |o| Response::Redrive {
                 moved: o.moved,
                 scheduled: o.scheduled,
-            }
-        }),
+            },
+        ),
         Request::StartMove {
             queue,
             to,
             max_messages,
             rate_per_second,
+            filter,
         } => answer(
-            engine.start_move(&queue, to, max_messages, rate_per_second, None),
+            engine.start_move(
+                &queue,
+                to,
+                max_messages,
+                rate_per_second,
+                filter_of(filter),
+            ),
             |t| Response::Move(Box::new(move_of(t))),
         ),
+        Request::PreviewMove {
+            queue,
+            dlq,
+            back_to_source,
+            filter,
+            from_seq,
+        } => {
+            let filter = filter_of(filter).unwrap_or_default();
+            answer(
+                engine.preview_move(&queue, dlq, back_to_source, &filter, from_seq),
+                |mut p| {
+                    // Twenty large messages may not fit the connection's
+                    // output room: the first ones that fit (at least one).
+                    let keep = fitting(&p.first, room, true);
+                    p.first.truncate(keep);
+                    Response::Preview {
+                        matched: p.matched,
+                        next: p.next,
+                        messages: p.first.iter().map(with_attempts).collect(),
+                    }
+                },
+            )
+        }
         Request::ListMoves { queue } => answer(engine.moves(&queue), |ts| {
             Response::Moves(ts.into_iter().map(move_of).collect())
         }),
@@ -791,6 +809,41 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
     }
 }
 
+/// How many of `ms`, from the first, fit `room` bytes of answer (at
+/// least one), with their attempts or not.
+fn fitting(ms: &[Message], room: usize, attempts: bool) -> usize {
+    let mut total = 0u64;
+    ms.iter()
+        .take_while(|m| {
+            total += fila_core::answer_bytes(
+                m.payload.len(),
+                m.attributes.as_ref(),
+                m.channel.as_deref(),
+                m.dead_letter.as_deref(),
+            );
+            if attempts {
+                total += fila_core::attempts_bytes(m.attempts.as_ref());
+            }
+            total <= room as u64
+        })
+        .count()
+        .max(1)
+}
+
+/// A move filter as the engine takes it (`None`: no condition).
+fn filter_of(f: proto::MoveFilter) -> Option<fila_core::MoveFilter> {
+    if f.is_empty() {
+        return None;
+    }
+    Some(fila_core::MoveFilter {
+        attributes: f.attributes,
+        reason: f.reason,
+        text: f.text,
+        since_ms: f.since_ms,
+        until_ms: f.until_ms,
+    })
+}
+
 /// A move task as the wire shows it.
 fn move_of(t: fila_core::MoveTask) -> proto::MoveInfo {
     proto::MoveInfo {
@@ -804,5 +857,15 @@ fn move_of(t: fila_core::MoveTask) -> proto::MoveInfo {
         max_messages: t.max,
         status: t.status.code(),
         failure: t.failure,
+        filter: t.filter.map_or_else(proto::MoveFilter::default, |f| {
+            let f = *f;
+            proto::MoveFilter {
+                attributes: f.attributes,
+                reason: f.reason,
+                text: f.text,
+                since_ms: f.since_ms,
+                until_ms: f.until_ms,
+            }
+        }),
     }
 }

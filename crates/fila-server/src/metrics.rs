@@ -82,10 +82,17 @@ impl EngineView for Engine {
     }
 }
 
-#[derive(Default)]
 #[repr(align(128))]
 struct Stripe {
     ops: [OpMetrics; Opcode::ALL.len()],
+}
+
+impl Default for Stripe {
+    fn default() -> Stripe {
+        Stripe {
+            ops: std::array::from_fn(|_| OpMetrics::default()),
+        }
+    }
 }
 
 /// The server's metrics.

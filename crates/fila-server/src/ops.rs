@@ -129,7 +129,7 @@ use Place::{Cluster, Connection, EveryLoop, Shard, TargetThenShard};
 use Wakes::{Nothing, Partition, PerMessage, Queue};
 
 /// Every operation.
-pub(crate) const OPS: [Op; 32] = [
+pub(crate) const OPS: [Op; 33] = [
     row(Opcode::Hello, None, Connection, Small, false, Node, Nothing),
     row(Opcode::Auth, None, Connection, Small, false, Node, Nothing),
     row(
@@ -403,6 +403,16 @@ pub(crate) const OPS: [Op; 32] = [
         Read,
         Nothing,
     ),
+    // It shows messages, as a peek does.
+    row(
+        Opcode::PreviewMove,
+        Some(Receive),
+        Shard,
+        Messages,
+        false,
+        Read,
+        Nothing,
+    ),
 ];
 
 /// The row of `opcode` (a byte off the wire: `None` when it is none).
@@ -512,7 +522,12 @@ mod tests {
             .collect();
         assert_eq!(
             big,
-            [Opcode::Receive, Opcode::ReceiveDeferred, Opcode::Peek]
+            [
+                Opcode::Receive,
+                Opcode::ReceiveDeferred,
+                Opcode::Peek,
+                Opcode::PreviewMove
+            ]
         );
         assert!(
             carries_messages(0xEE),

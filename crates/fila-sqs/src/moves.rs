@@ -90,6 +90,7 @@ pub async fn start_move_task<I: Input>(cx: &impl Caller, input: &I) -> Result<Va
         to,
         max_messages: None,
         rate_per_second: rate.map(|r| r as u32),
+        filter: Default::default(),
     };
     let Response::Move(task) = wire(cx, req).await? else {
         return Err(SqsError::unexpected());

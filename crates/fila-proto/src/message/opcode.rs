@@ -72,11 +72,13 @@ pub enum Opcode {
     /// End 1–20 leases as failed (a "nack"): each message waits its
     /// queue's retry policy.
     Release = 0x30,
+    /// What a redrive or a move would take (a bounded look; version 6).
+    PreviewMove = 0x31,
 }
 
 impl Opcode {
     /// Every opcode.
-    pub const ALL: [Opcode; 32] = [
+    pub const ALL: [Opcode; 33] = [
         Opcode::Hello,
         Opcode::Auth,
         Opcode::ServerStats,
@@ -109,6 +111,7 @@ impl Opcode {
         Opcode::DeadLetterSeq,
         Opcode::Channels,
         Opcode::Release,
+        Opcode::PreviewMove,
     ];
 
     /// The opcode with this byte.

@@ -147,6 +147,8 @@ pub struct MoveInfo {
     pub status: u8,
     /// Why it failed.
     pub failure: Option<String>,
+    /// Which messages it takes (version 6; empty: every one).
+    pub filter: MoveFilter,
 }
 
 pub(super) fn put_patch(w: &mut Writer<'_>, p: &SettingsPatch) {
@@ -367,7 +369,8 @@ pub(super) fn get_settings(r: &mut Reader, version: u8) -> Result<Settings, Prot
     Ok(s)
 }
 
-pub(super) fn put_move(w: &mut Writer<'_>, m: &MoveInfo) {
+/// A move task as version `version` writes it: version 6 adds its filter.
+pub(super) fn put_move(w: &mut Writer<'_>, m: &MoveInfo, version: u8) {
     w.u64(m.id);
     w.bool(m.from_dlq);
     w.opt(&m.to, |w, v| w.str(v));
@@ -378,9 +381,12 @@ pub(super) fn put_move(w: &mut Writer<'_>, m: &MoveInfo) {
     w.opt(&m.max_messages, |w, v| w.u64(*v));
     w.u8(m.status);
     w.opt(&m.failure, |w, v| w.str(v));
+    if version >= 6 {
+        put_filter(w, &m.filter);
+    }
 }
 
-pub(super) fn get_move(r: &mut Reader) -> Result<MoveInfo, ProtoError> {
+pub(super) fn get_move(r: &mut Reader, version: u8) -> Result<MoveInfo, ProtoError> {
     Ok(MoveInfo {
         id: r.u64()?,
         from_dlq: r.bool()?,
@@ -392,5 +398,67 @@ pub(super) fn get_move(r: &mut Reader) -> Result<MoveInfo, ProtoError> {
         max_messages: r.opt(Reader::u64)?,
         status: r.u8()?,
         failure: r.opt(Reader::str)?,
+        filter: if version >= 6 {
+            get_filter(r)?
+        } else {
+            MoveFilter::default()
+        },
     })
+}
+
+/// Which messages a move takes (version 6): each condition given must
+/// hold; empty, every message (docs/protocol.md "Filters").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MoveFilter {
+    /// Attributes it has, each with exactly this value.
+    pub attributes: Vec<(String, String)>,
+    /// A reason it failed for, exactly: its dead-letter record's
+    /// (`max_deliveries`, `expired`, or the consumer's) or an attempt's.
+    pub reason: Option<String>,
+    /// Text in a consumer's reason or description (its dead-letter
+    /// record's or an attempt's).
+    pub text: Option<String>,
+    /// When it failed (dead-lettered, else put) is at or after this, ms
+    /// since the epoch.
+    pub since_ms: Option<u64>,
+    /// ... and before this.
+    pub until_ms: Option<u64>,
+}
+
+impl MoveFilter {
+    /// Whether it has no condition.
+    pub fn is_empty(&self) -> bool {
+        *self == MoveFilter::default()
+    }
+}
+
+pub(super) fn put_filter(w: &mut Writer<'_>, f: &MoveFilter) {
+    w.list(&f.attributes, |w, (k, v)| {
+        w.str(k);
+        w.str(v);
+    });
+    w.opt(&f.reason, |w, v| w.str(v));
+    w.opt(&f.text, |w, v| w.str(v));
+    w.opt(&f.since_ms, |w, v| w.u64(*v));
+    w.opt(&f.until_ms, |w, v| w.u64(*v));
+}
+
+pub(super) fn get_filter(r: &mut Reader) -> Result<MoveFilter, ProtoError> {
+    Ok(MoveFilter {
+        attributes: r.list(4, |r| Ok((r.str()?, r.str()?)))?,
+        reason: r.opt(Reader::str)?,
+        text: r.opt(Reader::str)?,
+        since_ms: r.opt(Reader::u64)?,
+        until_ms: r.opt(Reader::u64)?,
+    })
+}
+
+/// A filter at the end of a request: absent (an older client's, or no
+/// condition) is empty.
+pub(super) fn get_filter_tail(r: &mut Reader) -> Result<MoveFilter, ProtoError> {
+    if r.remaining() == 0 {
+        Ok(MoveFilter::default())
+    } else {
+        get_filter(r)
+    }
 }

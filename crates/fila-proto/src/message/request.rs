@@ -24,6 +24,7 @@ impl Request {
             Request::Purge { queue } => &queue.name,
             Request::Redrive { queue, .. }
             | Request::StartMove { queue, .. }
+            | Request::PreviewMove { queue, .. }
             | Request::ListMoves { queue }
             | Request::CancelMove { queue, .. }
             | Request::DeadLetterSeq { queue, .. }
@@ -72,6 +73,7 @@ impl Request {
             Request::Peek { .. } => Opcode::Peek,
             Request::Redrive { .. } => Opcode::Redrive,
             Request::StartMove { .. } => Opcode::StartMove,
+            Request::PreviewMove { .. } => Opcode::PreviewMove,
             Request::ListMoves { .. } => Opcode::ListMoves,
             Request::CancelMove { .. } => Opcode::CancelMove,
             Request::DeleteSeq { .. } => Opcode::DeleteSeq,
@@ -189,21 +191,44 @@ impl Request {
                 queue,
                 max_messages,
                 rate_per_second,
+                filter,
             } => {
                 w.str(queue);
                 w.opt(max_messages, |w, v| w.u64(*v));
                 w.opt(rate_per_second, |w, v| w.u32(*v));
+                // Added at the end in version 6: written only when there
+                // is a condition.
+                if !filter.is_empty() {
+                    put_filter(w, filter);
+                }
             }
             Request::StartMove {
                 queue,
                 to,
                 max_messages,
                 rate_per_second,
+                filter,
             } => {
                 w.str(queue);
                 w.opt(to, |w, v| w.str(v));
                 w.opt(max_messages, |w, v| w.u64(*v));
                 w.opt(rate_per_second, |w, v| w.u32(*v));
+                if !filter.is_empty() {
+                    put_filter(w, filter);
+                }
+            }
+            Request::PreviewMove {
+                queue,
+                dlq,
+                back_to_source,
+                filter,
+                from_seq,
+            } => {
+                w.str(queue);
+                w.bool(*dlq);
+                w.bool(*back_to_source);
+                w.u64(*from_seq);
+                put_filter(w, filter);
             }
             Request::ListMoves { queue } => w.str(queue),
             Request::CancelMove { queue, id } => {
@@ -383,12 +408,21 @@ impl Request {
                 queue: r.str()?,
                 max_messages: r.opt(Reader::u64)?,
                 rate_per_second: r.opt(Reader::u32)?,
+                filter: get_filter_tail(r)?,
             },
             Opcode::StartMove => Request::StartMove {
                 queue: r.str()?,
                 to: r.opt(Reader::str)?,
                 max_messages: r.opt(Reader::u64)?,
                 rate_per_second: r.opt(Reader::u32)?,
+                filter: get_filter_tail(r)?,
+            },
+            Opcode::PreviewMove => Request::PreviewMove {
+                queue: r.str()?,
+                dlq: r.bool()?,
+                back_to_source: r.bool()?,
+                from_seq: r.u64()?,
+                filter: get_filter(r)?,
             },
             Opcode::ListMoves => Request::ListMoves { queue: r.str()? },
             Opcode::CancelMove => Request::CancelMove {

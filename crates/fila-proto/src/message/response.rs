@@ -145,8 +145,17 @@ impl Response {
                 w.u64(*moved);
                 w.u64(*scheduled);
             }
-            Response::Move(m) => put_move(w, m),
-            Response::Moves(ms) => w.list(ms, put_move),
+            Response::Move(m) => put_move(w, m, version),
+            Response::Moves(ms) => w.list(ms, |w, m| put_move(w, m, version)),
+            Response::Preview {
+                matched,
+                next,
+                messages,
+            } => {
+                w.u64(*matched);
+                w.opt(next, |w, v| w.u64(*v));
+                w.list(messages, |w, m| put_fields_in(w, m, Fields::KNOWN, version));
+            }
             Response::Channels { channels, next } => {
                 w.list(channels, |w, c| {
                     w.opt(&c.name, |w, n| w.str(n));
@@ -298,8 +307,15 @@ impl Response {
                 moved: r.u64()?,
                 scheduled: r.u64()?,
             },
-            Opcode::StartMove | Opcode::CancelMove => Response::Move(Box::new(get_move(r)?)),
-            Opcode::ListMoves => Response::Moves(r.list(41, get_move)?),
+            Opcode::StartMove | Opcode::CancelMove => {
+                Response::Move(Box::new(get_move(r, header.version)?))
+            }
+            Opcode::ListMoves => Response::Moves(r.list(41, |r| get_move(r, header.version))?),
+            Opcode::PreviewMove => Response::Preview {
+                matched: r.u64()?,
+                next: r.opt(Reader::u64)?,
+                messages: r.list(5, |r| get_fields(r, Fields::KNOWN))?,
+            },
             Opcode::Channels => Response::Channels {
                 channels: r.list(17, |r| {
                     Ok(ChannelInfo {

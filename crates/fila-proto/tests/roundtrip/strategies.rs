@@ -313,25 +313,50 @@ pub fn request() -> impl Strategy<Value = Request> {
                 }
             }
         ),
-        (s(), any::<Option<u64>>(), any::<Option<u32>>()).prop_map(
-            |(queue, max_messages, rate_per_second)| Request::Redrive {
-                queue,
-                max_messages,
-                rate_per_second
-            }
-        ),
+        (
+            s(),
+            any::<Option<u64>>(),
+            any::<Option<u32>>(),
+            move_filter()
+        )
+            .prop_map(
+                |(queue, max_messages, rate_per_second, filter)| Request::Redrive {
+                    queue,
+                    max_messages,
+                    rate_per_second,
+                    filter,
+                }
+            ),
         (
             s(),
             proptest::option::of(s()),
             any::<Option<u64>>(),
-            any::<Option<u32>>()
+            any::<Option<u32>>(),
+            move_filter()
         )
-            .prop_map(|(queue, to, max_messages, rate_per_second)| {
+            .prop_map(|(queue, to, max_messages, rate_per_second, filter)| {
                 Request::StartMove {
                     queue,
                     to,
                     max_messages,
                     rate_per_second,
+                    filter,
+                }
+            }),
+        (
+            s(),
+            any::<bool>(),
+            any::<bool>(),
+            move_filter(),
+            any::<u64>()
+        )
+            .prop_map(|(queue, dlq, back_to_source, filter, from_seq)| {
+                Request::PreviewMove {
+                    queue,
+                    dlq,
+                    back_to_source,
+                    filter,
+                    from_seq,
                 }
             }),
         s().prop_map(|queue| Request::ListMoves { queue }),
@@ -355,6 +380,29 @@ pub fn request() -> impl Strategy<Value = Request> {
     ]
 }
 
+/// A move filter: empty a third of the time.
+pub fn move_filter() -> impl Strategy<Value = MoveFilter> {
+    prop_oneof![
+        Just(MoveFilter::default()),
+        (
+            pairs(),
+            proptest::option::of(s()),
+            proptest::option::of(s()),
+            any::<Option<u64>>(),
+            any::<Option<u64>>()
+        )
+            .prop_map(
+                |(attributes, reason, text, since_ms, until_ms)| MoveFilter {
+                    attributes,
+                    reason,
+                    text,
+                    since_ms,
+                    until_ms,
+                }
+            ),
+    ]
+}
+
 pub fn move_info() -> impl Strategy<Value = MoveInfo> {
     (
         (
@@ -371,11 +419,13 @@ pub fn move_info() -> impl Strategy<Value = MoveInfo> {
             any::<u8>(),
             proptest::option::of(s()),
         ),
+        move_filter(),
     )
         .prop_map(
             |(
                 (id, from_dlq, to, rate_per_second, started_at_ms),
                 (moved, to_move, max_messages, status, failure),
+                filter,
             )| {
                 MoveInfo {
                     id,
@@ -388,6 +438,7 @@ pub fn move_info() -> impl Strategy<Value = MoveInfo> {
                     max_messages,
                     status,
                     failure,
+                    filter,
                 }
             },
         )
@@ -656,6 +707,19 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
             .prop_map(|(op, m)| (op, Response::Move(Box::new(m)))),
         proptest::collection::vec(move_info(), 0..3)
             .prop_map(|ms| (Opcode::ListMoves, Response::Moves(ms))),
+        (
+            any::<u64>(),
+            any::<Option<u64>>(),
+            proptest::collection::vec(message(), 0..3)
+        )
+            .prop_map(|(matched, next, messages)| (
+                Opcode::PreviewMove,
+                Response::Preview {
+                    matched,
+                    next,
+                    messages
+                }
+            )),
         (
             proptest::collection::vec(
                 (proptest::option::of(s()), any::<u64>(), any::<u64>()).prop_map(
