@@ -13,8 +13,8 @@ mod cluster;
 mod output;
 
 use fila_client::{
-    Availability, Client, ClientError, ClientOptions, Fields, Halves, Message, PutEntry, QueueRef,
-    Receipt, ReceiveRef, SettingsPatch,
+    Availability, Client, ClientError, ClientOptions, Fields, Halves, Message, MoveFilter,
+    PutEntry, QueueRef, Receipt, ReceiveRef, SettingsPatch,
 };
 use output::{json_str, print_entries, print_messages, print_pairs, print_settings};
 
@@ -60,11 +60,20 @@ usage: fila [--addr ADDR] [--token TOKEN] [--tls] [--ca FILE]
   receive-deferred QUEUE SEQ ... [--visibility MS]
   peek QUEUE [--from SEQ] [--max N] [--dlq]   (with each message's failed attempts)
   dead-letter QUEUE RECEIPT [--reason R] [--description D]
-  redrive QUEUE [--max N] [--rate PER_SECOND]   (rate 1-10000; without: 10000 now, the rest 10000 a second)
-  move QUEUE [--to Q] [--max N] [--rate PER_SECOND]
+  redrive QUEUE [--max N] [--rate PER_SECOND] [FILTER] [--preview]
+                                   (rate 1-10000; without: 10000 now, the
+                                   rest 10000 a second)
+  move QUEUE [--to Q] [--max N] [--rate PER_SECOND] [FILTER] [--preview]
                                    move the queue's visible messages out (a
                                    dead-letter target's: each back to the
                                    queue it came from, or all to --to)
+        FILTER: --attr K=V ... (each attribute with that value) --reason R
+        (a reason it failed for: max_deliveries, expired, consumer, or a
+        consumer's reason) --text T (in a consumer's reason or description)
+        --since TIME --until TIME (when it failed: dead-lettered, else put;
+        TIME is ms since the epoch or an age: 90s, 30m, 2h, 7d)
+        --preview: count what it would take and show the first 20; moves
+        nothing
   moves QUEUE                      its move tasks and redrives, with progress
   move-cancel QUEUE ID             cancel a running move task
   cancel QUEUE SEQ                 cancel a scheduled message
@@ -152,14 +161,123 @@ struct Args {
     options: Vec<(String, Option<String>)>,
 }
 
-const SWITCHES: [&str; 6] = [
+const SWITCHES: [&str; 7] = [
     "--dlq",
     "--json",
     "--if-exists",
     "--tls",
     "--receive",
     "--send",
+    "--preview",
 ];
+
+/// Pages of a preview the CLI asks for at most (10 000 entries each: a
+/// queue of 10 million messages).
+const PREVIEW_PAGES_MAX: u32 = 1_000;
+
+/// The attributes `--attr K=V` names.
+fn attrs(a: &Args) -> Result<Vec<(String, String)>, Failure> {
+    a.values("--attr")
+        .into_iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .ok_or_else(|| Failure::Usage(format!("--attr {kv:?} is not KEY=VALUE")))
+        })
+        .collect()
+}
+
+/// A time option: ms since the epoch, or an age (`90s`, `30m`, `2h`, `7d`)
+/// counted back from now.
+fn time_option(a: &Args, name: &str) -> Result<Option<u64>, Failure> {
+    let Some(v) = a.value(name) else {
+        return Ok(None);
+    };
+    if let Ok(ms) = v.parse::<u64>() {
+        return Ok(Some(ms));
+    }
+    let unit = match v.chars().last() {
+        Some('s') => 1_000,
+        Some('m') => 60_000,
+        Some('h') => 3_600_000,
+        Some('d') => 86_400_000,
+        _ => 0,
+    };
+    let n = v[..v.len().saturating_sub(1)].parse::<u64>().ok();
+    match n.filter(|_| unit > 0) {
+        Some(n) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            Ok(Some(now.saturating_sub(n.saturating_mul(unit))))
+        }
+        None => Err(Failure::Usage(format!(
+            "{name}: {v:?} is neither ms since the epoch nor an age like 30m"
+        ))),
+    }
+}
+
+/// The filter the options name (empty: every message).
+fn move_filter(a: &Args) -> Result<MoveFilter, Failure> {
+    Ok(MoveFilter {
+        attributes: attrs(a)?,
+        reason: a.value("--reason").map(str::to_owned),
+        text: a.value("--text").map(str::to_owned),
+        since_ms: time_option(a, "--since")?,
+        until_ms: time_option(a, "--until")?,
+    })
+}
+
+/// Counts what a redrive (`dlq`) or a move would take, a page at a time,
+/// and shows the first 20; moves nothing.
+fn preview(
+    c: &mut Client,
+    json: bool,
+    queue: &str,
+    dlq: bool,
+    to: Option<&str>,
+    filter: &MoveFilter,
+) -> Result<(), Failure> {
+    let mut matched = 0;
+    let mut first = Vec::new();
+    let mut from = 0;
+    let mut complete = false;
+    for _ in 0..PREVIEW_PAGES_MAX {
+        let page = c.preview_move(queue, dlq, to, filter, from)?;
+        matched += page.matched;
+        let room = 20usize.saturating_sub(first.len());
+        first.extend(page.messages.into_iter().take(room));
+        match page.next {
+            Some(next) => from = next,
+            None => {
+                complete = true;
+                break;
+            }
+        }
+    }
+    if json {
+        println!(
+            "{{\"matched\":{matched},\"complete\":{complete},\"messages\":[{}]}}",
+            first
+                .iter()
+                .map(output::message_json)
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        return Ok(());
+    }
+    let more = if complete {
+        ""
+    } else {
+        " (at least: the count stopped)"
+    };
+    println!("{matched} messages would move{more}; nothing moved");
+    if !first.is_empty() {
+        println!("the first {}:", first.len());
+        print_messages(false, &first);
+    }
+    Ok(())
+}
 
 /// Options every command takes.
 const CONNECTION_FLAGS: [&str; 8] = [
@@ -603,13 +721,7 @@ fn run(a: Args) -> Out {
                 (None, Some(t)) => Availability::At(t),
                 (None, None) => Availability::Now,
             };
-            let mut attributes = Vec::new();
-            for kv in a.values("--attr") {
-                let (k, v) = kv
-                    .split_once('=')
-                    .ok_or_else(|| Failure::Usage(format!("--attr {kv:?} is not KEY=VALUE")))?;
-                attributes.push((k.to_owned(), v.to_owned()));
-            }
+            let attributes = attrs(&a)?;
             let ttl_ms = a.number("--ttl")?;
             let dedup_id = a.value("--dedup-id").map(str::to_owned);
             let priority: Option<u8> = a.number("--priority")?;
@@ -752,10 +864,28 @@ fn run(a: Args) -> Out {
             Ok(true)
         }
         "redrive" => {
-            a.check_known(&["--max", "--rate"])?;
+            a.check_known(&[
+                "--max",
+                "--rate",
+                "--attr",
+                "--reason",
+                "--text",
+                "--since",
+                "--until",
+                "--preview",
+            ])?;
             let queue = a.pos(1, "a queue name")?;
-            let (moved, scheduled) =
-                connect(&a)?.redrive(queue, a.number("--max")?, a.number("--rate")?)?;
+            let filter = move_filter(&a)?;
+            if a.flag("--preview") {
+                preview(&mut connect(&a)?, json, queue, true, None, &filter)?;
+                return Ok(true);
+            }
+            let (moved, scheduled) = connect(&a)?.redrive_where(
+                queue,
+                a.number("--max")?,
+                a.number("--rate")?,
+                &filter,
+            )?;
             if json {
                 println!("{{\"moved\":{moved},\"scheduled\":{scheduled}}}");
             } else {
@@ -764,13 +894,30 @@ fn run(a: Args) -> Out {
             Ok(true)
         }
         "move" => {
-            a.check_known(&["--to", "--max", "--rate"])?;
+            a.check_known(&[
+                "--to",
+                "--max",
+                "--rate",
+                "--attr",
+                "--reason",
+                "--text",
+                "--since",
+                "--until",
+                "--preview",
+            ])?;
             let queue = a.pos(1, "a queue name")?;
-            let task = connect(&a)?.start_move(
+            let filter = move_filter(&a)?;
+            if a.flag("--preview") {
+                let to = a.value("--to");
+                preview(&mut connect(&a)?, json, queue, false, to, &filter)?;
+                return Ok(true);
+            }
+            let task = connect(&a)?.start_move_where(
                 queue,
                 a.value("--to"),
                 a.number("--max")?,
                 a.number("--rate")?,
+                &filter,
             )?;
             output::print_moves(json, &[task]);
             Ok(true)

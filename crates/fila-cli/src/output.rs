@@ -370,7 +370,7 @@ pub(crate) fn print_moves(json: bool, tasks: &[fila_client::MoveInfo]) {
             .iter()
             .map(|t| {
                 format!(
-                    "{{\"id\":{},\"from_dlq\":{},\"to\":{},\"rate_per_second\":{},\"started_at_ms\":{},\"moved\":{},\"to_move\":{},\"max\":{},\"status\":\"{}\",\"failure\":{}}}",
+                    "{{\"id\":{},\"from_dlq\":{},\"to\":{},\"rate_per_second\":{},\"started_at_ms\":{},\"moved\":{},\"to_move\":{},\"max\":{},\"status\":\"{}\",\"failure\":{},\"filter\":{}}}",
                     t.id,
                     t.from_dlq,
                     t.to.as_deref().map_or("null".into(), json_str),
@@ -381,6 +381,7 @@ pub(crate) fn print_moves(json: bool, tasks: &[fila_client::MoveInfo]) {
                     t.max_messages.map_or("null".into(), |m| m.to_string()),
                     status(t.status),
                     t.failure.as_deref().map_or("null".into(), json_str),
+                    filter_json(&t.filter),
                 )
             })
             .collect();
@@ -411,7 +412,54 @@ pub(crate) fn print_moves(json: bool, tasks: &[fila_client::MoveInfo]) {
                 .as_deref()
                 .map_or(String::new(), |f| format!(": {f}"))
         );
+        if !t.filter.is_empty() {
+            println!("  only: {}", filter_text(&t.filter));
+        }
     }
+}
+
+/// A move filter as JSON (`null` when it has no condition).
+fn filter_json(f: &fila_client::MoveFilter) -> String {
+    if f.is_empty() {
+        return "null".into();
+    }
+    let opt_str = |v: &Option<String>| v.as_deref().map_or("null".into(), json_str);
+    let opt_num = |v: Option<u64>| v.map_or("null".into(), |n| n.to_string());
+    let attributes: Vec<String> = f
+        .attributes
+        .iter()
+        .map(|(k, v)| format!("{}:{}", json_str(k), json_str(v)))
+        .collect();
+    format!(
+        "{{\"attributes\":{{{}}},\"reason\":{},\"text\":{},\"since_ms\":{},\"until_ms\":{}}}",
+        attributes.join(","),
+        opt_str(&f.reason),
+        opt_str(&f.text),
+        opt_num(f.since_ms),
+        opt_num(f.until_ms),
+    )
+}
+
+/// A move filter's conditions in words.
+fn filter_text(f: &fila_client::MoveFilter) -> String {
+    let mut parts: Vec<String> = f
+        .attributes
+        .iter()
+        .map(|(k, v)| format!("attribute {k}={v}"))
+        .collect();
+    if let Some(r) = &f.reason {
+        parts.push(format!("reason {r}"));
+    }
+    if let Some(t) = &f.text {
+        parts.push(format!("text {t:?}"));
+    }
+    if let Some(s) = f.since_ms {
+        parts.push(format!("failed at or after {s} ms"));
+    }
+    if let Some(u) = f.until_ms {
+        parts.push(format!("failed before {u} ms"));
+    }
+    parts.join(", ")
 }
 
 pub(crate) fn print_channels(

@@ -584,3 +584,69 @@ fn an_operator_deletes_and_dead_letters_by_seq_and_sees_the_channels() {
         "{o:?}"
     );
 }
+
+#[test]
+fn a_filtered_redrive_is_previewed_then_moves_only_its_matches() {
+    let s = TestServer::start();
+    let create = fila(&s, &["queue", "create", "f", "--max-deliveries", "0"], None);
+    assert!(create.status.success(), "{create:?}");
+    for (body, tenant, reason) in [
+        ("a1", "a", "timeout"),
+        ("b1", "b", "timeout"),
+        ("a2", "a", "bad"),
+    ] {
+        let put = fila(
+            &s,
+            &["put", "f", body, "--attr", &format!("tenant={tenant}")],
+            None,
+        );
+        assert!(put.status.success(), "{put:?}");
+        let json = out(&fila(&s, &["--json", "receive", "f", "--wait", "0"], None));
+        let rs = receipts(&json);
+        let dl = fila(&s, &["dead-letter", "f", &rs[0], "--reason", reason], None);
+        assert!(dl.status.success(), "{dl:?}");
+    }
+    let filter = ["--attr", "tenant=a", "--reason", "timeout", "--since", "1h"];
+    let mut args = vec!["redrive", "f", "--preview"];
+    args.extend(filter);
+    let preview = out(&fila(&s, &args, None));
+    assert!(
+        preview.starts_with("1 messages would move; nothing moved") && preview.contains("a1"),
+        "{preview}"
+    );
+    let mut args = vec!["--json", "redrive", "f", "--preview", "--text", "time"];
+    args.extend(["--until", "1"]);
+    assert_eq!(
+        out(&fila(&s, &args, None)).trim(),
+        "{\"matched\":0,\"complete\":true,\"messages\":[]}"
+    );
+    let mut args = vec!["--json", "redrive", "f"];
+    args.extend(filter);
+    assert_eq!(
+        out(&fila(&s, &args, None)).trim(),
+        "{\"moved\":1,\"scheduled\":0}"
+    );
+    let moves = out(&fila(&s, &["moves", "f"], None));
+    assert!(
+        moves.contains("only: attribute tenant=a, reason timeout, failed at or after"),
+        "{moves}"
+    );
+    let json = out(&fila(
+        &s,
+        &["--json", "receive", "f", "--wait", "0", "--max", "10"],
+        None,
+    ));
+    assert!(
+        json.contains("\"payload\":\"a1\"") && !json.contains("b1"),
+        "{json}"
+    );
+    // A bad filter: the server's refusal, by name; a bad time, a usage error.
+    let o = fila(&s, &["redrive", "f", "--reason", ""], None);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("filter.reason"),
+        "{o:?}"
+    );
+    let o = fila(&s, &["move", "f", "--since", "yesterday"], None);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+}
