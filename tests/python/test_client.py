@@ -289,6 +289,32 @@ def test_redrive_and_moves(client, queue):
         client.cancel_move(queue, 10**9)
 
 
+def test_a_filtered_redrive_is_previewed_then_moves_only_its_matches(client, queue):
+    for body, tenant, reason in [(b"a1", "a", "timeout"), (b"b1", "b", "timeout"), (b"a2", "a", "bad")]:
+        client.put(queue, body, attributes={"tenant": tenant})
+        [m] = client.receive(queue, wait_ms=0)
+        client.dead_letter(queue, m.receipt, reason=reason, description="upstream 504")
+    f = fila.MoveFilter(attributes={"tenant": "a"}, reason="timeout")
+    p = client.preview_move(queue, dlq=True, filter=f)
+    assert (p.matched, p.next) == (1, None)
+    assert [m.payload for m in p.messages] == [b"a1"]
+    assert p.messages[0].attempts[-1].reason == "timeout"
+    assert client.preview_move(queue, dlq=True, filter=fila.MoveFilter(text="504")).matched == 3
+    assert client.stats(queue)["dead_lettered"] == 3, "a preview moves nothing"
+    r = client.redrive(queue, filter=f)
+    assert (r.moved, r.scheduled) == (1, 0)
+    assert client.list_moves(queue)[-1].filter == f
+    assert [m.payload for m in client.receive(queue, max=10, wait_ms=0)] == [b"a1"]
+    with pytest.raises(fila.InvalidArgument, match="filter.until_ms"):
+        client.redrive(queue, filter=fila.MoveFilter(since_ms=5, until_ms=5))
+    # A move's filter, and no filter at all.
+    target = queue + "-to"
+    client.create_queue(target)
+    mv = client.start_move(queue, to=target, filter=fila.MoveFilter(attributes={"tenant": "b"}))
+    assert mv.moved == 0 and mv.filter == fila.MoveFilter(attributes={"tenant": "b"})
+    assert client.redrive(queue).moved == 2 and client.list_moves(queue)[-1].filter is None
+
+
 def test_a_waiting_receive_is_woken_by_a_put(client, server, queue):
     other = fila.Client(server.addr)
     try:

@@ -10,8 +10,8 @@ from .errors import *  # noqa: F401,F403  (every error kind)
 from .errors import BatchError, FilaError, ServerError
 from .types import (
     FIELDS_ALL, FIELDS_ATTRIBUTES, FIELDS_DELIVERY, FIELDS_ID, FIELDS_PAYLOAD_AND_RECEIPT,
-    FIELDS_TIMES, Attempt, Channel, ClusterStatus, DeadLetter, Member, Message, Move, Partition,
-    PutResult, QueueSettings, Redrive, Reload, Replica,
+    FIELDS_TIMES, Attempt, Channel, ClusterStatus, DeadLetter, Member, Message, Move, MoveFilter,
+    MovePreview, Partition, PutResult, QueueSettings, Redrive, Reload, Replica,
 )
 
 __version__ = "0.1.0"
@@ -20,6 +20,7 @@ __all__ = [
     "AsyncClient", "Attempt", "BatchError", "Channel", "Client", "ClusterStatus", "DeadLetter",
     "FIELDS_ALL", "FIELDS_ATTRIBUTES", "FIELDS_DELIVERY", "FIELDS_ID",
     "FIELDS_PAYLOAD_AND_RECEIPT", "FIELDS_TIMES", "FilaError", "Member", "Message", "Move",
+    "MoveFilter", "MovePreview",
     "Partition", "PutEntry", "PutResult", "QueueSettings", "Redrive", "Reload", "Replica",
     "ServerError", "errors",
 ]

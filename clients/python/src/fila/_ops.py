@@ -43,6 +43,7 @@ DELETE_SEQ = 0x2D
 DEAD_LETTER_SEQ = 0x2E
 CHANNELS = 0x2F
 RELEASE = 0x30
+PREVIEW_MOVE = 0x31
 
 Receipt = Union[bytes, str]
 Parse = Callable[[Reader, int], Any]
@@ -286,10 +287,23 @@ def move(r: Reader) -> t.Move:
     rate, started, moved, to_move = r.u32(), r.u64(), r.u64(), r.u64()
     max_messages = r.opt(r.u64)
     status = r.u8()
+    failure = r.opt(r.str)
+    f = move_filter(r)
     return t.Move(
         number, dlq, to, rate, started, moved, to_move, max_messages,
-        t.MOVE_STATUS.get(status, str(status)), r.opt(r.str),
+        t.MOVE_STATUS.get(status, str(status)), failure, None if f.empty() else f,
     )
+
+
+def move_filter(r: Reader) -> t.MoveFilter:
+    attributes = r.pairs()
+    reason, text = r.opt(r.str), r.opt(r.str)
+    return t.MoveFilter(attributes, reason, text, r.opt(r.u64), r.opt(r.u64))
+
+
+def put_filter(w: Writer, f: t.MoveFilter) -> Writer:
+    w.pairs(f.attributes).opt(f.reason, w.str).opt(f.text, w.str)
+    return w.opt(f.since_ms, w.u64).opt(f.until_ms, w.u64)
 
 
 def entries(r: Reader, get: Callable[[], Any]) -> List[Any]:
@@ -588,16 +602,43 @@ def peek(queue: str, dlq: bool, from_seq: int, max_messages: int, attempts: bool
     return Call(PEEK, w.done(), messages, queue)
 
 
-def redrive(queue: str, max_messages: Optional[int], rate: Optional[int]) -> Call:
+def redrive(
+    queue: str, max_messages: Optional[int], rate: Optional[int], f: Optional[t.MoveFilter] = None
+) -> Call:
     w = Writer().str(queue)
     w.opt(max_messages, w.u64).opt(rate, w.u32)
+    if f is not None and not f.empty():
+        put_filter(w, f)
     return Call(REDRIVE, w.done(), _ended(lambda r: t.Redrive(r.u64(), r.u64())), queue)
 
 
-def start_move(queue: str, to: Optional[str], max_messages: Optional[int], rate: Optional[int]) -> Call:
+def start_move(
+    queue: str,
+    to: Optional[str],
+    max_messages: Optional[int],
+    rate: Optional[int],
+    f: Optional[t.MoveFilter] = None,
+) -> Call:
     w = Writer().str(queue)
     w.opt(to, w.str).opt(max_messages, w.u64).opt(rate, w.u32)
+    if f is not None and not f.empty():
+        put_filter(w, f)
     return Call(START_MOVE, w.done(), _ended(move), queue)
+
+
+def preview_move(
+    queue: str, dlq: bool, to: Optional[str], f: Optional[t.MoveFilter], from_seq: int
+) -> Call:
+    w = Writer().str(queue).boolean(dlq).boolean(not dlq and to is None).u64(from_seq)
+    put_filter(w, f or t.MoveFilter())
+
+    def parse(r: Reader, flags: int) -> t.MovePreview:
+        matched, nxt = r.u64(), r.opt(r.u64)
+        ms = r.list(lambda: message(r, t.FIELDS_ALL | t.FIELDS_ATTEMPTS))
+        r.end()
+        return t.MovePreview(matched, nxt, ms)
+
+    return Call(PREVIEW_MOVE, w.done(), parse, queue)
 
 
 def list_moves(queue: str) -> Call:

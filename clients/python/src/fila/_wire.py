@@ -9,7 +9,7 @@ from typing import Callable, Dict, List, Optional, Tuple, TypeVar
 
 from .errors import ProtocolError
 
-VERSION = 5
+VERSION = 6
 HEADER = struct.Struct(">IBBHQ")  # length, version, opcode, flags, request id
 FLAG_RESPONSE = 0x1
 FLAG_ERROR = 0x2

@@ -604,17 +604,45 @@ class AsyncClient:
         """An operator's dead-letter of one message in any state (manage)."""
         await self.call(_ops.dead_letter_seq(queue, seq, reason, description))
 
-    async def redrive(self, queue: str, max: Optional[int] = None, rate: Optional[int] = None) -> t.Redrive:
+    async def redrive(
+        self,
+        queue: str,
+        max: Optional[int] = None,
+        rate: Optional[int] = None,
+        filter: Optional[t.MoveFilter] = None,
+    ) -> t.Redrive:
         """Moves the dead-letter queue's messages back (`max` of them, at
-        `rate` a second)."""
-        return await self.call(_ops.redrive(queue, max, rate))
+        `rate` a second; with a `filter`, only those it takes: `scheduled`
+        then counts every visible dead letter left, matching or not)."""
+        return await self.call(_ops.redrive(queue, max, rate, filter))
 
     async def start_move(
-        self, queue: str, to: Optional[str] = None, max: Optional[int] = None, rate: Optional[int] = None
+        self,
+        queue: str,
+        to: Optional[str] = None,
+        max: Optional[int] = None,
+        rate: Optional[int] = None,
+        filter: Optional[t.MoveFilter] = None,
     ) -> t.Move:
         """Starts a move task of the queue's visible messages (a
-        dead-letter target's back to their sources, or all `to`)."""
-        return await self.call(_ops.start_move(queue, to, max, rate))
+        dead-letter target's back to their sources, or all `to`; with a
+        `filter`, only those it takes)."""
+        return await self.call(_ops.start_move(queue, to, max, rate, filter))
+
+    async def preview_move(
+        self,
+        queue: str,
+        dlq: bool = False,
+        to: Optional[str] = None,
+        filter: Optional[t.MoveFilter] = None,
+        from_seq: int = 0,
+    ) -> t.MovePreview:
+        """What a redrive (`dlq`) or a move to `to` (None: back to each
+        message's source) with `filter` would take, looking at 10 000
+        entries from `from_seq` at most: call again from `next` while it
+        is not None to count a longer queue. Moves nothing; needs
+        receive."""
+        return await self.call(_ops.preview_move(queue, dlq, to, filter, from_seq))
 
     async def list_moves(self, queue: str) -> List[t.Move]:
         return await self.call(_ops.list_moves(queue))

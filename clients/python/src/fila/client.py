@@ -281,18 +281,41 @@ class Client:
         return self._run(self._a.dead_letter_seq(queue, seq, reason, description))
 
     def redrive(
-        self, queue: str, max: Optional[int] = None, rate: Optional[int] = None
+        self,
+        queue: str,
+        max: Optional[int] = None,
+        rate: Optional[int] = None,
+        filter: Optional[t.MoveFilter] = None,
     ) -> t.Redrive:
         """Moves the dead-letter queue's messages back (`max` of them, at
-        `rate` a second)."""
-        return self._run(self._a.redrive(queue, max, rate))
+        `rate` a second; with a `filter`, only those it takes: `scheduled`
+        then counts every visible dead letter left, matching or not)."""
+        return self._run(self._a.redrive(queue, max, rate, filter))
 
     def start_move(
-        self, queue: str, to: Optional[str] = None, max: Optional[int] = None, rate: Optional[int] = None
+        self,
+        queue: str,
+        to: Optional[str] = None,
+        max: Optional[int] = None,
+        rate: Optional[int] = None,
+        filter: Optional[t.MoveFilter] = None,
     ) -> t.Move:
         """Starts a move task of the queue's visible messages (a
-        dead-letter target's back to their sources, or all `to`)."""
-        return self._run(self._a.start_move(queue, to, max, rate))
+        dead-letter target's back to their sources, or all `to`; with a
+        `filter`, only those it takes)."""
+        return self._run(self._a.start_move(queue, to, max, rate, filter))
+
+    def preview_move(
+        self,
+        queue: str,
+        dlq: bool = False,
+        to: Optional[str] = None,
+        filter: Optional[t.MoveFilter] = None,
+        from_seq: int = 0,
+    ) -> t.MovePreview:
+        """What a redrive (`dlq`) or a move would take, one bounded look
+        (see `AsyncClient.preview_move`). Moves nothing."""
+        return self._run(self._a.preview_move(queue, dlq, to, filter, from_seq))
 
     def list_moves(self, queue: str) -> List[t.Move]:
         return self._run(self._a.list_moves(queue))

@@ -120,8 +120,44 @@ class QueueSettings:
 
 
 @dataclass
+class MoveFilter:
+    """Which messages a redrive or a move takes: every condition given
+    must hold (docs/engine.md, "Filtered redrive and move").
+
+    `attributes`: each with exactly this value; `reason`: a reason it
+    failed for, exactly (its dead-letter record's `max_deliveries`,
+    `expired` or `consumer`, the consumer's reason, or an attempt's);
+    `text`: contained in a consumer's reason or description; `since_ms`
+    and `until_ms`: when it failed (dead-lettered, else put), ms since the
+    epoch, at or after `since_ms` and before `until_ms`."""
+
+    attributes: Dict[str, str] = field(default_factory=dict)
+    reason: Optional[str] = None
+    text: Optional[str] = None
+    since_ms: Optional[int] = None
+    until_ms: Optional[int] = None
+
+    def empty(self) -> bool:
+        """Whether it has no condition (it takes every message)."""
+        return self == MoveFilter()
+
+
+@dataclass
+class MovePreview:
+    """What a redrive or a move would take, in one bounded look: how many
+    (`matched`), the first 20 (`messages`, with their failed attempts), and
+    the sequence number to go on from (`next`) when the look stopped
+    before the end of the queue."""
+
+    matched: int
+    next: Optional[int]
+    messages: List["Message"]
+
+
+@dataclass
 class Move:
-    """A move task or a redrive."""
+    """A move task or a redrive (`filter`: None when it takes every
+    message)."""
 
     number: int
     from_dlq: bool
@@ -133,6 +169,7 @@ class Move:
     max_messages: Optional[int]
     status: str
     failure: Optional[str]
+    filter: Optional[MoveFilter] = None
 
 
 @dataclass
