@@ -248,6 +248,27 @@ def test_redrive_a_dlq_cancel_it_and_watch_one_drain(server, browser, shot):
     assert int(figure(browser, "Visible")) == 60
 
 
+def test_a_filtered_redrive_is_previewed_by_its_button_then_started(server, browser, shot):
+    server.fila("queue", "create", "picky")
+    seqs = put(server, "picky", "a", "b", "c")
+    for seq, reason in zip(seqs, ["timeout", "bad_input", "timeout"]):
+        server.fila("dead-letter-seq", "picky", str(seq), "--reason", reason)
+    browser.get(f"{server.url}/queues/picky")
+    reason = browser.find_element(By.NAME, "reason")
+    reason.send_keys("timeout")
+    navigating(browser, browser.find_element(By.XPATH, "//button[text()='Preview']").click)
+    count = text_of(browser, By.CSS_SELECTOR, "p.preview-count")
+    assert count.startswith("2 dead letters would go back (only: reason timeout)"), count
+    assert "Nothing has moved" in count
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.messages tbody tr")
+    assert len(rows) == 2, browser.page_source
+    shot(browser, "redrive-preview")
+    navigating(browser, browser.find_element(By.XPATH, "//button[text()='Redrive these']").click)
+    assert "Redrive started (only: reason timeout): 2 moved now" in flash(browser)
+    assert figure(browser, "In the DLQ") == "1"
+    assert "(only: reason timeout)" in text_of(browser, By.CSS_SELECTOR, "#moves table")
+
+
 def test_settings_are_edited_with_the_manage_grant(server, browser):
     browser.get(f"{server.url}/queues/jobs")
     field = browser.find_element(By.NAME, "max_deliveries")

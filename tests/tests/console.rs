@@ -413,6 +413,75 @@ fn an_operator_deletes_dead_letters_and_redrives_from_the_console() {
 }
 
 #[test]
+fn a_filtered_redrive_is_previewed_then_started_from_the_console() {
+    let s = TestServer::start();
+    let b = Session::begin(console(&s));
+    put(&s, "jobs", &["one", "two", "three"]);
+    let forms = [
+        ("2", "timeout", "upstream+504"),
+        ("3", "bad_input", "field+x"),
+    ];
+    for (seq, reason, description) in forms {
+        b.post(
+            &format!("/queues/jobs/messages/{seq}/dead-letter"),
+            &format!("reason={reason}&description={description}"),
+        );
+    }
+    let queue_page = b.get("/queues/jobs").body;
+    assert!(
+        queue_page.contains("formaction=\"/queues/jobs/redrive-preview\"")
+            && queue_page.contains("name=\"reason\""),
+        "{queue_page}"
+    );
+    // The preview (a GET, as the form's Preview button sends it): one
+    // match, shown; nothing moved.
+    let preview = b.get("/queues/jobs/redrive-preview?csrf=x&rate=5&max=&attr=&reason=timeout&text=&since=1h&until=");
+    assert_eq!(preview.status, 200, "{}", preview.body);
+    assert!(
+        preview
+            .body
+            .contains("1 dead letters would go back (only: reason timeout, failed at or after")
+            && preview.body.contains("consumer: timeout")
+            && preview.body.contains("upstream 504")
+            && !preview.body.contains("field x"),
+        "{}",
+        preview.body
+    );
+    assert_eq!(s.client().stats("jobs").unwrap().dead_lettered, 2);
+    // Its form carries the filter, the age made a time.
+    assert!(
+        preview.body.contains("name=\"since\" value=\""),
+        "{}",
+        preview.body
+    );
+    assert!(!preview.body.contains("name=\"since\" value=\"1h\""));
+    let page = b.post("/queues/jobs/redrive", "rate=5&max=&reason=timeout&since=0");
+    let (error, said) = flash(&page).unwrap();
+    assert!(
+        !error
+            && said.starts_with(
+                "Redrive started (only: reason timeout, failed at or after 0 ms): 1 moved now"
+            ),
+        "{said}"
+    );
+    assert!(
+        page.body
+            .contains("redrive of the DLQ (only: reason timeout"),
+        "{}",
+        page.body
+    );
+    let stats = s.client().stats("jobs").unwrap();
+    assert_eq!((stats.visible, stats.dead_lettered), (2, 1));
+    // A bad filter is said, and nothing moves.
+    let page = b.post("/queues/jobs/redrive", "rate=5&since=yesterday");
+    let (error, said) = flash(&page).unwrap();
+    assert!(error && said.contains("since"), "{said}");
+    let bad = b.get("/queues/jobs/redrive-preview?attr=novalue");
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert_eq!(s.client().stats("jobs").unwrap().dead_lettered, 1);
+}
+
+#[test]
 fn the_console_bounds_its_connections_and_bodies() {
     let s = TestServer::start();
     let addr = console(&s);

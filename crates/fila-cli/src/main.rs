@@ -193,28 +193,14 @@ fn time_option(a: &Args, name: &str) -> Result<Option<u64>, Failure> {
     let Some(v) = a.value(name) else {
         return Ok(None);
     };
-    if let Ok(ms) = v.parse::<u64>() {
-        return Ok(Some(ms));
-    }
-    let unit = match v.chars().last() {
-        Some('s') => 1_000,
-        Some('m') => 60_000,
-        Some('h') => 3_600_000,
-        Some('d') => 86_400_000,
-        _ => 0,
-    };
-    let n = v[..v.len().saturating_sub(1)].parse::<u64>().ok();
-    match n.filter(|_| unit > 0) {
-        Some(n) => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64);
-            Ok(Some(now.saturating_sub(n.saturating_mul(unit))))
-        }
-        None => Err(Failure::Usage(format!(
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    MoveFilter::time_of(v, now).map(Some).ok_or_else(|| {
+        Failure::Usage(format!(
             "{name}: {v:?} is neither ms since the epoch nor an age like 30m"
-        ))),
-    }
+        ))
+    })
 }
 
 /// The filter the options name (empty: every message).

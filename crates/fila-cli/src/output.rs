@@ -413,7 +413,7 @@ pub(crate) fn print_moves(json: bool, tasks: &[fila_client::MoveInfo]) {
                 .map_or(String::new(), |f| format!(": {f}"))
         );
         if !t.filter.is_empty() {
-            println!("  only: {}", filter_text(&t.filter));
+            println!("  only: {}", t.filter);
         }
     }
 }
@@ -438,28 +438,6 @@ fn filter_json(f: &fila_client::MoveFilter) -> String {
         opt_num(f.since_ms),
         opt_num(f.until_ms),
     )
-}
-
-/// A move filter's conditions in words.
-fn filter_text(f: &fila_client::MoveFilter) -> String {
-    let mut parts: Vec<String> = f
-        .attributes
-        .iter()
-        .map(|(k, v)| format!("attribute {k}={v}"))
-        .collect();
-    if let Some(r) = &f.reason {
-        parts.push(format!("reason {r}"));
-    }
-    if let Some(t) = &f.text {
-        parts.push(format!("text {t:?}"));
-    }
-    if let Some(s) = f.since_ms {
-        parts.push(format!("failed at or after {s} ms"));
-    }
-    if let Some(u) = f.until_ms {
-        parts.push(format!("failed before {u} ms"));
-    }
-    parts.join(", ")
 }
 
 pub(crate) fn print_channels(

@@ -1,10 +1,11 @@
 //! What the console changes on a queue: its settings, a pause or a resume
 //! of its receiving or sending, a redrive of its DLQ (paced, with its
-//! progress and a cancel), a purge (after typing the queue's name). Each is a form with the session's CSRF token, runs as the
+//! progress and a cancel; filtered, with a preview first), a purge (after
+//! typing the queue's name). Each is a form with the session's CSRF token, runs as the
 //! signed-in token (a grant it lacks refuses it), and comes back to the
 //! queue's page saying how it went.
 
-use fila_proto::{Halves, QueueRef, Request, Response, Settings, SettingsPatch};
+use fila_proto::{Halves, MoveFilter, QueueRef, Request, Response, Settings, SettingsPatch};
 
 use crate::html::{url, Html};
 use crate::page::{param, Backend, Outcome, Params, Permission, StatusCode, Visitor};
@@ -222,11 +223,14 @@ pub(crate) async fn moves_section(
             ]);
             h.raw("</thead><tbody>");
             for t in tasks.iter().rev() {
-                let what = match (&t.to, t.from_dlq) {
+                let mut what = match (&t.to, t.from_dlq) {
                     (_, true) => "redrive of the DLQ".to_owned(),
                     (Some(to), false) => format!("move to {to}"),
                     (None, false) => "move back to the sources".to_owned(),
                 };
+                if !t.filter.is_empty() {
+                    what.push_str(&format!(" (only: {})", t.filter));
+                }
                 let mut state = status(t.status).to_owned();
                 if let Some(f) = &t.failure {
                     state.push_str(": ");
@@ -274,8 +278,206 @@ pub(crate) async fn moves_section(
         h.form(&format!("/queues/{q}/redrive"), &v.csrf);
         h.field("A second (1–10000)", "rate", "100");
         h.field("At most (empty: all)", "max", "");
+        filter_fields(h, &Params::new());
+        // The first button, what Enter does: a look, nothing moved.
+        h.raw("<button type=\"submit\" formmethod=\"get\" formaction=\"")
+            .text(&format!("/queues/{q}/redrive-preview"))
+            .raw("\">Preview</button>");
         h.button("Redrive", false).raw("</form></section>");
     }
+}
+
+/// The redrive form's filter fields: label and name.
+const FILTER_FIELDS: [(&str, &str); 5] = [
+    ("Only with attribute (key=value)", "attr"),
+    ("Only failed for reason", "reason"),
+    ("Only with text (in a reason or description)", "text"),
+    (
+        "Failed since (ms since the epoch, or an age: 30m, 2h, 7d)",
+        "since",
+    ),
+    ("Failed before (the same)", "until"),
+];
+
+/// Pages of a preview the console asks for at most (10 000 entries each).
+const PREVIEW_PAGES_MAX: usize = 100;
+
+/// Dead letters a preview shows, at most.
+const PREVIEW_SHOWN: usize = 20;
+
+fn filter_fields(h: &mut Html, values: &Params) {
+    for (label, name) in FILTER_FIELDS {
+        h.field(label, name, param(values, name).unwrap_or(""));
+    }
+}
+
+/// The filter a form or a query names (an empty field: no condition).
+fn filter_of(p: &Params) -> Result<MoveFilter, String> {
+    let given = |name: &'static str| param(p, name).map(str::trim).filter(|v| !v.is_empty());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let time = |name: &'static str| {
+        given(name)
+            .map(|v| {
+                MoveFilter::time_of(v, now).ok_or_else(|| {
+                    format!("{name}: {v:?} is neither ms since the epoch nor an age like 30m")
+                })
+            })
+            .transpose()
+    };
+    let attributes = match given("attr") {
+        None => Vec::new(),
+        Some(kv) => {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("attr: {kv:?} is not key=value"))?;
+            vec![(k.trim().to_owned(), v.trim().to_owned())]
+        }
+    };
+    Ok(MoveFilter {
+        attributes,
+        reason: given("reason").map(str::to_owned),
+        text: given("text").map(str::to_owned),
+        since_ms: time("since")?,
+        until_ms: time("until")?,
+    })
+}
+
+/// The form fields that say `f` again, its times as ms (so that a redrive
+/// started from a preview takes what the preview counted).
+fn filter_params(f: &MoveFilter) -> Vec<(&'static str, String)> {
+    let mut p = Vec::new();
+    if let Some((k, v)) = f.attributes.first() {
+        p.push(("attr", format!("{k}={v}")));
+    }
+    for (name, v) in [("reason", &f.reason), ("text", &f.text)] {
+        if let Some(v) = v {
+            p.push((name, v.clone()));
+        }
+    }
+    for (name, v) in [("since", f.since_ms), ("until", f.until_ms)] {
+        if let Some(v) = v {
+            p.push((name, v.to_string()));
+        }
+    }
+    p
+}
+
+/// What a redrive with the query's filter would take: how many, the first
+/// 20, and a form that starts it. Moves nothing.
+pub(crate) async fn redrive_preview(
+    console: &impl Backend,
+    v: &Visitor,
+    name: &str,
+    query: &Params,
+) -> Outcome {
+    let filter = match filter_of(query) {
+        Ok(f) => f,
+        Err(e) => return Outcome::refused(StatusCode::BAD_REQUEST, &e),
+    };
+    let (mut matched, mut first, mut from, mut complete) = (0, Vec::new(), 0, false);
+    for _ in 0..PREVIEW_PAGES_MAX {
+        let req = Request::PreviewMove {
+            queue: name.into(),
+            dlq: true,
+            back_to_source: false,
+            filter: filter.clone(),
+            from_seq: from,
+        };
+        match console.call(v, req).await {
+            Ok(Response::Preview {
+                matched: m,
+                next,
+                messages,
+            }) => {
+                matched += m;
+                let room = PREVIEW_SHOWN.saturating_sub(first.len());
+                first.extend(messages.into_iter().take(room));
+                match next {
+                    Some(n) => from = n,
+                    None => {
+                        complete = true;
+                        break;
+                    }
+                }
+            }
+            Ok(_) => return Outcome::failed("an unexpected answer"),
+            Err(e) => return Outcome::failed(&e),
+        }
+    }
+    let q = url(name);
+    let mut h = Html::default();
+    h.raw("<p class=\"crumbs\"><a href=\"/\">Queues</a> / ");
+    h.link(&format!("/queues/{q}"), name).raw("</p>");
+    let title = format!("Redrive preview of {name}");
+    h.el("h1", "", &title);
+    let only = if filter.is_empty() {
+        "every dead letter".to_owned()
+    } else {
+        format!("only: {filter}")
+    };
+    let count = if complete {
+        format!("{matched} dead letters would go back ({only}). Nothing has moved.")
+    } else {
+        format!("At least {matched} dead letters would go back ({only}): the count stopped. Nothing has moved.")
+    };
+    h.el("p", "preview-count", &count);
+    h.raw("<table class=\"messages\"><thead>");
+    h.head_row(&[
+        "Seq",
+        "Reason",
+        "Description",
+        "Dead-lettered",
+        "Attributes",
+        "Payload",
+    ]);
+    h.raw("</thead><tbody>");
+    for m in &first {
+        let (why, desc, at) = m.dead_letter.as_ref().map_or_else(Default::default, |d| {
+            let why = match d.reason {
+                1 => "max_deliveries".to_owned(),
+                2 => "expired".to_owned(),
+                _ => format!("consumer: {}", d.consumer_reason),
+            };
+            (why, d.description.clone(), when(d.at_ms))
+        });
+        let attributes: Vec<String> = m
+            .attributes
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        h.raw("<tr><td>")
+            .link(
+                &format!("/queues/{q}/messages/{}?dlq=1", m.seq),
+                &m.seq.to_string(),
+            )
+            .raw("</td>");
+        for cell in [why, desc, at, attributes.join(", ")] {
+            h.el("td", "", &cell);
+        }
+        h.el("td", "payload", &crate::messages::preview(&m.payload));
+        h.raw("</tr>");
+    }
+    h.raw("</tbody></table>");
+    if v.may(name, Permission::Manage) && matched > 0 {
+        h.form(&format!("/queues/{q}/redrive"), &v.csrf);
+        for (k, value) in filter_params(&filter) {
+            h.hidden(k, &value);
+        }
+        h.field(
+            "A second (1–10000)",
+            "rate",
+            param(query, "rate").unwrap_or("100"),
+        );
+        h.field(
+            "At most (empty: all)",
+            "max",
+            param(query, "max").unwrap_or(""),
+        );
+        h.button("Redrive these", false).raw("</form>");
+    }
+    Outcome::page(title, h.finish())
 }
 
 /// Starts a redrive of the DLQ at the form's rate.
@@ -302,15 +504,24 @@ pub(crate) async fn redrive(
             Err(_) => return Outcome::done(back, Err(format!("max: {m:?} is not a whole number"))),
         },
     };
+    let filter = match filter_of(form) {
+        Ok(f) => f,
+        Err(e) => return Outcome::done(back, Err(e)),
+    };
+    let only = if filter.is_empty() {
+        String::new()
+    } else {
+        format!(" (only: {filter})")
+    };
     let req = Request::Redrive {
         queue: name.into(),
         max_messages: max,
         rate_per_second: rate,
-        filter: Default::default(),
+        filter,
     };
     let result = match console.call(v, req).await {
         Ok(Response::Redrive { moved, scheduled }) => Ok(format!(
-            "Redrive started: {moved} moved now, {scheduled} more at the rate."
+            "Redrive started{only}: {moved} moved now, at most {scheduled} more at the rate."
         )),
         Ok(_) => Err("an unexpected answer".into()),
         Err(e) => Err(e),

@@ -33,7 +33,7 @@ fn state_name(s: State) -> &'static str {
 
 /// A payload's first characters as text (what is not UTF-8 replaced,
 /// control characters shown as `·`).
-fn preview(payload: &[u8]) -> String {
+pub(crate) fn preview(payload: &[u8]) -> String {
     let text = String::from_utf8_lossy(&payload[..payload.len().min(PREVIEW * 4)]);
     let mut out: String = text
         .chars()

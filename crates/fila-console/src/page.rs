@@ -190,6 +190,7 @@ pub async fn route(
         (false, []) => pages::queue(console, v, name, query).await,
         (true, ["settings"]) => actions::settings(console, v, name, form).await,
         (true, ["redrive"]) => actions::redrive(console, v, name, form).await,
+        (false, ["redrive-preview"]) => actions::redrive_preview(console, v, name, query).await,
         (true, ["pause"]) => actions::pause(console, v, name, form).await,
         (true, ["moves", id, "cancel"]) => actions::cancel_move(console, v, name, id).await,
         (false, ["purge"]) => actions::purge_confirm(v, name, query),

@@ -430,6 +430,49 @@ impl MoveFilter {
     pub fn is_empty(&self) -> bool {
         *self == MoveFilter::default()
     }
+
+    /// A time as the CLI and the console take one for `since_ms` and
+    /// `until_ms`: ms since the epoch, or an age counted back from
+    /// `now_ms` (`90s`, `30m`, `2h`, `7d`); `None` when it is neither.
+    pub fn time_of(value: &str, now_ms: u64) -> Option<u64> {
+        if let Ok(ms) = value.parse::<u64>() {
+            return Some(ms);
+        }
+        let unit = match value.chars().last()? {
+            's' => 1_000,
+            'm' => 60_000,
+            'h' => 3_600_000,
+            'd' => 86_400_000,
+            _ => return None,
+        };
+        let n = value[..value.len() - 1].parse::<u64>().ok()?;
+        Some(now_ms.saturating_sub(n.saturating_mul(unit)))
+    }
+}
+
+/// Its conditions in words, as the CLI and the console show a task's
+/// (`attribute tenant=a, reason timeout, failed at or after 5 ms`).
+impl std::fmt::Display for MoveFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts: Vec<String> = self
+            .attributes
+            .iter()
+            .map(|(k, v)| format!("attribute {k}={v}"))
+            .collect();
+        if let Some(r) = &self.reason {
+            parts.push(format!("reason {r}"));
+        }
+        if let Some(t) = &self.text {
+            parts.push(format!("text {t:?}"));
+        }
+        if let Some(s) = self.since_ms {
+            parts.push(format!("failed at or after {s} ms"));
+        }
+        if let Some(u) = self.until_ms {
+            parts.push(format!("failed before {u} ms"));
+        }
+        f.write_str(&parts.join(", "))
+    }
 }
 
 pub(super) fn put_filter(w: &mut Writer<'_>, f: &MoveFilter) {
