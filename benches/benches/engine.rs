@@ -1,6 +1,12 @@
 //! `engine/lifecycle/...`: put 20 -> receive 20 -> delete 20 with 100-byte
 //! payloads, in process, on one thread and on two threads (each on its own
 //! queue in its own shard). Throughput is messages through the whole cycle.
+//!
+//! `engine/preview/...`: one preview of a filtered move over a queue of
+//! 10 000 messages with attributes (a whole bounded look, the most one
+//! call does), with a filter on an attribute, or on text that no message
+//! has: what one preview costs the loop that serves it. Throughput is
+//! index entries looked at.
 
 use std::hint::black_box;
 use std::sync::Barrier;
@@ -8,7 +14,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use fila_benches::{engine_with_queues, payload_100};
-use fila_core::{Address, Engine, NewMessage, Receipt, ReceiveOptions};
+use fila_core::{
+    Address, Engine, MoveFilter, NewMessage, QueueSettings, Receipt, ReceiveOptions,
+    PREVIEW_LOOK_MAX,
+};
 
 fn cycle(
     engine: &Engine,
@@ -70,5 +79,55 @@ fn lifecycle(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, lifecycle);
+/// An engine whose queue "q" holds [`PREVIEW_LOOK_MAX`] messages of 100
+/// bytes, message i with attributes tenant = i mod 10 and kind "job".
+fn previewed_queue() -> Engine {
+    let engine = Engine::new(1, std::sync::Arc::new(fila_core::SystemClock));
+    engine.create_queue("q", QueueSettings::default()).unwrap();
+    let payload = payload_100();
+    for start in (0..PREVIEW_LOOK_MAX).step_by(20) {
+        let batch = (start..start + 20)
+            .map(|i| NewMessage {
+                attributes: vec![
+                    ("tenant".into(), (i % 10).to_string()),
+                    ("kind".into(), "job".into()),
+                ],
+                ..NewMessage::new(payload.clone())
+            })
+            .collect();
+        for r in engine.put("q", batch).unwrap() {
+            r.unwrap();
+        }
+    }
+    engine
+}
+
+fn preview(c: &mut Criterion) {
+    let mut g = c.benchmark_group("engine");
+    g.throughput(Throughput::Elements(PREVIEW_LOOK_MAX));
+    let engine = previewed_queue();
+    let by_attribute = MoveFilter {
+        attributes: vec![("tenant".into(), "3".into())],
+        ..MoveFilter::default()
+    };
+    let by_text = MoveFilter {
+        text: Some("upstream 504".into()),
+        ..MoveFilter::default()
+    };
+    for (name, filter, matched) in [
+        ("preview/10k/attribute", by_attribute, PREVIEW_LOOK_MAX / 10),
+        ("preview/10k/text", by_text, 0),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let p = engine.preview_move("q", false, false, &filter, 0).unwrap();
+                assert_eq!(p.matched, matched);
+                black_box(p)
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, lifecycle, preview);
 criterion_main!(benches);
