@@ -71,7 +71,7 @@ ports_free() {
 one_node() { # LABEL ARGS...
   rm -rf "$tmp/node"
   "$BIN" --listen 127.0.0.1:7790 --sync always --data-dir "$tmp/node" --segment-bytes "$SEG" \
-      --metrics-listen off --sqs-listen off --console-listen off --log warn &
+      --metrics-listen off --sqs-listen off --azure-listen off --console-listen off --log warn &
   local pid=$!; pids+=("$pid")
   wait_port 7790
   local label=$1; shift

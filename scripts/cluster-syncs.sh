@@ -64,7 +64,7 @@ kill "${pids[0]}"; wait "${pids[0]}" 2>/dev/null || true
 pids=()
 
 "$BIN" --listen 127.0.0.1:7790 --sync always --data-dir "$tmp/node" --segment-bytes 4194304 \
-    --metrics-listen off --sqs-listen off --console-listen off --log warn &
+    --metrics-listen off --sqs-listen off --azure-listen off --console-listen off --log warn &
 pids+=("$!")
 for _ in $(seq 1 100); do ss -ltn | grep -q ':7790 ' && break; sleep 0.1; done
 measure "one durable node" "${pids[0]}" 127.0.0.1:7790

@@ -47,6 +47,7 @@ for i in 1 2 3; do
 listen = "127.0.0.1:77${i}0"
 metrics_listen = "off"
 sqs_listen = "127.0.0.1:77${i}2"
+azure_listen = "127.0.0.1:77${i}4"
 console_listen = "127.0.0.1:77${i}3"
 data_dir = "$dir/node-$i"
 

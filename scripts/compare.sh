@@ -54,7 +54,7 @@ start() {
   PORT=$(free_port)
   case "$system" in
     fila)
-      target/release/fila-server --listen "127.0.0.1:$PORT" --metrics-listen off --sqs-listen off --console-listen off \
+      target/release/fila-server --listen "127.0.0.1:$PORT" --metrics-listen off --sqs-listen off --azure-listen off --console-listen off \
         --sync "$mode" --data-dir "$dir" --log warn >"$dir/log" 2>&1 &
       ARGS=(--system fila --label "$mode") ;;
     redis)

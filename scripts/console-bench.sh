@@ -5,7 +5,7 @@
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p /tmp/bench/c
-target/release/fila-server --listen 127.0.0.1:7852 --sqs-listen off --metrics-listen off \
+target/release/fila-server --listen 127.0.0.1:7852 --sqs-listen off --azure-listen off --metrics-listen off \
     --console-listen 127.0.0.1:7853 --sync none --data-dir /tmp/bench/c --log warn & P=$!
 sleep 1
 viewer() {  # one client, pages back to back: the overview and the queue's page

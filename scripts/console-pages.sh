@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 S=target/release/fila-server L=target/release/fila-loadgen F=target/release/fila
 D=/tmp/bench/console-pages
 rm -rf $D; mkdir -p $D/data; chmod 700 $D/data
-$S --listen 127.0.0.1:7871 --sqs-listen off --metrics-listen off --console-listen 127.0.0.1:9371 \
+$S --listen 127.0.0.1:7871 --sqs-listen off --azure-listen off --metrics-listen off --console-listen 127.0.0.1:9371 \
     --sync none --data-dir $D/data --log warn 2>$D/server.err & PID=$!
 trap 'kill $PID 2>/dev/null' EXIT
 sleep 1

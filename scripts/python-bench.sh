@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 rounds=${1:-3} messages=${2:-200000} py=${3:-python3}
 dir=$(mktemp -d /tmp/python-bench.XXXXXX)
 mkdir -m 700 "$dir/data"
-target/release/fila-server --listen 127.0.0.1:7881 --sqs-listen off --metrics-listen off \
+target/release/fila-server --listen 127.0.0.1:7881 --sqs-listen off --azure-listen off --metrics-listen off \
     --console-listen off --sync none --data-dir "$dir/data" --log warn 2>"$dir/fila.log" & fila=$!
 redis-server --port 6391 --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" \
     >"$dir/redis.log" 2>&1 & redis=$!

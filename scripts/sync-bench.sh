@@ -39,7 +39,7 @@ print("%-3s %-10s %9.0f msg/s  put p50 %6d p99 %6d µs  end-to-end p50 %6d p99 %
 one_node() { # BIN LABEL
   rm -rf "$tmp/node"
   "$1" --listen 127.0.0.1:7790 --sync always --data-dir "$tmp/node" --segment-bytes "$SEG" \
-      --metrics-listen off --sqs-listen off --console-listen off --log warn &
+      --metrics-listen off --sqs-listen off --azure-listen off --console-listen off --log warn &
   local pid=$!; pids+=("$pid")
   wait_port 7790
   "$LOADGEN" --addr 127.0.0.1:7790 --messages "$MESSAGES" --server-pid "$pid" --json --quiet \

@@ -26,7 +26,7 @@ FIELD = re.compile(r"(\w+)=(\S+)")
 
 class FilaServer:
     """One fila-server process; `listening` holds what its listening line
-    says (listen, sqs, metrics, console: an address or "off")."""
+    says (listen, sqs, azure, metrics, console: an address or "off")."""
 
     def __init__(self):
         self.proc = None
@@ -98,10 +98,11 @@ class FilaServer:
 
 class LocalServer(FilaServer):
     """One fila-server on ephemeral loopback ports: the binary protocol,
-    and the SQS API when the class says `sqs`; its data directory, a
-    configuration file and extra flags."""
+    the SQS API when the class says `sqs`, the Azure Queue API when it says
+    `azure`; its data directory, a configuration file and extra flags."""
 
     sqs = False
+    azure = False
 
     def __init__(self, data_dir, extra=(), config=None):
         super().__init__()
@@ -113,6 +114,7 @@ class LocalServer(FilaServer):
         args = [
             "--listen", "127.0.0.1:0",
             "--sqs-listen", "127.0.0.1:0" if self.sqs else "off",
+            "--azure-listen", "127.0.0.1:0" if self.azure else "off",
             "--metrics-listen", "off",
             "--console-listen", "off",
             "--data-dir", self.data_dir,

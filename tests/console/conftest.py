@@ -56,6 +56,7 @@ class Server(FilaServer):
             "--listen", "127.0.0.1:0",
             "--console-listen", "127.0.0.1:0",
             "--sqs-listen", "off",
+            "--azure-listen", "off",
             "--metrics-listen", "off",
             "--data-dir", os.path.join(self.dir, "data"),
             "--shards", "2",

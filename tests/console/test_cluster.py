@@ -28,7 +28,7 @@ class Node(ClusterNode):
 
 @pytest.fixture(scope="module")
 def nodes():
-    listeners = 'console_listen = "127.0.0.1:0"\nsqs_listen = "off"\nmetrics_listen = "off"'
+    listeners = 'console_listen = "127.0.0.1:0"\nsqs_listen = "off"\nazure_listen = "off"\nmetrics_listen = "off"'
     with running_cluster(Node, listeners, extra=CONFIG) as started:
         yield started
 

@@ -27,7 +27,7 @@ def partition_leaders(node, within=60):
 
 @pytest.fixture(scope="module")
 def nodes():
-    listeners = 'sqs_listen = "off"\nmetrics_listen = "off"\nconsole_listen = "off"'
+    listeners = 'sqs_listen = "off"\nazure_listen = "off"\nmetrics_listen = "off"\nconsole_listen = "off"'
     with running_cluster(ClusterNode, listeners, partitions=3) as started:
         partition_leaders(started[1])
         yield started

@@ -45,7 +45,7 @@ class Node(ClusterNode):
 
 @pytest.fixture(scope="module")
 def nodes():
-    listeners = 'sqs_listen = "127.0.0.1:0"\nmetrics_listen = "127.0.0.1:0"\nconsole_listen = "off"'
+    listeners = 'sqs_listen = "127.0.0.1:0"\nmetrics_listen = "127.0.0.1:0"\nconsole_listen = "off"\nazure_listen = "off"'
     with running_cluster(Node, listeners) as started:
         yield started
 

@@ -38,7 +38,7 @@ class Node(ClusterNode):
         os.kill(self.proc.pid, sig)
 
 
-LISTENERS = 'sqs_listen = "127.0.0.1:0"\nmetrics_listen = "off"\nconsole_listen = "off"'
+LISTENERS = 'sqs_listen = "127.0.0.1:0"\nmetrics_listen = "off"\nconsole_listen = "off"\nazure_listen = "off"'
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ def partition_leaders(node, within=30, count=3):
 
 
 def test_one_node_serves_every_partition_through_its_leader():
-    listeners = 'sqs_listen = "127.0.0.1:0"\nmetrics_listen = "off"\nconsole_listen = "off"'
+    listeners = 'sqs_listen = "127.0.0.1:0"\nmetrics_listen = "off"\nconsole_listen = "off"\nazure_listen = "off"'
     with running_cluster(Node, listeners, partitions=3) as nodes:
         partition_leaders(nodes[1])
         sqs = nodes[1].client()
@@ -52,7 +52,7 @@ def test_one_node_serves_every_partition_through_its_leader():
 
 
 def test_a_node_holding_no_replica_of_a_partition_serves_its_queues():
-    listeners = 'sqs_listen = "127.0.0.1:0"\nmetrics_listen = "off"\nconsole_listen = "off"'
+    listeners = 'sqs_listen = "127.0.0.1:0"\nmetrics_listen = "off"\nconsole_listen = "off"\nazure_listen = "off"'
     with running_cluster(Node, listeners, partitions=4, n=4, replicas=3) as nodes:
         # Partition p on nodes p+1, p+2, p+3 (wrapping): node 4 holds no
         # replica of partition 0, which node 1 leads.
@@ -77,7 +77,7 @@ def replica_ids(node):
 
 
 def test_the_cli_adds_a_node_holding_no_replica_and_moves_replicas_to_it():
-    listeners = 'sqs_listen = "off"\nmetrics_listen = "off"\nconsole_listen = "off"'
+    listeners = 'sqs_listen = "off"\nmetrics_listen = "off"\nconsole_listen = "off"\nazure_listen = "off"'
     with running_cluster(ClusterNode, listeners, partitions=2) as nodes, tempfile.TemporaryDirectory() as d:
         deadline = time.monotonic() + 30
         while replica_ids(nodes[1]) != [[1, 2, 3], [1, 2, 3]]:

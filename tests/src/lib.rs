@@ -77,6 +77,7 @@ impl TestServer {
             listen: "127.0.0.1:0".parse().expect("addr"),
             metrics_listen: Some("127.0.0.1:0".parse().expect("addr")),
             sqs_listen: Some("127.0.0.1:0".parse().expect("addr")),
+            azure_listen: Some("127.0.0.1:0".parse().expect("addr")),
             console_listen: Some("127.0.0.1:0".parse().expect("addr")),
             shards: 2,
             event_loops: 2,

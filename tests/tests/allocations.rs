@@ -74,6 +74,7 @@ fn allocations_through_the_server_do_not_grow_with_the_messages_of_a_request() {
         c.shards = 1;
         c.metrics_listen = None;
         c.sqs_listen = None;
+        c.azure_listen = None;
         c.console_listen = None;
         c.sync = fila_server::Sync::None;
     });

@@ -136,6 +136,7 @@ fn a_second_server_on_the_same_data_directory_is_refused() {
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: None,
         sqs_listen: None,
+        azure_listen: None,
         console_listen: None,
         data_dir: s.data.path().to_owned(),
         ..fila_server::Config::default()

@@ -19,4 +19,4 @@ mod head;
 mod tests;
 
 pub use frame::{Framer, HttpError, Limits, Progress, Request};
-pub use head::{reason, write_head, Head, Headers};
+pub use head::{percent_decode, reason, write_head, Head, Headers};

@@ -289,6 +289,7 @@ fn a_run_on_a_cluster_follows_its_partition_to_a_new_leader() {
             TestServer::with(move |c| {
                 c.listen = format!("127.0.0.1:{client}").parse().unwrap();
                 (c.metrics_listen, c.sqs_listen, c.console_listen) = (None, None, None);
+                c.azure_listen = None;
                 (c.shards, c.event_loops) = (1, 1);
                 c.cluster = Some(fila_server::ClusterConfig {
                     node_id: id,

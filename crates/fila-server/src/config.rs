@@ -50,6 +50,9 @@ pub struct Config {
     /// The SQS-compatible HTTP API's address (docs/sqs.md); `None` turns
     /// it off.
     pub sqs_listen: Option<SocketAddr>,
+    /// The Azure Queue Storage API's address (docs/azure.md); `None`
+    /// turns it off.
+    pub azure_listen: Option<SocketAddr>,
     /// The web console's address (docs/console.md); `None` turns it off.
     pub console_listen: Option<SocketAddr>,
     /// Engine shards (one per core by default); on a cluster node, each
@@ -222,6 +225,7 @@ impl Default for Config {
             listen: "127.0.0.1:7700".parse().expect("literal"),
             metrics_listen: Some("127.0.0.1:7701".parse().expect("literal")),
             sqs_listen: Some("127.0.0.1:9324".parse().expect("literal")),
+            azure_listen: Some("127.0.0.1:10001".parse().expect("literal")),
             console_listen: Some("127.0.0.1:7702".parse().expect("literal")),
             shards: cores(),
             event_loops: cores(),
@@ -297,10 +301,11 @@ impl Config {
     }
 
     /// Every listener's address, by its setting's name.
-    fn listeners(&self) -> [(&'static str, Option<SocketAddr>); 4] {
+    fn listeners(&self) -> [(&'static str, Option<SocketAddr>); 5] {
         [
             ("listen", Some(self.listen)),
             ("sqs_listen", self.sqs_listen),
+            ("azure_listen", self.azure_listen),
             ("metrics_listen", self.metrics_listen),
             ("console_listen", self.console_listen),
         ]
@@ -443,6 +448,13 @@ impl Config {
             if let Some(a) = self.sqs_listen.filter(|a| !a.ip().is_loopback()) {
                 return Err(ConfigError::Invalid(format!(
                     "sqs_listen {a}: without tokens the SQS API listens on loopback only (add [[tokens]] to the config)"
+                )));
+            }
+        }
+        if self.tokens.is_empty() {
+            if let Some(a) = self.azure_listen.filter(|a| !a.ip().is_loopback()) {
+                return Err(ConfigError::Invalid(format!(
+                    "azure_listen {a}: without tokens the Azure Queue API listens on loopback only (add [[tokens]] to the config)"
                 )));
             }
         }

@@ -123,7 +123,9 @@ pub struct Metrics {
     /// above `max_output_bytes`.
     pub output_high_water: AtomicU64,
     /// The SQS API's requests.
-    pub sqs: SqsMetrics,
+    pub sqs: ApiMetrics,
+    /// The Azure Queue API's requests.
+    pub azure: ApiMetrics,
 }
 
 /// The operations of the SQS API, as its metrics name them.
@@ -153,22 +155,47 @@ pub const SQS_OPERATIONS: [&str; 23] = [
     "UntagQueue",
 ];
 
-/// Counters of the SQS API (one thread writes them; relaxed).
-#[derive(Default)]
-pub struct SqsMetrics {
-    requests: [AtomicU64; SQS_OPERATIONS.len()],
-    errors: [AtomicU64; SQS_OPERATIONS.len()],
-    sum_us: [AtomicU64; SQS_OPERATIONS.len()],
+/// Counters of one HTTP API (the SQS API, the Azure Queue API): requests,
+/// errors and time per operation (loops write them; relaxed).
+pub struct ApiMetrics {
+    /// The metrics' infix (`fila_<name>_requests_total`).
+    name: &'static str,
+    /// The API, as the help text names it.
+    what: &'static str,
+    operations: &'static [&'static str],
+    requests: Vec<AtomicU64>,
+    errors: Vec<AtomicU64>,
+    sum_us: Vec<AtomicU64>,
     /// Requests naming no known operation.
     pub unknown: AtomicU64,
     /// Requests refused for their signature (or its absence).
     pub auth_failures: AtomicU64,
 }
 
-impl SqsMetrics {
+impl ApiMetrics {
+    /// Counters for `operations` of the API `what`, named
+    /// `fila_<name>_...`.
+    pub fn new(
+        name: &'static str,
+        what: &'static str,
+        operations: &'static [&'static str],
+    ) -> ApiMetrics {
+        let zeros = || (0..operations.len()).map(|_| AtomicU64::new(0)).collect();
+        ApiMetrics {
+            name,
+            what,
+            operations,
+            requests: zeros(),
+            errors: zeros(),
+            sum_us: zeros(),
+            unknown: AtomicU64::new(0),
+            auth_failures: AtomicU64::new(0),
+        }
+    }
+
     /// Records one answered request of operation `op`.
     pub fn record(&self, op: &str, took: Duration, failed: bool) {
-        let Some(i) = SQS_OPERATIONS.iter().position(|o| *o == op) else {
+        let Some(i) = self.operations.iter().position(|o| *o == op) else {
             self.unknown.fetch_add(1, Ordering::Relaxed);
             return;
         };
@@ -179,33 +206,63 @@ impl SqsMetrics {
         self.sum_us[i].fetch_add(took.as_micros() as u64, Ordering::Relaxed);
     }
 
+    /// Requests answered, every operation together.
+    pub fn total(&self) -> u64 {
+        self.requests
+            .iter()
+            .map(|r| r.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Requests answered with an error, every operation together.
+    pub fn total_errors(&self) -> u64 {
+        self.errors.iter().map(|r| r.load(Ordering::Relaxed)).sum()
+    }
+
     fn render(&self, o: &mut String) {
-        let _ = writeln!(o, "# HELP fila_sqs_requests_total SQS API requests answered, by operation.\n# TYPE fila_sqs_requests_total counter");
-        for (i, op) in SQS_OPERATIONS.iter().enumerate() {
+        let (name, what) = (self.name, self.what);
+        let series: [(&str, String, &[AtomicU64], f64); 3] = [
+            (
+                "requests_total",
+                format!("{what} requests answered, by operation."),
+                &self.requests,
+                1.0,
+            ),
+            (
+                "request_errors_total",
+                format!("{what} requests answered with an error, by operation."),
+                &self.errors,
+                1.0,
+            ),
+            (
+                "request_seconds_total",
+                format!(
+                    "Time spent answering {what} requests (long polls included), by operation."
+                ),
+                &self.sum_us,
+                1e6,
+            ),
+        ];
+        for (metric, help, values, scale) in series {
             let _ = writeln!(
                 o,
-                "fila_sqs_requests_total{{operation=\"{op}\"}} {}",
-                self.requests[i].load(Ordering::Relaxed)
+                "# HELP fila_{name}_{metric} {help}\n# TYPE fila_{name}_{metric} counter"
             );
+            for (i, op) in self.operations.iter().enumerate() {
+                let v = values[i].load(Ordering::Relaxed);
+                if scale == 1.0 {
+                    let _ = writeln!(o, "fila_{name}_{metric}{{operation=\"{op}\"}} {v}");
+                } else {
+                    let _ = writeln!(
+                        o,
+                        "fila_{name}_{metric}{{operation=\"{op}\"}} {}",
+                        v as f64 / scale
+                    );
+                }
+            }
         }
-        let _ = writeln!(o, "# HELP fila_sqs_request_errors_total SQS API requests answered with an error, by operation.\n# TYPE fila_sqs_request_errors_total counter");
-        for (i, op) in SQS_OPERATIONS.iter().enumerate() {
-            let _ = writeln!(
-                o,
-                "fila_sqs_request_errors_total{{operation=\"{op}\"}} {}",
-                self.errors[i].load(Ordering::Relaxed)
-            );
-        }
-        let _ = writeln!(o, "# HELP fila_sqs_request_seconds_total Time spent answering SQS API requests (long polls included), by operation.\n# TYPE fila_sqs_request_seconds_total counter");
-        for (i, op) in SQS_OPERATIONS.iter().enumerate() {
-            let _ = writeln!(
-                o,
-                "fila_sqs_request_seconds_total{{operation=\"{op}\"}} {}",
-                self.sum_us[i].load(Ordering::Relaxed) as f64 / 1e6
-            );
-        }
-        let _ = writeln!(o, "# HELP fila_sqs_unknown_operations_total SQS API requests naming no operation of the API.\n# TYPE fila_sqs_unknown_operations_total counter\nfila_sqs_unknown_operations_total {}", self.unknown.load(Ordering::Relaxed));
-        let _ = writeln!(o, "# HELP fila_sqs_auth_failures_total SQS API requests refused for their signature.\n# TYPE fila_sqs_auth_failures_total counter\nfila_sqs_auth_failures_total {}", self.auth_failures.load(Ordering::Relaxed));
+        let _ = writeln!(o, "# HELP fila_{name}_unknown_operations_total {what} requests naming no operation of the API.\n# TYPE fila_{name}_unknown_operations_total counter\nfila_{name}_unknown_operations_total {}", self.unknown.load(Ordering::Relaxed));
+        let _ = writeln!(o, "# HELP fila_{name}_auth_failures_total {what} requests refused for their signature.\n# TYPE fila_{name}_auth_failures_total counter\nfila_{name}_auth_failures_total {}", self.auth_failures.load(Ordering::Relaxed));
     }
 }
 
@@ -223,7 +280,8 @@ impl Default for Metrics {
             moved: AtomicU64::new(0),
             parked: AtomicU64::new(0),
             output_high_water: AtomicU64::new(0),
-            sqs: SqsMetrics::default(),
+            sqs: ApiMetrics::new("sqs", "SQS API", &SQS_OPERATIONS),
+            azure: ApiMetrics::new("azure", "Azure Queue API", &fila_azure::request::OPERATIONS),
         }
     }
 }
@@ -362,6 +420,7 @@ impl Metrics {
             );
         }
         self.sqs.render(&mut o);
+        self.azure.render(&mut o);
         let _ = writeln!(o, "# HELP fila_request_errors_total Requests answered with an error, by operation.\n# TYPE fila_request_errors_total counter");
         for (i, op) in Opcode::ALL.iter().enumerate() {
             let _ = writeln!(

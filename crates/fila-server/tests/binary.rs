@@ -466,6 +466,7 @@ fn a_taken_address_is_named_in_one_line() {
     for (flag, setting) in [
         ("--listen", "listen"),
         ("--sqs-listen", "sqs_listen"),
+        ("--azure-listen", "azure_listen"),
         ("--console-listen", "console_listen"),
         ("--metrics-listen", "metrics_listen"),
     ] {
@@ -476,6 +477,8 @@ fn a_taken_address_is_named_in_one_line() {
             "--listen",
             "127.0.0.1:0",
             "--sqs-listen",
+            "off",
+            "--azure-listen",
             "off",
             "--console-listen",
             "off",

@@ -140,9 +140,11 @@ fn start(mut cmd: Command) -> Result<Running, String> {
     }
 }
 
-const ARGS: [&str; 12] = [
+const ARGS: [&str; 14] = [
     "--listen",
     "127.0.0.1:0",
+    "--azure-listen",
+    "off",
     "--metrics-listen",
     "off",
     "--console-listen",

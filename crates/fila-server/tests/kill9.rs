@@ -31,6 +31,7 @@ fn start(dir: &std::path::Path) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_fila-server"))
         .args(["--listen", "127.0.0.1:0", "--metrics-listen", "off"])
         .args(["--sqs-listen", "off", "--console-listen", "off"])
+        .args(["--azure-listen", "off"])
         .args(["--shards", "2", "--event-loops", "2", "--data-dir"])
         .arg(dir)
         .stdout(Stdio::piped())

@@ -123,28 +123,7 @@ fn encode(s: &[u8], keep_slash: bool, out: &mut String) {
 /// Decodes `%XX` (and `+` as a space, as the form encoding and the SDKs'
 /// query parsers do).
 pub fn decode(s: &str) -> Vec<u8> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' if i + 2 < b.len() => {
-                let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
-                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                    Some(v) => {
-                        out.push(v);
-                        i += 3;
-                        continue;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b'+' => out.push(b' '),
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    out
+    fila_http::percent_decode(s, true)
 }
 
 /// The path with `.` and `..` segments and repeated slashes taken out,

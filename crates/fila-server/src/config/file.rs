@@ -14,6 +14,7 @@ struct FileConfig {
     listen: Option<String>,
     metrics_listen: Option<String>,
     sqs_listen: Option<String>,
+    azure_listen: Option<String>,
     console_listen: Option<String>,
     shards: Option<usize>,
     event_loops: Option<usize>,
@@ -101,6 +102,9 @@ impl Config {
         }
         if let Some(v) = f.sqs_listen {
             self.sqs_listen = addr("sqs_listen", &v)?;
+        }
+        if let Some(v) = f.azure_listen {
+            self.azure_listen = addr("azure_listen", &v)?;
         }
         if let Some(v) = f.console_listen {
             self.console_listen = addr("console_listen", &v)?;

@@ -39,6 +39,10 @@ impl Config {
                     let v = value("--sqs-listen")?;
                     self.sqs_listen = addr("--sqs-listen", &v)?;
                 }
+                "--azure-listen" => {
+                    let v = value("--azure-listen")?;
+                    self.azure_listen = addr("--azure-listen", &v)?;
+                }
                 "--console-listen" => {
                     let v = value("--console-listen")?;
                     self.console_listen = addr("--console-listen", &v)?;
@@ -153,6 +157,8 @@ loop per core. Flags override the file.
   --metrics-listen ADDR     Prometheus /metrics, or \"off\" [127.0.0.1:7701]
   --sqs-listen ADDR         the SQS-compatible HTTP API, or \"off\"
                             [127.0.0.1:9324]
+  --azure-listen ADDR       the Azure Queue Storage API (docs/azure.md),
+                            or \"off\"                [127.0.0.1:10001]
   --console-listen ADDR     the web console (docs/console.md), or \"off\"
                             [127.0.0.1:7702]
   --shards N                engine shards (on a cluster, each

@@ -175,6 +175,16 @@ fn off_loopback_needs_tls_or_allow_plaintext() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("sqs_listen"), "{e}");
+    let e = Config::from_args(&args(&["--azure-listen", "0.0.0.0:10001"]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("azure_listen"), "{e}");
+    let off = Config::from_args(&args(&["--azure-listen", "off"])).unwrap();
+    assert_eq!(off.azure_listen, None);
+    assert_eq!(
+        Config::default().azure_listen,
+        Some("127.0.0.1:10001".parse().unwrap())
+    );
 }
 
 #[test]

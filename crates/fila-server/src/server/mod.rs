@@ -41,6 +41,7 @@ use crate::config::{Config, Sync};
 use crate::metrics::Metrics;
 use crate::scrape::MetricsEndpoint;
 
+mod azure;
 #[cfg(not(loom))]
 mod cluster;
 pub(crate) mod console;
@@ -89,6 +90,7 @@ use view::LoopsView;
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
 const SQS_LISTENER: Token = Token(usize::MAX - 3);
+const AZURE_LISTENER: Token = Token(usize::MAX - 4);
 
 /// What every part of every loop reads: the configuration, the figures,
 /// the handle to the loops, the log's marks, the server-wide counts.
@@ -135,6 +137,8 @@ struct Shared {
     sqs_bodies: Arc<std::sync::atomic::AtomicUsize>,
     /// Queues purged through the SQS API in the last minute.
     sqs_purges: Arc<sqs::Purges>,
+    /// The Azure Queue API's service properties, per account.
+    azure_properties: Arc<azure::Properties>,
     /// A cluster node: per loop, it holds answers waiting for a commit
     /// and wants word of the next one (`held.rs`).
     told: fila_core::commits::Told,
@@ -224,6 +228,8 @@ pub struct Server {
     metrics: Option<MetricsEndpoint>,
     /// The SQS API's address, when it is on.
     sqs: Option<SocketAddr>,
+    /// The Azure Queue API's address, when it is on.
+    azure: Option<SocketAddr>,
     console: Option<console::ConsoleListener>,
     #[cfg(not(loom))]
     cluster: Option<cluster::ClusterNode>,
@@ -313,6 +319,20 @@ impl Server {
             None => None,
         };
         let sqs_addr = match &sqs_listener {
+            Some(l) => Some(l.local_addr()?),
+            None => None,
+        };
+        let azure_listener = match config.azure_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr).map_err(|source| StartError::Listen {
+                    addr,
+                    setting: "azure_listen",
+                    source,
+                })?,
+            ),
+            None => None,
+        };
+        let azure_addr = match &azure_listener {
             Some(l) => Some(l.local_addr()?),
             None => None,
         };
@@ -408,23 +428,29 @@ impl Server {
             published,
             sqs_bodies: Arc::default(),
             sqs_purges: Arc::default(),
+            azure_properties: Arc::default(),
             told: fila_core::commits::Told::new(owner_count),
             #[cfg(not(loom))]
             fast: std::sync::OnceLock::new(),
         });
-        let (mut listener, mut sqs_listener) = (Some(listener), sqs_listener);
+        let (mut listener, mut sqs_listener, mut azure_listener) =
+            (Some(listener), sqs_listener, azure_listener);
         let mut threads = Vec::new();
         for (index, (poll, owner)) in polls.into_iter().zip(owners).enumerate() {
             let registry = poll.registry().try_clone()?;
-            let (listener, sqs_listener) = if index == 0 {
-                (listener.take(), sqs_listener.take())
+            let listeners = if index == 0 {
+                front::Listeners {
+                    binary: listener.take(),
+                    sqs: sqs_listener.take(),
+                    azure: azure_listener.take(),
+                }
             } else {
-                (None, None)
+                front::Listeners::default()
             };
             let l = Loop {
                 index,
                 shared: shared.clone(),
-                front: FrontEnd::new(index, shared.clone(), registry, listener, sqs_listener)?,
+                front: FrontEnd::new(index, shared.clone(), registry, listeners)?,
                 host: ShardHost::new(index, shared.clone(), owner),
                 wait: LogWait::new(index, shared.clone()),
                 post: Post::new(index, shared.loops.clone()),
@@ -461,6 +487,7 @@ impl Server {
         info!(
             listen = %local_addr,
             sqs = %shown(sqs),
+            azure = %shown(azure_addr),
             metrics = %shown(metrics_endpoint.as_ref().map(|m| m.addr())),
             console = %shown(console.as_ref().map(|c| c.addr())),
             shards = config.shards,
@@ -477,6 +504,7 @@ impl Server {
             threads,
             metrics: metrics_endpoint,
             sqs,
+            azure: azure_addr,
             console,
             #[cfg(not(loom))]
             cluster,
@@ -497,6 +525,12 @@ impl Server {
     /// The SQS API's address (the real port when 0 was asked for).
     pub fn sqs_addr(&self) -> Option<SocketAddr> {
         self.sqs
+    }
+
+    /// The Azure Queue API's address (the real port when 0 was asked
+    /// for).
+    pub fn azure_addr(&self) -> Option<SocketAddr> {
+        self.azure
     }
 
     /// The web console's address (the real port when 0 was asked for).
@@ -607,6 +641,7 @@ impl Loop {
         let mut stop_deadline: Option<Instant> = None;
         let housekeeping = self.shared.config.idle_timeout_secs > 0
             || self.shared.config.sqs_listen.is_some()
+            || self.shared.config.azure_listen.is_some()
             || !self.shared.config.tokens.is_empty()
             || self.shared.config.tls_cert.is_some();
         let mut busy = false;
@@ -653,6 +688,7 @@ impl Loop {
                 match event.token() {
                     LISTENER => front.accept(Door::Binary, &mut back),
                     SQS_LISTENER => front.accept(Door::Sqs, &mut back),
+                    AZURE_LISTENER => front.accept(Door::Azure, &mut back),
                     WAKER => {}
                     Token(slot) => {
                         let closed = event.is_read_closed() || event.is_error();

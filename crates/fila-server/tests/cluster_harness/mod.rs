@@ -162,7 +162,7 @@ fn node(
     std::fs::write(
         &config,
         format!(
-            "listen = \"127.0.0.1:{client}\"\nmetrics_listen = \"off\"\nsqs_listen = \"off\"\n\
+            "listen = \"127.0.0.1:{client}\"\nmetrics_listen = \"off\"\nsqs_listen = \"off\"\nazure_listen = \"off\"\n\
              console_listen = \"off\"\nshards = 3\nevent_loops = 2\nmax_queues = {QUEUES_MAX}\nmax_parked = {PARKED_MAX}\ndata_dir = \"{}\"\n{tls}\
              [cluster]\nnode_id = {id}\nlisten = \"127.0.0.1:{peer}\"\njoin = {join}\npartitions = {partitions}\nreplicas = {replicas}\n{peer_tls}\
              secret = \"a secret the three nodes share\"\n{members}",

@@ -73,9 +73,11 @@ pub fn data_home() -> std::path::PathBuf {
     dir
 }
 
-pub const ARGS: [&str; 12] = [
+pub const ARGS: [&str; 14] = [
     "--listen",
     "127.0.0.1:0",
+    "--azure-listen",
+    "off",
     "--metrics-listen",
     "off",
     "--console-listen",

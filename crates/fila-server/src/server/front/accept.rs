@@ -29,6 +29,7 @@ impl FrontEnd {
             let listener = match door {
                 Door::Binary => self.listener.as_ref(),
                 Door::Sqs => self.sqs_listener.as_ref(),
+                Door::Azure => self.azure_listener.as_ref(),
             };
             let Some(listener) = listener else {
                 return;
@@ -224,15 +225,23 @@ impl FrontEnd {
         // authentication.
         let auth = match door {
             Door::Binary => self.new_auth(),
-            Door::Sqs => Auth::NotNeeded,
+            Door::Sqs | Door::Azure => Auth::NotNeeded,
         };
         if auth == Auth::Pending {
             self.count_unauthenticated(1);
         }
         let mut conn = Conn::new(stream, peer, self.generation, auth);
         conn.auth_generation = self.access.generation;
-        if door == Door::Sqs {
-            conn.http = Some(Box::new(HttpConn::new(self.shared.sqs_bodies.clone())));
+        match door {
+            Door::Sqs => {
+                conn.http = Some(Box::new(HttpConn::new(self.shared.sqs_bodies.clone())));
+            }
+            Door::Azure => {
+                conn.http = Some(Box::new(HttpConn::new_azure(
+                    self.shared.sqs_bodies.clone(),
+                )));
+            }
+            Door::Binary => {}
         }
         self.conns[slot] = Some(conn);
         // Data may have arrived before registration.
@@ -277,6 +286,22 @@ pub(in crate::server) fn open_files_limit() -> Option<u64> {
 /// made for a refusal).
 fn refuse(mut stream: TcpStream, tls: bool, door: Door, code: ErrorCode, message: &str) {
     if tls {
+        return;
+    }
+    if door == Door::Azure {
+        use fila_azure::{AzureError, Code};
+        let e = AzureError::new(Code::ServerBusy, message);
+        let mut out = Vec::new();
+        let common = fila_azure::Common::default();
+        fila_azure::write_reply(
+            &mut out,
+            &Err(e),
+            &common,
+            crate::server::azure::now_ms(),
+            false,
+            true,
+        );
+        let _ = stream.write(&out);
         return;
     }
     if door == Door::Sqs {

@@ -43,13 +43,17 @@ use crate::auth::TokenId;
 use crate::dispatch;
 use crate::limits::AUTH_FAILURES_MAX;
 use crate::live::Access;
+use crate::server::azure;
 use crate::server::mailbox::Msg;
 use crate::server::sqs::{self, Output, BODIES_BYTES_MAX, BODY_SECS, HEAD_SECS, IDLE_SECS};
 use crate::server::Back;
+use fila_azure::{AzureError, Code, Reply};
 
-/// An SQS connection's HTTP state.
+/// An HTTP connection's state (the SQS API's or the Azure Queue API's).
 pub(in crate::server) struct HttpConn {
     framer: Framer,
+    /// It speaks the Azure Queue API (else the SQS API).
+    azure: bool,
     /// The request being answered.
     op: Option<Box<Running>>,
     /// When the first bytes of the request being read came (its head is
@@ -68,11 +72,21 @@ impl HttpConn {
     pub(super) fn new(bodies: Arc<AtomicUsize>) -> HttpConn {
         HttpConn {
             framer: Framer::new(sqs::LIMITS),
+            azure: false,
             op: None,
             head_since: None,
             body_since: None,
             room: BodyRoom { bodies, bytes: 0 },
             next_id: 0,
+        }
+    }
+
+    /// An Azure Queue API connection's.
+    pub(super) fn new_azure(bodies: Arc<AtomicUsize>) -> HttpConn {
+        HttpConn {
+            framer: Framer::new(azure::LIMITS),
+            azure: true,
+            ..HttpConn::new(bodies)
         }
     }
 
@@ -148,6 +162,14 @@ impl Drop for BodyRoom {
 
 /// An operation that polls by hand (see the module docs).
 type Polled = Pin<Box<dyn Future<Output = Result<Value, SqsError>> + Send>>;
+/// An Azure operation, polled by hand as SQS ones are.
+type AzurePolled = Pin<Box<dyn Future<Output = Result<Reply, AzureError>> + Send>>;
+
+/// What an Azure answer echoes, and whether it is a `HEAD`'s (no body).
+struct AzureEcho {
+    common: fila_azure::Common,
+    head_only: bool,
+}
 
 /// A request being answered.
 struct Running {
@@ -162,11 +184,14 @@ struct Running {
     /// The latest log mark one of its fila requests' answers waits for.
     mark: Option<u64>,
     drive: Drive,
+    /// An Azure request's echo (`None` for an SQS request).
+    azure: Option<Box<AzureEcho>>,
 }
 
 enum Drive {
     Steps(MessageOp),
     Polled(Polled),
+    Azure(AzurePolled),
 }
 
 /// A request's operation and input as read: a message operation's JSON
@@ -196,7 +221,37 @@ enum Resume {
 enum Next {
     Call(Request, usize),
     Done(Result<Output, SqsError>),
+    Azure(Result<Reply, AzureError>),
 }
+
+/// Where one poll left an operation written as an `async` function.
+#[allow(clippy::large_enum_variant)]
+enum Polling<T> {
+    /// Its output.
+    Ready(T),
+    /// The fila request it waits for, and its room.
+    Call(Request, usize),
+    /// It waits for something other than the server (never comes).
+    Stuck,
+}
+
+/// Polls such an operation once, with the answer of its last fila
+/// request when `resume` has one.
+fn poll_once<T>(future: Pin<&mut (dyn Future<Output = T> + Send)>, resume: Resume) -> Polling<T> {
+    sqs::clear_exchange();
+    if let Resume::Answer(answer) = resume {
+        sqs::put_answer(answer);
+    }
+    match future.poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(result) => Polling::Ready(result),
+        Poll::Pending => match sqs::take_call() {
+            Some((request, room)) => Polling::Call(request, room),
+            None => Polling::Stuck,
+        },
+    }
+}
+
+const STUCK: &str = "the operation waited for something other than the server";
 
 impl Running {
     fn next(&mut self, resume: Resume) -> Next {
@@ -206,25 +261,16 @@ impl Running {
                 let step = machine.resume(answer);
                 self.step(step)
             }
-            (Drive::Polled(future), resume) => {
-                sqs::clear_exchange();
-                if let Resume::Answer(answer) = resume {
-                    sqs::put_answer(answer);
-                }
-                match future
-                    .as_mut()
-                    .poll(&mut Context::from_waker(Waker::noop()))
-                {
-                    Poll::Ready(result) => Next::Done(result.map(Output::Value)),
-                    Poll::Pending => match sqs::take_call() {
-                        Some((request, room)) => Next::Call(request, room),
-                        None => Next::Done(Err(SqsError::new(
-                            Kind::InternalError,
-                            "the operation waited for something other than the server",
-                        ))),
-                    },
-                }
-            }
+            (Drive::Polled(future), resume) => match poll_once(future.as_mut(), resume) {
+                Polling::Ready(result) => Next::Done(result.map(Output::Value)),
+                Polling::Call(request, room) => Next::Call(request, room),
+                Polling::Stuck => Next::Done(Err(SqsError::new(Kind::InternalError, STUCK))),
+            },
+            (Drive::Azure(future), resume) => match poll_once(future.as_mut(), resume) {
+                Polling::Ready(result) => Next::Azure(result),
+                Polling::Call(request, room) => Next::Call(request, room),
+                Polling::Stuck => Next::Azure(Err(AzureError::new(Code::InternalError, STUCK))),
+            },
             (Drive::Steps(_), Resume::Poll) => Next::Done(Err(SqsError::unexpected())),
         }
     }
@@ -358,10 +404,21 @@ impl FrontEnd {
         back: &mut Back<'_>,
     ) {
         let mut out = Vec::new();
-        sqs::write_error(&mut out, protocol, e, status, true);
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
+        if conn.http.as_ref().is_some_and(|h| h.azure) {
+            let code = match e.kind {
+                Kind::RequestTooLarge => Code::RequestBodyTooLarge,
+                Kind::ServiceUnavailable => Code::ServerBusy,
+                _ => Code::InvalidInput,
+            };
+            let e = Err(AzureError::new(code, e.message.clone()));
+            let common = fila_azure::Common::default();
+            fila_azure::write_reply(&mut out, &e, &common, azure::now_ms(), false, true);
+        } else {
+            sqs::write_error(&mut out, protocol, e, status, true);
+        }
         if let Some(http) = conn.http.as_mut() {
             http.room.release();
             http.head_since = None;
@@ -374,6 +431,12 @@ impl FrontEnd {
     /// One whole request: its sender authenticated, its protocol read, its
     /// operation started.
     fn http_request(&mut self, slot: usize, mut request: fila_http::Request, back: &mut Back<'_>) {
+        if self.conns[slot]
+            .as_ref()
+            .is_some_and(|c| c.http.as_ref().is_some_and(|h| h.azure))
+        {
+            return self.azure_request(slot, request, back);
+        }
         let shared = self.shared.clone();
         let access = self.access.clone();
         let conn = self.conns[slot].as_mut().expect("open");
@@ -503,8 +566,85 @@ impl FrontEnd {
             token,
             mark: None,
             drive,
+            azure: None,
         }));
         self.http_advance(slot, first, back);
+    }
+
+    /// One whole request of the Azure Queue API: read, authenticated, its
+    /// operation started (`fila_azure::ops::run`, polled by hand).
+    fn azure_request(&mut self, slot: usize, request: fila_http::Request, back: &mut Back<'_>) {
+        let shared = self.shared.clone();
+        let access = self.access.clone();
+        let conn = self.conns[slot].as_mut().expect("open");
+        let (peer, tls) = (conn.peer, conn.stream.is_tls());
+        let head = request.head();
+        let echo = Box::new(AzureEcho {
+            common: fila_azure::Common::of(&head),
+            head_only: head.method == "HEAD",
+        });
+        let host = head.headers.text("host").unwrap_or("localhost").to_owned();
+        let stopping = shared.stopping.load(Ordering::Acquire);
+        let admitted = if stopping {
+            Err(AzureError::new(Code::ServerBusy, "The server is stopping."))
+        } else {
+            azure::admit(&shared.metrics, &access, &head, &request.body, peer, tls)
+        };
+        let keep_alive = request.keep_alive;
+        // Read: its buffer serves the loop's next body.
+        self.spare_body = kept(request.body);
+        let (call, principal) = match admitted {
+            Ok(a) => a,
+            Err(e) => {
+                if azure::failed_auth(&e) {
+                    conn.auth_failures += 1;
+                    if self.index == 0 {
+                        self.note_auth_failure(peer.ip());
+                    } else {
+                        back.post.send(0, Msg::AuthFailed(peer.ip()));
+                    }
+                }
+                let close = !keep_alive
+                    || stopping
+                    || self.conns[slot]
+                        .as_ref()
+                        .is_some_and(|c| c.auth_failures >= AUTH_FAILURES_MAX);
+                let mut out = Vec::new();
+                fila_azure::write_reply(
+                    &mut out,
+                    &Err(e),
+                    &echo.common,
+                    azure::now_ms(),
+                    echo.head_only,
+                    close,
+                );
+                self.finish_http(slot, &[&out], None, close, back);
+                return;
+            }
+        };
+        let caller = azure::AzureCaller {
+            access: access.clone(),
+            token: principal.token,
+            host,
+            properties: shared.azure_properties.clone(),
+        };
+        let operation = call.op.name().to_owned();
+        let sas = principal.sas;
+        let future: AzurePolled =
+            Box::pin(async move { fila_azure::ops::run(&caller, &call, sas.as_ref()).await });
+        let conn = self.conns[slot].as_mut().expect("open");
+        conn.http.as_mut().expect("an HTTP connection").op = Some(Box::new(Running {
+            protocol: Protocol::Json,
+            operation,
+            keep_alive,
+            started: Instant::now(),
+            access,
+            token: principal.token,
+            mark: None,
+            drive: Drive::Azure(future),
+            azure: Some(echo),
+        }));
+        self.http_advance(slot, Resume::Poll, back);
     }
 
     /// Moves connection `slot`'s operation on: its next fila request sent,
@@ -536,6 +676,34 @@ impl FrontEnd {
                     &access,
                     back,
                 );
+            }
+            Next::Azure(result) => {
+                let running = http.op.take().expect("running");
+                http.room.release();
+                let stopping = self.shared.stopping.load(Ordering::Acquire);
+                let close = !running.keep_alive || stopping;
+                let mut out = std::mem::take(&mut self.http_out);
+                out.clear();
+                let echo = running.azure.as_deref();
+                let (common, head_only) = match echo {
+                    Some(e) => (&e.common, e.head_only),
+                    None => (&fila_azure::Common::default(), false),
+                };
+                fila_azure::write_reply(
+                    &mut out,
+                    &result,
+                    common,
+                    azure::now_ms(),
+                    head_only,
+                    close,
+                );
+                self.shared.metrics.azure.record(
+                    &running.operation,
+                    running.started.elapsed(),
+                    result.is_err(),
+                );
+                self.finish_http(slot, &[&out], running.mark, close, back);
+                self.http_out = kept(out);
             }
             Next::Done(result) => {
                 let running = http.op.take().expect("running");

@@ -25,7 +25,7 @@ use mio::{Interest, Registry};
 use tracing::debug;
 
 use super::host::Route;
-use super::{Back, Shared, LISTENER, SQS_LISTENER};
+use super::{Back, Shared, AZURE_LISTENER, LISTENER, SQS_LISTENER};
 use crate::limits::READ_CHUNK;
 
 mod accept;
@@ -52,6 +52,16 @@ pub(in crate::server) enum Door {
     Binary,
     /// The SQS API (HTTP/1.1).
     Sqs,
+    /// The Azure Queue Storage API (HTTP/1.1).
+    Azure,
+}
+
+/// Loop 0's listeners (the other loops have none).
+#[derive(Default)]
+pub(in crate::server) struct Listeners {
+    pub(in crate::server) binary: Option<TcpListener>,
+    pub(in crate::server) sqs: Option<TcpListener>,
+    pub(in crate::server) azure: Option<TcpListener>,
 }
 
 /// A loop's connections (see the module docs).
@@ -62,6 +72,8 @@ pub(in crate::server) struct FrontEnd {
     listener: Option<TcpListener>,
     /// The SQS API's listener (loop 0's, when it is configured).
     sqs_listener: Option<TcpListener>,
+    /// The Azure Queue API's listener (loop 0's, when it is configured).
+    azure_listener: Option<TcpListener>,
     /// Accepting failed (out of descriptors): retry at this time.
     accept_retry: Option<Instant>,
     /// The next loop an accepted connection goes to.
@@ -100,15 +112,21 @@ impl FrontEnd {
         index: usize,
         shared: Arc<Shared>,
         registry: Registry,
-        listener: Option<TcpListener>,
-        sqs_listener: Option<TcpListener>,
+        listeners: Listeners,
     ) -> std::io::Result<FrontEnd> {
-        let (mut listener, mut sqs_listener) = (listener, sqs_listener);
+        let Listeners {
+            binary: mut listener,
+            sqs: mut sqs_listener,
+            azure: mut azure_listener,
+        } = listeners;
         if let Some(l) = listener.as_mut() {
             registry.register(l, LISTENER, Interest::READABLE)?;
         }
         if let Some(l) = sqs_listener.as_mut() {
             registry.register(l, SQS_LISTENER, Interest::READABLE)?;
+        }
+        if let Some(l) = azure_listener.as_mut() {
+            registry.register(l, AZURE_LISTENER, Interest::READABLE)?;
         }
         Ok(FrontEnd {
             index,
@@ -117,6 +135,7 @@ impl FrontEnd {
             registry,
             listener,
             sqs_listener,
+            azure_listener,
             accept_retry: None,
             next_peer: 0,
             conns: Vec::new(),
@@ -208,9 +227,13 @@ impl FrontEnd {
     /// Stops accepting; answers parked receives with what they have
     /// (nothing) so every request in progress gets its answer.
     pub(in crate::server) fn begin_stop(&mut self, back: &mut Back<'_>) {
-        for mut listener in [self.listener.take(), self.sqs_listener.take()]
-            .into_iter()
-            .flatten()
+        for mut listener in [
+            self.listener.take(),
+            self.sqs_listener.take(),
+            self.azure_listener.take(),
+        ]
+        .into_iter()
+        .flatten()
         {
             let _ = self.registry.deregister(&mut listener);
         }
@@ -427,6 +450,7 @@ impl FrontEnd {
             self.accept_retry = None;
             self.accept(Door::Binary, back);
             self.accept(Door::Sqs, back);
+            self.accept(Door::Azure, back);
         }
     }
 

@@ -264,6 +264,12 @@ pub(in crate::server) fn take_call() -> Option<(Request, usize)> {
     EXCHANGE.with(|e| e.borrow_mut().call.take())
 }
 
+/// Leaves `request` in the exchange for the loop to send (an operation
+/// then awaits [`Answered`]).
+pub(in crate::server) fn leave_call(request: Request, room: usize) {
+    EXCHANGE.with(|e| e.borrow_mut().call = Some((request, room)));
+}
+
 /// The answer of the request taken with [`take_call`], for the operation's
 /// next poll.
 pub(in crate::server) fn put_answer(answer: Answer) {
@@ -277,7 +283,7 @@ pub(in crate::server) fn clear_exchange() {
 
 /// The answer of the request an operation left in the exchange: pending
 /// until the loop puts it there.
-struct Answered;
+pub(in crate::server) struct Answered;
 
 impl Future for Answered {
     type Output = Answer;
@@ -292,7 +298,7 @@ impl Future for Answered {
 impl Caller for LoopCaller {
     async fn call(&self, request: Request, room: usize) -> Result<Answer, SqsError> {
         authorize(&self.access.tokens, self.token, &request)?;
-        EXCHANGE.with(|e| e.borrow_mut().call = Some((request, room)));
+        leave_call(request, room);
         Ok(Answered.await)
     }
 
