@@ -86,12 +86,19 @@ def test_a_visibility_delay_and_a_lease_end_bring_a_message_back_counted(queue):
 def test_update_moves_visibility_and_changes_content_with_a_new_pop_receipt(queue):
     queue.send_message("draft")
     [m] = receive_all(queue, visibility_timeout=60)
-    u = queue.update_message(m, content="final", visibility_timeout=0)
+    u = queue.update_message(m, content="final", visibility_timeout=30)
     assert u.pop_receipt != m.pop_receipt
+    assert u.content == "final"
     # The old pop receipt is no longer good.
-    with pytest.raises(HttpResponseError) as e:
+    with pytest.raises(ResourceNotFoundError) as e:
         queue.delete_message(m.id, m.pop_receipt)
-    assert e.value.status_code in (400, 404)
+    assert e.value.error_code == "MessageNotFound"
+    # Still leased, with its new content.
+    assert receive_all(queue) == []
+    [p] = queue.peek_messages() or [None]
+    assert p is None
+    # Released (a visibility of 0): visible at once.
+    queue.update_message(m.id, u.pop_receipt, visibility_timeout=0)
     [again] = receive_all(queue, visibility_timeout=60)
     assert again.id == m.id
     assert again.content == "final"
@@ -100,6 +107,20 @@ def test_update_moves_visibility_and_changes_content_with_a_new_pop_receipt(queu
     assert (u.next_visible_on - again.inserted_on).total_seconds() > 60
     queue.delete_message(again.id, u.pop_receipt)
     assert queue.peek_messages() == []
+    # A lease longer than fila's longest (12 hours) is refused by name.
+    queue.send_message("x")
+    [x] = receive_all(queue)
+    with pytest.raises(HttpResponseError) as e:
+        queue.update_message(x, visibility_timeout=12 * 3600 + 1)
+    assert e.value.error_code == "OutOfRangeQueryParameterValue"
+
+
+def test_a_visibility_delay_may_be_longer_than_a_put_delay(queue):
+    # fila's own put delays end at 15 minutes; Azure's reach 7 days.
+    sent = queue.send_message("next week", visibility_timeout=6 * 86400)
+    assert (sent.next_visible_on - sent.inserted_on).total_seconds() == 6 * 86400
+    assert queue.peek_messages() == []
+    assert queue.get_queue_properties().approximate_message_count == 1
 
 
 def test_time_to_live_and_never_expiring(queue):

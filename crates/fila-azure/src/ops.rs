@@ -344,36 +344,37 @@ pub async fn run(cx: &impl Caller, call: &Call, sas: Option<&Sas>) -> Result<Rep
             visibility,
             text,
         } => {
-            if text.is_some() {
-                return Err(AzureError::new(
-                    Code::InvalidInput,
-                    "Updating a message's content is not supported by this server yet (docs/azure.md); update its visibility without a body.",
-                ));
-            }
             let receipt = pop_receipt(id, text_receipt)?;
             let answer = wire(
                 cx,
-                Request::UpdateVisibility {
+                Request::UpdateMessage {
                     queue: QueueRef {
                         name: queue.to_owned(),
                         dlq: false,
                     },
-                    entries: vec![(receipt, *visibility as u64 * 1000)],
+                    receipt,
+                    timeout_ms: *visibility as u64 * 1000,
+                    payload: text
+                        .as_ref()
+                        .map(|t| bytes::Bytes::copy_from_slice(t.as_bytes())),
                 },
             )
             .await?;
-            let next = match answer {
-                Response::Visibility(entries) => match entries.into_iter().next() {
-                    Some(Ok(at)) => at,
-                    Some(Err(e)) => return Err(entry_error(&e)),
-                    None => return Err(unexpected()),
-                },
-                _ => return Err(unexpected()),
+            let Response::Updated {
+                receipt: renewed,
+                visible_at_ms: next,
+            } = answer
+            else {
+                return Err(unexpected());
+            };
+            // Released (a timeout of 0): no lease, and the old pop receipt
+            // names an ended one (docs/azure.md).
+            let pop = match renewed {
+                Some(r) => pop_receipt_of(&r, parse_message_id(id).unwrap_or_default()),
+                None => text_receipt.clone(),
             };
             let mut reply = Reply::empty(204);
-            reply
-                .headers
-                .push(("x-ms-popreceipt".into(), text_receipt.clone()));
+            reply.headers.push(("x-ms-popreceipt".into(), pop));
             reply
                 .headers
                 .push(("x-ms-time-next-visible".into(), time::rfc1123(next)));
@@ -616,7 +617,7 @@ async fn put_message(
     };
     let lifetime = ttl_ms.unwrap_or(retention);
     let delay = visibility as u64 * 1000;
-    if delay >= lifetime {
+    if delay > 0 && delay >= lifetime {
         return Err(AzureError::query(
             "visibilitytimeout",
             "must be less than the message's time to live",
@@ -625,8 +626,10 @@ async fn put_message(
     let now = cx.now_ms();
     let entry = PutEntry {
         payload: bytes::Bytes::copy_from_slice(text.as_bytes()),
+        // A time, not a delay: a put's delay is at most 15 minutes, an
+        // Azure message's up to 7 days.
         availability: if delay > 0 {
-            Availability::DelayMs(delay)
+            Availability::At(now + delay)
         } else {
             Availability::Now
         },

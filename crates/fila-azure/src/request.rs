@@ -10,8 +10,12 @@ use fila_http::Head;
 /// The largest message text, in bytes once read from its XML (64 KiB, as
 /// Azure takes).
 pub const MESSAGE_BYTES_MAX: usize = 64 << 10;
-/// The longest a visibility timeout may be, in seconds (7 days).
+/// The longest a put message's visibility delay may be, in seconds (7
+/// days, as Azure has it).
 pub const VISIBILITY_SECS_MAX: i64 = 7 * 86_400;
+/// The longest a lease may be, in seconds (12 hours: fila's longest
+/// visibility timeout; Azure's is 7 days, docs/azure.md).
+pub const LEASE_SECS_MAX: i64 = (fila_core::limits::VISIBILITY_MS_MAX / 1000) as i64;
 /// The most messages one Get Messages or Peek Messages takes.
 pub const GET_MAX: u8 = 32;
 /// The most stored access policies a queue keeps.
@@ -517,7 +521,7 @@ pub fn read(head: &Head<'_>, body: &[u8]) -> Result<Call, AzureError> {
                         Op::PeekMessages { count }
                     } else {
                         let visibility = query
-                            .int("visibilitytimeout", 1, VISIBILITY_SECS_MAX)?
+                            .int("visibilitytimeout", 1, LEASE_SECS_MAX)?
                             .unwrap_or(30);
                         Op::GetMessages { count, visibility }
                     }
@@ -542,7 +546,7 @@ pub fn read(head: &Head<'_>, body: &[u8]) -> Result<Call, AzureError> {
                     receipt: receipt()?,
                 },
                 "PUT" => {
-                    let visibility = query.int("visibilitytimeout", 0, VISIBILITY_SECS_MAX)?.ok_or_else(|| {
+                    let visibility = query.int("visibilitytimeout", 0, LEASE_SECS_MAX)?.ok_or_else(|| {
                         AzureError::new(
                             Code::MissingRequiredQueryParameter,
                             "A query parameter that's mandatory for this request is not specified: visibilitytimeout.",

@@ -489,6 +489,22 @@ impl Engine {
         self.on_shard(addr.queue, |o| o.update_visibility(addr, changes))
     }
 
+    /// Updates a leased message: its payload replaced when one is given
+    /// (within the queue's limits), its lease renewed to end `timeout_ms`
+    /// from now under a new receipt, the old one stale; 0 releases it
+    /// (see [`crate::Shard::update_message`]).
+    pub fn update_message(
+        &self,
+        addr: Address<'_>,
+        receipt: &Receipt,
+        payload: Option<&[u8]>,
+        timeout_ms: u64,
+    ) -> Result<MessageUpdate, Error> {
+        self.on_shard(addr.queue, |o| {
+            o.update_message(addr, receipt, payload, timeout_ms)
+        })
+    }
+
     /// Ends 1–20 leases as failed with the consumer's reason and
     /// description, kept in each message's attempt history (see
     /// [`crate::Shard::release`]); answers each message's next visible

@@ -220,6 +220,22 @@ impl StateWord {
         .map(|(_, new)| new)
     }
 
+    /// Renews the lease `generation` under the next generation, its
+    /// delivery count kept: a new receipt names it and the old one is
+    /// stale (an update of a leased message that hands out a new receipt).
+    pub fn renew(&self, generation: u64) -> Result<Word, Refused> {
+        self.update(|w| {
+            if w.state != MessageState::InFlight || w.generation != generation {
+                return Err(Refused::Stale);
+            }
+            Ok(Word {
+                generation: w.next_generation(),
+                ..w
+            })
+        })
+        .map(|(_, new)| new)
+    }
+
     /// Ends the lease `generation` the way `end` says. Exactly one caller can
     /// end a given lease; every other gets `Stale`.
     pub fn end_lease(&self, generation: u64, end: LeaseEnd) -> Result<Word, Refused> {
@@ -335,6 +351,22 @@ mod tests {
             Err(Refused::Stale)
         );
         assert!(s.end_lease(next.generation, LeaseEnd::Delete).is_ok());
+    }
+
+    #[test]
+    fn a_renewed_lease_has_a_new_generation_and_the_old_one_is_stale() {
+        let w = StateWord::new();
+        w.occupy(MessageState::Visible, 0).unwrap();
+        let leased = w.deliver(MessageState::Visible, false).unwrap();
+        let renewed = w.renew(leased.generation).unwrap();
+        assert_ne!(renewed.generation, leased.generation);
+        assert_eq!(renewed.delivery_count, leased.delivery_count);
+        assert_eq!(renewed.state, MessageState::InFlight);
+        assert_eq!(w.renew(leased.generation), Err(Refused::Stale));
+        assert_eq!(w.hold(leased.generation), Err(Refused::Stale));
+        assert!(w.hold(renewed.generation).is_ok());
+        w.end_lease(renewed.generation, LeaseEnd::Release).unwrap();
+        assert_eq!(w.renew(renewed.generation), Err(Refused::Stale));
     }
 
     #[test]

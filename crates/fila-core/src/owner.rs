@@ -660,6 +660,21 @@ impl Owner {
         self.on(addr.queue, |s, now| s.update_visibility(addr, changes, now))
     }
 
+    /// Updates a leased message: its payload replaced when one is given,
+    /// its lease renewed under a new receipt (see
+    /// [`Shard::update_message`]).
+    pub fn update_message(
+        &mut self,
+        addr: Address<'_>,
+        receipt: &Receipt,
+        payload: Option<&[u8]>,
+        timeout_ms: u64,
+    ) -> Result<MessageUpdate, Error> {
+        self.on(addr.queue, |s, now| {
+            s.update_message(addr, receipt, payload, timeout_ms, now)
+        })
+    }
+
     /// Ends 1–20 leases as failed with the consumer's reason and
     /// description (see [`Shard::release`]); answers each message's next
     /// visible time.

@@ -520,6 +520,16 @@ pub struct VisibilityChange {
     pub timeout_ms: u64,
 }
 
+/// What an update of a leased message answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessageUpdate {
+    /// The receipt of the renewed lease (the old one is stale); `None`
+    /// when the update released the message (a timeout of 0).
+    pub receipt: Option<Receipt>,
+    /// When the message is visible next (ms).
+    pub visible_at_ms: u64,
+}
+
 /// A channel of a queue and its backlog (the channels request).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChannelBacklog {

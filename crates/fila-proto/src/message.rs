@@ -219,6 +219,20 @@ pub enum Request {
         /// (receipt, timeout ms) pairs.
         entries: Vec<(Receipt, u64)>,
     },
+    /// Update a leased message: its payload replaced when one is given,
+    /// its lease renewed to end `timeout_ms` from now under a new receipt
+    /// (the old one stale); 0 releases it (the Azure Queue API's Update
+    /// Message; a new opcode, read in any version).
+    UpdateMessage {
+        /// Queue or DLQ.
+        queue: QueueRef,
+        /// Its receipt.
+        receipt: Receipt,
+        /// Milliseconds until it is visible again (0 ..= 12 h).
+        timeout_ms: u64,
+        /// Its new payload, if it changes.
+        payload: Option<Bytes>,
+    },
     /// Delete by receipt.
     Delete {
         /// Queue or DLQ.
@@ -616,6 +630,14 @@ pub enum Response {
     Visibility(Vec<Entry<u64>>),
     /// To delete: per entry.
     Deleted(Vec<Entry<()>>),
+    /// To update a message: the renewed lease's receipt (`None` when it
+    /// was released) and when the message is visible next (ms).
+    Updated {
+        /// The new receipt.
+        receipt: Option<Receipt>,
+        /// Its next visible time.
+        visible_at_ms: u64,
+    },
     /// Each released message's next visible time (ms).
     Released(Vec<Entry<u64>>),
     /// What of the queue is paused now (a pause's or a resume's answer).

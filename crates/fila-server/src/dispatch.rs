@@ -646,6 +646,21 @@ pub(crate) fn run(engine: &mut Owner, req: Request, room: usize) -> Outcome {
                 |done| Response::Visibility(entries(done, |t| t)),
             )
         }
+        Request::UpdateMessage {
+            queue,
+            receipt: r,
+            timeout_ms,
+            payload,
+        } => match receipt(&r) {
+            Ok(r) => answer(
+                engine.update_message(address(&queue), &r, payload.as_deref(), timeout_ms),
+                |u| Response::Updated {
+                    receipt: u.receipt.map(|r| r.to_bytes()),
+                    visible_at_ms: u.visible_at_ms,
+                },
+            ),
+            Err(e) => failed(&e),
+        },
         Request::Delete { queue, receipts } => {
             if let Err(e) = fila_core::check_batch("receipts", receipts.len()) {
                 return failed(&e);

@@ -129,7 +129,7 @@ use Place::{Cluster, Connection, EveryLoop, Shard, TargetThenShard};
 use Wakes::{Nothing, Partition, PerMessage, Queue};
 
 /// Every operation.
-pub(crate) const OPS: [Op; 33] = [
+pub(crate) const OPS: [Op; 34] = [
     row(Opcode::Hello, None, Connection, Small, false, Node, Nothing),
     row(Opcode::Auth, None, Connection, Small, false, Node, Nothing),
     row(
@@ -260,6 +260,16 @@ pub(crate) const OPS: [Op; 33] = [
     ),
     row(
         Opcode::UpdateVisibility,
+        Some(Receive),
+        Shard,
+        Small,
+        false,
+        Write,
+        Queue,
+    ),
+    // Released (a timeout of 0), its message may go to a waiting receive.
+    row(
+        Opcode::UpdateMessage,
         Some(Receive),
         Shard,
         Small,
@@ -496,6 +506,7 @@ mod tests {
             waking(Queue),
             [
                 Opcode::UpdateVisibility,
+                Opcode::UpdateMessage,
                 Opcode::ResumeQueue,
                 Opcode::Release
             ]

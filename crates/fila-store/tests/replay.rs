@@ -202,10 +202,21 @@ fn step(
             let _ = addr;
         }
         12 if !receipts.is_empty() => {
-            // Released as failed: its retry, if its queue has a policy.
             let (q, r) = receipts.swap_remove(rng.below(receipts.len() as u64) as usize);
-            let why = if rng.below(2) == 0 { "bad input" } else { "" };
-            let _ = engine.release(Address::queue(&q), &[r], why, "a handler failed");
+            if rng.below(2) == 0 {
+                // Released as failed: its retry, if its queue has a policy.
+                let why = if rng.below(2) == 0 { "bad input" } else { "" };
+                let _ = engine.release(Address::queue(&q), &[r], why, "a handler failed");
+            } else {
+                // Updated: new content (or none), its lease renewed or
+                // (a timeout of 0) ended.
+                let content = format!("updated-{}", rng.next_u64());
+                let payload = (rng.below(3) != 0).then_some(content.as_bytes());
+                let timeout = [0, 5_000, 60_000][rng.below(3) as usize];
+                if let Ok(u) = engine.update_message(Address::queue(&q), &r, payload, timeout) {
+                    receipts.extend(u.receipt.map(|r| (q.clone(), r)));
+                }
+            }
         }
         13 if !receipts.is_empty() => {
             let (q, r) = receipts.swap_remove(rng.below(receipts.len() as u64) as usize);

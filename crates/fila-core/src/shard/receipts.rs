@@ -148,6 +148,158 @@ impl Shard {
         Ok(answers)
     }
 
+    /// Updates a leased message (the Azure Queue API's Update Message):
+    /// its payload replaced by `payload` when one is given (within the
+    /// queue's `max_message_bytes` and `max_bytes` and the server's
+    /// `max_stored_bytes`), and its lease renewed to end `timeout_ms` from
+    /// now under a new receipt, the old one stale; a timeout of 0 ends the
+    /// lease and the message is visible at once. Its delivery count is
+    /// kept. Where receipts name deliveries (a cluster's partitions), the
+    /// renewed lease's receipt is the old one's equal.
+    pub fn update_message(
+        &mut self,
+        addr: Address<'_>,
+        receipt: &Receipt,
+        payload: Option<&[u8]>,
+        timeout_ms: u64,
+        now: u64,
+    ) -> Result<MessageUpdate, Error> {
+        self.catch_up(now);
+        let qslot = self.queue_slot(addr.queue)?;
+        let q = self.sub_id(qslot, addr.dlq);
+        let now = self.now;
+        crate::error::check_range(
+            "timeout_ms",
+            timeout_ms,
+            0,
+            crate::limits::VISIBILITY_MS_MAX,
+            " ms",
+        )?;
+        let (slot, generation) = self.resolve(q, receipt)?;
+        self.records[slot as usize]
+            .word
+            .hold(generation)
+            .map_err(|_| Error::ReceiptStale)?;
+        if let Some(payload) = payload {
+            self.replace_payload(qslot, slot, payload)?;
+            let at = self.spot(slot);
+            // The message stored again where it is: a restore sees it
+            // visible from now (a single node's restart ends leases), a
+            // new leader leased by the lease event that follows.
+            emit!(self, {
+                let mut message = self.view(slot);
+                message.visible_at_ms = now;
+                Event::Stored {
+                    message,
+                    from: Some(at),
+                    dedup: None,
+                }
+            });
+        }
+        if timeout_ms == 0 {
+            let change = VisibilityChange {
+                receipt: *receipt,
+                timeout_ms: 0,
+            };
+            let mut done = self.update_visibility(addr, &[change], now)?;
+            let visible_at_ms = done.pop().expect("one entry")?;
+            return Ok(MessageUpdate {
+                receipt: None,
+                visible_at_ms,
+            });
+        }
+        let word = self.records[slot as usize]
+            .word
+            .renew(generation)
+            .map_err(|_| Error::ReceiptStale)?;
+        let visible_at = now + timeout_ms;
+        self.records[slot as usize].visible_at = visible_at;
+        self.set_timer(slot, visible_at);
+        emit!(
+            self,
+            Event::LeaseSet {
+                at: self.spot(slot),
+                until: visible_at,
+            }
+        );
+        let renewed = self.key.mint(
+            self.queue(qslot).id,
+            crate::receipt::Lease {
+                slot,
+                generation: word.generation,
+                dlq: q.is_dlq(),
+                seq: self.records[slot as usize].seq,
+                count: word.delivery_count,
+            },
+        );
+        Ok(MessageUpdate {
+            receipt: Some(renewed),
+            visible_at_ms: visible_at,
+        })
+    }
+
+    /// Replaces the payload of the message in `slot` of queue `qslot`,
+    /// its counts kept true (the queue's and its channel's bytes, the
+    /// server's stored bytes); refused, changing nothing, past the
+    /// queue's or the server's limits.
+    fn replace_payload(&mut self, qslot: u32, slot: u32, payload: &[u8]) -> Result<(), Error> {
+        let queue = self.queue(qslot);
+        let max = queue.settings.max_message_bytes;
+        if payload.len() > max as usize {
+            return Err(Error::MessageTooLarge {
+                size: payload.len(),
+                max,
+            });
+        }
+        let new = payload.len() as u64;
+        let (old, channel) = {
+            let r = &self.records[slot as usize];
+            (u64::from(r.len()), r.channel)
+        };
+        let half = self.records[slot as usize].q.half();
+        if new > old {
+            let grow = new - old;
+            let channel_name = queue.subs[half].channels[channel as usize].name.clone();
+            let settings = &queue.settings;
+            if queue.bytes + grow > settings.max_bytes {
+                return Err(Error::QueueFull {
+                    name: queue.name.to_string(),
+                    limit: "max_bytes",
+                    max: settings.max_bytes,
+                });
+            }
+            if settings.channel_capacity_pct < 100 {
+                let (_, bytes) = queue.subs[half].channel_held(channel_name.as_deref());
+                let cap =
+                    (settings.max_bytes * u64::from(settings.channel_capacity_pct) / 100).max(1);
+                if bytes + grow > cap {
+                    return Err(Error::QueueFull {
+                        name: queue.name.to_string(),
+                        limit: "channel share of max_bytes",
+                        max: cap,
+                    });
+                }
+            }
+            self.budget.reserve(grow)?;
+        } else {
+            self.budget.release(old - new);
+        }
+        let stored = self.pool.store(payload);
+        let r = &mut self.records[slot as usize];
+        let level = r.level();
+        let (body, len) = stored.into_parts();
+        let old_body = std::mem::replace(&mut r.body, body);
+        r.set_len(len, level);
+        if let Some(b) = old_body {
+            self.pool.give(b);
+        }
+        let queue = self.queue_mut(qslot);
+        queue.bytes = queue.bytes - old + new;
+        let c = &mut queue.subs[half].channels[channel as usize];
+        c.bytes = c.bytes - old + new;
+        Ok(())
+    }
+
     /// Ends leases as failed (a "nack": the consumer could not process
     /// the message), with the consumer's reason and description (`why`,
     /// within a dead letter's limits), kept in each message's attempt

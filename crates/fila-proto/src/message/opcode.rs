@@ -74,11 +74,14 @@ pub enum Opcode {
     Release = 0x30,
     /// What a redrive or a move would take (a bounded look; version 6).
     PreviewMove = 0x31,
+    /// Update a leased message's payload and lease, under a new receipt
+    /// (read in any version).
+    UpdateMessage = 0x32,
 }
 
 impl Opcode {
     /// Every opcode.
-    pub const ALL: [Opcode; 33] = [
+    pub const ALL: [Opcode; 34] = [
         Opcode::Hello,
         Opcode::Auth,
         Opcode::ServerStats,
@@ -112,6 +115,7 @@ impl Opcode {
         Opcode::Channels,
         Opcode::Release,
         Opcode::PreviewMove,
+        Opcode::UpdateMessage,
     ];
 
     /// The opcode with this byte.

@@ -36,6 +36,7 @@ impl Request {
             | Request::DeadLetter { queue, .. } => queue,
             Request::Receive(r) => &r.queue.name,
             Request::UpdateVisibility { queue, .. }
+            | Request::UpdateMessage { queue, .. }
             | Request::Delete { queue, .. }
             | Request::Release { queue, .. }
             | Request::DeleteSeq { queue, .. }
@@ -63,6 +64,7 @@ impl Request {
             Request::CancelScheduled { .. } => Opcode::CancelScheduled,
             Request::Receive(_) => Opcode::Receive,
             Request::UpdateVisibility { .. } => Opcode::UpdateVisibility,
+            Request::UpdateMessage { .. } => Opcode::UpdateMessage,
             Request::Delete { .. } => Opcode::Delete,
             Request::Release { .. } => Opcode::Release,
             Request::PauseQueue { .. } => Opcode::PauseQueue,
@@ -229,6 +231,17 @@ impl Request {
                 w.bool(*back_to_source);
                 w.u64(*from_seq);
                 put_filter(w, filter);
+            }
+            Request::UpdateMessage {
+                queue,
+                receipt,
+                timeout_ms,
+                payload,
+            } => {
+                put_queue_ref(w, queue);
+                w.array(receipt);
+                w.u64(*timeout_ms);
+                w.opt(payload, |w, p| w.bytes(p));
             }
             Request::ListMoves { queue } => w.str(queue),
             Request::CancelMove { queue, id } => {
@@ -423,6 +436,12 @@ impl Request {
                 back_to_source: r.bool()?,
                 from_seq: r.u64()?,
                 filter: get_filter(r)?,
+            },
+            Opcode::UpdateMessage => Request::UpdateMessage {
+                queue: get_queue_ref(r)?,
+                receipt: r.array::<RECEIPT_LEN>()?,
+                timeout_ms: r.u64()?,
+                payload: r.opt(Reader::bytes)?,
             },
             Opcode::ListMoves => Request::ListMoves { queue: r.str()? },
             Opcode::CancelMove => Request::CancelMove {

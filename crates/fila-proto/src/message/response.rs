@@ -138,6 +138,13 @@ impl Response {
             }
             Response::Visibility(entries) => put_entries(w, entries, |w, t| w.u64(*t)),
             Response::Deleted(entries) => put_entries(w, entries, |_, _| {}),
+            Response::Updated {
+                receipt,
+                visible_at_ms,
+            } => {
+                w.opt(receipt, |w, r| w.array(r));
+                w.u64(*visible_at_ms);
+            }
             Response::Released(entries) => put_entries(w, entries, |w, t| w.u64(*t)),
             Response::Paused(halves) => w.u8(halves.bits()),
             Response::Deferred(entries) => put_entries(w, entries, put_message),
@@ -298,6 +305,10 @@ impl Response {
             Opcode::Receive | Opcode::Peek => Response::Messages(r.list(60, get_message)?),
             Opcode::UpdateVisibility => Response::Visibility(get_entries(r, Reader::u64)?),
             Opcode::Delete => Response::Deleted(get_entries(r, |_| Ok(()))?),
+            Opcode::UpdateMessage => Response::Updated {
+                receipt: r.opt(Reader::array::<RECEIPT_LEN>)?,
+                visible_at_ms: r.u64()?,
+            },
             Opcode::Release => Response::Released(get_entries(r, Reader::u64)?),
             Opcode::PauseQueue | Opcode::ResumeQueue => Response::Paused(
                 Halves::of_bits(r.u8()?).ok_or(ProtoError::Malformed("an unknown paused bit"))?,

@@ -359,6 +359,20 @@ pub fn request() -> impl Strategy<Value = Request> {
                     from_seq,
                 }
             }),
+        (
+            queue_ref(),
+            any::<[u8; 32]>(),
+            any::<u64>(),
+            proptest::option::of(payload())
+        )
+            .prop_map(|(queue, receipt, timeout_ms, payload)| {
+                Request::UpdateMessage {
+                    queue,
+                    receipt,
+                    timeout_ms,
+                    payload,
+                }
+            }),
         s().prop_map(|queue| Request::ListMoves { queue }),
         (s(), any::<u64>()).prop_map(|(queue, id)| Request::CancelMove { queue, id }),
         prop_oneof![
@@ -707,6 +721,13 @@ pub fn response() -> impl Strategy<Value = (Opcode, Response)> {
             .prop_map(|(op, m)| (op, Response::Move(Box::new(m)))),
         proptest::collection::vec(move_info(), 0..3)
             .prop_map(|ms| (Opcode::ListMoves, Response::Moves(ms))),
+        (any::<Option<[u8; 32]>>(), any::<u64>()).prop_map(|(receipt, visible_at_ms)| (
+            Opcode::UpdateMessage,
+            Response::Updated {
+                receipt,
+                visible_at_ms
+            }
+        )),
         (
             any::<u64>(),
             any::<Option<u64>>(),
