@@ -34,7 +34,7 @@ before(async () => {
   dataDir = mkdtempSync(path.join(tmpdir(), "fila-sqs-js-"));
   server = spawn(
     path.join(binDir, "fila-server"),
-    ["--listen", "127.0.0.1:0", "--sqs-listen", "127.0.0.1:0", "--metrics-listen", "off", "--console-listen", "off", "--data-dir", dataDir],
+    ["--listen", "127.0.0.1:0", "--sqs-listen", "127.0.0.1:0", "--azure-listen", "off", "--metrics-listen", "off", "--console-listen", "off", "--data-dir", dataDir],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
   const endpoint = await new Promise((resolve, reject) => {
