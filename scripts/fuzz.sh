@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs a cargo-fuzz target on the machine's stable toolchain.
-#   scripts/fuzz.sh <target> [seconds]     targets: frame_decode, request_decode, wal_recover, store_decode, engine_model, sqs_request, http_frame
+#   scripts/fuzz.sh <target> [seconds]     targets: frame_decode, request_decode, wal_recover, store_decode, engine_model, sqs_request, azure_request, http_frame
 # Installs cargo-fuzz when missing. fuzz/ is its own workspace (the root
 # Cargo.toml excludes it); corpora and crash artifacts stay under fuzz/.
 set -euo pipefail

@@ -307,7 +307,10 @@ impl Reader<'_> {
     /// An entity or character reference at `&`.
     fn reference(&mut self) -> Result<char, AzureError> {
         let rest = &self.src[self.at..];
-        let Some(end) = rest[..rest.len().min(12)].find(';') else {
+        // Bytes, not characters: the look is bounded wherever a character
+        // ends (`;` is ASCII, so where it is found a character ends).
+        let look = &rest.as_bytes()[..rest.len().min(12)];
+        let Some(end) = look.iter().position(|&b| b == b';') else {
             return Err(bad("an '&' that starts no reference"));
         };
         let name = &rest[1..end];
@@ -378,6 +381,15 @@ mod tests {
             assert!(e.message.contains(why), "{doc}: {}", e.message);
         }
         assert!(parse(&[0xff, 0xfe]).is_err());
+    }
+
+    #[test]
+    fn an_ampersand_before_a_wide_character_is_refused_not_a_panic() {
+        // The reference's bounded look ended inside a two-byte character
+        // (found by the azure_request fuzz target).
+        let e = parse("<T>&amp;&amp;\n\u{7a3}&amp;</T>".as_bytes()).unwrap();
+        assert_eq!(e.text, "&&\n\u{7a3}&");
+        assert!(parse("<T>&aaaaaaaa\u{7a3}\u{7a3};</T>".as_bytes()).is_err());
     }
 
     #[test]
