@@ -154,13 +154,19 @@ fn every_file_and_name_architecture_md_quotes_exists() {
 
 /// The dialect crates have no I/O: ARCHITECTURE.md says a dialect (the
 /// binary protocol's `fila-proto`, HTTP's framing `fila-http`, the SQS
-/// API's `fila-sqs`) is bytes in and bytes out, and the server owns the
-/// sockets. None of them depends
+/// API's `fila-sqs`, the Azure Queue API's `fila-azure`) is bytes in and
+/// bytes out, and the server owns the sockets. None of them depends
 /// on an I/O runtime or reaches the network, files or threads.
 #[test]
 fn the_dialect_crates_have_no_io() {
     let root = root();
-    for krate in ["fila-proto", "fila-http", "fila-sqs", "fila-console"] {
+    for krate in [
+        "fila-proto",
+        "fila-http",
+        "fila-sqs",
+        "fila-azure",
+        "fila-console",
+    ] {
         let dir = root.join("crates").join(krate);
         let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
         let deps = manifest
@@ -199,17 +205,18 @@ fn the_dialect_crates_have_no_io() {
     }
 }
 
-/// The SQS API is served by the event loops (ARCHITECTURE.md, "Threads
-/// and what each owns"): the server's SQS code and the loops' HTTP front
-/// end run no runtime, spawn no thread and take no HTTP library but
-/// fila-http's framer.
+/// The SQS and Azure Queue APIs are served by the event loops
+/// (ARCHITECTURE.md, "Threads and what each owns"): the server's SQS and
+/// Azure code and the loops' HTTP front end run no runtime, spawn no
+/// thread and take no HTTP library but fila-http's framer.
 #[test]
 fn the_sqs_api_runs_on_the_event_loops() {
     let server = root().join("crates/fila-server/src/server");
     let mut sources = Vec::new();
     files(&server.join("sqs"), &mut sources);
+    files(&server.join("azure"), &mut sources);
     sources.push(server.join("front/http.rs"));
-    assert!(sources.len() >= 2, "{sources:?}");
+    assert!(sources.len() >= 3, "{sources:?}");
     for p in sources {
         let text = std::fs::read_to_string(&p).unwrap();
         for thread in ["tokio", "hyper", "std::thread", "spawn", "Mutex<AuthGuard"] {

@@ -180,7 +180,7 @@ pub fn authenticate<T>(
     account: &str,
     query: &Query,
     now_ms: u64,
-    peer: (std::net::IpAddr, bool),
+    peer: (core::net::IpAddr, bool),
     keys: impl Fn(&str) -> Option<(T, Vec<u8>)>,
 ) -> Result<Principal<T>, AzureError> {
     if let Some(auth) = head.headers.text("authorization") {
@@ -376,7 +376,7 @@ fn sas<T>(
     query: &Query,
     sig: &str,
     now_ms: u64,
-    (ip, tls): (std::net::IpAddr, bool),
+    (ip, tls): (core::net::IpAddr, bool),
     keys: impl Fn(&str) -> Option<(T, Vec<u8>)>,
 ) -> Result<Principal<T>, AzureError> {
     let q = |n: &str| query.get(n).unwrap_or("");
@@ -472,17 +472,17 @@ fn sas<T>(
 
 /// Whether `ip` is the address or within the range `a-b` that `sip`
 /// names (an address that does not read matches nothing).
-fn ip_in(sip: &str, ip: std::net::IpAddr) -> bool {
+fn ip_in(sip: &str, ip: core::net::IpAddr) -> bool {
     let ip = match ip {
-        std::net::IpAddr::V6(v6) => v6
+        core::net::IpAddr::V6(v6) => v6
             .to_ipv4_mapped()
-            .map_or(std::net::IpAddr::V6(v6), std::net::IpAddr::V4),
+            .map_or(core::net::IpAddr::V6(v6), core::net::IpAddr::V4),
         v4 => v4,
     };
     let (lo, hi) = sip.split_once('-').unwrap_or((sip, sip));
     match (
-        lo.parse::<std::net::IpAddr>(),
-        hi.parse::<std::net::IpAddr>(),
+        lo.parse::<core::net::IpAddr>(),
+        hi.parse::<core::net::IpAddr>(),
     ) {
         (Ok(lo), Ok(hi)) => lo <= ip && ip <= hi,
         _ => false,

@@ -188,7 +188,7 @@ pub fn admit<T>(
     head: &Head<'_>,
     body: &[u8],
     now_ms: u64,
-    peer: (std::net::IpAddr, bool),
+    peer: (core::net::IpAddr, bool),
     keys: impl Fn(&str) -> Option<(T, Vec<u8>)>,
 ) -> Result<(Call, auth::Principal<T>), AzureError> {
     // Who sent it is known before its body is read.
