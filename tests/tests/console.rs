@@ -481,6 +481,42 @@ fn a_filtered_redrive_is_previewed_then_started_from_the_console() {
     assert_eq!(s.client().stats("jobs").unwrap().dead_lettered, 1);
 }
 
+/// The home page's server figures count the HTTP APIs' requests: an Azure request with
+/// no signature shows as refused, the SQS API's as answered.
+#[test]
+fn the_server_page_counts_sqs_and_azure_requests() {
+    let s = TestServer::start();
+    let addr = console(&s);
+    let row = |page: &Http| {
+        let at = page.body.find("HTTP API requests").expect("the row");
+        page.body[at..at + 300].to_owned()
+    };
+    let before = http(addr, "GET", "/", &[], "");
+    assert_eq!(before.status, 200, "{}", before.body);
+    assert!(
+        row(&before).contains("SQS: 0 answered, 0 with an error, 0 unauthenticated; Azure: 0 answered, 0 with an error, 0 unauthenticated"),
+        "{}",
+        row(&before)
+    );
+    let azure = s.server().azure_addr().expect("the Azure API is on");
+    let refused = http(azure, "GET", "/devstoreaccount1?comp=list", &[], "");
+    assert_eq!(refused.status, 403);
+    assert_eq!(
+        refused.header("x-ms-error-code"),
+        Some("AuthenticationFailed")
+    );
+    let sqs = s.server().sqs_addr().expect("the SQS API is on");
+    let listed = http(sqs, "POST", "/", &[], "Action=ListQueues");
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let after = http(addr, "GET", "/", &[], "");
+    let row = row(&after);
+    assert!(row.contains("SQS: 1 answered, 0 with an error"), "{row}");
+    assert!(
+        row.contains("Azure: 0 answered, 0 with an error, 1 unauthenticated"),
+        "{row}"
+    );
+}
+
 #[test]
 fn the_console_bounds_its_connections_and_bodies() {
     let s = TestServer::start();

@@ -24,6 +24,24 @@ pub(super) fn rows(console: &Console) -> Vec<(&'static str, String)> {
             ),
         ),
         (
+            "HTTP API requests",
+            [
+                ("SQS", &shared.metrics.sqs),
+                ("Azure", &shared.metrics.azure),
+            ]
+            .iter()
+            .map(|(api, m)| {
+                format!(
+                    "{api}: {} answered, {} with an error, {} unauthenticated",
+                    m.total(),
+                    m.total_errors(),
+                    m.auth_failures.load(Ordering::Relaxed)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        ),
+        (
             "Receives parked",
             format!(
                 "{} of {}",
