@@ -95,6 +95,19 @@ def test_an_expired_or_not_yet_valid_sas_is_refused(server, queue):
         QueueClient(server.endpoint(), queue.queue_name, credential=forged).send_message("x")
 
 
+def test_a_sas_for_https_only_or_another_address_is_refused_over_plain_http(server, queue):
+    for kw in [{"protocol": "https"}, {"ip": "10.1.2.3"}, {"ip": "10.0.0.0-10.255.255.255"}]:
+        sas = generate_queue_sas(ACCOUNT, queue.queue_name, KEY, permission=QueueSasPermissions(read=True),
+                                 expiry=hours(1), **kw)
+        with pytest.raises(HttpResponseError) as e:
+            QueueClient(server.endpoint(), queue.queue_name, credential=sas).peek_messages()
+        assert e.value.status_code == 403, kw
+        assert e.value.error_code == "AuthorizationFailure", kw
+    sas = generate_queue_sas(ACCOUNT, queue.queue_name, KEY, permission=QueueSasPermissions(read=True),
+                             expiry=hours(1), ip="127.0.0.0-127.255.255.255")
+    assert QueueClient(server.endpoint(), queue.queue_name, credential=sas).peek_messages() == []
+
+
 def test_a_sas_on_a_stored_access_policy_follows_the_policy(server, queue):
     queue.set_queue_access_policy(signed_identifiers={
         "workers": AccessPolicy(permission=QueueSasPermissions(process=True, add=True), expiry=hours(1)),

@@ -34,7 +34,9 @@ fila-loadgen: load a fila server and measure it
 usage: fila-loadgen [flags]
 
   --system NAME        fila, sqs (fila's SQS API: --addr is its listener,
-                       127.0.0.1:9324), redis (Streams), beanstalkd,
+                       127.0.0.1:9324), azure (fila's Azure Queue API,
+                       its listener, 127.0.0.1:10001, the development
+                       account), redis (Streams), beanstalkd,
                        nats (JetStream)
                                                       [fila]
   --addr ADDR          the server (a cluster's node, or several a,b,c:
@@ -490,6 +492,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
         }
         "redis" => Box::new(peers::redis::Redis { addr, label }),
         "sqs" => Box::new(peers::sqs::Sqs { addr, label }),
+        "azure" => Box::new(peers::azure::Azure { addr, label }),
         "beanstalkd" => Box::new(peers::beanstalkd::Beanstalkd {
             addr,
             label,
@@ -510,7 +513,7 @@ fn parse(args: &[String]) -> Result<(Box<dyn Target>, Load, bool), String> {
         }
         other => {
             return Err(format!(
-                "--system: {other:?} is not one of fila, sqs, redis, beanstalkd, nats"
+                "--system: {other:?} is not one of fila, sqs, azure, redis, beanstalkd, nats"
             ))
         }
     };

@@ -1,9 +1,11 @@
-//! The peers fila is measured against (and fila's own SQS-compatible API),
+//! The peers fila is measured against (and fila's own SQS and Azure Queue
+//! APIs),
 //! each speaking its own protocol over
 //! a plain blocking socket, pipelined like fila's client, behind the same
 //! [`crate::target`] traits. What each lacks next to fila is in
 //! docs/benchmarks.md ("What the peers do not do").
 
+pub mod azure;
 pub mod beanstalkd;
 pub mod nats;
 pub mod redis;
@@ -12,6 +14,29 @@ pub mod sqs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
+
+/// Reads one HTTP answer: its status and body (by `content-length`).
+pub fn http_answer(conn: &mut Conn) -> Result<(u16, Vec<u8>), String> {
+    let status_line = conn.line()?;
+    let status: u16 = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
+    let mut len = 0usize;
+    loop {
+        let line = conn.line()?;
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                len = value.trim().parse().map_err(|_| "bad content-length")?;
+            }
+        }
+    }
+    Ok((status, conn.exact(len)?))
+}
 
 /// A buffered connection: writes gathered until flushed, reads by line or
 /// by length.

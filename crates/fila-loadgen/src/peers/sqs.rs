@@ -30,9 +30,9 @@ pub struct Sqs {
     pub label: String,
 }
 
-/// A payload as an SQS body: the stamp in hex, the rest as it is (the
-/// workload fills it with ASCII).
-fn to_text(p: &[u8]) -> String {
+/// A payload as an SQS body (or an Azure message's text): the stamp in
+/// hex, the rest as it is (the workload fills it with ASCII).
+pub(super) fn to_text(p: &[u8]) -> String {
     let (stamp, rest) = p.split_at(8.min(p.len()));
     let mut s = String::with_capacity(p.len() + 8);
     for b in stamp {
@@ -42,7 +42,7 @@ fn to_text(p: &[u8]) -> String {
     s
 }
 
-fn from_text(s: &str) -> Bytes {
+pub(super) fn from_text(s: &str) -> Bytes {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len().saturating_sub(8));
     let mut i = 0;
@@ -73,25 +73,7 @@ fn request(conn: &mut Conn, host: &str, op: &str, body: &str) {
 
 /// Reads one answer: its status and JSON body.
 fn answer(conn: &mut Conn) -> Result<(u16, Value), String> {
-    let status_line = conn.line()?;
-    let status: u16 = status_line
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
-    let mut len = 0usize;
-    loop {
-        let line = conn.line()?;
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':') {
-            if name.eq_ignore_ascii_case("content-length") {
-                len = value.trim().parse().map_err(|_| "bad content-length")?;
-            }
-        }
-    }
-    let body = conn.exact(len)?;
+    let (status, body) = super::http_answer(conn)?;
     let v = if body.is_empty() {
         Value::Null
     } else {
