@@ -195,6 +195,6 @@ pub fn admit<T>(
     let query = Query::parse(head.query)?;
     let account = request::account_of(head.path)?;
     let principal = auth::authenticate(head, &account, &query, now_ms, peer, keys)?;
-    let call = read(head, body)?;
+    let call = request::read_with(head, query, body)?;
     Ok((call, principal))
 }

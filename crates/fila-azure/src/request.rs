@@ -406,7 +406,11 @@ fn no_account() -> AzureError {
 
 /// Reads a whole request.
 pub fn read(head: &Head<'_>, body: &[u8]) -> Result<Call, AzureError> {
-    let query = Query::parse(head.query)?;
+    read_with(head, Query::parse(head.query)?, body)
+}
+
+/// [`read`] with its query parameters read already.
+pub fn read_with(head: &Head<'_>, query: Query, body: &[u8]) -> Result<Call, AzureError> {
     let path = decoded_path(head.path)?;
     let mut segments = path.trim_start_matches('/').split('/');
     let account = segments.next().unwrap_or("").to_owned();

@@ -15,18 +15,26 @@ pub const ELEMENTS_MAX: usize = 1024;
 
 /// Appends `text` to `out` with `&`, `<`, `>`, `"` and `'` escaped.
 pub fn escape_into(text: &str, out: &mut String) {
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
+    out.reserve(text.len());
+    // Runs of plain text are copied whole; only the six characters below
+    // are written one by one (all ASCII: a run ends on a character's end).
+    let mut run = 0;
+    for (i, b) in text.bytes().enumerate() {
+        let escaped = match b {
+            b'&' => "&amp;",
+            b'<' => "&lt;",
+            b'>' => "&gt;",
+            b'"' => "&quot;",
+            b'\'' => "&apos;",
             // A carriage return would be read back as a line feed.
-            '\r' => out.push_str("&#xD;"),
-            c => out.push(c),
-        }
+            b'\r' => "&#xD;",
+            _ => continue,
+        };
+        out.push_str(&text[run..i]);
+        out.push_str(escaped);
+        run = i + 1;
     }
+    out.push_str(&text[run..]);
 }
 
 /// Whether `text` can travel as XML 1.0 character data (no control

@@ -636,6 +636,19 @@ impl Client {
         self.batch(call::visibilities(&queue.name, queue.dlq, changes))
     }
 
+    /// Updates a leased message: its payload replaced when one is given,
+    /// its lease renewed to end `timeout_ms` from now under a new receipt
+    /// (the old one stale); 0 releases it. Its delivery count is kept.
+    pub fn update_message(
+        &mut self,
+        queue: &QueueRef,
+        receipt: Receipt,
+        timeout_ms: u64,
+        payload: Option<Bytes>,
+    ) -> Result<MessageUpdate> {
+        self.run(call::update_message(queue, receipt, timeout_ms, payload))
+    }
+
     /// Deletes by receipt from a queue (any number, 20 per request,
     /// pipelined).
     pub fn delete(&mut self, queue: &str, receipts: &[Receipt]) -> Result<Vec<EntryResult<()>>> {

@@ -11,7 +11,7 @@ use fila_proto::{
     Receipt, ReceiveRef, Request, Response, Settings, SettingsPatch, Stats, VisibilityRef,
 };
 
-use crate::{ClientError, EntryResult, MovePreview, Result};
+use crate::{ClientError, EntryResult, MessageUpdate, MovePreview, Result};
 
 /// Requests of a pipelined batch helper in flight at once: enough to keep a
 /// connection busy, few enough that neither side buffers much.
@@ -472,6 +472,32 @@ pub(crate) fn preview_move(
                 matched,
                 next,
                 messages,
+            }),
+            other => Err(other),
+        },
+    }
+}
+
+pub(crate) fn update_message(
+    queue: &QueueRef,
+    receipt: Receipt,
+    timeout_ms: u64,
+    payload: Option<Bytes>,
+) -> Call<Request, MessageUpdate> {
+    Call {
+        req: Request::UpdateMessage {
+            queue: queue.clone(),
+            receipt,
+            timeout_ms,
+            payload,
+        },
+        parse: |r| match r {
+            Response::Updated {
+                receipt,
+                visible_at_ms,
+            } => Ok(MessageUpdate {
+                receipt,
+                visible_at_ms,
             }),
             other => Err(other),
         },

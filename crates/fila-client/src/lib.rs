@@ -68,6 +68,17 @@ pub struct MovePreview {
     pub messages: Vec<Message>,
 }
 
+/// What an update of a leased message answered (see
+/// [`Client::update_message`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessageUpdate {
+    /// The renewed lease's receipt (the old one is stale); `None` when
+    /// the update released the message (a timeout of 0).
+    pub receipt: Option<Receipt>,
+    /// When the message is visible next (ms since the epoch).
+    pub visible_at_ms: u64,
+}
+
 /// What a reload put in place on the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reloaded {

@@ -579,6 +579,18 @@ impl AsyncClient {
             .await
     }
 
+    /// Updates a leased message (see [`crate::Client::update_message`]).
+    pub async fn update_message(
+        &self,
+        queue: &QueueRef,
+        receipt: Receipt,
+        timeout_ms: u64,
+        payload: Option<Bytes>,
+    ) -> Result<MessageUpdate> {
+        self.run(call::update_message(queue, receipt, timeout_ms, payload))
+            .await
+    }
+
     /// Deletes by receipt from a queue (any number, 20 per request,
     /// pipelined).
     pub async fn delete(&self, queue: &str, receipts: &[Receipt]) -> Result<Vec<EntryResult<()>>> {
