@@ -1,7 +1,8 @@
 //! fila's Azure Queue Storage API (path-style REST over HTTP/1.1
 //! keep-alive, every request signed with SharedKey by the development
 //! account, as the SDKs sign them): Put Message for each message (the API
-//! has no batch put), Get Messages of up to 32 to receive, Delete Message
+//! has no batch put), Get Messages of up to 32 (whatever the workload
+//! asks: its receives are of the binary protocol's 20) to receive, Delete Message
 //! for each message received. Requests on a connection are pipelined as
 //! far as a batch goes (a producer's puts, a consumer's deletes).
 //!
@@ -237,7 +238,7 @@ impl AzureConsumer {
 impl Consumer for AzureConsumer {
     fn step(
         &mut self,
-        max: u32,
+        _max: u32,
         visibility_ms: u64,
         _wait_ms: u64,
         depth: usize,
@@ -252,7 +253,9 @@ impl Consumer for AzureConsumer {
         }
         // Azure has no long poll: a receive answers at once.
         let query = [
-            ("numofmessages", max.clamp(1, GET_MAX).to_string()),
+            // As many as one Get Messages takes (the workload's 20 is the
+            // binary protocol's most).
+            ("numofmessages", GET_MAX.to_string()),
             (
                 "visibilitytimeout",
                 visibility_ms.div_ceil(1000).max(1).to_string(),
