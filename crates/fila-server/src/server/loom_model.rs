@@ -63,6 +63,7 @@ fn shared_for(loops: Loops, totals: fila_core::Totals, cluster: Option<usize>) -
         published: Arc::default(),
         sqs_bodies: Arc::default(),
         sqs_purges: Arc::default(),
+        azure_properties: Arc::default(),
         told: fila_core::commits::Told::new(3),
         live: Arc::new(crate::live::Live::new(&Config::default()).expect("no TLS files")),
     })
