@@ -8,31 +8,17 @@
 //! escapes reads back the same.
 #![no_main]
 
-use fila_azure::{auth, read, write_reply, xml, Common, Head, Headers, Query, Reply};
+use fila_azure::{auth, read, write_reply, xml, Common, Query, Reply};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "shared/http_head.rs"]
+mod http_head;
+
 fuzz_target!(|data: &[u8]| {
-    let (head_bytes, body) = match data.windows(2).position(|w| w == b"\n\n") {
-        Some(at) => (&data[..at], &data[at + 2..]),
-        None => (data, &[][..]),
-    };
-    let Ok(head_text) = std::str::from_utf8(head_bytes) else {
+    let Some((head_text, body)) = http_head::split(data) else {
         return;
     };
-    let mut lines = head_text.split('\n');
-    let first = lines.next().unwrap_or("");
-    let (method, target) = first.split_once(' ').unwrap_or((first, "/"));
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let pairs = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim(), v.trim().as_bytes()))
-        .collect();
-    let head = Head {
-        method,
-        path,
-        query,
-        headers: Headers::new(pairs),
-    };
+    let head = http_head::head(head_text);
     let mut out = Vec::new();
     let common = Common::of(&head);
     match read(&head, body) {
@@ -45,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
             write_reply(&mut out, &Err(e), &common, 0, false, false);
         }
     }
-    if let Ok(q) = Query::parse(query) {
+    if let Ok(q) = Query::parse(head.query) {
         let peer = (std::net::IpAddr::from([127, 0, 0, 1]), false);
         let keys = |account: &str| (account == auth::DEV_ACCOUNT).then(|| ((), auth::dev_key()));
         if let Err(e) = auth::authenticate(&head, auth::DEV_ACCOUNT, &q, 1_796_000_000_000, peer, keys) {

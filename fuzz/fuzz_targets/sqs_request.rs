@@ -7,31 +7,17 @@
 //! and starts the operation the same way.
 #![no_main]
 
-use fila_sqs::{answer_body, error_body, messages, read, read_message, sigv4, Head, Headers, Protocol};
+use fila_sqs::{answer_body, error_body, messages, read, read_message, sigv4, Protocol};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "shared/http_head.rs"]
+mod http_head;
+
 fuzz_target!(|data: &[u8]| {
-    let (head_bytes, body) = match data.windows(2).position(|w| w == b"\n\n") {
-        Some(at) => (&data[..at], &data[at + 2..]),
-        None => (data, &[][..]),
-    };
-    let Ok(head_text) = std::str::from_utf8(head_bytes) else {
+    let Some((head_text, body)) = http_head::split(data) else {
         return;
     };
-    let mut lines = head_text.split('\n');
-    let first = lines.next().unwrap_or("");
-    let (method, target) = first.split_once(' ').unwrap_or((first, "/"));
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let pairs = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim(), v.trim().as_bytes()))
-        .collect();
-    let head = Head {
-        method,
-        path,
-        query,
-        headers: Headers::new(pairs),
-    };
+    let head = http_head::head(head_text);
     let protocol = Protocol::of(&head.headers);
     match read(&head, protocol, body) {
         Ok(r) => {
