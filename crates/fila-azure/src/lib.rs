@@ -68,6 +68,17 @@ pub trait Caller {
     fn properties(&self, account: &str) -> Option<Vec<u8>>;
     /// Keeps `xml` as `account`'s service properties.
     fn set_properties(&self, account: &str, xml: Vec<u8>);
+    /// Queue `queue`'s retention (ms) as read within the last second, if
+    /// the caller kept it: Put Message answers a message's expiry with it
+    /// without asking the queue's settings each time.
+    fn recent_retention(&self, queue: &str) -> Option<u64> {
+        let _ = queue;
+        None
+    }
+    /// Keeps queue `queue`'s retention as read now (`None`: forgets it).
+    fn keep_retention(&self, queue: &str, retention_ms: Option<u64>) {
+        let _ = (queue, retention_ms);
+    }
 }
 
 /// An operation's answer: status, the headers of its own, and body.

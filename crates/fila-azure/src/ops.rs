@@ -538,15 +538,16 @@ async fn list_queues(
 /// A message id as the Queue service shows it (the SQS API shows the
 /// same text).
 pub fn message_id(id: u128) -> String {
-    let h = format!("{id:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
+    let mut out = String::with_capacity(36);
+    for (i, b) in id.to_be_bytes().iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            out.push('-');
+        }
+        for nibble in [b >> 4, b & 0xf] {
+            out.push(char::from_digit(u32::from(nibble), 16).expect("a nibble"));
+        }
+    }
+    out
 }
 
 fn parse_message_id(id: &str) -> Option<u128> {
@@ -608,7 +609,14 @@ async fn put_message(
     visibility: i64,
     ttl: Option<i64>,
 ) -> Result<Reply, AzureError> {
-    let retention = settings(cx, queue).await?.retention_ms;
+    let retention = match cx.recent_retention(queue) {
+        Some(r) => r,
+        None => {
+            let r = settings(cx, queue).await?.retention_ms;
+            cx.keep_retention(queue, Some(r));
+            r
+        }
+    };
     // A time to live the queue does not keep messages for is the queue's
     // retention: a message never outlives it (-1 included).
     let ttl_ms = match ttl {
@@ -643,11 +651,16 @@ async fn put_message(
             messages: vec![entry],
         },
     )
-    .await?;
+    .await
+    .inspect_err(|_| cx.keep_retention(queue, None))?;
     let ack = match answer {
         Response::Put(entries) => match entries.into_iter().next() {
             Some(Ok(ack)) => ack,
-            Some(Err(e)) => return Err(entry_error(&e)),
+            Some(Err(e)) => {
+                // What was kept may be what changed.
+                cx.keep_retention(queue, None);
+                return Err(entry_error(&e));
+            }
             None => return Err(unexpected()),
         },
         _ => return Err(unexpected()),
@@ -705,17 +718,28 @@ impl From<fila_proto::Message> for Shown {
 /// The state code of a visible message in a peek's answer.
 const VISIBLE: u8 = 1;
 
+/// Appends `<name>` and the time `ms` (RFC 1123) and `</name>`.
+fn time_element(out: &mut String, name: &str, ms: u64) {
+    out.push('<');
+    out.push_str(name);
+    out.push('>');
+    time::push_rfc1123(ms, out);
+    out.push_str("</");
+    out.push_str(name);
+    out.push('>');
+}
+
 /// Appends a message as Get Messages (`receipt`) or Peek Messages shows it.
 fn write_message(out: &mut String, m: &Shown, receipt: bool) {
     out.push_str("<QueueMessage>");
     xml::element(out, "MessageId", &message_id(m.id));
-    xml::element(out, "InsertionTime", &time::rfc1123(m.inserted_at_ms));
-    xml::element(out, "ExpirationTime", &time::rfc1123(m.expires_at_ms));
+    time_element(out, "InsertionTime", m.inserted_at_ms);
+    time_element(out, "ExpirationTime", m.expires_at_ms);
     if receipt {
         if let Some(r) = &m.receipt {
             xml::element(out, "PopReceipt", &pop_receipt_of(r, m.id));
         }
-        xml::element(out, "TimeNextVisible", &time::rfc1123(m.next_visible_at_ms));
+        time_element(out, "TimeNextVisible", m.next_visible_at_ms);
     }
     xml::element(out, "DequeueCount", &m.delivery_count.to_string());
     xml::element(out, "MessageText", &text_of(&m.payload));

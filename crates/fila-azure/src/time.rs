@@ -45,15 +45,37 @@ fn split(ms: u64) -> (i64, u32, u32, u64) {
 
 /// `ms` as RFC 1123 (`Fri, 09 Oct 2009 21:04:30 GMT`).
 pub fn rfc1123(ms: u64) -> String {
+    let mut out = String::with_capacity(29);
+    push_rfc1123(ms, &mut out);
+    out
+}
+
+/// [`rfc1123`], appended to `out` (digits written by hand: every answer
+/// writes a few, and `format!` was a measured share of their cost).
+pub fn push_rfc1123(ms: u64, out: &mut String) {
     let (y, m, d, s) = split(ms);
     let weekday = DAYS[((ms.min(MS_MAX) / 1000 / 86_400) % 7) as usize];
-    format!(
-        "{weekday}, {d:02} {} {y:04} {:02}:{:02}:{:02} GMT",
-        MONTHS[m as usize - 1],
-        s / 3600,
-        s / 60 % 60,
-        s % 60
-    )
+    out.push_str(weekday);
+    out.push_str(", ");
+    push2(out, d as u64);
+    out.push(' ');
+    out.push_str(MONTHS[m as usize - 1]);
+    out.push(' ');
+    push2(out, y as u64 / 100);
+    push2(out, y as u64 % 100);
+    out.push(' ');
+    push2(out, s / 3600);
+    out.push(':');
+    push2(out, s / 60 % 60);
+    out.push(':');
+    push2(out, s % 60);
+    out.push_str(" GMT");
+}
+
+/// Two decimal digits of `n` (0–99).
+fn push2(out: &mut String, n: u64) {
+    out.push(char::from(b'0' + (n / 10 % 10) as u8));
+    out.push(char::from(b'0' + (n % 10) as u8));
 }
 
 /// `ms` as ISO 8601 with seven digits of fraction, as the service writes

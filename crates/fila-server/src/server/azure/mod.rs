@@ -10,7 +10,9 @@
 //! answer — is the dialect crate `fila_azure`, which does no I/O. This
 //! module holds what joins the two: the limits, the accounts and their
 //! keys (the tokens, or the development account), the grants of each fila
-//! request an operation makes, the service properties set, and the
+//! request an operation makes, the service properties set, each loop's
+//! queues' retentions read in the last second (for Put Message's answer,
+//! without a settings request per put), and the
 //! [`AzureCaller`] a loop polls an operation with, through the exchange
 //! the SQS API's operations use (`sqs::LoopCaller`).
 //!
@@ -24,10 +26,12 @@
 //! `fila_azure::request::MESSAGE_BYTES_MAX`); request bodies count in the
 //! same server-wide room as SQS ones.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use fila_azure::auth::{dev_key, Principal, DEV_ACCOUNT};
 use fila_azure::{AzureError, Call, Code, Head};
@@ -56,6 +60,18 @@ pub(in crate::server) type Properties = Mutex<HashMap<String, Vec<u8>>>;
 
 /// The most accounts whose service properties are kept.
 const PROPERTIES_MAX: usize = 1024;
+
+/// How long a queue's retention, read for a Put Message's answer, is
+/// taken as current.
+const RETENTION_FRESH: Duration = Duration::from_secs(1);
+/// The most queues whose retention a loop keeps (past it they are all
+/// forgotten).
+const RETENTIONS_MAX: usize = 1024;
+
+thread_local! {
+    /// Queues' retentions as this loop read them lately, with when.
+    static RETENTIONS: RefCell<HashMap<String, (u64, Instant)>> = RefCell::default();
+}
 
 /// The time now, ms since the Unix epoch.
 pub(in crate::server) fn now_ms() -> u64 {
@@ -144,6 +160,32 @@ impl fila_azure::Caller for AzureCaller {
     fn properties(&self, account: &str) -> Option<Vec<u8>> {
         let p = self.properties.lock().unwrap_or_else(|p| p.into_inner());
         p.get(account).cloned()
+    }
+
+    fn recent_retention(&self, queue: &str) -> Option<u64> {
+        RETENTIONS.with(|r| {
+            r.borrow()
+                .get(queue)
+                .filter(|(_, at)| at.elapsed() < RETENTION_FRESH)
+                .map(|(ms, _)| *ms)
+        })
+    }
+
+    fn keep_retention(&self, queue: &str, retention_ms: Option<u64>) {
+        RETENTIONS.with(|r| {
+            let mut r = r.borrow_mut();
+            match retention_ms {
+                Some(ms) => {
+                    if r.len() >= RETENTIONS_MAX && !r.contains_key(queue) {
+                        r.clear();
+                    }
+                    r.insert(queue.to_owned(), (ms, Instant::now()));
+                }
+                None => {
+                    r.remove(queue);
+                }
+            }
+        });
     }
 
     fn set_properties(&self, account: &str, xml: Vec<u8>) {
