@@ -574,6 +574,7 @@ impl FrontEnd {
     /// One whole request of the Azure Queue API: read, authenticated, its
     /// operation started (`fila_azure::ops::run`, polled by hand).
     fn azure_request(&mut self, slot: usize, request: fila_http::Request, back: &mut Back<'_>) {
+        let started = Instant::now();
         let shared = self.shared.clone();
         let access = self.access.clone();
         let conn = self.conns[slot].as_mut().expect("open");
@@ -637,7 +638,7 @@ impl FrontEnd {
             protocol: Protocol::Json,
             operation,
             keep_alive,
-            started: Instant::now(),
+            started,
             access,
             token: principal.token,
             mark: None,
