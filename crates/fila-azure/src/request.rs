@@ -18,6 +18,8 @@ pub const VISIBILITY_SECS_MAX: i64 = 7 * 86_400;
 pub const LEASE_SECS_MAX: i64 = (fila_core::limits::VISIBILITY_MS_MAX / 1000) as i64;
 /// The most messages one Get Messages or Peek Messages takes.
 pub const GET_MAX: u8 = 32;
+/// The most bytes of an account's service properties.
+pub const PROPERTIES_BYTES_MAX: usize = 16 << 10;
 /// The most stored access policies a queue keeps.
 pub const POLICIES_MAX: usize = 5;
 
@@ -450,6 +452,13 @@ pub fn read_with(head: &Head<'_>, query: Query, body: &[u8]) -> Result<Call, Azu
                 }
                 ("GET", "properties", "service") => Op::GetProperties,
                 ("PUT", "properties", "service") => {
+                    // Kept in memory per account: bounded.
+                    if body.len() > PROPERTIES_BYTES_MAX {
+                        return Err(AzureError::new(
+                            Code::RequestBodyTooLarge,
+                            format!("The request body is too large and exceeds the maximum permissible limit: service properties are at most {PROPERTIES_BYTES_MAX} bytes."),
+                        ));
+                    }
                     let doc = xml::parse(body)?;
                     if doc.name != "StorageServiceProperties" {
                         return Err(AzureError::new(
