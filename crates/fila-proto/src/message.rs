@@ -391,95 +391,6 @@ pub enum Request {
     },
 }
 
-/// A channel and its backlog, as the channels request answers it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ChannelInfo {
-    /// Its name (`None`: the default channel).
-    pub name: Option<String>,
-    /// Its visible messages.
-    pub visible: u64,
-    /// Its messages in every state.
-    pub held: u64,
-}
-
-/// What put answers per entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PutAck {
-    /// Message id.
-    pub id: u128,
-    /// Sequence number.
-    pub seq: u64,
-}
-
-/// Why a message was dead-lettered.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeadLetter {
-    /// Where from.
-    pub source_queue: String,
-    /// When (ms since the epoch).
-    pub at_ms: u64,
-    /// 1 = max_deliveries, 2 = expired, 3 = consumer.
-    pub reason: u8,
-    /// The consumer's reason (empty otherwise).
-    pub consumer_reason: String,
-    /// The consumer's description (empty otherwise).
-    pub description: String,
-    /// Deliveries it had in its source queue when it was dead-lettered.
-    pub delivery_count: u32,
-}
-
-/// A message as receive and peek answer it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Message {
-    /// Unique on the server.
-    pub id: u128,
-    /// Sequence number.
-    pub seq: u64,
-    /// The body.
-    pub payload: Bytes,
-    /// Key/value pairs.
-    pub attributes: Vec<(String, String)>,
-    /// The channel.
-    pub channel: Option<String>,
-    /// ms since the epoch.
-    pub inserted_at_ms: u64,
-    /// ms since the epoch.
-    pub expires_at_ms: u64,
-    /// ms since the epoch.
-    pub next_visible_at_ms: u64,
-    /// Deliveries so far.
-    pub delivery_count: u32,
-    /// 1 visible, 2 in flight, 3 delayed, 4 deferred, 5 dead-lettered.
-    pub state: u8,
-    /// The lease's receipt, for a delivered message.
-    pub receipt: Option<Receipt>,
-    /// Where from and why, for a dead letter.
-    pub dead_letter: Option<DeadLetter>,
-    /// Its group key, when it was put with one.
-    pub group: Option<String>,
-    /// Its priority level (1 when the queue has none).
-    pub priority: u8,
-    /// Its failed attempts, oldest first (only in an answer that asked
-    /// for [`Fields::ATTEMPTS`]).
-    pub attempts: Vec<Attempt>,
-}
-
-/// One failed attempt at a message: a delivery whose lease ended without
-/// a delete.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Attempt {
-    /// When its lease ended (ms since the epoch).
-    pub at_ms: u64,
-    /// Which delivery it was.
-    pub delivery: u32,
-    /// How: 1 its lease ran out, 2 released as failed, 3 dead-lettered.
-    pub end: u8,
-    /// The consumer's reason (empty for a lease that ran out).
-    pub reason: String,
-    /// The consumer's description.
-    pub description: String,
-}
-
 /// A queue's halves a pause or a resume names, or those paused: on the
 /// wire a `u8` of bits (1 receiving, 2 sending).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -864,11 +775,13 @@ pub use borrowed::*;
 pub use cluster::{
     ClusterChange, ClusterMemberStatus, ClusterStatus, PartitionStatus, ReplicaStatus,
 };
-pub use messages::{encode_messages, encode_messages_in, DeadLetterRef, MessageRef};
+pub use messages::{
+    encode_messages, encode_messages_in, Attempt, DeadLetter, DeadLetterRef, Message, MessageRef,
+};
 use messages::{get_fields, get_message, put_fields_in, put_message_in};
 pub use opcode::Opcode;
 use queue::{
     get_filter, get_filter_tail, get_move, get_patch, get_settings, put_filter, put_move,
     put_patch, put_settings_in,
 };
-pub use queue::{MoveFilter, MoveInfo, Settings, SettingsPatch};
+pub use queue::{ChannelInfo, MoveFilter, MoveInfo, PutAck, Settings, SettingsPatch};

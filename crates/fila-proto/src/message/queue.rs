@@ -505,3 +505,23 @@ pub(super) fn get_filter_tail(r: &mut Reader) -> Result<MoveFilter, ProtoError> 
         get_filter(r)
     }
 }
+
+/// A channel and its backlog, as the channels request answers it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelInfo {
+    /// Its name (`None`: the default channel).
+    pub name: Option<String>,
+    /// Its visible messages.
+    pub visible: u64,
+    /// Its messages in every state.
+    pub held: u64,
+}
+
+/// What put answers per entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PutAck {
+    /// Message id.
+    pub id: u128,
+    /// Sequence number.
+    pub seq: u64,
+}
